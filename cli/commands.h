@@ -1,0 +1,19 @@
+// Subcommand registration for the `megascale` executable. Each cmd_<name>.cpp defines one add_*_command
+// that attaches its CLI11 subcommand and sets the callback; main.cpp calls them all.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace megascale::cli {
+
+// Exit codes shared by every subcommand.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;  // the run failed (a check did not pass, a transfer failed)
+inline constexpr int kExitUsage = 2;    // bad input: flags, config files, values
+
+void add_cc_command(CLI::App& app);
+
+// Set by a subcommand's callback; main returns it.
+int& exit_code();
+
+}  // namespace megascale::cli

@@ -1,0 +1,27 @@
+// megascale: network-and-collective performance tuning for RoCE GPU clusters. See README.md.
+#include <cstdio>
+
+#include <CLI/CLI.hpp>
+
+#include "commands.h"
+
+namespace megascale::cli {
+int& exit_code() {
+  static int code = kExitOk;
+  return code;
+}
+}  // namespace megascale::cli
+
+int main(int argc, char** argv) {
+  CLI::App app{"megascale: transport, congestion-control and collective tuning for RoCE GPU clusters"};
+  app.set_version_flag("--version", std::string("megascale ") + MEGASCALE_VERSION);
+  app.require_subcommand(1);
+  megascale::cli::add_cc_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : megascale::cli::kExitUsage;
+  }
+  return megascale::cli::exit_code();
+}
