@@ -42,12 +42,12 @@ class SwiftController final : public Controller {
 
   SwiftParams p_;
   FlowParams flow_;
-  double cwnd_;                  // packets (fractional below 1)
-  TimeNs rtt_ns_;                // latest RTT sample (the paper uses instantaneous delay)
-  TimeNs t_last_decrease_ = 0;
+  double cwnd_;                 // packets (fractional below 1)
+  TimeNs rtt_ns_;               // latest RTT sample (the paper uses instantaneous delay), else base_rtt
+  TimeNs t_last_decrease_ = 0;  // set only by a decrease branch, never by an increase or a hold
   bool decreased_once_ = false;
   uint32_t retransmit_cnt_ = 0;
-  uint8_t hops_ = 0;
+  uint8_t hops_ = 0;  // last nonzero AckSample::hops, else FlowParams::hops
   uint64_t decreases_ = 0;
 };
 
