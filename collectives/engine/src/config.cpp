@@ -36,6 +36,12 @@ Status validate_engine_config(const EngineConfig& c) {
     return bad("ack_every_segments", std::to_string(c.ack_every_segments), "must be 1..64");
   }
   if (c.ack_delay_ns < 0) return bad("ack_delay_ns", std::to_string(c.ack_delay_ns), "must be >= 0");
+  if (c.keepalive_interval_ns <= 0) {
+    return bad("keepalive_interval_ns", std::to_string(c.keepalive_interval_ns), "must be > 0");
+  }
+  if (c.ack_every_segments > 1 && c.ack_delay_ns == 0) {
+    return bad("ack_delay_ns", "0", "must be > 0 when ack_every_segments > 1 (a partial batch would wait forever)");
+  }
   if (c.connect_timeout_ns <= 0) {
     return bad("connect_timeout_ns", std::to_string(c.connect_timeout_ns), "must be > 0");
   }

@@ -189,7 +189,8 @@ class ConnectionCore {
   bool on_credit(const Packet& pkt);
   bool rcv_has(uint64_t seq) const;
   void rcv_mark(uint64_t seq);
-  void build_ack(TimeNs now, TxPacket& out);
+  // `probe`: a keepalive that asks the peer for an ACK at once.
+  void build_ack(TimeNs now, TxPacket& out, bool probe = false);
 
   // lane.cpp
   void init_lanes(TimeNs now);
@@ -222,6 +223,7 @@ class ConnectionCore {
   std::vector<Request> reqs_;
   std::vector<uint32_t> free_reqs_;
   uint64_t requests_in_use_ = 0;
+  uint64_t requests_pending_ = 0;          // posted and not yet done
   uint32_t sends_outstanding_ = 0;
   uint32_t recvs_outstanding_ = 0;
 
@@ -282,6 +284,13 @@ class ConnectionCore {
   bool fin_pending_ = false;
   bool fin_reply_pending_ = false;
   TimeNs fin_start_ns_ = 0;
+  TimeNs drain_deadline_ns_ = kNever;      // close(): unmatched sends fail after this
+
+  // --- liveness ---
+  TimeNs last_rx_ns_ = 0;                  // the last packet from the peer
+  bool probe_pending_ = false;             // a keepalive probe to send
+  bool probe_outstanding_ = false;         // a probe is unanswered (the RTO schedule retries it)
+  TimeNs keepalive_deadline() const;
 };
 
 }  // namespace megascale::engine::detail

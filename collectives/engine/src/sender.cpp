@@ -205,6 +205,7 @@ void ConnectionCore::deliver(uint64_t seq, TxSeg& s, TimeNs now) {
 void ConnectionCore::on_ack(TimeNs now, const Packet& pkt) {
   const AckHeader& a = pkt.ack;
   ++stats_.acks_received;
+  if (pkt.hdr.flags & kFlagAckRequest) ack_now_ = true;  // a keepalive probe: answer at once
   if (a.cum_ack > snd_nxt_ || (a.nsack > 0 && a.sack[a.nsack - 1].end > snd_nxt_)) {
     ++stats_.malformed_dropped;  // acknowledges what we never sent
     return;
@@ -353,6 +354,17 @@ void ConnectionCore::detect_losses(TimeNs now, uint64_t scan_end) {
 void ConnectionCore::on_rto(TimeNs now) {
   if (snd_una_ == snd_nxt_) {
     rto_deadline_ = kNever;
+    if (!probe_outstanding_) return;
+    // An unanswered keepalive probe: retried on the RTO schedule, within the same retry budget.
+    if (rto_.on_timeout(now) == cc::RtoVerdict::kGiveUp) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "peer %u unreachable: nothing heard for %.1f s (keepalive probes unanswered)",
+                    peer_, static_cast<double>(now - last_rx_ns_) / 1e9);
+      fail(buf);
+      return;
+    }
+    probe_pending_ = true;
+    rto_deadline_ = now + rto_.timeout_ns();
     return;
   }
   if (rto_.on_timeout(now) == cc::RtoVerdict::kGiveUp) {

@@ -152,8 +152,13 @@ class TestNet {
     s.tx_meta.lane = tx.lane;
     s.tx_meta.path_id = tx.path_id;
     s.tx_meta.ect = tx.ect;
-    const uint64_t key = (uint64_t(from) << 60) ^ (uint64_t(s.pkt.hdr.type) << 52) ^
-                         (s.is_seg() ? s.pkt.seg.seq : s.index);
+    // Copies: SEGs by seq; handshake, FIN and RST by type and flags; ACKs and CNPs are all distinct.
+    const PacketType t = s.pkt.hdr.type;
+    const bool by_type = t == PacketType::kSyn || t == PacketType::kSynAck || t == PacketType::kFin ||
+                         t == PacketType::kRst;
+    const uint64_t flags = by_type ? s.pkt.hdr.flags : 0;  // a retransmitted SEG is a copy
+    const uint64_t key = (uint64_t(from) << 60) ^ (uint64_t(t) << 52) ^ (flags << 44) ^
+                         (s.is_seg() ? s.pkt.seg.seq : by_type ? 0 : (uint64_t{1} << 43) + s.index);
     s.copy = copies_[key]++;
     trace_hash_ = crc32c_extend(static_cast<uint32_t>(trace_hash_), s.bytes.data(), s.bytes.size()) ^
                   (trace_hash_ << 1) ^ static_cast<uint64_t>(now);
