@@ -1,14 +1,5 @@
 // make_controller: a validated CcConfig -> the controller it names, built with that controller's section.
-//
-// This file is apart from the loader so that the loader builds and is tested before every controller
-// exists. The guards below are transitional: while any of the three newer controller headers is missing from
-// the tree, make_controller is not defined (callers fail to link, loudly) but the rest of
-// megascale_congestion_config still builds. Once fixed_window.h, dcqcn.h and hybrid.h are all on main, the
-// guards are always true and can be deleted.
 #include "megascale/congestion/config.h"
-
-#if __has_include("megascale/congestion/dcqcn.h") && __has_include("megascale/congestion/fixed_window.h")
-#if __has_include("megascale/congestion/hybrid.h")
 
 #include <memory>
 
@@ -40,5 +31,3 @@ std::unique_ptr<Controller> make_controller(const CcConfig& config) {
 
 }  // namespace megascale::cc
 
-#endif  // hybrid.h
-#endif  // dcqcn.h, fixed_window.h
