@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "megascale/congestion/config.h"
 #include "megascale/engine/packet.h"
 
 namespace megascale::engine {
@@ -51,6 +52,7 @@ Status validate_engine_config(const EngineConfig& c) {
     return bad("version_min..version_max", std::to_string(c.version_min) + ".." + std::to_string(c.version_max),
                "must be a non-empty range starting at >= 1");
   }
+  if (Status s = cc::validate_cc_config(c.cc, "engine config cc"); !s) return s.error();
   const cc::RtoParams& r = c.cc.rto;
   if (r.initial_rto_ns <= 0 || r.min_rto_ns <= 0 || r.max_rto_ns < r.min_rto_ns || r.retry_budget_ns <= 0) {
     return bad("cc.rto", std::to_string(r.min_rto_ns) + ".." + std::to_string(r.max_rto_ns),
