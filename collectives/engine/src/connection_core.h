@@ -61,6 +61,7 @@ struct TxSeg {
   uint64_t msg_len = 0;        // DATA: message length
   uint64_t lane_seq = 0;       // per-lane send counter of the latest transmission (loss detection)
   TimeNs sent_ns = 0;          // latest transmission
+  TimeNs first_sent_ns = 0;    // first transmission
   uint32_t len = 0;            // payload bytes
   uint32_t req = kNoRequest;   // the send it belongs to (DATA), kNoRequest for CREDIT / notices
   uint64_t slot = 0;
