@@ -51,7 +51,7 @@ ConnectionCore::ConnectionCore(const EngineConfig& cfg, ConnId id, uint32_t peer
   lanes_.resize(cfg.lanes);
   recv_mask_ = round_up_pow2(cfg.max_posted_recvs) - 1;
   recv_slots_.assign(size_t{recv_mask_} + 1, kNoRequest);
-  rcv_bits_.assign(rcv_window_ / 64, 0);
+  rcv_bits_.assign((rcv_window_ + 63) / 64, 0);  // windows below 64 segments use part of one word
   cnp_pacers_.assign(kMaxLanes, cc::CnpPacer(cfg.cc.dcqcn.cnp_interval_ns));
   if (initiator) {
     syn_pending_ = true;
