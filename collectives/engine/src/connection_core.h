@@ -271,6 +271,7 @@ class ConnectionCore {
   uint8_t echo_lane_ = 0;
   std::vector<cc::CnpPacer> cnp_pacers_;   // by arriving lane (any of 64)
   uint64_t cnp_pending_mask_ = 0;
+  AckHeader ack_scratch_;
 
   // --- handshake and close ---
   bool initiator_;

@@ -132,7 +132,7 @@ bool ConnectionCore::on_credit(const Packet& pkt) {
 }
 
 void ConnectionCore::build_ack(TimeNs now, TxPacket& out, bool probe) {
-  AckHeader a;
+  AckHeader& a = ack_scratch_;  // reused: a fresh AckHeader would zero 256 bytes of SACK ranges
   a.cum_ack = rcv_nxt_;
   a.echo_seq = echo_seq_;
   a.echo_ts_ns = echo_ts_ns_;
