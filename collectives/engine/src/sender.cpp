@@ -26,8 +26,9 @@ void ConnectionCore::try_match() {
         // NCCL semantics: a receive smaller than the send is an error, on both sides.
         notices_.push_back(TooLargeNotice{.slot = slot, .tag = s.tag, .msg_len = s.size});
         complete(idx, false, 0, s.tag,
-                 "message of " + std::to_string(s.size) + " bytes is larger than the peer's receive buffer of " +
-                     std::to_string(c.capacity) + " bytes (tag " + std::to_string(s.tag) + ")");
+                 "message of " + std::to_string(s.size) +
+                     " bytes is larger than the peer's receive buffer of " + std::to_string(c.capacity) +
+                     " bytes (tag " + std::to_string(s.tag) + ")");
       } else {
         tx_queue_.push(idx);
       }
@@ -38,7 +39,8 @@ void ConnectionCore::try_match() {
     } else {
       ++i;
     }
-    while (credit_scan_lo_ < credit_contig_ && !credits_[credit_scan_lo_ & credit_mask_].present) ++credit_scan_lo_;
+    while (credit_scan_lo_ < credit_contig_ && !credits_[credit_scan_lo_ & credit_mask_].present)
+      ++credit_scan_lo_;
     if (credit_scan_lo_ == credit_contig_) break;
   }
 }
@@ -72,7 +74,8 @@ void ConnectionCore::emit_seg(TimeNs now, uint64_t seq, TxSeg& s, uint32_t lane_
       h.payload_crc = crc32c(payload, s.len);
     }
   }
-  const CommonHeader ch{.version = static_cast<uint8_t>(version_), .type = PacketType::kSeg,
+  const CommonHeader ch{.version = static_cast<uint8_t>(version_),
+                        .type = PacketType::kSeg,
                         .lane = static_cast<uint8_t>(lane_index),
                         .flags = static_cast<uint8_t>(s.flags | (retransmit ? kFlagRetransmit : 0)),
                         .dst_conn_id = remote_id_};
@@ -365,8 +368,9 @@ void ConnectionCore::on_rto(TimeNs now) {
     // An unanswered keepalive probe: retried on the RTO schedule, within the same retry budget.
     if (rto_.on_timeout(now) == cc::RtoVerdict::kGiveUp) {
       char buf[160];
-      std::snprintf(buf, sizeof buf, "peer %u unreachable: nothing heard for %.1f s (keepalive probes unanswered)",
-                    peer_, static_cast<double>(now - last_rx_ns_) / 1e9);
+      std::snprintf(buf, sizeof buf,
+                    "peer %u unreachable: nothing heard for %.1f s (keepalive probes unanswered)", peer_,
+                    static_cast<double>(now - last_rx_ns_) / 1e9);
       fail(buf);
       return;
     }
@@ -376,8 +380,9 @@ void ConnectionCore::on_rto(TimeNs now) {
   }
   if (rto_.on_timeout(now) == cc::RtoVerdict::kGiveUp) {
     char buf[160];
-    std::snprintf(buf, sizeof buf, "peer %u unreachable: no progress for %.1f s after %u retransmission timeouts",
-                  peer_, static_cast<double>(now - last_progress_ns_) / 1e9, rto_.backoff_count());
+    std::snprintf(buf, sizeof buf,
+                  "peer %u unreachable: no progress for %.1f s after %u retransmission timeouts", peer_,
+                  static_cast<double>(now - last_progress_ns_) / 1e9, rto_.backoff_count());
     fail(buf);
     return;
   }

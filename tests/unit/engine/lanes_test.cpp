@@ -65,7 +65,7 @@ TEST(Lanes, EcnMarksAreEchoedAndCutTheHybridWindow) {
   EXPECT_EQ(b->stats().ce_received, 50u);
   EXPECT_EQ(a->stats().ecn_marks, 50u);  // every mark echoed exactly once (ACK ce_count)
   EXPECT_EQ(a->lane_stats(0).ecn_marks, 50u);
-  EXPECT_EQ(b->stats().cnps_sent, 0u);   // CNPs are for DCQCN peers only
+  EXPECT_EQ(b->stats().cnps_sent, 0u);  // CNPs are for DCQCN peers only
   EXPECT_LT(a->lane_stats(0).cwnd_bytes, before);
 }
 
@@ -160,7 +160,8 @@ TEST(Lanes, PacingHoldsTheLaneToItsRate) {
   auto [a, b] = net.connect_pair();
   const TimeNs t0 = net.now;
   send_one(net, a, b, 200'000, 8);
-  const double min_ns = 200.0 * (1000 + kSegHeaderBytes) * 8.0 - static_cast<double>(cfg.cc.pacer.burst_bytes) * 8.0;
+  const double min_ns =
+      200.0 * (1000 + kSegHeaderBytes) * 8.0 - static_cast<double>(cfg.cc.pacer.burst_bytes) * 8.0;
   EXPECT_GE(static_cast<double>(net.now - t0), min_ns);
   EXPECT_LE(static_cast<double>(net.now - t0), min_ns * 1.2 + 100'000);
   EXPECT_DOUBLE_EQ(a->lane_stats(0).pacing_rate_bps, 1e9);
