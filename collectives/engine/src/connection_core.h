@@ -252,6 +252,7 @@ class ConnectionCore {
   uint64_t ack_lane_mask_ = 0;  // lanes with acked bytes in the ACK being processed
   uint64_t ack_lane_bytes_[kMaxLanes] = {};
   uint32_t ack_lane_pkts_[kMaxLanes] = {};
+  TimeNs ack_lane_newest_sent_[kMaxLanes] = {};  // newest first-transmission send time delivered (0: none)
 
   // --- receiver ---
   std::vector<uint32_t> recv_slots_;  // request index by slot & recv_mask_ (kNoRequest = free)
