@@ -60,11 +60,11 @@ RxMessage UdpReceiver::message(int i) {
     if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) {
       uint8_t tos = 0;
       std::memcpy(&tos, CMSG_DATA(c), sizeof tos);
-      m.ce = (tos & kEcnMask) == kEcnCe;
+      m.tos = tos;
     } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_TCLASS) {
       int tclass = 0;
       std::memcpy(&tclass, CMSG_DATA(c), sizeof tclass);
-      m.ce = (tclass & kEcnMask) == kEcnCe;
+      m.tos = static_cast<uint8_t>(tclass);
     } else if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
       int gso_size = 0;
       std::memcpy(&gso_size, CMSG_DATA(c), sizeof gso_size);
@@ -74,6 +74,8 @@ RxMessage UdpReceiver::message(int i) {
       }
     }
   }
+  m.ecn = static_cast<uint8_t>(m.tos & kEcnMask);
+  m.ce = m.ecn == kEcnCe;
   if (m.truncated) ++counters_.truncated;
   if (m.ce) ++counters_.ce;
   return m;

@@ -27,7 +27,9 @@ struct RxMessage {
   std::span<uint8_t> bytes;  // the received bytes (receive buffer; valid until the next receive)
   size_t segment_size = 0;   // datagram size within `bytes`
   const SockAddr* from = nullptr;
-  bool ce = false;         // the IP header's ECN field was CE
+  uint8_t tos = 0;         // the TOS / traffic class byte (DSCP << 2 | ECN)
+  uint8_t ecn = 0;         // its ECN field: 0 Not-ECT, 2 ECT(0), 1 ECT(1), 3 CE
+  bool ce = false;         // ecn == CE
   bool truncated = false;  // the buffer was too small (MSG_TRUNC): drop it
 };
 
