@@ -32,7 +32,9 @@
 // Lanes and source ports: the engine gives every packet a path id; it leaves on socket
 // `path_id % sockets`, so each lane has its own UDP source port and repathing (a new path id) moves it
 // to another. The remote side sees one connection's packets come from several source ports; the peer
-// table gives each source address its own peer id, and the engine demultiplexes by connection id.
+// table gives each source address its own id, and a packet for a known connection that comes from the
+// same host as the connection's peer is handed to the engine under that peer's id (the engine accepts
+// a connection's packets from its own peer only).
 #pragma once
 
 #include <atomic>
@@ -54,6 +56,9 @@
 #include "megascale/wire/fault.h"
 
 namespace megascale::wire {
+namespace detail {
+struct SockAddr;
+}
 
 struct UdpConfig {
   std::string bind_host = "127.0.0.1";  // local address ("0.0.0.0" or "::" for any); its family is the
@@ -228,6 +233,8 @@ class UdpWire {
   UdpWire(const UdpConfig& config, std::unique_ptr<engine::Endpoint> endpoint, std::unique_ptr<Io> io);
   Status progress_locked(TimeNs now, bool read_clock);
   void receive_locked(TimeNs now);
+  uint32_t connection_peer_locked(uint32_t source_peer, const detail::SockAddr& from, const uint8_t* datagram,
+                                  size_t len) const;
   void deliver_locked(TimeNs now, uint32_t peer, uint8_t* data, size_t len, bool ce);
   void transmit_locked(TimeNs now, bool read_clock);
   TimeNs next_deadline_locked() const;
