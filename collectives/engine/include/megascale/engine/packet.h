@@ -24,7 +24,7 @@
 //   common  0 u32 magic kMagic | 4 u8 version | 5 u8 type | 6 u8 lane | 7 u8 flags |
 //           8 u64 dst_conn_id (receiver's id; 0 in SYN) | 16 u32 reserved (0) | 20 u32 header_crc
 //   SEG    24 u64 seq | 32 i64 send_ts_ns | 40 u32 payload_len | 44 u32 payload_crc |
-//          DATA:   48 u32 slot | 52 u32 reserved | 56 u64 offset | 64 u64 msg_len        (72 bytes)
+//          DATA:   48 u32 slot | 52 i32 tag | 56 u64 offset | 64 u64 msg_len             (72 bytes)
 //          CREDIT: 48 u32 slot | 52 i32 tag | 56 u64 capacity_bytes | 64 u64 reserved   (72 bytes)
 //   ACK    24 u64 cum_ack | 32 u64 echo_seq | 40 i64 echo_ts_ns | 48 u32 remote_delay_ns |
 //          52 u16 ce_count | 54 u8 echo_lane | 55 u8 nsack | 56 nsack x (u64 start, u64 end)
@@ -78,6 +78,9 @@ inline constexpr uint8_t kFlagRetransmit = 0x01;  // SEG: this copy is a retrans
 inline constexpr uint8_t kFlagLast = 0x02;        // SEG DATA: last segment of its message
 inline constexpr uint8_t kFlagCredit = 0x04;      // SEG: CREDIT kind (else DATA)
 inline constexpr uint8_t kFlagFinReply = 0x08;    // FIN: the answer to a peer's FIN
+// SEG DATA: the message for `slot` (msg_len bytes) is larger than the slot's capacity: the send failed
+// and the receive must fail too. Carries no payload (offset 0).
+inline constexpr uint8_t kFlagTooLarge = 0x10;
 
 enum class RstReason : uint16_t {
   kVersionMismatch = 1,  // SYN's version range does not overlap ours
@@ -103,7 +106,7 @@ struct SegHeader {
   uint32_t payload_len = 0;
   uint32_t payload_crc = 0;  // CRC32C of the payload; 0 for an empty payload
   uint32_t slot = 0;         // receive slot (cumulative index of the receiver's post_recv)
-  int32_t tag = 0;           // CREDIT: the receive's tag (-1 = any)
+  int32_t tag = 0;           // CREDIT: the receive's tag (-1 = any); DATA: the send's tag (>= 0)
   uint64_t offset = 0;       // DATA: byte offset of this payload in the message
   uint64_t msg_len = 0;      // DATA: whole message length, bytes
   uint64_t capacity_bytes = 0;  // CREDIT: the receive buffer's size
