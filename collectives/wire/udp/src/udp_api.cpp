@@ -256,8 +256,18 @@ engine::Completion UdpWire::wait(engine::ConnId conn, engine::RequestId req, Tim
     result.done = false;
     result.error = thread_error_.empty() ? "timed out after " + seconds_text(timeout_ns)
                                          : "progress thread stopped: " + thread_error_;
+  } else if (!result.ok) {
+    result.error += peer_suffix_locked(conn);
   }
   return result;
+}
+
+std::string UdpWire::peer_suffix_locked(engine::ConnId conn) const {
+  // The engine names peers by id; say which address that is.
+  const engine::Connection* c = endpoint_->connection(conn);
+  if (c == nullptr || !io_->peers.contains(c->peer())) return {};
+  return " (peer " + std::to_string(c->peer()) + " is " +
+         detail::format_address(io_->peers.address(c->peer())) + ")";
 }
 
 Result<engine::ConnId> UdpWire::wait_accept(TimeNs timeout_ns) {
@@ -294,7 +304,7 @@ Status UdpWire::wait_established(engine::ConnId conn, TimeNs timeout_ns) {
     return make_error("udp wire: connection not established within " + seconds_text(timeout_ns));
   }
   return make_error("udp wire: connection " + std::string(engine::to_string(st)) +
-                    (error.empty() ? "" : ": " + error));
+                    (error.empty() ? "" : ": " + error) + peer_suffix_locked(conn));
 }
 
 Status UdpWire::wait_closed(engine::ConnId conn, TimeNs timeout_ns) {

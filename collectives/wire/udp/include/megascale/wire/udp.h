@@ -31,10 +31,10 @@
 //
 // Lanes and source ports: the engine gives every packet a path id; it leaves on socket
 // `path_id % sockets`, so each lane has its own UDP source port and repathing (a new path id) moves it
-// to another. The remote side sees one connection's packets come from several source ports; the peer
-// table gives each source address its own id, and a packet for a known connection that comes from the
-// same host as the connection's peer is handed to the engine under that peer's id (the engine accepts
-// a connection's packets from its own peer only).
+// to another. The remote side sees one connection's packets come from several source ports: a packet
+// for a known connection that comes from the same host as the connection's peer is handed to the
+// engine under that peer's id (the engine accepts a connection's packets from its own peer only); any
+// other source address gets an id of its own in the peer table (a new peer's SYN, a stray packet).
 #pragma once
 
 #include <atomic>
@@ -237,13 +237,14 @@ class UdpWire {
   UdpWire(const UdpConfig& config, std::unique_ptr<engine::Endpoint> endpoint, std::unique_ptr<Io> io);
   Status progress_locked(TimeNs now, bool read_clock);
   void receive_locked(TimeNs now);
-  uint32_t connection_peer_locked(uint32_t source_peer, const detail::SockAddr& from, const uint8_t* datagram,
-                                  size_t len) const;
+  std::optional<uint32_t> connection_peer_locked(const detail::SockAddr& from, const uint8_t* datagram,
+                                                 size_t len) const;
   void deliver_locked(TimeNs now, uint32_t peer, uint8_t* data, size_t len, bool ce);
   void transmit_locked(TimeNs now, bool read_clock);
   TimeNs next_deadline_locked() const;
   void wake_locked();
   uint64_t completion_signature_locked(engine::ConnId conn) const;
+  std::string peer_suffix_locked(engine::ConnId conn) const;
   void thread_main();
   // Waits until pred() holds (under the lock) or `timeout_ns` passes; true if it holds.
   // `signature()` summarises what pred() looks at (completion counters, a state); the progress thread
