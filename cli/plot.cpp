@@ -47,7 +47,8 @@ Status render_png(const PlotSpec& spec) {
   }
   script += "unset multiplot\n";
 
-  FILE* gp = popen("gnuplot 2>&1", "w");
+  // gnuplot talks on stderr (warnings such as "empty y range"); keep it out of the results on stdout.
+  FILE* gp = popen("gnuplot 1>&2", "w");
   if (!gp) return make_error("plot: could not start gnuplot");
   fwrite(script.data(), 1, script.size(), gp);
   int rc = pclose(gp);

@@ -26,12 +26,13 @@ T get(const uint8_t* p, size_t off) {
   return v;
 }
 
-// CRC32C of the header with its crc field taken as zero.
+// CRC32C of a received header with its crc field taken as zero: one pass over a copy (a header is at
+// most kMaxHeaderBytes; one contiguous CRC is cheaper than three calls around the field).
 uint32_t header_crc(const uint8_t* p, size_t header_len) {
-  static constexpr uint8_t kZero[4] = {0, 0, 0, 0};
-  uint32_t c = crc32c_extend(0, p, kCrcOffset);
-  c = crc32c_extend(c, kZero, sizeof kZero);
-  return crc32c_extend(c, p + kCommonHeaderBytes, header_len - kCommonHeaderBytes);
+  uint8_t copy[kMaxHeaderBytes];
+  std::memcpy(copy, p, header_len);
+  std::memset(copy + kCrcOffset, 0, 4);
+  return crc32c(copy, header_len);
 }
 
 void put_common(uint8_t* p, const CommonHeader& h) {
@@ -41,11 +42,12 @@ void put_common(uint8_t* p, const CommonHeader& h) {
   p[6] = h.lane;
   p[7] = h.flags;
   put<uint64_t>(p, 8, h.dst_conn_id);
-  put<uint32_t>(p, 16, 0);
+  put<uint64_t>(p, 16, 0);  // reserved and header_crc (filled in by seal)
 }
 
+// The encoder's crc field is still zero (put_common wrote it): CRC the header in place.
 size_t seal(uint8_t* p, size_t header_len) {
-  put<uint32_t>(p, kCrcOffset, header_crc(p, header_len));
+  put<uint32_t>(p, kCrcOffset, crc32c(p, header_len));
   return header_len;
 }
 
@@ -272,7 +274,7 @@ DecodeResult decode_packet(const uint8_t* p, size_t len, Packet& out, bool verif
       a.nsack = p[55];
       if (a.nsack > kMaxSackRanges) return DecodeResult::kBadLength;
       if (len != hlen) return DecodeResult::kBadLength;
-      if (out.hdr.flags != 0 || a.echo_lane > kMaxLaneId || out.hdr.dst_conn_id == 0) {
+      if ((out.hdr.flags & ~kFlagAckRequest) != 0 || a.echo_lane > kMaxLaneId || out.hdr.dst_conn_id == 0) {
         return DecodeResult::kBadField;
       }
       for (size_t i = 0; i < a.nsack; ++i) {
