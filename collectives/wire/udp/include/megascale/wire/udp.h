@@ -73,7 +73,8 @@ struct UdpConfig {
   bool gso = true;                    // use UDP GSO when the kernel supports it
   bool gro = true;                    // use UDP GRO when the kernel supports it
   uint32_t batch = 64;                // datagrams per sendmmsg / messages per recvmmsg (1..1024)
-  int socket_buffer_bytes = 4 << 20;  // SO_SNDBUF / SO_RCVBUF wished for (capped by the kernel)
+  int socket_buffer_bytes = 4 << 20;  // SO_SNDBUF / SO_RCVBUF wished for (net.core.*mem_max caps
+                                      // it unless the process has CAP_NET_ADMIN)
   uint32_t max_peers = 65536;         // peer table limit; datagrams from further addresses drop
   // Threaded mode: busy-poll instead of sleeping in epoll (lowest latency, burns a core).
   bool busy_poll = false;
@@ -201,6 +202,7 @@ class UdpWire {
   Status wait_closed(engine::ConnId conn, TimeNs timeout_ns);
 
   // Runs `fn(Endpoint&)` under the wire's lock: any other engine access from an application thread.
+  // `fn` must not call back into the wire (the lock is not recursive).
   template <class Fn>
   auto with_endpoint(Fn&& fn) {
     std::unique_lock<WireMutex> lock(mu_);
