@@ -215,6 +215,10 @@ TEST_P(UdpLoopback, MessagesOfEverySizeArriveIntact) {
   TransferResult r;
   ASSERT_NO_FATAL_FAILURE(transfer(p, sizes, sec(30), r));
   report(host_.c_str(), r, p);
+  // Four lanes, four ports: every port carried data (each lane's path id has a socket of its own).
+  const UdpWireStats tx = p.sender->stats();
+  ASSERT_EQ(tx.datagrams_per_port.size(), 4u);
+  for (uint64_t n : tx.datagrams_per_port) EXPECT_GT(n, 100u);
   // Both directions work on one connection: the receiver sends back.
   Pair back{std::move(p.receiver), std::move(p.sender), p.recv_conn, p.send_conn};
   TransferResult r2;
@@ -454,6 +458,29 @@ TEST(UdpLoopbackFailure, PeerVanishingBeforeItsReceiveFailsWaitingSend) {
               done.error.c_str());
 }
 
+TEST(UdpWireConfig, ConsecutivePortsFromBindPort) {
+  UdpConfig c;
+  c.sockets = 3;
+  // Some base port in the dynamic range whose three ports are free; try a few.
+  std::unique_ptr<UdpWire> w;
+  for (uint16_t base = 47'000; base < 48'000 && !w; base += 37) {
+    c.bind_port = base;
+    if (auto r = UdpWire::create(c)) w = std::move(r).value();
+  }
+  ASSERT_TRUE(w) << "no three consecutive free ports in 47000..48000";
+  const std::vector<uint16_t>& ports = w->capabilities().ports;
+  ASSERT_EQ(ports.size(), 3u);
+  EXPECT_EQ(ports[0], c.bind_port);
+  EXPECT_EQ(ports[1], c.bind_port + 1);
+  EXPECT_EQ(ports[2], c.bind_port + 2);
+  EXPECT_EQ(w->local_port(), c.bind_port);
+  // The same ports again: taken, and the error says which.
+  auto again = UdpWire::create(c);
+  ASSERT_FALSE(again);
+  EXPECT_NE(again.error().message.find(std::to_string(c.bind_port)), std::string::npos)
+      << again.error().message;
+}
+
 TEST(UdpWireConfig, BadValuesAreErrors) {
   UdpConfig c;
   c.dscp = 64;
@@ -465,6 +492,12 @@ TEST(UdpWireConfig, BadValuesAreErrors) {
   w = UdpWire::create(c);
   ASSERT_FALSE(w);
   EXPECT_NE(w.error().message.find("batch=0"), std::string::npos);
+  c = UdpConfig{};
+  c.bind_port = 65534;
+  c.sockets = 4;
+  w = UdpWire::create(c);
+  ASSERT_FALSE(w);
+  EXPECT_NE(w.error().message.find("past port 65535"), std::string::npos) << w.error().message;
   c = UdpConfig{};
   c.bind_host = "::1";
   auto v6 = UdpWire::create(c);

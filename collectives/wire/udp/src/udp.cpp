@@ -100,6 +100,7 @@ Result<std::unique_ptr<UdpWire>> UdpWire::create(const UdpConfig& config) {
     io->sockets.push_back(*sock);
   }
   io->gso = caps.gso;
+  io->paths = detail::PathMap(static_cast<uint32_t>(io->sockets.size()));
 
   io->epfd = epoll_create1(EPOLL_CLOEXEC);
   io->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -147,6 +148,10 @@ Status UdpWire::progress_locked(TimeNs now, bool read_clock) {
   if (read_clock) now = UdpWire::now();
   if (endpoint_->next_deadline() <= now) endpoint_->on_timer(now);
   transmit_locked(now, read_clock);
+  if (now - io_->last_sweep_ns > kPathSweepIntervalNs) {
+    io_->paths.sweep(now, kPathIdleNs);
+    io_->last_sweep_ns = now;
+  }
   return {};
 }
 
@@ -242,7 +247,6 @@ void UdpWire::receive_locked(TimeNs now) {
 
 void UdpWire::transmit_locked(TimeNs now, bool read_clock) {
   Io& io = *io_;
-  const uint32_t n_sockets = static_cast<uint32_t>(io.sockets.size());
   for (int round = 0; round < kTxRoundsPerProgress; ++round) {
     size_t n = 0;
     while (n < config_.batch && endpoint_->poll_tx(now, io.tx[n])) ++n;
@@ -253,8 +257,8 @@ void UdpWire::transmit_locked(TimeNs now, bool read_clock) {
         ++io.tx_bad_peer;
         continue;
       }
-      io.items[k++] = detail::TxItem{p.header, p.header_len, p.payload, p.payload_len, p.path_id % n_sockets,
-                                     p.peer,   p.ect};
+      const uint32_t socket = io.paths.socket_for(p.path_id, now);
+      io.items[k++] = detail::TxItem{p.header, p.header_len, p.payload, p.payload_len, socket, p.peer, p.ect};
     }
     // The payload pointers stay valid until the next engine call other than poll_tx: send now.
     if (k > 0) io.last_io_ns = now;
@@ -293,6 +297,8 @@ UdpWireStats UdpWire::stats() const {
   s.send_dropped_full = tx.dropped_full;
   s.send_dropped_error = tx.dropped_error + io.tx_bad_peer;
   s.gso_fallbacks = tx.gso_fallbacks;
+  s.datagrams_per_port = io.sender.per_socket();
+  s.datagrams_per_port.resize(io.sockets.size(), 0);
   const detail::ReceiveCounters& rx = io.receiver.counters();
   s.datagrams_received = io.datagrams_received;
   s.bytes_received = io.bytes_received;

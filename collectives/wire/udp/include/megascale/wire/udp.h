@@ -29,9 +29,10 @@
 // otherwise) and the configured DSCP. GSO, GRO and ECN are probed when the sockets open and fall back
 // cleanly; capabilities() says what is on.
 //
-// Lanes and source ports: the engine gives every packet a path id; it leaves on socket
-// `path_id % sockets`, so each lane has its own UDP source port and repathing (a new path id) moves it
-// to another. The remote side sees one connection's packets come from several source ports: a packet
+// Lanes and source ports: the engine gives every packet a path id; each path id in use is assigned the
+// pool socket with the fewest path ids on it and keeps it, so lanes get distinct UDP source ports
+// (while there are at least as many sockets as live lanes) and repathing (a new path id) moves a lane
+// to another port. The remote side sees one connection's packets come from several source ports: a packet
 // for a known connection that comes from the same host as the connection's peer is handed to the
 // engine under that peer's id (the engine accepts a connection's packets from its own peer only); any
 // other source address gets an id of its own in the peer table (a new peer's SYN, a stray packet).
@@ -116,6 +117,7 @@ struct UdpWireStats {
   uint64_t send_dropped_full = 0;   // datagrams lost because a socket buffer was full
   uint64_t send_dropped_error = 0;  // datagrams lost to another send error
   uint64_t gso_fallbacks = 0;
+  std::vector<uint64_t> datagrams_per_port;  // datagrams sent from each pool socket (capabilities().ports)
   // Receiving.
   uint64_t datagrams_received = 0;  // after GRO split, before fault injection
   uint64_t bytes_received = 0;
