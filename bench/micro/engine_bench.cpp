@@ -8,8 +8,9 @@
 // Arguments: payload bytes per segment, controller (0 fixed window, 1 hybrid, 2 swift, 3 DCQCN),
 // ACK every N segments, and the batch: packets handed from sender to receiver before the receiver's
 // answers go back (1 = one ACK per segment, each processed before the next segment leaves; 32 = a
-// recvmmsg-sized batch, so ACKs coalesce as they would on a busy wire). Time is virtual and advances 10 ns per round; pacing is out of the way (line
-// rate 10 Tb/s), so what is measured is the engine's own work per segment.
+// recvmmsg-sized batch, so ACKs coalesce as they would on a busy wire). Time is virtual and advances 10 ns
+// per round; pacing is out of the way (line rate 10 Tb/s), so what is measured is the engine's own work per
+// segment.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -27,10 +28,14 @@ constexpr uint64_t kMessageBytes = 1 << 20;
 
 cc::ControllerKind kind_of(int64_t v) {
   switch (v) {
-    case 1: return cc::ControllerKind::kHybrid;
-    case 2: return cc::ControllerKind::kSwift;
-    case 3: return cc::ControllerKind::kDcqcn;
-    default: return cc::ControllerKind::kFixedWindow;
+    case 1:
+      return cc::ControllerKind::kHybrid;
+    case 2:
+      return cc::ControllerKind::kSwift;
+    case 3:
+      return cc::ControllerKind::kDcqcn;
+    default:
+      return cc::ControllerKind::kFixedWindow;
   }
 }
 

@@ -104,7 +104,8 @@ const bool kHavePclmul = kHaveSse42 && detect_pclmul();
 
 }  // namespace
 
-__attribute__((target("sse4.2,pclmul"))) uint32_t crc32c_hw_extend(uint32_t crc, const void* data, size_t len) {
+__attribute__((target("sse4.2,pclmul"))) uint32_t crc32c_hw_extend(uint32_t crc, const void* data,
+                                                                   size_t len) {
   const auto* p = static_cast<const uint8_t*>(data);
   uint64_t c = ~crc;
   // The crc32 instruction has a latency of 3 cycles and a throughput of 1: three interleaved streams
@@ -143,14 +144,18 @@ __attribute__((target("sse4.2,pclmul"))) uint32_t crc32c_hw_extend(uint32_t crc,
   return ~c32;
 }
 
-bool crc32c_hw_available() { return kHaveSse42; }
+bool crc32c_hw_available() {
+  return kHaveSse42;
+}
 
 #else
 
 uint32_t crc32c_hw_extend(uint32_t crc, const void* data, size_t len) {
   return crc32c_portable_extend(crc, data, len);
 }
-bool crc32c_hw_available() { return false; }
+bool crc32c_hw_available() {
+  return false;
+}
 
 #endif
 
@@ -161,6 +166,8 @@ uint32_t crc32c_extend(uint32_t crc, const void* data, size_t len) {
   return crc32c_portable_extend(crc, data, len);
 }
 
-uint32_t crc32c(const void* data, size_t len) { return crc32c_extend(0, data, len); }
+uint32_t crc32c(const void* data, size_t len) {
+  return crc32c_extend(0, data, len);
+}
 
 }  // namespace megascale::engine

@@ -61,45 +61,69 @@ bool all_zero(const uint8_t* p, size_t n) {
 // The header length of a packet of this type, judged from the bytes present; 0 when too short.
 size_t header_len_of(PacketType type, const uint8_t* p, size_t len) {
   switch (type) {
-    case PacketType::kSeg: return kSegHeaderBytes;
-    case PacketType::kAck: return len >= kAckFixedBytes ? kAckFixedBytes + size_t{p[55]} * 16 : kAckFixedBytes;
-    case PacketType::kCnp: return kCnpBytes;
+    case PacketType::kSeg:
+      return kSegHeaderBytes;
+    case PacketType::kAck:
+      return len >= kAckFixedBytes ? kAckFixedBytes + size_t{p[55]} * 16 : kAckFixedBytes;
+    case PacketType::kCnp:
+      return kCnpBytes;
     case PacketType::kSyn:
-    case PacketType::kSynAck: return kHandshakeBytes;
-    case PacketType::kFin: return kFinBytes;
-    case PacketType::kRst: return len >= kRstFixedBytes ? kRstFixedBytes + get<uint16_t>(p, 26) : kRstFixedBytes;
+    case PacketType::kSynAck:
+      return kHandshakeBytes;
+    case PacketType::kFin:
+      return kFinBytes;
+    case PacketType::kRst:
+      return len >= kRstFixedBytes ? kRstFixedBytes + get<uint16_t>(p, 26) : kRstFixedBytes;
   }
   return 0;
 }
 
-bool known_type(uint8_t t) { return t >= 1 && t <= 7; }
+bool known_type(uint8_t t) {
+  return t >= 1 && t <= 7;
+}
 
 }  // namespace
 
 std::string_view to_string(DecodeResult r) {
   switch (r) {
-    case DecodeResult::kOk: return "ok";
-    case DecodeResult::kTruncated: return "truncated";
-    case DecodeResult::kBadMagic: return "bad magic";
-    case DecodeResult::kBadVersion: return "bad version";
-    case DecodeResult::kBadType: return "bad type";
-    case DecodeResult::kBadHeaderCrc: return "bad header crc";
-    case DecodeResult::kBadLength: return "bad length";
-    case DecodeResult::kBadField: return "bad field";
-    case DecodeResult::kBadPayloadCrc: return "bad payload crc";
+    case DecodeResult::kOk:
+      return "ok";
+    case DecodeResult::kTruncated:
+      return "truncated";
+    case DecodeResult::kBadMagic:
+      return "bad magic";
+    case DecodeResult::kBadVersion:
+      return "bad version";
+    case DecodeResult::kBadType:
+      return "bad type";
+    case DecodeResult::kBadHeaderCrc:
+      return "bad header crc";
+    case DecodeResult::kBadLength:
+      return "bad length";
+    case DecodeResult::kBadField:
+      return "bad field";
+    case DecodeResult::kBadPayloadCrc:
+      return "bad payload crc";
   }
   return "?";
 }
 
 std::string_view to_string(PacketType t) {
   switch (t) {
-    case PacketType::kSeg: return "SEG";
-    case PacketType::kAck: return "ACK";
-    case PacketType::kCnp: return "CNP";
-    case PacketType::kSyn: return "SYN";
-    case PacketType::kSynAck: return "SYN_ACK";
-    case PacketType::kFin: return "FIN";
-    case PacketType::kRst: return "RST";
+    case PacketType::kSeg:
+      return "SEG";
+    case PacketType::kAck:
+      return "ACK";
+    case PacketType::kCnp:
+      return "CNP";
+    case PacketType::kSyn:
+      return "SYN";
+    case PacketType::kSynAck:
+      return "SYN_ACK";
+    case PacketType::kFin:
+      return "FIN";
+    case PacketType::kRst:
+      return "RST";
   }
   return "?";
 }
@@ -177,7 +201,7 @@ size_t encode_fin(CommonHeader hdr, const FinBody& fin, uint8_t* out) {
 size_t encode_rst(CommonHeader hdr, const RstBody& rst, uint8_t* out) {
   hdr.type = PacketType::kRst;
   put_common(out, hdr);
-  const uint16_t n = rst.text == nullptr ? 0
+  const uint16_t n = rst.text == nullptr          ? 0
                      : rst.text_len > kMaxRstText ? static_cast<uint16_t>(kMaxRstText)
                                                   : rst.text_len;
   put<uint16_t>(out, 24, static_cast<uint16_t>(rst.reason));

@@ -44,7 +44,8 @@ TEST(Crc32c, HardwareAndPortableAgreeOnRandomData) {
     const size_t off = rng() % 64;  // unaligned starts
     const size_t len = rng() % (buf.size() - off);
     const uint32_t seed = trial % 3 == 0 ? 0 : static_cast<uint32_t>(rng());
-    ASSERT_EQ(crc32c_hw_extend(seed, buf.data() + off, len), crc32c_portable_extend(seed, buf.data() + off, len))
+    ASSERT_EQ(crc32c_hw_extend(seed, buf.data() + off, len),
+              crc32c_portable_extend(seed, buf.data() + off, len))
         << "off " << off << " len " << len;
   }
 }
@@ -71,7 +72,8 @@ TEST(Crc32c, ExtendEqualsWholeBuffer) {
   const uint32_t whole = crc32c(buf.data(), buf.size());
   for (size_t cut : {0, 1, 7, 8, 9, 500, 999, 1000}) {
     EXPECT_EQ(crc32c_extend(crc32c(buf.data(), cut), buf.data() + cut, buf.size() - cut), whole) << cut;
-    EXPECT_EQ(crc32c_portable_extend(crc32c_portable_extend(0, buf.data(), cut), buf.data() + cut, buf.size() - cut),
+    EXPECT_EQ(crc32c_portable_extend(crc32c_portable_extend(0, buf.data(), cut), buf.data() + cut,
+                                     buf.size() - cut),
               whole);
   }
   buf[500] ^= 1;

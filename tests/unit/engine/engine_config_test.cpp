@@ -1,15 +1,16 @@
 // EngineConfig validation: defaults are valid; each bad value is named in the error; the endpoint
 // refuses a bad config.
-#include "megascale/engine/config.h"
-
 #include <gtest/gtest.h>
 
+#include "megascale/engine/config.h"
 #include "megascale/engine/endpoint.h"
 
 namespace megascale::engine {
 namespace {
 
-TEST(EngineConfig, DefaultsAreValid) { EXPECT_TRUE(validate_engine_config(EngineConfig{}).ok()); }
+TEST(EngineConfig, DefaultsAreValid) {
+  EXPECT_TRUE(validate_engine_config(EngineConfig{}).ok());
+}
 
 TEST(EngineConfig, BadValuesAreNamed) {
   struct Case {
@@ -26,9 +27,17 @@ TEST(EngineConfig, BadValuesAreNamed) {
       {"max_posted_recvs", [](EngineConfig& c) { c.max_posted_recvs = 0; }},
       {"dupthresh", [](EngineConfig& c) { c.dupthresh = 0; }},
       {"ack_every_segments", [](EngineConfig& c) { c.ack_every_segments = 0; }},
-      {"ack_delay_ns", [](EngineConfig& c) { c.ack_every_segments = 4; c.ack_delay_ns = 0; }},
+      {"ack_delay_ns",
+       [](EngineConfig& c) {
+         c.ack_every_segments = 4;
+         c.ack_delay_ns = 0;
+       }},
       {"keepalive_interval_ns", [](EngineConfig& c) { c.keepalive_interval_ns = 0; }},
-      {"version_min", [](EngineConfig& c) { c.version_min = 2; c.version_max = 1; }},
+      {"version_min",
+       [](EngineConfig& c) {
+         c.version_min = 2;
+         c.version_max = 1;
+       }},
       {"engine config cc", [](EngineConfig& c) { c.cc.rto.min_rto_ns = -1; }},
   };
   for (const Case& k : cases) {

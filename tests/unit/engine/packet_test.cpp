@@ -33,7 +33,8 @@ std::vector<uint8_t> make_data_seg(uint64_t seq, const std::vector<uint8_t>& pay
   s.tag = 5;
   s.offset = offset;
   s.msg_len = msg_len;
-  const size_t h = encode_seg(CommonHeader{.lane = 3, .flags = flags, .dst_conn_id = 0xABCDEF}, s, buf.data());
+  const size_t h =
+      encode_seg(CommonHeader{.lane = 3, .flags = flags, .dst_conn_id = 0xABCDEF}, s, buf.data());
   EXPECT_EQ(h, kSegHeaderBytes);
   std::memcpy(buf.data() + h, payload.data(), payload.size());
   buf.resize(h + payload.size());
@@ -42,7 +43,8 @@ std::vector<uint8_t> make_data_seg(uint64_t seq, const std::vector<uint8_t>& pay
 
 TEST(Packet, DataSegmentRoundTrips) {
   const std::vector<uint8_t> payload = {1, 2, 3, 4, 5, 6, 7};
-  const auto buf = make_data_seg(42, payload, (1ULL << 33) + 5, (1ULL << 33) + 12, kFlagLast | kFlagRetransmit);
+  const auto buf =
+      make_data_seg(42, payload, (1ULL << 33) + 5, (1ULL << 33) + 12, kFlagLast | kFlagRetransmit);
   Packet p;
   ASSERT_EQ(decode_packet(buf.data(), buf.size(), p), DecodeResult::kOk);
   EXPECT_EQ(p.hdr.type, PacketType::kSeg);
@@ -103,8 +105,14 @@ TEST(Packet, CreditAckCnpHandshakeFinRstRoundTrip) {
   EXPECT_EQ(p.hdr.type, PacketType::kCnp);
   EXPECT_EQ(p.cnp.lane, 12);
 
-  HandshakeBody hs{.src_conn_id = 99, .version_min = 1, .version_max = 3, .lanes = 8, .cc_kind = 2,
-                   .mss_bytes = 8000, .recv_slots = 256, .window_segments = 4096};
+  HandshakeBody hs{.src_conn_id = 99,
+                   .version_min = 1,
+                   .version_max = 3,
+                   .lanes = 8,
+                   .cc_kind = 2,
+                   .mss_bytes = 8000,
+                   .recv_slots = 256,
+                   .window_segments = 4096};
   n = encode_handshake(CommonHeader{.version = 3, .type = PacketType::kSyn, .dst_conn_id = 0}, hs, b);
   ASSERT_EQ(decode_packet(b, n, p), DecodeResult::kOk);  // a future version's SYN still decodes
   EXPECT_EQ(p.hdr.type, PacketType::kSyn);
@@ -189,7 +197,8 @@ TEST(Packet, FieldsOutOfRangeAreRejectedEvenWithAValidCrc) {
   auto expect_field = [&](std::vector<uint8_t> b, size_t hlen, const char* what) {
     reseal(b.data(), hlen);
     const DecodeResult r = decode_packet(b.data(), b.size(), p);
-    EXPECT_TRUE(r == DecodeResult::kBadField || r == DecodeResult::kBadLength) << what << ": " << to_string(r);
+    EXPECT_TRUE(r == DecodeResult::kBadField || r == DecodeResult::kBadLength)
+        << what << ": " << to_string(r);
   };
   const auto seg = make_data_seg(1, {1, 2, 3}, 10, 13, kFlagLast);
   auto b = seg;
