@@ -168,9 +168,11 @@ class UdpWire {
 
   // Starts the progress thread. Error if already running.
   Status start();
-  // Stops and joins it (no-op if not running). The engine state stays; progress() may be used again.
+  // Stops and joins it (no-op if not running). The engine state stays; progress() may be used again,
+  // and wait*() calls then drive progress themselves. Call start()/stop() from the thread that owns
+  // the wire.
   void stop();
-  bool running() const { return thread_.joinable(); }
+  bool running() const { return threaded_.load(); }
   // The first socket error the progress thread hit (it stops on one); empty while fine.
   std::string thread_error() const;
 
@@ -269,6 +271,7 @@ class UdpWire {
   std::condition_variable_any progressed_;  // signalled when a waiter's signature changed
   std::vector<Waiter*> waiters_;            // threads waiting on progressed_
   std::thread thread_;
+  std::atomic<bool> threaded_{false};  // a progress thread was started and not yet stopped
   std::atomic<bool> stop_{false};
   std::atomic<bool> sleeping_{false};  // the progress thread is in (or about to enter) epoll_wait
   std::string thread_error_;
