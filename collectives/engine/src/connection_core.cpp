@@ -439,6 +439,7 @@ bool ConnectionCore::poll_control(TimeNs now, TxPacket& out) {
                                                             .dst_conn_id = 0},
                                                handshake_body(), out.header));
     fill_common(out, 0);
+    out.path_id = kHomePathId;  // the acceptor matches duplicates by (peer, our id): one source address
     ctl_deadline_ = now + ctl_rto_.timeout_ns();
     return true;
   }

@@ -39,9 +39,6 @@ Result<SockAddr> resolve_address(std::string_view host, uint16_t port, int famil
 // "127.0.0.1:5000" or "[::1]:5000".
 std::string format_address(const SockAddr& a);
 
-// Same family and IP address (ports may differ): two sockets of one remote host.
-bool same_host(const SockAddr& a, const SockAddr& b);
-
 // A hash of address and port, for the peer table.
 size_t hash_address(const SockAddr& a);
 

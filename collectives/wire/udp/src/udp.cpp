@@ -169,44 +169,6 @@ void UdpWire::deliver_locked(TimeNs now, uint32_t peer, uint8_t* data, size_t le
   for (int i = 0; i < v.copies; ++i) endpoint_->on_packet(now, peer, data, len, marked);
 }
 
-// The engine accepts a connection's packets only from the connection's peer id, but the remote sends
-// each lane from its own source port. So a packet for one of our connections that comes from the same
-// host as the connection's peer is handed over under the connection's peer id, without a peer-table
-// entry for its source port (lanes repath to new ports all the time). The header is only peeked at
-// (magic, type, connection ids at the fixed offsets of packet.h); the engine still validates it all.
-std::optional<uint32_t> UdpWire::connection_peer_locked(const detail::SockAddr& from, const uint8_t* d,
-                                                        size_t len) const {
-  if (len < engine::kCommonHeaderBytes) return std::nullopt;
-  uint32_t magic = 0;
-  uint64_t dst = 0;
-  std::memcpy(&magic, d, sizeof magic);
-  std::memcpy(&dst, d + 8, sizeof dst);
-  if (magic != engine::kMagic) return std::nullopt;
-  auto owner_of = [&](const engine::Connection* c) -> std::optional<uint32_t> {
-    if (c == nullptr || !io_->peers.contains(c->peer())) return std::nullopt;
-    if (!detail::same_host(io_->peers.address(c->peer()), from)) return std::nullopt;
-    return c->peer();
-  };
-  if (dst != 0) return owner_of(endpoint_->connection(dst));
-  // No destination id: a SYN (names its sender's id at offset 24) or an RST for an unknown connection
-  // (names the id it was sent to, our remote id, at offset 32). A SYN for a new connection matches
-  // nothing and takes its source address as the peer. Rare: a scan is fine.
-  const auto type = static_cast<engine::PacketType>(d[5]);
-  size_t at = 0;
-  if (type == engine::PacketType::kSyn) at = 24;
-  if (type == engine::PacketType::kRst) at = 32;
-  if (at == 0 || len < at + 8) return std::nullopt;
-  uint64_t remote = 0;
-  std::memcpy(&remote, d + at, sizeof remote);
-  for (engine::ConnId id : endpoint_->connection_ids()) {
-    const engine::Connection* c = endpoint_->connection(id);
-    if (c != nullptr && c->remote_id() == remote) {
-      if (std::optional<uint32_t> owner = owner_of(c)) return owner;
-    }
-  }
-  return std::nullopt;
-}
-
 void UdpWire::receive_locked(TimeNs now) {
   Io& io = *io_;
   const int n_ready = epoll_wait(io.epfd, io.events.data(), static_cast<int>(io.events.size()), 0);
@@ -231,8 +193,9 @@ void UdpWire::receive_locked(TimeNs now) {
         for (size_t off = 0; off < m.bytes.size(); off += m.segment_size) {
           const size_t len = std::min(m.segment_size, m.bytes.size() - off);
           uint8_t* datagram = m.bytes.data() + off;
-          std::optional<uint32_t> peer = connection_peer_locked(*m.from, datagram, len);
-          if (!peer) peer = io.peers.intern(*m.from);  // new peer, handshake, or not ours at all
+          // Each source address is a peer id of its own: a remote connection's lanes (one source port
+          // each) arrive under several ids, and the engine demultiplexes them by connection id.
+          const std::optional<uint32_t> peer = io.peers.intern(*m.from);
           if (!peer) {
             ++io.peer_table_full;
             continue;
@@ -257,7 +220,9 @@ void UdpWire::transmit_locked(TimeNs now, bool read_clock) {
         ++io.tx_bad_peer;
         continue;
       }
-      const uint32_t socket = io.paths.socket_for(p.path_id, now);
+      // Packets without a lane (SYN, endpoint RSTs) leave from socket 0, the address peers know: the
+      // receiving engine matches them by (peer, connection id of ours).
+      const uint32_t socket = p.path_id == engine::kHomePathId ? 0 : io.paths.socket_for(p.path_id, now);
       io.items[k++] = detail::TxItem{p.header, p.header_len, p.payload, p.payload_len, socket, p.peer, p.ect};
     }
     // The payload pointers stay valid until the next engine call other than poll_tx: send now.

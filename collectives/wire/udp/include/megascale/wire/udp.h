@@ -32,10 +32,14 @@
 // Lanes and source ports: the engine gives every packet a path id; each path id in use is assigned the
 // pool socket with the fewest path ids on it and keeps it, so lanes get distinct UDP source ports
 // (while there are at least as many sockets as live lanes) and repathing (a new path id) moves a lane
-// to another port. The remote side sees one connection's packets come from several source ports: a packet
-// for a known connection that comes from the same host as the connection's peer is handed to the
-// engine under that peer's id (the engine accepts a connection's packets from its own peer only); any
-// other source address gets an id of its own in the peer table (a new peer's SYN, a stray packet).
+// to another port. Packets without a lane (SYN, endpoint RSTs: engine::kHomePathId) leave from socket 0,
+// the port peers connect to. Receiving, every source address gets a peer id of its own in the peer
+// table; the engine demultiplexes by connection id, so the lanes of one remote connection may arrive
+// under several peer ids while replies go to the address the connection was opened with.
+//
+// API change log:
+//   - (engine2) the wire no longer rewrites the peer id of packets for known connections (the engine
+//     demultiplexes by connection id); kHomePathId packets always leave from socket 0.
 #pragma once
 
 #include <atomic>
@@ -243,8 +247,6 @@ class UdpWire {
   UdpWire(const UdpConfig& config, std::unique_ptr<engine::Endpoint> endpoint, std::unique_ptr<Io> io);
   Status progress_locked(TimeNs now, bool read_clock);
   void receive_locked(TimeNs now);
-  std::optional<uint32_t> connection_peer_locked(const detail::SockAddr& from, const uint8_t* datagram,
-                                                 size_t len) const;
   void deliver_locked(TimeNs now, uint32_t peer, uint8_t* data, size_t len, bool ce);
   void transmit_locked(TimeNs now, bool read_clock);
   TimeNs next_deadline_locked() const;
