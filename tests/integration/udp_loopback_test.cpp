@@ -219,6 +219,15 @@ TEST_P(UdpLoopback, MessagesOfEverySizeArriveIntact) {
   const UdpWireStats tx = p.sender->stats();
   ASSERT_EQ(tx.datagrams_per_port.size(), 4u);
   for (uint64_t n : tx.datagrams_per_port) EXPECT_GT(n, 100u);
+  // Every datagram went to the engine with its kernel receive timestamp (GRO aggregates' included),
+  // and the engine saw this host's receive delay.
+  const UdpWireStats rx = p.receiver->stats();
+  ASSERT_TRUE(p.receiver->capabilities().rx_timestamps);
+  EXPECT_EQ(rx.rx_timestamped + rx.rx_timestamps_rejected, rx.datagrams_received);
+  EXPECT_EQ(rx.rx_timestamps_rejected, 0u) << "the realtime clock stepped during the test?";
+  const uint64_t stamped = p.sender->with_endpoint(
+      [&](engine::Endpoint& ep) { return ep.connection(p.send_conn)->stats().rx_delay.count(); });
+  EXPECT_EQ(stamped, tx.datagrams_received);  // ACKs and credits, every one stamped
   // Both directions work on one connection: the receiver sends back.
   Pair back{std::move(p.receiver), std::move(p.sender), p.recv_conn, p.send_conn};
   TransferResult r2;

@@ -125,7 +125,8 @@ std::optional<ConnId> Endpoint::accept() {
   return std::nullopt;
 }
 
-void Endpoint::on_packet(TimeNs now, uint32_t peer, const uint8_t* data, size_t len, bool ce) {
+void Endpoint::on_packet(TimeNs now, uint32_t peer, const uint8_t* data, size_t len, bool ce,
+                         TimeNs rx_time_ns) {
   Impl& im = *impl_;
   ++im.stats.packets_received;
   Packet& pkt = im.scratch;
@@ -193,7 +194,7 @@ void Endpoint::on_packet(TimeNs now, uint32_t peer, const uint8_t* data, size_t 
         if (c.core->peer() == peer && c.core->remote_id() == pkt.rst.ref_conn_id) e = &c;
       }
     }
-    if (e != nullptr) e->core->on_packet(now, pkt, ce, r);
+    if (e != nullptr) e->core->on_packet(now, rx_time_ns, pkt, ce, r);
     return;  // never answer an RST with an RST
   }
   e = im.find(pkt.hdr.dst_conn_id);
@@ -208,7 +209,7 @@ void Endpoint::on_packet(TimeNs now, uint32_t peer, const uint8_t* data, size_t 
     im.queue_rst(peer, 0, pkt.hdr.dst_conn_id, RstReason::kUnknownConnection, "unknown connection");
     return;
   }
-  e->core->on_packet(now, pkt, ce, r);
+  e->core->on_packet(now, rx_time_ns, pkt, ce, r);
 }
 
 bool Endpoint::poll_tx(TimeNs now, TxPacket& out) {

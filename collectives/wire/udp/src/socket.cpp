@@ -162,6 +162,9 @@ Result<UdpSocket> open_udp_socket(const SockAddr& bind_addr, const SocketOptions
     s.gso = set_int(s.fd, SOL_UDP, UDP_SEGMENT, 0);
   }
   if (options.gro) s.gro = set_int(s.fd, SOL_UDP, UDP_GRO, 1);
+  // Software receive timestamps: the kernel stamps each datagram as it enters the stack (a GRO
+  // aggregate once), so delay-based control sees the path and not how late this process reads it.
+  if (options.rx_timestamps) s.rx_timestamps = set_int(s.fd, SOL_SOCKET, SO_TIMESTAMPNS, 1);
   return s;
 }
 

@@ -49,8 +49,8 @@ std::string UdpCapabilities::describe() const {
   }
   return std::string("udp ") + (ipv6 ? "ipv6" : "ipv4") + ", ports " + ports_text + ", gso " +
          (gso ? "on" : "off") + ", gro " + (gro ? "on" : "off") + ", ecn send " + (ecn_send ? "on" : "off") +
-         " recv " + (ecn_recv ? "on" : "off") + ", sndbuf " + std::to_string(sndbuf_bytes) + " B, rcvbuf " +
-         std::to_string(rcvbuf_bytes) + " B";
+         " recv " + (ecn_recv ? "on" : "off") + ", rx timestamps " + (rx_timestamps ? "on" : "off") +
+         ", sndbuf " + std::to_string(sndbuf_bytes) + " B, rcvbuf " + std::to_string(rcvbuf_bytes) + " B";
 }
 
 UdpWire::UdpWire(const UdpConfig& config, std::unique_ptr<engine::Endpoint> endpoint, std::unique_ptr<Io> io)
@@ -75,11 +75,13 @@ Result<std::unique_ptr<UdpWire>> UdpWire::create(const UdpConfig& config) {
   opts.ecn = config.ecn;
   opts.gso = config.gso;
   opts.gro = config.gro;
+  opts.rx_timestamps = config.rx_timestamps;
   opts.buffer_bytes = config.socket_buffer_bytes;
   const uint32_t n_sockets = config.sockets ? config.sockets : std::max(1u, config.engine.lanes);
   UdpCapabilities caps;
   caps.ipv6 = io->family == AF_INET6;
   caps.gso = caps.gro = caps.ecn_send = caps.ecn_recv = true;
+  caps.rx_timestamps = config.rx_timestamps;
   for (uint32_t i = 0; i < n_sockets; ++i) {
     detail::SockAddr a = *bind_addr;
     const uint16_t port = config.bind_port ? static_cast<uint16_t>(config.bind_port + i) : 0;
@@ -94,6 +96,7 @@ Result<std::unique_ptr<UdpWire>> UdpWire::create(const UdpConfig& config) {
     caps.gro &= sock->gro;
     caps.ecn_send &= sock->ect;
     caps.ecn_recv &= sock->recv_tos;
+    caps.rx_timestamps &= sock->rx_timestamps;
     caps.sndbuf_bytes = sock->sndbuf_bytes;
     caps.rcvbuf_bytes = sock->rcvbuf_bytes;
     caps.ports.push_back(sock->local.port());
@@ -138,8 +141,9 @@ Status UdpWire::progress(TimeNs now) {
 
 Status UdpWire::progress_locked(TimeNs now, bool read_clock) {
   ++io_->progress_calls;
-  receive_locked(now);
+  receive_locked(now, read_clock);
   if (io_->fault) {
+    // Held datagrams stand for packets delayed in the network: they arrive when released.
     HeldDatagram held;
     while (io_->fault->pop_ready(now, held)) {
       endpoint_->on_packet(now, held.peer, held.bytes.data(), held.bytes.size(), held.ce);
@@ -155,21 +159,21 @@ Status UdpWire::progress_locked(TimeNs now, bool read_clock) {
   return {};
 }
 
-void UdpWire::deliver_locked(TimeNs now, uint32_t peer, uint8_t* data, size_t len, bool ce) {
+void UdpWire::deliver_locked(TimeNs now, uint32_t peer, uint8_t* data, size_t len, bool ce, TimeNs rx_ns) {
   ++io_->datagrams_received;
   io_->bytes_received += len;
   io_->ce_received += ce ? 1 : 0;
   if (!io_->fault) {
-    endpoint_->on_packet(now, peer, data, len, ce);
+    endpoint_->on_packet(now, peer, data, len, ce, rx_ns);
     return;
   }
   bool marked = ce;
   const FaultInjector::Verdict v = io_->fault->apply(now, peer, std::span<uint8_t>(data, len), marked);
   if (v.action != FaultInjector::Action::kDeliver) return;
-  for (int i = 0; i < v.copies; ++i) endpoint_->on_packet(now, peer, data, len, marked);
+  for (int i = 0; i < v.copies; ++i) endpoint_->on_packet(now, peer, data, len, marked, rx_ns);
 }
 
-void UdpWire::receive_locked(TimeNs now) {
+void UdpWire::receive_locked(TimeNs now, bool read_clock) {
   Io& io = *io_;
   const int n_ready = epoll_wait(io.epfd, io.events.data(), static_cast<int>(io.events.size()), 0);
   for (int e = 0; e < n_ready; ++e) {
@@ -186,10 +190,24 @@ void UdpWire::receive_locked(TimeNs now) {
         ++io.recv_errors;  // e.g. an ICMP error queued on the socket; the next call reads on
         continue;
       }
-      if (n > 0) io.last_io_ns = now;
+      if (n > 0) {
+        // The datagrams are in hand now: the engine's processing time starts here, and every kernel
+        // stamp of this batch lies before it.
+        if (read_clock) now = UdpWire::now();
+        io.last_io_ns = now;
+        if (caps_.rx_timestamps && io.rx_clock.stale(now)) io.rx_clock.refresh();
+      }
       for (int i = 0; i < n; ++i) {
         detail::RxMessage m = io.receiver.message(i);
         if (m.truncated || m.segment_size == 0) continue;
+        // One stamp per message: every datagram split from a GRO aggregate arrived with it.
+        TimeNs rx_ns = engine::kRxTimeNow;
+        bool rejected = false;
+        if (m.rx_realtime_ns != 0) {
+          const TimeNs t = io.rx_clock.to_monotonic(m.rx_realtime_ns);
+          rejected = !detail::RxClock::plausible(t, now);
+          if (!rejected) rx_ns = t;
+        }
         for (size_t off = 0; off < m.bytes.size(); off += m.segment_size) {
           const size_t len = std::min(m.segment_size, m.bytes.size() - off);
           uint8_t* datagram = m.bytes.data() + off;
@@ -200,7 +218,9 @@ void UdpWire::receive_locked(TimeNs now) {
             ++io.peer_table_full;
             continue;
           }
-          deliver_locked(now, *peer, datagram, len, m.ce);
+          io.rx_timestamped += rx_ns != engine::kRxTimeNow ? 1 : 0;
+          io.rx_timestamps_rejected += rejected ? 1 : 0;
+          deliver_locked(now, *peer, datagram, len, m.ce, rx_ns);
         }
       }
       if (static_cast<size_t>(n) < config_.batch) break;  // drained
@@ -273,6 +293,8 @@ UdpWireStats UdpWire::stats() const {
   s.recv_truncated = rx.truncated;
   s.recv_errors = io.recv_errors;
   s.ce_received = io.ce_received;
+  s.rx_timestamped = io.rx_timestamped;
+  s.rx_timestamps_rejected = io.rx_timestamps_rejected;
   s.peer_table_full = io.peer_table_full;
   s.progress_calls = io.progress_calls;
   s.sleeps = io.sleeps;

@@ -32,6 +32,11 @@
 //     (SEG: the message is larger than the receive) and kFlagAckRequest (ACK: keepalive probe).
 //   - config.h: keepalive_interval_ns (liveness of idle connections with pending requests).
 //   - connection.h: close() drains sends still waiting for a credit for at most the retry budget.
+//   - (engine2) on_packet(..., ce, rx_time_ns = kRxTimeNow): the datagram's arrival time (a kernel
+//     receive timestamp in the caller's clock domain); RTT samples for the controllers end at the
+//     ACK's arrival and the echoed remote delay starts at the segment's arrival, so this host's
+//     scheduling delay is not read as fabric delay. ConnectionStats gained fabric_delay and rx_delay;
+//     ConnectionStats::rtt now ends at arrival (was: at processing).
 //   - (engine2) on_packet demultiplexes by connection id alone: SEG/ACK/CNP/FIN/SYN_ACK and RSTs that
 //     name our id are accepted from any peer id (was: only from the connection's peer; wires no longer
 //     need to rewrite peer ids). New constant kHomePathId (0): SYNs and endpoint RSTs carry it, lanes
@@ -55,6 +60,9 @@ namespace megascale::engine {
 // The path id of packets without a lane (SYN, RSTs from the endpoint): send them from the wire's home
 // address, the one peers connect to. Lane path ids are never 0.
 inline constexpr uint32_t kHomePathId = 0;
+
+// on_packet's rx_time_ns when the caller has no receive timestamp: the packet arrived `now`.
+inline constexpr TimeNs kRxTimeNow = kNever;
 
 // One packet to transmit: header bytes (owned here) followed by payload (borrowed, may be empty).
 struct TxPacket {
@@ -91,7 +99,12 @@ class Endpoint {
   // only (payload is copied into receive buffers). Malformed packets are counted and dropped. A packet
   // for a known connection id is accepted from any peer (see "Peers and demultiplexing" above); one
   // for an unknown id is answered with an RST to `peer` (at most one per rst_interval_ns).
-  void on_packet(TimeNs now, uint32_t peer, const uint8_t* data, size_t len, bool ce);
+  // `rx_time_ns`: when the datagram arrived (e.g. the kernel's receive timestamp, in the clock domain
+  // of `now`); values after `now` count as `now`. It is the ACK's arrival for RTT samples and the
+  // segment's arrival for the delay the receiver echoes, so that fabric delay (RTT - remote delay)
+  // leaves out how late either host got round to a packet. The RTO still learns from processing time.
+  void on_packet(TimeNs now, uint32_t peer, const uint8_t* data, size_t len, bool ce,
+                 TimeNs rx_time_ns = kRxTimeNow);
 
   // Fills `out` with the next packet to send at `now`, control packets first, data as lane windows
   // and pacers allow; false when nothing may leave at `now` (next_deadline() says when to look again).

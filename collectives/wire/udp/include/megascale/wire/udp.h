@@ -25,9 +25,11 @@
 // from the application's buffer, no copy in user space), many per sendmmsg; a run of equal-size
 // packets to one peer on one socket becomes one UDP GSO message when the kernel supports UDP_SEGMENT.
 // Receiving: recvmmsg, UDP GRO aggregates split back into datagrams, the ECN field read from
-// IP_TOS / IPV6_TCLASS and handed to the engine as CE. Packets leave with ECT(0) (unless the engine says
-// otherwise) and the configured DSCP. GSO, GRO and ECN are probed when the sockets open and fall back
-// cleanly; capabilities() says what is on.
+// IP_TOS / IPV6_TCLASS and handed to the engine as CE, and the kernel's software receive timestamp
+// (SO_TIMESTAMPNS, converted from CLOCK_REALTIME to CLOCK_MONOTONIC) handed over as the datagram's
+// arrival time, so that delay-based control measures the path rather than this host's scheduling. Packets
+// leave with ECT(0) (unless the engine says otherwise) and the configured DSCP. GSO, GRO and ECN are probed
+// when the sockets open and fall back cleanly; capabilities() says what is on.
 //
 // Lanes and source ports: the engine gives every packet a path id; each path id in use is assigned the
 // pool socket with the fewest path ids on it and keeps it, so lanes get distinct UDP source ports
@@ -38,6 +40,9 @@
 // under several peer ids while replies go to the address the connection was opened with.
 //
 // API change log:
+//   - (engine2) UdpConfig::rx_timestamps (default on), UdpCapabilities::rx_timestamps,
+//     UdpWireStats::rx_timestamped / rx_timestamps_rejected: kernel receive timestamps go to the
+//     engine as arrival times. progress(now) expects `now` on CLOCK_MONOTONIC (UdpWire::now()).
 //   - (engine2) the wire no longer rewrites the peer id of packets for known connections (the engine
 //     demultiplexes by connection id); kHomePathId packets always leave from socket 0.
 #pragma once
@@ -73,10 +78,13 @@ struct UdpConfig {
   uint32_t sockets = 0;                 // source ports in the pool; 0 = one per engine lane
   // With bind_port != 0, socket i binds bind_port + i (consecutive ports, easy to firewall and to
   // steer with ECMP hash models); with bind_port == 0 every socket takes an ephemeral port.
-  uint8_t dscp = 0;                   // DSCP code point (0..63) in the TOS / traffic class byte
-  bool ecn = true;                    // mark packets ECT(0)
-  bool gso = true;                    // use UDP GSO when the kernel supports it
-  bool gro = true;                    // use UDP GRO when the kernel supports it
+  uint8_t dscp = 0;  // DSCP code point (0..63) in the TOS / traffic class byte
+  bool ecn = true;   // mark packets ECT(0)
+  bool gso = true;   // use UDP GSO when the kernel supports it
+  bool gro = true;   // use UDP GRO when the kernel supports it
+  // Kernel software receive timestamps (SO_TIMESTAMPNS) as arrival times for the engine's RTT and
+  // remote-delay measurements; off: a datagram "arrives" when progress() reads it.
+  bool rx_timestamps = true;
   uint32_t batch = 64;                // datagrams per sendmmsg / messages per recvmmsg (1..1024)
   int socket_buffer_bytes = 4 << 20;  // SO_SNDBUF / SO_RCVBUF wished for (net.core.*mem_max caps
                                       // it unless the process has CAP_NET_ADMIN)
@@ -99,11 +107,12 @@ Status validate_udp_config(const UdpConfig& config);
 // What the kernel granted when the sockets opened (GSO may later turn off if a send is refused).
 struct UdpCapabilities {
   bool ipv6 = false;
-  bool gso = false;       // UDP_SEGMENT in use
-  bool gro = false;       // UDP_GRO in use
-  bool ecn_send = false;  // ECT(0) set on outgoing packets
-  bool ecn_recv = false;  // IP_RECVTOS / IPV6_RECVTCLASS: CE marks are seen
-  int sndbuf_bytes = 0;   // as the kernel reports them (Linux reports twice the granted value)
+  bool gso = false;            // UDP_SEGMENT in use
+  bool gro = false;            // UDP_GRO in use
+  bool ecn_send = false;       // ECT(0) set on outgoing packets
+  bool ecn_recv = false;       // IP_RECVTOS / IPV6_RECVTCLASS: CE marks are seen
+  bool rx_timestamps = false;  // SO_TIMESTAMPNS: kernel receive timestamps are used
+  int sndbuf_bytes = 0;        // as the kernel reports them (Linux reports twice the granted value)
   int rcvbuf_bytes = 0;
   std::vector<uint16_t> ports;  // the pool's source ports; ports[0] is the one peers connect to
 
@@ -130,8 +139,11 @@ struct UdpWireStats {
   uint64_t recv_syscalls = 0;
   uint64_t recv_truncated = 0;
   uint64_t recv_errors = 0;
-  uint64_t ce_received = 0;      // datagrams that arrived CE-marked (before fault injection)
-  uint64_t peer_table_full = 0;  // datagrams dropped: unknown source and the table was full
+  uint64_t ce_received = 0;             // datagrams that arrived CE-marked (before fault injection)
+  uint64_t rx_timestamped = 0;          // datagrams handed to the engine with their kernel receive timestamp
+  uint64_t rx_timestamps_rejected = 0;  // stamps implausible against the clock (a realtime step):
+                                        // those datagrams went over with the processing time
+  uint64_t peer_table_full = 0;         // datagrams dropped: unknown source and the table was full
   // Driving.
   uint64_t progress_calls = 0;
   uint64_t sleeps = 0;  // threaded mode: times the thread slept in epoll
@@ -157,6 +169,7 @@ class UdpWire {
 
   // One non-blocking round at `now` (or at the clock's now): receive, engine, timers, send. Errors
   // are socket failures that make the wire unusable; protocol problems surface per connection.
+  // `now` must be on CLOCK_MONOTONIC (UdpWire::now()), the domain receive timestamps are converted to.
   Status progress();
   Status progress(TimeNs now);
   // When progress() next has timer work (engine timers, held fault-injected datagrams); kNever if none.
@@ -246,8 +259,8 @@ class UdpWire {
 
   UdpWire(const UdpConfig& config, std::unique_ptr<engine::Endpoint> endpoint, std::unique_ptr<Io> io);
   Status progress_locked(TimeNs now, bool read_clock);
-  void receive_locked(TimeNs now);
-  void deliver_locked(TimeNs now, uint32_t peer, uint8_t* data, size_t len, bool ce);
+  void receive_locked(TimeNs now, bool read_clock);
+  void deliver_locked(TimeNs now, uint32_t peer, uint8_t* data, size_t len, bool ce, TimeNs rx_ns);
   void transmit_locked(TimeNs now, bool read_clock);
   TimeNs next_deadline_locked() const;
   void wake_locked();
