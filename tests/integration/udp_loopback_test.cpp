@@ -490,6 +490,44 @@ TEST(UdpWireConfig, ConsecutivePortsFromBindPort) {
       << again.error().message;
 }
 
+// The software-path floors (collectives/wire/README.md has the measurements) are raised onto the engine's
+// congestion settings and reach the engine; larger values are kept; 0 turns a floor off.
+TEST(UdpWireConfig, SoftwarePathFloorsReachTheEngine) {
+  UdpConfig c;
+  ASSERT_EQ(c.engine.cc.pacer.burst_bytes, 16384u);  // the presets' fabric values, below the floors
+  ASSERT_EQ(c.engine.cc.rto.min_rto_ns, us(100));
+  auto w = UdpWire::create(c);
+  ASSERT_TRUE(w) << w.error().message;
+  EXPECT_EQ((*w)->config().engine.cc.pacer.burst_bytes, 64u * 1024);
+  EXPECT_EQ((*w)->config().engine.cc.rto.min_rto_ns, ms(1));
+  EXPECT_GE((*w)->config().engine.cc.rto.initial_rto_ns, ms(1));
+  EXPECT_EQ((*w)->endpoint().config().cc.pacer.burst_bytes, 64u * 1024);
+  EXPECT_EQ((*w)->endpoint().config().cc.rto.min_rto_ns, ms(1));
+
+  c.engine.cc.pacer.burst_bytes = 256 * 1024;
+  c.engine.cc.rto.min_rto_ns = ms(5);
+  c.engine.cc.rto.initial_rto_ns = ms(10);
+  w = UdpWire::create(c);
+  ASSERT_TRUE(w) << w.error().message;
+  EXPECT_EQ((*w)->endpoint().config().cc.pacer.burst_bytes, 256u * 1024);
+  EXPECT_EQ((*w)->endpoint().config().cc.rto.min_rto_ns, ms(5));
+  EXPECT_EQ((*w)->endpoint().config().cc.rto.initial_rto_ns, ms(10));
+
+  c = UdpConfig{};
+  c.pacer_burst_floor_bytes = 0;
+  c.min_rto_floor_ns = 0;
+  w = UdpWire::create(c);
+  ASSERT_TRUE(w) << w.error().message;
+  EXPECT_EQ((*w)->endpoint().config().cc.pacer.burst_bytes, 16384u);
+  EXPECT_EQ((*w)->endpoint().config().cc.rto.min_rto_ns, us(100));
+
+  c = UdpConfig{};
+  c.min_rto_floor_ns = sec(5);  // above the RTO ceiling (1 s)
+  w = UdpWire::create(c);
+  ASSERT_FALSE(w);
+  EXPECT_NE(w.error().message.find("min_rto_floor_ns"), std::string::npos) << w.error().message;
+}
+
 TEST(UdpWireConfig, BadValuesAreErrors) {
   UdpConfig c;
   c.dscp = 64;

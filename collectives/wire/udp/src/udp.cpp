@@ -38,8 +38,29 @@ Status validate_udp_config(const UdpConfig& c) {
   if (c.spin_ns < 0) return bad("spin_ns=" + std::to_string(c.spin_ns) + ": must be >= 0");
   if (c.idle_poll_ns < 0) return bad("idle_poll_ns=" + std::to_string(c.idle_poll_ns) + ": must be >= 0");
   if (Status s = validate_fault_config(c.fault, "udp config"); !s) return s;
+  if (c.pacer_burst_floor_bytes > (64ULL << 20)) {
+    return bad("pacer_burst_floor_bytes=" + std::to_string(c.pacer_burst_floor_bytes) + ": at most 64 MiB");
+  }
+  if (c.min_rto_floor_ns < 0 || c.min_rto_floor_ns > c.engine.cc.rto.max_rto_ns) {
+    return bad("min_rto_floor_ns=" + std::to_string(c.min_rto_floor_ns) +
+               ": must be in 0..engine.cc.rto.max_rto_ns");
+  }
   return {};
 }
+
+namespace {
+
+// The software-path floors of UdpConfig, raised onto the engine's congestion settings.
+UdpConfig with_software_floors(UdpConfig c) {
+  cc::PacerParams& pacer = c.engine.cc.pacer;
+  pacer.burst_bytes = std::max(pacer.burst_bytes, c.pacer_burst_floor_bytes);
+  cc::RtoParams& rto = c.engine.cc.rto;
+  rto.min_rto_ns = std::max(rto.min_rto_ns, c.min_rto_floor_ns);
+  rto.initial_rto_ns = std::max(rto.initial_rto_ns, rto.min_rto_ns);
+  return c;
+}
+
+}  // namespace
 
 std::string UdpCapabilities::describe() const {
   std::string ports_text;
@@ -60,8 +81,9 @@ UdpWire::~UdpWire() {
   stop();
 }
 
-Result<std::unique_ptr<UdpWire>> UdpWire::create(const UdpConfig& config) {
-  if (Status s = validate_udp_config(config); !s) return s.error();
+Result<std::unique_ptr<UdpWire>> UdpWire::create(const UdpConfig& given) {
+  if (Status s = validate_udp_config(given); !s) return s.error();
+  const UdpConfig config = with_software_floors(given);
   auto endpoint = engine::Endpoint::create(config.engine);
   if (!endpoint) return endpoint.error();
 

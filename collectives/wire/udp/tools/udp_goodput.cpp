@@ -35,6 +35,7 @@ struct Options {
   uint32_t lanes = 4;
   int64_t burst_kib = -1;   // -1: the preset's
   int64_t min_rto_us = -1;  // -1: the preset's (or the wire's default)
+  double rto_jitter = -1;   // -1: the preset's first-timeout jitter
   int rx_timestamps = -1;   // -1: the wire's default
   double window = 32;       // fixed window, packets
   bool busy_poll = false;
@@ -45,6 +46,32 @@ std::string loadavg() {
   std::string a, b, c;
   f >> a >> b >> c;
   return a + " " + b + " " + c;
+}
+
+// Datagrams the kernel dropped for full receive buffers, host-wide (/proc/net/snmp Udp + Udp6).
+uint64_t udp_rcvbuf_errors() {
+  uint64_t total = 0;
+  for (const char* path : {"/proc/net/snmp", "/proc/net/snmp6"}) {
+    std::ifstream f(path);
+    std::string line, header;
+    while (std::getline(f, line)) {
+      if (line.rfind("Udp6RcvbufErrors", 0) == 0)
+        total += std::stoull(line.substr(line.find_last_of(' ') + 1));
+      if (line.rfind("Udp: ", 0) != 0) continue;
+      if (header.empty()) {
+        header = line;
+        continue;
+      }
+      // The header names the columns; RcvbufErrors is one of them.
+      size_t col = 0, pos = 0;
+      const size_t at = header.find(" RcvbufErrors");
+      for (size_t i = 0; i < at; ++i) col += header[i] == ' ' ? 1 : 0;
+      for (size_t i = 0; i <= col; ++i) pos = line.find(' ', pos) + 1;
+      total += std::stoull(line.substr(pos, line.find(' ', pos) - pos));
+      header.clear();
+    }
+  }
+  return total;
 }
 
 bool parse(int argc, char** argv, Options& o) {
@@ -69,6 +96,8 @@ bool parse(int argc, char** argv, Options& o) {
       o.burst_kib = std::atoll(v);
     } else if (k == "--min-rto-us") {
       o.min_rto_us = std::atoll(v);
+    } else if (k == "--rto-jitter") {
+      o.rto_jitter = std::atof(v);
     } else if (k == "--rx-timestamps") {
       o.rx_timestamps = std::atoi(v);
     } else if (k == "--window") {
@@ -93,8 +122,9 @@ int main(int argc, char** argv) {
   if (!parse(argc, argv, o)) {
     std::fprintf(stderr,
                  "usage: megascale_udp_goodput [--cc hybrid|swift|dcqcn|fixed] [--seconds S] [--msg-mib M]\n"
-                 "  [--segment BYTES] [--lanes N] [--burst-kib K] [--min-rto-us U] [--rx-timestamps 0|1]\n"
-                 "  [--window PACKETS (fixed)] [--busy-poll 0|1] [--host 127.0.0.1|::1]\n");
+                 "  [--segment BYTES] [--lanes N] [--burst-kib K] [--min-rto-us U] [--rto-jitter J]\n"
+                 "  [--rx-timestamps 0|1]"
+                 " [--window PACKETS (fixed)] [--busy-poll 0|1] [--host 127.0.0.1|::1]\n");
     return 2;
   }
   wire::UdpConfig cfg;
@@ -113,10 +143,19 @@ int main(int argc, char** argv) {
   }
   cfg.engine.lanes = o.lanes;
   cfg.engine.segment_bytes = o.segment_bytes;
-  if (o.burst_kib >= 0) cfg.engine.cc.pacer.burst_bytes = static_cast<uint64_t>(o.burst_kib) * 1024;
-  if (o.min_rto_us >= 0) cfg.engine.cc.rto.min_rto_ns = o.min_rto_us * kNsPerUs;
+  // Explicit values are used as given: the wire's software-path floors are turned off for them.
+  if (o.burst_kib >= 0) {
+    cfg.engine.cc.pacer.burst_bytes = static_cast<uint64_t>(o.burst_kib) * 1024;
+    cfg.pacer_burst_floor_bytes = 0;
+  }
+  if (o.min_rto_us >= 0) {
+    cfg.engine.cc.rto.min_rto_ns = o.min_rto_us * kNsPerUs;
+    cfg.min_rto_floor_ns = 0;
+  }
+  if (o.rto_jitter >= 0) cfg.engine.cc.rto.first_jitter = o.rto_jitter;
   if (o.rx_timestamps >= 0) cfg.rx_timestamps = o.rx_timestamps != 0;
   const std::string load_before = loadavg();
+  const uint64_t rcvbuf_errors_before = udp_rcvbuf_errors();
 
   wire::UdpConfig rcfg = cfg;
   rcfg.engine.seed = 2;
@@ -174,9 +213,10 @@ int main(int argc, char** argv) {
     double cwnd = 0;
     for (uint32_t i = 0; i < c->lanes(); ++i) cwnd += c->lane_stats(i).cwnd_bytes;
     std::printf("cc %s burst %llu B min_rto %lld us lanes %u seg %u: %.2f Gbit/s (%.0f MiB in %.2f s)\n",
-                o.cc.c_str(), static_cast<unsigned long long>(cfg.engine.cc.pacer.burst_bytes),
-                static_cast<long long>(cfg.engine.cc.rto.min_rto_ns / kNsPerUs), o.lanes, o.segment_bytes,
-                static_cast<double>(bytes) * 8 / secs / 1e9, static_cast<double>(bytes) / (1 << 20), secs);
+                o.cc.c_str(), static_cast<unsigned long long>(s.config().engine.cc.pacer.burst_bytes),
+                static_cast<long long>(s.config().engine.cc.rto.min_rto_ns / kNsPerUs), o.lanes,
+                o.segment_bytes, static_cast<double>(bytes) * 8 / secs / 1e9,
+                static_cast<double>(bytes) / (1 << 20), secs);
     std::printf("  rtt p50 %.1f us p99 %.1f us (%llu samples)", us(st.rtt.percentile_ns(0.5)),
                 us(st.rtt.percentile_ns(0.99)), static_cast<unsigned long long>(st.rtt.count()));
     std::printf("; fabric p50 %.1f us p99 %.1f us; rx delay p50 %.1f us p99 %.1f us",
@@ -188,11 +228,19 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(st.retransmits_rto),
                 static_cast<unsigned long long>(st.segments_sent));
   });
+  const uint64_t duplicates =
+      r.with_endpoint([&](engine::Endpoint& ep) { return ep.connection(*acc)->stats().duplicates_dropped; });
+  std::printf(
+      "  receiver: %llu duplicate segments (spurious retransmissions); kernel UDP receive-buffer drops "
+      "%llu\n",
+      static_cast<unsigned long long>(duplicates),
+      static_cast<unsigned long long>(udp_rcvbuf_errors() - rcvbuf_errors_before));
   const wire::UdpWireStats ws = s.stats();
   std::printf("  sender: %llu datagrams in %llu messages (%llu gso), %llu sleeps; load %s -> %s\n",
               static_cast<unsigned long long>(ws.datagrams_sent),
               static_cast<unsigned long long>(ws.send_messages),
               static_cast<unsigned long long>(ws.gso_messages), static_cast<unsigned long long>(ws.sleeps),
               load_before.c_str(), loadavg().c_str());
+  std::fflush(stdout);
   return 0;
 }

@@ -40,6 +40,9 @@
 // under several peer ids while replies go to the address the connection was opened with.
 //
 // API change log:
+//   - (engine2) UdpConfig::pacer_burst_floor_bytes (64 KiB) and min_rto_floor_ns (1 ms): software-path
+//     floors raised onto engine.cc.pacer.burst_bytes and engine.cc.rto.min_rto_ns at create();
+//     config() returns the configuration in effect (was: as given).
 //   - (engine2) UdpConfig::rx_timestamps (default on), UdpCapabilities::rx_timestamps,
 //     UdpWireStats::rx_timestamped / rx_timestamps_rejected: kernel receive timestamps go to the
 //     engine as arrival times. progress(now) expects `now` on CLOCK_MONOTONIC (UdpWire::now()).
@@ -99,6 +102,18 @@ struct UdpConfig {
   TimeNs idle_poll_ns = 50 * kNsPerUs;
   FaultConfig fault;            // off by default
   engine::EngineConfig engine;  // the transport's own knobs
+
+  // Software-path floors, applied to engine.cc when the wire is created (config() shows the result).
+  // The congestion presets' pacer burst and RTO floor are fabric values (a NIC paces per packet and
+  // answers in microseconds); a software wire needs more, measured in collectives/wire/README.md:
+  //  - The engine's clock stands still within a progress round, so a lane releases at most one pacer
+  //    burst per round: with 16 KiB (two 8 KiB segments) a lane is capped at burst / round time, a few
+  //    Gbit/s. One GSO message (64 KiB) per lane per round lifts the cap. 0 = no floor.
+  uint64_t pacer_burst_floor_bytes = 64 * 1024;
+  //  - ACKs wait for the peer's progress thread, which a busy host schedules hundreds of us late; a
+  //    100 us RTO floor then fires spuriously (and the RTO's randomised first timeout may be half the
+  //    smoothed RTO). 0 = no floor.
+  TimeNs min_rto_floor_ns = kNsPerMs;
 };
 
 // Checks ranges; the message names the field and the value.
@@ -152,7 +167,8 @@ struct UdpWireStats {
 
 class UdpWire {
  public:
-  // Validates `config`, creates the engine endpoint and opens the sockets.
+  // Validates `config`, applies the software-path floors to its engine settings, creates the engine
+  // endpoint and opens the sockets.
   static Result<std::unique_ptr<UdpWire>> create(const UdpConfig& config);
   ~UdpWire();  // stops the progress thread if running, closes the sockets
   UdpWire(const UdpWire&) = delete;
@@ -163,6 +179,7 @@ class UdpWire {
 
   const UdpCapabilities& capabilities() const { return caps_; }
   uint16_t local_port() const { return caps_.ports.empty() ? 0 : caps_.ports[0]; }
+  // The configuration in effect: as given to create(), with the software-path floors applied.
   const UdpConfig& config() const { return config_; }
 
   // ---- Caller-driven mode: call from the one thread that owns the wire. ----
