@@ -197,6 +197,28 @@ TEST_P(UdpIo, ReceiveTimestampsArePresentMonotoneAndTellTheArrival) {
   clock.refresh();
   EXPECT_LT(clock.error_ns(), 50 * kNsPerUs);  // three vDSO reads; even a preempted try has two more
 
+  // The kernel turns stamping on arrival on lazily: the first socket that asks schedules a work item
+  // that flips a static key, and until it has run datagrams are stamped when read. Wait for it (on
+  // a busy host the work item may run milliseconds later).
+  {
+    const Datagram probe = make_datagram(99, 72, 10);
+    std::vector<TxItem> one = {TxItem{probe.header.data(), 72, probe.payload.data(), 10, 0, 0, true}};
+    std::vector<SockAddr> to = {rx.local};
+    std::vector<UdpSocket> from = {tx};
+    UdpSender probe_sender(1);
+    bool on = false;
+    for (int tries = 0; tries < 200 && !on; ++tries) {
+      bool probe_gso = false;
+      probe_sender.send(one, from, to, probe_gso);
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      const TimeNs read_at = RxClock::read(CLOCK_MONOTONIC);
+      Received p = receive(rx, 1);
+      ASSERT_EQ(p.datagrams.size(), 1u);
+      on = clock.to_monotonic(p.rx_realtime_ns[0]) < read_at - kNsPerMs;
+    }
+    ASSERT_TRUE(on) << "the kernel never stamped a datagram before it was read";
+  }
+
   std::vector<uint32_t> sizes(30, 1400);  // a GSO run (GRO may aggregate it) ...
   sizes.push_back(100);
   for (uint32_t i = 0; i < 10; ++i) sizes.push_back(200 + i);  // ... and plain datagrams
