@@ -53,7 +53,8 @@ struct UdpWire::Io {
   std::vector<epoll_event> events = std::vector<epoll_event>(64);
   int epfd = -1;
   int wakefd = -1;
-  bool gso = false;  // in use now (cleared if the kernel refuses a GSO send)
+  bool gso = false;       // in use now (cleared if the kernel refuses a GSO send)
+  TimeNs last_io_ns = 0;  // when a round last received or sent a datagram
 
   // Counters the wire keeps itself (the sender and receiver keep theirs).
   uint64_t datagrams_received = 0;

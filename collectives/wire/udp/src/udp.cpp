@@ -36,6 +36,7 @@ Status validate_udp_config(const UdpConfig& c) {
   }
   if (c.max_peers < 1) return bad("max_peers must be >= 1");
   if (c.spin_ns < 0) return bad("spin_ns=" + std::to_string(c.spin_ns) + ": must be >= 0");
+  if (c.idle_poll_ns < 0) return bad("idle_poll_ns=" + std::to_string(c.idle_poll_ns) + ": must be >= 0");
   if (Status s = validate_fault_config(c.fault, "udp config"); !s) return s;
   return {};
 }
@@ -217,6 +218,7 @@ void UdpWire::receive_locked(TimeNs now) {
         ++io.recv_errors;  // e.g. an ICMP error queued on the socket; the next call reads on
         continue;
       }
+      if (n > 0) io.last_io_ns = now;
       for (int i = 0; i < n; ++i) {
         detail::RxMessage m = io.receiver.message(i);
         if (m.truncated || m.segment_size == 0) continue;
@@ -253,6 +255,7 @@ void UdpWire::transmit_locked(TimeNs now, bool read_clock) {
                                      p.peer,   p.ect};
     }
     // The payload pointers stay valid until the next engine call other than poll_tx: send now.
+    if (k > 0) io.last_io_ns = now;
     if (k > 0) io.sender.send(std::span(io.items.data(), k), io.sockets, io.peers.addresses(), io.gso);
     if (n < config_.batch) {
       more_tx_ = false;

@@ -40,6 +40,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -79,6 +80,9 @@ struct UdpConfig {
   // Threaded mode: a deadline closer than this is waited for by spinning, not by sleeping (kernel
   // timers wake tens of microseconds late; pacing needs better).
   TimeNs spin_ns = 20 * kNsPerUs;
+  // Threaded mode: after a round that moved packets, keep polling this long before sleeping. Waking
+  // from epoll costs tens of microseconds, which a delay-based controller would see as queueing.
+  TimeNs idle_poll_ns = 50 * kNsPerUs;
   FaultConfig fault;            // off by default
   engine::EngineConfig engine;  // the transport's own knobs
 };
@@ -239,10 +243,17 @@ class UdpWire {
   void transmit_locked(TimeNs now, bool read_clock);
   TimeNs next_deadline_locked() const;
   void wake_locked();
+  uint64_t completion_signature_locked(engine::ConnId conn) const;
   void thread_main();
   // Waits until pred() holds (under the lock) or `timeout_ns` passes; true if it holds.
-  template <class Pred>
-  bool wait_until(std::unique_lock<WireMutex>& lock, TimeNs timeout_ns, Pred pred);
+  // `signature()` summarises what pred() looks at (completion counters, a state); the progress thread
+  // wakes a waiter only when its signature changed, so waiting costs the progress thread nothing else.
+  template <class Pred, class Signature>
+  bool wait_until(std::unique_lock<WireMutex>& lock, TimeNs timeout_ns, Pred pred, Signature signature);
+  struct Waiter {
+    std::function<uint64_t()> signature;
+    uint64_t last = 0;
+  };
 
   UdpConfig config_;
   UdpCapabilities caps_;
@@ -250,8 +261,8 @@ class UdpWire {
   std::unique_ptr<Io> io_;
 
   mutable WireMutex mu_;                    // guards the endpoint, the I/O state and the stats
-  std::condition_variable_any progressed_;  // signalled after each progress round while waiters_ > 0
-  uint32_t waiters_ = 0;                    // threads waiting on progressed_
+  std::condition_variable_any progressed_;  // signalled when a waiter's signature changed
+  std::vector<Waiter*> waiters_;            // threads waiting on progressed_
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> sleeping_{false};  // the progress thread is in (or about to enter) epoll_wait
