@@ -28,7 +28,7 @@ namespace flag = perf::flag;
 struct PerfFlags {
   PerfOptions o;
   std::string test = "both";
-  std::string poll = "busy";
+  std::string poll = "adaptive";
   uint64_t buffer_mib = 256;
   std::string json_path;
   bool report_gbits = false;
@@ -63,11 +63,12 @@ int run_perf_command(PerfFlags& f, CLI::App* cmd) {
     return kExitUsage;
   }
   o.test = *test;
-  if (f.poll != "busy" && f.poll != "sleep") {
-    fmt::print(stderr, "megascale perf: --poll {}: must be busy or sleep\n", f.poll);
+  auto poll = perf::parse_perf_poll(f.poll);
+  if (!poll) {
+    fmt::print(stderr, "megascale perf: {}\n", poll.error().message);
     return kExitUsage;
   }
-  o.busy_poll = f.poll == "busy";
+  o.poll = *poll;
   if (f.dscp > 63) {
     fmt::print(stderr, "megascale perf: --dscp {}: a DSCP code point is 0 .. 63\n", f.dscp);
     return kExitUsage;
@@ -140,7 +141,10 @@ void add_perf_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--dscp", f->dscp, "DSCP code point of every packet (0..63)")->capture_default_str();
   cmd->add_flag("--check", o.check, "Fill and verify every byte of every message (else both ends of each)");
-  cmd->add_option("--poll", f->poll, "busy: spin on the sockets (lowest latency); sleep: epoll when idle")
+  cmd->add_option(
+         "--poll", f->poll,
+         "adaptive: spin 50 us after traffic, then sleep; busy: always spin (a core per side); sleep: "
+         "epoll whenever idle")
       ->capture_default_str();
   cmd->add_option("--timeout", o.timeout_s, "Fail when nothing completes for this many seconds")
       ->capture_default_str();

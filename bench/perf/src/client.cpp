@@ -59,8 +59,11 @@ std::vector<std::string> banner(const PerfOptions& o, const UdpWire& w, const Cl
   b.push_back(fmt::format(" Check           : {}", o.check
                                                        ? "every byte of every message"
                                                        : "both ends of every message (--check: every byte)"));
-  b.push_back(fmt::format(" Poll            : {}",
-                          o.busy_poll ? "busy (spin on the sockets)" : "sleep in epoll when idle"));
+  b.push_back(
+      fmt::format(" Poll            : {}", o.poll == PerfPoll::kBusy ? "busy (spin on the sockets)"
+                                           : o.poll == PerfPoll::kSleep
+                                               ? "sleep in epoll when idle"
+                                               : "adaptive (spin 50 us after traffic, then sleep in epoll)"));
   b.push_back(fmt::format(" Faults          : {}", describe_faults(setup.fault)));
   b.push_back(rule_line());
   return b;
@@ -82,7 +85,7 @@ json config_json(const PerfOptions& o, const UdpWire& w, const ClientSetup& setu
               {"segment_bytes", o.segment_bytes},
               {"negotiated_segment_bytes", segment},
               {"dscp", o.dscp},
-              {"poll", o.busy_poll ? "busy" : "sleep"},
+              {"poll", std::string(to_string(o.poll))},
               {"transport", w.capabilities().describe()},
               {"server_transport", srv.transport},
               {"same_host", srv.same_host},
@@ -136,22 +139,34 @@ PerfRun run_client_on(UdpWire& w, const std::string& host, uint16_t port, const 
   const std::string where =
       o.loopback ? fmt::format("loopback: server and client in this process ({} port {})", host, port)
                  : fmt::format("client of {} port {}", host, port);
-  auto id = w.connect(host, port);
-  if (!id)
-    return failed(std::move(run), PerfStatus::kFailed,
-                  fmt::format("connect to {}:{}: {}", host, port, id.error().message));
-  Session s(w, *id, o, sink, "server");
-  auto established = [&] {
-    return s.conn() == nullptr || s.conn()->state() != engine::ConnectionState::kConnecting;
+  // The control connection first, then the data connection: the server accepts them in that order.
+  auto open = [&](std::string_view which) -> Result<engine::ConnId> {
+    auto id = w.connect(host, port);
+    if (!id)
+      return make_error(fmt::format("connect to {}:{} ({}): {}", host, port, which, id.error().message));
+    return *id;
   };
-  if (Status st = s.drive(established, "the connection"); !st) {
-    return failed(std::move(run), PerfStatus::kFailed,
-                  fmt::format("connect to {}:{}: {}", host, port, st.error().message));
-  }
-  if (s.conn()->state() != engine::ConnectionState::kEstablished) {
-    return failed(std::move(run), PerfStatus::kFailed,
-                  fmt::format("connect to {}:{}: {}", host, port, s.conn()->error()));
-  }
+  auto ctl = open("control");
+  if (!ctl) return failed(std::move(run), PerfStatus::kFailed, ctl.error().message);
+  Session s(w, *ctl, o, sink, "server");
+  auto established = [&](engine::Connection* c) -> Status {
+    if (Status st =
+            s.drive([&] { return c->state() != engine::ConnectionState::kConnecting; }, "the connection");
+        !st) {
+      return make_error(fmt::format("connect to {}:{}: {}", host, port, st.error().message));
+    }
+    if (c->state() != engine::ConnectionState::kEstablished) {
+      return make_error(fmt::format("connect to {}:{}: {}", host, port, c->error()));
+    }
+    return {};
+  };
+  if (Status st = established(s.control()); !st)
+    return failed(std::move(run), PerfStatus::kFailed, st.error().message);
+  auto data = open("data");
+  if (!data) return failed(std::move(run), PerfStatus::kFailed, data.error().message);
+  s.set_data(*data);
+  if (Status st = established(s.conn()); !st)
+    return failed(std::move(run), PerfStatus::kFailed, st.error().message);
   if (Status st = s.post_control_recv(); !st)
     return failed(std::move(run), PerfStatus::kFailed, st.error().message);
   if (Status st = s.send_control(to_json(params_from(o, setup.cc_name))); !st) {

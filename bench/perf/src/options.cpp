@@ -27,6 +27,25 @@ Result<PerfTest> parse_perf_test(std::string_view text) {
   return make_error(fmt::format("--test {}: must be bw, lat or both", text));
 }
 
+std::string_view to_string(PerfPoll p) {
+  switch (p) {
+    case PerfPoll::kAdaptive:
+      return "adaptive";
+    case PerfPoll::kBusy:
+      return "busy";
+    case PerfPoll::kSleep:
+      return "sleep";
+  }
+  return "?";
+}
+
+Result<PerfPoll> parse_perf_poll(std::string_view text) {
+  if (text == "adaptive") return PerfPoll::kAdaptive;
+  if (text == "busy") return PerfPoll::kBusy;
+  if (text == "sleep") return PerfPoll::kSleep;
+  return make_error(fmt::format("--poll {}: must be adaptive, busy or sleep", text));
+}
+
 PerfRole role_of(const PerfOptions& o) {
   if (o.loopback) return PerfRole::kLoopback;
   return o.server.empty() ? PerfRole::kServer : PerfRole::kClient;

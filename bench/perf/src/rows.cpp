@@ -112,6 +112,7 @@ Result<BwRow> client_bw_row(Session& s, const PerfOptions& o, uint64_t row, uint
   const uint32_t window = buffers_for(o, size);
   Buffers bufs(window, size);
   if (!bufs.ok()) return out_of_memory(window, size);
+  AbortGuard guard(s);
   if (!o.check) {
     for (uint32_t b = 0; b < window; ++b) fill_pattern(bufs[b], size, message_key(row, b, false));
   }
@@ -157,6 +158,7 @@ Result<BwRow> client_bw_row(Session& s, const PerfOptions& o, uint64_t row, uint
     }
     s.idle();
   }
+  guard.disarm();  // every send completed: nothing refers to the buffers any more
   const SideSnapshot after = take_snapshot(s.wire(), s.id());
   auto server = finish_row(s);
   if (!server) return server.error();
@@ -176,6 +178,7 @@ Result<LatRow> client_lat_row(Session& s, const PerfOptions& o, uint64_t row, ui
   const uint64_t total = count + kLatWarmup;
   Buffers ping(2, size), pong(1, size);
   if (!ping.ok() || !pong.ok()) return out_of_memory(3, size);
+  AbortGuard guard(s);
   if (Status st = start_row(s, PerfTest::kLat, row, size, total); !st) return st.error();
 
   SideSnapshot before;
@@ -234,6 +237,7 @@ Result<LatRow> client_lat_row(Session& s, const PerfOptions& o, uint64_t row, ui
     }
     if (Status st = completion_error(comp, "ping send", s.conn()); !st) return st.error();
   }
+  guard.disarm();
   if (total <= kLatWarmup) before = take_snapshot(s.wire(), s.id());
   const SideSnapshot after = take_snapshot(s.wire(), s.id());
   auto server = finish_row(s);
@@ -256,6 +260,7 @@ Status serve_bw(Session& s, const PerfOptions& o, uint64_t row, uint64_t size, u
   const uint32_t window = buffers_for(o, size);
   Buffers bufs(window, size);
   if (!bufs.ok()) return out_of_memory(window, size);
+  AbortGuard guard(s);
   std::vector<engine::RequestId> ring(window);
   uint64_t posted = 0, done = 0;
   engine::Connection* c = s.conn();
@@ -301,6 +306,7 @@ Status serve_bw(Session& s, const PerfOptions& o, uint64_t row, uint64_t size, u
       return st;
     s.idle();
   }
+  guard.disarm();
   return {};
 }
 
@@ -309,6 +315,7 @@ Status serve_lat(Session& s, const PerfOptions& o, uint64_t row, uint64_t size, 
                  ServerResult& out, SideSnapshot& before) {
   Buffers ping(1, size), pong(2, size);
   if (!ping.ok() || !pong.ok()) return out_of_memory(3, size);
+  AbortGuard guard(s);
   engine::RequestId sends[2] = {0, 0};
   auto rr = s.conn()->post_recv(ping[0], size, kTagData);
   if (!rr) return make_error("posting the ping receive: " + rr.error().message);
@@ -361,6 +368,7 @@ Status serve_lat(Session& s, const PerfOptions& o, uint64_t row, uint64_t size, 
     }
     if (Status st = completion_error(sc, "pong send", s.conn()); !st) return st;
   }
+  guard.disarm();
   if (count <= kLatWarmup) before = take_snapshot(s.wire(), s.id());
   return {};
 }

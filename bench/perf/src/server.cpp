@@ -54,6 +54,7 @@ PerfRun run_server_on(UdpWire& w, const PerfOptions& o, const std::string& cc_na
   if (!o.loopback) {
     emit(sink, fmt::format("megascale perf server: waiting for a client on {}", w.capabilities().describe()));
   }
+  // A client opens two connections: control first, then data.
   std::optional<engine::ConnId> id;
   while (!id) {
     if (stop != nullptr && stop->load())
@@ -63,6 +64,13 @@ PerfRun run_server_on(UdpWire& w, const PerfOptions& o, const std::string& cc_na
     if (!id) w.wait_for_io(std::min(w.next_deadline(), UdpWire::now() + 20 * kNsPerMs));
   }
   Session s(w, *id, o, sink, "client");
+  std::optional<engine::ConnId> data;
+  if (Status st = s.drive([&] { return (data = w.endpoint().accept()).has_value(); }, "the data connection");
+      !st) {
+    s.close();
+    return failed(PerfStatus::kFailed, st.error().message);
+  }
+  s.set_data(*data);
   if (Status st = s.post_control_recv(); !st) return failed(PerfStatus::kFailed, st.error().message);
   auto msg = s.recv_control("params");
   if (!msg) {

@@ -1,5 +1,11 @@
-// One side of a perf connection, driven by the thread that owns its UdpWire (caller-driven mode): the
+// One side of a perf session, driven by the thread that owns its UdpWire (caller-driven mode): the
 // progress/idle loop with failure and inactivity checks, and the control-message channel.
+//
+// A session is two engine connections between the same wires: the control connection carries the
+// JSON control messages and keeps one receive posted all the time; the data connection carries only
+// the measured messages, so its counters are the row's alone. They are apart because the engine's
+// receive slots form a ring (max_posted_recvs): a receive that stays posted while many later ones
+// complete would block the ring.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -16,24 +22,27 @@ namespace megascale::perf::detail {
 
 class Session {
  public:
-  // `conn` must be a connection of `w`; `o` gives --poll and --timeout; `peer_name` ("server",
-  // "client") names the other side in errors.
-  Session(wire::UdpWire& w, engine::ConnId conn, const PerfOptions& o, const PerfSink& sink,
+  // `control` must be a connection of `w` (the data connection is set later); `o` gives --poll and
+  // --timeout; `peer_name` ("server", "client") names the other side in errors.
+  Session(wire::UdpWire& w, engine::ConnId control, const PerfOptions& o, const PerfSink& sink,
           std::string peer_name);
 
   wire::UdpWire& wire() { return wire_; }
-  engine::ConnId id() const { return id_; }
-  // The connection (nullptr once released); use only from the driving thread.
-  engine::Connection* conn() { return wire_.endpoint().connection(id_); }
+  void set_data(engine::ConnId data) { data_id_ = data; }
+  engine::ConnId id() const { return data_id_; }
+  // The data connection (nullptr before set_data and once released); use only from the driving thread.
+  engine::Connection* conn() { return data_id_ ? wire_.endpoint().connection(data_id_) : nullptr; }
+  engine::Connection* control() { return wire_.endpoint().connection(control_id_); }
 
   // One progress round (receive, engine, timers, send).
   Status progress();
-  // Nothing to do until the wire has news: sleeps in epoll with --poll sleep (until a datagram or the
-  // engine's next deadline), returns at once with --poll busy.
+  // Nothing to do until the wire has news: with --poll sleep, sleeps in epoll until a datagram or the
+  // engine's next deadline; --poll busy returns at once; --poll adaptive returns at once while the
+  // last datagram is less than kAdaptiveSpinNs old, then sleeps.
   void idle();
   // Marks that something completed (resets the --timeout clock).
   void touch() { last_activity_ns_ = wire::UdpWire::now(); }
-  // Error when the connection failed, or nothing completed for --timeout seconds; `what` says what was
+  // Error when a connection failed, or nothing completed for --timeout seconds; `what` says what was
   // being waited for.
   Status check(std::string_view what);
 
@@ -67,13 +76,19 @@ class Session {
   // Progress line on the sink (stderr) at most once a second, after the first second of `start_ns`.
   void progress_note(TimeNs start_ns, const std::string& text);
 
-  // Closes the connection and waits briefly for the peer's FIN (errors ignored: the results are in).
+  // Closes both connections and waits briefly for the peer's FINs (errors ignored: the results are in).
   void close();
+  // Drops the data connection at once (the peer gets an RST): every pending request on it fails, so
+  // no buffer of ours is read or written after this. For error paths about to free their buffers.
+  void abort();
 
  private:
   wire::UdpWire& wire_;
-  engine::ConnId id_;
-  bool busy_poll_;
+  engine::ConnId control_id_;
+  engine::ConnId data_id_ = 0;
+  PerfPoll poll_;
+  uint64_t last_io_count_ = 0;  // datagrams in + out at the last idle()
+  TimeNs last_io_ns_ = 0;       // when that count last changed
   TimeNs timeout_ns_;
   const PerfSink& sink_;
   std::string peer_name_;
@@ -89,6 +104,23 @@ class Session {
   std::string control_out_;
   std::string error_out_;
   std::string last_control_;
+};
+
+// Aborts the session when a row leaves early (declare it after the row's buffers, so that it runs
+// before they are freed); disarm() on success.
+class AbortGuard {
+ public:
+  explicit AbortGuard(Session& s) : s_(s) {}
+  ~AbortGuard() {
+    if (armed_) s_.abort();
+  }
+  AbortGuard(const AbortGuard&) = delete;
+  AbortGuard& operator=(const AbortGuard&) = delete;
+  void disarm() { armed_ = false; }
+
+ private:
+  Session& s_;
+  bool armed_ = true;
 };
 
 // Status from a completion that is done but failed, naming what it was.

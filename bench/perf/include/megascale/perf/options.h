@@ -28,6 +28,14 @@ namespace megascale::perf {
 
 enum class PerfTest : uint8_t { kBw, kLat, kBoth };
 
+// How a side waits for its wire: kBusy spins on the sockets (perftest's way; lowest latency, a whole
+// core each); kSleep sleeps in epoll whenever nothing is due; kAdaptive spins for kAdaptiveSpinNs after
+// each datagram in or out, then sleeps (answers arrive while it spins, an idle side costs nothing).
+enum class PerfPoll : uint8_t { kAdaptive, kBusy, kSleep };
+inline constexpr int64_t kAdaptiveSpinNs = 50'000;
+std::string_view to_string(PerfPoll p);
+Result<PerfPoll> parse_perf_poll(std::string_view text);  // "adaptive", "busy", "sleep"
+
 std::string_view to_string(PerfTest t);
 Result<PerfTest> parse_perf_test(std::string_view text);  // "bw", "lat", "both"
 
@@ -81,11 +89,11 @@ struct PerfOptions {
   std::string bind_host;         // --bind: local address; empty = any (loopback: the loopback address)
 
   // The transport.
-  uint32_t lanes = 4;             // --lanes: lanes (UDP source ports) per connection, 1..64
-  std::string cc = "hybrid";      // --cc: built-in preset name or YAML file
-  uint32_t segment_bytes = 4096;  // --segment: payload bytes per datagram
-  uint8_t dscp = 0;               // --dscp
-  bool busy_poll = true;          // --poll busy|sleep: spin on the sockets, or sleep in epoll when idle
+  uint32_t lanes = 4;                   // --lanes: lanes (UDP source ports) per connection, 1..64
+  std::string cc = "hybrid";            // --cc: built-in preset name or YAML file
+  uint32_t segment_bytes = 4096;        // --segment: payload bytes per datagram
+  uint8_t dscp = 0;                     // --dscp
+  PerfPoll poll = PerfPoll::kAdaptive;  // --poll
 
   // Limits.
   double timeout_s = 60;                        // --timeout: fail when nothing completes for this long
