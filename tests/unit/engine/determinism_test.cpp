@@ -47,8 +47,9 @@ RunResult lossy_run(uint64_t seed) {
   ab.expect_intact(b);
   ba.expect_intact(a);
   a->close(net.now);
-  net.run_until([&] { return a->state() == ConnectionState::kClosed && b->state() == ConnectionState::kClosed; },
-                net.now + 10'000'000'000);
+  net.run_until(
+      [&] { return a->state() == ConnectionState::kClosed && b->state() == ConnectionState::kClosed; },
+      net.now + 10'000'000'000);
   res.trace_hash = net.trace_hash();
   res.packets = net.transmitted;
   res.a_id = a->id();

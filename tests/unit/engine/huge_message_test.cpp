@@ -146,7 +146,8 @@ TEST(HugeMessage, FourGiBPlusOneArrivesIntactAtEveryOffset) {
     // A sender chunk goes once acknowledged (never read again) and verified (compared).
     while (released < verified && (released + 1) * kChunk <= acked_below) src.release(released++);
     // The engine may read up to acked + window ahead; keep one more chunk ready.
-    while (filled < kChunks && filled * kChunk < acked + window_bytes + kChunk) fill_chunk(src.data(), filled++);
+    while (filled < kChunks && filled * kChunk < acked + window_bytes + kChunk)
+      fill_chunk(src.data(), filled++);
     round();
     if (!rc.done) rc = b->test(*r);
     if (!sc.done) sc = a->test(*s);
