@@ -57,6 +57,7 @@ Status UdpWire::start() {
   if (thread_.joinable()) return make_error("udp wire: progress thread already running");
   stop_.store(false);
   thread_error_.clear();
+  threaded_.store(true);
   thread_ = std::thread([this] { thread_main(); });
   return {};
 }
@@ -67,6 +68,7 @@ void UdpWire::stop() {
   eventfd_write(io_->wakefd, 1);
   thread_.join();
   thread_ = std::thread();
+  threaded_.store(false);
 }
 
 std::string UdpWire::thread_error() const {
@@ -116,23 +118,20 @@ template <class Pred, class Signature>
 bool UdpWire::wait_until(std::unique_lock<WireMutex>& lock, TimeNs timeout_ns, Pred pred,
                          Signature signature) {
   const TimeNs deadline = timeout_ns >= kNever - now() ? kNever : now() + timeout_ns;
-  if (thread_.joinable()) {
-    Waiter self{signature, signature()};
-    waiters_.push_back(&self);
-    bool ok = pred();
-    while (!ok && thread_error_.empty()) {
-      const TimeNs left = deadline - now();
-      if (left <= 0) break;
-      // The cap is a safety net only: the progress thread notifies when the signature changes.
-      progressed_.wait_for(lock, std::chrono::nanoseconds(std::min<TimeNs>(left, 100 * kNsPerMs)));
-      ok = pred();
-    }
-    waiters_.erase(std::find(waiters_.begin(), waiters_.end(), &self));
-    return ok;
-  }
-  // Caller-driven: drive the wire ourselves.
   while (!pred()) {
     if (now() >= deadline) return false;
+    if (threaded_.load(std::memory_order_relaxed)) {
+      if (!thread_error_.empty()) return false;
+      // Registered and waiting under the one lock: the progress thread cannot compute a signature
+      // between our pred() and our wait, so no wake-up is lost. The cap is only a safety net.
+      Waiter self{signature, signature()};
+      waiters_.push_back(&self);
+      const TimeNs left = deadline - now();
+      progressed_.wait_for(lock, std::chrono::nanoseconds(std::min<TimeNs>(left, 100 * kNsPerMs)));
+      waiters_.erase(std::find(waiters_.begin(), waiters_.end(), &self));
+      continue;
+    }
+    // Caller-driven (or the thread was stopped): drive the wire ourselves.
     if (Status s = progress_locked(now(), true); !s) return false;
     if (pred()) return true;
     const TimeNs until = std::min(deadline, next_deadline_locked());
@@ -256,8 +255,18 @@ engine::Completion UdpWire::wait(engine::ConnId conn, engine::RequestId req, Tim
     result.done = false;
     result.error = thread_error_.empty() ? "timed out after " + seconds_text(timeout_ns)
                                          : "progress thread stopped: " + thread_error_;
+  } else if (!result.ok) {
+    result.error += peer_suffix_locked(conn);
   }
   return result;
+}
+
+std::string UdpWire::peer_suffix_locked(engine::ConnId conn) const {
+  // The engine names peers by id; say which address that is.
+  const engine::Connection* c = endpoint_->connection(conn);
+  if (c == nullptr || !io_->peers.contains(c->peer())) return {};
+  return " (peer " + std::to_string(c->peer()) + " is " +
+         detail::format_address(io_->peers.address(c->peer())) + ")";
 }
 
 Result<engine::ConnId> UdpWire::wait_accept(TimeNs timeout_ns) {
@@ -294,7 +303,7 @@ Status UdpWire::wait_established(engine::ConnId conn, TimeNs timeout_ns) {
     return make_error("udp wire: connection not established within " + seconds_text(timeout_ns));
   }
   return make_error("udp wire: connection " + std::string(engine::to_string(st)) +
-                    (error.empty() ? "" : ": " + error));
+                    (error.empty() ? "" : ": " + error) + peer_suffix_locked(conn));
 }
 
 Status UdpWire::wait_closed(engine::ConnId conn, TimeNs timeout_ns) {
