@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "flows.h"
 #include "megascale/perf/protocol.h"
@@ -93,26 +94,48 @@ json config_json(const PerfOptions& o, const UdpWire& w, const ClientSetup& setu
               {"host", host_name()}};
 }
 
-// A -D row: run growing unprinted rows until one lasts long enough to estimate the rate, then size
-// the real row to the duration.
-Result<uint64_t> calibrate(Session& s, const PerfOptions& o, PerfTest test, uint64_t size, uint64_t& row,
-                           bool same_host) {
+// One row of either test.
+struct AnyRow {
+  std::optional<BwRow> bw;
+  std::optional<LatRow> lat;
+  double seconds() const {
+    if (bw) return bw->figures.seconds;
+    return lat ? lat->figures.t_avg_us * 2e-6 * static_cast<double>(lat->iterations) : 0;
+  }
+};
+
+Result<AnyRow> run_row(Session& s, const PerfOptions& o, PerfTest test, uint64_t& row, uint64_t size,
+                       uint64_t count, bool same_host) {
+  AnyRow r;
+  if (test == PerfTest::kBw) {
+    auto b = client_bw_row(s, o, row++, size, count, same_host);
+    if (!b) return b.error();
+    r.bw = std::move(*b);
+  } else {
+    auto l = client_lat_row(s, o, row++, size, count, same_host);
+    if (!l) return l.error();
+    r.lat = std::move(*l);
+  }
+  return r;
+}
+
+// A -D row: unprinted rows that grow until one lasts long enough to estimate the rate, then the row
+// sized to the duration. A calibration row that already lasted the duration (a slow path, a large
+// message) is the result itself.
+Result<AnyRow> timed_row(Session& s, const PerfOptions& o, PerfTest test, uint64_t size, uint64_t& row,
+                         bool same_host) {
   const double target_s = std::min(0.1 * o.duration_s, 0.5);
-  uint64_t n = test == PerfTest::kBw ? std::max<uint64_t>(buffers_for(o, size), 8) : 64;
+  uint64_t n = test == PerfTest::kBw ? std::clamp<uint64_t>((16ULL << 20) / std::max<uint64_t>(size, 1), 1,
+                                                            buffers_for(o, size))
+                                     : 64;
   for (;;) {
-    double seconds = 0;
-    if (test == PerfTest::kBw) {
-      auto r = client_bw_row(s, o, row++, size, n, same_host);
-      if (!r) return r.error();
-      seconds = r->figures.seconds;
-    } else {
-      auto r = client_lat_row(s, o, row++, size, n, same_host);
-      if (!r) return r.error();
-      seconds = r->figures.t_avg_us * 2e-6 * static_cast<double>(n);
-    }
+    auto r = run_row(s, o, test, row, size, n, same_host);
+    if (!r) return r.error();
+    const double seconds = r->seconds();
+    if (seconds >= 0.5 * o.duration_s) return r;
     if (seconds >= target_s || n >= (uint64_t{1} << 32)) {
       const double count = static_cast<double>(n) * o.duration_s / std::max(seconds, 1e-9);
-      return static_cast<uint64_t>(std::clamp(count, 1.0, 1e12));
+      return run_row(s, o, test, row, size, static_cast<uint64_t>(std::clamp(count, 1.0, 1e12)), same_host);
     }
     const double grow = seconds > 0 ? target_s / seconds * 1.2 : 16.0;
     n = static_cast<uint64_t>(static_cast<double>(n) * std::clamp(grow, 2.0, 16.0));
@@ -195,37 +218,25 @@ PerfRun run_client_on(UdpWire& w, const std::string& host, uint16_t port, const 
     if (o.test != PerfTest::kBoth && o.test != test) continue;
     emit(sink, pending, test == PerfTest::kBw ? bw_header() : lat_header());
     for (uint64_t size : sizes_for(o, test)) {
-      uint64_t count = iterations_for(o, test, size);
-      if (o.duration_s > 0) {
-        auto c = calibrate(s, o, test, size, row, srv.same_host);
-        if (!c) {
-          s.close();
-          return failed(std::move(run), PerfStatus::kFailed, c.error().message);
-        }
-        count = *c;
+      auto r = o.duration_s > 0
+                   ? timed_row(s, o, test, size, row, srv.same_host)
+                   : run_row(s, o, test, row, size, iterations_for(o, test, size), srv.same_host);
+      if (!r) {
+        s.close();
+        return failed(std::move(run), PerfStatus::kFailed, r.error().message);
       }
       std::vector<std::string> lines;
       uint64_t payload = 0;
       const RowCounters* counters = nullptr;
-      if (test == PerfTest::kBw) {
-        auto r = client_bw_row(s, o, row++, size, count, srv.same_host);
-        if (!r) {
-          s.close();
-          return failed(std::move(run), PerfStatus::kFailed, r.error().message);
-        }
-        run.report.bw.push_back(*r);
-        lines.push_back(bw_row_line(*r));
-        payload = size * count;
+      if (r->bw) {
+        run.report.bw.push_back(*r->bw);
+        lines.push_back(bw_row_line(*r->bw));
+        payload = size * r->bw->iterations;
         counters = &run.report.bw.back().counters;
       } else {
-        auto r = client_lat_row(s, o, row++, size, count, srv.same_host);
-        if (!r) {
-          s.close();
-          return failed(std::move(run), PerfStatus::kFailed, r.error().message);
-        }
-        run.report.lat.push_back(*r);
-        lines.push_back(lat_row_line(*r));
-        payload = 2 * size * count;
+        run.report.lat.push_back(*r->lat);
+        lines.push_back(lat_row_line(*r->lat));
+        payload = 2 * size * r->lat->iterations;
         counters = &run.report.lat.back().counters;
       }
       lines.push_back(counters_line(*counters));
