@@ -143,8 +143,8 @@ void add_perf_command(CLI::App& app) {
   cmd->add_flag("--check", o.check, "Fill and verify every byte of every message (else both ends of each)");
   cmd->add_option(
          "--poll", f->poll,
-         "adaptive: spin 50 us after traffic, then sleep; busy: always spin (a core per side); sleep: "
-         "epoll whenever idle")
+         "adaptive: spin while traffic flows, sleep after 1 ms without; busy: always spin (a core per "
+         "side); sleep: epoll whenever idle (better on hosts with few free cores)")
       ->capture_default_str();
   cmd->add_option("--timeout", o.timeout_s, "Fail when nothing completes for this many seconds")
       ->capture_default_str();

@@ -60,11 +60,11 @@ std::vector<std::string> banner(const PerfOptions& o, const UdpWire& w, const Cl
   b.push_back(fmt::format(" Check           : {}", o.check
                                                        ? "every byte of every message"
                                                        : "both ends of every message (--check: every byte)"));
-  b.push_back(
-      fmt::format(" Poll            : {}", o.poll == PerfPoll::kBusy ? "busy (spin on the sockets)"
-                                           : o.poll == PerfPoll::kSleep
-                                               ? "sleep in epoll when idle"
-                                               : "adaptive (spin 50 us after traffic, then sleep in epoll)"));
+  b.push_back(fmt::format(" Poll            : {}",
+                          o.poll == PerfPoll::kBusy ? "busy (spin on the sockets)"
+                          : o.poll == PerfPoll::kSleep
+                              ? "sleep in epoll when idle"
+                              : "adaptive (spin while traffic flows, sleep in epoll after 1 ms without)"));
   b.push_back(fmt::format(" Faults          : {}", describe_faults(setup.fault)));
   b.push_back(rule_line());
   return b;
@@ -226,21 +226,23 @@ PerfRun run_client_on(UdpWire& w, const std::string& host, uint16_t port, const 
         return failed(std::move(run), PerfStatus::kFailed, r.error().message);
       }
       std::vector<std::string> lines;
-      uint64_t payload = 0;
+      uint64_t payload = 0, messages = 0;
       const RowCounters* counters = nullptr;
       if (r->bw) {
         run.report.bw.push_back(*r->bw);
         lines.push_back(bw_row_line(*r->bw));
         payload = size * r->bw->iterations;
+        messages = r->bw->iterations;
         counters = &run.report.bw.back().counters;
       } else {
         run.report.lat.push_back(*r->lat);
         lines.push_back(lat_row_line(*r->lat));
         payload = 2 * size * r->lat->iterations;
+        messages = 2 * r->lat->iterations;
         counters = &run.report.lat.back().counters;
       }
       lines.push_back(counters_line(*counters));
-      if (o.verbose) lines.push_back(wire_line(*counters, payload));
+      if (o.verbose) lines.push_back(wire_line(*counters, payload, messages));
       for (const std::string& line : lines) emit(sink, pending, line);
       if (Status st = s.send_control(json{{"type", "report"}, {"lines", pending}}); !st) {
         return failed(std::move(run), PerfStatus::kFailed, st.error().message);

@@ -113,16 +113,21 @@ std::string counters_line(const RowCounters& c) {
                      t.timeouts, t.ecn_marks, t.cnps_received, t.repaths, rtt, drops, faults);
 }
 
-std::string wire_line(const RowCounters& c, uint64_t payload_bytes) {
+std::string wire_line(const RowCounters& c, uint64_t payload_bytes, uint64_t messages) {
   const SideCounters& t = c.total;
   const double gb = std::max(static_cast<double>(payload_bytes) / 1e9, 1e-12);
   auto per = [](uint64_t a, uint64_t b) { return b ? static_cast<double>(a) / static_cast<double>(b) : 0.0; };
   return fmt::format(
-      " # wire: {} datagrams out, {:.0f} send syscalls/GB, {:.0f} recv syscalls/GB, {:.1f} datagrams/send "
-      "message, {} GSO messages, {} GRO messages, {:.1f} progress calls/send syscall, socket full {}",
-      t.datagrams_sent, static_cast<double>(t.send_syscalls) / gb, static_cast<double>(t.recv_syscalls) / gb,
-      per(t.datagrams_sent, t.send_messages), t.gso_messages, t.gro_messages,
-      per(t.progress_calls, t.send_syscalls), t.send_dropped_full);
+      " # wire (both sides): per message {:.1f} datagrams, {:.2f} send + {:.2f} recv syscalls, {:.1f} "
+      "progress "
+      "calls; per GB {:.0f} send + {:.0f} recv syscalls; {:.1f} datagrams per send message ({} GSO), {:.1f} "
+      "per "
+      "recv message ({} GRO); {:.2f} UDP bytes per payload byte; socket buffer full {}",
+      per(t.datagrams_sent, messages), per(t.send_syscalls, messages), per(t.recv_syscalls, messages),
+      per(t.progress_calls, messages), static_cast<double>(t.send_syscalls) / gb,
+      static_cast<double>(t.recv_syscalls) / gb, per(t.datagrams_sent, t.send_messages), t.gso_messages,
+      per(t.datagrams_received, t.recv_messages), t.gro_messages, per(t.udp_bytes_sent, payload_bytes),
+      t.send_dropped_full);
 }
 
 namespace {

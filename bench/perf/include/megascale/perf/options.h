@@ -28,11 +28,15 @@ namespace megascale::perf {
 
 enum class PerfTest : uint8_t { kBw, kLat, kBoth };
 
-// How a side waits for its wire: kBusy spins on the sockets (perftest's way; lowest latency, a whole
-// core each); kSleep sleeps in epoll whenever nothing is due; kAdaptive spins for kAdaptiveSpinNs after
-// each datagram in or out, then sleeps (answers arrive while it spins, an idle side costs nothing).
+// How a side waits for its wire. kBusy spins on the sockets (perftest's way: lowest latency, a whole
+// core per side). kAdaptive spins while datagrams keep coming and sleeps in epoll once none came or
+// left for kAdaptiveSpinNs: a bw row or a ping-pong runs as with kBusy, a side waiting for its peer
+// costs no CPU. kSleep sleeps in epoll whenever nothing is due: on a host with fewer free cores than
+// spinning threads (a loaded 2-core VM) it measures better, since a woken thread is scheduled ahead of
+// one that spins (a 50 us window measured worse than both: spinning uses up the scheduler's credit
+// and the sleeps still come).
 enum class PerfPoll : uint8_t { kAdaptive, kBusy, kSleep };
-inline constexpr int64_t kAdaptiveSpinNs = 50'000;
+inline constexpr int64_t kAdaptiveSpinNs = 1'000'000;
 std::string_view to_string(PerfPoll p);
 Result<PerfPoll> parse_perf_poll(std::string_view text);  // "adaptive", "busy", "sleep"
 

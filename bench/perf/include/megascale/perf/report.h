@@ -82,8 +82,9 @@ std::string lat_row_line(const LatRow& r);
 // " # retx 0 (fast 0, rto 0), timeouts 0, ecn 0, cnp 0, repaths 0, rtt p50 12.0 us p99 31.0 us,
 //   kernel drops 0 (RcvbufErrors +0, InErrors +0, our sockets +0)"
 std::string counters_line(const RowCounters& c);
-// " # wire: 1.2 send syscalls/MB, 44.0 datagrams/GSO message, ..." (with -v).
-std::string wire_line(const RowCounters& c, uint64_t payload_bytes);
+// " # wire (both sides): per message 2.0 datagrams, 1.00 send + 1.00 recv syscalls, ..." (with -v):
+// what the datapath cost, for `payload_bytes` moved in `messages` messages (a round trip is 2).
+std::string wire_line(const RowCounters& c, uint64_t payload_bytes, uint64_t messages);
 
 // perftest's JSON keys per row (MsgSize, n_iterations, BW_peak, BW_average, MsgRate / t_min ...
 // percentile_99.9) plus p50 and our counters; units under "units".
