@@ -51,7 +51,7 @@ int run_perf_command(PerfFlags& f, CLI::App* cmd) {
   auto given = [&](const char* name) { return cmd->count(name) > 0; };
   const std::pair<const char*, std::string_view> names[] = {
       {"--test", flag::kTest},   {"-a", flag::kAll},      {"-s", flag::kSize},
-      {"-n", flag::kIters},      {"-D", flag::kDuration}, {"--window", flag::kWindow},
+      {"-n", flag::kIters},      {"-D", flag::kDuration}, {"-t", flag::kWindow},
       {"--lanes", flag::kLanes}, {"--cc", flag::kCc},     {"--segment", flag::kSegment},
       {"--check", flag::kCheck}, {"--dscp", flag::kDscp}};
   for (const auto& [cli_name, key] : names) {
@@ -131,7 +131,7 @@ void add_perf_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("-6,--ipv6", o.ipv6, "Use IPv6");
   cmd->add_option("--bind", o.bind_host, "Local address to bind (default: any; loopback: 127.0.0.1 / ::1)");
-  cmd->add_option("--window,--tx-depth", o.window, "bw messages in flight (perftest's -t/--tx-depth)")
+  cmd->add_option("-t,--window,--tx-depth", o.window, "bw messages in flight (perftest's -t/--tx-depth)")
       ->capture_default_str();
   cmd->add_option("--lanes", o.lanes, "Lanes (UDP source ports, each with its own congestion control)")
       ->capture_default_str();

@@ -72,7 +72,7 @@ run_perf lat-8B --test lat -s 8 -n 10000 --lanes 1
 row() {  # name, kind
   local f="$run_dir/$1.json"
   if [ ! -s "$f" ]; then
-    printf '%-22s %10s\n' "$1" "failed"
+    printf '%s\tfailed\t-\t-\t-\n' "$1"
     return
   fi
   if [ "$2" = bw ]; then

@@ -22,9 +22,13 @@ BwFigures bw_figures(uint64_t size_bytes, const std::vector<TimeNs>& posted,
   f.seconds = static_cast<double>(elapsed) / 1e9;
   f.bw_average_gbps = bits * static_cast<double>(n) / static_cast<double>(elapsed);  // bits/ns = Gb/s
   f.msg_rate_mpps = static_cast<double>(n) / static_cast<double>(elapsed) * 1e3;
+  // The delivery rate over k consecutive completions, from the completion just before the run (the
+  // first post for the first run): the pipeline is full during a run, so queueing behind earlier
+  // messages is not counted against it.
   const size_t k = static_cast<size_t>(std::clamp<uint64_t>(peak_run, 1, n));
   for (size_t i = 0; i + k <= n; ++i) {
-    const TimeNs span = std::max<TimeNs>(completed[i + k - 1] - posted[i], 1);
+    const TimeNs start = i == 0 ? posted[0] : completed[i - 1];
+    const TimeNs span = std::max<TimeNs>(completed[i + k - 1] - start, 1);
     f.bw_peak_gbps = std::max(f.bw_peak_gbps, bits * static_cast<double>(k) / static_cast<double>(span));
   }
   // A run is never slower than the whole: the peak is at least the average.

@@ -7,8 +7,8 @@
 //   write(report_json(report).dump(2));
 //
 // Definitions (bench/README.md): BW average = bytes * 8 / (last completion - first post), in 1e9
-// bits per second; BW peak = the best such rate over any run of `peak_run` consecutive messages (the
-// bw window, so a run spans the pipeline); MsgRate = messages / elapsed in millions per second.
+// bits per second; BW peak = the best delivery rate over `peak_run` consecutive completions (the bw
+// window), timed from the completion before them; MsgRate = messages / elapsed in millions per second.
 // Latency = RTT / 2 of a ping-pong, as perftest reports it; t_typical is the median (p50).
 #pragma once
 
@@ -30,6 +30,7 @@ struct BwFigures {
 };
 
 // posted_ns[i] and completed_ns[i]: when message i was posted and seen complete (non-decreasing).
+// The peak is never below the average.
 BwFigures bw_figures(uint64_t size_bytes, const std::vector<TimeNs>& posted_ns,
                      const std::vector<TimeNs>& completed_ns, uint64_t peak_run);
 
