@@ -146,11 +146,10 @@ Result<BwRow> client_bw_row(Session& s, const PerfOptions& o, uint64_t row, uint
       completed[done] = UdpWire::now();
       ++done;
     }
-    if (done > reaped_from) {
-      s.touch();
-      s.progress_note(start, fmt::format("bw {} B: {} of {} messages", size, done, count));
-      continue;
-    }
+    if (done > reaped_from) s.touch();
+    // Also while nothing completes: a stalled row says so every second.
+    s.progress_note(start, fmt::format("bw {} B: {} of {} messages", size, done, count));
+    if (done > reaped_from) continue;
     if (Status st = s.check_peer_abort(); !st) return st.error();
     if (Status st = s.check(fmt::format("send completions (bw {} B, {} of {} done)", size, done, count));
         !st) {
