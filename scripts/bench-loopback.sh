@@ -4,7 +4,7 @@
 # latency; one table (goodput, ratio to iperf3, kernel drops, p50 latency) and JSON under out/bench/.
 #
 #   scripts/bench-loopback.sh                       # default preset (hybrid), 4 KiB segments
-#   CC=bench/perf/loopback-fixed.yaml SEGMENT=8192 scripts/bench-loopback.sh
+#   CC=configs/cc/loopback.yaml SEGMENT=8192 scripts/bench-loopback.sh
 #   SECONDS_PER_RUN=5 MEGASCALE=build/cli/megascale scripts/bench-loopback.sh
 #
 # Environment: MEGASCALE (binary; default build/cli/megascale, built if missing), CC (--cc preset),

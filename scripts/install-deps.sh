@@ -13,7 +13,7 @@ packages=(
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   # plots (PNG) and the loopback baseline for `megascale perf`
-  gnuplot-nox iperf3
+  gnuplot-nox iperf3 jq
   # network-namespace tests: ip, tc, iptables
   iproute2 iptables
 )
