@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "megascale/congestion/config.h"
 #include "megascale/engine/packet.h"
 
 namespace megascale::engine {
@@ -12,7 +13,9 @@ Error bad(const char* field, const std::string& value, const char* why) {
   return make_error(std::string("engine config: ") + field + " = " + value + ": " + why);
 }
 
-bool is_pow2(uint32_t v) { return v != 0 && (v & (v - 1)) == 0; }
+bool is_pow2(uint32_t v) {
+  return v != 0 && (v & (v - 1)) == 0;
+}
 
 }  // namespace
 
@@ -36,15 +39,24 @@ Status validate_engine_config(const EngineConfig& c) {
     return bad("ack_every_segments", std::to_string(c.ack_every_segments), "must be 1..64");
   }
   if (c.ack_delay_ns < 0) return bad("ack_delay_ns", std::to_string(c.ack_delay_ns), "must be >= 0");
+  if (c.keepalive_interval_ns <= 0) {
+    return bad("keepalive_interval_ns", std::to_string(c.keepalive_interval_ns), "must be > 0");
+  }
+  if (c.ack_every_segments > 1 && c.ack_delay_ns == 0) {
+    return bad("ack_delay_ns", "0",
+               "must be > 0 when ack_every_segments > 1 (a partial batch would wait forever)");
+  }
   if (c.connect_timeout_ns <= 0) {
     return bad("connect_timeout_ns", std::to_string(c.connect_timeout_ns), "must be > 0");
   }
   if (c.rst_interval_ns < 0) return bad("rst_interval_ns", std::to_string(c.rst_interval_ns), "must be >= 0");
   if (c.max_connections == 0) return bad("max_connections", "0", "must be >= 1");
   if (c.version_min == 0 || c.version_min > c.version_max) {
-    return bad("version_min..version_max", std::to_string(c.version_min) + ".." + std::to_string(c.version_max),
+    return bad("version_min..version_max",
+               std::to_string(c.version_min) + ".." + std::to_string(c.version_max),
                "must be a non-empty range starting at >= 1");
   }
+  if (Status s = cc::validate_cc_config(c.cc, "engine config cc"); !s) return s.error();
   const cc::RtoParams& r = c.cc.rto;
   if (r.initial_rto_ns <= 0 || r.min_rto_ns <= 0 || r.max_rto_ns < r.min_rto_ns || r.retry_budget_ns <= 0) {
     return bad("cc.rto", std::to_string(r.min_rto_ns) + ".." + std::to_string(r.max_rto_ns),

@@ -20,12 +20,14 @@ std::string seconds(TimeNs ns) {
   return buf;
 }
 
-bool is_pow2(uint32_t v) { return v != 0 && (v & (v - 1)) == 0; }
+bool is_pow2(uint32_t v) {
+  return v != 0 && (v & (v - 1)) == 0;
+}
 
 }  // namespace
 
-ConnectionCore::ConnectionCore(const EngineConfig& cfg, ConnId id, uint32_t peer, uint64_t seed, bool initiator,
-                               TimeNs now, EndpointStats* ep_stats)
+ConnectionCore::ConnectionCore(const EngineConfig& cfg, ConnId id, uint32_t peer, uint64_t seed,
+                               bool initiator, TimeNs now, EndpointStats* ep_stats)
     : cfg_(cfg),
       ep_stats_(ep_stats),
       id_(id),
@@ -51,7 +53,7 @@ ConnectionCore::ConnectionCore(const EngineConfig& cfg, ConnId id, uint32_t peer
   lanes_.resize(cfg.lanes);
   recv_mask_ = round_up_pow2(cfg.max_posted_recvs) - 1;
   recv_slots_.assign(size_t{recv_mask_} + 1, kNoRequest);
-  rcv_bits_.assign(rcv_window_ / 64, 0);
+  rcv_bits_.assign((rcv_window_ + 63) / 64, 0);  // windows below 64 segments use part of one word
   cnp_pacers_.assign(kMaxLanes, cc::CnpPacer(cfg.cc.dcqcn.cnp_interval_ns));
   if (initiator) {
     syn_pending_ = true;
@@ -72,10 +74,13 @@ uint32_t ConnectionCore::alloc_request() {
   r.gen = gen;
   r.in_use = true;
   ++requests_in_use_;
+  ++requests_pending_;
   return idx;
 }
 
-static RequestId make_request_id(uint32_t idx, uint32_t gen) { return (uint64_t{gen} << 32) | (uint64_t{idx} + 1); }
+static RequestId make_request_id(uint32_t idx, uint32_t gen) {
+  return (uint64_t{gen} << 32) | (uint64_t{idx} + 1);
+}
 
 Result<RequestId> ConnectionCore::post_send(const void* data, uint64_t size, int32_t tag) {
   if (state_ != ConnectionState::kConnecting && state_ != ConnectionState::kEstablished) {
@@ -159,6 +164,7 @@ void ConnectionCore::complete(uint32_t idx, bool ok, uint64_t bytes, int32_t tag
   Request& r = reqs_[idx];
   if (r.done) return;
   r.done = true;
+  --requests_pending_;
   r.ok = ok;
   r.bytes = bytes;
   r.tag = tag;
@@ -197,6 +203,7 @@ void ConnectionCore::fail(std::string message) {
   ++ep_stats_->connections_failed;
   rto_deadline_ = ctl_deadline_ = ack_deadline_ = pace_wake_ns_ = kNever;
   syn_pending_ = synack_pending_ = fin_pending_ = fin_reply_pending_ = ack_now_ = false;
+  probe_pending_ = probe_outstanding_ = false;
   cnp_pending_mask_ = 0;
   retx_queue_.clear();
 }
@@ -221,7 +228,8 @@ Status ConnectionCore::validate_handshake(const HandshakeBody& hs) {
     return make_error("handshake: mss_bytes " + std::to_string(hs.mss_bytes) + " outside 1..65000");
   }
   if (!is_pow2(hs.recv_slots) || hs.recv_slots > (1U << 21)) {
-    return make_error("handshake: recv_slots " + std::to_string(hs.recv_slots) + " not a power of two <= 2^21");
+    return make_error("handshake: recv_slots " + std::to_string(hs.recv_slots) +
+                      " not a power of two <= 2^21");
   }
   if (!is_pow2(hs.window_segments) || hs.window_segments < 16 || hs.window_segments > (1U << 20)) {
     return make_error("handshake: window_segments " + std::to_string(hs.window_segments) +
@@ -244,6 +252,7 @@ void ConnectionCore::establish(TimeNs now, const HandshakeBody& peer_hs) {
   credits_.assign(peer_hs.recv_slots, CreditEntry{});
   credit_mask_ = peer_hs.recv_slots - 1;
   state_ = ConnectionState::kEstablished;
+  last_rx_ns_ = now;
   init_lanes(now);
   try_match();
 }
@@ -308,14 +317,21 @@ void ConnectionCore::close(TimeNs now) {
   }
   state_ = ConnectionState::kClosing;
   fin_start_ns_ = now;
+  drain_deadline_ns_ = now + cfg_.cc.rto.retry_budget_ns;
   maybe_finish_drain(now);
 }
 
 void ConnectionCore::maybe_finish_drain(TimeNs now) {
   if (!close_requested_ || fin_sent_ || state_ != ConnectionState::kClosing) return;
-  const bool drained =
-      tx_queue_.empty() && notices_.empty() && credit_queue_.empty() && snd_una_ == snd_nxt_;
-  if (!drained) return;
+  // Everything sent is acknowledged and nothing matched waits to be sent ...
+  const bool quiet = tx_queue_.empty() && notices_.empty() && credit_queue_.empty() && snd_una_ == snd_nxt_;
+  // ... and no send waits for a credit, or the drain deadline passed (a peer that never posts the
+  // matching receives cannot hold the close forever).
+  const bool drained = quiet && (unmatched_sends_.empty() || now >= drain_deadline_ns_);
+  if (!drained) {
+    if (quiet) ctl_deadline_ = drain_deadline_ns_;  // wake to give up on the unmatched sends
+    return;
+  }
   uint32_t ns = 0;
   uint32_t nr = 0;
   // Count first, so the messages can say how many.
@@ -369,9 +385,17 @@ void ConnectionCore::on_fin(TimeNs now, const Packet& pkt) {
 // --- packets and timers ---
 
 void ConnectionCore::on_packet(TimeNs now, const Packet& pkt, bool ce, DecodeResult r) {
+  last_rx_ns_ = now;
+  if (probe_outstanding_ && r == DecodeResult::kOk) {
+    // The peer is alive: the probe's "loss episode" ends.
+    probe_outstanding_ = false;
+    rto_.on_progress(now);
+    if (snd_una_ == snd_nxt_) rto_deadline_ = kNever;
+  }
   switch (pkt.hdr.type) {
     case PacketType::kSeg:
-      if (state_ == ConnectionState::kEstablished || state_ == ConnectionState::kClosing) on_seg(now, pkt, ce, r);
+      if (state_ == ConnectionState::kEstablished || state_ == ConnectionState::kClosing)
+        on_seg(now, pkt, ce, r);
       break;
     case PacketType::kAck:
       if (state_ == ConnectionState::kEstablished || state_ == ConnectionState::kClosing) on_ack(now, pkt);
@@ -379,10 +403,17 @@ void ConnectionCore::on_packet(TimeNs now, const Packet& pkt, bool ce, DecodeRes
     case PacketType::kCnp:
       if (state_ == ConnectionState::kEstablished || state_ == ConnectionState::kClosing) on_cnp(now, pkt);
       break;
-    case PacketType::kSynAck: on_syn_ack(now, pkt); break;
-    case PacketType::kFin: on_fin(now, pkt); break;
-    case PacketType::kRst: on_rst(pkt); break;
-    case PacketType::kSyn: break;  // the endpoint handles SYNs
+    case PacketType::kSynAck:
+      on_syn_ack(now, pkt);
+      break;
+    case PacketType::kFin:
+      on_fin(now, pkt);
+      break;
+    case PacketType::kRst:
+      on_rst(pkt);
+      break;
+    case PacketType::kSyn:
+      break;  // the endpoint handles SYNs
   }
 }
 
@@ -400,31 +431,41 @@ bool ConnectionCore::poll_control(TimeNs now, TxPacket& out) {
   if (syn_pending_ && state_ == ConnectionState::kConnecting) {
     syn_pending_ = false;
     ++syns_sent_;
-    out.header_len = static_cast<uint16_t>(encode_handshake(
-        CommonHeader{.version = static_cast<uint8_t>(cfg_.version_max), .type = PacketType::kSyn, .lane = 0,
-                     .flags = 0, .dst_conn_id = 0},
-        handshake_body(), out.header));
+    out.header_len =
+        static_cast<uint16_t>(encode_handshake(CommonHeader{.version = static_cast<uint8_t>(cfg_.version_max),
+                                                            .type = PacketType::kSyn,
+                                                            .lane = 0,
+                                                            .flags = 0,
+                                                            .dst_conn_id = 0},
+                                               handshake_body(), out.header));
     fill_common(out, 0);
     ctl_deadline_ = now + ctl_rto_.timeout_ns();
     return true;
   }
   if (synack_pending_) {
     synack_pending_ = false;
-    out.header_len = static_cast<uint16_t>(encode_handshake(
-        CommonHeader{.version = static_cast<uint8_t>(version_), .type = PacketType::kSynAck, .lane = 0,
-                     .flags = 0, .dst_conn_id = remote_id_},
-        handshake_body(), out.header));
+    out.header_len =
+        static_cast<uint16_t>(encode_handshake(CommonHeader{.version = static_cast<uint8_t>(version_),
+                                                            .type = PacketType::kSynAck,
+                                                            .lane = 0,
+                                                            .flags = 0,
+                                                            .dst_conn_id = remote_id_},
+                                               handshake_body(), out.header));
     fill_common(out, 0);
     return true;
   }
   if (fin_reply_pending_ || fin_pending_) {
     const bool reply = fin_reply_pending_;
-    FinBody f{.final_seq = snd_nxt_, .unfinished_sends = close_report_.unfinished_sends,
+    FinBody f{.final_seq = snd_nxt_,
+              .unfinished_sends = close_report_.unfinished_sends,
               .unfinished_recvs = close_report_.unfinished_recvs};
-    out.header_len = static_cast<uint16_t>(
-        encode_fin(CommonHeader{.version = static_cast<uint8_t>(version_), .type = PacketType::kFin, .lane = 0,
-                                .flags = reply ? kFlagFinReply : uint8_t{0}, .dst_conn_id = remote_id_},
-                   f, out.header));
+    out.header_len =
+        static_cast<uint16_t>(encode_fin(CommonHeader{.version = static_cast<uint8_t>(version_),
+                                                      .type = PacketType::kFin,
+                                                      .lane = 0,
+                                                      .flags = reply ? kFlagFinReply : uint8_t{0},
+                                                      .dst_conn_id = remote_id_},
+                                         f, out.header));
     fill_common(out, 0);
     if (reply) {
       fin_reply_pending_ = false;
@@ -438,20 +479,30 @@ bool ConnectionCore::poll_control(TimeNs now, TxPacket& out) {
   if (cnp_pending_mask_ != 0) {
     const auto lane = static_cast<uint8_t>(__builtin_ctzll(cnp_pending_mask_));
     cnp_pending_mask_ &= cnp_pending_mask_ - 1;
-    out.header_len = static_cast<uint16_t>(
-        encode_cnp(CommonHeader{.version = static_cast<uint8_t>(version_), .type = PacketType::kCnp, .lane = lane,
-                                .flags = 0, .dst_conn_id = remote_id_},
-                   CnpBody{.lane = lane}, out.header));
+    out.header_len = static_cast<uint16_t>(encode_cnp(CommonHeader{.version = static_cast<uint8_t>(version_),
+                                                                   .type = PacketType::kCnp,
+                                                                   .lane = lane,
+                                                                   .flags = 0,
+                                                                   .dst_conn_id = remote_id_},
+                                                      CnpBody{.lane = lane}, out.header));
     fill_common(out, static_cast<uint8_t>(lane % lanes_.size()));
     ++stats_.cnps_sent;
     if (lane < lanes_.size()) ++lanes_[lane].stats.cnps_sent;
     return true;
   }
-  if (ack_now_ || ack_deadline_ <= now) {
-    build_ack(now, out);
+  if (ack_now_ || ack_deadline_ <= now || probe_pending_) {
+    const bool probe = probe_pending_;
+    probe_pending_ = false;
+    build_ack(now, out, probe);
     return true;
   }
   return false;
+}
+
+TimeNs ConnectionCore::keepalive_deadline() const {
+  if (state_ != ConnectionState::kEstablished && state_ != ConnectionState::kClosing) return kNever;
+  if (fin_sent_ || probe_outstanding_ || requests_pending_ == 0 || snd_una_ != snd_nxt_) return kNever;
+  return last_rx_ns_ + cfg_.keepalive_interval_ns;
 }
 
 bool ConnectionCore::poll_tx(TimeNs now, TxPacket& out) {
@@ -465,7 +516,7 @@ bool ConnectionCore::poll_tx(TimeNs now, TxPacket& out) {
 }
 
 TimeNs ConnectionCore::next_deadline() const {
-  return std::min({ctl_deadline_, rto_deadline_, ack_deadline_, pace_wake_ns_});
+  return std::min({ctl_deadline_, rto_deadline_, ack_deadline_, pace_wake_ns_, keepalive_deadline()});
 }
 
 void ConnectionCore::on_timer(TimeNs now) {
@@ -473,11 +524,13 @@ void ConnectionCore::on_timer(TimeNs now) {
     ctl_deadline_ = kNever;
     if (state_ == ConnectionState::kConnecting) {
       if (ctl_rto_.on_timeout(now) == cc::RtoVerdict::kGiveUp) {
-        fail("connect to peer " + std::to_string(peer_) + ": no answer after " + seconds(now - connect_start_ns_) +
-             " (" + std::to_string(syns_sent_) + " SYNs sent)");
+        fail("connect to peer " + std::to_string(peer_) + ": no answer after " +
+             seconds(now - connect_start_ns_) + " (" + std::to_string(syns_sent_) + " SYNs sent)");
         return;
       }
       syn_pending_ = true;
+    } else if (state_ == ConnectionState::kClosing && !fin_sent_) {
+      maybe_finish_drain(now);
     } else if (state_ == ConnectionState::kClosing && fin_sent_) {
       if (rto_.on_timeout(now) == cc::RtoVerdict::kGiveUp) {
         fail("close: peer " + std::to_string(peer_) + " unreachable: no answer to FIN after " +
@@ -489,6 +542,11 @@ void ConnectionCore::on_timer(TimeNs now) {
   }
   if (rto_deadline_ <= now) on_rto(now);
   if (state_ == ConnectionState::kFailed) return;
+  if (keepalive_deadline() <= now) {
+    probe_pending_ = true;
+    probe_outstanding_ = true;
+    rto_deadline_ = now + rto_.timeout_ns();
+  }
   if (ack_deadline_ <= now) {
     ack_now_ = true;
     ack_deadline_ = kNever;

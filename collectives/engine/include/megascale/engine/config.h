@@ -34,8 +34,8 @@ struct EngineConfig {
   uint32_t max_posted_sends = 1024;  // sends outstanding at once per connection
 
   // Loss detection.
-  uint32_t dupthresh = 3;            // a hole is lost once a segment this many seqs above it is SACKed
-  TimeNs reo_wnd_ns = 0;             // RACK reordering window; 0 = min RTT / 4
+  uint32_t dupthresh = 3;  // a hole is lost once a segment this many seqs above it is SACKed
+  TimeNs reo_wnd_ns = 0;   // RACK reordering window; 0 = min RTT / 4
   // A lane takes a new path id after this many consecutive RTOs on it (0 = never) ...
   uint32_t repath_rto_threshold = 3;
   // ... or after its RTT stayed above its controller's delay target, with ECN marks, for this many
@@ -46,6 +46,12 @@ struct EngineConfig {
   // ack_delay_ns for its ACK. Out-of-order, duplicate and last-of-message segments are acked at once.
   uint32_t ack_every_segments = 1;
   TimeNs ack_delay_ns = 0;
+
+  // Liveness: a connection with pending requests that has heard nothing from its peer for this long
+  // (and has nothing unacknowledged, which the RTO covers) sends a keepalive probe, retried on the RTO
+  // schedule; when cc.rto's retry budget is spent the connection fails ("peer unreachable"), so a
+  // receive waiting on a vanished peer errors out instead of hanging.
+  TimeNs keepalive_interval_ns = 1'000'000'000;
 
   // Connection setup: SYN retransmitted with cc.rto's initial timeout and backoff until this budget
   // is spent, then connect fails ("connect to peer N: no answer ...").
