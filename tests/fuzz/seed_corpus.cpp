@@ -82,6 +82,8 @@ std::vector<std::pair<std::string, Bytes>> packets() {
   plain.echo_seq = 2;
   plain.echo_ts_ns = 5;
   out.emplace_back("ack_plain", header(encode_ack({.dst_conn_id = id}, plain, h), h));
+  out.emplace_back("ack_keepalive_probe",
+                   header(encode_ack({.flags = kFlagAckRequest, .dst_conn_id = id}, plain, h), h));
 
   out.emplace_back("cnp", header(encode_cnp({.dst_conn_id = id}, CnpBody{.lane = 3}, h), h));
 

@@ -3,7 +3,8 @@
 // - a 5 s flap in the middle of four transfers: every transfer completes and every byte is verified;
 // - an outage longer than a short retry budget (3 s, tests/integration/netns/hybrid-1g-budget3s.yaml):
 //   every sender fails with "peer ... unreachable ..." after at least the budget and at most the budget
-//   plus one backed-off timeout (max_rto 0.5 s) plus slack; nothing hangs.
+//   plus one backed-off timeout (max_rto 0.5 s) plus slack; the receiver, which has nothing in flight,
+//   fails the same way through the engine's keepalive; nothing waits for its own deadline.
 //
 // Skipped (with the reason) when not root or when ip/tc are missing.
 #include <gtest/gtest.h>
@@ -97,9 +98,10 @@ TEST_F(NetnsLinkFlap, OutageLongerThanRetryBudgetFailsWithinBudget) {
   spec.cc = preset_path("hybrid-1g-budget3s");
   spec.bytes_per_sender = 64ULL << 20;
   spec.sender_deadline_s = 15;  // well past budget + slack: a hang shows as "deadline", not as a pass
-  // The receiver has nothing in flight, so it cannot notice the outage (see the report's gap); it ends
-  // at its own deadline, which bounds the test.
-  spec.receiver_deadline_s = 9;
+  // The receiver has nothing in flight; the engine's keepalive (keepalive_interval_ns, 1 s) probes the
+  // silent peer and spends the same retry budget. Its deadline lies well beyond that.
+  constexpr double kKeepaliveS = 1.0;
+  spec.receiver_deadline_s = 15;
   TimeNs down_ns = 0, up_ns = 0;
   const TransferOutcome out =
       run_transfer(topo_, spec, flap(0.7, kBudgetS + kMaxRtoS + kSlackS + 1.0, down_ns, up_ns));
@@ -118,10 +120,24 @@ TEST_F(NetnsLinkFlap, OutageLongerThanRetryBudgetFailsWithinBudget) {
     EXPECT_LE(failed_after_s, kBudgetS + kMaxRtoS + kSlackS) << "took too long to give up";
     EXPECT_LT(s.value("bytes", uint64_t{0}), spec.bytes_per_sender) << "the outage should hit mid-transfer";
   }
-  // The receiver ended by its deadline with its receives incomplete, and said so.
+  // The receiver fails too, with the same clear error, once its keepalive probes have spent the budget:
+  // it never waits for its own deadline.
+  const json errors = out.receiver.value("errors", json::array());
+  const double rx_failed_after_s =
+      static_cast<double>(out.receiver.value("end_ns", TimeNs{0}) - down_ns) / 1e9;
+  std::printf("[ outage ] receiver ended %.2f s after the link went down: %s\n", rx_failed_after_s,
+              errors.dump().c_str());
   EXPECT_EQ(out.receiver_status, 1) << out.receiver.dump();
   EXPECT_FALSE(out.receiver.value("ok", true));
   EXPECT_EQ(out.receiver.value("mismatches", uint64_t{1}), 0u) << "what did arrive must be intact";
+  EXPECT_LE(rx_failed_after_s, kKeepaliveS + kBudgetS + kMaxRtoS + kSlackS)
+      << "receiver took too long to give up";
+  ASSERT_FALSE(errors.empty());
+  for (const json& e : errors) {
+    const std::string text = e.get<std::string>();
+    EXPECT_NE(text.find("unreachable"), std::string::npos) << "receiver: " << text;
+    EXPECT_EQ(text.find("deadline"), std::string::npos) << "receiver hung until its deadline: " << text;
+  }
 }
 
 }  // namespace

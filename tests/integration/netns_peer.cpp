@@ -433,6 +433,7 @@ int run_receiver(const Args& a) {
     threads.emplace_back([&, conn = *c] { serve_connection(w, conn, a, deadline, totals); });
   }
   for (std::thread& t : threads) t.join();
+  out["end_ns"] = UdpWire::now();  // every connection done, failed or out of time
   const bool ok = totals.errors.empty() && totals.messages == message_count(a) * a.conns;
   json per = json::array();
   for (ConnId c : conns) per.push_back(connection_json(w, c));
