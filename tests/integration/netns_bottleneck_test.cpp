@@ -3,9 +3,10 @@
 // near its target while the link stays busy; a fixed window (no congestion control) fills the queue.
 //
 // What is compared is what the transport itself measured: each sender's RTT histogram
-// (ConnectionStats::rtt), queueing delay = RTT p50 - min RTT. The presets (tests/integration/netns/*.yaml)
-// give Swift and the hybrid a delay target sized for this software path and say why. TBF never marks
-// ECN, so this is delay-driven control only: the hybrid's ECN half has nothing to react to.
+// (ConnectionStats::rtt), queueing delay = RTT p50 - min RTT, against 3x the preset's base delay
+// target. The presets (tests/integration/netns/*.yaml) size that target for this software path and say
+// why. TBF never marks ECN, so this is delay-driven control only: the hybrid's ECN half has nothing to
+// react to.
 //
 // Skipped (with the reason) when not root or when ip/tc are missing. Each run takes ~5 s of transfer.
 #include <gtest/gtest.h>
@@ -70,13 +71,13 @@ class NetnsBottleneck : public ::testing::Test {
     return out;
   }
 
-  // The delay target a preset configures (fs_range and per-hop scaling are 0 in these presets).
+  // The delay target a preset configures: Swift's base target (flow scaling adds to it for flows with
+  // small windows, about +0.13 ms at the windows of this test; the presets explain).
   static double target_ns(const std::string& preset) {
     auto cfg = cc::load_cc_config(preset_path(preset));
     EXPECT_TRUE(cfg) << cfg.error().message;
     if (!cfg) return 0;
     const cc::SwiftParams& p = cfg->kind == cc::ControllerKind::kHybrid ? cfg->hybrid.swift : cfg->swift;
-    EXPECT_EQ(p.fs_range_ns, 0) << preset << ": the test compares with base_target alone";
     return static_cast<double>(p.base_target_ns);
   }
 

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -30,7 +31,7 @@ struct TransferSpec {
   uint32_t senders = 4;  // sender processes, ids 0..senders-1
   uint64_t bytes_per_sender = 64 << 20;
   uint64_t msg_bytes = 1 << 20;
-  uint32_t window = 4;              // messages in flight per sender, receives posted per connection
+  uint32_t window = 8;              // messages in flight per sender, receives posted per connection
   double sender_deadline_s = 30;    // each sender ends by then, whatever happens
   double receiver_deadline_s = 40;  // and the receiver by then
   double start_delay_s = 1.0;       // senders connect, then all start this long after launch
@@ -99,6 +100,9 @@ inline TransferOutcome run_transfer(const NetnsTopology& topo, const TransferSpe
                                      "--deadline-s",
                                      std::to_string(spec.sender_deadline_s)};
     args.insert(args.end(), common.begin(), common.end());
+    // MEGASCALE_NETNS_TIMELINE_MS=100: each sender prints its window, rate and counters to stderr.
+    if (const char* ms = std::getenv("MEGASCALE_NETNS_TIMELINE_MS"))
+      args.insert(args.end(), {"--timeline-ms", ms});
     tx.push_back(Child::spawn(topo.senders_ns(), args));
   }
   if (during) during(out.start_ns);
