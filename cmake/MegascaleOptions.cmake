@@ -19,6 +19,17 @@ if(MEGASCALE_SANITIZE)
   add_link_options(-fsanitize=address,undefined)
 endif()
 
+# Fuzzing (tests/fuzz): every target gets libFuzzer's coverage instrumentation and the sanitizers; the
+# fuzz executables themselves link libFuzzer's main (-fsanitize=fuzzer, in tests/fuzz/CMakeLists.txt).
+if(MEGASCALE_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "MEGASCALE_FUZZ=ON needs clang (libFuzzer): configure with CC=clang CXX=clang++")
+  endif()
+  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer
+                      -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+
 # megascale_library(NAME ... ) : a static library with the project's warnings and include layout.
 function(megascale_library name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})

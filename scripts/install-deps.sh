@@ -12,6 +12,8 @@ packages=(
   libhwloc-dev hwloc libibverbs-dev rdma-core ibverbs-providers
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
+  # fuzzing (scripts/test.sh): clang's libFuzzer and sanitizer runtimes (only a Recommends of clang)
+  libclang-rt-dev
   # plots (PNG) and the loopback baseline for `megascale perf`
   gnuplot-nox iperf3 jq
   # network-namespace tests: ip, tc, iptables
