@@ -1,0 +1,70 @@
+// EngineConfig: every knob of the transport engine, with units in the names and documented defaults.
+//
+//   EngineConfig cfg;
+//   cfg.cc = *cc::builtin_cc_config("hybrid");   // congestion control preset (congestion/config.h)
+//   cfg.lanes = 4;
+//   cfg.segment_bytes = 4096;
+//   cfg.seed = 42;                               // connection ids and path ids derive from it
+//   if (Status s = validate_engine_config(cfg); !s) { report(s.error().message); }
+//   auto ep = Endpoint::create(cfg);
+#pragma once
+
+#include <cstdint>
+
+#include "megascale/common/result.h"
+#include "megascale/common/units.h"
+#include "megascale/congestion/params.h"
+
+namespace megascale::engine {
+
+inline constexpr uint32_t kMaxLanes = 64;
+
+struct EngineConfig {
+  // Congestion control of every lane (controller kind and parameters), the RTO parameters (cc.rto:
+  // floor, ceiling, backoff, retry budget) and the pacer burst. cc.flow.mss_bytes is overridden by
+  // the negotiated segment size; cc.flow.line_rate_bps is the NIC rate each lane may reach.
+  cc::CcConfig cc;
+
+  uint32_t segment_bytes = 4096;     // payload bytes per DATA segment (<= kMaxSegmentPayload); the
+                                     // smaller of both peers' values is used
+  uint32_t lanes = 4;                // lanes per connection, 1..kMaxLanes, each with its own controller
+  uint32_t window_segments = 4096;   // most unacknowledged segments per connection, and the receiver's
+                                     // reorder window; power of two; the smaller of both peers' is used
+  uint32_t max_posted_recvs = 256;   // receives outstanding at once per connection (credit slots)
+  uint32_t max_posted_sends = 1024;  // sends outstanding at once per connection
+
+  // Loss detection.
+  uint32_t dupthresh = 3;            // a hole is lost once a segment this many seqs above it is SACKed
+  TimeNs reo_wnd_ns = 0;             // RACK reordering window; 0 = min RTT / 4
+  // A lane takes a new path id after this many consecutive RTOs on it (0 = never) ...
+  uint32_t repath_rto_threshold = 3;
+  // ... or after its RTT stayed above its controller's delay target, with ECN marks, for this many
+  // consecutive RTTs (0 = never).
+  uint32_t repath_delay_rtts = 32;
+
+  // ACKs: one per ack_every_segments received segments, and no segment waits longer than
+  // ack_delay_ns for its ACK. Out-of-order, duplicate and last-of-message segments are acked at once.
+  uint32_t ack_every_segments = 1;
+  TimeNs ack_delay_ns = 0;
+
+  // Connection setup: SYN retransmitted with cc.rto's initial timeout and backoff until this budget
+  // is spent, then connect fails ("connect to peer N: no answer ...").
+  TimeNs connect_timeout_ns = 10'000'000'000;
+  TimeNs rst_interval_ns = 1'000'000;  // at most one RST per interval for unknown connections
+  bool accept_connections = true;      // answer SYNs (else RST "refused")
+  uint32_t max_connections = 65536;
+
+  // Protocol versions this endpoint advertises. The engine implements only version 1; other values
+  // exist to test (and later roll out) version negotiation: a handshake whose ranges do not overlap
+  // fails with "version mismatch", and one that agrees on a version other than 1 fails too.
+  uint16_t version_min = 1;
+  uint16_t version_max = 1;
+
+  // Seeds the PRNG for connection ids, path ids and RTO jitter: same seed, same inputs -> same packets.
+  uint64_t seed = 1;
+};
+
+// Checks every value's range; the message names the field and the value.
+Status validate_engine_config(const EngineConfig& config);
+
+}  // namespace megascale::engine

@@ -1,0 +1,107 @@
+// Endpoint: the engine's front door. It owns connections, demultiplexes arriving packets by connection
+// id, runs the handshake (SYN / SYN_ACK / RST), and hands out packets to transmit and the next timer
+// deadline. It never reads a clock, touches a socket or starts a thread: the caller (a wire in real
+// time, the simulator in virtual time) passes `now` into every call.
+//
+//   auto ep = *Endpoint::create(cfg);                 // Result<std::unique_ptr<Endpoint>>
+//   ConnId id = *ep->connect(now, /*peer=*/3);        // `peer`: the wire's handle for an address
+//   Connection* c = ep->connection(id);
+//   c->post_send(data, n, /*tag=*/0);
+//   // the driving loop:
+//   ep->on_packet(now, peer, bytes, len, ce_marked);  // every datagram that arrives
+//   if (now >= ep->next_deadline()) ep->on_timer(now);
+//   TxPacket pkt;
+//   while (ep->poll_tx(now, pkt)) wire_send(pkt);      // after every call above, and after posts
+//   sleep_until(min(ep->next_deadline(), next_arrival));
+//   // the other side:
+//   if (std::optional<ConnId> a = ep->accept()) serve(ep->connection(*a));
+//
+// Lifetimes: a TxPacket's payload points into an application send buffer; it stays valid until the
+// next call into the engine other than poll_tx (so a batch of poll_tx calls may be sent at once, as
+// sendmmsg does). Connections live until release().
+//
+// API change log (after the first commit of this header):
+//   (none yet)
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "megascale/common/result.h"
+#include "megascale/common/units.h"
+#include "megascale/engine/config.h"
+#include "megascale/engine/connection.h"
+#include "megascale/engine/packet.h"
+#include "megascale/engine/stats.h"
+
+namespace megascale::engine {
+
+// One packet to transmit: header bytes (owned here) followed by payload (borrowed, may be empty).
+struct TxPacket {
+  alignas(8) uint8_t header[kMaxHeaderBytes];
+  uint16_t header_len = 0;
+  const uint8_t* payload = nullptr;  // see "Lifetimes" above
+  uint32_t payload_len = 0;
+  uint8_t lane = 0;                  // the lane it belongs to (0 for control packets without a lane)
+  uint32_t path_id = 0;              // the lane's path entropy: map it to a UDP source port / flow label
+  uint32_t peer = 0;                 // where to send it
+  bool ect = false;                  // send ECN-capable (ECT(0)): true for SEG packets
+  uint64_t conn_id = 0;              // local connection id it belongs to (0 for endpoint RSTs)
+};
+
+class Endpoint {
+ public:
+  // Validates `config` (validate_engine_config) and creates an endpoint with no connections.
+  static Result<std::unique_ptr<Endpoint>> create(const EngineConfig& config);
+  ~Endpoint();
+  Endpoint(const Endpoint&) = delete;
+  Endpoint& operator=(const Endpoint&) = delete;
+
+  // Starts a connection to `peer`: picks a random id, queues a SYN. The connection is usable at once
+  // (posts queue until the handshake ends); it fails ("connect to peer N: no answer ..." or the
+  // peer's refusal, e.g. a version mismatch) if the handshake does not complete within
+  // config.connect_timeout_ns. Errors: too many connections.
+  Result<ConnId> connect(TimeNs now, uint32_t peer);
+
+  // The next connection a peer opened to us, in arrival order; nullopt if none is waiting.
+  std::optional<ConnId> accept();
+
+  // One arriving datagram from `peer`, with the IP header's CE mark. Bytes are read during the call
+  // only (payload is copied into receive buffers). Malformed packets are counted and dropped.
+  void on_packet(TimeNs now, uint32_t peer, const uint8_t* data, size_t len, bool ce);
+
+  // Fills `out` with the next packet to send at `now`, control packets first, data as lane windows
+  // and pacers allow; false when nothing may leave at `now` (next_deadline() says when to look again).
+  bool poll_tx(TimeNs now, TxPacket& out);
+
+  // The earliest time on_timer (and then poll_tx) has work: a retransmission timeout, a pacer release,
+  // a delayed ACK, a SYN/FIN retransmission. kNever when idle. May be <= now: call on_timer then.
+  TimeNs next_deadline() const;
+
+  // Processes every timer due at `now` (calling it early or late is harmless).
+  void on_timer(TimeNs now);
+
+  // The connection with local id `id`; nullptr if unknown or released. Stable until release(id).
+  Connection* connection(ConnId id);
+  const Connection* connection(ConnId id) const;
+
+  // Forgets a connection. If it was still open, its pending requests fail ("released while open") and
+  // the peer gets an RST. Its id then answers as unknown.
+  void release(ConnId id);
+
+  // Ids of all connections not yet released, in creation order.
+  std::vector<ConnId> connection_ids() const;
+  size_t connection_count() const;
+
+  const EndpointStats& stats() const;
+  const EngineConfig& config() const;
+
+ private:
+  struct Impl;
+  explicit Endpoint(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace megascale::engine

@@ -1,0 +1,499 @@
+// Connection lifecycle: construction, requests, handshake, close, failure, timers and poll_tx dispatch.
+#include "connection_core.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <utility>
+
+namespace megascale::engine::detail {
+namespace {
+
+cc::RtoParams handshake_rto_params(const EngineConfig& cfg) {
+  cc::RtoParams p = cfg.cc.rto;
+  p.retry_budget_ns = cfg.connect_timeout_ns;
+  return p;
+}
+
+std::string seconds(TimeNs ns) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f s", static_cast<double>(ns) / 1e9);
+  return buf;
+}
+
+bool is_pow2(uint32_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+}  // namespace
+
+ConnectionCore::ConnectionCore(const EngineConfig& cfg, ConnId id, uint32_t peer, uint64_t seed, bool initiator,
+                               TimeNs now, EndpointStats* ep_stats)
+    : cfg_(cfg),
+      ep_stats_(ep_stats),
+      id_(id),
+      peer_(peer),
+      rng_(seed),
+      state_(initiator ? ConnectionState::kConnecting : ConnectionState::kEstablished),
+      seg_bytes_(cfg.segment_bytes),
+      window_(cfg.window_segments),
+      rcv_window_(cfg.window_segments),
+      tx_queue_(cfg.max_posted_sends),
+      retx_queue_(cfg.window_segments * 2),
+      rto_(cfg.cc.rto, splitmix64(rng_)),
+      credit_queue_(cfg.max_posted_recvs),
+      initiator_(initiator),
+      ctl_rto_(handshake_rto_params(cfg), splitmix64(rng_)) {
+  const uint32_t nreq = cfg.max_posted_sends + cfg.max_posted_recvs;
+  reqs_.resize(nreq);
+  free_reqs_.reserve(nreq);
+  for (uint32_t i = nreq; i > 0; --i) free_reqs_.push_back(i - 1);
+  unmatched_sends_.reserve(cfg.max_posted_sends);
+  ring_.resize(cfg.window_segments);
+  ring_mask_ = cfg.window_segments - 1;
+  lanes_.resize(cfg.lanes);
+  recv_mask_ = round_up_pow2(cfg.max_posted_recvs) - 1;
+  recv_slots_.assign(size_t{recv_mask_} + 1, kNoRequest);
+  rcv_bits_.assign(rcv_window_ / 64, 0);
+  cnp_pacers_.assign(kMaxLanes, cc::CnpPacer(cfg.cc.dcqcn.cnp_interval_ns));
+  if (initiator) {
+    syn_pending_ = true;
+    connect_start_ns_ = now;
+  }
+}
+
+ConnectionCore::~ConnectionCore() = default;
+
+// --- requests ---
+
+uint32_t ConnectionCore::alloc_request() {
+  const uint32_t idx = free_reqs_.back();
+  free_reqs_.pop_back();
+  Request& r = reqs_[idx];
+  const uint32_t gen = r.gen;
+  r = Request{};
+  r.gen = gen;
+  r.in_use = true;
+  ++requests_in_use_;
+  return idx;
+}
+
+static RequestId make_request_id(uint32_t idx, uint32_t gen) { return (uint64_t{gen} << 32) | (uint64_t{idx} + 1); }
+
+Result<RequestId> ConnectionCore::post_send(const void* data, uint64_t size, int32_t tag) {
+  if (state_ != ConnectionState::kConnecting && state_ != ConnectionState::kEstablished) {
+    return make_error(std::string("post_send: connection is ") + std::string(to_string(state_)) +
+                      (error_.empty() ? "" : ": " + error_));
+  }
+  if (tag < 0) return make_error("post_send: tag must be >= 0, got " + std::to_string(tag));
+  if (data == nullptr && size > 0) return make_error("post_send: null buffer for a non-empty message");
+  if (sends_outstanding_ >= cfg_.max_posted_sends) {
+    return make_error("post_send: " + std::to_string(sends_outstanding_) +
+                      " sends outstanding (max_posted_sends); test() completed ones first");
+  }
+  const uint32_t idx = alloc_request();
+  Request& r = reqs_[idx];
+  r.is_send = true;
+  r.tag = tag;
+  r.data = static_cast<const uint8_t*>(data);
+  r.size = size;
+  ++sends_outstanding_;
+  ++stats_.sends_posted;
+  unmatched_sends_.push_back(idx);
+  try_match();
+  return make_request_id(idx, r.gen);
+}
+
+Result<RequestId> ConnectionCore::post_recv(void* buf, uint64_t capacity, int32_t tag) {
+  if (state_ != ConnectionState::kConnecting && state_ != ConnectionState::kEstablished) {
+    return make_error(std::string("post_recv: connection is ") + std::string(to_string(state_)) +
+                      (error_.empty() ? "" : ": " + error_));
+  }
+  if (tag < -1) return make_error("post_recv: tag must be >= -1 (-1 = any), got " + std::to_string(tag));
+  if (buf == nullptr && capacity > 0) return make_error("post_recv: null buffer with a non-zero capacity");
+  if (recvs_outstanding_ >= cfg_.max_posted_recvs) {
+    return make_error("post_recv: " + std::to_string(recvs_outstanding_) +
+                      " receives outstanding (max_posted_recvs); test() completed ones first");
+  }
+  const uint64_t slot = recv_slot_next_;
+  if (recv_slots_[slot & recv_mask_] != kNoRequest) {
+    return make_error("post_recv: receive slot ring full: the receive posted " +
+                      std::to_string(recv_mask_ + 1) + " receives ago has not completed");
+  }
+  const uint32_t idx = alloc_request();
+  Request& r = reqs_[idx];
+  r.is_send = false;
+  r.tag = tag;
+  r.buf = static_cast<uint8_t*>(buf);
+  r.capacity = capacity;
+  r.slot = slot;
+  recv_slots_[slot & recv_mask_] = idx;
+  ++recv_slot_next_;
+  ++recvs_outstanding_;
+  ++stats_.recvs_posted;
+  credit_queue_.push(idx);
+  return make_request_id(idx, r.gen);
+}
+
+Completion ConnectionCore::test(RequestId id) {
+  const uint64_t low = id & 0xFFFFFFFFULL;
+  const auto gen = static_cast<uint32_t>(id >> 32);
+  if (low == 0 || low > reqs_.size() || !reqs_[low - 1].in_use || reqs_[low - 1].gen != gen) {
+    return Completion{.done = true, .ok = false, .bytes = 0, .tag = 0, .error = "unknown request"};
+  }
+  const auto idx = static_cast<uint32_t>(low - 1);
+  Request& r = reqs_[idx];
+  if (!r.done) return Completion{};
+  Completion c{.done = true, .ok = r.ok, .bytes = r.bytes, .tag = r.tag, .error = std::move(r.error)};
+  if (r.is_send) {
+    --sends_outstanding_;
+  } else {
+    --recvs_outstanding_;
+  }
+  r.in_use = false;
+  ++r.gen;
+  r.error.clear();
+  --requests_in_use_;
+  free_reqs_.push_back(idx);
+  return c;
+}
+
+void ConnectionCore::complete(uint32_t idx, bool ok, uint64_t bytes, int32_t tag, std::string error) {
+  Request& r = reqs_[idx];
+  if (r.done) return;
+  r.done = true;
+  r.ok = ok;
+  r.bytes = bytes;
+  r.tag = tag;
+  r.error = std::move(error);
+  if (r.is_send) {
+    ++(ok ? stats_.sends_completed : stats_.sends_failed);
+  } else {
+    ++(ok ? stats_.recvs_completed : stats_.recvs_failed);
+    if (recv_slots_[r.slot & recv_mask_] == idx) recv_slots_[r.slot & recv_mask_] = kNoRequest;
+  }
+}
+
+void ConnectionCore::fail_pending(const std::string& send_error, const std::string& recv_error,
+                                  uint32_t* sends_failed, uint32_t* recvs_failed) {
+  uint32_t ns = 0;
+  uint32_t nr = 0;
+  for (uint32_t i = 0; i < reqs_.size(); ++i) {
+    Request& r = reqs_[i];
+    if (!r.in_use || r.done) continue;
+    complete(i, false, 0, r.tag, r.is_send ? send_error : recv_error);
+    ++(r.is_send ? ns : nr);
+  }
+  unmatched_sends_.clear();
+  tx_queue_.clear();
+  credit_queue_.clear();
+  notices_.clear();
+  if (sends_failed != nullptr) *sends_failed = ns;
+  if (recvs_failed != nullptr) *recvs_failed = nr;
+}
+
+void ConnectionCore::fail(std::string message) {
+  if (state_ == ConnectionState::kFailed) return;
+  fail_pending(message, message, nullptr, nullptr);
+  error_ = std::move(message);
+  state_ = ConnectionState::kFailed;
+  ++ep_stats_->connections_failed;
+  rto_deadline_ = ctl_deadline_ = ack_deadline_ = pace_wake_ns_ = kNever;
+  syn_pending_ = synack_pending_ = fin_pending_ = fin_reply_pending_ = ack_now_ = false;
+  cnp_pending_mask_ = 0;
+  retx_queue_.clear();
+}
+
+// --- handshake ---
+
+HandshakeBody ConnectionCore::handshake_body() const {
+  HandshakeBody hs;
+  hs.src_conn_id = id_;
+  hs.version_min = initiator_ ? cfg_.version_min : version_;
+  hs.version_max = initiator_ ? cfg_.version_max : version_;
+  hs.lanes = static_cast<uint16_t>(cfg_.lanes);
+  hs.cc_kind = static_cast<uint8_t>(cfg_.cc.kind);
+  hs.mss_bytes = cfg_.segment_bytes;
+  hs.recv_slots = recv_mask_ + 1;
+  hs.window_segments = rcv_window_;
+  return hs;
+}
+
+Status ConnectionCore::validate_handshake(const HandshakeBody& hs) {
+  if (hs.mss_bytes == 0 || hs.mss_bytes > kMaxSegmentPayload) {
+    return make_error("handshake: mss_bytes " + std::to_string(hs.mss_bytes) + " outside 1..65000");
+  }
+  if (!is_pow2(hs.recv_slots) || hs.recv_slots > (1U << 21)) {
+    return make_error("handshake: recv_slots " + std::to_string(hs.recv_slots) + " not a power of two <= 2^21");
+  }
+  if (!is_pow2(hs.window_segments) || hs.window_segments < 16 || hs.window_segments > (1U << 20)) {
+    return make_error("handshake: window_segments " + std::to_string(hs.window_segments) +
+                      " not a power of two in 16..2^20");
+  }
+  if (hs.lanes == 0 || hs.lanes > kMaxLanes) {
+    return make_error("handshake: lanes " + std::to_string(hs.lanes) + " outside 1..64");
+  }
+  if (hs.cc_kind > static_cast<uint8_t>(cc::ControllerKind::kHybrid)) {
+    return make_error("handshake: unknown controller kind " + std::to_string(hs.cc_kind));
+  }
+  return {};
+}
+
+void ConnectionCore::establish(TimeNs now, const HandshakeBody& peer_hs) {
+  remote_id_ = peer_hs.src_conn_id;
+  seg_bytes_ = std::min(cfg_.segment_bytes, peer_hs.mss_bytes);
+  window_ = std::min(cfg_.window_segments, peer_hs.window_segments);
+  peer_cc_kind_ = peer_hs.cc_kind;
+  credits_.assign(peer_hs.recv_slots, CreditEntry{});
+  credit_mask_ = peer_hs.recv_slots - 1;
+  state_ = ConnectionState::kEstablished;
+  init_lanes(now);
+  try_match();
+}
+
+void ConnectionCore::accept_syn(TimeNs now, const HandshakeBody& syn, uint16_t version) {
+  version_ = version;
+  establish(now, syn);
+  synack_pending_ = true;
+}
+
+void ConnectionCore::on_syn_ack(TimeNs now, const Packet& pkt) {
+  if (state_ != ConnectionState::kConnecting) return;  // a duplicate SYN_ACK
+  const HandshakeBody& hs = pkt.handshake;
+  const uint16_t v = hs.version_max;
+  if (hs.version_min != v || v < cfg_.version_min || v > cfg_.version_max || v != kVersion) {
+    ++ep_stats_->version_mismatches;
+    fail("connect to peer " + std::to_string(peer_) + ": version mismatch: the acceptor chose version " +
+         std::to_string(v) + ", we speak " + std::to_string(cfg_.version_min) + ".." +
+         std::to_string(cfg_.version_max) + " and implement " + std::to_string(kVersion));
+    return;
+  }
+  if (Status s = validate_handshake(hs); !s) {
+    fail("connect to peer " + std::to_string(peer_) + ": bad SYN_ACK: " + s.error().message);
+    return;
+  }
+  version_ = v;
+  ctl_deadline_ = kNever;
+  syn_pending_ = false;
+  establish(now, hs);
+}
+
+void ConnectionCore::on_rst(const Packet& pkt) {
+  const RstBody& r = pkt.rst;
+  const std::string text(r.text_view());
+  if (state_ == ConnectionState::kClosing && fin_sent_ && r.reason == RstReason::kUnknownConnection) {
+    // The peer finished its side of the close and forgot the connection before our FIN got through.
+    state_ = ConnectionState::kClosed;
+    ctl_deadline_ = kNever;
+    return;
+  }
+  if (!is_open()) return;
+  if (state_ == ConnectionState::kConnecting) {
+    if (r.reason == RstReason::kVersionMismatch) ++ep_stats_->version_mismatches;
+    fail("connect to peer " + std::to_string(peer_) + ": refused: " + text);
+    return;
+  }
+  fail("connection reset by peer " + std::to_string(peer_) + ": " + text);
+}
+
+// --- close ---
+
+void ConnectionCore::close(TimeNs now) {
+  if (!is_open() || close_requested_) return;
+  close_requested_ = true;
+  if (state_ == ConnectionState::kConnecting) {
+    fail_pending("connection closed before it was established", "connection closed before it was established",
+                 &close_report_.unfinished_sends, &close_report_.unfinished_recvs);
+    state_ = ConnectionState::kClosed;
+    syn_pending_ = false;
+    ctl_deadline_ = kNever;
+    return;
+  }
+  state_ = ConnectionState::kClosing;
+  fin_start_ns_ = now;
+  maybe_finish_drain(now);
+}
+
+void ConnectionCore::maybe_finish_drain(TimeNs now) {
+  if (!close_requested_ || fin_sent_ || state_ != ConnectionState::kClosing) return;
+  const bool drained =
+      tx_queue_.empty() && notices_.empty() && credit_queue_.empty() && snd_una_ == snd_nxt_;
+  if (!drained) return;
+  uint32_t ns = 0;
+  uint32_t nr = 0;
+  // Count first, so the messages can say how many.
+  for (const Request& r : reqs_) {
+    if (r.in_use && !r.done) ++(r.is_send ? ns : nr);
+  }
+  fail_pending("connection closed locally before the peer posted a matching receive",
+               "connection closed locally with " + std::to_string(nr) + " receives pending",
+               &close_report_.unfinished_sends, &close_report_.unfinished_recvs);
+  fin_sent_ = true;
+  fin_pending_ = true;
+  fin_start_ns_ = now;
+}
+
+void ConnectionCore::on_fin(TimeNs now, const Packet& pkt) {
+  (void)now;
+  const FinBody& f = pkt.fin;
+  if (pkt.hdr.flags & kFlagFinReply) {
+    if (state_ == ConnectionState::kClosing && fin_sent_) {
+      close_report_.peer_unfinished_sends = f.unfinished_sends;
+      close_report_.peer_unfinished_recvs = f.unfinished_recvs;
+      state_ = ConnectionState::kClosed;
+      ctl_deadline_ = kNever;
+      fin_pending_ = false;
+    }
+    return;
+  }
+  if (state_ == ConnectionState::kClosed) {
+    fin_reply_pending_ = true;  // our reply was lost: answer again
+    return;
+  }
+  if (state_ != ConnectionState::kEstablished && state_ != ConnectionState::kClosing) return;
+  close_report_.peer_unfinished_sends = f.unfinished_sends;
+  close_report_.peer_unfinished_recvs = f.unfinished_recvs;
+  if (!fin_sent_) {
+    close_report_.closed_by_peer = true;
+    const std::string why = "peer closed the connection (it left " + std::to_string(f.unfinished_sends) +
+                            " sends and " + std::to_string(f.unfinished_recvs) + " receives unfinished)";
+    fail_pending(why, why, &close_report_.unfinished_sends, &close_report_.unfinished_recvs);
+  }
+  // Nothing more flows in either direction: the peer acknowledged all it will ever need from us.
+  retx_queue_.clear();
+  snd_una_ = snd_nxt_;
+  rto_deadline_ = kNever;
+  ctl_deadline_ = kNever;
+  fin_pending_ = false;
+  fin_reply_pending_ = true;
+  state_ = ConnectionState::kClosed;
+}
+
+// --- packets and timers ---
+
+void ConnectionCore::on_packet(TimeNs now, const Packet& pkt, bool ce, DecodeResult r) {
+  switch (pkt.hdr.type) {
+    case PacketType::kSeg:
+      if (state_ == ConnectionState::kEstablished || state_ == ConnectionState::kClosing) on_seg(now, pkt, ce, r);
+      break;
+    case PacketType::kAck:
+      if (state_ == ConnectionState::kEstablished || state_ == ConnectionState::kClosing) on_ack(now, pkt);
+      break;
+    case PacketType::kCnp:
+      if (state_ == ConnectionState::kEstablished || state_ == ConnectionState::kClosing) on_cnp(now, pkt);
+      break;
+    case PacketType::kSynAck: on_syn_ack(now, pkt); break;
+    case PacketType::kFin: on_fin(now, pkt); break;
+    case PacketType::kRst: on_rst(pkt); break;
+    case PacketType::kSyn: break;  // the endpoint handles SYNs
+  }
+}
+
+void ConnectionCore::fill_common(TxPacket& out, uint8_t lane) const {
+  out.lane = lane;
+  out.path_id = lane < lanes_.size() ? lanes_[lane].stats.path_id : 0;
+  out.peer = peer_;
+  out.conn_id = id_;
+  out.ect = false;
+  out.payload = nullptr;
+  out.payload_len = 0;
+}
+
+bool ConnectionCore::poll_control(TimeNs now, TxPacket& out) {
+  if (syn_pending_ && state_ == ConnectionState::kConnecting) {
+    syn_pending_ = false;
+    ++syns_sent_;
+    out.header_len = static_cast<uint16_t>(encode_handshake(
+        CommonHeader{.version = static_cast<uint8_t>(cfg_.version_max), .type = PacketType::kSyn, .lane = 0,
+                     .flags = 0, .dst_conn_id = 0},
+        handshake_body(), out.header));
+    fill_common(out, 0);
+    ctl_deadline_ = now + ctl_rto_.timeout_ns();
+    return true;
+  }
+  if (synack_pending_) {
+    synack_pending_ = false;
+    out.header_len = static_cast<uint16_t>(encode_handshake(
+        CommonHeader{.version = static_cast<uint8_t>(version_), .type = PacketType::kSynAck, .lane = 0,
+                     .flags = 0, .dst_conn_id = remote_id_},
+        handshake_body(), out.header));
+    fill_common(out, 0);
+    return true;
+  }
+  if (fin_reply_pending_ || fin_pending_) {
+    const bool reply = fin_reply_pending_;
+    FinBody f{.final_seq = snd_nxt_, .unfinished_sends = close_report_.unfinished_sends,
+              .unfinished_recvs = close_report_.unfinished_recvs};
+    out.header_len = static_cast<uint16_t>(
+        encode_fin(CommonHeader{.version = static_cast<uint8_t>(version_), .type = PacketType::kFin, .lane = 0,
+                                .flags = reply ? kFlagFinReply : uint8_t{0}, .dst_conn_id = remote_id_},
+                   f, out.header));
+    fill_common(out, 0);
+    if (reply) {
+      fin_reply_pending_ = false;
+    } else {
+      fin_pending_ = false;
+      ctl_deadline_ = now + rto_.timeout_ns();
+    }
+    return true;
+  }
+  if (state_ != ConnectionState::kEstablished && state_ != ConnectionState::kClosing) return false;
+  if (cnp_pending_mask_ != 0) {
+    const auto lane = static_cast<uint8_t>(__builtin_ctzll(cnp_pending_mask_));
+    cnp_pending_mask_ &= cnp_pending_mask_ - 1;
+    out.header_len = static_cast<uint16_t>(
+        encode_cnp(CommonHeader{.version = static_cast<uint8_t>(version_), .type = PacketType::kCnp, .lane = lane,
+                                .flags = 0, .dst_conn_id = remote_id_},
+                   CnpBody{.lane = lane}, out.header));
+    fill_common(out, static_cast<uint8_t>(lane % lanes_.size()));
+    ++stats_.cnps_sent;
+    if (lane < lanes_.size()) ++lanes_[lane].stats.cnps_sent;
+    return true;
+  }
+  if (ack_now_ || ack_deadline_ <= now) {
+    build_ack(now, out);
+    return true;
+  }
+  return false;
+}
+
+bool ConnectionCore::poll_tx(TimeNs now, TxPacket& out) {
+  if (state_ == ConnectionState::kFailed) return false;
+  if (poll_control(now, out)) return true;
+  if (state_ != ConnectionState::kEstablished && state_ != ConnectionState::kClosing) return false;
+  if (poll_data(now, out)) return true;
+  maybe_finish_drain(now);
+  if (fin_pending_) return poll_control(now, out);
+  return false;
+}
+
+TimeNs ConnectionCore::next_deadline() const {
+  return std::min({ctl_deadline_, rto_deadline_, ack_deadline_, pace_wake_ns_});
+}
+
+void ConnectionCore::on_timer(TimeNs now) {
+  if (ctl_deadline_ <= now) {
+    ctl_deadline_ = kNever;
+    if (state_ == ConnectionState::kConnecting) {
+      if (ctl_rto_.on_timeout(now) == cc::RtoVerdict::kGiveUp) {
+        fail("connect to peer " + std::to_string(peer_) + ": no answer after " + seconds(now - connect_start_ns_) +
+             " (" + std::to_string(syns_sent_) + " SYNs sent)");
+        return;
+      }
+      syn_pending_ = true;
+    } else if (state_ == ConnectionState::kClosing && fin_sent_) {
+      if (rto_.on_timeout(now) == cc::RtoVerdict::kGiveUp) {
+        fail("close: peer " + std::to_string(peer_) + " unreachable: no answer to FIN after " +
+             seconds(now - fin_start_ns_));
+        return;
+      }
+      fin_pending_ = true;
+    }
+  }
+  if (rto_deadline_ <= now) on_rto(now);
+  if (state_ == ConnectionState::kFailed) return;
+  if (ack_deadline_ <= now) {
+    ack_now_ = true;
+    ack_deadline_ = kNever;
+  }
+  if (pace_wake_ns_ <= now) pace_wake_ns_ = kNever;
+}
+
+}  // namespace megascale::engine::detail

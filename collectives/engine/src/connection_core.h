@@ -1,0 +1,287 @@
+// The protocol state machine of one connection (engine-design.md): requests and credits, the sender's
+// outstanding-segment ring with SACK/RACK loss detection and RTO, lanes with their controllers and
+// pacers, the receiver's placement and ACK/CNP generation, handshake and close.
+//
+// Split over files by direction: connection_core.cpp (lifecycle, requests, poll_tx dispatch, timers),
+// sender.cpp (matching, segment transmission, ACK processing, loss recovery), receiver.cpp (arriving
+// SEGs, placement, ACK and CNP generation), lane.cpp (lane controllers, pacing, repathing).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "megascale/common/units.h"
+#include "megascale/congestion/controller.h"
+#include "megascale/congestion/dcqcn.h"
+#include "megascale/congestion/pacer.h"
+#include "megascale/congestion/rto.h"
+#include "megascale/engine/config.h"
+#include "megascale/engine/connection.h"
+#include "megascale/engine/endpoint.h"
+#include "megascale/engine/packet.h"
+#include "megascale/engine/stats.h"
+#include "ring.h"
+
+namespace megascale::engine::detail {
+
+inline constexpr uint32_t kNoRequest = 0xFFFFFFFF;
+
+// A posted send or receive. Lives in a slab; its RequestId carries the slab index and a generation.
+struct Request {
+  uint32_t gen = 0;
+  bool in_use = false;
+  bool is_send = false;
+  bool done = false;
+  bool ok = false;
+  int32_t tag = 0;         // posted tag; after completion of a receive, the sender's tag
+  uint64_t bytes = 0;      // completion bytes
+  std::string error;       // set only on failure (allocation off the hot path)
+  // Send.
+  const uint8_t* data = nullptr;
+  uint64_t size = 0;
+  uint64_t next_offset = 0;   // segmentation cursor
+  uint64_t segs_unacked = 0;  // segments sent at least once and not yet acknowledged
+  bool matched = false;       // took a peer credit
+  bool all_sent = false;      // every segment has been sent at least once
+  // Receive.
+  uint8_t* buf = nullptr;
+  uint64_t capacity = 0;
+  uint64_t placed = 0;        // payload bytes placed (each seq counted once)
+  uint64_t slot = 0;          // receive slot (cumulative), or the credit's slot for a send
+  uint64_t msg_len = 0;       // receive: the message's size, from its first segment
+  bool msg_len_known = false;
+  bool credit_sent = false;
+};
+
+// One sent segment, indexed by seq in the outstanding ring.
+struct TxSeg {
+  uint64_t offset = 0;         // DATA: offset in the message; CREDIT: capacity_bytes
+  uint64_t msg_len = 0;        // DATA: message length
+  uint64_t lane_seq = 0;       // per-lane send counter of the latest transmission (loss detection)
+  TimeNs sent_ns = 0;          // latest transmission
+  uint32_t len = 0;            // payload bytes
+  uint32_t req = kNoRequest;   // the send it belongs to (DATA), kNoRequest for CREDIT / notices
+  uint64_t slot = 0;
+  int32_t tag = 0;
+  uint8_t lane = 0;            // lane of the latest transmission
+  uint8_t flags = 0;           // kFlagCredit / kFlagLast / kFlagTooLarge as on the wire
+  uint8_t retx = 0;            // transmissions - 1 (saturating)
+  bool sacked = false;         // delivered (cumulatively or selectively)
+  bool lost = false;           // declared lost, waiting in the retransmission queue
+  bool lost_by_rto = false;    // the last loss declaration came from a timeout
+};
+
+// What the receiver learned from the peer's credits: one entry per receive slot.
+struct CreditEntry {
+  bool present = false;
+  uint64_t slot = 0;
+  int32_t tag = 0;
+  uint64_t capacity = 0;
+};
+
+struct TooLargeNotice {
+  uint64_t slot = 0;
+  int32_t tag = 0;
+  uint64_t msg_len = 0;
+};
+
+struct Lane {
+  std::unique_ptr<cc::Controller> cc;
+  cc::Pacer pacer{cc::PacerParams{}, 1e9};
+  double cwnd_bytes = 0;         // cached after every controller call
+  TimeNs target_delay_ns = 0;    // cached once per RTT round (0 = the controller has none)
+  uint64_t in_flight = 0;
+  uint64_t next_lane_seq = 0;
+  uint64_t delivered_lane_seq_end = 0;  // 1 + the highest lane_seq delivered (0: none)
+  TimeNs rack_sent_ns = -1;      // latest send time of a delivered segment of this lane
+  uint64_t recovery_end_seq = 0; // fast-recovery episode: until snd_una passes this
+  bool in_recovery = false;
+  uint32_t consecutive_rtos = 0;
+  // Delay-driven repathing: RTT rounds that were over target with ECN.
+  TimeNs round_end_ns = 0;
+  bool round_over_target = false;
+  bool round_ce = false;
+  uint32_t bad_rounds = 0;
+  LaneStats stats;
+};
+
+class ConnectionCore {
+ public:
+  // `initiator`: connect() side (state kConnecting, sends SYN); else created from a peer's SYN.
+  // `ep_stats`: the owning endpoint's counters (failures and version mismatches are counted there too).
+  ConnectionCore(const EngineConfig& cfg, ConnId id, uint32_t peer, uint64_t seed, bool initiator, TimeNs now,
+                 EndpointStats* ep_stats);
+  ~ConnectionCore();
+
+  // --- application side (Connection forwards here) ---
+  Result<RequestId> post_send(const void* data, uint64_t size, int32_t tag);
+  Result<RequestId> post_recv(void* buf, uint64_t capacity, int32_t tag);
+  Completion test(RequestId id);
+  void close(TimeNs now);
+
+  ConnectionState state() const { return state_; }
+  const std::string& error() const { return error_; }
+  const CloseReport& close_report() const { return close_report_; }
+  ConnId id() const { return id_; }
+  uint64_t remote_id() const { return remote_id_; }
+  uint32_t peer() const { return peer_; }
+  uint32_t segment_bytes() const { return seg_bytes_; }
+  uint32_t lanes() const { return static_cast<uint32_t>(lanes_.size()); }
+  const ConnectionStats& stats() const { return stats_; }
+  const LaneStats& lane_stats(uint32_t lane) const { return lanes_[lane].stats; }
+  uint64_t pending_requests() const { return requests_in_use_; }
+
+  // --- endpoint side ---
+  // The handshake body this side sends (SYN or SYN_ACK).
+  HandshakeBody handshake_body() const;
+  // Acceptor: the peer's SYN (negotiates, becomes established, queues a SYN_ACK).
+  void accept_syn(TimeNs now, const HandshakeBody& syn, uint16_t version);
+  // Acceptor: a duplicate SYN: answer again.
+  void resend_syn_ack() { synack_pending_ = true; }
+  // A decoded packet for this connection. `r` is kOk or kBadPayloadCrc.
+  void on_packet(TimeNs now, const Packet& pkt, bool ce, DecodeResult r);
+  bool poll_tx(TimeNs now, TxPacket& out);
+  TimeNs next_deadline() const;
+  void on_timer(TimeNs now);
+  // Fails every pending request and stops all traffic.
+  void fail(std::string message);
+  bool initiator() const { return initiator_; }
+  // Checks a peer's SYN / SYN_ACK values (sizes, powers of two); the message names the field.
+  static Status validate_handshake(const HandshakeBody& hs);
+  bool is_open() const {
+    return state_ == ConnectionState::kConnecting || state_ == ConnectionState::kEstablished ||
+           state_ == ConnectionState::kClosing;
+  }
+
+ private:
+  // connection_core.cpp
+  uint32_t alloc_request();
+  void complete(uint32_t idx, bool ok, uint64_t bytes, int32_t tag, std::string error);
+  void establish(TimeNs now, const HandshakeBody& peer_hs);
+  void on_syn_ack(TimeNs now, const Packet& pkt);
+  void on_fin(TimeNs now, const Packet& pkt);
+  void on_rst(const Packet& pkt);
+  void maybe_finish_drain(TimeNs now);
+  void fail_pending(const std::string& send_error, const std::string& recv_error, uint32_t* sends_failed,
+                    uint32_t* recvs_failed);
+  bool poll_control(TimeNs now, TxPacket& out);
+  void fill_common(TxPacket& out, uint8_t lane) const;
+
+  // sender.cpp
+  void try_match();
+  bool poll_data(TimeNs now, TxPacket& out);
+  void on_ack(TimeNs now, const Packet& pkt);
+  void on_cnp(TimeNs now, const Packet& pkt);
+  void deliver(uint64_t seq, TxSeg& s, TimeNs now);
+  void detect_losses(TimeNs now, uint64_t scan_end);
+  void mark_lost(uint64_t seq, TxSeg& s, bool by_rto);
+  void on_rto(TimeNs now);
+  void push_retx(uint64_t seq);
+  void emit_seg(TimeNs now, uint64_t seq, TxSeg& s, uint32_t lane, bool retransmit, TxPacket& out);
+  TimeNs reo_wnd_ns() const;
+
+  // receiver.cpp
+  void on_seg(TimeNs now, const Packet& pkt, bool ce, DecodeResult r);
+  // Both return false for a segment that breaks the protocol (dropped, counted malformed, not acked).
+  bool on_data(const Packet& pkt);
+  bool on_credit(const Packet& pkt);
+  bool rcv_has(uint64_t seq) const;
+  void rcv_mark(uint64_t seq);
+  void build_ack(TimeNs now, TxPacket& out);
+
+  // lane.cpp
+  void init_lanes(TimeNs now);
+  void lane_refresh(TimeNs now, Lane& lane);
+  // A lane that may send a segment of `len` payload bytes at `now`, round-robin; -1 if none, and then
+  // *wake is lowered to when a pacer would release one.
+  int pick_lane(TimeNs now, uint32_t len, TimeNs* wake);
+  void lane_rtt_sample(TimeNs now, Lane& lane, TimeNs rtt_ns, bool ce);
+  void repath(Lane& lane);
+
+  const EngineConfig& cfg_;
+  EndpointStats* ep_stats_;
+  ConnId id_;
+  uint64_t remote_id_ = 0;
+  uint32_t peer_;
+  uint64_t rng_;
+  ConnectionState state_;
+  std::string error_;
+  CloseReport close_report_;
+  ConnectionStats stats_;
+
+  // Negotiated at the handshake.
+  uint32_t seg_bytes_;
+  uint32_t window_;          // sender window (segments)
+  uint32_t rcv_window_;      // our reorder window (what we advertised)
+  uint8_t peer_cc_kind_ = 0;
+  uint16_t version_ = kVersion;
+
+  // Requests.
+  std::vector<Request> reqs_;
+  std::vector<uint32_t> free_reqs_;
+  uint64_t requests_in_use_ = 0;
+  uint32_t sends_outstanding_ = 0;
+  uint32_t recvs_outstanding_ = 0;
+
+  // --- sender ---
+  std::vector<uint32_t> unmatched_sends_;  // post order (reserved; erase never allocates)
+  Ring<uint32_t> tx_queue_;                // matched sends, in match order; front is being segmented
+  std::vector<TooLargeNotice> notices_;    // refusals to tell the peer (rare)
+  std::vector<CreditEntry> credits_;       // peer's credits by slot & credit_mask_
+  uint32_t credit_mask_ = 0;
+  uint64_t credit_contig_ = 0;             // every credit slot below this has arrived
+  uint64_t credit_scan_lo_ = 0;            // no unmatched credit below this
+  std::vector<TxSeg> ring_;                // outstanding segments by seq & ring_mask_
+  uint64_t ring_mask_ = 0;
+  uint64_t snd_una_ = 0;
+  uint64_t snd_nxt_ = 0;
+  uint64_t highest_sacked_end_ = 0;        // 1 + highest seq delivered
+  Ring<uint64_t> retx_queue_;
+  cc::RtoEstimator rto_;
+  TimeNs rto_deadline_ = kNever;
+  TimeNs last_progress_ns_ = 0;
+  std::vector<Lane> lanes_;
+  uint32_t lane_rr_ = 0;
+  TimeNs pace_wake_ns_ = kNever;
+  TimeNs min_rtt_ns_ = kNever;
+  uint64_t ack_lane_mask_ = 0;             // lanes with acked bytes in the ACK being processed
+  uint64_t ack_lane_bytes_[kMaxLanes] = {};
+  uint32_t ack_lane_pkts_[kMaxLanes] = {};
+
+  // --- receiver ---
+  std::vector<uint32_t> recv_slots_;       // request index by slot & recv_mask_ (kNoRequest = free)
+  uint32_t recv_mask_ = 0;
+  uint64_t recv_slot_next_ = 0;
+  Ring<uint32_t> credit_queue_;            // receives whose CREDIT is not yet sent
+  std::vector<uint64_t> rcv_bits_;         // received seqs above rcv_nxt_, by seq & (rcv_window_ - 1)
+  uint64_t rcv_nxt_ = 0;
+  uint64_t rcv_highest_end_ = 0;
+  bool ack_now_ = false;
+  TimeNs ack_deadline_ = kNever;
+  uint32_t segs_since_ack_ = 0;
+  uint32_t pending_ce_ = 0;
+  uint64_t echo_seq_ = 0;
+  TimeNs echo_ts_ns_ = 0;
+  TimeNs echo_arrival_ns_ = 0;
+  uint8_t echo_lane_ = 0;
+  std::vector<cc::CnpPacer> cnp_pacers_;   // by arriving lane (any of 64)
+  uint64_t cnp_pending_mask_ = 0;
+
+  // --- handshake and close ---
+  bool initiator_;
+  bool syn_pending_ = false;
+  bool synack_pending_ = false;
+  cc::RtoEstimator ctl_rto_;               // SYN retransmission (budget: connect_timeout_ns)
+  TimeNs ctl_deadline_ = kNever;           // SYN or FIN retransmission
+  uint32_t syns_sent_ = 0;
+  TimeNs connect_start_ns_ = 0;
+  bool close_requested_ = false;
+  bool fin_sent_ = false;
+  bool fin_pending_ = false;
+  bool fin_reply_pending_ = false;
+  TimeNs fin_start_ns_ = 0;
+};
+
+}  // namespace megascale::engine::detail

@@ -1,0 +1,87 @@
+// Lanes: one congestion controller, pacer, in-flight count and path id each; lane choice per segment;
+// PLB-style repathing.
+#include <algorithm>
+
+#include "connection_core.h"
+#include "lane_controller.h"
+
+namespace megascale::engine::detail {
+
+void ConnectionCore::init_lanes(TimeNs now) {
+  cc::FlowParams flow = cfg_.cc.flow;
+  flow.mss_bytes = seg_bytes_;
+  for (size_t i = 0; i < lanes_.size(); ++i) {
+    Lane& lane = lanes_[i];
+    lane.cc = make_lane_controller(cfg_.cc, flow);
+    lane.pacer = cc::Pacer(cfg_.cc.pacer, lane.cc->pacing_rate_bps());
+    lane.stats.path_id = static_cast<uint32_t>(splitmix64(rng_));
+    lane_refresh(now, lane);
+  }
+}
+
+void ConnectionCore::lane_refresh(TimeNs now, Lane& lane) {
+  lane.cwnd_bytes = lane.cc->cwnd_bytes();
+  const double rate = lane.cc->pacing_rate_bps();
+  if (rate != lane.pacer.rate_bps()) lane.pacer.set_rate(now, rate);
+  lane.stats.cwnd_bytes = lane.cwnd_bytes;
+  lane.stats.pacing_rate_bps = rate;
+}
+
+int ConnectionCore::pick_lane(TimeNs now, uint32_t len, TimeNs* wake) {
+  const auto n = static_cast<uint32_t>(lanes_.size());
+  const uint64_t wire_bytes = uint64_t{len} + kSegHeaderBytes;
+  for (uint32_t k = 0; k < n; ++k) {
+    uint32_t i = lane_rr_ + k;
+    if (i >= n) i -= n;
+    Lane& lane = lanes_[i];
+    // Below one segment of window a controller paces instead (Swift §3.4): one segment may always be
+    // in flight.
+    if (lane.in_flight != 0 && static_cast<double>(lane.in_flight + len) > lane.cwnd_bytes) continue;
+    TimeNs t = lane.pacer.next_send_ns(now, wire_bytes);
+    if (t > now) {
+      // A rate-based controller (DCQCN) raises its rate by its own timers: catch them up before
+      // concluding that the pacer blocks.
+      if (lane.cc->next_timer_ns() <= now) {
+        lane.cc->on_timer(now);
+        lane_refresh(now, lane);
+        t = lane.pacer.next_send_ns(now, wire_bytes);
+      }
+      if (t > now) {
+        *wake = std::min(*wake, t);
+        continue;
+      }
+    }
+    lane_rr_ = i + 1 >= n ? 0 : i + 1;
+    return static_cast<int>(i);
+  }
+  return -1;
+}
+
+void ConnectionCore::lane_rtt_sample(TimeNs now, Lane& lane, TimeNs rtt_ns, bool ce) {
+  if (cfg_.repath_delay_rtts == 0) return;
+  if (lane.target_delay_ns > 0 && rtt_ns > lane.target_delay_ns) lane.round_over_target = true;
+  if (ce) lane.round_ce = true;
+  if (now < lane.round_end_ns) return;
+  // One round per RTT: a lane is "bad" in a round where its delay exceeded the controller's target and
+  // ECN marked it; repeated bad rounds mean its path is congested while others may not be (PLB).
+  if (lane.round_end_ns != 0) {
+    lane.bad_rounds = (lane.round_over_target && lane.round_ce) ? lane.bad_rounds + 1 : 0;
+    if (lane.bad_rounds >= cfg_.repath_delay_rtts) repath(lane);
+  }
+  lane.round_over_target = false;
+  lane.round_ce = false;
+  lane.round_end_ns = now + std::max<TimeNs>(rtt_ns, 1);
+  lane.target_delay_ns = static_cast<TimeNs>(lane.cc->state().target_delay_ns);
+}
+
+void ConnectionCore::repath(Lane& lane) {
+  uint32_t next = lane.stats.path_id;
+  while (next == lane.stats.path_id) next = static_cast<uint32_t>(splitmix64(rng_));
+  lane.stats.path_id = next;
+  ++lane.stats.repaths;
+  ++stats_.repaths;
+  lane.consecutive_rtos = 0;
+  lane.bad_rounds = 0;
+}
+
+}  // namespace megascale::engine::detail

@@ -1,0 +1,177 @@
+// The receiving direction: arriving SEGs (duplicate and window checks, placement into posted buffers,
+// credits from the peer), the received-seq bitmap, ACK generation with SACK ranges, and CNPs.
+#include <algorithm>
+#include <cstring>
+
+#include "connection_core.h"
+
+namespace megascale::engine::detail {
+
+bool ConnectionCore::rcv_has(uint64_t seq) const {
+  const uint64_t bit = seq & (rcv_window_ - 1);
+  return (rcv_bits_[bit >> 6] >> (bit & 63)) & 1U;
+}
+
+void ConnectionCore::rcv_mark(uint64_t seq) {
+  if (seq != rcv_nxt_) {
+    const uint64_t bit = seq & (rcv_window_ - 1);
+    rcv_bits_[bit >> 6] |= uint64_t{1} << (bit & 63);
+    rcv_highest_end_ = std::max(rcv_highest_end_, seq + 1);
+    return;
+  }
+  // In order: advance over every segment already received above it, clearing their bits.
+  ++rcv_nxt_;
+  while (rcv_nxt_ < rcv_highest_end_ && rcv_has(rcv_nxt_)) {
+    const uint64_t bit = rcv_nxt_ & (rcv_window_ - 1);
+    rcv_bits_[bit >> 6] &= ~(uint64_t{1} << (bit & 63));
+    ++rcv_nxt_;
+  }
+  rcv_highest_end_ = std::max(rcv_highest_end_, rcv_nxt_);
+}
+
+void ConnectionCore::on_seg(TimeNs now, const Packet& pkt, bool ce, DecodeResult r) {
+  const SegHeader& h = pkt.seg;
+  if (r == DecodeResult::kBadPayloadCrc) {
+    ++stats_.corrupt_dropped;  // not acked: the sender retransmits it
+    return;
+  }
+  if (h.seq < rcv_nxt_ || (h.seq < rcv_highest_end_ && rcv_has(h.seq))) {
+    // Already placed. Ack again: the first ACK may have been lost.
+    ++stats_.duplicates_dropped;
+    echo_seq_ = h.seq;
+    echo_ts_ns_ = h.send_ts_ns;
+    echo_arrival_ns_ = now;
+    echo_lane_ = pkt.hdr.lane;
+    ack_now_ = true;
+    return;
+  }
+  if (h.seq >= rcv_nxt_ + rcv_window_) {
+    ++stats_.out_of_window_dropped;
+    return;
+  }
+  const bool accepted = (pkt.hdr.flags & kFlagCredit) ? on_credit(pkt) : on_data(pkt);
+  if (!accepted) {
+    ++stats_.malformed_dropped;
+    return;
+  }
+  rcv_mark(h.seq);
+  ++stats_.segments_received;
+  if (ce) {
+    ++stats_.ce_received;
+    ++pending_ce_;
+    // DCQCN's notification point: a paced CNP per arriving lane (Zhu et al. §3); other controllers
+    // get the CE count echoed in ACKs.
+    if (peer_cc_kind_ == static_cast<uint8_t>(cc::ControllerKind::kDcqcn) &&
+        cnp_pacers_[pkt.hdr.lane].on_packet(now, true)) {
+      cnp_pending_mask_ |= uint64_t{1} << pkt.hdr.lane;
+    }
+  }
+  echo_seq_ = h.seq;
+  echo_ts_ns_ = h.send_ts_ns;
+  echo_arrival_ns_ = now;
+  echo_lane_ = pkt.hdr.lane;
+  ++segs_since_ack_;
+  const bool urgent = rcv_highest_end_ > rcv_nxt_ || (pkt.hdr.flags & (kFlagCredit | kFlagLast)) != 0 || ce ||
+                      segs_since_ack_ >= cfg_.ack_every_segments;
+  if (urgent) {
+    ack_now_ = true;
+  } else if (ack_deadline_ == kNever) {
+    ack_deadline_ = now + cfg_.ack_delay_ns;
+  }
+}
+
+bool ConnectionCore::on_data(const Packet& pkt) {
+  const SegHeader& h = pkt.seg;
+  // The wire carries the low 32 bits of the slot; valid slots lie in the last ring-size posts.
+  const uint64_t ring = uint64_t{recv_mask_} + 1;
+  const uint64_t lo = recv_slot_next_ > ring ? recv_slot_next_ - ring : 0;
+  const uint64_t slot = lo + static_cast<uint32_t>(h.slot - static_cast<uint32_t>(lo));
+  if (slot >= recv_slot_next_) return false;  // data for a receive never posted
+  const uint32_t idx = recv_slots_[slot & recv_mask_];
+  if (idx == kNoRequest || reqs_[idx].slot != slot) {
+    return true;  // the receive already ended (failed at close): acknowledge, place nothing
+  }
+  Request& r = reqs_[idx];
+  if (pkt.hdr.flags & kFlagTooLarge) {
+    complete(idx, false, 0, h.tag,
+             "message of " + std::to_string(h.msg_len) + " bytes is larger than this receive's buffer of " +
+                 std::to_string(r.capacity) + " bytes (tag " + std::to_string(h.tag) + ")");
+    return true;
+  }
+  if (h.msg_len > r.capacity) return false;  // the sender must have refused it (kFlagTooLarge)
+  if (!r.msg_len_known) {
+    r.msg_len = h.msg_len;
+    r.msg_len_known = true;
+  } else if (r.msg_len != h.msg_len) {
+    return false;
+  }
+  if (h.payload_len > 0) std::memcpy(r.buf + h.offset, pkt.payload, h.payload_len);
+  r.placed += h.payload_len;
+  stats_.bytes_received += h.payload_len;
+  if (r.placed == r.msg_len) complete(idx, true, r.msg_len, h.tag, {});
+  return true;
+}
+
+bool ConnectionCore::on_credit(const Packet& pkt) {
+  const SegHeader& h = pkt.seg;
+  const uint64_t ring = uint64_t{credit_mask_} + 1;
+  const uint64_t slot = credit_contig_ + static_cast<uint32_t>(h.slot - static_cast<uint32_t>(credit_contig_));
+  if (slot >= credit_contig_ + ring) return false;  // more receives than the peer advertised
+  CreditEntry& c = credits_[slot & credit_mask_];
+  if (c.present) return false;  // a slot still unmatched: the peer reused it too early
+  c.present = true;
+  c.slot = slot;
+  c.tag = h.tag;
+  c.capacity = h.capacity_bytes;
+  // Credits are matched in slot order: advance over every slot that has arrived.
+  while (credits_[credit_contig_ & credit_mask_].present && credits_[credit_contig_ & credit_mask_].slot == credit_contig_) {
+    ++credit_contig_;
+  }
+  try_match();
+  return true;
+}
+
+void ConnectionCore::build_ack(TimeNs now, TxPacket& out) {
+  AckHeader a;
+  a.cum_ack = rcv_nxt_;
+  a.echo_seq = echo_seq_;
+  a.echo_ts_ns = echo_ts_ns_;
+  a.remote_delay_ns = static_cast<uint32_t>(std::clamp<TimeNs>(now - echo_arrival_ns_, 0, 0xFFFFFFFFLL));
+  a.ce_count = static_cast<uint16_t>(std::min<uint32_t>(pending_ce_, 0xFFFF));
+  a.echo_lane = echo_lane_;
+  a.nsack = 0;
+  if (rcv_highest_end_ > rcv_nxt_) {
+    // SACK ranges in ascending order; if there are more than fit, the one holding the segment that
+    // triggered this ACK replaces the last (RFC 2018: report the most recent arrival first).
+    bool echo_covered = false;
+    uint64_t seq = rcv_nxt_ + 1;  // rcv_nxt_ itself is missing by definition
+    while (seq < rcv_highest_end_) {
+      while (seq < rcv_highest_end_ && !rcv_has(seq)) ++seq;
+      if (seq >= rcv_highest_end_) break;
+      const uint64_t start = seq;
+      while (seq < rcv_highest_end_ && rcv_has(seq)) ++seq;
+      const bool has_echo = echo_seq_ >= start && echo_seq_ < seq;
+      if (a.nsack < kMaxSackRanges) {
+        a.sack[a.nsack++] = SackRange{start, seq};
+        echo_covered = echo_covered || has_echo;
+      } else if (has_echo && !echo_covered) {
+        a.sack[kMaxSackRanges - 1] = SackRange{start, seq};
+        echo_covered = true;
+      }
+      if (a.nsack == kMaxSackRanges && (echo_covered || echo_seq_ < start)) break;
+    }
+  }
+  const auto lane = static_cast<uint8_t>(echo_lane_ % lanes_.size());
+  out.header_len = static_cast<uint16_t>(
+      encode_ack(CommonHeader{.version = static_cast<uint8_t>(version_), .type = PacketType::kAck, .lane = lane,
+                              .flags = 0, .dst_conn_id = remote_id_},
+                 a, out.header));
+  fill_common(out, lane);
+  ack_now_ = false;
+  ack_deadline_ = kNever;
+  segs_since_ack_ = 0;
+  pending_ce_ = 0;
+  ++stats_.acks_sent;
+}
+
+}  // namespace megascale::engine::detail

@@ -1,0 +1,50 @@
+// A fixed-capacity FIFO over a power-of-two array: no allocation after construction.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace megascale::engine::detail {
+
+inline uint32_t round_up_pow2(uint32_t v) {
+  uint32_t p = 1;
+  while (p < v) p <<= 1;
+  return p;
+}
+
+template <class T>
+class Ring {
+ public:
+  Ring() = default;
+  explicit Ring(uint32_t min_capacity) : buf_(round_up_pow2(min_capacity)), mask_(buf_.size() - 1) {}
+
+  bool empty() const { return head_ == tail_; }
+  bool full() const { return tail_ - head_ == buf_.size(); }
+  size_t size() const { return static_cast<size_t>(tail_ - head_); }
+  size_t capacity() const { return buf_.size(); }
+
+  // The caller checks full() first.
+  void push(const T& v) { buf_[static_cast<size_t>(tail_++ & mask_)] = v; }
+  T& front() { return buf_[static_cast<size_t>(head_ & mask_)]; }
+  const T& front() const { return buf_[static_cast<size_t>(head_ & mask_)]; }
+  void pop() { ++head_; }
+  T& at(size_t i) { return buf_[static_cast<size_t>((head_ + i) & mask_)]; }
+  void clear() { head_ = tail_ = 0; }
+
+ private:
+  std::vector<T> buf_;
+  uint64_t mask_ = 0;
+  uint64_t head_ = 0;
+  uint64_t tail_ = 0;
+};
+
+// splitmix64: the engine's deterministic PRNG (connection ids, path ids, RTO seeds).
+inline uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+}  // namespace megascale::engine::detail

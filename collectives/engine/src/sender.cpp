@@ -1,0 +1,399 @@
+// The sending direction: matching sends to the peer's credits, segment transmission over lanes, ACK
+// processing (cumulative + SACK), loss detection per lane (dupthresh and RACK), retransmission and RTO.
+#include <algorithm>
+#include <cstdio>
+
+#include "connection_core.h"
+#include "megascale/engine/crc32c.h"
+
+namespace megascale::engine::detail {
+
+void ConnectionCore::try_match() {
+  if (state_ != ConnectionState::kEstablished && state_ != ConnectionState::kClosing) return;
+  if (credit_scan_lo_ == credit_contig_) return;  // no unmatched credit in order
+  for (size_t i = 0; i < unmatched_sends_.size();) {
+    const uint32_t idx = unmatched_sends_[i];
+    Request& s = reqs_[idx];
+    bool matched = false;
+    for (uint64_t slot = credit_scan_lo_; slot < credit_contig_; ++slot) {
+      CreditEntry& c = credits_[slot & credit_mask_];
+      if (!c.present || (c.tag != -1 && c.tag != s.tag)) continue;
+      c.present = false;
+      matched = true;
+      s.matched = true;
+      s.slot = slot;
+      if (s.size > c.capacity) {
+        // NCCL semantics: a receive smaller than the send is an error, on both sides.
+        notices_.push_back(TooLargeNotice{.slot = slot, .tag = s.tag, .msg_len = s.size});
+        complete(idx, false, 0, s.tag,
+                 "message of " + std::to_string(s.size) + " bytes is larger than the peer's receive buffer of " +
+                     std::to_string(c.capacity) + " bytes (tag " + std::to_string(s.tag) + ")");
+      } else {
+        tx_queue_.push(idx);
+      }
+      break;
+    }
+    if (matched) {
+      unmatched_sends_.erase(unmatched_sends_.begin() + static_cast<std::ptrdiff_t>(i));
+    } else {
+      ++i;
+    }
+    while (credit_scan_lo_ < credit_contig_ && !credits_[credit_scan_lo_ & credit_mask_].present) ++credit_scan_lo_;
+    if (credit_scan_lo_ == credit_contig_) break;
+  }
+}
+
+void ConnectionCore::emit_seg(TimeNs now, uint64_t seq, TxSeg& s, uint32_t lane_index, bool retransmit,
+                              TxPacket& out) {
+  Lane& lane = lanes_[lane_index];
+  s.lane = static_cast<uint8_t>(lane_index);
+  s.sent_ns = now;
+  s.lane_seq = lane.next_lane_seq++;
+  if (retransmit && s.retx < 255) ++s.retx;
+  lane.in_flight += s.len;
+  lane.pacer.on_send(now, uint64_t{s.len} + kSegHeaderBytes);
+  lane.cc->on_send(now, s.len);
+
+  SegHeader h;
+  h.seq = seq;
+  h.send_ts_ns = now;
+  h.payload_len = s.len;
+  h.slot = static_cast<uint32_t>(s.slot);
+  h.tag = s.tag;
+  const uint8_t* payload = nullptr;
+  if (s.flags & kFlagCredit) {
+    h.capacity_bytes = s.offset;
+  } else {
+    h.offset = s.offset;
+    h.msg_len = s.msg_len;
+    if (s.len > 0) {
+      payload = reqs_[s.req].data + s.offset;
+      h.payload_crc = crc32c(payload, s.len);
+    }
+  }
+  const CommonHeader ch{.version = static_cast<uint8_t>(version_), .type = PacketType::kSeg,
+                        .lane = static_cast<uint8_t>(lane_index),
+                        .flags = static_cast<uint8_t>(s.flags | (retransmit ? kFlagRetransmit : 0)),
+                        .dst_conn_id = remote_id_};
+  out.header_len = static_cast<uint16_t>(encode_seg(ch, h, out.header));
+  fill_common(out, static_cast<uint8_t>(lane_index));
+  out.payload = payload;
+  out.payload_len = s.len;
+  out.ect = true;
+
+  ++lane.stats.segments_sent;
+  lane.stats.bytes_sent += s.len;
+  lane.stats.in_flight_bytes = lane.in_flight;
+  ++stats_.segments_sent;
+  stats_.bytes_sent += s.len;
+  if (rto_deadline_ == kNever) {
+    rto_deadline_ = now + rto_.timeout_ns();
+    last_progress_ns_ = now;
+  }
+}
+
+bool ConnectionCore::poll_data(TimeNs now, TxPacket& out) {
+  TimeNs wake = kNever;
+  // Retransmissions first: they unblock the receiver's cumulative ACK.
+  while (!retx_queue_.empty()) {
+    const uint64_t seq = retx_queue_.front();
+    TxSeg& s = ring_[seq & ring_mask_];
+    if (seq < snd_una_ || s.sacked || !s.lost) {
+      retx_queue_.pop();
+      continue;
+    }
+    const int lane = pick_lane(now, s.len, &wake);
+    if (lane < 0) {
+      pace_wake_ns_ = wake;
+      return false;
+    }
+    retx_queue_.pop();
+    s.lost = false;
+    emit_seg(now, seq, s, static_cast<uint32_t>(lane), true, out);
+    Lane& l = lanes_[static_cast<size_t>(lane)];
+    if (s.lost_by_rto) {
+      ++l.stats.retransmits_rto;
+      ++stats_.retransmits_rto;
+    } else {
+      ++l.stats.retransmits_fast;
+      ++stats_.retransmits_fast;
+    }
+    return true;
+  }
+  if (snd_nxt_ - snd_una_ >= window_) return false;  // the ACK that opens the window wakes us
+
+  TxSeg next;
+  uint32_t req_idx = kNoRequest;
+  if (!credit_queue_.empty()) {
+    req_idx = credit_queue_.front();
+    const Request& r = reqs_[req_idx];
+    next.flags = kFlagCredit;
+    next.slot = r.slot;
+    next.tag = r.tag;
+    next.offset = r.capacity;
+  } else if (!notices_.empty()) {
+    const TooLargeNotice& n = notices_.front();
+    next.flags = kFlagTooLarge;
+    next.slot = n.slot;
+    next.tag = n.tag;
+    next.msg_len = n.msg_len;
+  } else if (!tx_queue_.empty()) {
+    req_idx = tx_queue_.front();
+    const Request& r = reqs_[req_idx];
+    next.req = req_idx;
+    next.slot = r.slot;
+    next.tag = r.tag;
+    next.offset = r.next_offset;
+    next.msg_len = r.size;
+    next.len = static_cast<uint32_t>(std::min<uint64_t>(seg_bytes_, r.size - r.next_offset));
+    if (r.next_offset + next.len == r.size) next.flags = kFlagLast;
+  } else {
+    return false;
+  }
+  const int lane = pick_lane(now, next.len, &wake);
+  if (lane < 0) {
+    pace_wake_ns_ = wake;
+    return false;
+  }
+  // Commit: the element leaves its queue.
+  if (next.flags & kFlagCredit) {
+    reqs_[req_idx].credit_sent = true;
+    credit_queue_.pop();
+  } else if (next.flags & kFlagTooLarge) {
+    notices_.erase(notices_.begin());
+  } else {
+    Request& r = reqs_[req_idx];
+    r.next_offset += next.len;
+    ++r.segs_unacked;
+    if (r.next_offset == r.size) {
+      r.all_sent = true;
+      tx_queue_.pop();
+    }
+  }
+  const uint64_t seq = snd_nxt_++;
+  TxSeg& s = ring_[seq & ring_mask_];
+  s = next;
+  emit_seg(now, seq, s, static_cast<uint32_t>(lane), false, out);
+  return true;
+}
+
+void ConnectionCore::deliver(uint64_t seq, TxSeg& s, TimeNs now) {
+  (void)seq;
+  (void)now;
+  s.sacked = true;
+  Lane& lane = lanes_[s.lane];
+  if (s.lost) {
+    s.lost = false;  // declared lost but arrived after all: it was out of flight already
+  } else {
+    lane.in_flight -= s.len;
+  }
+  const uint64_t bit = uint64_t{1} << s.lane;
+  ack_lane_mask_ |= bit;
+  ack_lane_bytes_[s.lane] += s.len;
+  ++ack_lane_pkts_[s.lane];
+  lane.delivered_lane_seq_end = std::max(lane.delivered_lane_seq_end, s.lane_seq + 1);
+  lane.rack_sent_ns = std::max(lane.rack_sent_ns, s.sent_ns);
+  if (s.req != kNoRequest) {
+    Request& r = reqs_[s.req];
+    if (r.in_use && !r.done) {
+      --r.segs_unacked;
+      if (r.all_sent && r.segs_unacked == 0) complete(s.req, true, r.size, r.tag, {});
+    }
+  }
+}
+
+void ConnectionCore::on_ack(TimeNs now, const Packet& pkt) {
+  const AckHeader& a = pkt.ack;
+  ++stats_.acks_received;
+  if (a.cum_ack > snd_nxt_ || (a.nsack > 0 && a.sack[a.nsack - 1].end > snd_nxt_)) {
+    ++stats_.malformed_dropped;  // acknowledges what we never sent
+    return;
+  }
+  for (uint32_t i = 0; i + 1 < a.nsack; ++i) {
+    if (a.sack[i].end > snd_nxt_) {
+      ++stats_.malformed_dropped;
+      return;
+    }
+  }
+  // The RTT sample from the echoed send time; Karn's rule: none from a retransmitted segment, and only
+  // when this ACK is the first news of that segment's delivery.
+  TimeNs rtt_ns = -1;
+  if (a.echo_seq >= snd_una_ && a.echo_seq < snd_nxt_) {
+    const TxSeg& e = ring_[a.echo_seq & ring_mask_];
+    if (!e.sacked && e.retx == 0 && e.sent_ns == a.echo_ts_ns && now >= e.sent_ns) rtt_ns = now - e.sent_ns;
+  }
+
+  bool progress = false;
+  for (uint64_t seq = snd_una_; seq < a.cum_ack; ++seq) {
+    TxSeg& s = ring_[seq & ring_mask_];
+    if (!s.sacked) deliver(seq, s, now);
+  }
+  if (a.cum_ack > snd_una_) {
+    snd_una_ = a.cum_ack;
+    progress = true;
+  }
+  for (uint32_t i = 0; i < a.nsack; ++i) {
+    for (uint64_t seq = std::max(a.sack[i].start, snd_una_); seq < a.sack[i].end; ++seq) {
+      TxSeg& s = ring_[seq & ring_mask_];
+      if (!s.sacked) {
+        deliver(seq, s, now);
+        progress = true;
+      }
+    }
+    highest_sacked_end_ = std::max(highest_sacked_end_, a.sack[i].end);
+  }
+  if (progress) {
+    rto_.on_progress(now);
+    last_progress_ns_ = now;
+  }
+  if (rtt_ns >= 0) {
+    rto_.on_rtt_sample(rtt_ns);
+    stats_.rtt.add(rtt_ns);
+    min_rtt_ns_ = std::min(min_rtt_ns_, rtt_ns);
+  }
+
+  // Feed each lane's controller with what was delivered on it; the RTT sample and ECN echo belong to
+  // the lane of the echoed segment.
+  const uint32_t echo_lane = a.echo_lane < lanes_.size() ? a.echo_lane : kMaxLanes;
+  uint64_t mask = ack_lane_mask_;
+  if (echo_lane < kMaxLanes && (rtt_ns >= 0 || a.ce_count > 0)) mask |= uint64_t{1} << echo_lane;
+  ack_lane_mask_ = 0;
+  while (mask != 0) {
+    const auto i = static_cast<uint32_t>(__builtin_ctzll(mask));
+    mask &= mask - 1;
+    Lane& lane = lanes_[i];
+    cc::AckSample smp;
+    smp.acked_bytes = ack_lane_bytes_[i];
+    smp.acked_packets = ack_lane_pkts_[i];
+    if (i == echo_lane) {
+      smp.rtt_ns = rtt_ns;
+      smp.remote_delay_ns = a.remote_delay_ns;
+      smp.ecn_ce = a.ce_count > 0;
+      smp.ce_packets = a.ce_count;
+      if (rtt_ns >= 0) lane.stats.rtt.add(rtt_ns);
+      lane.stats.ecn_marks += a.ce_count;
+      stats_.ecn_marks += a.ce_count;
+    }
+    lane.cc->on_ack(now, smp);
+    lane_refresh(now, lane);
+    if (smp.acked_packets > 0) lane.consecutive_rtos = 0;
+    lane.stats.bytes_acked += smp.acked_bytes;
+    lane.stats.segments_acked += smp.acked_packets;
+    stats_.bytes_acked += smp.acked_bytes;
+    lane.stats.in_flight_bytes = lane.in_flight;
+    if (lane.in_recovery && snd_una_ >= lane.recovery_end_seq) lane.in_recovery = false;
+    if (i == echo_lane && rtt_ns >= 0) {
+      lane_rtt_sample(now, lane, rtt_ns - a.remote_delay_ns, a.ce_count > 0);
+    }
+    ack_lane_bytes_[i] = 0;
+    ack_lane_pkts_[i] = 0;
+  }
+
+  if (highest_sacked_end_ > snd_una_ && a.nsack > 0) detect_losses(now, highest_sacked_end_);
+  if (snd_una_ == snd_nxt_) {
+    rto_deadline_ = kNever;
+  } else if (progress) {
+    rto_deadline_ = now + rto_.timeout_ns();
+  }
+  maybe_finish_drain(now);
+}
+
+TimeNs ConnectionCore::reo_wnd_ns() const {
+  if (cfg_.reo_wnd_ns > 0) return cfg_.reo_wnd_ns;
+  return min_rtt_ns_ == kNever ? 0 : min_rtt_ns_ / 4;
+}
+
+void ConnectionCore::push_retx(uint64_t seq) {
+  if (retx_queue_.full()) {
+    // Only stale entries can fill a queue twice the window: rebuild it from the ring.
+    retx_queue_.clear();
+    for (uint64_t q = snd_una_; q < snd_nxt_; ++q) {
+      const TxSeg& s = ring_[q & ring_mask_];
+      if (s.lost && !s.sacked && q != seq) retx_queue_.push(q);
+    }
+  }
+  retx_queue_.push(seq);
+}
+
+void ConnectionCore::mark_lost(uint64_t seq, TxSeg& s, bool by_rto) {
+  Lane& lane = lanes_[s.lane];
+  s.lost = true;
+  s.lost_by_rto = by_rto;
+  lane.in_flight -= s.len;
+  lane.stats.in_flight_bytes = lane.in_flight;
+  ++lane.stats.losses;
+  push_retx(seq);
+}
+
+// Segments of one lane travel one path, so they arrive in order unless lost; across lanes, arrival
+// order says nothing (paths differ by microseconds). So both rules are applied per lane: dupthresh
+// counts later segments *of the same lane* delivered (RFC 6675's rule on the lane's own sequence),
+// and RACK compares send times with the latest delivered segment *of the same lane* (RFC 8985).
+void ConnectionCore::detect_losses(TimeNs now, uint64_t scan_end) {
+  const TimeNs reo = reo_wnd_ns();
+  const uint64_t end = std::min(scan_end, snd_nxt_);
+  for (uint64_t seq = snd_una_; seq < end; ++seq) {
+    TxSeg& s = ring_[seq & ring_mask_];
+    if (s.sacked || s.lost) continue;
+    Lane& lane = lanes_[s.lane];
+    const bool by_count = lane.delivered_lane_seq_end >= s.lane_seq + 1 + cfg_.dupthresh;
+    const bool by_time = lane.rack_sent_ns >= 0 && lane.rack_sent_ns - reo > s.sent_ns;
+    if (!by_count && !by_time) continue;
+    mark_lost(seq, s, false);
+    if (!lane.in_recovery) {
+      // One congestion response per loss episode on this lane (Controller::on_fast_recovery).
+      lane.in_recovery = true;
+      lane.recovery_end_seq = snd_nxt_;
+      lane.cc->on_fast_recovery(now);
+      lane_refresh(now, lane);
+    }
+  }
+}
+
+void ConnectionCore::on_rto(TimeNs now) {
+  if (snd_una_ == snd_nxt_) {
+    rto_deadline_ = kNever;
+    return;
+  }
+  if (rto_.on_timeout(now) == cc::RtoVerdict::kGiveUp) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "peer %u unreachable: no progress for %.1f s after %u retransmission timeouts",
+                  peer_, static_cast<double>(now - last_progress_ns_) / 1e9, rto_.backoff_count());
+    fail(buf);
+    return;
+  }
+  ++stats_.timeouts;
+  // Everything unacknowledged that has been out for a whole base RTO is presumed lost (the oldest
+  // always is); younger segments on other lanes may still arrive.
+  const TimeNs age = rto_.base_rto_ns();
+  uint64_t lanes_hit = 0;
+  for (uint64_t seq = snd_una_; seq < snd_nxt_; ++seq) {
+    TxSeg& s = ring_[seq & ring_mask_];
+    if (s.sacked || s.lost) continue;
+    if (seq != snd_una_ && now - s.sent_ns < age) continue;
+    mark_lost(seq, s, true);
+    lanes_hit |= uint64_t{1} << s.lane;
+  }
+  while (lanes_hit != 0) {
+    const auto i = static_cast<uint32_t>(__builtin_ctzll(lanes_hit));
+    lanes_hit &= lanes_hit - 1;
+    Lane& lane = lanes_[i];
+    ++lane.stats.timeouts;
+    lane.cc->on_rto(now);
+    lane_refresh(now, lane);
+    ++lane.consecutive_rtos;
+    if (cfg_.repath_rto_threshold > 0 && lane.consecutive_rtos >= cfg_.repath_rto_threshold) repath(lane);
+  }
+  rto_deadline_ = now + rto_.timeout_ns();
+}
+
+void ConnectionCore::on_cnp(TimeNs now, const Packet& pkt) {
+  if (pkt.cnp.lane >= lanes_.size()) return;
+  Lane& lane = lanes_[pkt.cnp.lane];
+  lane.cc->on_cnp(now);
+  lane_refresh(now, lane);
+  ++lane.stats.cnps_received;
+  ++stats_.cnps_received;
+}
+
+}  // namespace megascale::engine::detail

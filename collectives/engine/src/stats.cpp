@@ -1,0 +1,51 @@
+// The fixed-bucket RTT histogram.
+#include "megascale/engine/stats.h"
+
+#include <algorithm>
+#include <bit>
+
+namespace megascale::engine {
+
+// Bucket 0: below 2^kMinLog2. Then kSubBuckets per octave [2^k, 2^(k+1)), k = kMinLog2 .. kMaxLog2-1,
+// each sub-bucket a quarter of the octave. The last bucket: 2^kMaxLog2 and above.
+int RttHistogram::bucket_of(TimeNs rtt_ns) {
+  if (rtt_ns < (TimeNs{1} << kMinLog2)) return 0;
+  if (rtt_ns >= (TimeNs{1} << kMaxLog2)) return kBuckets - 1;
+  const auto v = static_cast<uint64_t>(rtt_ns);
+  const int log2 = 63 - std::countl_zero(v);
+  const auto sub = static_cast<int>((v >> (log2 - 2)) & 3U);  // the two bits below the leading one
+  return 1 + (log2 - kMinLog2) * kSubBuckets + sub;
+}
+
+TimeNs RttHistogram::bucket_upper_ns(int bucket) {
+  if (bucket <= 0) return (TimeNs{1} << kMinLog2) - 1;
+  if (bucket >= kBuckets - 1) return kNever;
+  const int octave = (bucket - 1) / kSubBuckets + kMinLog2;
+  const int sub = (bucket - 1) % kSubBuckets;
+  const TimeNs base = TimeNs{1} << octave;
+  return base + (base / kSubBuckets) * (sub + 1) - 1;
+}
+
+void RttHistogram::add(TimeNs rtt_ns) {
+  if (rtt_ns < 0) return;
+  ++buckets_[static_cast<size_t>(bucket_of(rtt_ns))];
+  ++count_;
+  min_ns_ = std::min(min_ns_, rtt_ns);
+  max_ns_ = std::max(max_ns_, rtt_ns);
+}
+
+TimeNs RttHistogram::percentile_ns(double q) const {
+  if (count_ == 0) return 0;
+  q = std::clamp(q, 0.0, 1.0);
+  // The smallest bucket whose cumulative count reaches ceil(q * count) (at least 1).
+  auto rank = static_cast<uint64_t>(q * static_cast<double>(count_) + 0.999999);
+  rank = std::clamp<uint64_t>(rank, 1, count_);
+  uint64_t seen = 0;
+  for (int b = 0; b < kBuckets; ++b) {
+    seen += buckets_[static_cast<size_t>(b)];
+    if (seen >= rank) return std::clamp(bucket_upper_ns(b), min_ns_, max_ns_);
+  }
+  return max_ns_;
+}
+
+}  // namespace megascale::engine

@@ -1,0 +1,262 @@
+// The UDP wire: drives the sans-I/O engine (collectives/engine) on real UDP sockets in real time.
+// It owns one engine Endpoint, a pool of sockets (one UDP source port per lane path), the peer table
+// (socket address <-> the engine's u32 peer id), optional fault injection, and the only clock reads of
+// the transport (CLOCK_MONOTONIC).
+//
+// Two ways to drive it:
+//  - caller-driven (NCCL's proxy thread): call progress() often from ONE thread; it receives what is
+//    waiting, hands it to the engine, runs due timers, sends what the engine releases, and returns
+//    without blocking. Post and test on that same thread, through the convenience calls below or
+//    endpoint() directly.
+//  - threaded (tools, tests): start() runs progress on a thread of its own that sleeps in epoll until
+//    a datagram arrives, a post wakes it, or the engine's next deadline comes (or busy-polls). Any
+//    thread may then use the convenience calls (connect, post_send, wait, ...): they take the wire's
+//    lock, so they are safe to call concurrently with the progress thread, and wake it.
+//
+//   UdpConfig cfg;  cfg.bind_host = "127.0.0.1";  cfg.engine.lanes = 4;
+//   auto wire = UdpWire::create(cfg);                    // Result<std::unique_ptr<UdpWire>>
+//   if (!wire) { fmt::print(stderr, "{}\n", wire.error().message); return 2; }
+//   (*wire)->start();                                    // threaded mode
+//   auto conn = (*wire)->connect("127.0.0.1", 5000);    // Result<ConnId>
+//   auto req = (*wire)->post_send(*conn, data, size, /*tag=*/0);
+//   engine::Completion c = (*wire)->wait(*conn, *req, sec(10));
+//
+// Sending: each engine TxPacket goes out as the iovec pair [header, payload] (payload read straight
+// from the application's buffer, no copy in user space), many per sendmmsg; a run of equal-size
+// packets to one peer on one socket becomes one UDP GSO message when the kernel supports UDP_SEGMENT.
+// Receiving: recvmmsg, UDP GRO aggregates split back into datagrams, the ECN field read from
+// IP_TOS / IPV6_TCLASS and handed to the engine as CE. Packets leave with ECT(0) (unless the engine says
+// otherwise) and the configured DSCP. GSO, GRO and ECN are probed when the sockets open and fall back
+// cleanly; capabilities() says what is on.
+//
+// Lanes and source ports: the engine gives every packet a path id; it leaves on socket
+// `path_id % sockets`, so each lane has its own UDP source port and repathing (a new path id) moves it
+// to another. The remote side sees one connection's packets come from several source ports; the peer
+// table gives each source address its own id, and a packet for a known connection that comes from the
+// same host as the connection's peer is handed to the engine under that peer's id (the engine accepts
+// a connection's packets from its own peer only).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "megascale/common/result.h"
+#include "megascale/common/units.h"
+#include "megascale/engine/config.h"
+#include "megascale/engine/connection.h"
+#include "megascale/engine/endpoint.h"
+#include "megascale/wire/fault.h"
+
+namespace megascale::wire {
+namespace detail {
+struct SockAddr;
+}
+
+struct UdpConfig {
+  std::string bind_host = "127.0.0.1";  // local address ("0.0.0.0" or "::" for any); its family is the
+                                        // wire's: an IPv6 wire talks to IPv6 peers only
+  uint16_t bind_port = 0;               // port of socket 0, the one peers connect to; 0 = ephemeral
+  uint32_t sockets = 0;                 // source ports in the pool; 0 = one per engine lane
+  // With bind_port != 0, socket i binds bind_port + i (consecutive ports, easy to firewall and to
+  // steer with ECMP hash models); with bind_port == 0 every socket takes an ephemeral port.
+  uint8_t dscp = 0;                   // DSCP code point (0..63) in the TOS / traffic class byte
+  bool ecn = true;                    // mark packets ECT(0)
+  bool gso = true;                    // use UDP GSO when the kernel supports it
+  bool gro = true;                    // use UDP GRO when the kernel supports it
+  uint32_t batch = 64;                // datagrams per sendmmsg / messages per recvmmsg (1..1024)
+  int socket_buffer_bytes = 4 << 20;  // SO_SNDBUF / SO_RCVBUF wished for (capped by the kernel)
+  uint32_t max_peers = 65536;         // peer table limit; datagrams from further addresses drop
+  // Threaded mode: busy-poll instead of sleeping in epoll (lowest latency, burns a core).
+  bool busy_poll = false;
+  // Threaded mode: a deadline closer than this is waited for by spinning, not by sleeping (kernel
+  // timers wake tens of microseconds late; pacing needs better).
+  TimeNs spin_ns = 20 * kNsPerUs;
+  FaultConfig fault;            // off by default
+  engine::EngineConfig engine;  // the transport's own knobs
+};
+
+// Checks ranges; the message names the field and the value.
+Status validate_udp_config(const UdpConfig& config);
+
+// What the kernel granted when the sockets opened (GSO may later turn off if a send is refused).
+struct UdpCapabilities {
+  bool ipv6 = false;
+  bool gso = false;       // UDP_SEGMENT in use
+  bool gro = false;       // UDP_GRO in use
+  bool ecn_send = false;  // ECT(0) set on outgoing packets
+  bool ecn_recv = false;  // IP_RECVTOS / IPV6_RECVTCLASS: CE marks are seen
+  int sndbuf_bytes = 0;   // as the kernel reports them (Linux reports twice the granted value)
+  int rcvbuf_bytes = 0;
+  std::vector<uint16_t> ports;  // the pool's source ports; ports[0] is the one peers connect to
+
+  // One line: "udp ipv4 127.0.0.1:41234, 4 ports, gso on, gro on, ecn send+recv, dscp 0, ...".
+  std::string describe() const;
+};
+
+struct UdpWireStats {
+  // Sending.
+  uint64_t datagrams_sent = 0;
+  uint64_t bytes_sent = 0;     // UDP payload bytes (engine header + payload)
+  uint64_t send_messages = 0;  // msghdrs given to the kernel (a GSO message counts once)
+  uint64_t gso_messages = 0;
+  uint64_t send_syscalls = 0;
+  uint64_t send_dropped_full = 0;   // datagrams lost because a socket buffer was full
+  uint64_t send_dropped_error = 0;  // datagrams lost to another send error
+  uint64_t gso_fallbacks = 0;
+  // Receiving.
+  uint64_t datagrams_received = 0;  // after GRO split, before fault injection
+  uint64_t bytes_received = 0;
+  uint64_t recv_messages = 0;
+  uint64_t gro_messages = 0;  // messages that carried more than one datagram
+  uint64_t recv_syscalls = 0;
+  uint64_t recv_truncated = 0;
+  uint64_t recv_errors = 0;
+  uint64_t ce_received = 0;      // datagrams that arrived CE-marked (before fault injection)
+  uint64_t peer_table_full = 0;  // datagrams dropped: unknown source and the table was full
+  // Driving.
+  uint64_t progress_calls = 0;
+  uint64_t sleeps = 0;  // threaded mode: times the thread slept in epoll
+  FaultCounters fault;
+};
+
+class UdpWire {
+ public:
+  // Validates `config`, creates the engine endpoint and opens the sockets.
+  static Result<std::unique_ptr<UdpWire>> create(const UdpConfig& config);
+  ~UdpWire();  // stops the progress thread if running, closes the sockets
+  UdpWire(const UdpWire&) = delete;
+  UdpWire& operator=(const UdpWire&) = delete;
+
+  // CLOCK_MONOTONIC in ns: the transport's clock (the engine and congestion control never read one).
+  static TimeNs now();
+
+  const UdpCapabilities& capabilities() const { return caps_; }
+  uint16_t local_port() const { return caps_.ports.empty() ? 0 : caps_.ports[0]; }
+  const UdpConfig& config() const { return config_; }
+
+  // ---- Caller-driven mode: call from the one thread that owns the wire. ----
+
+  // One non-blocking round at `now` (or at the clock's now): receive, engine, timers, send. Errors
+  // are socket failures that make the wire unusable; protocol problems surface per connection.
+  Status progress();
+  Status progress(TimeNs now);
+  // When progress() next has timer work (engine timers, held fault-injected datagrams); kNever if none.
+  // Packets arriving are not deadlines: wait_for_io() returns on those.
+  TimeNs next_deadline() const;
+  // Sleeps until a datagram is readable, `until` (CLOCK_MONOTONIC ns) passes, or another thread posts.
+  // Returns at once when until <= now().
+  void wait_for_io(TimeNs until);
+  // The engine, for a caller that drives progress itself and posts on the same thread (no locking).
+  engine::Endpoint& endpoint() { return *endpoint_; }
+
+  // ---- Threaded mode. ----
+
+  // Starts the progress thread. Error if already running.
+  Status start();
+  // Stops and joins it (no-op if not running). The engine state stays; progress() may be used again.
+  void stop();
+  bool running() const { return thread_.joinable(); }
+  // The first socket error the progress thread hit (it stops on one); empty while fine.
+  std::string thread_error() const;
+
+  // ---- Convenience calls: safe from any thread in either mode (they take the wire's lock). In
+  //      threaded mode they wake the progress thread; wait*() then sleep on a condition variable, in
+  //      caller-driven mode they run progress() themselves until done or timed out. ----
+
+  // Adds (or finds) a peer address and returns its id.
+  Result<uint32_t> add_peer(std::string_view host, uint16_t port);
+  std::string peer_address(uint32_t peer) const;
+
+  Result<engine::ConnId> connect(std::string_view host, uint16_t port);
+  Result<engine::ConnId> connect(uint32_t peer);
+  std::optional<engine::ConnId> accept();
+  Result<engine::RequestId> post_send(engine::ConnId conn, const void* data, uint64_t size_bytes,
+                                      int32_t tag);
+  Result<engine::RequestId> post_recv(engine::ConnId conn, void* buf, uint64_t capacity_bytes, int32_t tag);
+  engine::Completion test(engine::ConnId conn, engine::RequestId req);
+  void close(engine::ConnId conn, bool release = false);
+  engine::ConnectionState state(engine::ConnId conn);
+  std::string connection_error(engine::ConnId conn);
+
+  // Waits until the request is done or `timeout_ns` has passed; returns the completion (done = false
+  // with error "timed out after ..." on timeout: the request stays pending).
+  engine::Completion wait(engine::ConnId conn, engine::RequestId req, TimeNs timeout_ns);
+  // Waits for an incoming connection.
+  Result<engine::ConnId> wait_accept(TimeNs timeout_ns);
+  // Waits until the connection is established (error if it fails or the time runs out).
+  Status wait_established(engine::ConnId conn, TimeNs timeout_ns);
+  // Waits until the connection is closed or failed (after close(), or the peer's).
+  Status wait_closed(engine::ConnId conn, TimeNs timeout_ns);
+
+  // Runs `fn(Endpoint&)` under the wire's lock: any other engine access from an application thread.
+  template <class Fn>
+  auto with_endpoint(Fn&& fn) {
+    std::unique_lock<WireMutex> lock(mu_);
+    struct Wake {
+      UdpWire* w;
+      ~Wake() { w->wake_locked(); }
+    } wake{this};
+    return fn(*endpoint_);
+  }
+
+  UdpWireStats stats() const;
+
+ private:
+  struct Io;  // sockets, batching and buffers (src/io.h)
+
+  // A mutex that knows how many threads wait for it, so the progress thread, which would otherwise
+  // take it back at once (mutexes are not fair), can step aside for a post or a waiter.
+  class WireMutex {
+   public:
+    void lock() {
+      waiting_.fetch_add(1, std::memory_order_relaxed);
+      m_.lock();
+      waiting_.fetch_sub(1, std::memory_order_relaxed);
+    }
+    void unlock() { m_.unlock(); }
+    bool try_lock() { return m_.try_lock(); }
+    int waiting() const { return waiting_.load(std::memory_order_relaxed); }
+
+   private:
+    std::mutex m_;
+    std::atomic<int> waiting_{0};
+  };
+
+  UdpWire(const UdpConfig& config, std::unique_ptr<engine::Endpoint> endpoint, std::unique_ptr<Io> io);
+  Status progress_locked(TimeNs now, bool read_clock);
+  void receive_locked(TimeNs now);
+  uint32_t connection_peer_locked(uint32_t source_peer, const detail::SockAddr& from, const uint8_t* datagram,
+                                  size_t len) const;
+  void deliver_locked(TimeNs now, uint32_t peer, uint8_t* data, size_t len, bool ce);
+  void transmit_locked(TimeNs now, bool read_clock);
+  TimeNs next_deadline_locked() const;
+  void wake_locked();
+  void thread_main();
+  // Waits until pred() holds (under the lock) or `timeout_ns` passes; true if it holds.
+  template <class Pred>
+  bool wait_until(std::unique_lock<WireMutex>& lock, TimeNs timeout_ns, Pred pred);
+
+  UdpConfig config_;
+  UdpCapabilities caps_;
+  std::unique_ptr<engine::Endpoint> endpoint_;
+  std::unique_ptr<Io> io_;
+
+  mutable WireMutex mu_;                    // guards the endpoint, the I/O state and the stats
+  std::condition_variable_any progressed_;  // signalled after each progress round while waiters_ > 0
+  uint32_t waiters_ = 0;                    // threads waiting on progressed_
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> sleeping_{false};  // the progress thread is in (or about to enter) epoll_wait
+  std::string thread_error_;
+  bool more_tx_ = false;  // the last round filled a whole batch: go again without sleeping
+};
+
+}  // namespace megascale::wire

@@ -1,0 +1,69 @@
+// The UDP wire's I/O state: socket pool, epoll set, peer table, batching buffers, fault injector.
+// Shared by udp.cpp (the progress round) and udp_api.cpp (threads, waits, convenience calls).
+// Internal to collectives/wire/udp.
+#pragma once
+
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "megascale/engine/endpoint.h"
+#include "megascale/wire/fault.h"
+#include "megascale/wire/udp.h"
+#include "peers.h"
+#include "receiver.h"
+#include "sender.h"
+#include "socket.h"
+
+namespace megascale::wire {
+
+// epoll data for the wake-up eventfd (sockets use their pool index).
+inline constexpr uint32_t kWakeToken = UINT32_MAX;
+// Receive batches per readable socket per progress round, and send batches per round: bounded so one
+// busy direction cannot starve the other (ACKs must get in while data goes out).
+inline constexpr int kRxRoundsPerSocket = 4;
+inline constexpr int kTxRoundsPerProgress = 8;
+
+struct UdpWire::Io {
+  Io(const UdpConfig& config)
+      : peers(config.max_peers),
+        sender(config.batch),
+        receiver(config.batch),
+        tx(config.batch),
+        items(config.batch) {}
+  ~Io() {
+    for (detail::UdpSocket& s : sockets) detail::close_udp_socket(s);
+    if (epfd >= 0) ::close(epfd);
+    if (wakefd >= 0) ::close(wakefd);
+  }
+  Io(const Io&) = delete;
+  Io& operator=(const Io&) = delete;
+
+  int family = 0;
+  std::vector<detail::UdpSocket> sockets;
+  detail::PeerTable peers;
+  detail::UdpSender sender;
+  detail::UdpReceiver receiver;
+  std::optional<FaultInjector> fault;
+  std::vector<engine::TxPacket> tx;  // one batch from poll_tx
+  std::vector<detail::TxItem> items;
+  std::vector<epoll_event> events = std::vector<epoll_event>(64);
+  int epfd = -1;
+  int wakefd = -1;
+  bool gso = false;  // in use now (cleared if the kernel refuses a GSO send)
+
+  // Counters the wire keeps itself (the sender and receiver keep theirs).
+  uint64_t datagrams_received = 0;
+  uint64_t bytes_received = 0;
+  uint64_t ce_received = 0;
+  uint64_t recv_errors = 0;
+  uint64_t peer_table_full = 0;
+  uint64_t tx_bad_peer = 0;  // engine packets for a peer id the table does not have
+  uint64_t progress_calls = 0;
+  uint64_t sleeps = 0;
+};
+
+}  // namespace megascale::wire

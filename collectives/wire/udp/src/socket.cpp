@@ -1,0 +1,183 @@
+// Opening the wire's UDP sockets and probing GSO, GRO and ECN support.
+#include "socket.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/ip.h>
+#include <netinet/udp.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <functional>
+#include <string>
+
+namespace megascale::wire::detail {
+namespace {
+
+std::string errno_text(int err) {
+  return std::string(std::strerror(err));
+}
+
+bool set_int(int fd, int level, int name, int value) {
+  return setsockopt(fd, level, name, &value, sizeof value) == 0;
+}
+
+int get_int(int fd, int level, int name) {
+  int value = 0;
+  socklen_t len = sizeof value;
+  if (getsockopt(fd, level, name, &value, &len) != 0) return -1;
+  return value;
+}
+
+}  // namespace
+
+uint16_t SockAddr::port() const {
+  if (family() == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(&storage)->sin_port);
+  if (family() == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6*>(&storage)->sin6_port);
+  return 0;
+}
+
+bool SockAddr::operator==(const SockAddr& other) const {
+  if (family() != other.family()) return false;
+  if (family() == AF_INET) {
+    const auto* a = reinterpret_cast<const sockaddr_in*>(&storage);
+    const auto* b = reinterpret_cast<const sockaddr_in*>(&other.storage);
+    return a->sin_port == b->sin_port && a->sin_addr.s_addr == b->sin_addr.s_addr;
+  }
+  if (family() == AF_INET6) {
+    const auto* a = reinterpret_cast<const sockaddr_in6*>(&storage);
+    const auto* b = reinterpret_cast<const sockaddr_in6*>(&other.storage);
+    return a->sin6_port == b->sin6_port && a->sin6_scope_id == b->sin6_scope_id &&
+           std::memcmp(&a->sin6_addr, &b->sin6_addr, sizeof a->sin6_addr) == 0;
+  }
+  return false;
+}
+
+bool same_host(const SockAddr& a, const SockAddr& b) {
+  if (a.family() != b.family()) return false;
+  if (a.family() == AF_INET) {
+    return reinterpret_cast<const sockaddr_in*>(&a.storage)->sin_addr.s_addr ==
+           reinterpret_cast<const sockaddr_in*>(&b.storage)->sin_addr.s_addr;
+  }
+  if (a.family() == AF_INET6) {
+    const auto* x = reinterpret_cast<const sockaddr_in6*>(&a.storage);
+    const auto* y = reinterpret_cast<const sockaddr_in6*>(&b.storage);
+    return x->sin6_scope_id == y->sin6_scope_id &&
+           std::memcmp(&x->sin6_addr, &y->sin6_addr, sizeof x->sin6_addr) == 0;
+  }
+  return false;
+}
+
+size_t hash_address(const SockAddr& a) {
+  // FNV-1a over the bytes that operator== compares.
+  uint64_t h = 1469598103934665603ULL;
+  auto mix = [&h](const void* p, size_t n) {
+    const auto* b = static_cast<const unsigned char*>(p);
+    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ULL;
+  };
+  const int family = a.family();
+  mix(&family, sizeof family);
+  if (family == AF_INET) {
+    const auto* s = reinterpret_cast<const sockaddr_in*>(&a.storage);
+    mix(&s->sin_port, sizeof s->sin_port);
+    mix(&s->sin_addr, sizeof s->sin_addr);
+  } else if (family == AF_INET6) {
+    const auto* s = reinterpret_cast<const sockaddr_in6*>(&a.storage);
+    mix(&s->sin6_port, sizeof s->sin6_port);
+    mix(&s->sin6_addr, sizeof s->sin6_addr);
+    mix(&s->sin6_scope_id, sizeof s->sin6_scope_id);
+  }
+  return static_cast<size_t>(h);
+}
+
+Result<SockAddr> resolve_address(std::string_view host, uint16_t port, int family) {
+  addrinfo hints{};
+  hints.ai_family = family;
+  hints.ai_socktype = SOCK_DGRAM;
+  hints.ai_protocol = IPPROTO_UDP;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* list = nullptr;
+  const std::string host_text(host);
+  const std::string port_text = std::to_string(port);
+  const int rc = getaddrinfo(host_text.c_str(), port_text.c_str(), &hints, &list);
+  if (rc != 0) return make_error("resolve '" + host_text + "': " + gai_strerror(rc));
+  SockAddr out;
+  for (addrinfo* ai = list; ai != nullptr; ai = ai->ai_next) {
+    if ((ai->ai_family == AF_INET || ai->ai_family == AF_INET6) && ai->ai_addrlen <= sizeof out.storage) {
+      std::memcpy(&out.storage, ai->ai_addr, ai->ai_addrlen);
+      out.len = ai->ai_addrlen;
+      break;
+    }
+  }
+  freeaddrinfo(list);
+  if (out.len == 0) return make_error("resolve '" + host_text + "': no IPv4 or IPv6 address");
+  return out;
+}
+
+std::string format_address(const SockAddr& a) {
+  char text[INET6_ADDRSTRLEN] = {};
+  if (a.family() == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&a.storage)->sin_addr, text, sizeof text);
+    return std::string(text) + ":" + std::to_string(a.port());
+  }
+  if (a.family() == AF_INET6) {
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(&a.storage)->sin6_addr, text, sizeof text);
+    std::string out = "[";
+    out.append(text).append("]:").append(std::to_string(a.port()));
+    return out;
+  }
+  return "(no address)";
+}
+
+Result<UdpSocket> open_udp_socket(const SockAddr& bind_addr, const SocketOptions& options) {
+  UdpSocket s;
+  const int family = bind_addr.family();
+  s.fd = socket(family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_UDP);
+  if (s.fd < 0) return make_error("socket(" + format_address(bind_addr) + "): " + errno_text(errno));
+
+  // One family per socket: a wire bound to IPv6 talks to IPv6 peers only, so addresses stay unmapped.
+  if (family == AF_INET6) set_int(s.fd, IPPROTO_IPV6, IPV6_V6ONLY, 1);
+  // The kernel caps these at net.core.{w,r}mem_max; what it granted is read back below.
+  set_int(s.fd, SOL_SOCKET, SO_SNDBUF, options.buffer_bytes);
+  set_int(s.fd, SOL_SOCKET, SO_RCVBUF, options.buffer_bytes);
+
+  if (::bind(s.fd, bind_addr.addr(), bind_addr.len) != 0) {
+    const int err = errno;
+    close_udp_socket(s);
+    return make_error("bind " + format_address(bind_addr) + ": " + errno_text(err));
+  }
+  s.local.len = sizeof s.local.storage;
+  getsockname(s.fd, s.local.addr(), &s.local.len);
+  s.sndbuf_bytes = get_int(s.fd, SOL_SOCKET, SO_SNDBUF);
+  s.rcvbuf_bytes = get_int(s.fd, SOL_SOCKET, SO_RCVBUF);
+
+  // ECN: ECT(0) with the DSCP in the upper six bits; a packet the engine marks not-ECT overrides it
+  // per message. Reading the byte back on receive gives the CE mark.
+  const int tos = tos_byte(options.dscp, options.ecn ? kEcnEct0 : 0);
+  s.tos = tos;
+  if (family == AF_INET) {
+    const bool tos_ok = set_int(s.fd, IPPROTO_IP, IP_TOS, tos);
+    s.ect = options.ecn && tos_ok;
+    s.recv_tos = set_int(s.fd, IPPROTO_IP, IP_RECVTOS, 1);
+  } else {
+    const bool tos_ok = set_int(s.fd, IPPROTO_IPV6, IPV6_TCLASS, tos);
+    s.ect = options.ecn && tos_ok;
+    s.recv_tos = set_int(s.fd, IPPROTO_IPV6, IPV6_RECVTCLASS, 1);
+  }
+
+  // GSO: the segment size is given per message (cmsg); accepting a socket-level value proves the
+  // kernel knows UDP_SEGMENT. Zero turns the socket-level default off again.
+  if (options.gso && set_int(s.fd, SOL_UDP, UDP_SEGMENT, 1200)) {
+    s.gso = set_int(s.fd, SOL_UDP, UDP_SEGMENT, 0);
+  }
+  if (options.gro) s.gro = set_int(s.fd, SOL_UDP, UDP_GRO, 1);
+  return s;
+}
+
+void close_udp_socket(UdpSocket& s) {
+  if (s.fd >= 0) ::close(s.fd);
+  s.fd = -1;
+}
+
+}  // namespace megascale::wire::detail

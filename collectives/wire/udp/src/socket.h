@@ -1,0 +1,83 @@
+// UDP sockets for the wire: addresses, opening a socket with the options the wire needs (ECN/DSCP on
+// send, TOS/traffic class and GRO on receive), and probing what the kernel grants.
+//
+//   SocketOptions opts;  opts.dscp = 26;  opts.ecn = true;
+//   auto bind = resolve_address("127.0.0.1", 0);
+//   auto sock = open_udp_socket(*bind, opts);   // sock->gso / sock->gro say what the kernel allowed
+//
+// Internal to collectives/wire/udp.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "megascale/common/result.h"
+
+namespace megascale::wire::detail {
+
+// An IPv4 or IPv6 socket address.
+struct SockAddr {
+  sockaddr_storage storage{};
+  socklen_t len = 0;
+
+  int family() const { return storage.ss_family; }
+  uint16_t port() const;
+  const sockaddr* addr() const { return reinterpret_cast<const sockaddr*>(&storage); }
+  sockaddr* addr() { return reinterpret_cast<sockaddr*>(&storage); }
+  // Equal family, address and port (IPv6 scope id included).
+  bool operator==(const SockAddr& other) const;
+};
+
+// A numeric address ("127.0.0.1", "::1") or a host name, with a port. `family` AF_UNSPEC takes the
+// first result.
+Result<SockAddr> resolve_address(std::string_view host, uint16_t port, int family = AF_UNSPEC);
+
+// "127.0.0.1:5000" or "[::1]:5000".
+std::string format_address(const SockAddr& a);
+
+// Same family and IP address (ports may differ): two sockets of one remote host.
+bool same_host(const SockAddr& a, const SockAddr& b);
+
+// A hash of address and port, for the peer table.
+size_t hash_address(const SockAddr& a);
+
+struct SocketOptions {
+  uint8_t dscp = 0;            // DSCP code point, upper six bits of the TOS / traffic class byte
+  bool ecn = true;             // send with ECT(0)
+  bool gso = true;             // try UDP_SEGMENT
+  bool gro = true;             // try UDP_GRO
+  int buffer_bytes = 4 << 20;  // SO_SNDBUF and SO_RCVBUF wished for (the kernel caps them)
+};
+
+// An open, bound, non-blocking UDP socket and what the kernel granted it.
+struct UdpSocket {
+  int fd = -1;
+  SockAddr local;         // the bound address with the real port
+  bool gso = false;       // UDP_SEGMENT accepted
+  bool gro = false;       // UDP_GRO accepted
+  bool recv_tos = false;  // IP_RECVTOS / IPV6_RECVTCLASS accepted
+  bool ect = false;       // ECT(0) set in the socket's TOS / traffic class
+  int tos = 0;            // the TOS / traffic class byte the socket sends with
+  int sndbuf_bytes = 0;   // as the kernel reports them
+  int rcvbuf_bytes = 0;
+};
+
+// The TOS / traffic class byte for a DSCP code point and an ECN codepoint (0 Not-ECT, 2 ECT(0)).
+constexpr int tos_byte(uint8_t dscp, int ecn_bits) {
+  return (dscp << 2) | (ecn_bits & 3);
+}
+inline constexpr int kEcnMask = 3;
+inline constexpr int kEcnCe = 3;
+inline constexpr int kEcnEct0 = 2;
+
+// Opens a socket bound to `bind` (port 0: ephemeral) with `options`. ECN, GSO and GRO are best effort
+// (see the flags in UdpSocket); only failing to create or bind is an error.
+Result<UdpSocket> open_udp_socket(const SockAddr& bind, const SocketOptions& options);
+
+void close_udp_socket(UdpSocket& s);
+
+}  // namespace megascale::wire::detail

@@ -1,0 +1,283 @@
+// The UDP wire's threaded mode, waits and thread-safe convenience calls.
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <string>
+
+#include "io.h"
+#include "megascale/wire/udp.h"
+
+namespace megascale::wire {
+namespace {
+
+std::string seconds_text(TimeNs ns) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3f s", static_cast<double>(ns) / 1e9);
+  return text;
+}
+
+}  // namespace
+
+void UdpWire::wake_locked() {
+  // Only a sleeping progress loop needs the eventfd; a running one looks at the engine again anyway.
+  if (sleeping_.load(std::memory_order_acquire)) eventfd_write(io_->wakefd, 1);
+}
+
+void UdpWire::wait_for_io(TimeNs until) {
+  const TimeNs wait_ns = until - now();
+  if (wait_ns <= 0) return;
+  timespec ts{};
+  const bool forever = until == kNever;
+  if (!forever) {
+    ts.tv_sec = wait_ns / kNsPerSec;
+    ts.tv_nsec = wait_ns % kNsPerSec;
+  }
+  // Level-triggered: the events are looked at again by the next progress round; here they only wake.
+  epoll_event events[8];
+  int rc = epoll_pwait2(io_->epfd, events, 8, forever ? nullptr : &ts, nullptr);
+  if (rc < 0 && errno == ENOSYS) {  // kernels before 5.11: millisecond resolution, rounded up
+    const int ms = forever ? -1 : static_cast<int>((wait_ns + kNsPerMs - 1) / kNsPerMs);
+    rc = epoll_wait(io_->epfd, events, 8, ms);
+  }
+  for (int i = 0; i < rc; ++i) {
+    if (events[i].data.u32 == kWakeToken) {
+      eventfd_t drained = 0;
+      eventfd_read(io_->wakefd, &drained);
+    }
+  }
+}
+
+Status UdpWire::start() {
+  std::lock_guard<WireMutex> lock(mu_);
+  if (thread_.joinable()) return make_error("udp wire: progress thread already running");
+  stop_.store(false);
+  thread_error_.clear();
+  thread_ = std::thread([this] { thread_main(); });
+  return {};
+}
+
+void UdpWire::stop() {
+  if (!thread_.joinable()) return;
+  stop_.store(true);
+  eventfd_write(io_->wakefd, 1);
+  thread_.join();
+  thread_ = std::thread();
+}
+
+std::string UdpWire::thread_error() const {
+  std::lock_guard<WireMutex> lock(mu_);
+  return thread_error_;
+}
+
+void UdpWire::thread_main() {
+  // Kernel timers may fire this late; the default 50 us slack would blur pacing and RTO timing.
+  prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+  while (!stop_.load(std::memory_order_relaxed)) {
+    std::unique_lock<WireMutex> lock(mu_);
+    if (Status s = progress_locked(now(), true); !s) {
+      thread_error_ = s.error().message;
+      progressed_.notify_all();
+      return;
+    }
+    const bool notify = waiters_ > 0;
+    const TimeNs deadline = next_deadline_locked();
+    // Sleep unless busy-polling, or the deadline is due or close enough to spin for.
+    const bool sleep = !config_.busy_poll && deadline > now() + config_.spin_ns;
+    if (sleep) {
+      // Set under the lock: a post that takes the lock after this sees it and writes the eventfd.
+      sleeping_.store(true, std::memory_order_release);
+      ++io_->sleeps;
+    }
+    lock.unlock();
+    if (notify) progressed_.notify_all();
+    // Step aside while application threads wait for the lock (a post, a test, a woken waiter).
+    for (int i = 0; i < 1000 && mu_.waiting() > 0; ++i) std::this_thread::yield();
+    if (sleep) {
+      wait_for_io(deadline);
+      sleeping_.store(false, std::memory_order_release);
+    }
+  }
+}
+
+template <class Pred>
+bool UdpWire::wait_until(std::unique_lock<WireMutex>& lock, TimeNs timeout_ns, Pred pred) {
+  const TimeNs deadline = timeout_ns >= kNever - now() ? kNever : now() + timeout_ns;
+  if (thread_.joinable()) {
+    ++waiters_;
+    bool ok = pred();
+    while (!ok && thread_error_.empty()) {
+      const TimeNs left = deadline - now();
+      if (left <= 0) break;
+      progressed_.wait_for(lock, std::chrono::nanoseconds(std::min<TimeNs>(left, 100 * kNsPerMs)));
+      ok = pred();
+    }
+    --waiters_;
+    return ok;
+  }
+  // Caller-driven: drive the wire ourselves.
+  while (!pred()) {
+    if (now() >= deadline) return false;
+    if (Status s = progress_locked(now(), true); !s) return false;
+    if (pred()) return true;
+    const TimeNs until = std::min(deadline, next_deadline_locked());
+    if (until <= now() + config_.spin_ns) continue;
+    sleeping_.store(true, std::memory_order_release);
+    lock.unlock();
+    wait_for_io(until);
+    sleeping_.store(false, std::memory_order_release);
+    lock.lock();
+  }
+  return true;
+}
+
+Result<uint32_t> UdpWire::add_peer(std::string_view host, uint16_t port) {
+  auto addr = detail::resolve_address(host, port, io_->family);
+  if (!addr) {
+    return make_error(addr.error().message + " (the wire is " + (caps_.ipv6 ? "IPv6" : "IPv4") +
+                      ", bound to " + config_.bind_host + ")");
+  }
+  std::lock_guard<WireMutex> lock(mu_);
+  const std::optional<uint32_t> id = io_->peers.intern(*addr);
+  if (!id) return make_error("udp wire: peer table full (" + std::to_string(config_.max_peers) + " peers)");
+  return *id;
+}
+
+std::string UdpWire::peer_address(uint32_t peer) const {
+  std::lock_guard<WireMutex> lock(mu_);
+  if (!io_->peers.contains(peer)) return "(unknown peer " + std::to_string(peer) + ")";
+  return detail::format_address(io_->peers.address(peer));
+}
+
+Result<engine::ConnId> UdpWire::connect(std::string_view host, uint16_t port) {
+  auto peer = add_peer(host, port);
+  if (!peer) return peer.error();
+  return connect(*peer);
+}
+
+Result<engine::ConnId> UdpWire::connect(uint32_t peer) {
+  std::lock_guard<WireMutex> lock(mu_);
+  if (!io_->peers.contains(peer))
+    return make_error("udp wire: connect to unknown peer " + std::to_string(peer));
+  auto id = endpoint_->connect(now(), peer);
+  wake_locked();
+  return id;
+}
+
+std::optional<engine::ConnId> UdpWire::accept() {
+  std::lock_guard<WireMutex> lock(mu_);
+  return endpoint_->accept();
+}
+
+Result<engine::RequestId> UdpWire::post_send(engine::ConnId conn, const void* data, uint64_t size_bytes,
+                                             int32_t tag) {
+  std::lock_guard<WireMutex> lock(mu_);
+  engine::Connection* c = endpoint_->connection(conn);
+  if (c == nullptr) return make_error("udp wire: unknown connection " + std::to_string(conn));
+  auto r = c->post_send(data, size_bytes, tag);
+  wake_locked();
+  return r;
+}
+
+Result<engine::RequestId> UdpWire::post_recv(engine::ConnId conn, void* buf, uint64_t capacity_bytes,
+                                             int32_t tag) {
+  std::lock_guard<WireMutex> lock(mu_);
+  engine::Connection* c = endpoint_->connection(conn);
+  if (c == nullptr) return make_error("udp wire: unknown connection " + std::to_string(conn));
+  auto r = c->post_recv(buf, capacity_bytes, tag);
+  wake_locked();
+  return r;
+}
+
+engine::Completion UdpWire::test(engine::ConnId conn, engine::RequestId req) {
+  std::lock_guard<WireMutex> lock(mu_);
+  engine::Connection* c = endpoint_->connection(conn);
+  if (c == nullptr) return engine::Completion{true, false, 0, 0, "unknown connection"};
+  return c->test(req);
+}
+
+void UdpWire::close(engine::ConnId conn, bool release) {
+  std::lock_guard<WireMutex> lock(mu_);
+  if (release) {
+    endpoint_->release(conn);
+  } else if (engine::Connection* c = endpoint_->connection(conn)) {
+    c->close(now());
+  }
+  wake_locked();
+}
+
+engine::ConnectionState UdpWire::state(engine::ConnId conn) {
+  std::lock_guard<WireMutex> lock(mu_);
+  const engine::Connection* c = endpoint_->connection(conn);
+  return c ? c->state() : engine::ConnectionState::kClosed;
+}
+
+std::string UdpWire::connection_error(engine::ConnId conn) {
+  std::lock_guard<WireMutex> lock(mu_);
+  const engine::Connection* c = endpoint_->connection(conn);
+  return c ? c->error() : "unknown connection";
+}
+
+engine::Completion UdpWire::wait(engine::ConnId conn, engine::RequestId req, TimeNs timeout_ns) {
+  std::unique_lock<WireMutex> lock(mu_);
+  engine::Completion result;
+  const bool done = wait_until(lock, timeout_ns, [&] {
+    engine::Connection* c = endpoint_->connection(conn);
+    result = c ? c->test(req) : engine::Completion{true, false, 0, 0, "unknown connection"};
+    return result.done;
+  });
+  if (!done) {
+    result.done = false;
+    result.error = thread_error_.empty() ? "timed out after " + seconds_text(timeout_ns)
+                                         : "progress thread stopped: " + thread_error_;
+  }
+  return result;
+}
+
+Result<engine::ConnId> UdpWire::wait_accept(TimeNs timeout_ns) {
+  std::unique_lock<WireMutex> lock(mu_);
+  std::optional<engine::ConnId> id;
+  if (!wait_until(lock, timeout_ns, [&] { return (id = endpoint_->accept()).has_value(); })) {
+    return make_error("udp wire: no connection accepted within " + seconds_text(timeout_ns));
+  }
+  return *id;
+}
+
+Status UdpWire::wait_established(engine::ConnId conn, TimeNs timeout_ns) {
+  std::unique_lock<WireMutex> lock(mu_);
+  engine::ConnectionState st = engine::ConnectionState::kConnecting;
+  std::string error;
+  wait_until(lock, timeout_ns, [&] {
+    const engine::Connection* c = endpoint_->connection(conn);
+    if (c == nullptr) {
+      st = engine::ConnectionState::kFailed;
+      error = "unknown connection";
+      return true;
+    }
+    st = c->state();
+    error = c->error();
+    return st != engine::ConnectionState::kConnecting;
+  });
+  if (st == engine::ConnectionState::kEstablished) return {};
+  if (st == engine::ConnectionState::kConnecting) {
+    return make_error("udp wire: connection not established within " + seconds_text(timeout_ns));
+  }
+  return make_error("udp wire: connection " + std::string(engine::to_string(st)) +
+                    (error.empty() ? "" : ": " + error));
+}
+
+Status UdpWire::wait_closed(engine::ConnId conn, TimeNs timeout_ns) {
+  std::unique_lock<WireMutex> lock(mu_);
+  const bool done = wait_until(lock, timeout_ns, [&] {
+    const engine::Connection* c = endpoint_->connection(conn);
+    return c == nullptr || c->state() == engine::ConnectionState::kClosed ||
+           c->state() == engine::ConnectionState::kFailed;
+  });
+  if (!done) return make_error("udp wire: connection not closed within " + seconds_text(timeout_ns));
+  return {};
+}
+
+}  // namespace megascale::wire
