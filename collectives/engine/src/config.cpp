@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "megascale/congestion/config.h"
 #include "megascale/engine/packet.h"
 
 namespace megascale::engine {
@@ -36,6 +37,12 @@ Status validate_engine_config(const EngineConfig& c) {
     return bad("ack_every_segments", std::to_string(c.ack_every_segments), "must be 1..64");
   }
   if (c.ack_delay_ns < 0) return bad("ack_delay_ns", std::to_string(c.ack_delay_ns), "must be >= 0");
+  if (c.keepalive_interval_ns <= 0) {
+    return bad("keepalive_interval_ns", std::to_string(c.keepalive_interval_ns), "must be > 0");
+  }
+  if (c.ack_every_segments > 1 && c.ack_delay_ns == 0) {
+    return bad("ack_delay_ns", "0", "must be > 0 when ack_every_segments > 1 (a partial batch would wait forever)");
+  }
   if (c.connect_timeout_ns <= 0) {
     return bad("connect_timeout_ns", std::to_string(c.connect_timeout_ns), "must be > 0");
   }
@@ -45,6 +52,7 @@ Status validate_engine_config(const EngineConfig& c) {
     return bad("version_min..version_max", std::to_string(c.version_min) + ".." + std::to_string(c.version_max),
                "must be a non-empty range starting at >= 1");
   }
+  if (Status s = cc::validate_cc_config(c.cc, "engine config cc"); !s) return s.error();
   const cc::RtoParams& r = c.cc.rto;
   if (r.initial_rto_ns <= 0 || r.min_rto_ns <= 0 || r.max_rto_ns < r.min_rto_ns || r.retry_budget_ns <= 0) {
     return bad("cc.rto", std::to_string(r.min_rto_ns) + ".." + std::to_string(r.max_rto_ns),

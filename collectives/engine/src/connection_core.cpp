@@ -72,6 +72,7 @@ uint32_t ConnectionCore::alloc_request() {
   r.gen = gen;
   r.in_use = true;
   ++requests_in_use_;
+  ++requests_pending_;
   return idx;
 }
 
@@ -159,6 +160,7 @@ void ConnectionCore::complete(uint32_t idx, bool ok, uint64_t bytes, int32_t tag
   Request& r = reqs_[idx];
   if (r.done) return;
   r.done = true;
+  --requests_pending_;
   r.ok = ok;
   r.bytes = bytes;
   r.tag = tag;
@@ -197,6 +199,7 @@ void ConnectionCore::fail(std::string message) {
   ++ep_stats_->connections_failed;
   rto_deadline_ = ctl_deadline_ = ack_deadline_ = pace_wake_ns_ = kNever;
   syn_pending_ = synack_pending_ = fin_pending_ = fin_reply_pending_ = ack_now_ = false;
+  probe_pending_ = probe_outstanding_ = false;
   cnp_pending_mask_ = 0;
   retx_queue_.clear();
 }
@@ -244,6 +247,7 @@ void ConnectionCore::establish(TimeNs now, const HandshakeBody& peer_hs) {
   credits_.assign(peer_hs.recv_slots, CreditEntry{});
   credit_mask_ = peer_hs.recv_slots - 1;
   state_ = ConnectionState::kEstablished;
+  last_rx_ns_ = now;
   init_lanes(now);
   try_match();
 }
@@ -308,14 +312,21 @@ void ConnectionCore::close(TimeNs now) {
   }
   state_ = ConnectionState::kClosing;
   fin_start_ns_ = now;
+  drain_deadline_ns_ = now + cfg_.cc.rto.retry_budget_ns;
   maybe_finish_drain(now);
 }
 
 void ConnectionCore::maybe_finish_drain(TimeNs now) {
   if (!close_requested_ || fin_sent_ || state_ != ConnectionState::kClosing) return;
-  const bool drained =
-      tx_queue_.empty() && notices_.empty() && credit_queue_.empty() && snd_una_ == snd_nxt_;
-  if (!drained) return;
+  // Everything sent is acknowledged and nothing matched waits to be sent ...
+  const bool quiet = tx_queue_.empty() && notices_.empty() && credit_queue_.empty() && snd_una_ == snd_nxt_;
+  // ... and no send waits for a credit, or the drain deadline passed (a peer that never posts the
+  // matching receives cannot hold the close forever).
+  const bool drained = quiet && (unmatched_sends_.empty() || now >= drain_deadline_ns_);
+  if (!drained) {
+    if (quiet) ctl_deadline_ = drain_deadline_ns_;  // wake to give up on the unmatched sends
+    return;
+  }
   uint32_t ns = 0;
   uint32_t nr = 0;
   // Count first, so the messages can say how many.
@@ -369,6 +380,13 @@ void ConnectionCore::on_fin(TimeNs now, const Packet& pkt) {
 // --- packets and timers ---
 
 void ConnectionCore::on_packet(TimeNs now, const Packet& pkt, bool ce, DecodeResult r) {
+  last_rx_ns_ = now;
+  if (probe_outstanding_ && r == DecodeResult::kOk) {
+    // The peer is alive: the probe's "loss episode" ends.
+    probe_outstanding_ = false;
+    rto_.on_progress(now);
+    if (snd_una_ == snd_nxt_) rto_deadline_ = kNever;
+  }
   switch (pkt.hdr.type) {
     case PacketType::kSeg:
       if (state_ == ConnectionState::kEstablished || state_ == ConnectionState::kClosing) on_seg(now, pkt, ce, r);
@@ -447,11 +465,19 @@ bool ConnectionCore::poll_control(TimeNs now, TxPacket& out) {
     if (lane < lanes_.size()) ++lanes_[lane].stats.cnps_sent;
     return true;
   }
-  if (ack_now_ || ack_deadline_ <= now) {
-    build_ack(now, out);
+  if (ack_now_ || ack_deadline_ <= now || probe_pending_) {
+    const bool probe = probe_pending_;
+    probe_pending_ = false;
+    build_ack(now, out, probe);
     return true;
   }
   return false;
+}
+
+TimeNs ConnectionCore::keepalive_deadline() const {
+  if (state_ != ConnectionState::kEstablished && state_ != ConnectionState::kClosing) return kNever;
+  if (fin_sent_ || probe_outstanding_ || requests_pending_ == 0 || snd_una_ != snd_nxt_) return kNever;
+  return last_rx_ns_ + cfg_.keepalive_interval_ns;
 }
 
 bool ConnectionCore::poll_tx(TimeNs now, TxPacket& out) {
@@ -465,7 +491,7 @@ bool ConnectionCore::poll_tx(TimeNs now, TxPacket& out) {
 }
 
 TimeNs ConnectionCore::next_deadline() const {
-  return std::min({ctl_deadline_, rto_deadline_, ack_deadline_, pace_wake_ns_});
+  return std::min({ctl_deadline_, rto_deadline_, ack_deadline_, pace_wake_ns_, keepalive_deadline()});
 }
 
 void ConnectionCore::on_timer(TimeNs now) {
@@ -478,6 +504,8 @@ void ConnectionCore::on_timer(TimeNs now) {
         return;
       }
       syn_pending_ = true;
+    } else if (state_ == ConnectionState::kClosing && !fin_sent_) {
+      maybe_finish_drain(now);
     } else if (state_ == ConnectionState::kClosing && fin_sent_) {
       if (rto_.on_timeout(now) == cc::RtoVerdict::kGiveUp) {
         fail("close: peer " + std::to_string(peer_) + " unreachable: no answer to FIN after " +
@@ -489,6 +517,11 @@ void ConnectionCore::on_timer(TimeNs now) {
   }
   if (rto_deadline_ <= now) on_rto(now);
   if (state_ == ConnectionState::kFailed) return;
+  if (keepalive_deadline() <= now) {
+    probe_pending_ = true;
+    probe_outstanding_ = true;
+    rto_deadline_ = now + rto_.timeout_ns();
+  }
   if (ack_deadline_ <= now) {
     ack_now_ = true;
     ack_deadline_ = kNever;

@@ -61,6 +61,7 @@ struct TxSeg {
   uint64_t msg_len = 0;        // DATA: message length
   uint64_t lane_seq = 0;       // per-lane send counter of the latest transmission (loss detection)
   TimeNs sent_ns = 0;          // latest transmission
+  TimeNs first_sent_ns = 0;    // first transmission
   uint32_t len = 0;            // payload bytes
   uint32_t req = kNoRequest;   // the send it belongs to (DATA), kNoRequest for CREDIT / notices
   uint64_t slot = 0;
@@ -189,7 +190,8 @@ class ConnectionCore {
   bool on_credit(const Packet& pkt);
   bool rcv_has(uint64_t seq) const;
   void rcv_mark(uint64_t seq);
-  void build_ack(TimeNs now, TxPacket& out);
+  // `probe`: a keepalive that asks the peer for an ACK at once.
+  void build_ack(TimeNs now, TxPacket& out, bool probe = false);
 
   // lane.cpp
   void init_lanes(TimeNs now);
@@ -222,6 +224,7 @@ class ConnectionCore {
   std::vector<Request> reqs_;
   std::vector<uint32_t> free_reqs_;
   uint64_t requests_in_use_ = 0;
+  uint64_t requests_pending_ = 0;          // posted and not yet done
   uint32_t sends_outstanding_ = 0;
   uint32_t recvs_outstanding_ = 0;
 
@@ -282,6 +285,13 @@ class ConnectionCore {
   bool fin_pending_ = false;
   bool fin_reply_pending_ = false;
   TimeNs fin_start_ns_ = 0;
+  TimeNs drain_deadline_ns_ = kNever;      // close(): unmatched sends fail after this
+
+  // --- liveness ---
+  TimeNs last_rx_ns_ = 0;                  // the last packet from the peer
+  bool probe_pending_ = false;             // a keepalive probe to send
+  bool probe_outstanding_ = false;         // a probe is unanswered (the RTO schedule retries it)
+  TimeNs keepalive_deadline() const;
 };
 
 }  // namespace megascale::engine::detail

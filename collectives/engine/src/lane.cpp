@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "connection_core.h"
-#include "lane_controller.h"
+#include "megascale/congestion/config.h"
 
 namespace megascale::engine::detail {
 
@@ -12,7 +12,7 @@ void ConnectionCore::init_lanes(TimeNs now) {
   flow.mss_bytes = seg_bytes_;
   for (size_t i = 0; i < lanes_.size(); ++i) {
     Lane& lane = lanes_[i];
-    lane.cc = make_lane_controller(cfg_.cc, flow);
+    lane.cc = cc::make_controller(cfg_.cc, flow);
     lane.pacer = cc::Pacer(cfg_.cc.pacer, lane.cc->pacing_rate_bps());
     lane.stats.path_id = static_cast<uint32_t>(splitmix64(rng_));
     lane_refresh(now, lane);

@@ -272,7 +272,7 @@ DecodeResult decode_packet(const uint8_t* p, size_t len, Packet& out, bool verif
       a.nsack = p[55];
       if (a.nsack > kMaxSackRanges) return DecodeResult::kBadLength;
       if (len != hlen) return DecodeResult::kBadLength;
-      if (out.hdr.flags != 0 || a.echo_lane > kMaxLaneId || out.hdr.dst_conn_id == 0) {
+      if ((out.hdr.flags & ~kFlagAckRequest) != 0 || a.echo_lane > kMaxLaneId || out.hdr.dst_conn_id == 0) {
         return DecodeResult::kBadField;
       }
       for (size_t i = 0; i < a.nsack; ++i) {

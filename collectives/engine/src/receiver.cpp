@@ -131,7 +131,7 @@ bool ConnectionCore::on_credit(const Packet& pkt) {
   return true;
 }
 
-void ConnectionCore::build_ack(TimeNs now, TxPacket& out) {
+void ConnectionCore::build_ack(TimeNs now, TxPacket& out, bool probe) {
   AckHeader a;
   a.cum_ack = rcv_nxt_;
   a.echo_seq = echo_seq_;
@@ -164,7 +164,7 @@ void ConnectionCore::build_ack(TimeNs now, TxPacket& out) {
   const auto lane = static_cast<uint8_t>(echo_lane_ % lanes_.size());
   out.header_len = static_cast<uint16_t>(
       encode_ack(CommonHeader{.version = static_cast<uint8_t>(version_), .type = PacketType::kAck, .lane = lane,
-                              .flags = 0, .dst_conn_id = remote_id_},
+                              .flags = probe ? kFlagAckRequest : uint8_t{0}, .dst_conn_id = remote_id_},
                  a, out.header));
   fill_common(out, lane);
   ack_now_ = false;

@@ -48,6 +48,7 @@ void ConnectionCore::emit_seg(TimeNs now, uint64_t seq, TxSeg& s, uint32_t lane_
   Lane& lane = lanes_[lane_index];
   s.lane = static_cast<uint8_t>(lane_index);
   s.sent_ns = now;
+  if (!retransmit) s.first_sent_ns = now;
   s.lane_seq = lane.next_lane_seq++;
   if (retransmit && s.retx < 255) ++s.retx;
   lane.in_flight += s.len;
@@ -205,6 +206,7 @@ void ConnectionCore::deliver(uint64_t seq, TxSeg& s, TimeNs now) {
 void ConnectionCore::on_ack(TimeNs now, const Packet& pkt) {
   const AckHeader& a = pkt.ack;
   ++stats_.acks_received;
+  if (pkt.hdr.flags & kFlagAckRequest) ack_now_ = true;  // a keepalive probe: answer at once
   if (a.cum_ack > snd_nxt_ || (a.nsack > 0 && a.sack[a.nsack - 1].end > snd_nxt_)) {
     ++stats_.malformed_dropped;  // acknowledges what we never sent
     return;
@@ -215,12 +217,18 @@ void ConnectionCore::on_ack(TimeNs now, const Packet& pkt) {
       return;
     }
   }
-  // The RTT sample from the echoed send time; Karn's rule: none from a retransmitted segment, and only
-  // when this ACK is the first news of that segment's delivery.
+  // The RTT sample from the echoed send time, only when this ACK is the first news of that segment's
+  // delivery. Karn's rule forbids samples that cannot be attributed to one transmission; the echoed
+  // timestamp attributes them (RFC 7323 §4.1), so a retransmitted segment still gives a sample when
+  // the echo equals the send time of its first or its latest copy. Without this, a lane whose path is
+  // slower than the connection's RTO would time out forever and never teach the RTO its real RTT.
   TimeNs rtt_ns = -1;
   if (a.echo_seq >= snd_una_ && a.echo_seq < snd_nxt_) {
     const TxSeg& e = ring_[a.echo_seq & ring_mask_];
-    if (!e.sacked && e.retx == 0 && e.sent_ns == a.echo_ts_ns && now >= e.sent_ns) rtt_ns = now - e.sent_ns;
+    const bool attributable = e.retx == 0 ? e.sent_ns == a.echo_ts_ns
+                                          : (e.sent_ns == a.echo_ts_ns || e.first_sent_ns == a.echo_ts_ns) &&
+                                                e.sent_ns != e.first_sent_ns;
+    if (!e.sacked && attributable && now >= a.echo_ts_ns) rtt_ns = now - a.echo_ts_ns;
   }
 
   bool progress = false;
@@ -353,6 +361,17 @@ void ConnectionCore::detect_losses(TimeNs now, uint64_t scan_end) {
 void ConnectionCore::on_rto(TimeNs now) {
   if (snd_una_ == snd_nxt_) {
     rto_deadline_ = kNever;
+    if (!probe_outstanding_) return;
+    // An unanswered keepalive probe: retried on the RTO schedule, within the same retry budget.
+    if (rto_.on_timeout(now) == cc::RtoVerdict::kGiveUp) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "peer %u unreachable: nothing heard for %.1f s (keepalive probes unanswered)",
+                    peer_, static_cast<double>(now - last_rx_ns_) / 1e9);
+      fail(buf);
+      return;
+    }
+    probe_pending_ = true;
+    rto_deadline_ = now + rto_.timeout_ns();
     return;
   }
   if (rto_.on_timeout(now) == cc::RtoVerdict::kGiveUp) {

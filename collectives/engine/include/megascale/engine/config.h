@@ -47,6 +47,12 @@ struct EngineConfig {
   uint32_t ack_every_segments = 1;
   TimeNs ack_delay_ns = 0;
 
+  // Liveness: a connection with pending requests that has heard nothing from its peer for this long
+  // (and has nothing unacknowledged, which the RTO covers) sends a keepalive probe, retried on the RTO
+  // schedule; when cc.rto's retry budget is spent the connection fails ("peer unreachable"), so a
+  // receive waiting on a vanished peer errors out instead of hanging.
+  TimeNs keepalive_interval_ns = 1'000'000'000;
+
   // Connection setup: SYN retransmitted with cc.rto's initial timeout and backoff until this budget
   // is spent, then connect fails ("connect to peer N: no answer ...").
   TimeNs connect_timeout_ns = 10'000'000'000;

@@ -85,10 +85,12 @@ class Connection {
   // Reports a request: done or not, and how it ended. Releases the id once it reports done.
   Completion test(RequestId id);
 
-  // Starts a clean close: no new posts; our matched sends drain until acknowledged; then sends that no
-  // peer receive ever matched and our pending receives fail ("connection closed locally ..."), and a
-  // FIN carrying those counts goes to the peer, which fails its own pending work and answers. The
-  // connection ends kClosed (or kFailed if the peer stops answering within the retry budget).
+  // Starts a clean close: no new posts; our sends drain until acknowledged (a send still waiting for
+  // the peer's receive waits at most cc.rto.retry_budget_ns); then the sends left and our pending
+  // receives fail ("connection closed locally ..."), and a FIN carrying those counts goes to the
+  // peer, which fails its own pending work and answers. The connection ends kClosed (or kFailed if
+  // the peer stops answering within the retry budget). Receives are not drained: close when they are
+  // done.
   // Calling close() again, or on a closed/failed connection, does nothing.
   void close(TimeNs now);
 

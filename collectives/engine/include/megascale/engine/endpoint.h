@@ -21,7 +21,10 @@
 // sendmmsg does). Connections live until release().
 //
 // API change log (after the first commit of this header):
-//   (none yet)
+//   - packet.h: SEG DATA carries the send's tag at offset 52 (was reserved); new flags kFlagTooLarge
+//     (SEG: the message is larger than the receive) and kFlagAckRequest (ACK: keepalive probe).
+//   - config.h: keepalive_interval_ns (liveness of idle connections with pending requests).
+//   - connection.h: close() drains sends still waiting for a credit for at most the retry budget.
 #pragma once
 
 #include <cstdint>

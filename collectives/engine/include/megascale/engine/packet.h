@@ -81,6 +81,8 @@ inline constexpr uint8_t kFlagFinReply = 0x08;    // FIN: the answer to a peer's
 // SEG DATA: the message for `slot` (msg_len bytes) is larger than the slot's capacity: the send failed
 // and the receive must fail too. Carries no payload (offset 0).
 inline constexpr uint8_t kFlagTooLarge = 0x10;
+// ACK: a keepalive probe; the receiver answers with an ACK at once.
+inline constexpr uint8_t kFlagAckRequest = 0x20;
 
 enum class RstReason : uint16_t {
   kVersionMismatch = 1,  // SYN's version range does not overlap ours

@@ -1,0 +1,66 @@
+// CRC32C: the standard check value, hardware and portable paths agreeing, and extension.
+#include "megascale/engine/crc32c.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace megascale::engine {
+namespace {
+
+TEST(Crc32c, StandardCheckValue) {
+  const char* s = "123456789";
+  EXPECT_EQ(crc32c(s, 9), 0xE3069283U);
+  EXPECT_EQ(crc32c_portable_extend(0, s, 9), 0xE3069283U);
+  if (crc32c_hw_available()) {
+    EXPECT_EQ(crc32c_hw_extend(0, s, 9), 0xE3069283U);
+  } else {
+    GTEST_LOG_(INFO) << "no SSE4.2 crc32 instruction: only the portable path was checked";
+  }
+}
+
+// RFC 3720 (iSCSI) appendix B.4 test vectors.
+TEST(Crc32c, IscsiVectors) {
+  std::vector<uint8_t> zeros(32, 0x00), ones(32, 0xFF), inc(32), dec(32);
+  for (int i = 0; i < 32; ++i) {
+    inc[i] = static_cast<uint8_t>(i);
+    dec[i] = static_cast<uint8_t>(31 - i);
+  }
+  EXPECT_EQ(crc32c(zeros.data(), 32), 0x8A9136AAU);
+  EXPECT_EQ(crc32c(ones.data(), 32), 0x62A8AB43U);
+  EXPECT_EQ(crc32c(inc.data(), 32), 0x46DD794EU);
+  EXPECT_EQ(crc32c(dec.data(), 32), 0x113FDB5CU);
+  EXPECT_EQ(crc32c(nullptr, 0), 0U);
+}
+
+TEST(Crc32c, HardwareAndPortableAgreeOnRandomData) {
+  if (!crc32c_hw_available()) GTEST_SKIP() << "no SSE4.2 crc32 instruction on this CPU";
+  std::mt19937_64 rng(7);
+  std::vector<uint8_t> buf(70'000);
+  for (auto& b : buf) b = static_cast<uint8_t>(rng());
+  for (int trial = 0; trial < 500; ++trial) {
+    const size_t off = rng() % 64;  // unaligned starts
+    const size_t len = rng() % (buf.size() - off);
+    const uint32_t seed = trial % 3 == 0 ? 0 : static_cast<uint32_t>(rng());
+    ASSERT_EQ(crc32c_hw_extend(seed, buf.data() + off, len), crc32c_portable_extend(seed, buf.data() + off, len))
+        << "off " << off << " len " << len;
+  }
+}
+
+TEST(Crc32c, ExtendEqualsWholeBuffer) {
+  std::vector<uint8_t> buf(1000);
+  for (size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<uint8_t>(i * 31 + 7);
+  const uint32_t whole = crc32c(buf.data(), buf.size());
+  for (size_t cut : {0, 1, 7, 8, 9, 500, 999, 1000}) {
+    EXPECT_EQ(crc32c_extend(crc32c(buf.data(), cut), buf.data() + cut, buf.size() - cut), whole) << cut;
+    EXPECT_EQ(crc32c_portable_extend(crc32c_portable_extend(0, buf.data(), cut), buf.data() + cut, buf.size() - cut),
+              whole);
+  }
+  buf[500] ^= 1;
+  EXPECT_NE(crc32c(buf.data(), buf.size()), whole);
+}
+
+}  // namespace
+}  // namespace megascale::engine

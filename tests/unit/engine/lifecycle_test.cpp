@@ -1,0 +1,315 @@
+// Connection setup and teardown: lost handshake packets, version mismatch, connect timeout, clean
+// close with drain, peer closing midway, peer vanishing (error within the retry budget, in virtual
+// time), unknown connections, malformed packets, release while open.
+#include <gtest/gtest.h>
+
+#include "megascale/congestion/rto.h"
+#include "test_net.h"
+
+namespace megascale::engine::testing {
+namespace {
+
+TEST(Lifecycle, HandshakeSurvivesLostSynAndSynAck) {
+  TestNet net(test_config());
+  net.rule = [](const Sent& s) {
+    Fate f;
+    f.drop = (s.pkt.hdr.type == PacketType::kSyn || s.pkt.hdr.type == PacketType::kSynAck) && s.copy == 0;
+    return f;
+  };
+  auto [a, b] = net.connect_pair();
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(a->state(), ConnectionState::kEstablished);
+  EXPECT_EQ(a->remote_id(), b->id());
+  EXPECT_EQ(b->remote_id(), a->id());
+  EXPECT_EQ(net.ep[1]->stats().syns_received, 2u);  // the lost SYN_ACK made A send its SYN again
+  EXPECT_EQ(net.ep[1]->connection_count(), 1u);     // ... which did not create a second connection
+  EXPECT_FALSE(net.ep[1]->accept().has_value());
+  Batch batch({5'000}, 1);
+  batch.post_recvs(b);
+  batch.post_sends(a);
+  ASSERT_TRUE(batch.run(net, a, b));
+  batch.expect_intact(b);
+}
+
+TEST(Lifecycle, NegotiatesTheSmallerSegmentSize) {
+  EngineConfig ca = test_config(), cb = test_config(2);
+  ca.segment_bytes = 1400;
+  cb.segment_bytes = 600;
+  TestNet net(ca, cb);
+  auto [a, b] = net.connect_pair();
+  EXPECT_EQ(a->segment_bytes(), 600u);
+  EXPECT_EQ(b->segment_bytes(), 600u);
+  Batch batch({6'000}, 2);
+  batch.post_recvs(b);
+  batch.post_sends(a);
+  ASSERT_TRUE(batch.run(net, a, b));
+  batch.expect_intact(b);
+  EXPECT_EQ(a->stats().segments_sent, 10u);
+}
+
+TEST(Lifecycle, VersionMismatchFailsConnectWithClearError) {
+  EngineConfig future = test_config(2);
+  future.version_min = 2;
+  future.version_max = 2;
+  TestNet net(test_config(), future);
+  auto id = net.ep[0]->connect(net.now, kPeerB);
+  ASSERT_TRUE(id.ok());
+  Connection* a = net.ep[0]->connection(*id);
+  uint8_t buf[4] = {};
+  auto s = a->post_send(buf, 4, 0);
+  ASSERT_TRUE(net.run_until([&] { return a->state() == ConnectionState::kFailed; }, net.now + 1'000'000'000));
+  EXPECT_NE(a->error().find("version mismatch: acceptor speaks 2..2, initiator speaks 1..1"), std::string::npos)
+      << a->error();
+  Completion c = a->test(*s);
+  EXPECT_TRUE(c.done);
+  EXPECT_FALSE(c.ok);
+  EXPECT_EQ(c.error, a->error());  // the pending send carries the cause
+  EXPECT_EQ(net.ep[1]->stats().version_mismatches, 1u);
+  EXPECT_EQ(net.ep[0]->stats().version_mismatches, 1u);
+  EXPECT_EQ(net.ep[1]->connection_count(), 0u);
+  EXPECT_FALSE(a->post_send(buf, 4, 0).ok());
+}
+
+TEST(Lifecycle, VersionMismatchTheOtherWay) {
+  EngineConfig future = test_config(2);
+  future.version_min = 2;
+  future.version_max = 3;
+  TestNet net(future, test_config());
+  auto id = net.ep[0]->connect(net.now, kPeerB);
+  Connection* a = net.ep[0]->connection(*id);
+  ASSERT_TRUE(net.run_until([&] { return a->state() == ConnectionState::kFailed; }, net.now + 1'000'000'000));
+  EXPECT_NE(a->error().find("acceptor speaks 1..1, initiator speaks 2..3"), std::string::npos) << a->error();
+}
+
+TEST(Lifecycle, ConnectToNobodyFailsAfterTheConnectTimeout) {
+  EngineConfig cfg = test_config();
+  cfg.connect_timeout_ns = 3'000'000'000;
+  TestNet net(cfg);
+  net.rule = [](const Sent&) {
+    Fate f;
+    f.drop = true;  // a black hole
+    return f;
+  };
+  const TimeNs t0 = net.now;
+  auto id = net.ep[0]->connect(net.now, kPeerB);
+  Connection* a = net.ep[0]->connection(*id);
+  ASSERT_TRUE(net.run_until([&] { return a->state() == ConnectionState::kFailed; }, net.now + 60'000'000'000));
+  EXPECT_NE(a->error().find("no answer"), std::string::npos) << a->error();
+  EXPECT_GE(net.now - t0, cfg.connect_timeout_ns);
+  EXPECT_LE(net.now - t0, cfg.connect_timeout_ns + 2 * cfg.cc.rto.max_rto_ns);
+  EXPECT_EQ(net.ep[0]->next_deadline(), kNever);  // nothing left to do: no hang, no busy timer
+}
+
+TEST(Lifecycle, CleanCloseDrainsSendsThenBothSidesClose) {
+  TestNet net(test_config());
+  auto [a, b] = net.connect_pair();
+  Batch batch({30'000, 20'000}, 3);
+  batch.post_recvs(b);
+  batch.post_sends(a);
+  a->close(net.now);  // right away: the sends are in progress and must drain first
+  EXPECT_EQ(a->state(), ConnectionState::kClosing);
+  EXPECT_FALSE(a->post_send(batch.msgs[0].data.data(), 1, 0).ok());
+  ASSERT_TRUE(batch.run(net, a, b));
+  batch.expect_intact(b);
+  ASSERT_TRUE(net.run_until([&] { return a->state() == ConnectionState::kClosed && b->state() == ConnectionState::kClosed; },
+                            net.now + 1'000'000'000));
+  EXPECT_EQ(a->close_report().unfinished_sends, 0u);
+  EXPECT_EQ(a->close_report().unfinished_recvs, 0u);
+  EXPECT_TRUE(b->close_report().closed_by_peer);
+  EXPECT_FALSE(a->close_report().closed_by_peer);
+  EXPECT_EQ(net.ep[0]->next_deadline(), kNever);
+  EXPECT_EQ(net.ep[1]->next_deadline(), kNever);
+}
+
+TEST(Lifecycle, PeerClosesMidwayAndPendingWorkFailsWithReport) {
+  TestNet net(test_config());
+  auto [a, b] = net.connect_pair();
+  // B posts one receive; A sends two messages (the second never gets a receive); A also waits for a
+  // message from B that B never sends.
+  Batch first({8'000}, 4);
+  first.post_recvs(b);
+  first.post_sends(a);
+  const auto orphan = pattern(5, 4'000);
+  auto s2 = a->post_send(orphan.data(), orphan.size(), 0);
+  std::vector<uint8_t> back(100);
+  auto r_back = a->post_recv(back.data(), back.size(), 0);
+  ASSERT_TRUE(first.run(net, a, b));
+  first.expect_intact(b);
+  // Now B posts another receive and closes before any data for it could come.
+  std::vector<uint8_t> late(10'000);
+  auto r_late = b->post_recv(late.data(), late.size(), 6);
+  b->close(net.now);
+  ASSERT_TRUE(net.run_until([&] { return a->state() == ConnectionState::kClosed && b->state() == ConnectionState::kClosed; },
+                            net.now + 1'000'000'000));
+  Completion c2 = a->test(*s2), cb = a->test(*r_back), cl = b->test(*r_late);
+  ASSERT_TRUE(c2.done && cb.done && cl.done);
+  EXPECT_FALSE(c2.ok);
+  EXPECT_FALSE(cb.ok);
+  EXPECT_FALSE(cl.ok);
+  EXPECT_NE(c2.error.find("peer closed the connection (it left 0 sends and 1 receives unfinished)"), std::string::npos)
+      << c2.error;
+  EXPECT_NE(cl.error.find("closed locally with 1 receives pending"), std::string::npos) << cl.error;
+  EXPECT_TRUE(a->close_report().closed_by_peer);
+  EXPECT_EQ(a->close_report().unfinished_sends, 1u);
+  EXPECT_EQ(a->close_report().unfinished_recvs, 1u);
+  EXPECT_EQ(a->close_report().peer_unfinished_recvs, 1u);
+  EXPECT_EQ(b->close_report().peer_unfinished_sends, 1u);
+  EXPECT_EQ(b->close_report().unfinished_recvs, 1u);
+}
+
+TEST(Lifecycle, LostFinIsRetransmitted) {
+  TestNet net(test_config());
+  auto [a, b] = net.connect_pair();
+  net.rule = [](const Sent& s) {
+    Fate f;
+    f.drop = s.pkt.hdr.type == PacketType::kFin && s.copy == 0;  // both the FIN and its reply, once
+    return f;
+  };
+  a->close(net.now);
+  ASSERT_TRUE(net.run_until([&] { return a->state() == ConnectionState::kClosed && b->state() == ConnectionState::kClosed; },
+                            net.now + 1'000'000'000));
+}
+
+TEST(Lifecycle, PeerVanishesErrorWithinTheRetryBudget) {
+  EngineConfig cfg = test_config();
+  cfg.cc.rto.retry_budget_ns = 5'000'000'000;  // 5 s of virtual time
+  TestNet net(cfg);
+  auto [a, b] = net.connect_pair();
+  Batch batch({200'000}, 6);
+  batch.post_recvs(b);
+  std::vector<uint8_t> back(10);
+  auto r_back = a->post_recv(back.data(), back.size(), 0);
+  batch.post_sends(a);
+  net.run_for(20'000);  // some data flows...
+  net.rule = [](const Sent&) {
+    Fate f;
+    f.drop = true;  // ...then B is gone: nothing gets through any more
+    return f;
+  };
+  const TimeNs vanished = net.now;
+  cc::RtoEstimator worst(cfg.cc.rto, 0);
+  ASSERT_TRUE(net.run_until([&] { return a->state() == ConnectionState::kFailed; }, net.now + 120'000'000'000));
+  EXPECT_NE(a->error().find("unreachable: no progress for"), std::string::npos) << a->error();
+  EXPECT_NE(a->error().find("retransmission timeouts"), std::string::npos) << a->error();
+  // Failed after the budget, and not much later than the slowest schedule allows.
+  EXPECT_GE(net.now - vanished, cfg.cc.rto.retry_budget_ns);
+  EXPECT_LE(net.now - vanished, worst.worst_case_budget_ns() + cfg.cc.rto.max_rto_ns);
+  Completion s = a->test(batch.msgs[0].send_id), r = a->test(*r_back);
+  EXPECT_TRUE(s.done && !s.ok);
+  EXPECT_TRUE(r.done && !r.ok);
+  EXPECT_EQ(s.error, a->error());
+  EXPECT_GE(a->stats().timeouts, 5u);
+  EXPECT_LT(a->stats().bytes_acked, 200'000u);  // it did vanish mid-transfer
+  EXPECT_EQ(net.ep[0]->stats().connections_failed, 1u);
+  EXPECT_EQ(net.ep[0]->next_deadline(), kNever);  // no timers left: nothing spins
+}
+
+TEST(Lifecycle, IdlePeerVanishesPendingReceiveFailsByKeepalive) {
+  EngineConfig cfg = test_config();
+  cfg.cc.rto.retry_budget_ns = 3'000'000'000;
+  cfg.keepalive_interval_ns = 500'000'000;
+  TestNet net(cfg);
+  auto [a, b] = net.connect_pair();
+  std::vector<uint8_t> buf(100);
+  auto r = a->post_recv(buf.data(), buf.size(), 0);  // waits for a message B will never send
+  net.run_for(5'000'000'000);  // a live but silent peer answers the probes: nothing fails
+  EXPECT_EQ(a->state(), ConnectionState::kEstablished);
+  EXPECT_FALSE(a->test(*r).done);
+  net.rule = [](const Sent&) {
+    Fate f;
+    f.drop = true;
+    return f;
+  };
+  const TimeNs vanished = net.now;
+  ASSERT_TRUE(net.run_until([&] { return a->state() == ConnectionState::kFailed; }, net.now + 60'000'000'000));
+  EXPECT_NE(a->error().find("keepalive probes unanswered"), std::string::npos) << a->error();
+  EXPECT_GE(net.now - vanished, cfg.cc.rto.retry_budget_ns);
+  EXPECT_LE(net.now - vanished, cfg.keepalive_interval_ns + cfg.cc.rto.retry_budget_ns + cfg.cc.rto.max_rto_ns);
+  Completion c = a->test(*r);
+  EXPECT_TRUE(c.done && !c.ok);
+  EXPECT_EQ(c.error, a->error());
+}
+
+TEST(Lifecycle, PacketsForUnknownConnectionsGetARateLimitedReset) {
+  TestNet net(test_config());
+  auto [a, b] = net.connect_pair();
+  const ConnId bid = b->id();
+  net.ep[1]->release(bid);  // B forgets the connection without telling A (its RST is lost)
+  net.rule = [](const Sent& s) {
+    Fate f;
+    f.drop = s.pkt.hdr.type == PacketType::kRst && s.pkt.rst.reason == RstReason::kAborted;
+    return f;
+  };
+  net.run_for(1'000'000);
+  net.rule = nullptr;
+  ASSERT_EQ(a->state(), ConnectionState::kEstablished);
+  Batch batch({20'000}, 7);
+  batch.post_sends(a);
+  std::vector<uint8_t> buf(10);
+  auto r = a->post_recv(buf.data(), buf.size(), 0);  // A's credit reaches B, which knows no such id
+  ASSERT_TRUE(net.run_until([&] { return a->state() == ConnectionState::kFailed; }, net.now + 1'000'000'000));
+  EXPECT_NE(a->error().find("connection reset by peer"), std::string::npos) << a->error();
+  EXPECT_NE(a->error().find("unknown connection"), std::string::npos) << a->error();
+  EXPECT_GE(net.ep[1]->stats().unknown_connection, 1u);
+  EXPECT_EQ(net.ep[1]->stats().rsts_sent, 2u);  // the lost abort, and one for the unknown id
+  Completion c = a->test(*r);
+  EXPECT_TRUE(c.done && !c.ok);
+}
+
+TEST(Lifecycle, ReleaseWhileOpenResetsThePeer) {
+  TestNet net(test_config());
+  auto [a, b] = net.connect_pair();
+  std::vector<uint8_t> buf(100);
+  auto r = b->post_recv(buf.data(), buf.size(), 0);
+  net.ep[0]->release(a->id());
+  ASSERT_TRUE(net.run_until([&] { return b->state() == ConnectionState::kFailed; }, net.now + 1'000'000'000));
+  EXPECT_NE(b->error().find("released the connection"), std::string::npos) << b->error();
+  Completion c = b->test(*r);
+  EXPECT_TRUE(c.done && !c.ok);
+  EXPECT_EQ(net.ep[0]->connection_count(), 0u);
+}
+
+TEST(Lifecycle, MalformedPacketsAreCountedAndDropped) {
+  TestNet net(test_config());
+  auto [a, b] = net.connect_pair();
+  Endpoint& eb = *net.ep[1];
+  const uint64_t before = eb.stats().malformed_dropped;
+  // Too short, wrong magic, bad header CRC (a valid ACK with a flipped bit), trailing garbage.
+  uint8_t junk[64] = {1, 2, 3};
+  eb.on_packet(net.now, kPeerA, junk, 3, false);
+  eb.on_packet(net.now, kPeerA, junk, sizeof junk, false);
+  uint8_t hdr[kMaxHeaderBytes];
+  AckHeader ack;
+  size_t n = encode_ack(CommonHeader{.dst_conn_id = b->id()}, ack, hdr);
+  hdr[40] ^= 4;
+  eb.on_packet(net.now, kPeerA, hdr, n, false);
+  hdr[40] ^= 4;
+  eb.on_packet(net.now, kPeerA, hdr, n + 1, false);
+  EXPECT_EQ(eb.stats().malformed_dropped - before, 4u);
+  // An intact ACK acknowledging data never sent is dropped by the connection and counted there.
+  ack.cum_ack = 1'000'000;
+  n = encode_ack(CommonHeader{.dst_conn_id = b->id()}, ack, hdr);
+  eb.on_packet(net.now, kPeerA, hdr, n, false);
+  EXPECT_EQ(b->stats().malformed_dropped, 1u);
+  // A DATA segment for a receive slot B never posted: dropped, counted, not acknowledged.
+  uint8_t pkt[kMaxHeaderBytes + 4] = {};
+  SegHeader seg;
+  seg.seq = 0;
+  seg.slot = 5;
+  seg.msg_len = 4;
+  seg.payload_len = 4;
+  seg.payload_crc = crc32c(pkt + kSegHeaderBytes, 4);
+  n = encode_seg(CommonHeader{.flags = kFlagLast, .dst_conn_id = b->id()}, seg, pkt);
+  eb.on_packet(net.now, kPeerA, pkt, n + 4, false);
+  EXPECT_EQ(b->stats().malformed_dropped, 2u);
+  EXPECT_EQ(b->stats().segments_received, 0u);
+  // The connection still works.
+  Batch batch({9'000}, 8);
+  batch.post_recvs(b);
+  batch.post_sends(a);
+  ASSERT_TRUE(batch.run(net, a, b));
+  batch.expect_intact(b);
+}
+
+}  // namespace
+}  // namespace megascale::engine::testing
