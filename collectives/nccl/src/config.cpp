@@ -63,7 +63,7 @@ std::string seconds_text(TimeNs ns) {
 uint32_t default_segment_bytes(int mtu_bytes, bool ipv6) {
   const int overhead = (ipv6 ? 40 : 20) + 8 + static_cast<int>(engine::kSegHeaderBytes);
   const int fit = mtu_bytes - overhead;
-  return static_cast<uint32_t>(std::clamp(fit, 512, 8192));
+  return static_cast<uint32_t>(std::clamp(fit, 512, 32768));
 }
 
 Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
@@ -162,6 +162,14 @@ Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
     c.busy_poll = *v;
   }
   echo("MEGASCALE_BUSY_POLL", c.busy_poll ? "1" : "0", busy != nullptr);
+
+  const char* poll = env("MEGASCALE_TEST_POLL_US");
+  if (poll != nullptr) {
+    auto v = parse_int("MEGASCALE_TEST_POLL_US", poll, 0, 10000);
+    if (!v) return v.error();
+    c.test_poll_ns = static_cast<TimeNs>(*v) * kNsPerUs;
+  }
+  echo("MEGASCALE_TEST_POLL_US", std::to_string(c.test_poll_ns / kNsPerUs), poll != nullptr);
 
   // MEGASCALE_FAULT_*: the wire validates and names the variable itself.
   auto fault = wire::fault_config_from_env(wire::FaultConfig{}, getenv_fn);

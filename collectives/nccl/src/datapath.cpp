@@ -1,6 +1,7 @@
 // The data path (NCCL's progress thread): memory registration, isend, grouped irecv, test, iflush,
 // irecvConsumed. Buffers go straight to the engine: a send is read in place by the wire (zero copy), a
 // receive is written in place as segments arrive (the UDP datapath's one copy).
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 
@@ -226,10 +227,23 @@ NetResult test(void* request, int* done, int* sizes) {
   *done = 0;
   CommBase* comm = r->comm;
   if (comm->failed != abi::kNetSuccess) return comm->failed;
-  Registry::get().tick(wire::UdpWire::now());
+  Registry& reg = Registry::get();
+  const TimeNs now = wire::UdpWire::now();
+  reg.tick(now);
+  // NCCL calls test() in a tight loop; each look into the engine takes the wire's lock, which its thread
+  // needs to move packets. While nothing completes on this comm, look less and less often.
+  if (now < comm->next_poll_ns && !r->optional) return abi::kNetSuccess;
+  const uint8_t before = r->done_mask;
   NetResult code = abi::kNetSuccess;
   if (!poll_request(*r, &code)) return code;
   const bool finished = all_done(*r);
+  if (r->done_mask != before) {
+    comm->poll_backoff_ns = 0;
+    comm->next_poll_ns = 0;
+  } else if (const TimeNs cap = reg.config().test_poll_ns; cap > 0) {
+    comm->poll_backoff_ns = std::min(cap, comm->poll_backoff_ns > 0 ? 2 * comm->poll_backoff_ns : TimeNs{250});
+    comm->next_poll_ns = now + comm->poll_backoff_ns;
+  }
   if (!finished && !r->optional) return abi::kNetSuccess;
   // Done (or optional: NCCL reads LL/LL128 data by its flags and need not wait for the completion;
   // the engine request is kept and freed when it finishes).

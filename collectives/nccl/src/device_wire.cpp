@@ -1,6 +1,9 @@
 // DeviceWire: a device's UDP wire and its acceptor (hello routing, background closes); CommBase's
 // request pool; failure classification.
+#include <atomic>
+#include <chrono>
 #include <random>
+#include <thread>
 
 #include "log.h"
 #include "megascale/engine/endpoint.h"
@@ -43,7 +46,20 @@ DeviceWire::~DeviceWire() {
   udp_->with_endpoint([](engine::Endpoint& ep) {
     for (engine::ConnId id : ep.connection_ids()) ep.release(id);
   });
-  udp_->stop();
+  // UdpWire::stop() can miss its wakeup: if the stop lands while the thread is in a progress round, the
+  // round's receive drains the wake eventfd and the thread then sleeps with no deadline without looking
+  // at the stop flag again. Keep touching the wire (with_endpoint wakes a sleeping thread) until stop()
+  // has joined it. (Reported to the wire's owner; harmless once fixed there.)
+  std::atomic<bool> stopped{false};
+  std::thread stopper([&] {
+    udp_->stop();
+    stopped.store(true, std::memory_order_release);
+  });
+  while (!stopped.load(std::memory_order_acquire)) {
+    udp_->with_endpoint([](engine::Endpoint&) {});
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+  }
+  stopper.join();
   (void)udp_->progress();
 }
 

@@ -107,6 +107,9 @@ struct CommBase {
   uint64_t completed = 0;       // requests reported done to NCCL
   uint64_t retry_later = 0;     // isend/irecv answered with request = NULL (no free request)
   uint64_t bytes_done = 0;      // bytes of completed requests
+  // test() looks into the engine at most this often while nothing completes (see MEGASCALE_TEST_POLL_US).
+  TimeNs next_poll_ns = 0;
+  TimeNs poll_backoff_ns = 0;
 
   CommBase(uint32_t m, Role r, uint32_t pool_size);
   Request* alloc_request();

@@ -49,11 +49,12 @@ TEST(PluginConfig, DefaultsWithAnEmptyEnvironment) {
   EXPECT_EQ(c->traffic_class, -1);
   EXPECT_TRUE(c->ifname.empty());
   EXPECT_TRUE(c->stats_dir.empty());
-  EXPECT_EQ(c->threads_per_device, 1u);
+  EXPECT_EQ(c->threads_per_device, 4u);
   EXPECT_FALSE(c->busy_poll);
+  EXPECT_EQ(c->test_poll_ns, 8'000);
   EXPECT_FALSE(c->fault.enabled());
   // Every knob is echoed once, marked as a default.
-  ASSERT_EQ(c->echo.size(), 11u);
+  ASSERT_EQ(c->echo.size(), 12u);
   for (const std::string& line : c->echo) {
     EXPECT_EQ(line.rfind("MEGASCALE_", 0), 0u) << line;
     EXPECT_NE(line.find("(default)"), std::string::npos) << line;
@@ -70,6 +71,7 @@ TEST(PluginConfig, EveryKnobReachesItsField) {
                  {"MEGASCALE_STATS_INTERVAL_S", "0.5"},
                  {"MEGASCALE_NTHREADS", "3"},
                  {"MEGASCALE_BUSY_POLL", "1"},
+                 {"MEGASCALE_TEST_POLL_US", "0"},
                  {"MEGASCALE_FAULT_DROP", "0.01"},
                  {"MEGASCALE_FAULT_SEED", "7"}});
   ASSERT_TRUE(c) << c.error().message;
@@ -83,6 +85,7 @@ TEST(PluginConfig, EveryKnobReachesItsField) {
   EXPECT_EQ(c->stats_interval_ns, 500'000'000);
   EXPECT_EQ(c->threads_per_device, 3u);
   EXPECT_TRUE(c->busy_poll);
+  EXPECT_EQ(c->test_poll_ns, 0);
   EXPECT_DOUBLE_EQ(c->fault.drop, 0.01);
   EXPECT_EQ(c->fault.seed, 7u);
   bool lanes_echoed = false;
@@ -124,6 +127,7 @@ TEST(PluginConfig, BadValuesAreRefusedNamingVariableAndValue) {
       {"MEGASCALE_STATS_INTERVAL_S", "soon", "seconds"},
       {"MEGASCALE_NTHREADS", "0", "1..16"},
       {"MEGASCALE_BUSY_POLL", "maybe", "0 or 1"},
+      {"MEGASCALE_TEST_POLL_US", "-1", "0..10000"},
       {"MEGASCALE_CC", "no-such-preset", ""},
       {"MEGASCALE_FAULT_DROP", "1.5", "[0, 1]"},
   };
@@ -151,12 +155,12 @@ TEST(PluginConfig, StatsDirIsCreatedOrRefused) {
 }
 
 TEST(PluginConfig, DefaultSegmentFitsTheMtu) {
-  // IP (20 or 40) + UDP (8) + the engine's 72-byte segment header must fit; 8 KiB cap, 512 floor.
+  // IP (20 or 40) + UDP (8) + the engine's 72-byte segment header must fit; 32 KiB cap, 512 floor.
   EXPECT_EQ(default_segment_bytes(1500, false), 1400u);
   EXPECT_EQ(default_segment_bytes(1500, true), 1380u);
   EXPECT_EQ(default_segment_bytes(4200, false), 4100u);
-  EXPECT_EQ(default_segment_bytes(9000, false), 8192u);
-  EXPECT_EQ(default_segment_bytes(65536, false), 8192u);
+  EXPECT_EQ(default_segment_bytes(9000, false), 8900u);
+  EXPECT_EQ(default_segment_bytes(65536, false), 32768u);
   EXPECT_EQ(default_segment_bytes(576, false), 512u);
 }
 

@@ -33,6 +33,7 @@ const std::vector<CaseInfo>& all_cases() {
        case_peer_killed_while_sending},
       {"peer_killed_while_receiving", "the sending peer process is SIGKILLed: irecv/test fail within the retry budget",
        case_peer_killed_while_receiving},
+      {"latency", "one 8-byte message at a time: microseconds per message (informational)", case_latency},
       {"throughput", "one connection, 4 MiB messages, 8 in flight: GB/s (informational)", case_throughput},
   };
   return cases;
@@ -141,11 +142,14 @@ Report run(const Options& options, const std::function<void(const CaseResult&)>&
     (void)ctx.finalize();
   }
 
+  bool hung = false;
   for (const CaseInfo& info : all_cases()) {
     bool selected = options.cases.empty();
     for (const std::string& c : options.cases) selected = selected || c == info.name;
     if (!selected) continue;
     report.cases.push_back(run_case(info, env));
+    if (hung) report.cases.back().detail += " (after an earlier case hung: its thread may still hold the plugin)";
+    hung = hung || report.cases.back().detail.rfind("HANG:", 0) == 0;
     if (on_case) on_case(report.cases.back());
   }
   report.log = LogCapture::get().tail(200);

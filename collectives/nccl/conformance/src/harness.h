@@ -108,9 +108,10 @@ class Pair {
 // Streams `count` messages of `bytes` each through `pair` with `inflight` isends and irecvs posted at
 // once (NCCL_STEPS = 8), rolling: a completed request is replaced by the next message. Every received
 // message is checked byte for byte and by its reported size. recv_extra: receive buffers this much
-// larger than the messages. Needs pair buffers of inflight * (bytes + recv_extra).
+// larger than the messages. Needs pair buffers of inflight * (bytes + recv_extra). With touch_data false
+// the data is neither written nor checked (throughput: NCCL's proxy never touches it either), only sizes.
 Status stream(Net& net, Pair& pair, size_t bytes, int inflight, int count, int tag, const Deadline& deadline,
-              uint64_t seed, size_t recv_extra = 0);
+              uint64_t seed, size_t recv_extra = 0, bool touch_data = true);
 
 // Tests `request` until done or the deadline; `sizes` as NCCL passes it (may be null).
 Status wait_request(Net& net, void* request, int* sizes, const Deadline& deadline, const char* what);
