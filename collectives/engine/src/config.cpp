@@ -13,7 +13,9 @@ Error bad(const char* field, const std::string& value, const char* why) {
   return make_error(std::string("engine config: ") + field + " = " + value + ": " + why);
 }
 
-bool is_pow2(uint32_t v) { return v != 0 && (v & (v - 1)) == 0; }
+bool is_pow2(uint32_t v) {
+  return v != 0 && (v & (v - 1)) == 0;
+}
 
 }  // namespace
 
@@ -41,7 +43,8 @@ Status validate_engine_config(const EngineConfig& c) {
     return bad("keepalive_interval_ns", std::to_string(c.keepalive_interval_ns), "must be > 0");
   }
   if (c.ack_every_segments > 1 && c.ack_delay_ns == 0) {
-    return bad("ack_delay_ns", "0", "must be > 0 when ack_every_segments > 1 (a partial batch would wait forever)");
+    return bad("ack_delay_ns", "0",
+               "must be > 0 when ack_every_segments > 1 (a partial batch would wait forever)");
   }
   if (c.connect_timeout_ns <= 0) {
     return bad("connect_timeout_ns", std::to_string(c.connect_timeout_ns), "must be > 0");
@@ -49,7 +52,8 @@ Status validate_engine_config(const EngineConfig& c) {
   if (c.rst_interval_ns < 0) return bad("rst_interval_ns", std::to_string(c.rst_interval_ns), "must be >= 0");
   if (c.max_connections == 0) return bad("max_connections", "0", "must be >= 1");
   if (c.version_min == 0 || c.version_min > c.version_max) {
-    return bad("version_min..version_max", std::to_string(c.version_min) + ".." + std::to_string(c.version_max),
+    return bad("version_min..version_max",
+               std::to_string(c.version_min) + ".." + std::to_string(c.version_max),
                "must be a non-empty range starting at >= 1");
   }
   if (Status s = cc::validate_cc_config(c.cc, "engine config cc"); !s) return s.error();

@@ -20,12 +20,14 @@ std::string seconds(TimeNs ns) {
   return buf;
 }
 
-bool is_pow2(uint32_t v) { return v != 0 && (v & (v - 1)) == 0; }
+bool is_pow2(uint32_t v) {
+  return v != 0 && (v & (v - 1)) == 0;
+}
 
 }  // namespace
 
-ConnectionCore::ConnectionCore(const EngineConfig& cfg, ConnId id, uint32_t peer, uint64_t seed, bool initiator,
-                               TimeNs now, EndpointStats* ep_stats)
+ConnectionCore::ConnectionCore(const EngineConfig& cfg, ConnId id, uint32_t peer, uint64_t seed,
+                               bool initiator, TimeNs now, EndpointStats* ep_stats)
     : cfg_(cfg),
       ep_stats_(ep_stats),
       id_(id),
@@ -51,7 +53,7 @@ ConnectionCore::ConnectionCore(const EngineConfig& cfg, ConnId id, uint32_t peer
   lanes_.resize(cfg.lanes);
   recv_mask_ = round_up_pow2(cfg.max_posted_recvs) - 1;
   recv_slots_.assign(size_t{recv_mask_} + 1, kNoRequest);
-  rcv_bits_.assign(rcv_window_ / 64, 0);
+  rcv_bits_.assign((rcv_window_ + 63) / 64, 0);  // windows below 64 segments use part of one word
   cnp_pacers_.assign(kMaxLanes, cc::CnpPacer(cfg.cc.dcqcn.cnp_interval_ns));
   if (initiator) {
     syn_pending_ = true;
@@ -76,7 +78,9 @@ uint32_t ConnectionCore::alloc_request() {
   return idx;
 }
 
-static RequestId make_request_id(uint32_t idx, uint32_t gen) { return (uint64_t{gen} << 32) | (uint64_t{idx} + 1); }
+static RequestId make_request_id(uint32_t idx, uint32_t gen) {
+  return (uint64_t{gen} << 32) | (uint64_t{idx} + 1);
+}
 
 Result<RequestId> ConnectionCore::post_send(const void* data, uint64_t size, int32_t tag) {
   if (state_ != ConnectionState::kConnecting && state_ != ConnectionState::kEstablished) {
@@ -224,7 +228,8 @@ Status ConnectionCore::validate_handshake(const HandshakeBody& hs) {
     return make_error("handshake: mss_bytes " + std::to_string(hs.mss_bytes) + " outside 1..65000");
   }
   if (!is_pow2(hs.recv_slots) || hs.recv_slots > (1U << 21)) {
-    return make_error("handshake: recv_slots " + std::to_string(hs.recv_slots) + " not a power of two <= 2^21");
+    return make_error("handshake: recv_slots " + std::to_string(hs.recv_slots) +
+                      " not a power of two <= 2^21");
   }
   if (!is_pow2(hs.window_segments) || hs.window_segments < 16 || hs.window_segments > (1U << 20)) {
     return make_error("handshake: window_segments " + std::to_string(hs.window_segments) +
@@ -389,7 +394,8 @@ void ConnectionCore::on_packet(TimeNs now, const Packet& pkt, bool ce, DecodeRes
   }
   switch (pkt.hdr.type) {
     case PacketType::kSeg:
-      if (state_ == ConnectionState::kEstablished || state_ == ConnectionState::kClosing) on_seg(now, pkt, ce, r);
+      if (state_ == ConnectionState::kEstablished || state_ == ConnectionState::kClosing)
+        on_seg(now, pkt, ce, r);
       break;
     case PacketType::kAck:
       if (state_ == ConnectionState::kEstablished || state_ == ConnectionState::kClosing) on_ack(now, pkt);
@@ -397,10 +403,17 @@ void ConnectionCore::on_packet(TimeNs now, const Packet& pkt, bool ce, DecodeRes
     case PacketType::kCnp:
       if (state_ == ConnectionState::kEstablished || state_ == ConnectionState::kClosing) on_cnp(now, pkt);
       break;
-    case PacketType::kSynAck: on_syn_ack(now, pkt); break;
-    case PacketType::kFin: on_fin(now, pkt); break;
-    case PacketType::kRst: on_rst(pkt); break;
-    case PacketType::kSyn: break;  // the endpoint handles SYNs
+    case PacketType::kSynAck:
+      on_syn_ack(now, pkt);
+      break;
+    case PacketType::kFin:
+      on_fin(now, pkt);
+      break;
+    case PacketType::kRst:
+      on_rst(pkt);
+      break;
+    case PacketType::kSyn:
+      break;  // the endpoint handles SYNs
   }
 }
 
@@ -418,31 +431,41 @@ bool ConnectionCore::poll_control(TimeNs now, TxPacket& out) {
   if (syn_pending_ && state_ == ConnectionState::kConnecting) {
     syn_pending_ = false;
     ++syns_sent_;
-    out.header_len = static_cast<uint16_t>(encode_handshake(
-        CommonHeader{.version = static_cast<uint8_t>(cfg_.version_max), .type = PacketType::kSyn, .lane = 0,
-                     .flags = 0, .dst_conn_id = 0},
-        handshake_body(), out.header));
+    out.header_len =
+        static_cast<uint16_t>(encode_handshake(CommonHeader{.version = static_cast<uint8_t>(cfg_.version_max),
+                                                            .type = PacketType::kSyn,
+                                                            .lane = 0,
+                                                            .flags = 0,
+                                                            .dst_conn_id = 0},
+                                               handshake_body(), out.header));
     fill_common(out, 0);
     ctl_deadline_ = now + ctl_rto_.timeout_ns();
     return true;
   }
   if (synack_pending_) {
     synack_pending_ = false;
-    out.header_len = static_cast<uint16_t>(encode_handshake(
-        CommonHeader{.version = static_cast<uint8_t>(version_), .type = PacketType::kSynAck, .lane = 0,
-                     .flags = 0, .dst_conn_id = remote_id_},
-        handshake_body(), out.header));
+    out.header_len =
+        static_cast<uint16_t>(encode_handshake(CommonHeader{.version = static_cast<uint8_t>(version_),
+                                                            .type = PacketType::kSynAck,
+                                                            .lane = 0,
+                                                            .flags = 0,
+                                                            .dst_conn_id = remote_id_},
+                                               handshake_body(), out.header));
     fill_common(out, 0);
     return true;
   }
   if (fin_reply_pending_ || fin_pending_) {
     const bool reply = fin_reply_pending_;
-    FinBody f{.final_seq = snd_nxt_, .unfinished_sends = close_report_.unfinished_sends,
+    FinBody f{.final_seq = snd_nxt_,
+              .unfinished_sends = close_report_.unfinished_sends,
               .unfinished_recvs = close_report_.unfinished_recvs};
-    out.header_len = static_cast<uint16_t>(
-        encode_fin(CommonHeader{.version = static_cast<uint8_t>(version_), .type = PacketType::kFin, .lane = 0,
-                                .flags = reply ? kFlagFinReply : uint8_t{0}, .dst_conn_id = remote_id_},
-                   f, out.header));
+    out.header_len =
+        static_cast<uint16_t>(encode_fin(CommonHeader{.version = static_cast<uint8_t>(version_),
+                                                      .type = PacketType::kFin,
+                                                      .lane = 0,
+                                                      .flags = reply ? kFlagFinReply : uint8_t{0},
+                                                      .dst_conn_id = remote_id_},
+                                         f, out.header));
     fill_common(out, 0);
     if (reply) {
       fin_reply_pending_ = false;
@@ -456,10 +479,12 @@ bool ConnectionCore::poll_control(TimeNs now, TxPacket& out) {
   if (cnp_pending_mask_ != 0) {
     const auto lane = static_cast<uint8_t>(__builtin_ctzll(cnp_pending_mask_));
     cnp_pending_mask_ &= cnp_pending_mask_ - 1;
-    out.header_len = static_cast<uint16_t>(
-        encode_cnp(CommonHeader{.version = static_cast<uint8_t>(version_), .type = PacketType::kCnp, .lane = lane,
-                                .flags = 0, .dst_conn_id = remote_id_},
-                   CnpBody{.lane = lane}, out.header));
+    out.header_len = static_cast<uint16_t>(encode_cnp(CommonHeader{.version = static_cast<uint8_t>(version_),
+                                                                   .type = PacketType::kCnp,
+                                                                   .lane = lane,
+                                                                   .flags = 0,
+                                                                   .dst_conn_id = remote_id_},
+                                                      CnpBody{.lane = lane}, out.header));
     fill_common(out, static_cast<uint8_t>(lane % lanes_.size()));
     ++stats_.cnps_sent;
     if (lane < lanes_.size()) ++lanes_[lane].stats.cnps_sent;
@@ -499,8 +524,8 @@ void ConnectionCore::on_timer(TimeNs now) {
     ctl_deadline_ = kNever;
     if (state_ == ConnectionState::kConnecting) {
       if (ctl_rto_.on_timeout(now) == cc::RtoVerdict::kGiveUp) {
-        fail("connect to peer " + std::to_string(peer_) + ": no answer after " + seconds(now - connect_start_ns_) +
-             " (" + std::to_string(syns_sent_) + " SYNs sent)");
+        fail("connect to peer " + std::to_string(peer_) + ": no answer after " +
+             seconds(now - connect_start_ns_) + " (" + std::to_string(syns_sent_) + " SYNs sent)");
         return;
       }
       syn_pending_ = true;

@@ -35,9 +35,9 @@ struct Request {
   bool is_send = false;
   bool done = false;
   bool ok = false;
-  int32_t tag = 0;         // posted tag; after completion of a receive, the sender's tag
-  uint64_t bytes = 0;      // completion bytes
-  std::string error;       // set only on failure (allocation off the hot path)
+  int32_t tag = 0;     // posted tag; after completion of a receive, the sender's tag
+  uint64_t bytes = 0;  // completion bytes
+  std::string error;   // set only on failure (allocation off the hot path)
   // Send.
   const uint8_t* data = nullptr;
   uint64_t size = 0;
@@ -48,30 +48,30 @@ struct Request {
   // Receive.
   uint8_t* buf = nullptr;
   uint64_t capacity = 0;
-  uint64_t placed = 0;        // payload bytes placed (each seq counted once)
-  uint64_t slot = 0;          // receive slot (cumulative), or the credit's slot for a send
-  uint64_t msg_len = 0;       // receive: the message's size, from its first segment
+  uint64_t placed = 0;   // payload bytes placed (each seq counted once)
+  uint64_t slot = 0;     // receive slot (cumulative), or the credit's slot for a send
+  uint64_t msg_len = 0;  // receive: the message's size, from its first segment
   bool msg_len_known = false;
   bool credit_sent = false;
 };
 
 // One sent segment, indexed by seq in the outstanding ring.
 struct TxSeg {
-  uint64_t offset = 0;         // DATA: offset in the message; CREDIT: capacity_bytes
-  uint64_t msg_len = 0;        // DATA: message length
-  uint64_t lane_seq = 0;       // per-lane send counter of the latest transmission (loss detection)
-  TimeNs sent_ns = 0;          // latest transmission
-  TimeNs first_sent_ns = 0;    // first transmission
-  uint32_t len = 0;            // payload bytes
-  uint32_t req = kNoRequest;   // the send it belongs to (DATA), kNoRequest for CREDIT / notices
+  uint64_t offset = 0;        // DATA: offset in the message; CREDIT: capacity_bytes
+  uint64_t msg_len = 0;       // DATA: message length
+  uint64_t lane_seq = 0;      // per-lane send counter of the latest transmission (loss detection)
+  TimeNs sent_ns = 0;         // latest transmission
+  TimeNs first_sent_ns = 0;   // first transmission
+  uint32_t len = 0;           // payload bytes
+  uint32_t req = kNoRequest;  // the send it belongs to (DATA), kNoRequest for CREDIT / notices
   uint64_t slot = 0;
   int32_t tag = 0;
-  uint8_t lane = 0;            // lane of the latest transmission
-  uint8_t flags = 0;           // kFlagCredit / kFlagLast / kFlagTooLarge as on the wire
-  uint8_t retx = 0;            // transmissions - 1 (saturating)
-  bool sacked = false;         // delivered (cumulatively or selectively)
-  bool lost = false;           // declared lost, waiting in the retransmission queue
-  bool lost_by_rto = false;    // the last loss declaration came from a timeout
+  uint8_t lane = 0;          // lane of the latest transmission
+  uint8_t flags = 0;         // kFlagCredit / kFlagLast / kFlagTooLarge as on the wire
+  uint8_t retx = 0;          // transmissions - 1 (saturating)
+  bool sacked = false;       // delivered (cumulatively or selectively)
+  bool lost = false;         // declared lost, waiting in the retransmission queue
+  bool lost_by_rto = false;  // the last loss declaration came from a timeout
 };
 
 // What the receiver learned from the peer's credits: one entry per receive slot.
@@ -91,13 +91,13 @@ struct TooLargeNotice {
 struct Lane {
   std::unique_ptr<cc::Controller> cc;
   cc::Pacer pacer{cc::PacerParams{}, 1e9};
-  double cwnd_bytes = 0;         // cached after every controller call
-  TimeNs target_delay_ns = 0;    // cached once per RTT round (0 = the controller has none)
+  double cwnd_bytes = 0;       // cached after every controller call
+  TimeNs target_delay_ns = 0;  // cached once per RTT round (0 = the controller has none)
   uint64_t in_flight = 0;
   uint64_t next_lane_seq = 0;
   uint64_t delivered_lane_seq_end = 0;  // 1 + the highest lane_seq delivered (0: none)
-  TimeNs rack_sent_ns = -1;      // latest send time of a delivered segment of this lane
-  uint64_t recovery_end_seq = 0; // fast-recovery episode: until snd_una passes this
+  TimeNs rack_sent_ns = -1;             // latest send time of a delivered segment of this lane
+  uint64_t recovery_end_seq = 0;        // fast-recovery episode: until snd_una passes this
   bool in_recovery = false;
   uint32_t consecutive_rtos = 0;
   // Delay-driven repathing: RTT rounds that were over target with ECN.
@@ -215,8 +215,8 @@ class ConnectionCore {
 
   // Negotiated at the handshake.
   uint32_t seg_bytes_;
-  uint32_t window_;          // sender window (segments)
-  uint32_t rcv_window_;      // our reorder window (what we advertised)
+  uint32_t window_;      // sender window (segments)
+  uint32_t rcv_window_;  // our reorder window (what we advertised)
   uint8_t peer_cc_kind_ = 0;
   uint16_t version_ = kVersion;
 
@@ -224,7 +224,7 @@ class ConnectionCore {
   std::vector<Request> reqs_;
   std::vector<uint32_t> free_reqs_;
   uint64_t requests_in_use_ = 0;
-  uint64_t requests_pending_ = 0;          // posted and not yet done
+  uint64_t requests_pending_ = 0;  // posted and not yet done
   uint32_t sends_outstanding_ = 0;
   uint32_t recvs_outstanding_ = 0;
 
@@ -234,13 +234,13 @@ class ConnectionCore {
   std::vector<TooLargeNotice> notices_;    // refusals to tell the peer (rare)
   std::vector<CreditEntry> credits_;       // peer's credits by slot & credit_mask_
   uint32_t credit_mask_ = 0;
-  uint64_t credit_contig_ = 0;             // every credit slot below this has arrived
-  uint64_t credit_scan_lo_ = 0;            // no unmatched credit below this
-  std::vector<TxSeg> ring_;                // outstanding segments by seq & ring_mask_
+  uint64_t credit_contig_ = 0;   // every credit slot below this has arrived
+  uint64_t credit_scan_lo_ = 0;  // no unmatched credit below this
+  std::vector<TxSeg> ring_;      // outstanding segments by seq & ring_mask_
   uint64_t ring_mask_ = 0;
   uint64_t snd_una_ = 0;
   uint64_t snd_nxt_ = 0;
-  uint64_t highest_sacked_end_ = 0;        // 1 + highest seq delivered
+  uint64_t highest_sacked_end_ = 0;  // 1 + highest seq delivered
   Ring<uint64_t> retx_queue_;
   cc::RtoEstimator rto_;
   TimeNs rto_deadline_ = kNever;
@@ -249,16 +249,17 @@ class ConnectionCore {
   uint32_t lane_rr_ = 0;
   TimeNs pace_wake_ns_ = kNever;
   TimeNs min_rtt_ns_ = kNever;
-  uint64_t ack_lane_mask_ = 0;             // lanes with acked bytes in the ACK being processed
+  uint64_t ack_lane_mask_ = 0;  // lanes with acked bytes in the ACK being processed
   uint64_t ack_lane_bytes_[kMaxLanes] = {};
   uint32_t ack_lane_pkts_[kMaxLanes] = {};
+  TimeNs ack_lane_newest_sent_[kMaxLanes] = {};  // newest first-transmission send time delivered (0: none)
 
   // --- receiver ---
-  std::vector<uint32_t> recv_slots_;       // request index by slot & recv_mask_ (kNoRequest = free)
+  std::vector<uint32_t> recv_slots_;  // request index by slot & recv_mask_ (kNoRequest = free)
   uint32_t recv_mask_ = 0;
   uint64_t recv_slot_next_ = 0;
-  Ring<uint32_t> credit_queue_;            // receives whose CREDIT is not yet sent
-  std::vector<uint64_t> rcv_bits_;         // received seqs above rcv_nxt_, by seq & (rcv_window_ - 1)
+  Ring<uint32_t> credit_queue_;     // receives whose CREDIT is not yet sent
+  std::vector<uint64_t> rcv_bits_;  // received seqs above rcv_nxt_, by seq & (rcv_window_ - 1)
   uint64_t rcv_nxt_ = 0;
   uint64_t rcv_highest_end_ = 0;
   bool ack_now_ = false;
@@ -269,15 +270,16 @@ class ConnectionCore {
   TimeNs echo_ts_ns_ = 0;
   TimeNs echo_arrival_ns_ = 0;
   uint8_t echo_lane_ = 0;
-  std::vector<cc::CnpPacer> cnp_pacers_;   // by arriving lane (any of 64)
+  std::vector<cc::CnpPacer> cnp_pacers_;  // by arriving lane (any of 64)
   uint64_t cnp_pending_mask_ = 0;
+  AckHeader ack_scratch_;
 
   // --- handshake and close ---
   bool initiator_;
   bool syn_pending_ = false;
   bool synack_pending_ = false;
-  cc::RtoEstimator ctl_rto_;               // SYN retransmission (budget: connect_timeout_ns)
-  TimeNs ctl_deadline_ = kNever;           // SYN or FIN retransmission
+  cc::RtoEstimator ctl_rto_;      // SYN retransmission (budget: connect_timeout_ns)
+  TimeNs ctl_deadline_ = kNever;  // SYN or FIN retransmission
   uint32_t syns_sent_ = 0;
   TimeNs connect_start_ns_ = 0;
   bool close_requested_ = false;
@@ -285,12 +287,12 @@ class ConnectionCore {
   bool fin_pending_ = false;
   bool fin_reply_pending_ = false;
   TimeNs fin_start_ns_ = 0;
-  TimeNs drain_deadline_ns_ = kNever;      // close(): unmatched sends fail after this
+  TimeNs drain_deadline_ns_ = kNever;  // close(): unmatched sends fail after this
 
   // --- liveness ---
-  TimeNs last_rx_ns_ = 0;                  // the last packet from the peer
-  bool probe_pending_ = false;             // a keepalive probe to send
-  bool probe_outstanding_ = false;         // a probe is unanswered (the RTO schedule retries it)
+  TimeNs last_rx_ns_ = 0;           // the last packet from the peer
+  bool probe_pending_ = false;      // a keepalive probe to send
+  bool probe_outstanding_ = false;  // a probe is unanswered (the RTO schedule retries it)
   TimeNs keepalive_deadline() const;
 };
 

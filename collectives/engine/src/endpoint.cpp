@@ -107,7 +107,8 @@ Result<ConnId> Endpoint::connect(TimeNs now, uint32_t peer) {
     return make_error("connect: " + std::to_string(im.conns.size()) + " connections open (max_connections)");
   }
   const ConnId id = im.new_id();
-  auto core = std::make_unique<ConnectionCore>(im.cfg, id, peer, detail::splitmix64(im.rng), true, now, &im.stats);
+  auto core =
+      std::make_unique<ConnectionCore>(im.cfg, id, peer, detail::splitmix64(im.rng), true, now, &im.stats);
   ConnectionCore* raw = core.get();
   im.add_entry(std::unique_ptr<Connection>(new Connection(std::move(core))), raw);
   ++im.stats.connections_initiated;
@@ -149,8 +150,8 @@ void Endpoint::on_packet(TimeNs now, uint32_t peer, const uint8_t* data, size_t 
       ++im.stats.version_mismatches;
       const std::string text =
           lo > hi ? "version mismatch: acceptor speaks " + std::to_string(im.cfg.version_min) + ".." +
-                        std::to_string(im.cfg.version_max) + ", initiator speaks " + std::to_string(hs.version_min) +
-                        ".." + std::to_string(hs.version_max)
+                        std::to_string(im.cfg.version_max) + ", initiator speaks " +
+                        std::to_string(hs.version_min) + ".." + std::to_string(hs.version_max)
                   : "version mismatch: the highest common version " + std::to_string(hi) +
                         " is not implemented (this engine implements " + std::to_string(kVersion) + ")";
       im.queue_rst(peer, hs.src_conn_id, hs.src_conn_id, RstReason::kVersionMismatch, text);
@@ -214,10 +215,13 @@ bool Endpoint::poll_tx(TimeNs now, TxPacket& out) {
     body.ref_conn_id = r.ref_conn_id;
     body.text = r.text;
     body.text_len = r.text_len;
-    out.header_len = static_cast<uint16_t>(encode_rst(
-        CommonHeader{.version = static_cast<uint8_t>(im.cfg.version_max), .type = PacketType::kRst, .lane = 0,
-                     .flags = 0, .dst_conn_id = r.dst_conn_id},
-        body, out.header));
+    out.header_len =
+        static_cast<uint16_t>(encode_rst(CommonHeader{.version = static_cast<uint8_t>(im.cfg.version_max),
+                                                      .type = PacketType::kRst,
+                                                      .lane = 0,
+                                                      .flags = 0,
+                                                      .dst_conn_id = r.dst_conn_id},
+                                         body, out.header));
     out.payload = nullptr;
     out.payload_len = 0;
     out.lane = 0;
@@ -272,7 +276,8 @@ void Endpoint::release(ConnId id) {
   ConnectionCore& core = *e->core;
   if (core.is_open()) {
     if (core.remote_id() != 0) {
-      im.queue_rst(core.peer(), core.remote_id(), id, RstReason::kAborted, "peer released the connection while open");
+      im.queue_rst(core.peer(), core.remote_id(), id, RstReason::kAborted,
+                   "peer released the connection while open");
     }
     core.fail("connection released while open");
   }
@@ -289,8 +294,14 @@ std::vector<ConnId> Endpoint::connection_ids() const {
   return ids;
 }
 
-size_t Endpoint::connection_count() const { return impl_->conns.size(); }
-const EndpointStats& Endpoint::stats() const { return impl_->stats; }
-const EngineConfig& Endpoint::config() const { return impl_->cfg; }
+size_t Endpoint::connection_count() const {
+  return impl_->conns.size();
+}
+const EndpointStats& Endpoint::stats() const {
+  return impl_->stats;
+}
+const EngineConfig& Endpoint::config() const {
+  return impl_->cfg;
+}
 
 }  // namespace megascale::engine

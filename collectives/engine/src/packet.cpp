@@ -26,12 +26,13 @@ T get(const uint8_t* p, size_t off) {
   return v;
 }
 
-// CRC32C of the header with its crc field taken as zero.
+// CRC32C of a received header with its crc field taken as zero: one pass over a copy (a header is at
+// most kMaxHeaderBytes; one contiguous CRC is cheaper than three calls around the field).
 uint32_t header_crc(const uint8_t* p, size_t header_len) {
-  static constexpr uint8_t kZero[4] = {0, 0, 0, 0};
-  uint32_t c = crc32c_extend(0, p, kCrcOffset);
-  c = crc32c_extend(c, kZero, sizeof kZero);
-  return crc32c_extend(c, p + kCommonHeaderBytes, header_len - kCommonHeaderBytes);
+  uint8_t copy[kMaxHeaderBytes];
+  std::memcpy(copy, p, header_len);
+  std::memset(copy + kCrcOffset, 0, 4);
+  return crc32c(copy, header_len);
 }
 
 void put_common(uint8_t* p, const CommonHeader& h) {
@@ -41,11 +42,12 @@ void put_common(uint8_t* p, const CommonHeader& h) {
   p[6] = h.lane;
   p[7] = h.flags;
   put<uint64_t>(p, 8, h.dst_conn_id);
-  put<uint32_t>(p, 16, 0);
+  put<uint64_t>(p, 16, 0);  // reserved and header_crc (filled in by seal)
 }
 
+// The encoder's crc field is still zero (put_common wrote it): CRC the header in place.
 size_t seal(uint8_t* p, size_t header_len) {
-  put<uint32_t>(p, kCrcOffset, header_crc(p, header_len));
+  put<uint32_t>(p, kCrcOffset, crc32c(p, header_len));
   return header_len;
 }
 
@@ -59,45 +61,69 @@ bool all_zero(const uint8_t* p, size_t n) {
 // The header length of a packet of this type, judged from the bytes present; 0 when too short.
 size_t header_len_of(PacketType type, const uint8_t* p, size_t len) {
   switch (type) {
-    case PacketType::kSeg: return kSegHeaderBytes;
-    case PacketType::kAck: return len >= kAckFixedBytes ? kAckFixedBytes + size_t{p[55]} * 16 : kAckFixedBytes;
-    case PacketType::kCnp: return kCnpBytes;
+    case PacketType::kSeg:
+      return kSegHeaderBytes;
+    case PacketType::kAck:
+      return len >= kAckFixedBytes ? kAckFixedBytes + size_t{p[55]} * 16 : kAckFixedBytes;
+    case PacketType::kCnp:
+      return kCnpBytes;
     case PacketType::kSyn:
-    case PacketType::kSynAck: return kHandshakeBytes;
-    case PacketType::kFin: return kFinBytes;
-    case PacketType::kRst: return len >= kRstFixedBytes ? kRstFixedBytes + get<uint16_t>(p, 26) : kRstFixedBytes;
+    case PacketType::kSynAck:
+      return kHandshakeBytes;
+    case PacketType::kFin:
+      return kFinBytes;
+    case PacketType::kRst:
+      return len >= kRstFixedBytes ? kRstFixedBytes + get<uint16_t>(p, 26) : kRstFixedBytes;
   }
   return 0;
 }
 
-bool known_type(uint8_t t) { return t >= 1 && t <= 7; }
+bool known_type(uint8_t t) {
+  return t >= 1 && t <= 7;
+}
 
 }  // namespace
 
 std::string_view to_string(DecodeResult r) {
   switch (r) {
-    case DecodeResult::kOk: return "ok";
-    case DecodeResult::kTruncated: return "truncated";
-    case DecodeResult::kBadMagic: return "bad magic";
-    case DecodeResult::kBadVersion: return "bad version";
-    case DecodeResult::kBadType: return "bad type";
-    case DecodeResult::kBadHeaderCrc: return "bad header crc";
-    case DecodeResult::kBadLength: return "bad length";
-    case DecodeResult::kBadField: return "bad field";
-    case DecodeResult::kBadPayloadCrc: return "bad payload crc";
+    case DecodeResult::kOk:
+      return "ok";
+    case DecodeResult::kTruncated:
+      return "truncated";
+    case DecodeResult::kBadMagic:
+      return "bad magic";
+    case DecodeResult::kBadVersion:
+      return "bad version";
+    case DecodeResult::kBadType:
+      return "bad type";
+    case DecodeResult::kBadHeaderCrc:
+      return "bad header crc";
+    case DecodeResult::kBadLength:
+      return "bad length";
+    case DecodeResult::kBadField:
+      return "bad field";
+    case DecodeResult::kBadPayloadCrc:
+      return "bad payload crc";
   }
   return "?";
 }
 
 std::string_view to_string(PacketType t) {
   switch (t) {
-    case PacketType::kSeg: return "SEG";
-    case PacketType::kAck: return "ACK";
-    case PacketType::kCnp: return "CNP";
-    case PacketType::kSyn: return "SYN";
-    case PacketType::kSynAck: return "SYN_ACK";
-    case PacketType::kFin: return "FIN";
-    case PacketType::kRst: return "RST";
+    case PacketType::kSeg:
+      return "SEG";
+    case PacketType::kAck:
+      return "ACK";
+    case PacketType::kCnp:
+      return "CNP";
+    case PacketType::kSyn:
+      return "SYN";
+    case PacketType::kSynAck:
+      return "SYN_ACK";
+    case PacketType::kFin:
+      return "FIN";
+    case PacketType::kRst:
+      return "RST";
   }
   return "?";
 }
@@ -175,7 +201,7 @@ size_t encode_fin(CommonHeader hdr, const FinBody& fin, uint8_t* out) {
 size_t encode_rst(CommonHeader hdr, const RstBody& rst, uint8_t* out) {
   hdr.type = PacketType::kRst;
   put_common(out, hdr);
-  const uint16_t n = rst.text == nullptr ? 0
+  const uint16_t n = rst.text == nullptr          ? 0
                      : rst.text_len > kMaxRstText ? static_cast<uint16_t>(kMaxRstText)
                                                   : rst.text_len;
   put<uint16_t>(out, 24, static_cast<uint16_t>(rst.reason));

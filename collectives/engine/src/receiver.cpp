@@ -115,7 +115,8 @@ bool ConnectionCore::on_data(const Packet& pkt) {
 bool ConnectionCore::on_credit(const Packet& pkt) {
   const SegHeader& h = pkt.seg;
   const uint64_t ring = uint64_t{credit_mask_} + 1;
-  const uint64_t slot = credit_contig_ + static_cast<uint32_t>(h.slot - static_cast<uint32_t>(credit_contig_));
+  const uint64_t slot =
+      credit_contig_ + static_cast<uint32_t>(h.slot - static_cast<uint32_t>(credit_contig_));
   if (slot >= credit_contig_ + ring) return false;  // more receives than the peer advertised
   CreditEntry& c = credits_[slot & credit_mask_];
   if (c.present) return false;  // a slot still unmatched: the peer reused it too early
@@ -124,7 +125,8 @@ bool ConnectionCore::on_credit(const Packet& pkt) {
   c.tag = h.tag;
   c.capacity = h.capacity_bytes;
   // Credits are matched in slot order: advance over every slot that has arrived.
-  while (credits_[credit_contig_ & credit_mask_].present && credits_[credit_contig_ & credit_mask_].slot == credit_contig_) {
+  while (credits_[credit_contig_ & credit_mask_].present &&
+         credits_[credit_contig_ & credit_mask_].slot == credit_contig_) {
     ++credit_contig_;
   }
   try_match();
@@ -132,7 +134,7 @@ bool ConnectionCore::on_credit(const Packet& pkt) {
 }
 
 void ConnectionCore::build_ack(TimeNs now, TxPacket& out, bool probe) {
-  AckHeader a;
+  AckHeader& a = ack_scratch_;  // reused: a fresh AckHeader would zero 256 bytes of SACK ranges
   a.cum_ack = rcv_nxt_;
   a.echo_seq = echo_seq_;
   a.echo_ts_ns = echo_ts_ns_;
@@ -162,10 +164,13 @@ void ConnectionCore::build_ack(TimeNs now, TxPacket& out, bool probe) {
     }
   }
   const auto lane = static_cast<uint8_t>(echo_lane_ % lanes_.size());
-  out.header_len = static_cast<uint16_t>(
-      encode_ack(CommonHeader{.version = static_cast<uint8_t>(version_), .type = PacketType::kAck, .lane = lane,
-                              .flags = probe ? kFlagAckRequest : uint8_t{0}, .dst_conn_id = remote_id_},
-                 a, out.header));
+  out.header_len =
+      static_cast<uint16_t>(encode_ack(CommonHeader{.version = static_cast<uint8_t>(version_),
+                                                    .type = PacketType::kAck,
+                                                    .lane = lane,
+                                                    .flags = probe ? kFlagAckRequest : uint8_t{0},
+                                                    .dst_conn_id = remote_id_},
+                                       a, out.header));
   fill_common(out, lane);
   ack_now_ = false;
   ack_deadline_ = kNever;

@@ -26,8 +26,9 @@ void ConnectionCore::try_match() {
         // NCCL semantics: a receive smaller than the send is an error, on both sides.
         notices_.push_back(TooLargeNotice{.slot = slot, .tag = s.tag, .msg_len = s.size});
         complete(idx, false, 0, s.tag,
-                 "message of " + std::to_string(s.size) + " bytes is larger than the peer's receive buffer of " +
-                     std::to_string(c.capacity) + " bytes (tag " + std::to_string(s.tag) + ")");
+                 "message of " + std::to_string(s.size) +
+                     " bytes is larger than the peer's receive buffer of " + std::to_string(c.capacity) +
+                     " bytes (tag " + std::to_string(s.tag) + ")");
       } else {
         tx_queue_.push(idx);
       }
@@ -38,7 +39,8 @@ void ConnectionCore::try_match() {
     } else {
       ++i;
     }
-    while (credit_scan_lo_ < credit_contig_ && !credits_[credit_scan_lo_ & credit_mask_].present) ++credit_scan_lo_;
+    while (credit_scan_lo_ < credit_contig_ && !credits_[credit_scan_lo_ & credit_mask_].present)
+      ++credit_scan_lo_;
     if (credit_scan_lo_ == credit_contig_) break;
   }
 }
@@ -72,7 +74,8 @@ void ConnectionCore::emit_seg(TimeNs now, uint64_t seq, TxSeg& s, uint32_t lane_
       h.payload_crc = crc32c(payload, s.len);
     }
   }
-  const CommonHeader ch{.version = static_cast<uint8_t>(version_), .type = PacketType::kSeg,
+  const CommonHeader ch{.version = static_cast<uint8_t>(version_),
+                        .type = PacketType::kSeg,
                         .lane = static_cast<uint8_t>(lane_index),
                         .flags = static_cast<uint8_t>(s.flags | (retransmit ? kFlagRetransmit : 0)),
                         .dst_conn_id = remote_id_};
@@ -192,6 +195,7 @@ void ConnectionCore::deliver(uint64_t seq, TxSeg& s, TimeNs now) {
   ack_lane_mask_ |= bit;
   ack_lane_bytes_[s.lane] += s.len;
   ++ack_lane_pkts_[s.lane];
+  if (s.retx == 0) ack_lane_newest_sent_[s.lane] = std::max(ack_lane_newest_sent_[s.lane], s.sent_ns);
   lane.delivered_lane_seq_end = std::max(lane.delivered_lane_seq_end, s.lane_seq + 1);
   lane.rack_sent_ns = std::max(lane.rack_sent_ns, s.sent_ns);
   if (s.req != kNoRequest) {
@@ -260,8 +264,11 @@ void ConnectionCore::on_ack(TimeNs now, const Packet& pkt) {
     min_rtt_ns_ = std::min(min_rtt_ns_, rtt_ns);
   }
 
-  // Feed each lane's controller with what was delivered on it; the RTT sample and ECN echo belong to
-  // the lane of the echoed segment.
+  // Feed each lane's controller with what was delivered on it. The exact RTT sample and the ECN echo
+  // belong to the lane of the echoed segment. A coalesced ACK also covers other lanes' segments: each
+  // of those lanes gets the classic sample (now - send time of its newest never-retransmitted segment
+  // acknowledged here, less the echoed receiver delay), else a delay-based controller would never
+  // grow a lane whose segments are never the last of a batch.
   const uint32_t echo_lane = a.echo_lane < lanes_.size() ? a.echo_lane : kMaxLanes;
   uint64_t mask = ack_lane_mask_;
   if (echo_lane < kMaxLanes && (rtt_ns >= 0 || a.ce_count > 0)) mask |= uint64_t{1} << echo_lane;
@@ -281,6 +288,9 @@ void ConnectionCore::on_ack(TimeNs now, const Packet& pkt) {
       if (rtt_ns >= 0) lane.stats.rtt.add(rtt_ns);
       lane.stats.ecn_marks += a.ce_count;
       stats_.ecn_marks += a.ce_count;
+    } else if (ack_lane_newest_sent_[i] > 0 && now >= ack_lane_newest_sent_[i]) {
+      smp.rtt_ns = now - ack_lane_newest_sent_[i];
+      smp.remote_delay_ns = std::min<TimeNs>(a.remote_delay_ns, smp.rtt_ns);
     }
     lane.cc->on_ack(now, smp);
     lane_refresh(now, lane);
@@ -295,6 +305,7 @@ void ConnectionCore::on_ack(TimeNs now, const Packet& pkt) {
     }
     ack_lane_bytes_[i] = 0;
     ack_lane_pkts_[i] = 0;
+    ack_lane_newest_sent_[i] = 0;
   }
 
   if (highest_sacked_end_ > snd_una_ && a.nsack > 0) detect_losses(now, highest_sacked_end_);
@@ -365,8 +376,9 @@ void ConnectionCore::on_rto(TimeNs now) {
     // An unanswered keepalive probe: retried on the RTO schedule, within the same retry budget.
     if (rto_.on_timeout(now) == cc::RtoVerdict::kGiveUp) {
       char buf[160];
-      std::snprintf(buf, sizeof buf, "peer %u unreachable: nothing heard for %.1f s (keepalive probes unanswered)",
-                    peer_, static_cast<double>(now - last_rx_ns_) / 1e9);
+      std::snprintf(buf, sizeof buf,
+                    "peer %u unreachable: nothing heard for %.1f s (keepalive probes unanswered)", peer_,
+                    static_cast<double>(now - last_rx_ns_) / 1e9);
       fail(buf);
       return;
     }
@@ -376,8 +388,9 @@ void ConnectionCore::on_rto(TimeNs now) {
   }
   if (rto_.on_timeout(now) == cc::RtoVerdict::kGiveUp) {
     char buf[160];
-    std::snprintf(buf, sizeof buf, "peer %u unreachable: no progress for %.1f s after %u retransmission timeouts",
-                  peer_, static_cast<double>(now - last_progress_ns_) / 1e9, rto_.backoff_count());
+    std::snprintf(buf, sizeof buf,
+                  "peer %u unreachable: no progress for %.1f s after %u retransmission timeouts", peer_,
+                  static_cast<double>(now - last_progress_ns_) / 1e9, rto_.backoff_count());
     fail(buf);
     return;
   }

@@ -65,7 +65,7 @@ TEST(Lanes, EcnMarksAreEchoedAndCutTheHybridWindow) {
   EXPECT_EQ(b->stats().ce_received, 50u);
   EXPECT_EQ(a->stats().ecn_marks, 50u);  // every mark echoed exactly once (ACK ce_count)
   EXPECT_EQ(a->lane_stats(0).ecn_marks, 50u);
-  EXPECT_EQ(b->stats().cnps_sent, 0u);   // CNPs are for DCQCN peers only
+  EXPECT_EQ(b->stats().cnps_sent, 0u);  // CNPs are for DCQCN peers only
   EXPECT_LT(a->lane_stats(0).cwnd_bytes, before);
 }
 
@@ -138,6 +138,28 @@ TEST(Lanes, CongestedPathIsAbandonedAfterRoundsOverTargetWithEcn) {
   EXPECT_EQ(a->lane_stats(1).repaths, 0u);
 }
 
+TEST(Lanes, CoalescedAcksStillGrowEveryLane) {
+  // One ACK per 8 segments over 4 lanes: the echoed segment is always on the same lane, yet every
+  // lane's delay-based window must grow from its initial 10 segments.
+  EngineConfig cfg = lanes_config(cc::ControllerKind::kHybrid, 4);
+  cfg.ack_every_segments = 8;
+  cfg.ack_delay_ns = 5'000;
+  TestNet net(cfg);
+  auto [a, b] = net.connect_pair();
+  const double initial = a->lane_stats(0).cwnd_bytes;
+  send_one(net, a, b, 2'000'000, 10);
+  EXPECT_LT(b->stats().acks_sent, b->stats().segments_received / 4);  // ACKs were coalesced
+  // Every lane grows alike (~3.3x here); lanes fed only when they happen to hold the echoed segment
+  // grow unevenly and less (1.7x..2.3x without per-lane samples).
+  double lo = 1e300, hi = 0;
+  for (uint32_t i = 0; i < 4; ++i) {
+    EXPECT_GT(a->lane_stats(i).cwnd_bytes, 2.5 * initial) << "lane " << i;
+    lo = std::min(lo, a->lane_stats(i).cwnd_bytes);
+    hi = std::max(hi, a->lane_stats(i).cwnd_bytes);
+  }
+  EXPECT_LT(hi / lo, 1.2);
+}
+
 TEST(Lanes, RttStatisticsMatchTheLinkDelay) {
   TestNet net(lanes_config(cc::ControllerKind::kFixedWindow, 2));
   net.link_delay_ns = 20'000;  // 40 us round trip
@@ -160,7 +182,8 @@ TEST(Lanes, PacingHoldsTheLaneToItsRate) {
   auto [a, b] = net.connect_pair();
   const TimeNs t0 = net.now;
   send_one(net, a, b, 200'000, 8);
-  const double min_ns = 200.0 * (1000 + kSegHeaderBytes) * 8.0 - static_cast<double>(cfg.cc.pacer.burst_bytes) * 8.0;
+  const double min_ns =
+      200.0 * (1000 + kSegHeaderBytes) * 8.0 - static_cast<double>(cfg.cc.pacer.burst_bytes) * 8.0;
   EXPECT_GE(static_cast<double>(net.now - t0), min_ns);
   EXPECT_LE(static_cast<double>(net.now - t0), min_ns * 1.2 + 100'000);
   EXPECT_DOUBLE_EQ(a->lane_stats(0).pacing_rate_bps, 1e9);

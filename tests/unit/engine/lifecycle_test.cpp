@@ -58,7 +58,8 @@ TEST(Lifecycle, VersionMismatchFailsConnectWithClearError) {
   uint8_t buf[4] = {};
   auto s = a->post_send(buf, 4, 0);
   ASSERT_TRUE(net.run_until([&] { return a->state() == ConnectionState::kFailed; }, net.now + 1'000'000'000));
-  EXPECT_NE(a->error().find("version mismatch: acceptor speaks 2..2, initiator speaks 1..1"), std::string::npos)
+  EXPECT_NE(a->error().find("version mismatch: acceptor speaks 2..2, initiator speaks 1..1"),
+            std::string::npos)
       << a->error();
   Completion c = a->test(*s);
   EXPECT_TRUE(c.done);
@@ -93,7 +94,8 @@ TEST(Lifecycle, ConnectToNobodyFailsAfterTheConnectTimeout) {
   const TimeNs t0 = net.now;
   auto id = net.ep[0]->connect(net.now, kPeerB);
   Connection* a = net.ep[0]->connection(*id);
-  ASSERT_TRUE(net.run_until([&] { return a->state() == ConnectionState::kFailed; }, net.now + 60'000'000'000));
+  ASSERT_TRUE(
+      net.run_until([&] { return a->state() == ConnectionState::kFailed; }, net.now + 60'000'000'000));
   EXPECT_NE(a->error().find("no answer"), std::string::npos) << a->error();
   EXPECT_GE(net.now - t0, cfg.connect_timeout_ns);
   EXPECT_LE(net.now - t0, cfg.connect_timeout_ns + 2 * cfg.cc.rto.max_rto_ns);
@@ -111,8 +113,9 @@ TEST(Lifecycle, CleanCloseDrainsSendsThenBothSidesClose) {
   EXPECT_FALSE(a->post_send(batch.msgs[0].data.data(), 1, 0).ok());
   ASSERT_TRUE(batch.run(net, a, b));
   batch.expect_intact(b);
-  ASSERT_TRUE(net.run_until([&] { return a->state() == ConnectionState::kClosed && b->state() == ConnectionState::kClosed; },
-                            net.now + 1'000'000'000));
+  ASSERT_TRUE(net.run_until(
+      [&] { return a->state() == ConnectionState::kClosed && b->state() == ConnectionState::kClosed; },
+      net.now + 1'000'000'000));
   EXPECT_EQ(a->close_report().unfinished_sends, 0u);
   EXPECT_EQ(a->close_report().unfinished_recvs, 0u);
   EXPECT_TRUE(b->close_report().closed_by_peer);
@@ -139,14 +142,16 @@ TEST(Lifecycle, PeerClosesMidwayAndPendingWorkFailsWithReport) {
   std::vector<uint8_t> late(10'000);
   auto r_late = b->post_recv(late.data(), late.size(), 6);
   b->close(net.now);
-  ASSERT_TRUE(net.run_until([&] { return a->state() == ConnectionState::kClosed && b->state() == ConnectionState::kClosed; },
-                            net.now + 1'000'000'000));
+  ASSERT_TRUE(net.run_until(
+      [&] { return a->state() == ConnectionState::kClosed && b->state() == ConnectionState::kClosed; },
+      net.now + 1'000'000'000));
   Completion c2 = a->test(*s2), cb = a->test(*r_back), cl = b->test(*r_late);
   ASSERT_TRUE(c2.done && cb.done && cl.done);
   EXPECT_FALSE(c2.ok);
   EXPECT_FALSE(cb.ok);
   EXPECT_FALSE(cl.ok);
-  EXPECT_NE(c2.error.find("peer closed the connection (it left 0 sends and 1 receives unfinished)"), std::string::npos)
+  EXPECT_NE(c2.error.find("peer closed the connection (it left 0 sends and 1 receives unfinished)"),
+            std::string::npos)
       << c2.error;
   EXPECT_NE(cl.error.find("closed locally with 1 receives pending"), std::string::npos) << cl.error;
   EXPECT_TRUE(a->close_report().closed_by_peer);
@@ -166,8 +171,9 @@ TEST(Lifecycle, LostFinIsRetransmitted) {
     return f;
   };
   a->close(net.now);
-  ASSERT_TRUE(net.run_until([&] { return a->state() == ConnectionState::kClosed && b->state() == ConnectionState::kClosed; },
-                            net.now + 1'000'000'000));
+  ASSERT_TRUE(net.run_until(
+      [&] { return a->state() == ConnectionState::kClosed && b->state() == ConnectionState::kClosed; },
+      net.now + 1'000'000'000));
 }
 
 TEST(Lifecycle, PeerVanishesErrorWithinTheRetryBudget) {
@@ -188,7 +194,8 @@ TEST(Lifecycle, PeerVanishesErrorWithinTheRetryBudget) {
   };
   const TimeNs vanished = net.now;
   cc::RtoEstimator worst(cfg.cc.rto, 0);
-  ASSERT_TRUE(net.run_until([&] { return a->state() == ConnectionState::kFailed; }, net.now + 120'000'000'000));
+  ASSERT_TRUE(
+      net.run_until([&] { return a->state() == ConnectionState::kFailed; }, net.now + 120'000'000'000));
   EXPECT_NE(a->error().find("unreachable: no progress for"), std::string::npos) << a->error();
   EXPECT_NE(a->error().find("retransmission timeouts"), std::string::npos) << a->error();
   // Failed after the budget, and not much later than the slowest schedule allows.
@@ -221,10 +228,12 @@ TEST(Lifecycle, IdlePeerVanishesPendingReceiveFailsByKeepalive) {
     return f;
   };
   const TimeNs vanished = net.now;
-  ASSERT_TRUE(net.run_until([&] { return a->state() == ConnectionState::kFailed; }, net.now + 60'000'000'000));
+  ASSERT_TRUE(
+      net.run_until([&] { return a->state() == ConnectionState::kFailed; }, net.now + 60'000'000'000));
   EXPECT_NE(a->error().find("keepalive probes unanswered"), std::string::npos) << a->error();
   EXPECT_GE(net.now - vanished, cfg.cc.rto.retry_budget_ns);
-  EXPECT_LE(net.now - vanished, cfg.keepalive_interval_ns + cfg.cc.rto.retry_budget_ns + cfg.cc.rto.max_rto_ns);
+  EXPECT_LE(net.now - vanished,
+            cfg.keepalive_interval_ns + cfg.cc.rto.retry_budget_ns + cfg.cc.rto.max_rto_ns);
   Completion c = a->test(*r);
   EXPECT_TRUE(c.done && !c.ok);
   EXPECT_EQ(c.error, a->error());

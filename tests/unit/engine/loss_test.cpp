@@ -194,11 +194,11 @@ TEST_F(LossTest, RandomLossReorderDuplicationAndCorruption) {
   net.rule = [&](const Sent&) {
     Fate f;
     const uint64_t x = rng() % 1000;
-    f.drop = x < 50;                                   // 5% loss, both directions, every type
-    f.duplicates = (x >= 50 && x < 70) ? 1 : 0;        // 2% duplicated
+    f.drop = x < 50;                             // 5% loss, both directions, every type
+    f.duplicates = (x >= 50 && x < 70) ? 1 : 0;  // 2% duplicated
     f.extra_delay_ns = (x >= 70 && x < 120) ? static_cast<TimeNs>(rng() % 40'000) : 0;  // 5% late
-    f.corrupt_payload = x >= 120 && x < 130;           // 1% payload damage
-    f.corrupt_header = x >= 130 && x < 140;            // 1% header damage
+    f.corrupt_payload = x >= 120 && x < 130;                                            // 1% payload damage
+    f.corrupt_header = x >= 130 && x < 140;                                             // 1% header damage
     return f;
   };
   std::vector<uint64_t> sizes;

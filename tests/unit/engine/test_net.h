@@ -3,8 +3,8 @@
 // it; every transmitted packet is recorded in a trace (for determinism checks).
 //
 //   TestNet net(cfg_a, cfg_b);
-//   net.rule = [](const Sent& s) { Fate f; f.drop = s.is_data() && s.pkt.seg.seq == 3 && s.copy == 0; return f; };
-//   auto [ca, cb] = net.connect_pair();
+//   net.rule = [](const Sent& s) { Fate f; f.drop = s.is_data() && s.pkt.seg.seq == 3 && s.copy == 0; return
+//   f; }; auto [ca, cb] = net.connect_pair();
 //   ... post on ca/cb ...
 //   ASSERT_TRUE(net.run_until([&] { return done; }, sec(1)));
 #pragma once
@@ -33,12 +33,12 @@ inline constexpr uint32_t kPeerB = 2;
 
 // What the network knows about one transmitted packet.
 struct Sent {
-  int from = 0;           // 0 = A, 1 = B
-  uint64_t index = 0;     // transmission number in the whole run
-  Packet pkt;             // decoded header (payload points into `bytes`)
+  int from = 0;        // 0 = A, 1 = B
+  uint64_t index = 0;  // transmission number in the whole run
+  Packet pkt;          // decoded header (payload points into `bytes`)
   std::vector<uint8_t> bytes;
-  uint32_t copy = 0;      // how many earlier transmissions had this (from, type, seq) — 0 for the first
-  TxPacket tx_meta;       // lane, path id, ect (header bytes unused)
+  uint32_t copy = 0;  // how many earlier transmissions had this (from, type, seq) — 0 for the first
+  TxPacket tx_meta;   // lane, path id, ect (header bytes unused)
   bool is_seg() const { return pkt.hdr.type == PacketType::kSeg; }
   bool is_data() const { return is_seg() && !(pkt.hdr.flags & kFlagCredit); }
   bool is_ack() const { return pkt.hdr.type == PacketType::kAck; }
@@ -47,11 +47,11 @@ struct Sent {
 // What happens to it.
 struct Fate {
   bool drop = false;
-  int duplicates = 0;          // extra copies delivered (each 1 ns after the previous)
-  TimeNs extra_delay_ns = 0;   // reorder: deliver later than the link delay
-  bool corrupt_header = false; // flip a bit in the header (header CRC catches it)
+  int duplicates = 0;            // extra copies delivered (each 1 ns after the previous)
+  TimeNs extra_delay_ns = 0;     // reorder: deliver later than the link delay
+  bool corrupt_header = false;   // flip a bit in the header (header CRC catches it)
   bool corrupt_payload = false;  // flip a bit in the payload (payload CRC catches it)
-  bool ce = false;             // mark CE
+  bool ce = false;               // mark CE
 };
 
 class TestNet {
@@ -67,10 +67,10 @@ class TestNet {
   explicit TestNet(const EngineConfig& both) : TestNet(both, both) {}
 
   std::unique_ptr<Endpoint> ep[2];
-  TimeNs now = 1'000'000;          // virtual time (not 0: timestamps of 0 are legal but unusual)
-  TimeNs link_delay_ns = 5'000;    // one way
+  TimeNs now = 1'000'000;        // virtual time (not 0: timestamps of 0 are legal but unusual)
+  TimeNs link_delay_ns = 5'000;  // one way
   std::function<Fate(const Sent&)> rule;
-  std::vector<Sent> trace;         // every transmitted packet, in order
+  std::vector<Sent> trace;  // every transmitted packet, in order
   bool keep_trace = true;
   uint64_t transmitted = 0;
   uint64_t delivered = 0;
@@ -154,11 +154,13 @@ class TestNet {
     s.tx_meta.ect = tx.ect;
     // Copies: SEGs by seq; handshake, FIN and RST by type and flags; ACKs and CNPs are all distinct.
     const PacketType t = s.pkt.hdr.type;
-    const bool by_type = t == PacketType::kSyn || t == PacketType::kSynAck || t == PacketType::kFin ||
-                         t == PacketType::kRst;
+    const bool by_type =
+        t == PacketType::kSyn || t == PacketType::kSynAck || t == PacketType::kFin || t == PacketType::kRst;
     const uint64_t flags = by_type ? s.pkt.hdr.flags : 0;  // a retransmitted SEG is a copy
     const uint64_t key = (uint64_t(from) << 60) ^ (uint64_t(t) << 52) ^ (flags << 44) ^
-                         (s.is_seg() ? s.pkt.seg.seq : by_type ? 0 : (uint64_t{1} << 43) + s.index);
+                         (s.is_seg() ? s.pkt.seg.seq
+                          : by_type  ? 0
+                                     : (uint64_t{1} << 43) + s.index);
     s.copy = copies_[key]++;
     trace_hash_ = crc32c_extend(static_cast<uint32_t>(trace_hash_), s.bytes.data(), s.bytes.size()) ^
                   (trace_hash_ << 1) ^ static_cast<uint64_t>(now);
@@ -166,7 +168,8 @@ class TestNet {
     if (!f.drop) {
       std::vector<uint8_t> b = s.bytes;
       if (f.corrupt_header) b[30] ^= 0x10;
-      if (f.corrupt_payload && b.size() > s.pkt.header_len) b[s.pkt.header_len + (b.size() - s.pkt.header_len) / 2] ^= 0x01;
+      if (f.corrupt_payload && b.size() > s.pkt.header_len)
+        b[s.pkt.header_len + (b.size() - s.pkt.header_len) / 2] ^= 0x01;
       const TimeNs at = now + link_delay_ns + f.extra_delay_ns;
       for (int d = 0; d <= f.duplicates; ++d) {
         queue_.push(InFlight{at + d, order_++, 1 - from, f.ce, b});
@@ -229,7 +232,8 @@ inline EngineConfig test_config(uint64_t seed = 1) {
 }
 
 // Waits for a request; fills *out when it is done.
-inline bool wait_done(TestNet& net, Connection* c, RequestId id, Completion* out, TimeNs budget = 5'000'000'000) {
+inline bool wait_done(TestNet& net, Connection* c, RequestId id, Completion* out,
+                      TimeNs budget = 5'000'000'000) {
   return net.run_until(
       [&] {
         Completion x = c->test(id);

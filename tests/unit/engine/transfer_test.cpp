@@ -144,7 +144,8 @@ TEST(Transfer, MessageLargerThanReceiveFailsBothSides) {
   ASSERT_TRUE(wait_done(net, a, *s, &sc));
   EXPECT_FALSE(sc.ok);
   EXPECT_FALSE(rc.ok);
-  EXPECT_NE(sc.error.find("larger than the peer's receive buffer of 4999 bytes"), std::string::npos) << sc.error;
+  EXPECT_NE(sc.error.find("larger than the peer's receive buffer of 4999 bytes"), std::string::npos)
+      << sc.error;
   EXPECT_NE(rc.error.find("message of 5000 bytes is larger"), std::string::npos) << rc.error;
   EXPECT_TRUE(std::all_of(small.begin(), small.end(), [](uint8_t v) { return v == 0xEE; }));
   // The connection stays usable.

@@ -2,6 +2,8 @@
 // and every bad value is an error that names where it came from and what it was.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <fstream>
 #include <map>
 #include <string>
 
@@ -42,6 +44,28 @@ fault:
   EXPECT_DOUBLE_EQ(cfg->mark_ce, 0.25);
   EXPECT_EQ(cfg->seed, 99u);
   EXPECT_TRUE(cfg->enabled());
+}
+
+TEST(FaultConfigYaml, LoadsAFileAndNamesItInErrors) {
+  const std::string path = ::testing::TempDir() + "/megascale_fault_test.yaml";
+  {
+    std::ofstream out(path);
+    out << "fault:\n  drop: 0.25\n";
+  }
+  auto cfg = load_fault_config(path);
+  ASSERT_TRUE(cfg) << cfg.error().message;
+  EXPECT_DOUBLE_EQ(cfg->drop, 0.25);
+  {
+    std::ofstream out(path);
+    out << "fault:\n  drop: 2\n";
+  }
+  cfg = load_fault_config(path);
+  ASSERT_FALSE(cfg);
+  EXPECT_NE(cfg.error().message.find(path + ": fault.drop=2"), std::string::npos) << cfg.error().message;
+  std::remove(path.c_str());
+  cfg = load_fault_config(path);
+  ASSERT_FALSE(cfg);
+  EXPECT_NE(cfg.error().message.find("cannot open"), std::string::npos);
 }
 
 TEST(FaultConfigYaml, NoSectionMeansOff) {

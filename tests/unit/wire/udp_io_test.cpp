@@ -192,6 +192,34 @@ TEST_P(UdpIo, RunsBreakAtTheGsoByteLimit) {
   EXPECT_EQ(c.messages, 3u);  // 7 + 7 + 6
 }
 
+TEST_P(UdpIo, RefusedGsoFallsBackToOneDatagramPerMessage) {
+  UdpSocket tx = open(SocketOptions{});
+  UdpSocket rx = open(SocketOptions{});
+  if (!tx.gso) GTEST_SKIP() << "kernel refused UDP_SEGMENT";
+  if (tx.local.family() != AF_INET) GTEST_SKIP() << "SO_NO_CHECK is IPv4 only";
+  // Without a UDP checksum the kernel cannot offload segmentation and refuses GSO sends (EINVAL),
+  // as a device without checksum offload would (EIO).
+  const int one = 1;
+  ASSERT_EQ(setsockopt(tx.fd, SOL_SOCKET, SO_NO_CHECK, &one, sizeof one), 0);
+  std::vector<Datagram> ds;
+  for (uint32_t i = 0; i < 10; ++i) ds.push_back(make_datagram(i, 72, 1000));
+  std::vector<TxItem> items;
+  for (const Datagram& d : ds)
+    items.push_back(TxItem{d.header.data(), 72, d.payload.data(), 1000, 0, 0, true});
+  std::vector<SockAddr> peers = {rx.local};
+  std::vector<UdpSocket> pool = {tx};
+  UdpSender sender(64);
+  bool gso = true;
+  sender.send(items, pool, peers, gso);
+  EXPECT_FALSE(gso);
+  EXPECT_EQ(sender.counters().gso_fallbacks, 1u);
+  EXPECT_EQ(sender.counters().datagrams, 10u);
+  EXPECT_EQ(sender.counters().gso_messages, 0u);
+  Received r = receive(rx, ds.size());
+  ASSERT_EQ(r.datagrams.size(), ds.size());
+  for (size_t i = 0; i < ds.size(); ++i) EXPECT_EQ(r.datagrams[i], flatten(ds[i]));
+}
+
 TEST_P(UdpIo, EctZeroDscpAndNotEctPerPacket) {
   SocketOptions o;
   o.dscp = 26;  // AF31

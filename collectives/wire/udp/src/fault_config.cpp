@@ -4,7 +4,9 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <limits>
+#include <sstream>
 #include <string>
 
 #include "megascale/wire/fault.h"
@@ -158,6 +160,14 @@ Result<FaultConfig> parse_fault_config(std::string_view yaml_text, std::string_v
   if (delay_us_given && !delay_given && config.delay_ns > 0) config.delay = 1.0;
   if (Status s = validate_fault_config(config, source); !s) return s.error();
   return config;
+}
+
+Result<FaultConfig> load_fault_config(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return make_error(path + ": cannot open");
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_fault_config(text.str(), path);
 }
 
 Result<FaultConfig> fault_config_from_env(const FaultConfig& base, const GetEnv& getenv_fn) {

@@ -13,6 +13,7 @@
 #include "megascale/engine/endpoint.h"
 #include "megascale/wire/fault.h"
 #include "megascale/wire/udp.h"
+#include "path_map.h"
 #include "peers.h"
 #include "receiver.h"
 #include "sender.h"
@@ -26,10 +27,14 @@ inline constexpr uint32_t kWakeToken = UINT32_MAX;
 // busy direction cannot starve the other (ACKs must get in while data goes out).
 inline constexpr int kRxRoundsPerSocket = 4;
 inline constexpr int kTxRoundsPerProgress = 8;
+// Path ids unused this long release their socket (PathMap); looked at this often.
+inline constexpr TimeNs kPathIdleNs = 2 * kNsPerSec;
+inline constexpr TimeNs kPathSweepIntervalNs = 100 * kNsPerMs;
 
 struct UdpWire::Io {
   Io(const UdpConfig& config)
-      : peers(config.max_peers),
+      : paths(1),
+        peers(config.max_peers),
         sender(config.batch),
         receiver(config.batch),
         tx(config.batch),
@@ -44,6 +49,8 @@ struct UdpWire::Io {
 
   int family = 0;
   std::vector<detail::UdpSocket> sockets;
+  detail::PathMap paths;  // path id -> index into sockets
+  TimeNs last_sweep_ns = 0;
   detail::PeerTable peers;
   detail::UdpSender sender;
   detail::UdpReceiver receiver;
@@ -53,7 +60,8 @@ struct UdpWire::Io {
   std::vector<epoll_event> events = std::vector<epoll_event>(64);
   int epfd = -1;
   int wakefd = -1;
-  bool gso = false;  // in use now (cleared if the kernel refuses a GSO send)
+  bool gso = false;       // in use now (cleared if the kernel refuses a GSO send)
+  TimeNs last_io_ns = 0;  // when a round last received or sent a datagram
 
   // Counters the wire keeps itself (the sender and receiver keep theirs).
   uint64_t datagrams_received = 0;

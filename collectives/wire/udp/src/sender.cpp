@@ -100,7 +100,7 @@ size_t UdpSender::build(size_t first, size_t last, std::span<const TxItem> items
 }
 
 void UdpSender::send_socket(size_t first, size_t last, std::span<const TxItem> items, const UdpSocket& socket,
-                            std::span<const SockAddr> peers, bool& gso) {
+                            uint32_t socket_index, std::span<const SockAddr> peers, bool& gso) {
   size_t n_msgs = build(first, last, items, peers, socket, gso);
   size_t k = 0;
   while (k < n_msgs) {
@@ -108,6 +108,7 @@ void UdpSender::send_socket(size_t first, size_t last, std::span<const TxItem> i
     ++counters_.syscalls;
     if (rc > 0) {
       for (size_t m = k; m < k + static_cast<size_t>(rc); ++m) {
+        per_socket_[socket_index] += info_[m].datagrams;
         counters_.datagrams += info_[m].datagrams;
         counters_.bytes += info_[m].bytes;
         counters_.messages += 1;
@@ -150,7 +151,8 @@ void UdpSender::send(std::span<const TxItem> items, std::span<const UdpSocket> s
     size_t last = first + 1;
     const uint32_t sock = items[order_[first]].socket;
     while (last < n && items[order_[last]].socket == sock) ++last;
-    send_socket(first, last, items, sockets[sock], peers, gso);
+    if (per_socket_.size() <= sock) per_socket_.resize(sock + 1, 0);
+    send_socket(first, last, items, sockets[sock], sock, peers, gso);
     first = last;
   }
 }

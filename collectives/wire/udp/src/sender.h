@@ -60,6 +60,8 @@ class UdpSender {
             std::span<const SockAddr> peers, bool& gso);
 
   const SendCounters& counters() const { return counters_; }
+  // Datagrams handed to the kernel per socket index (sized by the highest index seen).
+  const std::vector<uint64_t>& per_socket() const { return per_socket_; }
   size_t max_batch() const { return max_batch_; }
 
  private:
@@ -67,7 +69,7 @@ class UdpSender {
   size_t build(size_t first, size_t last, std::span<const TxItem> items, std::span<const SockAddr> peers,
                const UdpSocket& socket, bool gso);
   void send_socket(size_t first, size_t last, std::span<const TxItem> items, const UdpSocket& socket,
-                   std::span<const SockAddr> peers, bool& gso);
+                   uint32_t socket_index, std::span<const SockAddr> peers, bool& gso);
 
   struct MessageInfo {
     size_t first_item = 0;  // index into order_
@@ -83,6 +85,7 @@ class UdpSender {
   std::vector<MessageInfo> info_;
   std::vector<unsigned char> control_;  // kControlBytes per message
   SendCounters counters_;
+  std::vector<uint64_t> per_socket_;
 };
 
 }  // namespace megascale::wire::detail

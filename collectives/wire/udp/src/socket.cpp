@@ -138,9 +138,14 @@ Result<UdpSocket> open_udp_socket(const SockAddr& bind_addr, const SocketOptions
 
   // One family per socket: a wire bound to IPv6 talks to IPv6 peers only, so addresses stay unmapped.
   if (family == AF_INET6) set_int(s.fd, IPPROTO_IPV6, IPV6_V6ONLY, 1);
-  // The kernel caps these at net.core.{w,r}mem_max; what it granted is read back below.
-  set_int(s.fd, SOL_SOCKET, SO_SNDBUF, options.buffer_bytes);
-  set_int(s.fd, SOL_SOCKET, SO_RCVBUF, options.buffer_bytes);
+  // The kernel caps SO_*BUF at net.core.{w,r}mem_max; with CAP_NET_ADMIN the FORCE variants go
+  // beyond it. What was granted is read back below.
+  if (!set_int(s.fd, SOL_SOCKET, SO_SNDBUFFORCE, options.buffer_bytes)) {
+    set_int(s.fd, SOL_SOCKET, SO_SNDBUF, options.buffer_bytes);
+  }
+  if (!set_int(s.fd, SOL_SOCKET, SO_RCVBUFFORCE, options.buffer_bytes)) {
+    set_int(s.fd, SOL_SOCKET, SO_RCVBUF, options.buffer_bytes);
+  }
 
   if (::bind(s.fd, bind_addr.addr(), bind_addr.len) != 0) {
     const int err = errno;

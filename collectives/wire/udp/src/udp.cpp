@@ -36,6 +36,7 @@ Status validate_udp_config(const UdpConfig& c) {
   }
   if (c.max_peers < 1) return bad("max_peers must be >= 1");
   if (c.spin_ns < 0) return bad("spin_ns=" + std::to_string(c.spin_ns) + ": must be >= 0");
+  if (c.idle_poll_ns < 0) return bad("idle_poll_ns=" + std::to_string(c.idle_poll_ns) + ": must be >= 0");
   if (Status s = validate_fault_config(c.fault, "udp config"); !s) return s;
   return {};
 }
@@ -99,6 +100,7 @@ Result<std::unique_ptr<UdpWire>> UdpWire::create(const UdpConfig& config) {
     io->sockets.push_back(*sock);
   }
   io->gso = caps.gso;
+  io->paths = detail::PathMap(static_cast<uint32_t>(io->sockets.size()));
 
   io->epfd = epoll_create1(EPOLL_CLOEXEC);
   io->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -146,6 +148,10 @@ Status UdpWire::progress_locked(TimeNs now, bool read_clock) {
   if (read_clock) now = UdpWire::now();
   if (endpoint_->next_deadline() <= now) endpoint_->on_timer(now);
   transmit_locked(now, read_clock);
+  if (now - io_->last_sweep_ns > kPathSweepIntervalNs) {
+    io_->paths.sweep(now, kPathIdleNs);
+    io_->last_sweep_ns = now;
+  }
   return {};
 }
 
@@ -164,40 +170,41 @@ void UdpWire::deliver_locked(TimeNs now, uint32_t peer, uint8_t* data, size_t le
 }
 
 // The engine accepts a connection's packets only from the connection's peer id, but the remote sends
-// each lane from its own source port, and each source address has its own id in the peer table. So a
-// packet for one of our connections, from the same host as that connection's peer, is handed over
-// under the connection's peer id. The header is only peeked at (magic, type, connection ids at the
-// fixed offsets of packet.h); the engine still validates everything.
-uint32_t UdpWire::connection_peer_locked(uint32_t source_peer, const detail::SockAddr& from, const uint8_t* d,
-                                         size_t len) const {
-  if (len < engine::kCommonHeaderBytes) return source_peer;
+// each lane from its own source port. So a packet for one of our connections that comes from the same
+// host as the connection's peer is handed over under the connection's peer id, without a peer-table
+// entry for its source port (lanes repath to new ports all the time). The header is only peeked at
+// (magic, type, connection ids at the fixed offsets of packet.h); the engine still validates it all.
+std::optional<uint32_t> UdpWire::connection_peer_locked(const detail::SockAddr& from, const uint8_t* d,
+                                                        size_t len) const {
+  if (len < engine::kCommonHeaderBytes) return std::nullopt;
   uint32_t magic = 0;
   uint64_t dst = 0;
   std::memcpy(&magic, d, sizeof magic);
   std::memcpy(&dst, d + 8, sizeof dst);
-  if (magic != engine::kMagic) return source_peer;
-  auto owner_of = [&](const engine::Connection* c) {
-    if (c == nullptr || c->peer() == source_peer || !io_->peers.contains(c->peer())) return source_peer;
-    return detail::same_host(io_->peers.address(c->peer()), from) ? c->peer() : source_peer;
+  if (magic != engine::kMagic) return std::nullopt;
+  auto owner_of = [&](const engine::Connection* c) -> std::optional<uint32_t> {
+    if (c == nullptr || !io_->peers.contains(c->peer())) return std::nullopt;
+    if (!detail::same_host(io_->peers.address(c->peer()), from)) return std::nullopt;
+    return c->peer();
   };
   if (dst != 0) return owner_of(endpoint_->connection(dst));
   // No destination id: a SYN (names its sender's id at offset 24) or an RST for an unknown connection
-  // (names the id it was sent to, our remote id, at offset 32). Rare: a scan is fine.
+  // (names the id it was sent to, our remote id, at offset 32). A SYN for a new connection matches
+  // nothing and takes its source address as the peer. Rare: a scan is fine.
   const auto type = static_cast<engine::PacketType>(d[5]);
   size_t at = 0;
   if (type == engine::PacketType::kSyn) at = 24;
   if (type == engine::PacketType::kRst) at = 32;
-  if (at == 0 || len < at + 8) return source_peer;
+  if (at == 0 || len < at + 8) return std::nullopt;
   uint64_t remote = 0;
   std::memcpy(&remote, d + at, sizeof remote);
   for (engine::ConnId id : endpoint_->connection_ids()) {
     const engine::Connection* c = endpoint_->connection(id);
     if (c != nullptr && c->remote_id() == remote) {
-      const uint32_t owner = owner_of(c);
-      if (owner != source_peer) return owner;
+      if (std::optional<uint32_t> owner = owner_of(c)) return owner;
     }
   }
-  return source_peer;
+  return std::nullopt;
 }
 
 void UdpWire::receive_locked(TimeNs now) {
@@ -217,18 +224,20 @@ void UdpWire::receive_locked(TimeNs now) {
         ++io.recv_errors;  // e.g. an ICMP error queued on the socket; the next call reads on
         continue;
       }
+      if (n > 0) io.last_io_ns = now;
       for (int i = 0; i < n; ++i) {
         detail::RxMessage m = io.receiver.message(i);
         if (m.truncated || m.segment_size == 0) continue;
-        const std::optional<uint32_t> peer = io.peers.intern(*m.from);
-        if (!peer) {
-          ++io.peer_table_full;
-          continue;
-        }
         for (size_t off = 0; off < m.bytes.size(); off += m.segment_size) {
           const size_t len = std::min(m.segment_size, m.bytes.size() - off);
           uint8_t* datagram = m.bytes.data() + off;
-          deliver_locked(now, connection_peer_locked(*peer, *m.from, datagram, len), datagram, len, m.ce);
+          std::optional<uint32_t> peer = connection_peer_locked(*m.from, datagram, len);
+          if (!peer) peer = io.peers.intern(*m.from);  // new peer, handshake, or not ours at all
+          if (!peer) {
+            ++io.peer_table_full;
+            continue;
+          }
+          deliver_locked(now, *peer, datagram, len, m.ce);
         }
       }
       if (static_cast<size_t>(n) < config_.batch) break;  // drained
@@ -238,7 +247,6 @@ void UdpWire::receive_locked(TimeNs now) {
 
 void UdpWire::transmit_locked(TimeNs now, bool read_clock) {
   Io& io = *io_;
-  const uint32_t n_sockets = static_cast<uint32_t>(io.sockets.size());
   for (int round = 0; round < kTxRoundsPerProgress; ++round) {
     size_t n = 0;
     while (n < config_.batch && endpoint_->poll_tx(now, io.tx[n])) ++n;
@@ -249,10 +257,11 @@ void UdpWire::transmit_locked(TimeNs now, bool read_clock) {
         ++io.tx_bad_peer;
         continue;
       }
-      io.items[k++] = detail::TxItem{p.header, p.header_len, p.payload, p.payload_len, p.path_id % n_sockets,
-                                     p.peer,   p.ect};
+      const uint32_t socket = io.paths.socket_for(p.path_id, now);
+      io.items[k++] = detail::TxItem{p.header, p.header_len, p.payload, p.payload_len, socket, p.peer, p.ect};
     }
     // The payload pointers stay valid until the next engine call other than poll_tx: send now.
+    if (k > 0) io.last_io_ns = now;
     if (k > 0) io.sender.send(std::span(io.items.data(), k), io.sockets, io.peers.addresses(), io.gso);
     if (n < config_.batch) {
       more_tx_ = false;
@@ -288,6 +297,8 @@ UdpWireStats UdpWire::stats() const {
   s.send_dropped_full = tx.dropped_full;
   s.send_dropped_error = tx.dropped_error + io.tx_bad_peer;
   s.gso_fallbacks = tx.gso_fallbacks;
+  s.datagrams_per_port = io.sender.per_socket();
+  s.datagrams_per_port.resize(io.sockets.size(), 0);
   const detail::ReceiveCounters& rx = io.receiver.counters();
   s.datagrams_received = io.datagrams_received;
   s.bytes_received = io.bytes_received;

@@ -3,6 +3,7 @@
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -56,6 +57,7 @@ Status UdpWire::start() {
   if (thread_.joinable()) return make_error("udp wire: progress thread already running");
   stop_.store(false);
   thread_error_.clear();
+  threaded_.store(true);
   thread_ = std::thread([this] { thread_main(); });
   return {};
 }
@@ -66,6 +68,7 @@ void UdpWire::stop() {
   eventfd_write(io_->wakefd, 1);
   thread_.join();
   thread_ = std::thread();
+  threaded_.store(false);
 }
 
 std::string UdpWire::thread_error() const {
@@ -83,10 +86,18 @@ void UdpWire::thread_main() {
       progressed_.notify_all();
       return;
     }
-    const bool notify = waiters_ > 0;
+    bool notify = false;
+    for (Waiter* w : waiters_) {
+      const uint64_t sig = w->signature();
+      notify |= sig != w->last;
+      w->last = sig;
+    }
     const TimeNs deadline = next_deadline_locked();
-    // Sleep unless busy-polling, or the deadline is due or close enough to spin for.
-    const bool sleep = !config_.busy_poll && deadline > now() + config_.spin_ns;
+    // Sleep unless busy-polling, the deadline is due or close enough to spin for, or packets moved
+    // a moment ago (more are likely on their way).
+    const TimeNs t = now();
+    const bool sleep =
+        !config_.busy_poll && deadline > t + config_.spin_ns && t - io_->last_io_ns > config_.idle_poll_ns;
     if (sleep) {
       // Set under the lock: a post that takes the lock after this sees it and writes the eventfd.
       sleeping_.store(true, std::memory_order_release);
@@ -103,24 +114,24 @@ void UdpWire::thread_main() {
   }
 }
 
-template <class Pred>
-bool UdpWire::wait_until(std::unique_lock<WireMutex>& lock, TimeNs timeout_ns, Pred pred) {
+template <class Pred, class Signature>
+bool UdpWire::wait_until(std::unique_lock<WireMutex>& lock, TimeNs timeout_ns, Pred pred,
+                         Signature signature) {
   const TimeNs deadline = timeout_ns >= kNever - now() ? kNever : now() + timeout_ns;
-  if (thread_.joinable()) {
-    ++waiters_;
-    bool ok = pred();
-    while (!ok && thread_error_.empty()) {
-      const TimeNs left = deadline - now();
-      if (left <= 0) break;
-      progressed_.wait_for(lock, std::chrono::nanoseconds(std::min<TimeNs>(left, 100 * kNsPerMs)));
-      ok = pred();
-    }
-    --waiters_;
-    return ok;
-  }
-  // Caller-driven: drive the wire ourselves.
   while (!pred()) {
     if (now() >= deadline) return false;
+    if (threaded_.load(std::memory_order_relaxed)) {
+      if (!thread_error_.empty()) return false;
+      // Registered and waiting under the one lock: the progress thread cannot compute a signature
+      // between our pred() and our wait, so no wake-up is lost. The cap is only a safety net.
+      Waiter self{signature, signature()};
+      waiters_.push_back(&self);
+      const TimeNs left = deadline - now();
+      progressed_.wait_for(lock, std::chrono::nanoseconds(std::min<TimeNs>(left, 100 * kNsPerMs)));
+      waiters_.erase(std::find(waiters_.begin(), waiters_.end(), &self));
+      continue;
+    }
+    // Caller-driven (or the thread was stopped): drive the wire ourselves.
     if (Status s = progress_locked(now(), true); !s) return false;
     if (pred()) return true;
     const TimeNs until = std::min(deadline, next_deadline_locked());
@@ -132,6 +143,14 @@ bool UdpWire::wait_until(std::unique_lock<WireMutex>& lock, TimeNs timeout_ns, P
     lock.lock();
   }
   return true;
+}
+
+uint64_t UdpWire::completion_signature_locked(engine::ConnId conn) const {
+  const engine::Connection* c = endpoint_->connection(conn);
+  if (c == nullptr) return ~uint64_t{0};
+  const engine::ConnectionStats& s = c->stats();
+  const uint64_t finished = s.sends_completed + s.sends_failed + s.recvs_completed + s.recvs_failed;
+  return finished << 3 | static_cast<uint64_t>(c->state());
 }
 
 Result<uint32_t> UdpWire::add_peer(std::string_view host, uint16_t port) {
@@ -224,23 +243,38 @@ std::string UdpWire::connection_error(engine::ConnId conn) {
 engine::Completion UdpWire::wait(engine::ConnId conn, engine::RequestId req, TimeNs timeout_ns) {
   std::unique_lock<WireMutex> lock(mu_);
   engine::Completion result;
-  const bool done = wait_until(lock, timeout_ns, [&] {
-    engine::Connection* c = endpoint_->connection(conn);
-    result = c ? c->test(req) : engine::Completion{true, false, 0, 0, "unknown connection"};
-    return result.done;
-  });
+  const bool done = wait_until(
+      lock, timeout_ns,
+      [&] {
+        engine::Connection* c = endpoint_->connection(conn);
+        result = c ? c->test(req) : engine::Completion{true, false, 0, 0, "unknown connection"};
+        return result.done;
+      },
+      [this, conn] { return completion_signature_locked(conn); });
   if (!done) {
     result.done = false;
     result.error = thread_error_.empty() ? "timed out after " + seconds_text(timeout_ns)
                                          : "progress thread stopped: " + thread_error_;
+  } else if (!result.ok) {
+    result.error += peer_suffix_locked(conn);
   }
   return result;
+}
+
+std::string UdpWire::peer_suffix_locked(engine::ConnId conn) const {
+  // The engine names peers by id; say which address that is.
+  const engine::Connection* c = endpoint_->connection(conn);
+  if (c == nullptr || !io_->peers.contains(c->peer())) return {};
+  return " (peer " + std::to_string(c->peer()) + " is " +
+         detail::format_address(io_->peers.address(c->peer())) + ")";
 }
 
 Result<engine::ConnId> UdpWire::wait_accept(TimeNs timeout_ns) {
   std::unique_lock<WireMutex> lock(mu_);
   std::optional<engine::ConnId> id;
-  if (!wait_until(lock, timeout_ns, [&] { return (id = endpoint_->accept()).has_value(); })) {
+  if (!wait_until(
+          lock, timeout_ns, [&] { return (id = endpoint_->accept()).has_value(); },
+          [this] { return endpoint_->stats().connections_accepted; })) {
     return make_error("udp wire: no connection accepted within " + seconds_text(timeout_ns));
   }
   return *id;
@@ -250,32 +284,38 @@ Status UdpWire::wait_established(engine::ConnId conn, TimeNs timeout_ns) {
   std::unique_lock<WireMutex> lock(mu_);
   engine::ConnectionState st = engine::ConnectionState::kConnecting;
   std::string error;
-  wait_until(lock, timeout_ns, [&] {
-    const engine::Connection* c = endpoint_->connection(conn);
-    if (c == nullptr) {
-      st = engine::ConnectionState::kFailed;
-      error = "unknown connection";
-      return true;
-    }
-    st = c->state();
-    error = c->error();
-    return st != engine::ConnectionState::kConnecting;
-  });
+  wait_until(
+      lock, timeout_ns,
+      [&] {
+        const engine::Connection* c = endpoint_->connection(conn);
+        if (c == nullptr) {
+          st = engine::ConnectionState::kFailed;
+          error = "unknown connection";
+          return true;
+        }
+        st = c->state();
+        error = c->error();
+        return st != engine::ConnectionState::kConnecting;
+      },
+      [this, conn] { return completion_signature_locked(conn); });
   if (st == engine::ConnectionState::kEstablished) return {};
   if (st == engine::ConnectionState::kConnecting) {
     return make_error("udp wire: connection not established within " + seconds_text(timeout_ns));
   }
   return make_error("udp wire: connection " + std::string(engine::to_string(st)) +
-                    (error.empty() ? "" : ": " + error));
+                    (error.empty() ? "" : ": " + error) + peer_suffix_locked(conn));
 }
 
 Status UdpWire::wait_closed(engine::ConnId conn, TimeNs timeout_ns) {
   std::unique_lock<WireMutex> lock(mu_);
-  const bool done = wait_until(lock, timeout_ns, [&] {
-    const engine::Connection* c = endpoint_->connection(conn);
-    return c == nullptr || c->state() == engine::ConnectionState::kClosed ||
-           c->state() == engine::ConnectionState::kFailed;
-  });
+  const bool done = wait_until(
+      lock, timeout_ns,
+      [&] {
+        const engine::Connection* c = endpoint_->connection(conn);
+        return c == nullptr || c->state() == engine::ConnectionState::kClosed ||
+               c->state() == engine::ConnectionState::kFailed;
+      },
+      [this, conn] { return completion_signature_locked(conn); });
   if (!done) return make_error("udp wire: connection not closed within " + seconds_text(timeout_ns));
   return {};
 }

@@ -34,8 +34,8 @@ struct EngineConfig {
   uint32_t max_posted_sends = 1024;  // sends outstanding at once per connection
 
   // Loss detection.
-  uint32_t dupthresh = 3;            // a hole is lost once a segment this many seqs above it is SACKed
-  TimeNs reo_wnd_ns = 0;             // RACK reordering window; 0 = min RTT / 4
+  uint32_t dupthresh = 3;  // a hole is lost once a segment this many seqs above it is SACKed
+  TimeNs reo_wnd_ns = 0;   // RACK reordering window; 0 = min RTT / 4
   // A lane takes a new path id after this many consecutive RTOs on it (0 = never) ...
   uint32_t repath_rto_threshold = 3;
   // ... or after its RTT stayed above its controller's delay target, with ECN marks, for this many

@@ -46,11 +46,11 @@ enum class ConnectionState : uint8_t {
 std::string_view to_string(ConnectionState s);
 
 struct Completion {
-  bool done = false;    // finished, successfully or not
-  bool ok = false;      // meaningful when done
-  uint64_t bytes = 0;   // send: bytes sent; receive: the message's size (<= the posted capacity)
-  int32_t tag = 0;      // send: its tag; receive: the matched send's tag
-  std::string error;    // when done && !ok: why ("peer unreachable: ...", "unknown request", ...)
+  bool done = false;   // finished, successfully or not
+  bool ok = false;     // meaningful when done
+  uint64_t bytes = 0;  // send: bytes sent; receive: the message's size (<= the posted capacity)
+  int32_t tag = 0;     // send: its tag; receive: the matched send's tag
+  std::string error;   // when done && !ok: why ("peer unreachable: ...", "unknown request", ...)
 };
 
 // What was left unfinished when the connection closed (both sides' counts, from the FIN exchange).
@@ -59,7 +59,7 @@ struct CloseReport {
   uint32_t unfinished_recvs = 0;       // our receives failed by the close
   uint32_t peer_unfinished_sends = 0;  // the peer's, as its FIN reported them
   uint32_t peer_unfinished_recvs = 0;
-  bool closed_by_peer = false;         // the peer's FIN came first
+  bool closed_by_peer = false;  // the peer's FIN came first
 };
 
 namespace detail {

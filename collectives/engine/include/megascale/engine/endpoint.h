@@ -47,11 +47,11 @@ struct TxPacket {
   uint16_t header_len = 0;
   const uint8_t* payload = nullptr;  // see "Lifetimes" above
   uint32_t payload_len = 0;
-  uint8_t lane = 0;                  // the lane it belongs to (0 for control packets without a lane)
-  uint32_t path_id = 0;              // the lane's path entropy: map it to a UDP source port / flow label
-  uint32_t peer = 0;                 // where to send it
-  bool ect = false;                  // send ECN-capable (ECT(0)): true for SEG packets
-  uint64_t conn_id = 0;              // local connection id it belongs to (0 for endpoint RSTs)
+  uint8_t lane = 0;      // the lane it belongs to (0 for control packets without a lane)
+  uint32_t path_id = 0;  // the lane's path entropy: map it to a UDP source port / flow label
+  uint32_t peer = 0;     // where to send it
+  bool ect = false;      // send ECN-capable (ECT(0)): true for SEG packets
+  uint64_t conn_id = 0;  // local connection id it belongs to (0 for endpoint RSTs)
 };
 
 class Endpoint {

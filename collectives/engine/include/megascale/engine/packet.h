@@ -85,11 +85,11 @@ inline constexpr uint8_t kFlagTooLarge = 0x10;
 inline constexpr uint8_t kFlagAckRequest = 0x20;
 
 enum class RstReason : uint16_t {
-  kVersionMismatch = 1,  // SYN's version range does not overlap ours
+  kVersionMismatch = 1,    // SYN's version range does not overlap ours
   kUnknownConnection = 2,  // packet for a connection id we do not have
-  kRefused = 3,          // not accepting connections / too many
-  kAborted = 4,          // the application released the connection while it was open
-  kProtocolError = 5,    // the peer broke the protocol (e.g. data for a slot never credited)
+  kRefused = 3,            // not accepting connections / too many
+  kAborted = 4,            // the application released the connection while it was open
+  kProtocolError = 5,      // the peer broke the protocol (e.g. data for a slot never credited)
 };
 
 struct CommonHeader {
@@ -106,11 +106,11 @@ struct SegHeader {
   uint64_t seq = 0;
   TimeNs send_ts_ns = 0;
   uint32_t payload_len = 0;
-  uint32_t payload_crc = 0;  // CRC32C of the payload; 0 for an empty payload
-  uint32_t slot = 0;         // receive slot (cumulative index of the receiver's post_recv)
-  int32_t tag = 0;           // CREDIT: the receive's tag (-1 = any); DATA: the send's tag (>= 0)
-  uint64_t offset = 0;       // DATA: byte offset of this payload in the message
-  uint64_t msg_len = 0;      // DATA: whole message length, bytes
+  uint32_t payload_crc = 0;     // CRC32C of the payload; 0 for an empty payload
+  uint32_t slot = 0;            // receive slot (cumulative index of the receiver's post_recv)
+  int32_t tag = 0;              // CREDIT: the receive's tag (-1 = any); DATA: the send's tag (>= 0)
+  uint64_t offset = 0;          // DATA: byte offset of this payload in the message
+  uint64_t msg_len = 0;         // DATA: whole message length, bytes
   uint64_t capacity_bytes = 0;  // CREDIT: the receive buffer's size
 };
 
@@ -120,13 +120,13 @@ struct SackRange {
 };
 
 struct AckHeader {
-  uint64_t cum_ack = 0;       // every seq < cum_ack was received
-  uint64_t echo_seq = 0;      // the segment that triggered this ACK
-  TimeNs echo_ts_ns = 0;      // its send_ts_ns, echoed (the sender's clock)
+  uint64_t cum_ack = 0;          // every seq < cum_ack was received
+  uint64_t echo_seq = 0;         // the segment that triggered this ACK
+  TimeNs echo_ts_ns = 0;         // its send_ts_ns, echoed (the sender's clock)
   uint32_t remote_delay_ns = 0;  // its arrival -> this ACK's departure, on the receiver
-  uint16_t ce_count = 0;      // CE-marked segments since the previous ACK
-  uint8_t echo_lane = 0;      // lane the triggering segment arrived on
-  uint8_t nsack = 0;          // <= kMaxSackRanges
+  uint16_t ce_count = 0;         // CE-marked segments since the previous ACK
+  uint8_t echo_lane = 0;         // lane the triggering segment arrived on
+  uint8_t nsack = 0;             // <= kMaxSackRanges
   SackRange sack[kMaxSackRanges];
 };
 
@@ -136,13 +136,13 @@ struct CnpBody {
 
 // SYN and SYN_ACK. In SYN_ACK version_min == version_max == the chosen version.
 struct HandshakeBody {
-  uint64_t src_conn_id = 0;   // the sender's own connection id
+  uint64_t src_conn_id = 0;  // the sender's own connection id
   uint16_t version_min = kVersion;
   uint16_t version_max = kVersion;
-  uint16_t lanes = 1;         // lanes the sender sends on (the receiver accepts any lane < 64)
-  uint8_t cc_kind = 0;        // cc::ControllerKind of the sender's lanes (CNPs are sent to DCQCN)
-  uint32_t mss_bytes = 0;     // largest DATA payload the sender accepts
-  uint32_t recv_slots = 0;    // receives the sender may have posted at once (credit ring size)
+  uint16_t lanes = 1;            // lanes the sender sends on (the receiver accepts any lane < 64)
+  uint8_t cc_kind = 0;           // cc::ControllerKind of the sender's lanes (CNPs are sent to DCQCN)
+  uint32_t mss_bytes = 0;        // largest DATA payload the sender accepts
+  uint32_t recv_slots = 0;       // receives the sender may have posted at once (credit ring size)
   uint32_t window_segments = 0;  // segments above cum_ack the sender can hold (reorder window)
 };
 

@@ -44,23 +44,23 @@ class RttHistogram {
 
 // One lane of one connection (sender side unless noted).
 struct LaneStats {
-  uint32_t path_id = 0;            // current path entropy (the wire maps it to a UDP source port)
-  uint64_t bytes_sent = 0;         // payload bytes sent, retransmissions included
-  uint64_t segments_sent = 0;      // SEGs sent (DATA and CREDIT), retransmissions included
-  uint64_t bytes_acked = 0;        // payload bytes acknowledged (credited to the lane that sent them)
+  uint32_t path_id = 0;        // current path entropy (the wire maps it to a UDP source port)
+  uint64_t bytes_sent = 0;     // payload bytes sent, retransmissions included
+  uint64_t segments_sent = 0;  // SEGs sent (DATA and CREDIT), retransmissions included
+  uint64_t bytes_acked = 0;    // payload bytes acknowledged (credited to the lane that sent them)
   uint64_t segments_acked = 0;
-  uint64_t retransmits_fast = 0;   // retransmissions sent on this lane after SACK/RACK loss detection
-  uint64_t retransmits_rto = 0;    // retransmissions sent on this lane after a timeout
-  uint64_t timeouts = 0;           // RTOs that found a segment of this lane lost
-  uint64_t losses = 0;             // segments sent on this lane that were declared lost
-  uint64_t ecn_marks = 0;          // CE marks echoed back for segments of this lane
-  uint64_t cnps_received = 0;      // CNPs for this lane
-  uint64_t cnps_sent = 0;          // receiver side: CNPs sent for CE marks arriving on this lane
-  uint64_t repaths = 0;            // times this lane took a new path id
-  RttHistogram rtt;                // RTT samples (Karn: none from retransmitted segments)
-  double cwnd_bytes = 0;           // the controller's window now
-  double pacing_rate_bps = 0;      // the controller's pacing rate now
-  uint64_t in_flight_bytes = 0;    // payload bytes sent on this lane and not acked or declared lost
+  uint64_t retransmits_fast = 0;  // retransmissions sent on this lane after SACK/RACK loss detection
+  uint64_t retransmits_rto = 0;   // retransmissions sent on this lane after a timeout
+  uint64_t timeouts = 0;          // RTOs that found a segment of this lane lost
+  uint64_t losses = 0;            // segments sent on this lane that were declared lost
+  uint64_t ecn_marks = 0;         // CE marks echoed back for segments of this lane
+  uint64_t cnps_received = 0;     // CNPs for this lane
+  uint64_t cnps_sent = 0;         // receiver side: CNPs sent for CE marks arriving on this lane
+  uint64_t repaths = 0;           // times this lane took a new path id
+  RttHistogram rtt;               // RTT samples (Karn: none from retransmitted segments)
+  double cwnd_bytes = 0;          // the controller's window now
+  double pacing_rate_bps = 0;     // the controller's pacing rate now
+  uint64_t in_flight_bytes = 0;   // payload bytes sent on this lane and not acked or declared lost
 };
 
 // One connection; the sender-side counters are the sums over its lanes.
@@ -71,8 +71,8 @@ struct ConnectionStats {
   uint64_t bytes_acked = 0;
   uint64_t retransmits_fast = 0;
   uint64_t retransmits_rto = 0;
-  uint64_t timeouts = 0;           // RTO expiries (each may retransmit several segments)
-  uint64_t ecn_marks = 0;          // CE marks echoed by the peer
+  uint64_t timeouts = 0;   // RTO expiries (each may retransmit several segments)
+  uint64_t ecn_marks = 0;  // CE marks echoed by the peer
   uint64_t cnps_received = 0;
   uint64_t repaths = 0;
   uint64_t acks_received = 0;
@@ -102,13 +102,13 @@ struct ConnectionStats {
 struct EndpointStats {
   uint64_t packets_received = 0;
   uint64_t packets_sent = 0;
-  uint64_t malformed_dropped = 0;        // failed decoding before demultiplexing (bad magic, CRC, ...)
-  uint64_t unknown_connection = 0;       // intact packets for a connection id we do not have
+  uint64_t malformed_dropped = 0;   // failed decoding before demultiplexing (bad magic, CRC, ...)
+  uint64_t unknown_connection = 0;  // intact packets for a connection id we do not have
   uint64_t rsts_sent = 0;
-  uint64_t rsts_rate_limited = 0;        // RSTs not sent because of rst_interval_ns
+  uint64_t rsts_rate_limited = 0;  // RSTs not sent because of rst_interval_ns
   uint64_t rsts_received = 0;
-  uint64_t syns_received = 0;            // including retransmitted SYNs
-  uint64_t version_mismatches = 0;       // handshakes refused or failed on version
+  uint64_t syns_received = 0;       // including retransmitted SYNs
+  uint64_t version_mismatches = 0;  // handshakes refused or failed on version
   uint64_t connections_initiated = 0;
   uint64_t connections_accepted = 0;
   uint64_t connections_failed = 0;

@@ -80,6 +80,9 @@ Status validate_fault_config(const FaultConfig& config, std::string_view source)
 // `delay_us` without a `delay` probability delays every datagram.
 Result<FaultConfig> parse_fault_config(std::string_view yaml_text, std::string_view source);
 
+// Reads a YAML file and parses its `fault:` section; errors name the path.
+Result<FaultConfig> load_fault_config(const std::string& path);
+
 // Looks up an environment variable; nullptr when unset. Tests pass their own.
 using GetEnv = std::function<const char*(const char*)>;
 

@@ -29,17 +29,19 @@
 // otherwise) and the configured DSCP. GSO, GRO and ECN are probed when the sockets open and fall back
 // cleanly; capabilities() says what is on.
 //
-// Lanes and source ports: the engine gives every packet a path id; it leaves on socket
-// `path_id % sockets`, so each lane has its own UDP source port and repathing (a new path id) moves it
-// to another. The remote side sees one connection's packets come from several source ports; the peer
-// table gives each source address its own id, and a packet for a known connection that comes from the
-// same host as the connection's peer is handed to the engine under that peer's id (the engine accepts
-// a connection's packets from its own peer only).
+// Lanes and source ports: the engine gives every packet a path id; each path id in use is assigned the
+// pool socket with the fewest path ids on it and keeps it, so lanes get distinct UDP source ports
+// (while there are at least as many sockets as live lanes) and repathing (a new path id) moves a lane
+// to another port. The remote side sees one connection's packets come from several source ports: a packet
+// for a known connection that comes from the same host as the connection's peer is handed to the
+// engine under that peer's id (the engine accepts a connection's packets from its own peer only); any
+// other source address gets an id of its own in the peer table (a new peer's SYN, a stray packet).
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -72,13 +74,17 @@ struct UdpConfig {
   bool gso = true;                    // use UDP GSO when the kernel supports it
   bool gro = true;                    // use UDP GRO when the kernel supports it
   uint32_t batch = 64;                // datagrams per sendmmsg / messages per recvmmsg (1..1024)
-  int socket_buffer_bytes = 4 << 20;  // SO_SNDBUF / SO_RCVBUF wished for (capped by the kernel)
+  int socket_buffer_bytes = 4 << 20;  // SO_SNDBUF / SO_RCVBUF wished for (net.core.*mem_max caps
+                                      // it unless the process has CAP_NET_ADMIN)
   uint32_t max_peers = 65536;         // peer table limit; datagrams from further addresses drop
   // Threaded mode: busy-poll instead of sleeping in epoll (lowest latency, burns a core).
   bool busy_poll = false;
   // Threaded mode: a deadline closer than this is waited for by spinning, not by sleeping (kernel
   // timers wake tens of microseconds late; pacing needs better).
   TimeNs spin_ns = 20 * kNsPerUs;
+  // Threaded mode: after a round that moved packets, keep polling this long before sleeping. Waking
+  // from epoll costs tens of microseconds, which a delay-based controller would see as queueing.
+  TimeNs idle_poll_ns = 50 * kNsPerUs;
   FaultConfig fault;            // off by default
   engine::EngineConfig engine;  // the transport's own knobs
 };
@@ -111,6 +117,7 @@ struct UdpWireStats {
   uint64_t send_dropped_full = 0;   // datagrams lost because a socket buffer was full
   uint64_t send_dropped_error = 0;  // datagrams lost to another send error
   uint64_t gso_fallbacks = 0;
+  std::vector<uint64_t> datagrams_per_port;  // datagrams sent from each pool socket (capabilities().ports)
   // Receiving.
   uint64_t datagrams_received = 0;  // after GRO split, before fault injection
   uint64_t bytes_received = 0;
@@ -161,9 +168,11 @@ class UdpWire {
 
   // Starts the progress thread. Error if already running.
   Status start();
-  // Stops and joins it (no-op if not running). The engine state stays; progress() may be used again.
+  // Stops and joins it (no-op if not running). The engine state stays; progress() may be used again,
+  // and wait*() calls then drive progress themselves. Call start()/stop() from the thread that owns
+  // the wire.
   void stop();
-  bool running() const { return thread_.joinable(); }
+  bool running() const { return threaded_.load(); }
   // The first socket error the progress thread hit (it stops on one); empty while fine.
   std::string thread_error() const;
 
@@ -197,6 +206,7 @@ class UdpWire {
   Status wait_closed(engine::ConnId conn, TimeNs timeout_ns);
 
   // Runs `fn(Endpoint&)` under the wire's lock: any other engine access from an application thread.
+  // `fn` must not call back into the wire (the lock is not recursive).
   template <class Fn>
   auto with_endpoint(Fn&& fn) {
     std::unique_lock<WireMutex> lock(mu_);
@@ -233,16 +243,24 @@ class UdpWire {
   UdpWire(const UdpConfig& config, std::unique_ptr<engine::Endpoint> endpoint, std::unique_ptr<Io> io);
   Status progress_locked(TimeNs now, bool read_clock);
   void receive_locked(TimeNs now);
-  uint32_t connection_peer_locked(uint32_t source_peer, const detail::SockAddr& from, const uint8_t* datagram,
-                                  size_t len) const;
+  std::optional<uint32_t> connection_peer_locked(const detail::SockAddr& from, const uint8_t* datagram,
+                                                 size_t len) const;
   void deliver_locked(TimeNs now, uint32_t peer, uint8_t* data, size_t len, bool ce);
   void transmit_locked(TimeNs now, bool read_clock);
   TimeNs next_deadline_locked() const;
   void wake_locked();
+  uint64_t completion_signature_locked(engine::ConnId conn) const;
+  std::string peer_suffix_locked(engine::ConnId conn) const;
   void thread_main();
   // Waits until pred() holds (under the lock) or `timeout_ns` passes; true if it holds.
-  template <class Pred>
-  bool wait_until(std::unique_lock<WireMutex>& lock, TimeNs timeout_ns, Pred pred);
+  // `signature()` summarises what pred() looks at (completion counters, a state); the progress thread
+  // wakes a waiter only when its signature changed, so waiting costs the progress thread nothing else.
+  template <class Pred, class Signature>
+  bool wait_until(std::unique_lock<WireMutex>& lock, TimeNs timeout_ns, Pred pred, Signature signature);
+  struct Waiter {
+    std::function<uint64_t()> signature;
+    uint64_t last = 0;
+  };
 
   UdpConfig config_;
   UdpCapabilities caps_;
@@ -250,9 +268,10 @@ class UdpWire {
   std::unique_ptr<Io> io_;
 
   mutable WireMutex mu_;                    // guards the endpoint, the I/O state and the stats
-  std::condition_variable_any progressed_;  // signalled after each progress round while waiters_ > 0
-  uint32_t waiters_ = 0;                    // threads waiting on progressed_
+  std::condition_variable_any progressed_;  // signalled when a waiter's signature changed
+  std::vector<Waiter*> waiters_;            // threads waiting on progressed_
   std::thread thread_;
+  std::atomic<bool> threaded_{false};  // a progress thread was started and not yet stopped
   std::atomic<bool> stop_{false};
   std::atomic<bool> sleeping_{false};  // the progress thread is in (or about to enter) epoll_wait
   std::string thread_error_;

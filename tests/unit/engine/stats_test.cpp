@@ -1,0 +1,66 @@
+// The RTT histogram: bucket edges, percentiles within the bucket resolution, exact min and max.
+#include "megascale/engine/stats.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <vector>
+
+namespace megascale::engine {
+namespace {
+
+TEST(RttHistogram, EmptyReportsZero) {
+  RttHistogram h;
+  EXPECT_EQ(h.count(), 0u);
+  EXPECT_EQ(h.min_ns(), 0);
+  EXPECT_EQ(h.percentile_ns(0.5), 0);
+}
+
+TEST(RttHistogram, BucketsAreContiguousAndMonotonic) {
+  for (int b = 1; b < RttHistogram::kBuckets - 1; ++b) {
+    const TimeNs lo = RttHistogram::bucket_upper_ns(b - 1) + 1;
+    const TimeNs hi = RttHistogram::bucket_upper_ns(b);
+    ASSERT_LT(lo, hi + 1);
+    EXPECT_EQ(RttHistogram::bucket_of(lo), b);
+    EXPECT_EQ(RttHistogram::bucket_of(hi), b);
+    // Relative width at most a quarter octave (25% of the lower edge).
+    EXPECT_LE(static_cast<double>(hi - lo + 1), 0.25 * static_cast<double>(lo) + 1);
+  }
+  EXPECT_EQ(RttHistogram::bucket_of(0), 0);
+  EXPECT_EQ(RttHistogram::bucket_of(TimeNs{1} << 40), RttHistogram::kBuckets - 1);
+}
+
+TEST(RttHistogram, PercentilesWithinBucketResolution) {
+  RttHistogram h;
+  std::mt19937_64 rng(3);
+  std::vector<TimeNs> v;
+  for (int i = 0; i < 100'000; ++i) {
+    const TimeNs x = 5'000 + static_cast<TimeNs>(rng() % 200'000);  // 5..205 us uniform
+    v.push_back(x);
+    h.add(x);
+  }
+  std::sort(v.begin(), v.end());
+  EXPECT_EQ(h.count(), v.size());
+  EXPECT_EQ(h.min_ns(), v.front());
+  EXPECT_EQ(h.max_ns(), v.back());
+  for (double q : {0.01, 0.5, 0.9, 0.99, 0.999}) {
+    const auto exact = static_cast<double>(v[static_cast<size_t>(q * static_cast<double>(v.size() - 1))]);
+    const auto got = static_cast<double>(h.percentile_ns(q));
+    EXPECT_GE(got, exact * 0.99) << q;  // the upper edge of the bucket holding the quantile
+    EXPECT_LE(got, exact * 1.26) << q;
+  }
+  EXPECT_EQ(h.percentile_ns(1.0), v.back());
+  EXPECT_EQ(h.percentile_ns(0.0), h.percentile_ns(1e-9));
+}
+
+TEST(RttHistogram, NegativeSamplesAreIgnored) {
+  RttHistogram h;
+  h.add(-1);
+  EXPECT_EQ(h.count(), 0u);
+  h.add(10'000);
+  EXPECT_EQ(h.percentile_ns(0.5), 10'000);  // clamped to [min, max]
+}
+
+}  // namespace
+}  // namespace megascale::engine
