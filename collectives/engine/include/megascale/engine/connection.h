@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "megascale/common/result.h"
 #include "megascale/common/units.h"
