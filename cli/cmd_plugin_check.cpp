@@ -69,7 +69,8 @@ int run_plugin_check(PluginCheckOptions& o) {
     return kExitUsage;
   }
   fmt::print("{} (ncclNetPlugin_v{}), {} device(s), cases on device '{}': {} passed, {} failed, {} skipped\n",
-             report.plugin_name, report.abi_version, report.devices, report.device_name, passed, failed, skipped);
+             report.plugin_name, report.abi_version, report.devices, report.device_name, passed, failed,
+             skipped);
   if (!o.json_path.empty()) {
     nlohmann::json j;
     j["plugin"] = report.plugin_path;
@@ -104,7 +105,8 @@ int run_plugin_check(PluginCheckOptions& o) {
 void add_plugin_check_command(CLI::App& app) {
   auto o = std::make_shared<PluginCheckOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "plugin-check", "Check an NCCL net plugin (.so) against NCCL's call patterns, on the CPU, without NCCL");
+      "plugin-check",
+      "Check an NCCL net plugin (.so) against NCCL's call patterns, on the CPU, without NCCL");
   cmd->add_option("plugin", o->harness.plugin_path, "Path of the plugin .so (as for NCCL_NET_PLUGIN)");
   cmd->add_flag("--list", o->list, "List the cases and exit");
   cmd->add_option("--case", o->harness.cases, "Run only this case (repeatable; default: all)")

@@ -33,23 +33,23 @@
 namespace megascale::gpucheck {
 namespace {
 
-#define CUDA_CHECK(call)                                                                                   \
-  do {                                                                                                     \
-    const cudaError_t e_ = (call);                                                                         \
-    if (e_ != cudaSuccess) {                                                                               \
+#define CUDA_CHECK(call)                                                                                 \
+  do {                                                                                                   \
+    const cudaError_t e_ = (call);                                                                       \
+    if (e_ != cudaSuccess) {                                                                             \
       std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      std::exit(2);                                                                                        \
-    }                                                                                                      \
+      std::exit(2);                                                                                      \
+    }                                                                                                    \
   } while (0)
 
-#define NCCL_CHECK(call)                                                                                       \
-  do {                                                                                                         \
-    const ncclResult_t r_ = (call);                                                                            \
-    if (r_ != ncclSuccess) {                                                                                   \
+#define NCCL_CHECK(call)                                                                                     \
+  do {                                                                                                       \
+    const ncclResult_t r_ = (call);                                                                          \
+    if (r_ != ncclSuccess) {                                                                                 \
       std::fprintf(stderr, "%s:%d: %s failed: %s (%s)\n", __FILE__, __LINE__, #call, ncclGetErrorString(r_), \
-                   ncclGetLastError(nullptr));                                                                 \
-      std::exit(2);                                                                                            \
-    }                                                                                                          \
+                   ncclGetLastError(nullptr));                                                               \
+      std::exit(2);                                                                                          \
+    }                                                                                                        \
   } while (0)
 
 struct Args {
@@ -57,7 +57,8 @@ struct Args {
   int nranks = 0;
   int gpu = -1;  // default: rank % visible GPUs
   std::string id_file;
-  std::vector<Op> ops = {Op::kAllReduce, Op::kAllGather, Op::kReduceScatter, Op::kAlltoAll, Op::kBroadcast, Op::kSendRecv};
+  std::vector<Op> ops = {Op::kAllReduce, Op::kAllGather, Op::kReduceScatter,
+                         Op::kAlltoAll,  Op::kBroadcast, Op::kSendRecv};
   std::vector<DataType> types = {DataType::kFloat32, DataType::kBf16};
   size_t min_bytes = 0;
   size_t max_bytes = size_t{1} << 30;
@@ -106,39 +107,60 @@ Args parse(int argc, char** argv) {
     }
     if (i + 1 >= argc) usage(("missing value for " + k).c_str());
     const std::string v = argv[++i];
-    if (k == "--rank") a.rank = std::atoi(v.c_str());
-    else if (k == "--nranks") a.nranks = std::atoi(v.c_str());
-    else if (k == "--gpu") a.gpu = std::atoi(v.c_str());
-    else if (k == "--id-file") a.id_file = v;
-    else if (k == "--min-bytes") a.min_bytes = parse_size(v);
-    else if (k == "--max-bytes") a.max_bytes = parse_size(v);
-    else if (k == "--factor") a.factor = parse_size(v);
-    else if (k == "--iters") a.iters = std::atoi(v.c_str());
-    else if (k == "--warmup") a.warmup = std::atoi(v.c_str());
-    else if (k == "--csv") a.csv = v;
+    if (k == "--rank")
+      a.rank = std::atoi(v.c_str());
+    else if (k == "--nranks")
+      a.nranks = std::atoi(v.c_str());
+    else if (k == "--gpu")
+      a.gpu = std::atoi(v.c_str());
+    else if (k == "--id-file")
+      a.id_file = v;
+    else if (k == "--min-bytes")
+      a.min_bytes = parse_size(v);
+    else if (k == "--max-bytes")
+      a.max_bytes = parse_size(v);
+    else if (k == "--factor")
+      a.factor = parse_size(v);
+    else if (k == "--iters")
+      a.iters = std::atoi(v.c_str());
+    else if (k == "--warmup")
+      a.warmup = std::atoi(v.c_str());
+    else if (k == "--csv")
+      a.csv = v;
     else if (k == "--types") {
       a.types.clear();
       for (const std::string& t : split(v)) {
-        if (t == "float" || t == "fp32") a.types.push_back(DataType::kFloat32);
-        else if (t == "bfloat16" || t == "bf16") a.types.push_back(DataType::kBf16);
-        else usage(("unknown type " + t).c_str());
+        if (t == "float" || t == "fp32")
+          a.types.push_back(DataType::kFloat32);
+        else if (t == "bfloat16" || t == "bf16")
+          a.types.push_back(DataType::kBf16);
+        else
+          usage(("unknown type " + t).c_str());
       }
     } else if (k == "--ops") {
       a.ops.clear();
       for (const std::string& o : split(v)) {
-        if (o == "allreduce") a.ops.push_back(Op::kAllReduce);
-        else if (o == "allgather") a.ops.push_back(Op::kAllGather);
-        else if (o == "reducescatter") a.ops.push_back(Op::kReduceScatter);
-        else if (o == "alltoall") a.ops.push_back(Op::kAlltoAll);
-        else if (o == "broadcast") a.ops.push_back(Op::kBroadcast);
-        else if (o == "sendrecv") a.ops.push_back(Op::kSendRecv);
-        else usage(("unknown op " + o).c_str());
+        if (o == "allreduce")
+          a.ops.push_back(Op::kAllReduce);
+        else if (o == "allgather")
+          a.ops.push_back(Op::kAllGather);
+        else if (o == "reducescatter")
+          a.ops.push_back(Op::kReduceScatter);
+        else if (o == "alltoall")
+          a.ops.push_back(Op::kAlltoAll);
+        else if (o == "broadcast")
+          a.ops.push_back(Op::kBroadcast);
+        else if (o == "sendrecv")
+          a.ops.push_back(Op::kSendRecv);
+        else
+          usage(("unknown op " + o).c_str());
       }
     } else {
       usage(("unknown option " + k).c_str());
     }
   }
-  if (a.nranks < 1 || a.rank < 0 || a.rank >= a.nranks || a.id_file.empty()) usage("need --rank, --nranks, --id-file");
+  if (a.nranks < 1 || a.rank < 0 || a.rank >= a.nranks || a.id_file.empty())
+    usage("need --rank, --nranks, --id-file");
   if (a.nranks > 51) usage("at most 51 ranks: larger sums are not exact in bf16");
   if (a.factor < 2 || a.iters < 1 || a.warmup < 0) usage("need --factor >= 2, --iters >= 1, --warmup >= 0");
   return a;
@@ -165,17 +187,27 @@ ncclUniqueId exchange_id(const Args& a) {
   usage("rank 0 wrote no id file within 60 s");
 }
 
-ncclDataType_t nccl_type(DataType t) { return t == DataType::kFloat32 ? ncclFloat32 : ncclBfloat16; }
+ncclDataType_t nccl_type(DataType t) {
+  return t == DataType::kFloat32 ? ncclFloat32 : ncclBfloat16;
+}
 
 void launch(Op op, const Shape& s, DataType t, const char* send, char* recv, int rank, int n, ncclComm_t comm,
             cudaStream_t stream) {
   const ncclDataType_t dt = nccl_type(t);
   const size_t chunk = s.count * element_bytes(t);
   switch (op) {
-    case Op::kAllReduce: NCCL_CHECK(ncclAllReduce(send, recv, s.count, dt, ncclSum, comm, stream)); break;
-    case Op::kAllGather: NCCL_CHECK(ncclAllGather(send, recv, s.count, dt, comm, stream)); break;
-    case Op::kReduceScatter: NCCL_CHECK(ncclReduceScatter(send, recv, s.count, dt, ncclSum, comm, stream)); break;
-    case Op::kBroadcast: NCCL_CHECK(ncclBroadcast(send, recv, s.count, dt, 0, comm, stream)); break;
+    case Op::kAllReduce:
+      NCCL_CHECK(ncclAllReduce(send, recv, s.count, dt, ncclSum, comm, stream));
+      break;
+    case Op::kAllGather:
+      NCCL_CHECK(ncclAllGather(send, recv, s.count, dt, comm, stream));
+      break;
+    case Op::kReduceScatter:
+      NCCL_CHECK(ncclReduceScatter(send, recv, s.count, dt, ncclSum, comm, stream));
+      break;
+    case Op::kBroadcast:
+      NCCL_CHECK(ncclBroadcast(send, recv, s.count, dt, 0, comm, stream));
+      break;
     case Op::kAlltoAll:
       NCCL_CHECK(ncclGroupStart());
       for (int p = 0; p < n; ++p) {
@@ -233,8 +265,9 @@ int run(const Args& a) {
     NCCL_CHECK(ncclGetVersion(&version));
     const char* net = std::getenv("NCCL_NET");
     const char* plugin = std::getenv("NCCL_NET_PLUGIN");
-    std::printf("# nccl_check: %d ranks, NCCL %d, NCCL_NET=%s NCCL_NET_PLUGIN=%s, %d iters (+%d warmup)%s\n", n, version,
-                net ? net : "(unset)", plugin ? plugin : "(unset)", a.iters, a.warmup, a.check ? ", checked" : "");
+    std::printf("# nccl_check: %d ranks, NCCL %d, NCCL_NET=%s NCCL_NET_PLUGIN=%s, %d iters (+%d warmup)%s\n",
+                n, version, net ? net : "(unset)", plugin ? plugin : "(unset)", a.iters, a.warmup,
+                a.check ? ", checked" : "");
     if (!a.csv.empty()) {
       csv = std::fopen(a.csv.c_str(), "w");
       if (csv) std::fprintf(csv, "op,type,size_bytes,count,time_us,algbw_gbps,busbw_gbps,wrong\n");
@@ -246,10 +279,10 @@ int run(const Args& a) {
   std::vector<uint8_t> out;
   for (Op op : a.ops) {
     if (a.rank == 0) {
-      std::printf("#\n# %s\n#%12s %12s %9s %7s %5s %10s %8s %8s %7s\n", to_string(op), "size", "count", "type", "redop",
-                  "root", "time", "algbw", "busbw", "#wrong");
-      std::printf("#%12s %12s %9s %7s %5s %10s %8s %8s %7s\n", "(B)", "(elements)", "", "", "", "(us)", "(GB/s)",
-                  "(GB/s)", "");
+      std::printf("#\n# %s\n#%12s %12s %9s %7s %5s %10s %8s %8s %7s\n", to_string(op), "size", "count",
+                  "type", "redop", "root", "time", "algbw", "busbw", "#wrong");
+      std::printf("#%12s %12s %9s %7s %5s %10s %8s %8s %7s\n", "(B)", "(elements)", "", "", "", "(us)",
+                  "(GB/s)", "(GB/s)", "");
       std::fflush(stdout);
     }
     for (DataType t : a.types) {
@@ -285,17 +318,19 @@ int run(const Args& a) {
         CUDA_CHECK(cudaMemcpyAsync(&time_us, d_time, sizeof time_us, cudaMemcpyDeviceToHost, stream));
         CUDA_CHECK(cudaStreamSynchronize(stream));
         total_wrong += wrong;
-        const double algbw = time_us > 0 ? static_cast<double>(s.printed_bytes) / (time_us * 1e3) : 0;  // GB/s
+        const double algbw =
+            time_us > 0 ? static_cast<double>(s.printed_bytes) / (time_us * 1e3) : 0;  // GB/s
         const double busbw = algbw * busbw_factor(op, n);
         if (a.rank == 0) {
           const bool rooted = op == Op::kBroadcast;
           const bool reduces = op == Op::kAllReduce || op == Op::kReduceScatter;
-          std::printf(" %12zu %12zu %9s %7s %5s %10.1f %8.3f %8.3f %7lld\n", s.printed_bytes, s.count, to_string(t),
-                      reduces ? "sum" : "none", rooted ? "0" : "-1", time_us, algbw, busbw, static_cast<long long>(wrong));
+          std::printf(" %12zu %12zu %9s %7s %5s %10.1f %8.3f %8.3f %7lld\n", s.printed_bytes, s.count,
+                      to_string(t), reduces ? "sum" : "none", rooted ? "0" : "-1", time_us, algbw, busbw,
+                      static_cast<long long>(wrong));
           std::fflush(stdout);
           if (csv) {
-            std::fprintf(csv, "%s,%s,%zu,%zu,%.3f,%.4f,%.4f,%lld\n", to_string(op), to_string(t), s.printed_bytes,
-                         s.count, time_us, algbw, busbw, static_cast<long long>(wrong));
+            std::fprintf(csv, "%s,%s,%zu,%zu,%.3f,%.4f,%.4f,%lld\n", to_string(op), to_string(t),
+                         s.printed_bytes, s.count, time_us, algbw, busbw, static_cast<long long>(wrong));
           }
         }
         if (s.printed_bytes > 0) {
@@ -306,7 +341,8 @@ int run(const Args& a) {
     }
   }
   if (a.rank == 0) {
-    std::printf("# Out of bounds values : %lld %s\n", static_cast<long long>(total_wrong), total_wrong ? "FAILED" : "OK");
+    std::printf("# Out of bounds values : %lld %s\n", static_cast<long long>(total_wrong),
+                total_wrong ? "FAILED" : "OK");
     std::printf("# Avg bus bandwidth    : %.3f GB/s\n", busbw_rows ? busbw_sum / busbw_rows : 0.0);
     if (csv) std::fclose(csv);
   }
@@ -321,4 +357,6 @@ int run(const Args& a) {
 }  // namespace
 }  // namespace megascale::gpucheck
 
-int main(int argc, char** argv) { return megascale::gpucheck::run(megascale::gpucheck::parse(argc, argv)); }
+int main(int argc, char** argv) {
+  return megascale::gpucheck::run(megascale::gpucheck::parse(argc, argv));
+}

@@ -13,41 +13,60 @@ uint32_t float_bits(float f) {
 }
 
 // Small integers have zero low mantissa bits, so truncating fp32 to its top 16 bits is exact bf16.
-uint16_t to_bf16(int v) { return static_cast<uint16_t>(float_bits(static_cast<float>(v)) >> 16); }
+uint16_t to_bf16(int v) {
+  return static_cast<uint16_t>(float_bits(static_cast<float>(v)) >> 16);
+}
 
-size_t make_odd(size_t n) { return n == 0 ? 0 : (n | 1); }
+size_t make_odd(size_t n) {
+  return n == 0 ? 0 : (n | 1);
+}
 
 }  // namespace
 
-const char* to_string(DataType t) { return t == DataType::kFloat32 ? "float" : "bfloat16"; }
+const char* to_string(DataType t) {
+  return t == DataType::kFloat32 ? "float" : "bfloat16";
+}
 
 const char* to_string(Op op) {
   switch (op) {
-    case Op::kAllReduce: return "AllReduce";
-    case Op::kAllGather: return "AllGather";
-    case Op::kReduceScatter: return "ReduceScatter";
-    case Op::kAlltoAll: return "AlltoAll";
-    case Op::kBroadcast: return "Broadcast";
-    case Op::kSendRecv: return "SendRecv";
+    case Op::kAllReduce:
+      return "AllReduce";
+    case Op::kAllGather:
+      return "AllGather";
+    case Op::kReduceScatter:
+      return "ReduceScatter";
+    case Op::kAlltoAll:
+      return "AlltoAll";
+    case Op::kBroadcast:
+      return "Broadcast";
+    case Op::kSendRecv:
+      return "SendRecv";
   }
   return "?";
 }
 
-size_t element_bytes(DataType t) { return t == DataType::kFloat32 ? 4 : 2; }
+size_t element_bytes(DataType t) {
+  return t == DataType::kFloat32 ? 4 : 2;
+}
 
 double busbw_factor(Op op, int n) {
   switch (op) {
-    case Op::kAllReduce: return 2.0 * (n - 1) / n;
+    case Op::kAllReduce:
+      return 2.0 * (n - 1) / n;
     case Op::kAllGather:
     case Op::kReduceScatter:
-    case Op::kAlltoAll: return static_cast<double>(n - 1) / n;
+    case Op::kAlltoAll:
+      return static_cast<double>(n - 1) / n;
     case Op::kBroadcast:
-    case Op::kSendRecv: return 1.0;
+    case Op::kSendRecv:
+      return 1.0;
   }
   return 1.0;
 }
 
-int input_value(int rank, size_t index) { return static_cast<int>((index * 7 + static_cast<size_t>(rank) * 3) % 5) + 1; }
+int input_value(int rank, size_t index) {
+  return static_cast<int>((index * 7 + static_cast<size_t>(rank) * 3) % 5) + 1;
+}
 
 Shape shape_for(Op op, DataType type, size_t bytes, int n) {
   const size_t elems = bytes / element_bytes(type);

@@ -18,6 +18,8 @@ namespace megascale::nccl::conformance {
 namespace {
 
 Options plugin_options() {
+  // Loopback: present on every CI machine, and a device the plugin must support (single-host runs).
+  ::setenv("MEGASCALE_IFNAME", "lo", /*overwrite=*/0);
   Options o;
   o.plugin_path = MEGASCALE_NCCL_PLUGIN_PATH;
   o.retry_budget_s = 2.0;
@@ -65,7 +67,7 @@ class NcclConformanceAbi : public ::testing::TestWithParam<int> {};
 TEST_P(NcclConformanceAbi, BasicCasesPass) {
   Options o = plugin_options();
   o.abi_version = GetParam();
-  o.cases = {"load", "connect_accept_one_thread", "message_sizes", "grouped_receive", "zero_byte",
+  o.cases = {"load",         "connect_accept_one_thread", "message_sizes", "grouped_receive", "zero_byte",
              "max_requests", "close_with_requests"};
   const Report r = run(o);
   ASSERT_TRUE(r.load_error.empty()) << r.load_error;
@@ -75,7 +77,9 @@ TEST_P(NcclConformanceAbi, BasicCasesPass) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Versions, NcclConformanceAbi, ::testing::Values(8, 9, 10, 11),
-                         [](const ::testing::TestParamInfo<int>& p) { return "v" + std::to_string(p.param); });
+                         [](const ::testing::TestParamInfo<int>& p) {
+                           return "v" + std::to_string(p.param);
+                         });
 
 // ---- In fresh processes: the plugin reads MEGASCALE_* once per process. ----
 
@@ -104,12 +108,13 @@ bool log_has(const Report& r, const std::string& text) {
 
 TEST_F(NcclPluginEnvironment, BadValuesFailInitNamingTheVariable) {
   EXPECT_EXIT(init_with("MEGASCALE_LANES", "0", "MEGASCALE_LANES=0"), ::testing::ExitedWithCode(0), "");
-  EXPECT_EXIT(init_with("MEGASCALE_CC", "no-such-preset", "MEGASCALE_CC=no-such-preset"), ::testing::ExitedWithCode(0),
-              "");
+  EXPECT_EXIT(init_with("MEGASCALE_CC", "no-such-preset", "MEGASCALE_CC=no-such-preset"),
+              ::testing::ExitedWithCode(0), "");
   EXPECT_EXIT(init_with("MEGASCALE_RETRY_BUDGET_S", "-1", "MEGASCALE_RETRY_BUDGET_S=-1"),
               ::testing::ExitedWithCode(0), "");
   EXPECT_EXIT(init_with("MEGASCALE_TC", "300", "MEGASCALE_TC=300"), ::testing::ExitedWithCode(0), "");
-  EXPECT_EXIT(init_with("MEGASCALE_FAULT_DROP", "1.5", "MEGASCALE_FAULT_DROP=1.5"), ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(init_with("MEGASCALE_FAULT_DROP", "1.5", "MEGASCALE_FAULT_DROP=1.5"),
+              ::testing::ExitedWithCode(0), "");
   EXPECT_EXIT(init_with("MEGASCALE_IFNAME", "=no-such-if0", "no-such-if0"), ::testing::ExitedWithCode(0), "");
 }
 

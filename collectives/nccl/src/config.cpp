@@ -107,7 +107,8 @@ Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
     auto v = parse_seconds("MEGASCALE_RETRY_BUDGET_S", budget, 0.0, 3600.0);
     if (!v) return v.error();
     c.retry_budget_ns = static_cast<TimeNs>(*v * 1e9);
-    if (c.retry_budget_ns < kNsPerMs) return bad("MEGASCALE_RETRY_BUDGET_S", budget, "must be at least 0.001 s");
+    if (c.retry_budget_ns < kNsPerMs)
+      return bad("MEGASCALE_RETRY_BUDGET_S", budget, "must be at least 0.001 s");
   }
   c.cc.rto.retry_budget_ns = c.retry_budget_ns;
   echo("MEGASCALE_RETRY_BUDGET_S", seconds_text(c.retry_budget_ns), budget != nullptr);
@@ -118,8 +119,9 @@ Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
     if (!v) return v.error();
     c.traffic_class = static_cast<int>(*v);
   }
-  echo("MEGASCALE_TC", tc ? std::to_string(c.traffic_class) + " (DSCP " + std::to_string(c.traffic_class >> 2) + ")"
-                          : "unset (NCCL's trafficClass, else 0)",
+  echo("MEGASCALE_TC",
+       tc ? std::to_string(c.traffic_class) + " (DSCP " + std::to_string(c.traffic_class >> 2) + ")"
+          : "unset (NCCL's trafficClass, else 0)",
        tc != nullptr);
 
   const char* ifname = env("MEGASCALE_IFNAME");
@@ -132,9 +134,11 @@ Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
     c.stats_dir = dir;
     struct stat st {};
     if (::stat(dir, &st) != 0 && ::mkdir(dir, 0755) != 0 && errno != EEXIST) {
-      return bad("MEGASCALE_STATS_DIR", dir, std::string("cannot create the directory: ") + std::strerror(errno));
+      return bad("MEGASCALE_STATS_DIR", dir,
+                 std::string("cannot create the directory: ") + std::strerror(errno));
     }
-    if (::stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return bad("MEGASCALE_STATS_DIR", dir, "not a directory");
+    if (::stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+      return bad("MEGASCALE_STATS_DIR", dir, "not a directory");
     if (::access(dir, W_OK) != 0) return bad("MEGASCALE_STATS_DIR", dir, "not writable");
   }
   echo("MEGASCALE_STATS_DIR", dir ? c.stats_dir : "unset (no stats files)", dir != nullptr);
@@ -177,8 +181,9 @@ Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
   c.fault = *fault;
   if (c.fault.enabled()) {
     char text[256];
-    std::snprintf(text, sizeof text, "drop %g dup %g reorder %g delay %g (%lld us) corrupt %g ce %g seed %llu",
-                  c.fault.drop, c.fault.duplicate, c.fault.reorder, c.fault.delay,
+    std::snprintf(text, sizeof text,
+                  "drop %g dup %g reorder %g delay %g (%lld us) corrupt %g ce %g seed %llu", c.fault.drop,
+                  c.fault.duplicate, c.fault.reorder, c.fault.delay,
                   static_cast<long long>(c.fault.delay_ns / kNsPerUs), c.fault.corrupt, c.fault.mark_ce,
                   static_cast<unsigned long long>(c.fault.seed));
     echo("MEGASCALE_FAULT_*", text, true);

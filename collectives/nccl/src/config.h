@@ -19,23 +19,23 @@
 namespace megascale::nccl {
 
 struct PluginConfig {
-  std::string cc_source = "hybrid";  // MEGASCALE_CC as given: a preset name or a YAML path
-  cc::CcConfig cc;                   // the resolved preset (retry budget already applied)
-  uint32_t lanes = 4;                // MEGASCALE_LANES: lanes (UDP source ports) per connection
-  uint32_t segment_bytes = 0;        // MEGASCALE_SEGMENT_BYTES: payload per segment; 0 = from the MTU
+  std::string cc_source = "hybrid";         // MEGASCALE_CC as given: a preset name or a YAML path
+  cc::CcConfig cc;                          // the resolved preset (retry budget already applied)
+  uint32_t lanes = 4;                       // MEGASCALE_LANES: lanes (UDP source ports) per connection
+  uint32_t segment_bytes = 0;               // MEGASCALE_SEGMENT_BYTES: payload per segment; 0 = from the MTU
   TimeNs retry_budget_ns = 30 * kNsPerSec;  // MEGASCALE_RETRY_BUDGET_S: fail a silent peer after this
-  int traffic_class = -1;            // MEGASCALE_TC: IP traffic class byte 0..255; -1 = NCCL's config or 0
-  std::string ifname;                // MEGASCALE_IFNAME: interface selection (see interfaces.h)
-  std::string stats_dir;             // MEGASCALE_STATS_DIR: where counters go; empty = none
+  int traffic_class = -1;  // MEGASCALE_TC: IP traffic class byte 0..255; -1 = NCCL's config or 0
+  std::string ifname;      // MEGASCALE_IFNAME: interface selection (see interfaces.h)
+  std::string stats_dir;   // MEGASCALE_STATS_DIR: where counters go; empty = none
   TimeNs stats_interval_ns = 5 * kNsPerSec;  // MEGASCALE_STATS_INTERVAL_S
-  uint32_t threads_per_device = 4;   // MEGASCALE_NTHREADS: UDP wires (progress threads) per device
-  bool busy_poll = false;            // MEGASCALE_BUSY_POLL: wire threads spin instead of sleeping
+  uint32_t threads_per_device = 4;           // MEGASCALE_NTHREADS: UDP wires (progress threads) per device
+  bool busy_poll = false;                    // MEGASCALE_BUSY_POLL: wire threads spin instead of sleeping
   // MEGASCALE_TEST_POLL_US: longest pause between two looks into the engine from test() on one comm
   // while its requests are not done (the pause doubles from 0.25 us up to this); 0 = look every time.
   // NCCL's progress thread calls test() in a tight loop, and every look takes the wire's lock, which
   // the wire's thread needs to move packets.
   TimeNs test_poll_ns = 8 * kNsPerUs;
-  wire::FaultConfig fault;           // MEGASCALE_FAULT_* (the wire's fault injection)
+  wire::FaultConfig fault;  // MEGASCALE_FAULT_* (the wire's fault injection)
 
   // "NAME=value (source)" for every knob, in table order, for the INFO echo.
   std::vector<std::string> echo;

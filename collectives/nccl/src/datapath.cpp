@@ -57,9 +57,13 @@ bool poll_request(Request& r, NetResult* code) {
   return true;
 }
 
-bool all_done(const Request& r) { return r.done_mask == static_cast<uint8_t>((1u << r.n) - 1); }
+bool all_done(const Request& r) {
+  return r.done_mask == static_cast<uint8_t>((1u << r.n) - 1);
+}
 
-int clamp_int(uint64_t v) { return v > INT_MAX ? INT_MAX : static_cast<int>(v); }
+int clamp_int(uint64_t v) {
+  return v > INT_MAX ? INT_MAX : static_cast<int>(v);
+}
 
 }  // namespace
 }  // namespace megascale::nccl::core
@@ -95,7 +99,8 @@ NetResult reg_mr(void* comm, void* data, size_t size, int type, void** mhandle) 
   }
   *mhandle = nullptr;
   if (type != abi::kPtrHost) {
-    MS_WARN("regMr: only host memory (NCCL_PTR_HOST) is supported, got type %d for %p (%zu bytes)", type, data, size);
+    MS_WARN("regMr: only host memory (NCCL_PTR_HOST) is supported, got type %d for %p (%zu bytes)", type,
+            data, size);
     return abi::kNetInternalError;
   }
   auto* h = new MemHandle;
@@ -191,8 +196,9 @@ NetResult irecv(void* recv_comm, int n, void** data, const size_t* sizes, const 
       // Receives already posted cannot be withdrawn: the comm cannot go on consistently.
       std::string message;
       const NetResult code = classify_failure(*comm->wire, comm->conn, &message);
-      return fail_comm(comm, connection_usable(*comm->wire, comm->conn) ? abi::kNetInternalError : code,
-                       "irecv: buffer " + std::to_string(i) + " of " + std::to_string(n) + ": " + id.error().message);
+      return fail_comm(
+          comm, connection_usable(*comm->wire, comm->conn) ? abi::kNetInternalError : code,
+          "irecv: buffer " + std::to_string(i) + " of " + std::to_string(n) + ": " + id.error().message);
     }
     r->ids[i] = *id;
     r->n = static_cast<uint8_t>(i + 1);
@@ -241,7 +247,8 @@ NetResult test(void* request, int* done, int* sizes) {
     comm->poll_backoff_ns = 0;
     comm->next_poll_ns = 0;
   } else if (const TimeNs cap = reg.config().test_poll_ns; cap > 0) {
-    comm->poll_backoff_ns = std::min(cap, comm->poll_backoff_ns > 0 ? 2 * comm->poll_backoff_ns : TimeNs{250});
+    comm->poll_backoff_ns =
+        std::min(cap, comm->poll_backoff_ns > 0 ? 2 * comm->poll_backoff_ns : TimeNs{250});
     comm->next_poll_ns = now + comm->poll_backoff_ns;
   }
   if (!finished && !r->optional) return abi::kNetSuccess;

@@ -107,7 +107,9 @@ void DeviceWire::take_new_connections_locked() {
     } else {
       // A listen closed before its connection arrived, or a connection that failed during the hello.
       MS_INFO(abi::kSubsysNet, "dropping an incoming connection (%s)",
-              !c.ok ? c.error.c_str() : valid ? "its listen is closed" : "no valid hello");
+              !c.ok   ? c.error.c_str()
+              : valid ? "its listen is closed"
+                      : "no valid hello");
       udp_->close(h.conn, /*release=*/true);
     }
     hellos_.erase(hellos_.begin() + static_cast<std::ptrdiff_t>(i));

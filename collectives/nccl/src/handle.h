@@ -19,20 +19,21 @@ namespace megascale::nccl {
 
 inline constexpr uint32_t kHandleMagic = 0x484E534D;  // "MSNH"
 inline constexpr uint16_t kHandleVersion = 1;
-inline constexpr uint32_t kHelloMagic = 0x4C454D48;   // "HMEL"
+inline constexpr uint32_t kHelloMagic = 0x4C454D48;  // "HMEL"
 
 // Tags the plugin itself uses on a connection. NCCL's tags are ranks (>= 0 and far below these).
 inline constexpr int32_t kHelloTag = 0x7FFFFFFF;
 
-// Copied in and out with memcpy (NCCL's buffer need not be aligned). Host byte order: both sides run the same plugin on the same architecture (NCCL requires it).
+// Copied in and out with memcpy (NCCL's buffer need not be aligned). Host byte order: both sides run the same
+// plugin on the same architecture (NCCL requires it).
 struct ListenHandle {
-  uint32_t magic;          // kHandleMagic
-  uint16_t version;        // kHandleVersion
-  uint8_t family;          // 4 or 6
-  uint8_t dscp;            // the listener's DSCP (informational)
-  uint16_t port;           // the listener's UDP port (its wire's socket 0)
+  uint32_t magic;    // kHandleMagic
+  uint16_t version;  // kHandleVersion
+  uint8_t family;    // 4 or 6
+  uint8_t dscp;      // the listener's DSCP (informational)
+  uint16_t port;     // the listener's UDP port (its wire's socket 0)
   uint16_t reserved0;
-  uint8_t addr[16];        // IPv4 in the first 4 bytes, or IPv6
+  uint8_t addr[16];  // IPv4 in the first 4 bytes, or IPv6
   uint32_t reserved1;
   uint64_t listen_id;      // names the listen on that wire (random, nonzero)
   uint64_t connect_token;  // 0 from listen; set by the first connect() call on the connecting side

@@ -14,7 +14,9 @@
 namespace megascale::nccl {
 namespace {
 
-bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
+bool starts_with(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
+}
 
 // One integer from a sysfs file; `fallback` when the file is missing or says nothing useful (the
 // speed of a virtual or down interface reads as -1 or fails with EINVAL).
@@ -94,10 +96,10 @@ Result<std::vector<InterfaceInfo>> select_interfaces(const std::vector<Interface
   if (out.empty()) {
     std::string have;
     for (const InterfaceInfo& i : all) have += (have.empty() ? "" : ", ") + i.name;
-    return make_error(spec_text.empty()
-                          ? "no usable network interface (up, with an address) found"
-                          : "MEGASCALE_IFNAME=" + std::string(spec_text) + " selects no usable interface (up, with " +
-                                "an address: " + (have.empty() ? "none" : have) + ")");
+    return make_error(spec_text.empty() ? "no usable network interface (up, with an address) found"
+                                        : "MEGASCALE_IFNAME=" + std::string(spec_text) +
+                                              " selects no usable interface (up, with " +
+                                              "an address: " + (have.empty() ? "none" : have) + ")");
   }
   return out;
 }

@@ -19,13 +19,13 @@
 namespace megascale::nccl {
 
 struct InterfaceInfo {
-  std::string name;           // "eth0", "lo"
-  int family = 0;             // AF_INET or AF_INET6
-  std::string address;        // numeric address the device binds ("10.0.0.1", "127.0.0.1", "fd00::1")
+  std::string name;     // "eth0", "lo"
+  int family = 0;       // AF_INET or AF_INET6
+  std::string address;  // numeric address the device binds ("10.0.0.1", "127.0.0.1", "fd00::1")
   bool loopback = false;
-  int mtu_bytes = 1500;       // from /sys/class/net/<if>/mtu
-  int speed_mbps = -1;        // from /sys/class/net/<if>/speed; -1 when the kernel does not say
-  std::string pci_path;       // realpath of /sys/class/net/<if>/device; empty when not a PCI device
+  int mtu_bytes = 1500;  // from /sys/class/net/<if>/mtu
+  int speed_mbps = -1;   // from /sys/class/net/<if>/speed; -1 when the kernel does not say
+  std::string pci_path;  // realpath of /sys/class/net/<if>/device; empty when not a PCI device
 };
 
 struct IfnameSpec {

@@ -33,6 +33,8 @@ inline void copy_props(const abi::NetPropertiesV11& p, abi::NetPropertiesV9* out
   out->maxCollBytes = p.maxCollBytes;
 }
 
-inline void copy_props(const abi::NetPropertiesV11& p, abi::NetPropertiesV8* out) { copy_base_props(p, out); }
+inline void copy_props(const abi::NetPropertiesV11& p, abi::NetPropertiesV8* out) {
+  copy_base_props(p, out);
+}
 
 }  // namespace megascale::nccl

@@ -30,7 +30,9 @@ void set_logger(abi::NetDebugLogger logger) {
   g_logger.compare_exchange_strong(expected, logger, std::memory_order_acq_rel);
 }
 
-abi::NetDebugLogger logger() { return g_logger.load(std::memory_order_acquire); }
+abi::NetDebugLogger logger() {
+  return g_logger.load(std::memory_order_acquire);
+}
 
 void log_warn(const char* file, int line, const char* fmt, ...) {
   va_list args;

@@ -27,7 +27,8 @@ NetResult v10_listen(int dev, void* handle, void** listen_comm) {
   return core::listen(core::legacy_context(), dev, handle, listen_comm);
 }
 
-NetResult v10_connect(int dev, NetCommConfig* config, void* handle, void** send_comm, NetDeviceHandle** dev_comm) {
+NetResult v10_connect(int dev, NetCommConfig* config, void* handle, void** send_comm,
+                      NetDeviceHandle** dev_comm) {
   (void)dev_comm;
   const int tc = config != nullptr ? config->trafficClass : kTrafficClassUndef;
   return core::connect(core::legacy_context(), dev, tc, handle, send_comm);
@@ -38,13 +39,14 @@ NetResult v10_accept(void* listen_comm, void** recv_comm, NetDeviceHandle** dev_
   return core::accept(listen_comm, recv_comm);
 }
 
-NetResult v10_isend(void* send_comm, void* data, size_t size, int tag, void* mhandle, void* phandle, void** request) {
+NetResult v10_isend(void* send_comm, void* data, size_t size, int tag, void* mhandle, void* phandle,
+                    void** request) {
   (void)phandle;
   return core::isend(send_comm, data, size, tag, mhandle, request);
 }
 
-NetResult v10_irecv(void* recv_comm, int n, void** data, size_t* sizes, int* tags, void** mhandles, void** phandles,
-                    void** request) {
+NetResult v10_irecv(void* recv_comm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
+                    void** phandles, void** request) {
   (void)phandles;
   return core::irecv(recv_comm, n, data, sizes, tags, mhandles, request);
 }

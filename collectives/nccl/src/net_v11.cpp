@@ -30,8 +30,8 @@ NetResult v11_isend(void* send_comm, void* data, size_t size, int tag, void* mha
   return core::isend(send_comm, data, size, tag, mhandle, request);
 }
 
-NetResult v11_irecv(void* recv_comm, int n, void** data, size_t* sizes, int* tags, void** mhandles, void** phandles,
-                    void** request) {
+NetResult v11_irecv(void* recv_comm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
+                    void** phandles, void** request) {
   (void)phandles;
   return core::irecv(recv_comm, n, data, sizes, tags, mhandles, request);
 }

@@ -11,7 +11,9 @@ namespace {
 
 using namespace abi;
 
-NetResult v8_init(NetDebugLogger logger) { return core::legacy_init(logger); }
+NetResult v8_init(NetDebugLogger logger) {
+  return core::legacy_init(logger);
+}
 
 NetResult v8_get_properties(int dev, NetPropertiesV8* props) {
   if (props == nullptr) return kNetInvalidArgument;
@@ -40,8 +42,10 @@ NetResult v8_isend(void* send_comm, void* data, int size, int tag, void* mhandle
   return core::isend(send_comm, data, static_cast<size_t>(size), tag, mhandle, request);
 }
 
-NetResult v8_irecv(void* recv_comm, int n, void** data, int* sizes, int* tags, void** mhandles, void** request) {
-  if (n < 1 || n > kMaxRecvs || sizes == nullptr) return core::irecv(recv_comm, n, data, nullptr, tags, mhandles, request);
+NetResult v8_irecv(void* recv_comm, int n, void** data, int* sizes, int* tags, void** mhandles,
+                   void** request) {
+  if (n < 1 || n > kMaxRecvs || sizes == nullptr)
+    return core::irecv(recv_comm, n, data, nullptr, tags, mhandles, request);
   size_t wide[kMaxRecvs];
   for (int i = 0; i < n; ++i) {
     if (sizes[i] < 0) return kNetInvalidArgument;

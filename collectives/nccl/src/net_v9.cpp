@@ -9,7 +9,9 @@ namespace {
 
 using namespace abi;
 
-NetResult v9_init(NetDebugLogger logger) { return core::legacy_init(logger); }
+NetResult v9_init(NetDebugLogger logger) {
+  return core::legacy_init(logger);
+}
 
 NetResult v9_get_properties(int dev, NetPropertiesV9* props) {
   if (props == nullptr) return kNetInvalidArgument;
@@ -33,7 +35,8 @@ NetResult v9_accept(void* listen_comm, void** recv_comm, NetDeviceHandle** dev_c
   return core::accept(listen_comm, recv_comm);
 }
 
-NetResult v9_irecv(void* recv_comm, int n, void** data, size_t* sizes, int* tags, void** mhandles, void** request) {
+NetResult v9_irecv(void* recv_comm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
+                   void** request) {
   return core::irecv(recv_comm, n, data, sizes, tags, mhandles, request);
 }
 

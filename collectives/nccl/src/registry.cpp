@@ -57,7 +57,8 @@ Status Registry::ensure_ready() {
   }
   stats_.configure(config_.stats_dir, config_.stats_interval_ns);
 
-  for (const std::string& line : config_.echo) MS_INFO(abi::kSubsysInit | abi::kSubsysEnv, "%s", line.c_str());
+  for (const std::string& line : config_.echo)
+    MS_INFO(abi::kSubsysInit | abi::kSubsysEnv, "%s", line.c_str());
   std::string using_text;
   for (size_t i = 0; i < devices_.size(); ++i) {
     const InterfaceInfo& f = devices_[i].iface;
@@ -69,8 +70,9 @@ Status Registry::ensure_ready() {
   }
   MS_INFO(abi::kSubsysInit | abi::kSubsysNet, "Using%s", using_text.c_str());
   if (!config_.stats_dir.empty()) {
-    MS_INFO(abi::kSubsysInit, "stats every %.1f s to %s and %s", static_cast<double>(config_.stats_interval_ns) / 1e9,
-            stats_.jsonl_path().c_str(), stats_.prom_path().c_str());
+    MS_INFO(abi::kSubsysInit, "stats every %.1f s to %s and %s",
+            static_cast<double>(config_.stats_interval_ns) / 1e9, stats_.jsonl_path().c_str(),
+            stats_.prom_path().c_str());
   }
   ready_.store(true, std::memory_order_release);
   return status_;
@@ -99,21 +101,23 @@ wire::UdpConfig Registry::udp_config(const Device& d, uint8_t dscp, uint32_t ind
 Result<DeviceWire*> Registry::wire_for(int dev, uint8_t dscp) {
   std::lock_guard<std::mutex> lock(mu_);
   if (dev < 0 || static_cast<size_t>(dev) >= devices_.size()) {
-    return make_error("device " + std::to_string(dev) + " does not exist (" + std::to_string(devices_.size()) +
-                      " devices)");
+    return make_error("device " + std::to_string(dev) + " does not exist (" +
+                      std::to_string(devices_.size()) + " devices)");
   }
   WireSet& set = wires_[{dev, dscp}];
   if (set.wires.size() < config_.threads_per_device) {
     const uint32_t index = static_cast<uint32_t>(set.wires.size());
     const Device& d = devices_[static_cast<size_t>(dev)];
     auto udp = wire::UdpWire::create(udp_config(d, dscp, index));
-    if (!udp) return make_error("device " + d.iface.name + " (" + d.iface.address + "): " + udp.error().message);
+    if (!udp)
+      return make_error("device " + d.iface.name + " (" + d.iface.address + "): " + udp.error().message);
     if (Status s = (*udp)->start(); !s) return make_error(s.error().message);
-    MS_INFO(abi::kSubsysNet | abi::kSubsysInit, "device %d %s wire %u: %s, dscp %u, %u lanes, segment %u B, %s", dev,
-            d.iface.name.c_str(), index, (*udp)->capabilities().describe().c_str(), dscp, config_.lanes,
-            d.segment_bytes, config_.cc.name.c_str());
-    set.wires.push_back(std::make_unique<DeviceWire>(dev, dscp, index, std::move(*udp),
-                                                     config_.retry_budget_ns + kNsPerSec));
+    MS_INFO(abi::kSubsysNet | abi::kSubsysInit,
+            "device %d %s wire %u: %s, dscp %u, %u lanes, segment %u B, %s", dev, d.iface.name.c_str(), index,
+            (*udp)->capabilities().describe().c_str(), dscp, config_.lanes, d.segment_bytes,
+            config_.cc.name.c_str());
+    set.wires.push_back(
+        std::make_unique<DeviceWire>(dev, dscp, index, std::move(*udp), config_.retry_budget_ns + kNsPerSec));
     return set.wires.back().get();
   }
   DeviceWire* w = set.wires[set.next % set.wires.size()].get();
@@ -182,7 +186,8 @@ void Registry::maybe_teardown_locked() {
 
 void Registry::tick(TimeNs now) {
   TimeNs due = next_reap_ns_.load(std::memory_order_relaxed);
-  if (now >= due && next_reap_ns_.compare_exchange_strong(due, now + 100 * kNsPerMs, std::memory_order_relaxed)) {
+  if (now >= due &&
+      next_reap_ns_.compare_exchange_strong(due, now + 100 * kNsPerMs, std::memory_order_relaxed)) {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [key, set] : wires_) {
       for (auto& w : set.wires) w->reap_closing(now);

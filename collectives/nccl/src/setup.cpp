@@ -42,7 +42,9 @@ std::string address_text(const ListenHandle& h) {
   return text;
 }
 
-double ms_since(TimeNs t) { return static_cast<double>(wire::UdpWire::now() - t) / 1e6; }
+double ms_since(TimeNs t) {
+  return static_cast<double>(wire::UdpWire::now() - t) / 1e6;
+}
 
 // The peer's address as the wire knows it (the host it connected from and its port).
 std::string peer_of(DeviceWire& w, engine::ConnId conn) {
@@ -105,7 +107,8 @@ NetResult init(void** ctx, uint64_t comm_id, int traffic_class, abi::NetDebugLog
     return abi::kNetInvalidArgument;
   }
   if (traffic_class != abi::kTrafficClassUndef && (traffic_class < 0 || traffic_class > 255)) {
-    MS_WARN("init: ncclConfig_t trafficClass=%d: must be an IP traffic class byte 0..255 (or unset)", traffic_class);
+    MS_WARN("init: ncclConfig_t trafficClass=%d: must be an IP traffic class byte 0..255 (or unset)",
+            traffic_class);
     return abi::kNetInvalidArgument;
   }
   auto* c = new Context;
@@ -153,7 +156,9 @@ NetResult legacy_init(abi::NetDebugLogger logger) {
   return abi::kNetSuccess;
 }
 
-void* legacy_context() { return Registry::get().legacy_context(); }
+void* legacy_context() {
+  return Registry::get().legacy_context();
+}
 
 NetResult devices(int* ndev) {
   if (ndev == nullptr) return abi::kNetInvalidArgument;
@@ -241,7 +246,8 @@ NetResult connect(void* ctx, int dev, int traffic_class, void* handle, void** se
   ListenHandle h;
   std::memcpy(&h, handle, sizeof h);
   if (h.magic != kHandleMagic || h.version != kHandleVersion) {
-    MS_WARN("connect: the handle is not a MegaScale listen handle (magic 0x%08x version %u)", h.magic, h.version);
+    MS_WARN("connect: the handle is not a MegaScale listen handle (magic 0x%08x version %u)", h.magic,
+            h.version);
     return abi::kNetInvalidArgument;
   }
   std::lock_guard<std::mutex> lock(c->mu);
@@ -256,12 +262,14 @@ NetResult connect(void* ctx, int dev, int traffic_class, void* handle, void** se
   } else {
     const Device& d = reg.devices()[static_cast<size_t>(dev)];
     if ((h.family == 6) != (d.iface.family == AF_INET6)) {
-      MS_WARN("connect: the peer listens on IPv%u but device %d (%s) is IPv%d", h.family, dev, d.iface.name.c_str(),
-              d.iface.family == AF_INET6 ? 6 : 4);
+      MS_WARN("connect: the peer listens on IPv%u but device %d (%s) is IPv%d", h.family, dev,
+              d.iface.name.c_str(), d.iface.family == AF_INET6 ? 6 : 4);
       return abi::kNetInvalidArgument;
     }
     const int env_tc = reg.config().traffic_class;
-    const int tc = env_tc >= 0 ? env_tc : traffic_class >= 0 && traffic_class <= 255 ? traffic_class : c->traffic_class;
+    const int tc = env_tc >= 0                                  ? env_tc
+                   : traffic_class >= 0 && traffic_class <= 255 ? traffic_class
+                                                                : c->traffic_class;
     auto w = reg.wire_for(dev, static_cast<uint8_t>(tc >> 2));
     if (!w) {
       MS_WARN("connect: %s", w.error().message.c_str());
@@ -271,7 +279,8 @@ NetResult connect(void* ctx, int dev, int traffic_class, void* handle, void** se
     p->wire = *w;
     p->dev = dev;
     p->started_ns = wire::UdpWire::now();
-    p->peer = address_text(h) + ":" + std::to_string(h.port) + " (" + std::string(h.ifname, strnlen(h.ifname, 16)) + ")";
+    p->peer = address_text(h) + ":" + std::to_string(h.port) + " (" +
+              std::string(h.ifname, strnlen(h.ifname, 16)) + ")";
     auto conn = p->wire->udp().connect(address_text(h), h.port);
     if (!conn) {
       MS_WARN("connect to %s: %s", p->peer.c_str(), conn.error().message.c_str());
@@ -298,7 +307,8 @@ NetResult connect(void* ctx, int dev, int traffic_class, void* handle, void** se
   if (!done.done) return abi::kNetSuccess;  // NCCL calls again
   const uint64_t token = pc->hello.connect_token;
   if (!done.ok) {
-    MS_WARN("connect to %s failed after %.1f ms: %s", pc->peer.c_str(), ms_since(pc->started_ns), done.error.c_str());
+    MS_WARN("connect to %s failed after %.1f ms: %s", pc->peer.c_str(), ms_since(pc->started_ns),
+            done.error.c_str());
     pc->wire->retire(pc->conn, /*abortive=*/true);
     c->connects.erase(token);
     return abi::kNetRemoteError;
@@ -338,15 +348,19 @@ NetResult accept(void* listen_comm, void** recv_comm) {
   r->ifname = reg.devices()[static_cast<size_t>(l->dev)].iface.name;
   r->peer = peer_of(*l->wire, *conn);
   r->opened_ns = wire::UdpWire::now();
-  MS_INFO(abi::kSubsysNet, "accepted %s <- %s (wire %u, conn %016" PRIx64 ")", r->ifname.c_str(), r->peer.c_str(),
-          l->wire->index(), r->conn);
+  MS_INFO(abi::kSubsysNet, "accepted %s <- %s (wire %u, conn %016" PRIx64 ")", r->ifname.c_str(),
+          r->peer.c_str(), l->wire->index(), r->conn);
   reg.comm_opened(r);
   *recv_comm = r;
   return abi::kNetSuccess;
 }
 
-NetResult close_send(void* send_comm) { return close_comm(send_comm, kSendMagic, "closeSend"); }
-NetResult close_recv(void* recv_comm) { return close_comm(recv_comm, kRecvMagic, "closeRecv"); }
+NetResult close_send(void* send_comm) {
+  return close_comm(send_comm, kSendMagic, "closeSend");
+}
+NetResult close_recv(void* recv_comm) {
+  return close_comm(recv_comm, kRecvMagic, "closeRecv");
+}
 
 NetResult close_listen(void* listen_comm) {
   auto* l = static_cast<ListenComm*>(listen_comm);
@@ -369,12 +383,13 @@ NetResult set_net_attr(void* ctx, abi::NetAttrV11* attr) {
   }
   static std::atomic<bool> logged{false};
   if (!logged.exchange(true)) {
-    MS_INFO(abi::kSubsysNet | abi::kSubsysTuning,
-            "setNetAttr hints are ignored: every connection runs MEGASCALE_CC (%s) with MEGASCALE_LANES lanes "
-            "whatever the peers/flows/op/algo/proto (first hint: send peers %d..%d flows %d..%d, op 0x%x)",
-            Registry::get().config().cc.name.c_str(), attr->sendCommAttr.minConcurrentPeers,
-            attr->sendCommAttr.maxConcurrentPeers, attr->sendCommAttr.minFlowsPerPeer,
-            attr->sendCommAttr.maxFlowsPerPeer, attr->op);
+    MS_INFO(
+        abi::kSubsysNet | abi::kSubsysTuning,
+        "setNetAttr hints are ignored: every connection runs MEGASCALE_CC (%s) with MEGASCALE_LANES lanes "
+        "whatever the peers/flows/op/algo/proto (first hint: send peers %d..%d flows %d..%d, op 0x%x)",
+        Registry::get().config().cc.name.c_str(), attr->sendCommAttr.minConcurrentPeers,
+        attr->sendCommAttr.maxConcurrentPeers, attr->sendCommAttr.minFlowsPerPeer,
+        attr->sendCommAttr.maxFlowsPerPeer, attr->op);
   }
   return abi::kNetSuccess;
 }

@@ -64,7 +64,8 @@ const std::vector<Metric>& metrics() {
        [](S s) { return double(s.stats.bytes_sent); }},
       {"segments_sent", "Segments sent (data and credits), retransmissions included.", true,
        [](S s) { return double(s.stats.segments_sent); }},
-      {"bytes_acked", "Payload bytes acknowledged by the peer.", true, [](S s) { return double(s.stats.bytes_acked); }},
+      {"bytes_acked", "Payload bytes acknowledged by the peer.", true,
+       [](S s) { return double(s.stats.bytes_acked); }},
       {"retransmits_fast", "Segments retransmitted after SACK/RACK loss detection.", true,
        [](S s) { return double(s.stats.retransmits_fast); }},
       {"retransmits_rto", "Segments retransmitted after a retransmission timeout.", true,
@@ -73,16 +74,21 @@ const std::vector<Metric>& metrics() {
       {"ecn_marks", "CE marks echoed by the peer.", true, [](S s) { return double(s.stats.ecn_marks); }},
       {"cnps_received", "DCQCN congestion notifications received.", true,
        [](S s) { return double(s.stats.cnps_received); }},
-      {"repaths", "Lanes moved to a new path (UDP source port).", true, [](S s) { return double(s.stats.repaths); }},
+      {"repaths", "Lanes moved to a new path (UDP source port).", true,
+       [](S s) { return double(s.stats.repaths); }},
       {"bytes_received", "Payload bytes placed into receive buffers.", true,
        [](S s) { return double(s.stats.bytes_received); }},
-      {"segments_received", "New segments accepted.", true, [](S s) { return double(s.stats.segments_received); }},
+      {"segments_received", "New segments accepted.", true,
+       [](S s) { return double(s.stats.segments_received); }},
       {"ce_received", "Arriving segments marked CE.", true, [](S s) { return double(s.stats.ce_received); }},
-      {"duplicates_dropped", "Duplicate segments dropped.", true, [](S s) { return double(s.stats.duplicates_dropped); }},
+      {"duplicates_dropped", "Duplicate segments dropped.", true,
+       [](S s) { return double(s.stats.duplicates_dropped); }},
       {"corrupt_dropped", "Segments dropped for a payload CRC mismatch.", true,
        [](S s) { return double(s.stats.corrupt_dropped); }},
-      {"malformed_dropped", "Packets dropped as malformed.", true, [](S s) { return double(s.stats.malformed_dropped); }},
-      {"sends_completed", "Messages sent and acknowledged.", true, [](S s) { return double(s.stats.sends_completed); }},
+      {"malformed_dropped", "Packets dropped as malformed.", true,
+       [](S s) { return double(s.stats.malformed_dropped); }},
+      {"sends_completed", "Messages sent and acknowledged.", true,
+       [](S s) { return double(s.stats.sends_completed); }},
       {"sends_failed", "Sends that failed.", true, [](S s) { return double(s.stats.sends_failed); }},
       {"recvs_completed", "Messages received.", true, [](S s) { return double(s.stats.recvs_completed); }},
       {"recvs_failed", "Receives that failed.", true, [](S s) { return double(s.stats.recvs_failed); }},
@@ -108,7 +114,9 @@ std::string hex(uint64_t v) {
   return text;
 }
 
-const char* role_name(const CommBase* c) { return c->role == Role::kSend ? "send" : "recv"; }
+const char* role_name(const CommBase* c) {
+  return c->role == Role::kSend ? "send" : "recv";
+}
 
 nlohmann::json to_json(const Snapshot& s, const char* event, TimeNs now) {
   const CommBase& c = *s.comm;
@@ -124,8 +132,9 @@ nlohmann::json to_json(const Snapshot& s, const char* event, TimeNs now) {
   j["conn"] = hex(c.conn);
   j["peer"] = c.peer;
   j["open_s"] = static_cast<double>(now - c.opened_ns) / 1e9;
-  j["nccl"] = {{"posted", c.posted},        {"posted_buffers", c.posted_buffers}, {"completed", c.completed},
-               {"retry_later", c.retry_later}, {"bytes_done", c.bytes_done},        {"requests_in_use", c.requests_in_use()}};
+  j["nccl"] = {{"posted", c.posted},         {"posted_buffers", c.posted_buffers},
+               {"completed", c.completed},   {"retry_later", c.retry_later},
+               {"bytes_done", c.bytes_done}, {"requests_in_use", c.requests_in_use()}};
   if (!s.found) {
     j["state"] = "released";
     return j;
@@ -251,7 +260,8 @@ void StatsWriter::write_prom_locked() {
       if (!s.found) continue;
       std::snprintf(num, sizeof num, "%.17g", m.value(s));
       out += name + "{ifname=\"" + label_value(s.comm->ifname) + "\",role=\"" + role_name(s.comm) +
-             "\",conn=\"" + hex(s.comm->conn) + "\",peer=\"" + label_value(s.comm->peer) + "\"} " + num + "\n";
+             "\",conn=\"" + hex(s.comm->conn) + "\",peer=\"" + label_value(s.comm->peer) + "\"} " + num +
+             "\n";
     }
     if (!m.counter) continue;
     const std::string prefix = std::string(m.name) + "\x1f";

@@ -26,9 +26,9 @@ namespace megascale::nccl {
 
 using abi::NetResult;
 
-inline constexpr int kMaxRecvs = 8;             // buffers per grouped irecv (props.maxRecvs)
-inline constexpr uint32_t kRecvPoolSize = 48;   // requests per recv comm: 32 for NCCL + deferred ones
-inline constexpr uint32_t kSendPoolSize = 320;  // requests per send comm: 32 x maxRecvs + slack
+inline constexpr int kMaxRecvs = 8;               // buffers per grouped irecv (props.maxRecvs)
+inline constexpr uint32_t kRecvPoolSize = 48;     // requests per recv comm: 32 for NCCL + deferred ones
+inline constexpr uint32_t kSendPoolSize = 320;    // requests per send comm: 32 x maxRecvs + slack
 inline constexpr uint32_t kEngineMaxRecvs = 512;  // engine receives per connection (> 48 x 8 subs)
 
 inline constexpr uint32_t kContextMagic = 0x5854434D;  // "MCTX"
@@ -56,9 +56,9 @@ struct PendingConnect {
 // One per communicator (v11 init) or one for the whole process (v8..v10).
 struct Context {
   uint32_t magic = kContextMagic;
-  uint64_t comm_id = 0;      // NCCL's commHash (0 for the legacy context)
-  int traffic_class = 0;     // resolved: MEGASCALE_TC, else NCCL's config, else 0
-  std::mutex mu;             // guards `connects` (NCCL may connect from several threads in tests)
+  uint64_t comm_id = 0;   // NCCL's commHash (0 for the legacy context)
+  int traffic_class = 0;  // resolved: MEGASCALE_TC, else NCCL's config, else 0
+  std::mutex mu;          // guards `connects` (NCCL may connect from several threads in tests)
   std::unordered_map<uint64_t, std::unique_ptr<PendingConnect>> connects;  // by connect token
 };
 
@@ -77,10 +77,10 @@ struct Request {
   uint32_t magic = kRequestMagic;
   CommBase* comm = nullptr;
   bool in_use = false;
-  bool optional = false;   // irecv with NCCL_NET_OPTIONAL_RECV_COMPLETION: done at the first test
-  bool reported = false;   // NCCL was told done; the engine request may still be pending (optional)
+  bool optional = false;  // irecv with NCCL_NET_OPTIONAL_RECV_COMPLETION: done at the first test
+  bool reported = false;  // NCCL was told done; the engine request may still be pending (optional)
   uint8_t n = 0;
-  uint8_t done_mask = 0;   // subs the engine reported done
+  uint8_t done_mask = 0;  // subs the engine reported done
   engine::RequestId ids[kMaxRecvs] = {};
   uint64_t bytes[kMaxRecvs] = {};
 };
@@ -132,7 +132,8 @@ struct MemHandle {
 // finish their close handshake in the wire's thread and are released later (reap).
 class DeviceWire {
  public:
-  DeviceWire(int dev, uint8_t dscp, uint32_t index, std::unique_ptr<wire::UdpWire> udp, TimeNs close_budget_ns);
+  DeviceWire(int dev, uint8_t dscp, uint32_t index, std::unique_ptr<wire::UdpWire> udp,
+             TimeNs close_budget_ns);
   ~DeviceWire();  // releases every connection left and stops the wire's thread
   DeviceWire(const DeviceWire&) = delete;
   DeviceWire& operator=(const DeviceWire&) = delete;
@@ -173,7 +174,8 @@ class DeviceWire {
   const TimeNs close_budget_ns_;
   std::unique_ptr<wire::UdpWire> udp_;
   std::mutex mu_;  // guards everything below (taken before the wire's own lock, never after)
-  std::unordered_map<uint64_t, std::vector<engine::ConnId>> routed_;  // listen id -> connections (keys = listens)
+  std::unordered_map<uint64_t, std::vector<engine::ConnId>>
+      routed_;  // listen id -> connections (keys = listens)
   std::vector<std::unique_ptr<PendingHello>> hellos_;
   std::vector<Closing> closing_;
 };

@@ -1,8 +1,6 @@
 // The plugin's MEGASCALE_* variables (collectives/nccl/src/config.h): defaults, every knob parsed into
 // its field, and every bad value refused with a message naming the variable, the value and what is
 // allowed (NCCL shows it as the WARN that explains a failed init).
-#include "config.h"
-
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -12,6 +10,8 @@
 #include <fstream>
 #include <map>
 #include <string>
+
+#include "config.h"
 
 namespace megascale::nccl {
 namespace {

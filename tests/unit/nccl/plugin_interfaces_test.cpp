@@ -1,10 +1,10 @@
 // Interface selection for the plugin's devices (collectives/nccl/src/interfaces.h): the
 // NCCL_SOCKET_IFNAME-style syntax of MEGASCALE_IFNAME (prefixes, `^` exclude, `=` exact), the default
 // (everything but loopback and docker/virbr bridges, loopback when nothing else), and discovery.
-#include "interfaces.h"
-
 #include <gtest/gtest.h>
 #include <sys/socket.h>
+
+#include "interfaces.h"
 
 namespace megascale::nccl {
 namespace {

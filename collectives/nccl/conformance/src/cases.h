@@ -33,6 +33,8 @@ Status case_peer_killed_while_receiving(Env& env);
 Status case_latency(Env& env);
 Status case_throughput(Env& env);
 
-inline Error skip(const std::string& why) { return make_error("SKIP: " + why); }
+inline Error skip(const std::string& why) {
+  return make_error("SKIP: " + why);
+}
 
 }  // namespace megascale::nccl::conformance

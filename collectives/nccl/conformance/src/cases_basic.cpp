@@ -53,7 +53,8 @@ Status check_properties(Net& net, int dev, std::set<std::string>& names) {
   MS_REQUIRE(p.pci_path_null || access(p.pci_path.c_str(), F_OK) == 0,
              who + ": pciPath " + p.pci_path + " does not exist (use NULL when there is none)");
   if (p.device_type == abi::kNetDeviceHost) {
-    MS_REQUIRE(p.device_version == abi::kNetDeviceInvalidVersion, who + ": a HOST device must report version 0");
+    MS_REQUIRE(p.device_version == abi::kNetDeviceInvalidVersion,
+               who + ": a HOST device must report version 0");
   }
   if (p.has_v9_fields) {
     MS_REQUIRE(p.vdev_count == 1 && p.vdev0 == dev, who + ": vProps of a physical device must be {1, {dev}}");
@@ -202,10 +203,12 @@ Status case_grouped_receive(Env& env) {
     int got[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
     MS_TRY(wait_request(env.net, rreq, got, deadline, "grouped receive"));
     for (int i = 0; i < n; ++i) {
-      MS_REQUIRE(got[i] == static_cast<int>(sent[i]), "grouped receive: buffer " + std::to_string(i) + " (tag " +
-                                                          std::to_string(tags[i]) + ") reported " + std::to_string(got[i]) +
-                                                          " bytes, its tag's send had " + std::to_string(sent[i]));
-      const int64_t bad = check_pattern(static_cast<uint8_t*>(data[i]), sent[i], 1000 + static_cast<uint64_t>(round * 16 + i));
+      MS_REQUIRE(got[i] == static_cast<int>(sent[i]),
+                 "grouped receive: buffer " + std::to_string(i) + " (tag " + std::to_string(tags[i]) +
+                     ") reported " + std::to_string(got[i]) + " bytes, its tag's send had " +
+                     std::to_string(sent[i]));
+      const int64_t bad = check_pattern(static_cast<uint8_t*>(data[i]), sent[i],
+                                        1000 + static_cast<uint64_t>(round * 16 + i));
       MS_REQUIRE(bad < 0, "grouped receive: buffer " + std::to_string(i) + " holds the wrong data (byte " +
                               std::to_string(bad) + "): sends must land in the buffer of their tag");
     }
@@ -249,22 +252,28 @@ Status case_max_requests(Env& env) {
     uint8_t* src = pair.send_buf.data() + kMsg * static_cast<size_t>(s);
     fill_pattern(src, kMsg, 5000 + static_cast<uint64_t>(s));
     MS_CALL(env.net.isend(pair.send_comm, src, kMsg, s % n, pair.send_mr, &sreq[static_cast<size_t>(s)]));
-    MS_REQUIRE(sreq[static_cast<size_t>(s)] != nullptr,
-               "isend " + std::to_string(s) + " returned NULL with fewer than 32 x maxRecvs requests outstanding");
+    MS_REQUIRE(
+        sreq[static_cast<size_t>(s)] != nullptr,
+        "isend " + std::to_string(s) + " returned NULL with fewer than 32 x maxRecvs requests outstanding");
   }
-  for (int s = 0; s < nsend; ++s) MS_TRY(wait_request(env.net, sreq[static_cast<size_t>(s)], nullptr, deadline, "send"));
+  for (int s = 0; s < nsend; ++s)
+    MS_TRY(wait_request(env.net, sreq[static_cast<size_t>(s)], nullptr, deadline, "send"));
   for (int r = 0; r < nreq; ++r) {
     int got[8];
     MS_TRY(wait_request(env.net, rreq[static_cast<size_t>(r)], got, deadline, "receive"));
     for (int i = 0; i < n; ++i) {
       const int s = r * n + i;  // sends of tag i match that tag's receives in order
-      MS_REQUIRE(got[i] == static_cast<int>(kMsg), "receive " + std::to_string(r) + " reported " + std::to_string(got[i]));
-      MS_REQUIRE(check_pattern(pair.recv_buf.data() + kMsg * static_cast<size_t>(s), kMsg, 5000 + static_cast<uint64_t>(s)) < 0,
-                 "receive " + std::to_string(r) + " buffer " + std::to_string(i) + ": wrong data (sends of one tag must "
-                 "match that tag's receives in posting order)");
+      MS_REQUIRE(got[i] == static_cast<int>(kMsg),
+                 "receive " + std::to_string(r) + " reported " + std::to_string(got[i]));
+      MS_REQUIRE(check_pattern(pair.recv_buf.data() + kMsg * static_cast<size_t>(s), kMsg,
+                               5000 + static_cast<uint64_t>(s)) < 0,
+                 "receive " + std::to_string(r) + " buffer " + std::to_string(i) +
+                     ": wrong data (sends of one tag must "
+                     "match that tag's receives in posting order)");
     }
   }
-  env.detail = std::to_string(nreq) + " irecvs x " + std::to_string(n) + " buffers, " + std::to_string(nsend) + " isends";
+  env.detail = std::to_string(nreq) + " irecvs x " + std::to_string(n) + " buffers, " +
+               std::to_string(nsend) + " isends";
   MS_TRY(pair.close());
   return ctx.finalize();
 }

@@ -11,10 +11,13 @@ namespace megascale::nccl::conformance {
 
 const std::vector<CaseInfo>& all_cases() {
   static const std::vector<CaseInfo> cases = {
-      {"load", "name, init, devices and properties as NCCL checks them; nothing printed to stdout", case_load},
-      {"connect_accept_one_thread", "listen, then connect and accept alternated on one thread until both are ready",
+      {"load", "name, init, devices and properties as NCCL checks them; nothing printed to stdout",
+       case_load},
+      {"connect_accept_one_thread",
+       "listen, then connect and accept alternated on one thread until both are ready",
        case_connect_accept_one_thread},
-      {"steps_in_flight", "8 isends and 8 irecvs in flight per connection, rolling, data checked", case_steps_in_flight},
+      {"steps_in_flight", "8 isends and 8 irecvs in flight per connection, rolling, data checked",
+       case_steps_in_flight},
       {"message_sizes", "1 B .. 8 MiB + 1 around segment boundaries", case_message_sizes},
       {"receive_larger_than_send", "receive buffers larger than the message report the message's size",
        case_receive_larger_than_send},
@@ -23,15 +26,19 @@ const std::vector<CaseInfo>& all_cases() {
       {"max_requests", "32 irecvs (x maxRecvs buffers) and 32 x maxRecvs isends outstanding on one comm pair",
        case_max_requests},
       {"iflush", "iflush of host memory: NULL request or one that completes", case_iflush},
-      {"optional_recv_completion", "irecv with NCCL_NET_OPTIONAL_RECV_COMPLETION in *request, then irecvConsumed",
+      {"optional_recv_completion",
+       "irecv with NCCL_NET_OPTIONAL_RECV_COMPLETION in *request, then irecvConsumed",
        case_optional_recv_completion},
       {"many_comms_threads", "many contexts and connection pairs transferring on many threads at once",
        case_many_comms_threads},
-      {"close_with_requests", "closeSend/closeRecv with requests outstanding return promptly; the plugin goes on",
+      {"close_with_requests",
+       "closeSend/closeRecv with requests outstanding return promptly; the plugin goes on",
        case_close_with_requests},
-      {"peer_killed_while_sending", "the receiving peer process is SIGKILLed: isend/test fail within the retry budget",
+      {"peer_killed_while_sending",
+       "the receiving peer process is SIGKILLed: isend/test fail within the retry budget",
        case_peer_killed_while_sending},
-      {"peer_killed_while_receiving", "the sending peer process is SIGKILLed: irecv/test fail within the retry budget",
+      {"peer_killed_while_receiving",
+       "the sending peer process is SIGKILLed: irecv/test fail within the retry budget",
        case_peer_killed_while_receiving},
       {"latency", "one 8-byte message at a time: microseconds per message (informational)", case_latency},
       {"throughput", "one connection, 4 MiB messages, 8 in flight: GB/s (informational)", case_throughput},
@@ -71,7 +78,8 @@ CaseResult run_case(const CaseInfo& info, Env env) {
   std::thread([task] { (*task)(); }).detach();
   const auto wait = std::chrono::duration<double>(env.options.case_timeout_s);
   if (done.wait_for(wait) != std::future_status::ready) {
-    result.detail = "HANG: the case did not finish within " + std::to_string(env.options.case_timeout_s) + " s";
+    result.detail =
+        "HANG: the case did not finish within " + std::to_string(env.options.case_timeout_s) + " s";
   } else {
     auto [status, detail] = done.get();
     if (status) {
@@ -99,21 +107,22 @@ Report run(const Options& options, const std::function<void(const CaseResult&)>&
   ::setenv("MEGASCALE_RETRY_BUDGET_S", budget.c_str(), /*overwrite=*/0);
   LogCapture::get().set_verbose(options.verbose);
 
-  auto net = Net::load(options.plugin_path, options.abi_version);
-  if (!net) {
-    report.load_error = net.error().message;
+  auto loaded = Net::load(options.plugin_path, options.abi_version);
+  if (!loaded) {
+    report.load_error = loaded.error().message;
     return report;
   }
+  std::shared_ptr<Net> net = std::move(*loaded);
   struct LogOnReturn {
     Report& r;
     ~LogOnReturn() {
       if (r.log.empty()) r.log = LogCapture::get().tail(200);
     }
   } log_on_return{report};
-  report.plugin_name = (*net)->name();
-  report.abi_version = (*net)->version();
+  report.plugin_name = net->name();
+  report.abi_version = net->version();
 
-  Env env{**net, options, 0, {}, {}};
+  Env env{net, *net, options, 0, {}, {}};
   {
     Context ctx(env.net);
     if (Status s = ctx.init(); !s) {
@@ -135,7 +144,8 @@ Report run(const Options& options, const std::function<void(const CaseResult&)>&
       }
     }
     if (env.dev >= n || env.net.properties(env.dev, &env.props) != abi::kNetSuccess) {
-      report.load_error = "device " + std::to_string(env.dev) + " is not usable (" + std::to_string(n) + " devices)";
+      report.load_error =
+          "device " + std::to_string(env.dev) + " is not usable (" + std::to_string(n) + " devices)";
       return report;
     }
     report.device_name = env.props.name;
@@ -148,7 +158,8 @@ Report run(const Options& options, const std::function<void(const CaseResult&)>&
     for (const std::string& c : options.cases) selected = selected || c == info.name;
     if (!selected) continue;
     report.cases.push_back(run_case(info, env));
-    if (hung) report.cases.back().detail += " (after an earlier case hung: its thread may still hold the plugin)";
+    if (hung)
+      report.cases.back().detail += " (after an earlier case hung: its thread may still hold the plugin)";
     hung = hung || report.cases.back().detail.rfind("HANG:", 0) == 0;
     if (on_case) on_case(report.cases.back());
   }

@@ -17,7 +17,9 @@ constexpr double kMaxBlockingSeconds = 1.0;
 
 }  // namespace
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 void fill_pattern(uint8_t* buf, size_t size, uint64_t seed) {
   for (size_t w = 0; w * 8 < size; ++w) {
@@ -29,12 +31,15 @@ void fill_pattern(uint8_t* buf, size_t size, uint64_t seed) {
 int64_t check_pattern(const uint8_t* buf, size_t size, uint64_t seed) {
   for (size_t w = 0; w * 8 < size; ++w) {
     const uint64_t v = pattern_word(seed, w);
-    if (std::memcmp(buf + w * 8, &v, std::min<size_t>(8, size - w * 8)) != 0) return static_cast<int64_t>(w * 8);
+    if (std::memcmp(buf + w * 8, &v, std::min<size_t>(8, size - w * 8)) != 0)
+      return static_cast<int64_t>(w * 8);
   }
   return -1;
 }
 
-Context::~Context() { (void)finalize(); }
+Context::~Context() {
+  (void)finalize();
+}
 
 Status Context::init() {
   MS_CALL(net_.init(&ctx_));
@@ -50,7 +55,9 @@ Status Context::finalize() {
   return {};
 }
 
-Pair::~Pair() { (void)close(); }
+Pair::~Pair() {
+  (void)close();
+}
 
 Status Pair::connect(const Deadline& deadline) {
   uint8_t handle[2 * abi::kNetHandleMaxBytes];
@@ -69,13 +76,15 @@ Status Pair::connect(const Deadline& deadline) {
   while (send_comm == nullptr || recv_comm == nullptr) {
     if (deadline.passed()) {
       return make_error("connect/accept alternated on one thread did not complete in " +
-                        std::to_string(deadline.seconds()) + " s (" + std::to_string(rounds) + " rounds; send comm " +
-                        (send_comm ? "ready" : "NULL") + ", recv comm " + (recv_comm ? "ready" : "NULL") + ")");
+                        std::to_string(deadline.seconds()) + " s (" + std::to_string(rounds) +
+                        " rounds; send comm " + (send_comm ? "ready" : "NULL") + ", recv comm " +
+                        (recv_comm ? "ready" : "NULL") + ")");
     }
     if (send_comm == nullptr) {
       t0 = Clock::now();
       MS_CALL(net_.connect(ctx_, dev_, remote, &send_comm));
-      MS_REQUIRE(seconds_since(t0) < kMaxBlockingSeconds, "connect blocked (it must return NULL until ready)");
+      MS_REQUIRE(seconds_since(t0) < kMaxBlockingSeconds,
+                 "connect blocked (it must return NULL until ready)");
     }
     if (recv_comm == nullptr) {
       t0 = Clock::now();
@@ -134,13 +143,13 @@ Status stream(Net& net, Pair& pair, size_t bytes, int inflight, int count, int t
   std::vector<Slot> sends(static_cast<size_t>(inflight)), recvs(static_cast<size_t>(inflight));
   int next_send = 0, next_recv = 0, sends_done = 0, recvs_done = 0;
   auto progress_text = [&] {
-    return std::to_string(sends_done) + "/" + std::to_string(count) + " sends and " + std::to_string(recvs_done) +
-           "/" + std::to_string(count) + " receives done";
+    return std::to_string(sends_done) + "/" + std::to_string(count) + " sends and " +
+           std::to_string(recvs_done) + "/" + std::to_string(count) + " receives done";
   };
   while (sends_done < count || recvs_done < count) {
     if (deadline.passed()) {
-      return make_error("stream of " + std::to_string(count) + " x " + std::to_string(bytes) + " B timed out: " +
-                        progress_text());
+      return make_error("stream of " + std::to_string(count) + " x " + std::to_string(bytes) +
+                        " B timed out: " + progress_text());
     }
     // Post in order into the ring of slots, as NCCL posts steps.
     while (next_recv < count) {
@@ -172,10 +181,12 @@ Status stream(Net& net, Pair& pair, size_t bytes, int inflight, int count, int t
       if (s.req == nullptr) continue;
       int done = 0, size = -1;
       const NetResult r = net.test(s.req, &done, &size);
-      if (r != abi::kNetSuccess) return make_error("test(send " + std::to_string(s.msg) + ") returned " + result_name(r));
+      if (r != abi::kNetSuccess)
+        return make_error("test(send " + std::to_string(s.msg) + ") returned " + result_name(r));
       if (!done) continue;
-      MS_REQUIRE(size == static_cast<int>(bytes), "send " + std::to_string(s.msg) + " reported " + std::to_string(size) +
-                                                      " bytes, sent " + std::to_string(bytes));
+      MS_REQUIRE(size == static_cast<int>(bytes), "send " + std::to_string(s.msg) + " reported " +
+                                                      std::to_string(size) + " bytes, sent " +
+                                                      std::to_string(bytes));
       s.req = nullptr;
       ++sends_done;
     }
@@ -185,14 +196,17 @@ Status stream(Net& net, Pair& pair, size_t bytes, int inflight, int count, int t
       int done = 0;
       int sizes[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
       const NetResult r = net.test(s.req, &done, sizes);
-      if (r != abi::kNetSuccess) return make_error("test(recv " + std::to_string(s.msg) + ") returned " + result_name(r));
+      if (r != abi::kNetSuccess)
+        return make_error("test(recv " + std::to_string(s.msg) + ") returned " + result_name(r));
       if (!done) continue;
       MS_REQUIRE(sizes[0] == static_cast<int>(bytes), "receive " + std::to_string(s.msg) + " reported " +
-                                                          std::to_string(sizes[0]) + " bytes, sent " + std::to_string(bytes));
-      const int64_t bad =
-          touch_data ? check_pattern(pair.recv_buf.data() + rstride * i, bytes, seed + static_cast<uint64_t>(s.msg)) : -1;
-      MS_REQUIRE(bad < 0, "receive " + std::to_string(s.msg) + ": wrong data at byte " + std::to_string(bad) + " of " +
-                              std::to_string(bytes));
+                                                          std::to_string(sizes[0]) + " bytes, sent " +
+                                                          std::to_string(bytes));
+      const int64_t bad = touch_data ? check_pattern(pair.recv_buf.data() + rstride * i, bytes,
+                                                     seed + static_cast<uint64_t>(s.msg))
+                                     : -1;
+      MS_REQUIRE(bad < 0, "receive " + std::to_string(s.msg) + ": wrong data at byte " + std::to_string(bad) +
+                              " of " + std::to_string(bytes));
       s.req = nullptr;
       ++recvs_done;
     }

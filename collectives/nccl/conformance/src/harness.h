@@ -15,8 +15,8 @@
 namespace megascale::nccl::conformance {
 
 // Returns the Status of `expr` from the enclosing function if it is an error.
-#define MS_TRY(expr)                  \
-  do {                                \
+#define MS_TRY(expr)                        \
+  do {                                      \
     if (Status s_ = (expr); !s_) return s_; \
   } while (0)
 // Fails the enclosing case with a message when a plugin call does not return ncclSuccess.
@@ -25,8 +25,8 @@ namespace megascale::nccl::conformance {
     const NetResult r_ = (expr);                                                                        \
     if (r_ != abi::kNetSuccess) return make_error(std::string(#expr) + " returned " + result_name(r_)); \
   } while (0)
-#define MS_REQUIRE(cond, message)                  \
-  do {                                             \
+#define MS_REQUIRE(cond, message)            \
+  do {                                       \
     if (!(cond)) return make_error(message); \
   } while (0)
 
@@ -35,7 +35,8 @@ using Clock = std::chrono::steady_clock;
 class Deadline {
  public:
   explicit Deadline(double seconds)
-      : end_(Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds))),
+      : end_(Clock::now() +
+             std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds))),
         seconds_(seconds) {}
   bool passed() const { return Clock::now() >= end_; }
   double seconds() const { return seconds_; }
@@ -47,10 +48,12 @@ class Deadline {
 
 double seconds_since(Clock::time_point t);
 
-// Everything a case needs: the plugin, the device, options.
+// Everything a case needs. A case that hangs is abandoned on its thread, so the thread holds its own
+// reference to the plugin and its own copy of the options (both outlive run()).
 struct Env {
+  std::shared_ptr<Net> owner;
   Net& net;
-  const Options& options;
+  Options options;
   int dev = 0;
   DeviceProps props;
   std::string detail;  // what a passing case measured, for the report

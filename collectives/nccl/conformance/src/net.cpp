@@ -11,7 +11,8 @@ namespace megascale::nccl::conformance {
 namespace {
 
 // NCCL's logger is a C variadic function; this one collects the plugin's lines.
-void harness_logger(abi::NetLogLevel level, unsigned long flags, const char* file, int line, const char* fmt, ...) {
+void harness_logger(abi::NetLogLevel level, unsigned long flags, const char* file, int line, const char* fmt,
+                    ...) {
   (void)flags;
   char text[2048];
   va_list args;
@@ -87,7 +88,8 @@ void LogCapture::add(int level, const std::string& line) {
 }
 
 Result<std::unique_ptr<Net>> Net::load(const std::string& path, int abi) {
-  if (abi != 0 && (abi < 8 || abi > 11)) return make_error("ABI version " + std::to_string(abi) + ": the harness speaks 8..11");
+  if (abi != 0 && (abi < 8 || abi > 11))
+    return make_error("ABI version " + std::to_string(abi) + ": the harness speaks 8..11");
   void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr) {
     const char* e = dlerror();
@@ -101,25 +103,38 @@ Result<std::unique_ptr<Net>> Net::load(const std::string& path, int abi) {
     if (sym == nullptr) continue;
     net->version_ = v;
     switch (v) {
-      case 11: net->v11_ = static_cast<abi::NetV11*>(sym); break;
-      case 10: net->v10_ = static_cast<abi::NetV10*>(sym); break;
-      case 9: net->v9_ = static_cast<abi::NetV9*>(sym); break;
-      default: net->v8_ = static_cast<abi::NetV8*>(sym); break;
+      case 11:
+        net->v11_ = static_cast<abi::NetV11*>(sym);
+        break;
+      case 10:
+        net->v10_ = static_cast<abi::NetV10*>(sym);
+        break;
+      case 9:
+        net->v9_ = static_cast<abi::NetV9*>(sym);
+        break;
+      default:
+        net->v8_ = static_cast<abi::NetV8*>(sym);
+        break;
     }
     break;
   }
   if (net->version_ == 0) {
-    return make_error(path + " exports no " + (abi ? "ncclNetPlugin_v" + std::to_string(abi) : "ncclNetPlugin_v11..v8") +
-                      " symbol");
+    return make_error(path + " exports no " +
+                      (abi ? "ncclNetPlugin_v" + std::to_string(abi) : "ncclNetPlugin_v11..v8") + " symbol");
   }
-  const char* name = net->v11_ ? net->v11_->name : net->v10_ ? net->v10_->name : net->v9_ ? net->v9_->name : net->v8_->name;
+  const char* name = net->v11_   ? net->v11_->name
+                     : net->v10_ ? net->v10_->name
+                     : net->v9_  ? net->v9_->name
+                                 : net->v8_->name;
   net->name_ = name != nullptr ? name : "";
   return net;
 }
 
-#define MS_DISPATCH(call, ...)                     \
-  (v11_ ? v11_->call(__VA_ARGS__)                  \
-        : v10_ ? v10_->call(__VA_ARGS__) : v9_ ? v9_->call(__VA_ARGS__) : v8_->call(__VA_ARGS__))
+#define MS_DISPATCH(call, ...)      \
+  (v11_   ? v11_->call(__VA_ARGS__) \
+   : v10_ ? v10_->call(__VA_ARGS__) \
+   : v9_  ? v9_->call(__VA_ARGS__)  \
+          : v8_->call(__VA_ARGS__))
 
 NetResult Net::init(void** ctx) {
   if (v11_) {
@@ -128,16 +143,21 @@ NetResult Net::init(void** ctx) {
     return v11_->init(ctx, ++next_comm_id, &cfg, harness_logger, nullptr);
   }
   std::call_once(legacy_once_, [&] {
-    legacy_init_result_ = v10_ ? v10_->init(harness_logger, nullptr)
-                               : v9_ ? v9_->init(harness_logger) : v8_->init(harness_logger);
+    legacy_init_result_ = v10_  ? v10_->init(harness_logger, nullptr)
+                          : v9_ ? v9_->init(harness_logger)
+                                : v8_->init(harness_logger);
   });
   *ctx = legacy_init_result_ == abi::kNetSuccess ? kLegacyCtx : nullptr;
   return legacy_init_result_;
 }
 
-NetResult Net::finalize(void* ctx) { return v11_ ? v11_->finalize(ctx) : abi::kNetSuccess; }
+NetResult Net::finalize(void* ctx) {
+  return v11_ ? v11_->finalize(ctx) : abi::kNetSuccess;
+}
 
-NetResult Net::devices(int* n) { return MS_DISPATCH(devices, n); }
+NetResult Net::devices(int* n) {
+  return MS_DISPATCH(devices, n);
+}
 
 NetResult Net::properties(int dev, DeviceProps* out) {
   NetResult r = abi::kNetSuccess;
@@ -170,7 +190,8 @@ NetResult Net::connect(void* ctx, int dev, void* handle, void** send_comm) {
     abi::NetCommConfig cfg{abi::kTrafficClassUndef};
     return v10_->connect(dev, &cfg, handle, send_comm, &dev_comm);
   }
-  return v9_ ? v9_->connect(dev, handle, send_comm, &dev_comm) : v8_->connect(dev, handle, send_comm, &dev_comm);
+  return v9_ ? v9_->connect(dev, handle, send_comm, &dev_comm)
+             : v8_->connect(dev, handle, send_comm, &dev_comm);
 }
 
 NetResult Net::accept(void* listen_comm, void** recv_comm) {
@@ -182,7 +203,9 @@ NetResult Net::reg_mr(void* comm, void* data, size_t size, int type, void** mhan
   return MS_DISPATCH(regMr, comm, data, size, type, mhandle);
 }
 
-NetResult Net::dereg_mr(void* comm, void* mhandle) { return MS_DISPATCH(deregMr, comm, mhandle); }
+NetResult Net::dereg_mr(void* comm, void* mhandle) {
+  return MS_DISPATCH(deregMr, comm, mhandle);
+}
 
 NetResult Net::isend(void* send_comm, void* data, size_t size, int tag, void* mhandle, void** request) {
   if (v11_) return v11_->isend(send_comm, data, size, tag, mhandle, nullptr, request);
@@ -192,7 +215,8 @@ NetResult Net::isend(void* send_comm, void* data, size_t size, int tag, void* mh
   return v8_->isend(send_comm, data, static_cast<int>(size), tag, mhandle, request);
 }
 
-NetResult Net::irecv(void* recv_comm, int n, void** data, size_t* sizes, int* tags, void** mhandles, void** request) {
+NetResult Net::irecv(void* recv_comm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
+                     void** request) {
   if (v11_) return v11_->irecv(recv_comm, n, data, sizes, tags, mhandles, nullptr, request);
   if (v10_) return v10_->irecv(recv_comm, n, data, sizes, tags, mhandles, nullptr, request);
   if (v9_) return v9_->irecv(recv_comm, n, data, sizes, tags, mhandles, request);
@@ -211,15 +235,24 @@ NetResult Net::iflush(void* recv_comm, int n, void** data, int* sizes, void** mh
   return MS_DISPATCH(iflush, recv_comm, n, data, sizes, mhandles, request);
 }
 
-NetResult Net::test(void* request, int* done, int* sizes) { return MS_DISPATCH(test, request, done, sizes); }
-NetResult Net::close_send(void* c) { return MS_DISPATCH(closeSend, c); }
-NetResult Net::close_recv(void* c) { return MS_DISPATCH(closeRecv, c); }
-NetResult Net::close_listen(void* c) { return MS_DISPATCH(closeListen, c); }
+NetResult Net::test(void* request, int* done, int* sizes) {
+  return MS_DISPATCH(test, request, done, sizes);
+}
+NetResult Net::close_send(void* c) {
+  return MS_DISPATCH(closeSend, c);
+}
+NetResult Net::close_recv(void* c) {
+  return MS_DISPATCH(closeRecv, c);
+}
+NetResult Net::close_listen(void* c) {
+  return MS_DISPATCH(closeListen, c);
+}
 
 bool Net::has_irecv_consumed() const {
-  return v11_ ? v11_->irecvConsumed != nullptr
-              : v10_ ? v10_->irecvConsumed != nullptr
-                     : v9_ ? v9_->irecvConsumed != nullptr : v8_->irecvConsumed != nullptr;
+  return v11_   ? v11_->irecvConsumed != nullptr
+         : v10_ ? v10_->irecvConsumed != nullptr
+         : v9_  ? v9_->irecvConsumed != nullptr
+                : v8_->irecvConsumed != nullptr;
 }
 
 NetResult Net::irecv_consumed(void* recv_comm, int n, void* request) {
@@ -231,14 +264,22 @@ NetResult Net::irecv_consumed(void* recv_comm, int n, void* request) {
 
 const char* result_name(NetResult r) {
   switch (r) {
-    case abi::kNetSuccess: return "ncclSuccess";
-    case abi::kNetUnhandledCudaError: return "ncclUnhandledCudaError";
-    case abi::kNetSystemError: return "ncclSystemError";
-    case abi::kNetInternalError: return "ncclInternalError";
-    case abi::kNetInvalidArgument: return "ncclInvalidArgument";
-    case abi::kNetInvalidUsage: return "ncclInvalidUsage";
-    case abi::kNetRemoteError: return "ncclRemoteError";
-    case abi::kNetInProgress: return "ncclInProgress";
+    case abi::kNetSuccess:
+      return "ncclSuccess";
+    case abi::kNetUnhandledCudaError:
+      return "ncclUnhandledCudaError";
+    case abi::kNetSystemError:
+      return "ncclSystemError";
+    case abi::kNetInternalError:
+      return "ncclInternalError";
+    case abi::kNetInvalidArgument:
+      return "ncclInvalidArgument";
+    case abi::kNetInvalidUsage:
+      return "ncclInvalidUsage";
+    case abi::kNetRemoteError:
+      return "ncclRemoteError";
+    case abi::kNetInProgress:
+      return "ncclInProgress";
   }
   return "(unknown ncclResult_t)";
 }

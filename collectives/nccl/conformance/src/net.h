@@ -88,7 +88,8 @@ class Net {
   NetResult isend(void* send_comm, void* data, size_t size, int tag, void* mhandle, void** request);
   // *request is passed in as given (NCCL's optional-completion hint), as NCCL's adapter would: cleared
   // for v8.
-  NetResult irecv(void* recv_comm, int n, void** data, size_t* sizes, int* tags, void** mhandles, void** request);
+  NetResult irecv(void* recv_comm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
+                  void** request);
   NetResult iflush(void* recv_comm, int n, void** data, int* sizes, void** mhandles, void** request);
   NetResult test(void* request, int* done, int* sizes);
   NetResult close_send(void* c);

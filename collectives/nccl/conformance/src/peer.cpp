@@ -78,7 +78,8 @@ int run_peer(const char* spec) {
   // spec: "<mode> <abi> <dev> <in fd> <out fd> <plugin path>"
   char mode[8] = {};
   int abi_version = 0, dev = 0, in_fd = -1, out_fd = -1, consumed = 0;
-  if (std::sscanf(spec, "%7s %d %d %d %d %n", mode, &abi_version, &dev, &in_fd, &out_fd, &consumed) < 5) return 2;
+  if (std::sscanf(spec, "%7s %d %d %d %d %n", mode, &abi_version, &dev, &in_fd, &out_fd, &consumed) < 5)
+    return 2;
   const std::string path(spec + consumed);
   auto net = Net::load(path, abi_version);
   if (!net) return 3;
@@ -93,7 +94,9 @@ int run_peer(const char* spec) {
   if (receiver) {
     uint8_t handle[abi::kNetHandleMaxBytes] = {};
     void* listen_comm = nullptr;
-    if (n.listen(ctx, dev, handle, &listen_comm) != abi::kNetSuccess || !write_all(out_fd, handle, sizeof handle)) return 5;
+    if (n.listen(ctx, dev, handle, &listen_comm) != abi::kNetSuccess ||
+        !write_all(out_fd, handle, sizeof handle))
+      return 5;
     while (comm == nullptr) {
       if (n.accept(listen_comm, &comm) != abi::kNetSuccess || setup.passed()) return 6;
     }
@@ -167,9 +170,9 @@ struct Child {
 Status spawn(Env& env, const char* mode, Child& child) {
   int down[2], up[2];  // down: parent -> child, up: child -> parent
   MS_REQUIRE(::pipe2(down, O_CLOEXEC) == 0 && ::pipe2(up, O_CLOEXEC) == 0, "pipe2 failed");
-  const std::string spec = std::string(kPeerEnv) + "=" + mode + " " + std::to_string(env.net.version()) + " " +
-                           std::to_string(env.dev) + " " + std::to_string(down[0]) + " " + std::to_string(up[1]) + " " +
-                           env.options.plugin_path;
+  const std::string spec = std::string(kPeerEnv) + "=" + mode + " " + std::to_string(env.net.version()) +
+                           " " + std::to_string(env.dev) + " " + std::to_string(down[0]) + " " +
+                           std::to_string(up[1]) + " " + env.options.plugin_path;
   std::vector<char*> envp;
   for (char** e = environ; *e != nullptr; ++e) {
     if (std::strncmp(*e, kPeerEnv, std::strlen(kPeerEnv)) != 0) envp.push_back(*e);
@@ -212,14 +215,16 @@ Status transfer_until_error(Env& env, Child& child, void* comm, bool sending) {
   std::string where;
   while (failure == abi::kNetSuccess) {
     if (!killed) {
-      MS_REQUIRE(drain_progress(child.from_child, &peer_done) >= 0, "the peer process reported an error before it was killed");
+      MS_REQUIRE(drain_progress(child.from_child, &peer_done) >= 0,
+                 "the peer process reported an error before it was killed");
       if (peer_done >= 4 && our_done >= 4) {
         child.kill_now();
         killed = true;
         killed_at = Clock::now();
       } else {
-        MS_REQUIRE(!setup.passed(), "no traffic with the peer process within 60 s (peer " + std::to_string(peer_done) +
-                                        " messages, us " + std::to_string(our_done) + ")");
+        MS_REQUIRE(!setup.passed(), "no traffic with the peer process within 60 s (peer " +
+                                        std::to_string(peer_done) + " messages, us " +
+                                        std::to_string(our_done) + ")");
       }
     } else if (seconds_since(killed_at) > bound + 10) {
       (void)env.net.dereg_mr(comm, mr);
@@ -250,11 +255,14 @@ Status transfer_until_error(Env& env, Child& child, void* comm, bool sending) {
   }
   const double after = killed ? seconds_since(killed_at) : -1;
   (void)env.net.dereg_mr(comm, mr);
-  MS_REQUIRE(killed, std::string(where) + " returned " + result_name(failure) + " before the peer was killed");
+  MS_REQUIRE(killed,
+             std::string(where) + " returned " + result_name(failure) + " before the peer was killed");
   MS_REQUIRE(failure == abi::kNetSystemError || failure == abi::kNetRemoteError,
-             where + " returned " + result_name(failure) + " (a network failure should be ncclSystemError or ncclRemoteError)");
-  MS_REQUIRE(after <= bound, where + " reported the failure only " + std::to_string(after) + " s after the kill (bound " +
-                                 std::to_string(bound) + " s for a retry budget of " + std::to_string(budget) + " s)");
+             where + " returned " + result_name(failure) +
+                 " (a network failure should be ncclSystemError or ncclRemoteError)");
+  MS_REQUIRE(after <= bound, where + " reported the failure only " + std::to_string(after) +
+                                 " s after the kill (bound " + std::to_string(bound) +
+                                 " s for a retry budget of " + std::to_string(budget) + " s)");
   char text[160];
   std::snprintf(text, sizeof text, "%s returned %s %.2f s after SIGKILL (retry budget %.1f s)", where.c_str(),
                 result_name(failure), after, budget);
@@ -280,7 +288,8 @@ Status case_peer_killed_while_sending(Env& env) {
   Status s = transfer_until_error(env, child, send_comm, /*sending=*/true);
   const auto t0 = Clock::now();
   MS_CALL(env.net.close_send(send_comm));
-  MS_REQUIRE(seconds_since(t0) < 5, "closeSend after the failure took " + std::to_string(seconds_since(t0)) + " s");
+  MS_REQUIRE(seconds_since(t0) < 5,
+             "closeSend after the failure took " + std::to_string(seconds_since(t0)) + " s");
   MS_TRY(s);
   return ctx.finalize();
 }
@@ -293,7 +302,8 @@ Status case_peer_killed_while_receiving(Env& env) {
   MS_CALL(env.net.listen(ctx.get(), env.dev, handle, &listen_comm));
   Child child;
   MS_TRY(spawn(env, "send", child));
-  MS_REQUIRE(write_all(child.to_child, handle, sizeof handle), "could not send the handle to the peer process");
+  MS_REQUIRE(write_all(child.to_child, handle, sizeof handle),
+             "could not send the handle to the peer process");
   void* recv_comm = nullptr;
   const Deadline deadline(30);
   while (recv_comm == nullptr) {
@@ -304,7 +314,8 @@ Status case_peer_killed_while_receiving(Env& env) {
   const auto t0 = Clock::now();
   MS_CALL(env.net.close_recv(recv_comm));
   MS_CALL(env.net.close_listen(listen_comm));
-  MS_REQUIRE(seconds_since(t0) < 5, "closeRecv after the failure took " + std::to_string(seconds_since(t0)) + " s");
+  MS_REQUIRE(seconds_since(t0) < 5,
+             "closeRecv after the failure took " + std::to_string(seconds_since(t0)) + " s");
   MS_TRY(s);
   return ctx.finalize();
 }

@@ -25,24 +25,24 @@
 namespace megascale::nccl::conformance {
 
 struct Options {
-  std::string plugin_path;        // the .so to load (absolute or relative path, or a name dlopen finds)
-  int abi_version = 0;            // 0: the newest the plugin exports (NCCL's order); else exactly 8..11
-  int dev = -1;                   // device to use; -1: the one named "lo" if any, else device 0
-  std::vector<std::string> cases; // empty: all cases
+  std::string plugin_path;         // the .so to load (absolute or relative path, or a name dlopen finds)
+  int abi_version = 0;             // 0: the newest the plugin exports (NCCL's order); else exactly 8..11
+  int dev = -1;                    // device to use; -1: the one named "lo" if any, else device 0
+  std::vector<std::string> cases;  // empty: all cases
   // Retry budget the plugin is asked to use (MEGASCALE_RETRY_BUDGET_S, set only when unset, before the
   // plugin is loaded); bounds how long the peer-killed cases may take to see an error.
   double retry_budget_s = 2.0;
-  double case_timeout_s = 60.0;   // a case that takes longer fails (a hang is a failure)
-  int threads = 4;                // many-comms case: threads ...
-  int comms_per_thread = 4;       // ... and connection pairs per thread
-  bool verbose = false;           // plugin log lines to stderr as they come
+  double case_timeout_s = 60.0;  // a case that takes longer fails (a hang is a failure)
+  int threads = 4;               // many-comms case: threads ...
+  int comms_per_thread = 4;      // ... and connection pairs per thread
+  bool verbose = false;          // plugin log lines to stderr as they come
 };
 
 struct CaseResult {
   std::string name;
   bool passed = false;
-  bool skipped = false;     // the plugin lacks what the case needs (e.g. maxRecvs == 1): not a failure
-  std::string detail;       // why it failed or was skipped, or what it measured
+  bool skipped = false;  // the plugin lacks what the case needs (e.g. maxRecvs == 1): not a failure
+  std::string detail;    // why it failed or was skipped, or what it measured
   double seconds = 0;
   std::vector<std::string> warnings;  // WARN lines the plugin logged during the case
 };
@@ -54,7 +54,7 @@ struct Report {
   int devices = 0;
   std::string device_name;  // the device the cases ran on
   std::vector<CaseResult> cases;
-  std::string load_error;   // non-empty when the plugin could not be loaded or initialized
+  std::string load_error;        // non-empty when the plugin could not be loaded or initialized
   std::vector<std::string> log;  // the plugin's last log lines (WARN and INFO), oldest first
 
   bool passed() const;

@@ -21,11 +21,11 @@ namespace megascale::nccl::abi {
 enum NetResult : int {
   kNetSuccess = 0,
   kNetUnhandledCudaError = 1,
-  kNetSystemError = 2,     // a system call or the network failed (NCCL's advice for network errors)
-  kNetInternalError = 3,   // a bug or an impossible state inside the plugin
+  kNetSystemError = 2,    // a system call or the network failed (NCCL's advice for network errors)
+  kNetInternalError = 3,  // a bug or an impossible state inside the plugin
   kNetInvalidArgument = 4,
   kNetInvalidUsage = 5,
-  kNetRemoteError = 6,     // the peer is gone or misbehaved (connection reset, unreachable)
+  kNetRemoteError = 6,  // the peer is gone or misbehaved (connection reset, unreachable)
   kNetInProgress = 7,
 };
 
@@ -65,8 +65,8 @@ using NetDebugLogger = void (*)(NetLogLevel level, unsigned long flags, const ch
 
 // ncclProfilerCallback_t (v10+): lets a plugin report events to NCCL's profiler. type: 0 start,
 // 1 stop, 2 update, 3 update-and-stop. The megascale plugin does not call it.
-using NetProfilerCallback = NetResult (*)(void** event_handle, int type, void* parent_handle, int64_t plugin_id,
-                                          void* ext_data);
+using NetProfilerCallback = NetResult (*)(void** event_handle, int type, void* parent_handle,
+                                          int64_t plugin_id, void* ext_data);
 
 // Bits of NetProperties*::ptrSupport: which memory isend/irecv may be given.
 inline constexpr int kPtrHost = 0x1;

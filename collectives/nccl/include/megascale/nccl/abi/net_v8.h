@@ -39,7 +39,8 @@ struct NetV8 {
                            void** mhandle);
   NetResult (*deregMr)(void* comm, void* mhandle);
   NetResult (*isend)(void* sendComm, void* data, int size, int tag, void* mhandle, void** request);
-  NetResult (*irecv)(void* recvComm, int n, void** data, int* sizes, int* tags, void** mhandles, void** request);
+  NetResult (*irecv)(void* recvComm, int n, void** data, int* sizes, int* tags, void** mhandles,
+                     void** request);
   NetResult (*iflush)(void* recvComm, int n, void** data, int* sizes, void** mhandles, void** request);
   NetResult (*test)(void* request, int* done, int* sizes);
   NetResult (*closeSend)(void* sendComm);
