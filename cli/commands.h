@@ -13,6 +13,7 @@ inline constexpr int kExitUsage = 2;    // bad input: flags, config files, value
 
 void add_cc_command(CLI::App& app);
 void add_perf_command(CLI::App& app);  // cmd_perf.cpp; built with the UDP wire (MEGASCALE_HAVE_PERF)
+void add_plugin_check_command(CLI::App& app);
 
 // Set by a subcommand's callback; main returns it.
 int& exit_code();

@@ -20,6 +20,9 @@ int main(int argc, char** argv) {
 #ifdef MEGASCALE_HAVE_PERF
   megascale::cli::add_perf_command(app);
 #endif
+#ifdef MEGASCALE_HAVE_PLUGIN_CHECK
+  megascale::cli::add_plugin_check_command(app);
+#endif
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
