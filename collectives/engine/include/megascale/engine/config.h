@@ -67,6 +67,8 @@ struct EngineConfig {
   uint16_t version_max = 1;
 
   // Seeds the PRNG for connection ids, path ids and RTO jitter: same seed, same inputs -> same packets.
+  // In production give every process its own seed (e.g. a hash of host address and pid), so that the
+  // lanes of different hosts do not all pick the same path ids (UDP source ports).
   uint64_t seed = 1;
 };
 
