@@ -12,6 +12,8 @@ inline constexpr int kExitFailure = 1;  // the run failed (a check did not pass,
 inline constexpr int kExitUsage = 2;    // bad input: flags, config files, values
 
 void add_cc_command(CLI::App& app);
+void add_perf_command(CLI::App& app);  // cmd_perf.cpp; built with the UDP wire (MEGASCALE_HAVE_PERF)
+void add_plugin_check_command(CLI::App& app);
 
 // Set by a subcommand's callback; main returns it.
 int& exit_code();

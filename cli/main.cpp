@@ -17,6 +17,12 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("megascale ") + MEGASCALE_VERSION);
   app.require_subcommand(1);
   megascale::cli::add_cc_command(app);
+#ifdef MEGASCALE_HAVE_PERF
+  megascale::cli::add_perf_command(app);
+#endif
+#ifdef MEGASCALE_HAVE_PLUGIN_CHECK
+  megascale::cli::add_plugin_check_command(app);
+#endif
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

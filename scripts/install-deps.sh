@@ -15,7 +15,7 @@ packages=(
   # fuzzing (scripts/test.sh): clang's libFuzzer and sanitizer runtimes (only a Recommends of clang)
   libclang-rt-dev
   # plots (PNG) and the loopback baseline for `megascale perf`
-  gnuplot-nox iperf3
+  gnuplot-nox iperf3 jq
   # network-namespace tests: ip, tc, iptables
   iproute2 iptables
 )

@@ -45,7 +45,7 @@ stage_asan() {
   local build=build/asan
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMEGASCALE_WERROR=ON \
     -DMEGASCALE_SANITIZE=ON -DMEGASCALE_BUILD_BENCH=OFF -DMEGASCALE_ENABLE_CUDA=OFF
-  local labels=(congestion engine wire fuzz) targets=() l
+  local labels=(congestion engine wire nccl fuzz) targets=() l
   for l in "${labels[@]}"; do
     if cmake --build "$build" --target help | grep -q "^tests-$l:"; then targets+=("tests-$l"); fi
   done

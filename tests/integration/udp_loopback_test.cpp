@@ -219,6 +219,15 @@ TEST_P(UdpLoopback, MessagesOfEverySizeArriveIntact) {
   const UdpWireStats tx = p.sender->stats();
   ASSERT_EQ(tx.datagrams_per_port.size(), 4u);
   for (uint64_t n : tx.datagrams_per_port) EXPECT_GT(n, 100u);
+  // Every datagram went to the engine with its kernel receive timestamp (GRO aggregates' included),
+  // and the engine saw this host's receive delay.
+  const UdpWireStats rx = p.receiver->stats();
+  ASSERT_TRUE(p.receiver->capabilities().rx_timestamps);
+  EXPECT_EQ(rx.rx_timestamped + rx.rx_timestamps_rejected, rx.datagrams_received);
+  EXPECT_EQ(rx.rx_timestamps_rejected, 0u) << "the realtime clock stepped during the test?";
+  const uint64_t stamped = p.sender->with_endpoint(
+      [&](engine::Endpoint& ep) { return ep.connection(p.send_conn)->stats().rx_delay.count(); });
+  EXPECT_EQ(stamped, tx.datagrams_received);  // ACKs and credits, every one stamped
   // Both directions work on one connection: the receiver sends back.
   Pair back{std::move(p.receiver), std::move(p.sender), p.recv_conn, p.send_conn};
   TransferResult r2;
@@ -479,6 +488,44 @@ TEST(UdpWireConfig, ConsecutivePortsFromBindPort) {
   ASSERT_FALSE(again);
   EXPECT_NE(again.error().message.find(std::to_string(c.bind_port)), std::string::npos)
       << again.error().message;
+}
+
+// The software-path floors (collectives/wire/README.md has the measurements) are raised onto the engine's
+// congestion settings and reach the engine; larger values are kept; 0 turns a floor off.
+TEST(UdpWireConfig, SoftwarePathFloorsReachTheEngine) {
+  UdpConfig c;
+  ASSERT_EQ(c.engine.cc.pacer.burst_bytes, 16384u);  // the presets' fabric values, below the floors
+  ASSERT_EQ(c.engine.cc.rto.min_rto_ns, us(100));
+  auto w = UdpWire::create(c);
+  ASSERT_TRUE(w) << w.error().message;
+  EXPECT_EQ((*w)->config().engine.cc.pacer.burst_bytes, 64u * 1024);
+  EXPECT_EQ((*w)->config().engine.cc.rto.min_rto_ns, ms(1));
+  EXPECT_GE((*w)->config().engine.cc.rto.initial_rto_ns, ms(1));
+  EXPECT_EQ((*w)->endpoint().config().cc.pacer.burst_bytes, 64u * 1024);
+  EXPECT_EQ((*w)->endpoint().config().cc.rto.min_rto_ns, ms(1));
+
+  c.engine.cc.pacer.burst_bytes = 256 * 1024;
+  c.engine.cc.rto.min_rto_ns = ms(5);
+  c.engine.cc.rto.initial_rto_ns = ms(10);
+  w = UdpWire::create(c);
+  ASSERT_TRUE(w) << w.error().message;
+  EXPECT_EQ((*w)->endpoint().config().cc.pacer.burst_bytes, 256u * 1024);
+  EXPECT_EQ((*w)->endpoint().config().cc.rto.min_rto_ns, ms(5));
+  EXPECT_EQ((*w)->endpoint().config().cc.rto.initial_rto_ns, ms(10));
+
+  c = UdpConfig{};
+  c.pacer_burst_floor_bytes = 0;
+  c.min_rto_floor_ns = 0;
+  w = UdpWire::create(c);
+  ASSERT_TRUE(w) << w.error().message;
+  EXPECT_EQ((*w)->endpoint().config().cc.pacer.burst_bytes, 16384u);
+  EXPECT_EQ((*w)->endpoint().config().cc.rto.min_rto_ns, us(100));
+
+  c = UdpConfig{};
+  c.min_rto_floor_ns = sec(5);  // above the RTO ceiling (1 s)
+  w = UdpWire::create(c);
+  ASSERT_FALSE(w);
+  EXPECT_NE(w.error().message.find("min_rto_floor_ns"), std::string::npos) << w.error().message;
 }
 
 TEST(UdpWireConfig, BadValuesAreErrors) {

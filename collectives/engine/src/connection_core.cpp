@@ -384,7 +384,10 @@ void ConnectionCore::on_fin(TimeNs now, const Packet& pkt) {
 
 // --- packets and timers ---
 
-void ConnectionCore::on_packet(TimeNs now, const Packet& pkt, bool ce, DecodeResult r) {
+void ConnectionCore::on_packet(TimeNs now, TimeNs rx_time_ns, const Packet& pkt, bool ce, DecodeResult r) {
+  // The wire's receive timestamp, never later than now (clock conversions may err by nanoseconds).
+  const TimeNs rx_ns = std::min(rx_time_ns, now);
+  if (rx_time_ns != kRxTimeNow) stats_.rx_delay.add(now - rx_ns);
   last_rx_ns_ = now;
   if (probe_outstanding_ && r == DecodeResult::kOk) {
     // The peer is alive: the probe's "loss episode" ends.
@@ -395,10 +398,11 @@ void ConnectionCore::on_packet(TimeNs now, const Packet& pkt, bool ce, DecodeRes
   switch (pkt.hdr.type) {
     case PacketType::kSeg:
       if (state_ == ConnectionState::kEstablished || state_ == ConnectionState::kClosing)
-        on_seg(now, pkt, ce, r);
+        on_seg(now, rx_ns, pkt, ce, r);
       break;
     case PacketType::kAck:
-      if (state_ == ConnectionState::kEstablished || state_ == ConnectionState::kClosing) on_ack(now, pkt);
+      if (state_ == ConnectionState::kEstablished || state_ == ConnectionState::kClosing)
+        on_ack(now, rx_ns, pkt);
       break;
     case PacketType::kCnp:
       if (state_ == ConnectionState::kEstablished || state_ == ConnectionState::kClosing) on_cnp(now, pkt);
@@ -439,6 +443,7 @@ bool ConnectionCore::poll_control(TimeNs now, TxPacket& out) {
                                                             .dst_conn_id = 0},
                                                handshake_body(), out.header));
     fill_common(out, 0);
+    out.path_id = kHomePathId;  // the acceptor matches duplicates by (peer, our id): one source address
     ctl_deadline_ = now + ctl_rto_.timeout_ns();
     return true;
   }

@@ -141,8 +141,9 @@ class ConnectionCore {
   void accept_syn(TimeNs now, const HandshakeBody& syn, uint16_t version);
   // Acceptor: a duplicate SYN: answer again.
   void resend_syn_ack() { synack_pending_ = true; }
-  // A decoded packet for this connection. `r` is kOk or kBadPayloadCrc.
-  void on_packet(TimeNs now, const Packet& pkt, bool ce, DecodeResult r);
+  // A decoded packet for this connection. `r` is kOk or kBadPayloadCrc. `rx_time_ns`: when it arrived
+  // (the wire's receive timestamp), or kRxTimeNow.
+  void on_packet(TimeNs now, TimeNs rx_time_ns, const Packet& pkt, bool ce, DecodeResult r);
   bool poll_tx(TimeNs now, TxPacket& out);
   TimeNs next_deadline() const;
   void on_timer(TimeNs now);
@@ -173,7 +174,8 @@ class ConnectionCore {
   // sender.cpp
   void try_match();
   bool poll_data(TimeNs now, TxPacket& out);
-  void on_ack(TimeNs now, const Packet& pkt);
+  // `rx_ns`: when the ACK arrived (<= now): RTT samples for the controllers end there.
+  void on_ack(TimeNs now, TimeNs rx_ns, const Packet& pkt);
   void on_cnp(TimeNs now, const Packet& pkt);
   void deliver(uint64_t seq, TxSeg& s, TimeNs now);
   void detect_losses(TimeNs now, uint64_t scan_end);
@@ -184,7 +186,8 @@ class ConnectionCore {
   TimeNs reo_wnd_ns() const;
 
   // receiver.cpp
-  void on_seg(TimeNs now, const Packet& pkt, bool ce, DecodeResult r);
+  // `rx_ns`: when the segment arrived (<= now): the echoed remote delay starts there.
+  void on_seg(TimeNs now, TimeNs rx_ns, const Packet& pkt, bool ce, DecodeResult r);
   // Both return false for a segment that breaks the protocol (dropped, counted malformed, not acked).
   bool on_data(const Packet& pkt);
   bool on_credit(const Packet& pkt);

@@ -125,7 +125,8 @@ std::optional<ConnId> Endpoint::accept() {
   return std::nullopt;
 }
 
-void Endpoint::on_packet(TimeNs now, uint32_t peer, const uint8_t* data, size_t len, bool ce) {
+void Endpoint::on_packet(TimeNs now, uint32_t peer, const uint8_t* data, size_t len, bool ce,
+                         TimeNs rx_time_ns) {
   Impl& im = *impl_;
   ++im.stats.packets_received;
   Packet& pkt = im.scratch;
@@ -177,22 +178,27 @@ void Endpoint::on_packet(TimeNs now, uint32_t peer, const uint8_t* data, size_t 
     return;
   }
 
+  // Every other packet names our connection id, and that id alone selects the connection: the peer
+  // sends each lane from its own source address (a path id is a UDP source port), so one connection's
+  // packets come from several peer ids, which change when a lane repaths. The 64-bit random id is the
+  // demultiplexing key (as QUIC's connection id is); replies still go to the connection's own peer.
   Impl::Entry* e = nullptr;
   if (type == PacketType::kRst) {
     ++im.stats.rsts_received;
     if (pkt.hdr.dst_conn_id != 0) {
       e = im.find(pkt.hdr.dst_conn_id);
     } else {
-      // "Unknown connection": it names the id we sent to, our remote id.
+      // "Unknown connection": it names the id we sent to, our remote id, and not ours, so it is matched
+      // by (peer, remote id); the peer sends it without a lane (path id 0), from the address we know.
       for (Impl::Entry& c : im.conns) {
         if (c.core->peer() == peer && c.core->remote_id() == pkt.rst.ref_conn_id) e = &c;
       }
     }
-    if (e != nullptr && e->core->peer() == peer) e->core->on_packet(now, pkt, ce, r);
+    if (e != nullptr) e->core->on_packet(now, rx_time_ns, pkt, ce, r);
     return;  // never answer an RST with an RST
   }
   e = im.find(pkt.hdr.dst_conn_id);
-  if (e == nullptr || e->core->peer() != peer) {
+  if (e == nullptr) {
     ++im.stats.unknown_connection;
     if (im.sent_unknown_rst && now - im.last_unknown_rst_ns < im.cfg.rst_interval_ns) {
       ++im.stats.rsts_rate_limited;
@@ -203,7 +209,7 @@ void Endpoint::on_packet(TimeNs now, uint32_t peer, const uint8_t* data, size_t 
     im.queue_rst(peer, 0, pkt.hdr.dst_conn_id, RstReason::kUnknownConnection, "unknown connection");
     return;
   }
-  e->core->on_packet(now, pkt, ce, r);
+  e->core->on_packet(now, rx_time_ns, pkt, ce, r);
 }
 
 bool Endpoint::poll_tx(TimeNs now, TxPacket& out) {
@@ -225,7 +231,7 @@ bool Endpoint::poll_tx(TimeNs now, TxPacket& out) {
     out.payload = nullptr;
     out.payload_len = 0;
     out.lane = 0;
-    out.path_id = 0;
+    out.path_id = kHomePathId;
     out.peer = r.peer;
     out.ect = false;
     out.conn_id = 0;

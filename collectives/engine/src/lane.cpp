@@ -14,7 +14,9 @@ void ConnectionCore::init_lanes(TimeNs now) {
     Lane& lane = lanes_[i];
     lane.cc = cc::make_controller(cfg_.cc, flow);
     lane.pacer = cc::Pacer(cfg_.cc.pacer, lane.cc->pacing_rate_bps());
-    lane.stats.path_id = static_cast<uint32_t>(splitmix64(rng_));
+    do {
+      lane.stats.path_id = static_cast<uint32_t>(splitmix64(rng_));
+    } while (lane.stats.path_id == kHomePathId);  // reserved for packets without a lane
     lane_refresh(now, lane);
   }
 }
@@ -76,7 +78,7 @@ void ConnectionCore::lane_rtt_sample(TimeNs now, Lane& lane, TimeNs rtt_ns, bool
 
 void ConnectionCore::repath(Lane& lane) {
   uint32_t next = lane.stats.path_id;
-  while (next == lane.stats.path_id) next = static_cast<uint32_t>(splitmix64(rng_));
+  while (next == lane.stats.path_id || next == kHomePathId) next = static_cast<uint32_t>(splitmix64(rng_));
   lane.stats.path_id = next;
   ++lane.stats.repaths;
   ++stats_.repaths;

@@ -219,6 +219,9 @@ DecodeResult decode_packet(const uint8_t* p, size_t len, Packet& out, bool verif
   if (!known_type(type_byte)) return DecodeResult::kBadType;
   const auto type = static_cast<PacketType>(type_byte);
   const size_t hlen = header_len_of(type, p, len);
+  // A count field (nsack, RST text length) may claim a header longer than any we send; the CRC check
+  // below works on a bounded copy, so reject that before touching it (found by fuzz_packet).
+  if (hlen > kMaxHeaderBytes) return DecodeResult::kBadLength;
   if (len < hlen) return DecodeResult::kTruncated;
   // The CRC first: a damaged length or version byte must read as damage, not as a protocol fact.
   if (get<uint32_t>(p, kCrcOffset) != header_crc(p, hlen)) return DecodeResult::kBadHeaderCrc;

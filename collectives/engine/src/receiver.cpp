@@ -29,7 +29,7 @@ void ConnectionCore::rcv_mark(uint64_t seq) {
   rcv_highest_end_ = std::max(rcv_highest_end_, rcv_nxt_);
 }
 
-void ConnectionCore::on_seg(TimeNs now, const Packet& pkt, bool ce, DecodeResult r) {
+void ConnectionCore::on_seg(TimeNs now, TimeNs rx_ns, const Packet& pkt, bool ce, DecodeResult r) {
   const SegHeader& h = pkt.seg;
   if (r == DecodeResult::kBadPayloadCrc) {
     ++stats_.corrupt_dropped;  // not acked: the sender retransmits it
@@ -40,7 +40,7 @@ void ConnectionCore::on_seg(TimeNs now, const Packet& pkt, bool ce, DecodeResult
     ++stats_.duplicates_dropped;
     echo_seq_ = h.seq;
     echo_ts_ns_ = h.send_ts_ns;
-    echo_arrival_ns_ = now;
+    echo_arrival_ns_ = rx_ns;
     echo_lane_ = pkt.hdr.lane;
     ack_now_ = true;
     return;
@@ -66,9 +66,12 @@ void ConnectionCore::on_seg(TimeNs now, const Packet& pkt, bool ce, DecodeResult
       cnp_pending_mask_ |= uint64_t{1} << pkt.hdr.lane;
     }
   }
+  // The echoed remote delay runs from the segment's arrival (the wire's receive timestamp), not from
+  // when this host got round to it: the sender subtracts it from the RTT (Swift's endpoint delay,
+  // Kumar et al. §3.1), so this host's scheduling delay does not read as fabric queueing.
   echo_seq_ = h.seq;
   echo_ts_ns_ = h.send_ts_ns;
-  echo_arrival_ns_ = now;
+  echo_arrival_ns_ = rx_ns;
   echo_lane_ = pkt.hdr.lane;
   ++segs_since_ack_;
   const bool urgent = rcv_highest_end_ > rcv_nxt_ || (pkt.hdr.flags & (kFlagCredit | kFlagLast)) != 0 || ce ||

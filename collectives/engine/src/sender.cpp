@@ -207,7 +207,7 @@ void ConnectionCore::deliver(uint64_t seq, TxSeg& s, TimeNs now) {
   }
 }
 
-void ConnectionCore::on_ack(TimeNs now, const Packet& pkt) {
+void ConnectionCore::on_ack(TimeNs now, TimeNs rx_ns, const Packet& pkt) {
   const AckHeader& a = pkt.ack;
   ++stats_.acks_received;
   if (pkt.hdr.flags & kFlagAckRequest) ack_now_ = true;  // a keepalive probe: answer at once
@@ -226,13 +226,23 @@ void ConnectionCore::on_ack(TimeNs now, const Packet& pkt) {
   // timestamp attributes them (RFC 7323 §4.1), so a retransmitted segment still gives a sample when
   // the echo equals the send time of its first or its latest copy. Without this, a lane whose path is
   // slower than the connection's RTO would time out forever and never teach the RTO its real RTT.
+  //
+  // Two samples of one round trip: to the ACK's arrival (rx_ns, the wire's receive timestamp) for the
+  // controllers, RACK and the statistics, so that the path and not this host's scheduling is measured
+  // (Swift's NIC timestamps, Kumar et al. §3.1); and to now, when the ACK is processed, for the RTO,
+  // because the retransmission timer also runs on processing time: an RTO learnt without the host's
+  // delay would fire before ACKs that arrived in time are read.
   TimeNs rtt_ns = -1;
+  TimeNs rto_rtt_ns = -1;
   if (a.echo_seq >= snd_una_ && a.echo_seq < snd_nxt_) {
     const TxSeg& e = ring_[a.echo_seq & ring_mask_];
     const bool attributable = e.retx == 0 ? e.sent_ns == a.echo_ts_ns
                                           : (e.sent_ns == a.echo_ts_ns || e.first_sent_ns == a.echo_ts_ns) &&
                                                 e.sent_ns != e.first_sent_ns;
-    if (!e.sacked && attributable && now >= a.echo_ts_ns) rtt_ns = now - a.echo_ts_ns;
+    if (!e.sacked && attributable && rx_ns >= a.echo_ts_ns) {
+      rtt_ns = rx_ns - a.echo_ts_ns;
+      rto_rtt_ns = now - a.echo_ts_ns;
+    }
   }
 
   bool progress = false;
@@ -259,8 +269,9 @@ void ConnectionCore::on_ack(TimeNs now, const Packet& pkt) {
     last_progress_ns_ = now;
   }
   if (rtt_ns >= 0) {
-    rto_.on_rtt_sample(rtt_ns);
+    rto_.on_rtt_sample(rto_rtt_ns);
     stats_.rtt.add(rtt_ns);
+    stats_.fabric_delay.add(std::max<TimeNs>(rtt_ns - a.remote_delay_ns, 0));
     min_rtt_ns_ = std::min(min_rtt_ns_, rtt_ns);
   }
 
@@ -288,8 +299,8 @@ void ConnectionCore::on_ack(TimeNs now, const Packet& pkt) {
       if (rtt_ns >= 0) lane.stats.rtt.add(rtt_ns);
       lane.stats.ecn_marks += a.ce_count;
       stats_.ecn_marks += a.ce_count;
-    } else if (ack_lane_newest_sent_[i] > 0 && now >= ack_lane_newest_sent_[i]) {
-      smp.rtt_ns = now - ack_lane_newest_sent_[i];
+    } else if (ack_lane_newest_sent_[i] > 0 && rx_ns >= ack_lane_newest_sent_[i]) {
+      smp.rtt_ns = rx_ns - ack_lane_newest_sent_[i];
       smp.remote_delay_ns = std::min<TimeNs>(a.remote_delay_ns, smp.rtt_ns);
     }
     lane.cc->on_ack(now, smp);

@@ -210,6 +210,7 @@ TEST(CcConfigPresets, EveryEmbeddedPresetParsesAndValidates) {
                                                           {"dcqcn-paper", ControllerKind::kDcqcn},
                                                           {"fixed", ControllerKind::kFixedWindow},
                                                           {"hybrid", ControllerKind::kHybrid},
+                                                          {"loopback", ControllerKind::kFixedWindow},
                                                           {"swift", ControllerKind::kSwift}};
   std::vector<std::string> names = builtin_cc_config_names();
   ASSERT_EQ(names.size(), expected.size());
@@ -600,11 +601,11 @@ TEST(CcConfigResolve, UnknownNamesListTheBuiltins) {
   ASSERT_FALSE(unknown);
   EXPECT_TRUE(
       mentions_all(unknown.error().message,
-                   {"'dcqcn-fast'", "built-in presets: dcqcn-nic, dcqcn-paper, fixed, hybrid, swift"}));
+                   {"'dcqcn-fast'", "built-in presets: dcqcn-nic, dcqcn-paper, fixed, hybrid, loopback, swift"}));
   Result<CcConfig> builtin = builtin_cc_config("nope");
   ASSERT_FALSE(builtin);
   EXPECT_TRUE(
-      mentions_all(builtin.error().message, {"'nope'", "dcqcn-nic, dcqcn-paper, fixed, hybrid, swift"}));
+      mentions_all(builtin.error().message, {"'nope'", "dcqcn-nic, dcqcn-paper, fixed, hybrid, loopback, swift"}));
   // Looks like a path (".yaml" or a '/'): a missing file, not a preset name.
   Result<CcConfig> path = resolve_cc_config("missing-preset.yaml");
   ASSERT_FALSE(path);

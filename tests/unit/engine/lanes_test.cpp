@@ -174,6 +174,71 @@ TEST(Lanes, RttStatisticsMatchTheLinkDelay) {
   EXPECT_EQ(a->lane_stats(0).rtt.count() + a->lane_stats(1).rtt.count(), h.count());
 }
 
+// Hosts that get round to packets late (a busy CPU, a descheduled progress thread) must not look like
+// a congested fabric. The wire hands the kernel's receive timestamp to on_packet; the RTT sample ends
+// at the ACK's arrival and the receiver's echoed delay starts at the data's arrival, so fabric delay
+// (RTT - remote delay) is the link's 10 us however late either side processes. Swift on one lane:
+// every ACK acknowledges one segment, so its window depends only on whether each sample was under
+// target, and must come out exactly as with prompt processing.
+struct LateRun {
+  RttHistogram rtt, fabric, rx_delay;
+  double cwnd_bytes = 0;
+  uint64_t timeouts = 0;
+};
+
+LateRun run_late(TimeNs sender_late_ns, TimeNs receiver_late_ns) {
+  EngineConfig cfg = lanes_config(cc::ControllerKind::kSwift, 1);
+  cfg.cc.rto.initial_rto_ns = 5'000'000;  // the first timeout, before any sample, outlasts 1 ms delays
+  // A steady RTT drives RTTVAR to 0 and the RTO to SRTT; the randomised first timeout (down to half
+  // of it) would then fire before ACKs that are merely late. This test is about what the RTO learns.
+  cfg.cc.rto.first_jitter = 0;
+  TestNet net(cfg);
+  auto [a, b] = net.connect_pair();
+  net.rule = [&](const Sent& s) {
+    Fate f;
+    f.processing_delay_ns = s.from == 0 ? receiver_late_ns : sender_late_ns;
+    return f;
+  };
+  send_one(net, a, b, 400'000, 9);
+  LateRun r;
+  r.rtt = a->stats().rtt;
+  r.fabric = a->stats().fabric_delay;
+  r.rx_delay = a->stats().rx_delay;
+  r.cwnd_bytes = a->lane_stats(0).cwnd_bytes;
+  r.timeouts = a->stats().timeouts;
+  return r;
+}
+
+TEST(Lanes, LateProcessingIsNotFabricDelay) {
+  const LateRun prompt = run_late(0, 0);
+  EXPECT_EQ(prompt.fabric.max_ns(), 10'000);
+  EXPECT_EQ(prompt.rx_delay.count(), 0u);  // no receive timestamps given
+
+  // The sender reads every ACK 500 us after it arrived: RTT and fabric delay stay the link's.
+  const LateRun sender_late = run_late(500'000, 0);
+  EXPECT_GT(sender_late.rtt.count(), 300u);
+  EXPECT_EQ(sender_late.rtt.min_ns(), 10'000);
+  EXPECT_EQ(sender_late.rtt.max_ns(), 10'000);
+  EXPECT_EQ(sender_late.fabric.max_ns(), 10'000);
+  EXPECT_EQ(sender_late.rx_delay.min_ns(), 500'000);
+  EXPECT_EQ(sender_late.rx_delay.max_ns(), 500'000);
+  EXPECT_DOUBLE_EQ(sender_late.cwnd_bytes, prompt.cwnd_bytes);
+  // The RTO learns from processing time (510 us here), or it would fire before late-read ACKs.
+  EXPECT_EQ(sender_late.timeouts, 0u);
+
+  // Both hosts 500 us late: the RTT holds the receiver's delay (Swift's endpoint delay), which the
+  // receiver echoes, so fabric delay is still 10 us.
+  const LateRun both_late = run_late(500'000, 500'000);
+  EXPECT_EQ(both_late.rtt.min_ns(), 510'000);
+  EXPECT_EQ(both_late.rtt.max_ns(), 510'000);
+  EXPECT_EQ(both_late.fabric.min_ns(), 10'000);
+  EXPECT_EQ(both_late.fabric.max_ns(), 10'000);
+  EXPECT_DOUBLE_EQ(both_late.cwnd_bytes, prompt.cwnd_bytes);
+  EXPECT_EQ(both_late.timeouts, 0u);
+  // The window grew: no sample read as over target.
+  EXPECT_GT(prompt.cwnd_bytes, 10 * 1000.0);
+}
+
 TEST(Lanes, PacingHoldsTheLaneToItsRate) {
   EngineConfig cfg = lanes_config(cc::ControllerKind::kFixedWindow, 1);
   cfg.cc.flow.line_rate_bps = 1e9;  // 1 Gb/s: 1072 wire bytes per segment take 8.6 us

@@ -3,6 +3,8 @@
 // time), unknown connections, malformed packets, release while open.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "megascale/congestion/rto.h"
 #include "test_net.h"
 
@@ -263,6 +265,95 @@ TEST(Lifecycle, PacketsForUnknownConnectionsGetARateLimitedReset) {
   EXPECT_EQ(net.ep[1]->stats().rsts_sent, 2u);  // the lost abort, and one for the unknown id
   Completion c = a->test(*r);
   EXPECT_TRUE(c.done && !c.ok);
+}
+
+// A wire sends each lane from its own UDP source port, so the receiving wire names each lane's packets
+// by a different peer id (and a repathed lane by yet another). Packets that name a connection id of
+// ours are that connection's whatever peer id they come with; replies still go to the connection's own
+// peer (TestNet checks every transmitted packet's peer).
+TEST(Lifecycle, LanesArrivingUnderDistinctPeerIdsAreOneConnection) {
+  EngineConfig cfg = test_config();
+  cfg.lanes = 4;
+  cfg.cc.kind = cc::ControllerKind::kDcqcn;  // so CNPs flow too
+  TestNet net(cfg);
+  std::set<uint32_t> peers_seen[2];
+  uint64_t marked = 0;
+  net.rule = [&](const Sent& s) {
+    Fate f;
+    // The SYN comes from the home address (path id 0); everything else from its lane's port. The
+    // SYN_ACK and FIN leave on lane 0, which is not the port the initiator connected to.
+    if (s.pkt.hdr.type != PacketType::kSyn) {
+      f.from_peer = 100 + 10 * static_cast<uint32_t>(s.from) + s.pkt.hdr.lane;
+      peers_seen[1 - s.from].insert(f.from_peer);
+    }
+    f.ce = s.is_data() && s.index % 7 == 0;
+    marked += f.ce ? 1 : 0;
+    return f;
+  };
+  auto [a, b] = net.connect_pair();
+  ASSERT_NE(b, nullptr);
+  ASSERT_EQ(a->state(), ConnectionState::kEstablished);
+  EXPECT_EQ(b->peer(), kPeerA);  // the SYN's source: replies go there
+  Batch ab({300'000, 1, 70'000}, 3);
+  ab.post_recvs(b);
+  ab.post_sends(a);
+  Batch ba({200'000}, 4);
+  ba.post_recvs(a);
+  ba.post_sends(b);
+  ASSERT_TRUE(ab.run(net, a, b));
+  ASSERT_TRUE(ba.run(net, b, a));
+  ab.expect_intact(b);
+  ba.expect_intact(a);
+  EXPECT_GE(peers_seen[1].size(), 4u);  // B heard A's four lanes under four peer ids
+  EXPECT_GE(peers_seen[0].size(), 4u);
+  EXPECT_GT(marked, 0u);
+  EXPECT_GT(a->stats().cnps_received, 0u);  // CNPs from B's lanes' ports reached A's connection
+  a->close(net.now);
+  ASSERT_TRUE(net.run_until(
+      [&] { return a->state() == ConnectionState::kClosed && b->state() == ConnectionState::kClosed; },
+      net.now + 1'000'000'000));
+  for (const auto& ep : net.ep) {
+    EXPECT_EQ(ep->stats().unknown_connection, 0u);
+    EXPECT_EQ(ep->stats().rsts_sent, 0u);
+  }
+  EXPECT_EQ(a->stats().timeouts, 0u);
+}
+
+// Demultiplexing by id keeps the rules for what names no id of ours: a packet for an unknown id gets a
+// rate-limited RST to whoever sent it, and an RST about an unknown connection (it names the recipient's
+// remote id) counts only when it comes from the connection's own peer.
+TEST(Lifecycle, UnknownIdsAndTheirResetsStillGoByPeer) {
+  TestNet net(test_config());
+  auto [a, b] = net.connect_pair();
+  Endpoint& eb = *net.ep[1];
+  uint8_t pkt[kMaxHeaderBytes];
+  const size_t n =
+      encode_ack(CommonHeader{.type = PacketType::kAck, .dst_conn_id = b->id() ^ 0x5A5A}, {}, pkt);
+  eb.on_packet(net.now, 77, pkt, n, false);
+  TxPacket tx;
+  ASSERT_TRUE(eb.poll_tx(net.now, tx));
+  EXPECT_EQ(tx.peer, 77u);
+  EXPECT_EQ(tx.path_id, kHomePathId);
+  Packet rst;
+  ASSERT_EQ(decode_packet(tx.header, tx.header_len, rst), DecodeResult::kOk);
+  ASSERT_EQ(rst.hdr.type, PacketType::kRst);
+  EXPECT_EQ(rst.rst.reason, RstReason::kUnknownConnection);
+  EXPECT_EQ(rst.rst.ref_conn_id, b->id() ^ 0x5A5A);
+  eb.on_packet(net.now + 1, 78, pkt, n, false);  // within rst_interval_ns: no second RST
+  EXPECT_FALSE(eb.poll_tx(net.now + 1, tx));
+  EXPECT_EQ(eb.stats().rsts_rate_limited, 1u);
+  EXPECT_EQ(eb.stats().unknown_connection, 2u);
+
+  // "Unknown connection" about A's remote id (B's id), from a stranger: ignored; from B: fatal.
+  RstBody body;
+  body.reason = RstReason::kUnknownConnection;
+  body.ref_conn_id = a->remote_id();
+  const size_t rn = encode_rst(CommonHeader{.type = PacketType::kRst, .dst_conn_id = 0}, body, pkt);
+  net.ep[0]->on_packet(net.now, 77, pkt, rn, false);
+  EXPECT_EQ(a->state(), ConnectionState::kEstablished);
+  net.ep[0]->on_packet(net.now, kPeerB, pkt, rn, false);
+  EXPECT_EQ(a->state(), ConnectionState::kFailed);
+  EXPECT_NE(a->error().find("connection reset by peer"), std::string::npos) << a->error();
 }
 
 TEST(Lifecycle, ReleaseWhileOpenResetsThePeer) {

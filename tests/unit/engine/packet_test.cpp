@@ -258,3 +258,37 @@ TEST(Packet, FieldsOutOfRangeAreRejectedEvenWithAValidCrc) {
 
 }  // namespace
 }  // namespace megascale::engine
+
+namespace megascale::engine {
+namespace {
+
+// Regression (found by fuzz_packet): a count field claiming a header longer than kMaxHeaderBytes must
+// be rejected before the header CRC is computed over a bounded copy, not overflow it.
+TEST(PacketDecode, OversizedHeaderCountsAreRejectedNotCopied) {
+  std::vector<uint8_t> buf(4096, 0xAB);
+  CommonHeader hdr;
+  AckHeader ack;
+  size_t n = encode_ack(hdr, ack, buf.data());
+  ASSERT_GT(n, 0u);
+  // Claim 200 SACK ranges (far above kMaxSackRanges): the declared header would be >3 KB. The nsack
+  // byte is found by encoding with nsack = 1 and diffing against nsack = 0.
+  AckHeader one = ack;
+  one.nsack = 1;
+  std::vector<uint8_t> b1(4096, 0);
+  size_t n1 = encode_ack(hdr, one, b1.data());
+  std::vector<uint8_t> b0(4096, 0);
+  encode_ack(hdr, ack, b0.data());
+  size_t nsack_off = n;
+  for (size_t off = 0; off < n; ++off) {
+    if (off >= 20 && off < 24) continue;  // header CRC differs too
+    if (b0[off] == 0 && b1[off] == 1) { nsack_off = off; break; }
+  }
+  ASSERT_LT(nsack_off, n) << "nsack byte not found";
+  ASSERT_GT(n1, n);
+  b0[nsack_off] = 200;
+  Packet out;
+  EXPECT_EQ(decode_packet(b0.data(), b0.size(), out), DecodeResult::kBadLength);
+}
+
+}  // namespace
+}  // namespace megascale::engine

@@ -47,11 +47,16 @@ struct Sent {
 // What happens to it.
 struct Fate {
   bool drop = false;
-  int duplicates = 0;            // extra copies delivered (each 1 ns after the previous)
-  TimeNs extra_delay_ns = 0;     // reorder: deliver later than the link delay
-  bool corrupt_header = false;   // flip a bit in the header (header CRC catches it)
-  bool corrupt_payload = false;  // flip a bit in the payload (payload CRC catches it)
-  bool ce = false;               // mark CE
+  int duplicates = 0;              // extra copies delivered (each 1 ns after the previous)
+  TimeNs extra_delay_ns = 0;       // reorder: deliver later than the link delay
+  bool corrupt_header = false;     // flip a bit in the header (header CRC catches it)
+  bool corrupt_payload = false;    // flip a bit in the payload (payload CRC catches it)
+  bool ce = false;                 // mark CE
+  uint32_t from_peer = 0;          // hand it over as coming from this peer id (0: the sender's usual id),
+                                   // as a wire does for a lane that sends from a source port of its own
+  TimeNs processing_delay_ns = 0;  // the receiving host gets round to it this long after it arrived
+                                   // (on_packet then gets the arrival as rx_time_ns, as from a kernel
+                                   // receive timestamp)
 };
 
 class TestNet {
@@ -128,6 +133,8 @@ class TestNet {
     uint64_t order;
     int to;
     bool ce;
+    uint32_t from_peer;
+    TimeNs rx;  // arrival; `at` is when the receiver processes it (kRxTimeNow: the same)
     std::vector<uint8_t> bytes;
     bool operator>(const InFlight& o) const { return at != o.at ? at > o.at : order > o.order; }
   };
@@ -172,7 +179,8 @@ class TestNet {
         b[s.pkt.header_len + (b.size() - s.pkt.header_len) / 2] ^= 0x01;
       const TimeNs at = now + link_delay_ns + f.extra_delay_ns;
       for (int d = 0; d <= f.duplicates; ++d) {
-        queue_.push(InFlight{at + d, order_++, 1 - from, f.ce, b});
+        const TimeNs rx = f.processing_delay_ns > 0 ? at + d : kRxTimeNow;
+        queue_.push(InFlight{at + d + f.processing_delay_ns, order_++, 1 - from, f.ce, f.from_peer, rx, b});
       }
     }
     if (keep_trace) trace.push_back(std::move(s));
@@ -190,7 +198,8 @@ class TestNet {
       queue_.pop();
       ++delivered;
       if (tap) tap(p.to, p.bytes.data(), p.bytes.size());
-      ep[p.to]->on_packet(now, p.to == 1 ? kPeerA : kPeerB, p.bytes.data(), p.bytes.size(), p.ce);
+      const uint32_t peer = p.from_peer != 0 ? p.from_peer : p.to == 1 ? kPeerA : kPeerB;
+      ep[p.to]->on_packet(now, peer, p.bytes.data(), p.bytes.size(), p.ce, p.rx);
       pump();
     }
   }

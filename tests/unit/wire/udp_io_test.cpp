@@ -8,12 +8,15 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../../../collectives/wire/udp/src/peers.h"
 #include "../../../collectives/wire/udp/src/receiver.h"
+#include "../../../collectives/wire/udp/src/rx_clock.h"
 #include "../../../collectives/wire/udp/src/sender.h"
 #include "../../../collectives/wire/udp/src/socket.h"
 
@@ -55,7 +58,8 @@ std::vector<uint8_t> flatten(const Datagram& d) {
 
 struct Received {
   std::vector<std::vector<uint8_t>> datagrams;
-  std::vector<uint8_t> tos;  // per datagram
+  std::vector<uint8_t> tos;            // per datagram
+  std::vector<TimeNs> rx_realtime_ns;  // per datagram: its message's kernel receive timestamp (0: none)
   int messages = 0;
   int gro_messages = 0;
 };
@@ -79,6 +83,7 @@ Received receive(const UdpSocket& s, size_t want) {
         out.datagrams.emplace_back(m.bytes.begin() + static_cast<std::ptrdiff_t>(off),
                                    m.bytes.begin() + static_cast<std::ptrdiff_t>(off + len));
         out.tos.push_back(m.tos);
+        out.rx_realtime_ns.push_back(m.rx_realtime_ns);
       }
     }
   }
@@ -179,6 +184,105 @@ TEST_P(UdpIo, GroDeliversAggregatesThatSplitBackIntoTheDatagrams) {
   send_and_check(tx, rx, sizes, true, {}, nullptr, &r);
   EXPECT_LT(r.messages, 41);  // aggregated
   EXPECT_GT(r.gro_messages, 0);
+}
+
+// Kernel receive timestamps: every message carries one (a GRO aggregate one for all its datagrams);
+// converted to CLOCK_MONOTONIC they are non-decreasing in arrival order and tell when the datagrams
+// arrived, not when they were read: read 30 ms after the send, they still say "at the send".
+TEST_P(UdpIo, ReceiveTimestampsArePresentMonotoneAndTellTheArrival) {
+  UdpSocket tx = open(SocketOptions{});
+  UdpSocket rx = open(SocketOptions{});
+  ASSERT_TRUE(rx.rx_timestamps) << "kernel refused SO_TIMESTAMPNS";
+  RxClock clock;
+  clock.refresh();
+  EXPECT_LT(clock.error_ns(), 50 * kNsPerUs);  // three vDSO reads; even a preempted try has two more
+
+  // The kernel turns stamping on arrival on lazily: the first socket that asks schedules a work item
+  // that flips a static key, and until it has run datagrams are stamped when read. Wait for it (on
+  // a busy host the work item may run milliseconds later).
+  {
+    const Datagram probe = make_datagram(99, 72, 10);
+    std::vector<TxItem> one = {TxItem{probe.header.data(), 72, probe.payload.data(), 10, 0, 0, true}};
+    std::vector<SockAddr> to = {rx.local};
+    std::vector<UdpSocket> from = {tx};
+    UdpSender probe_sender(1);
+    bool on = false;
+    for (int tries = 0; tries < 200 && !on; ++tries) {
+      bool probe_gso = false;
+      probe_sender.send(one, from, to, probe_gso);
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      const TimeNs read_at = RxClock::read(CLOCK_MONOTONIC);
+      Received p = receive(rx, 1);
+      ASSERT_EQ(p.datagrams.size(), 1u);
+      on = clock.to_monotonic(p.rx_realtime_ns[0]) < read_at - kNsPerMs;
+    }
+    ASSERT_TRUE(on) << "the kernel never stamped a datagram before it was read";
+  }
+
+  std::vector<uint32_t> sizes(30, 1400);  // a GSO run (GRO may aggregate it) ...
+  sizes.push_back(100);
+  for (uint32_t i = 0; i < 10; ++i) sizes.push_back(200 + i);  // ... and plain datagrams
+  std::vector<Datagram> ds;
+  std::vector<TxItem> items;
+  for (uint32_t i = 0; i < sizes.size(); ++i) ds.push_back(make_datagram(i, 72, sizes[i]));
+  for (uint32_t i = 0; i < ds.size(); ++i) {
+    items.push_back(TxItem{ds[i].header.data(), 72, ds[i].payload.data(), sizes[i], 0, 0, true});
+  }
+  std::vector<SockAddr> peers = {rx.local};
+  std::vector<UdpSocket> pool = {tx};
+  UdpSender sender(64);
+  bool gso = tx.gso;
+  const TimeNs sent = RxClock::read(CLOCK_MONOTONIC);
+  sender.send(items, pool, peers, gso);
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  const TimeNs read_from = RxClock::read(CLOCK_MONOTONIC);
+  Received r = receive(rx, ds.size());
+  const TimeNs read_until = RxClock::read(CLOCK_MONOTONIC);
+  ASSERT_EQ(r.datagrams.size(), ds.size());
+  TimeNs prev = 0;
+  for (size_t i = 0; i < r.datagrams.size(); ++i) {
+    ASSERT_NE(r.rx_realtime_ns[i], 0) << "datagram " << i << " has no receive timestamp";
+    const TimeNs t = clock.to_monotonic(r.rx_realtime_ns[i]);
+    EXPECT_GE(t, sent - clock.error_ns()) << "datagram " << i;
+    EXPECT_LE(t, read_until + clock.error_ns()) << "datagram " << i;
+    // Arrival, not read time: loopback delivers within the send call; 15 ms of slack for a busy host.
+    EXPECT_LT(t, sent + 15 * kNsPerMs)
+        << "datagram " << i << " stamped " << (read_from - t) / kNsPerUs << " us before it was read";
+    EXPECT_GE(t, prev) << "datagram " << i;
+    prev = t;
+    EXPECT_TRUE(RxClock::plausible(t, read_until));
+  }
+  if (rx.gro && gso) {
+    EXPECT_GT(r.gro_messages, 0) << "the GSO run should have arrived as aggregates, stamped too";
+  }
+}
+
+TEST_P(UdpIo, ReceiveTimestampsCanBeTurnedOff) {
+  SocketOptions off;
+  off.rx_timestamps = false;
+  UdpSocket tx = open(SocketOptions{});
+  UdpSocket rx = open(off);
+  EXPECT_FALSE(rx.rx_timestamps);
+  Received r;
+  send_and_check(tx, rx, {100, 200}, false, {}, nullptr, &r);
+  for (TimeNs t : r.rx_realtime_ns) EXPECT_EQ(t, 0);
+}
+
+TEST(RxClock, ConvertsRealtimeToMonotonicAndRejectsImplausibleStamps) {
+  RxClock clock;
+  EXPECT_TRUE(clock.stale(0));
+  clock.refresh();
+  const TimeNs mono = RxClock::read(CLOCK_MONOTONIC);
+  EXPECT_FALSE(clock.stale(mono));
+  EXPECT_TRUE(clock.stale(mono + RxClock::kRefreshNs + 1));
+  const TimeNs real = RxClock::read(CLOCK_REALTIME);
+  const TimeNs mono_after = RxClock::read(CLOCK_MONOTONIC);
+  // `real` was read between `mono` and `mono_after`: so is its conversion, within the error bound.
+  EXPECT_GE(clock.to_monotonic(real), mono - clock.error_ns());
+  EXPECT_LE(clock.to_monotonic(real), mono_after + clock.error_ns());
+  EXPECT_TRUE(RxClock::plausible(mono, mono_after));
+  EXPECT_FALSE(RxClock::plausible(mono_after + RxClock::kMaxRxAheadNs + 1, mono_after));  // future
+  EXPECT_FALSE(RxClock::plausible(mono_after - RxClock::kMaxRxAgeNs - 1, mono_after));    // stale
 }
 
 TEST_P(UdpIo, RunsBreakAtTheGsoByteLimit) {

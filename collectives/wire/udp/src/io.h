@@ -16,6 +16,7 @@
 #include "path_map.h"
 #include "peers.h"
 #include "receiver.h"
+#include "rx_clock.h"
 #include "sender.h"
 #include "socket.h"
 
@@ -54,6 +55,7 @@ struct UdpWire::Io {
   detail::PeerTable peers;
   detail::UdpSender sender;
   detail::UdpReceiver receiver;
+  detail::RxClock rx_clock;  // kernel receive timestamps -> CLOCK_MONOTONIC
   std::optional<FaultInjector> fault;
   std::vector<engine::TxPacket> tx;  // one batch from poll_tx
   std::vector<detail::TxItem> items;
@@ -67,6 +69,8 @@ struct UdpWire::Io {
   uint64_t datagrams_received = 0;
   uint64_t bytes_received = 0;
   uint64_t ce_received = 0;
+  uint64_t rx_timestamped = 0;
+  uint64_t rx_timestamps_rejected = 0;
   uint64_t recv_errors = 0;
   uint64_t peer_table_full = 0;
   uint64_t tx_bad_peer = 0;  // engine packets for a peer id the table does not have

@@ -7,11 +7,13 @@
 
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 
 namespace megascale::wire::detail {
 namespace {
 
-// IP_TOS (1 byte) or IPV6_TCLASS (int), and UDP_GRO (int), with room to spare for anything else.
+// IP_TOS (1 byte) or IPV6_TCLASS (int), UDP_GRO (int) and SCM_TIMESTAMPNS (timespec): 64 bytes with
+// their headers, and room to spare for anything else.
 constexpr size_t kControlBytes = 128;
 
 }  // namespace
@@ -65,6 +67,11 @@ RxMessage UdpReceiver::message(int i) {
       int tclass = 0;
       std::memcpy(&tclass, CMSG_DATA(c), sizeof tclass);
       m.tos = static_cast<uint8_t>(tclass);
+    } else if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+      timespec ts{};
+      std::memcpy(&ts, CMSG_DATA(c), sizeof ts);
+      m.rx_realtime_ns = static_cast<TimeNs>(ts.tv_sec) * kNsPerSec + ts.tv_nsec;
+      ++counters_.timestamped;
     } else if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
       int gso_size = 0;
       std::memcpy(&gso_size, CMSG_DATA(c), sizeof gso_size);

@@ -1,5 +1,5 @@
-// Receives datagrams in batches with recvmmsg, reading the ECN bits (IP_TOS / IPV6_TCLASS) and the GRO
-// segment size (UDP_GRO) each message carries.
+// Receives datagrams in batches with recvmmsg, reading the ECN bits (IP_TOS / IPV6_TCLASS), the GRO
+// segment size (UDP_GRO) and the kernel's receive timestamp (SO_TIMESTAMPNS) each message carries.
 //
 //   UdpReceiver rx(64);
 //   int n = rx.receive(fd);
@@ -19,6 +19,7 @@
 #include <span>
 #include <vector>
 
+#include "megascale/common/units.h"
 #include "socket.h"
 
 namespace megascale::wire::detail {
@@ -27,10 +28,12 @@ struct RxMessage {
   std::span<uint8_t> bytes;  // the received bytes (receive buffer; valid until the next receive)
   size_t segment_size = 0;   // datagram size within `bytes`
   const SockAddr* from = nullptr;
-  uint8_t tos = 0;         // the TOS / traffic class byte (DSCP << 2 | ECN)
-  uint8_t ecn = 0;         // its ECN field: 0 Not-ECT, 2 ECT(0), 1 ECT(1), 3 CE
-  bool ce = false;         // ecn == CE
-  bool truncated = false;  // the buffer was too small (MSG_TRUNC): drop it
+  uint8_t tos = 0;            // the TOS / traffic class byte (DSCP << 2 | ECN)
+  uint8_t ecn = 0;            // its ECN field: 0 Not-ECT, 2 ECT(0), 1 ECT(1), 3 CE
+  bool ce = false;            // ecn == CE
+  bool truncated = false;     // the buffer was too small (MSG_TRUNC): drop it
+  TimeNs rx_realtime_ns = 0;  // kernel receive timestamp, CLOCK_REALTIME ns (0: none); one per
+                              // message, so every datagram of a GRO aggregate shares it
 };
 
 struct ReceiveCounters {
@@ -38,7 +41,8 @@ struct ReceiveCounters {
   uint64_t gro_messages = 0;  // of which carried more than one datagram
   uint64_t syscalls = 0;
   uint64_t truncated = 0;
-  uint64_t ce = 0;  // messages that arrived CE-marked
+  uint64_t ce = 0;           // messages that arrived CE-marked
+  uint64_t timestamped = 0;  // messages that carried a receive timestamp
 };
 
 // Receive buffer per message: the largest UDP payload, which is also the largest GRO aggregate.

@@ -54,21 +54,6 @@ bool SockAddr::operator==(const SockAddr& other) const {
   return false;
 }
 
-bool same_host(const SockAddr& a, const SockAddr& b) {
-  if (a.family() != b.family()) return false;
-  if (a.family() == AF_INET) {
-    return reinterpret_cast<const sockaddr_in*>(&a.storage)->sin_addr.s_addr ==
-           reinterpret_cast<const sockaddr_in*>(&b.storage)->sin_addr.s_addr;
-  }
-  if (a.family() == AF_INET6) {
-    const auto* x = reinterpret_cast<const sockaddr_in6*>(&a.storage);
-    const auto* y = reinterpret_cast<const sockaddr_in6*>(&b.storage);
-    return x->sin6_scope_id == y->sin6_scope_id &&
-           std::memcmp(&x->sin6_addr, &y->sin6_addr, sizeof x->sin6_addr) == 0;
-  }
-  return false;
-}
-
 size_t hash_address(const SockAddr& a) {
   // FNV-1a over the bytes that operator== compares.
   uint64_t h = 1469598103934665603ULL;
@@ -177,6 +162,9 @@ Result<UdpSocket> open_udp_socket(const SockAddr& bind_addr, const SocketOptions
     s.gso = set_int(s.fd, SOL_UDP, UDP_SEGMENT, 0);
   }
   if (options.gro) s.gro = set_int(s.fd, SOL_UDP, UDP_GRO, 1);
+  // Software receive timestamps: the kernel stamps each datagram as it enters the stack (a GRO
+  // aggregate once), so delay-based control sees the path and not how late this process reads it.
+  if (options.rx_timestamps) s.rx_timestamps = set_int(s.fd, SOL_SOCKET, SO_TIMESTAMPNS, 1);
   return s;
 }
 

@@ -1,5 +1,5 @@
 // UDP sockets for the wire: addresses, opening a socket with the options the wire needs (ECN/DSCP on
-// send, TOS/traffic class and GRO on receive), and probing what the kernel grants.
+// send, TOS/traffic class, GRO and receive timestamps on receive), and probing what the kernel grants.
 //
 //   SocketOptions opts;  opts.dscp = 26;  opts.ecn = true;
 //   auto bind = resolve_address("127.0.0.1", 0);
@@ -39,9 +39,6 @@ Result<SockAddr> resolve_address(std::string_view host, uint16_t port, int famil
 // "127.0.0.1:5000" or "[::1]:5000".
 std::string format_address(const SockAddr& a);
 
-// Same family and IP address (ports may differ): two sockets of one remote host.
-bool same_host(const SockAddr& a, const SockAddr& b);
-
 // A hash of address and port, for the peer table.
 size_t hash_address(const SockAddr& a);
 
@@ -50,19 +47,21 @@ struct SocketOptions {
   bool ecn = true;             // send with ECT(0)
   bool gso = true;             // try UDP_SEGMENT
   bool gro = true;             // try UDP_GRO
+  bool rx_timestamps = true;   // try SO_TIMESTAMPNS (kernel software receive timestamps)
   int buffer_bytes = 4 << 20;  // SO_SNDBUF and SO_RCVBUF wished for (the kernel caps them)
 };
 
 // An open, bound, non-blocking UDP socket and what the kernel granted it.
 struct UdpSocket {
   int fd = -1;
-  SockAddr local;         // the bound address with the real port
-  bool gso = false;       // UDP_SEGMENT accepted
-  bool gro = false;       // UDP_GRO accepted
-  bool recv_tos = false;  // IP_RECVTOS / IPV6_RECVTCLASS accepted
-  bool ect = false;       // ECT(0) set in the socket's TOS / traffic class
-  int tos = 0;            // the TOS / traffic class byte the socket sends with
-  int sndbuf_bytes = 0;   // as the kernel reports them
+  SockAddr local;              // the bound address with the real port
+  bool gso = false;            // UDP_SEGMENT accepted
+  bool gro = false;            // UDP_GRO accepted
+  bool recv_tos = false;       // IP_RECVTOS / IPV6_RECVTCLASS accepted
+  bool rx_timestamps = false;  // SO_TIMESTAMPNS accepted: every message carries its arrival time
+  bool ect = false;            // ECT(0) set in the socket's TOS / traffic class
+  int tos = 0;                 // the TOS / traffic class byte the socket sends with
+  int sndbuf_bytes = 0;        // as the kernel reports them
   int rcvbuf_bytes = 0;
 };
 

@@ -38,8 +38,29 @@ Status validate_udp_config(const UdpConfig& c) {
   if (c.spin_ns < 0) return bad("spin_ns=" + std::to_string(c.spin_ns) + ": must be >= 0");
   if (c.idle_poll_ns < 0) return bad("idle_poll_ns=" + std::to_string(c.idle_poll_ns) + ": must be >= 0");
   if (Status s = validate_fault_config(c.fault, "udp config"); !s) return s;
+  if (c.pacer_burst_floor_bytes > (64ULL << 20)) {
+    return bad("pacer_burst_floor_bytes=" + std::to_string(c.pacer_burst_floor_bytes) + ": at most 64 MiB");
+  }
+  if (c.min_rto_floor_ns < 0 || c.min_rto_floor_ns > c.engine.cc.rto.max_rto_ns) {
+    return bad("min_rto_floor_ns=" + std::to_string(c.min_rto_floor_ns) +
+               ": must be in 0..engine.cc.rto.max_rto_ns");
+  }
   return {};
 }
+
+namespace {
+
+// The software-path floors of UdpConfig, raised onto the engine's congestion settings.
+UdpConfig with_software_floors(UdpConfig c) {
+  cc::PacerParams& pacer = c.engine.cc.pacer;
+  pacer.burst_bytes = std::max(pacer.burst_bytes, c.pacer_burst_floor_bytes);
+  cc::RtoParams& rto = c.engine.cc.rto;
+  rto.min_rto_ns = std::max(rto.min_rto_ns, c.min_rto_floor_ns);
+  rto.initial_rto_ns = std::max(rto.initial_rto_ns, rto.min_rto_ns);
+  return c;
+}
+
+}  // namespace
 
 std::string UdpCapabilities::describe() const {
   std::string ports_text;
@@ -49,8 +70,8 @@ std::string UdpCapabilities::describe() const {
   }
   return std::string("udp ") + (ipv6 ? "ipv6" : "ipv4") + ", ports " + ports_text + ", gso " +
          (gso ? "on" : "off") + ", gro " + (gro ? "on" : "off") + ", ecn send " + (ecn_send ? "on" : "off") +
-         " recv " + (ecn_recv ? "on" : "off") + ", sndbuf " + std::to_string(sndbuf_bytes) + " B, rcvbuf " +
-         std::to_string(rcvbuf_bytes) + " B";
+         " recv " + (ecn_recv ? "on" : "off") + ", rx timestamps " + (rx_timestamps ? "on" : "off") +
+         ", sndbuf " + std::to_string(sndbuf_bytes) + " B, rcvbuf " + std::to_string(rcvbuf_bytes) + " B";
 }
 
 UdpWire::UdpWire(const UdpConfig& config, std::unique_ptr<engine::Endpoint> endpoint, std::unique_ptr<Io> io)
@@ -60,8 +81,9 @@ UdpWire::~UdpWire() {
   stop();
 }
 
-Result<std::unique_ptr<UdpWire>> UdpWire::create(const UdpConfig& config) {
-  if (Status s = validate_udp_config(config); !s) return s.error();
+Result<std::unique_ptr<UdpWire>> UdpWire::create(const UdpConfig& given) {
+  if (Status s = validate_udp_config(given); !s) return s.error();
+  const UdpConfig config = with_software_floors(given);
   auto endpoint = engine::Endpoint::create(config.engine);
   if (!endpoint) return endpoint.error();
 
@@ -75,11 +97,13 @@ Result<std::unique_ptr<UdpWire>> UdpWire::create(const UdpConfig& config) {
   opts.ecn = config.ecn;
   opts.gso = config.gso;
   opts.gro = config.gro;
+  opts.rx_timestamps = config.rx_timestamps;
   opts.buffer_bytes = config.socket_buffer_bytes;
   const uint32_t n_sockets = config.sockets ? config.sockets : std::max(1u, config.engine.lanes);
   UdpCapabilities caps;
   caps.ipv6 = io->family == AF_INET6;
   caps.gso = caps.gro = caps.ecn_send = caps.ecn_recv = true;
+  caps.rx_timestamps = config.rx_timestamps;
   for (uint32_t i = 0; i < n_sockets; ++i) {
     detail::SockAddr a = *bind_addr;
     const uint16_t port = config.bind_port ? static_cast<uint16_t>(config.bind_port + i) : 0;
@@ -94,6 +118,7 @@ Result<std::unique_ptr<UdpWire>> UdpWire::create(const UdpConfig& config) {
     caps.gro &= sock->gro;
     caps.ecn_send &= sock->ect;
     caps.ecn_recv &= sock->recv_tos;
+    caps.rx_timestamps &= sock->rx_timestamps;
     caps.sndbuf_bytes = sock->sndbuf_bytes;
     caps.rcvbuf_bytes = sock->rcvbuf_bytes;
     caps.ports.push_back(sock->local.port());
@@ -138,8 +163,9 @@ Status UdpWire::progress(TimeNs now) {
 
 Status UdpWire::progress_locked(TimeNs now, bool read_clock) {
   ++io_->progress_calls;
-  receive_locked(now);
+  receive_locked(now, read_clock);
   if (io_->fault) {
+    // Held datagrams stand for packets delayed in the network: they arrive when released.
     HeldDatagram held;
     while (io_->fault->pop_ready(now, held)) {
       endpoint_->on_packet(now, held.peer, held.bytes.data(), held.bytes.size(), held.ce);
@@ -155,59 +181,21 @@ Status UdpWire::progress_locked(TimeNs now, bool read_clock) {
   return {};
 }
 
-void UdpWire::deliver_locked(TimeNs now, uint32_t peer, uint8_t* data, size_t len, bool ce) {
+void UdpWire::deliver_locked(TimeNs now, uint32_t peer, uint8_t* data, size_t len, bool ce, TimeNs rx_ns) {
   ++io_->datagrams_received;
   io_->bytes_received += len;
   io_->ce_received += ce ? 1 : 0;
   if (!io_->fault) {
-    endpoint_->on_packet(now, peer, data, len, ce);
+    endpoint_->on_packet(now, peer, data, len, ce, rx_ns);
     return;
   }
   bool marked = ce;
   const FaultInjector::Verdict v = io_->fault->apply(now, peer, std::span<uint8_t>(data, len), marked);
   if (v.action != FaultInjector::Action::kDeliver) return;
-  for (int i = 0; i < v.copies; ++i) endpoint_->on_packet(now, peer, data, len, marked);
+  for (int i = 0; i < v.copies; ++i) endpoint_->on_packet(now, peer, data, len, marked, rx_ns);
 }
 
-// The engine accepts a connection's packets only from the connection's peer id, but the remote sends
-// each lane from its own source port. So a packet for one of our connections that comes from the same
-// host as the connection's peer is handed over under the connection's peer id, without a peer-table
-// entry for its source port (lanes repath to new ports all the time). The header is only peeked at
-// (magic, type, connection ids at the fixed offsets of packet.h); the engine still validates it all.
-std::optional<uint32_t> UdpWire::connection_peer_locked(const detail::SockAddr& from, const uint8_t* d,
-                                                        size_t len) const {
-  if (len < engine::kCommonHeaderBytes) return std::nullopt;
-  uint32_t magic = 0;
-  uint64_t dst = 0;
-  std::memcpy(&magic, d, sizeof magic);
-  std::memcpy(&dst, d + 8, sizeof dst);
-  if (magic != engine::kMagic) return std::nullopt;
-  auto owner_of = [&](const engine::Connection* c) -> std::optional<uint32_t> {
-    if (c == nullptr || !io_->peers.contains(c->peer())) return std::nullopt;
-    if (!detail::same_host(io_->peers.address(c->peer()), from)) return std::nullopt;
-    return c->peer();
-  };
-  if (dst != 0) return owner_of(endpoint_->connection(dst));
-  // No destination id: a SYN (names its sender's id at offset 24) or an RST for an unknown connection
-  // (names the id it was sent to, our remote id, at offset 32). A SYN for a new connection matches
-  // nothing and takes its source address as the peer. Rare: a scan is fine.
-  const auto type = static_cast<engine::PacketType>(d[5]);
-  size_t at = 0;
-  if (type == engine::PacketType::kSyn) at = 24;
-  if (type == engine::PacketType::kRst) at = 32;
-  if (at == 0 || len < at + 8) return std::nullopt;
-  uint64_t remote = 0;
-  std::memcpy(&remote, d + at, sizeof remote);
-  for (engine::ConnId id : endpoint_->connection_ids()) {
-    const engine::Connection* c = endpoint_->connection(id);
-    if (c != nullptr && c->remote_id() == remote) {
-      if (std::optional<uint32_t> owner = owner_of(c)) return owner;
-    }
-  }
-  return std::nullopt;
-}
-
-void UdpWire::receive_locked(TimeNs now) {
+void UdpWire::receive_locked(TimeNs now, bool read_clock) {
   Io& io = *io_;
   const int n_ready = epoll_wait(io.epfd, io.events.data(), static_cast<int>(io.events.size()), 0);
   for (int e = 0; e < n_ready; ++e) {
@@ -224,20 +212,37 @@ void UdpWire::receive_locked(TimeNs now) {
         ++io.recv_errors;  // e.g. an ICMP error queued on the socket; the next call reads on
         continue;
       }
-      if (n > 0) io.last_io_ns = now;
+      if (n > 0) {
+        // The datagrams are in hand now: the engine's processing time starts here, and every kernel
+        // stamp of this batch lies before it.
+        if (read_clock) now = UdpWire::now();
+        io.last_io_ns = now;
+        if (caps_.rx_timestamps && io.rx_clock.stale(now)) io.rx_clock.refresh();
+      }
       for (int i = 0; i < n; ++i) {
         detail::RxMessage m = io.receiver.message(i);
         if (m.truncated || m.segment_size == 0) continue;
+        // One stamp per message: every datagram split from a GRO aggregate arrived with it.
+        TimeNs rx_ns = engine::kRxTimeNow;
+        bool rejected = false;
+        if (m.rx_realtime_ns != 0) {
+          const TimeNs t = io.rx_clock.to_monotonic(m.rx_realtime_ns);
+          rejected = !detail::RxClock::plausible(t, now);
+          if (!rejected) rx_ns = t;
+        }
         for (size_t off = 0; off < m.bytes.size(); off += m.segment_size) {
           const size_t len = std::min(m.segment_size, m.bytes.size() - off);
           uint8_t* datagram = m.bytes.data() + off;
-          std::optional<uint32_t> peer = connection_peer_locked(*m.from, datagram, len);
-          if (!peer) peer = io.peers.intern(*m.from);  // new peer, handshake, or not ours at all
+          // Each source address is a peer id of its own: a remote connection's lanes (one source port
+          // each) arrive under several ids, and the engine demultiplexes them by connection id.
+          const std::optional<uint32_t> peer = io.peers.intern(*m.from);
           if (!peer) {
             ++io.peer_table_full;
             continue;
           }
-          deliver_locked(now, *peer, datagram, len, m.ce);
+          io.rx_timestamped += rx_ns != engine::kRxTimeNow ? 1 : 0;
+          io.rx_timestamps_rejected += rejected ? 1 : 0;
+          deliver_locked(now, *peer, datagram, len, m.ce, rx_ns);
         }
       }
       if (static_cast<size_t>(n) < config_.batch) break;  // drained
@@ -257,7 +262,9 @@ void UdpWire::transmit_locked(TimeNs now, bool read_clock) {
         ++io.tx_bad_peer;
         continue;
       }
-      const uint32_t socket = io.paths.socket_for(p.path_id, now);
+      // Packets without a lane (SYN, endpoint RSTs) leave from socket 0, the address peers know: the
+      // receiving engine matches them by (peer, connection id of ours).
+      const uint32_t socket = p.path_id == engine::kHomePathId ? 0 : io.paths.socket_for(p.path_id, now);
       io.items[k++] = detail::TxItem{p.header, p.header_len, p.payload, p.payload_len, socket, p.peer, p.ect};
     }
     // The payload pointers stay valid until the next engine call other than poll_tx: send now.
@@ -308,6 +315,8 @@ UdpWireStats UdpWire::stats() const {
   s.recv_truncated = rx.truncated;
   s.recv_errors = io.recv_errors;
   s.ce_received = io.ce_received;
+  s.rx_timestamped = io.rx_timestamped;
+  s.rx_timestamps_rejected = io.rx_timestamps_rejected;
   s.peer_table_full = io.peer_table_full;
   s.progress_calls = io.progress_calls;
   s.sleeps = io.sleeps;

@@ -108,7 +108,10 @@ void UdpWire::thread_main() {
     // Step aside while application threads wait for the lock (a post, a test, a woken waiter).
     for (int i = 0; i < 1000 && mu_.waiting() > 0; ++i) std::this_thread::yield();
     if (sleep) {
-      wait_for_io(deadline);
+      // stop() sets the flag, then writes the eventfd; this round's receive may have drained that
+      // write already. Looking at the flag again after the drain closes the gap: a stop() it misses
+      // writes the eventfd afterwards, which wakes the sleep.
+      if (!stop_.load()) wait_for_io(deadline);
       sleeping_.store(false, std::memory_order_release);
     }
   }

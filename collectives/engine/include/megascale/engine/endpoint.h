@@ -20,11 +20,27 @@
 // next call into the engine other than poll_tx (so a batch of poll_tx calls may be sent at once, as
 // sendmmsg does). Connections live until release().
 //
+// Peers and demultiplexing: a packet that names one of our connection ids (everything but a SYN and an
+// RST about an unknown connection) goes to that connection whatever peer id it came from, because the
+// remote sends each lane from its own source address (and moves it on repathing); replies always go to
+// the connection's own peer. A SYN and an RST about an unknown connection name no id of ours: they
+// are matched by (peer, remote connection id), so they leave with path id kHomePathId, which a wire
+// must send from the address its peers connect to.
+//
 // API change log (after the first commit of this header):
 //   - packet.h: SEG DATA carries the send's tag at offset 52 (was reserved); new flags kFlagTooLarge
 //     (SEG: the message is larger than the receive) and kFlagAckRequest (ACK: keepalive probe).
 //   - config.h: keepalive_interval_ns (liveness of idle connections with pending requests).
 //   - connection.h: close() drains sends still waiting for a credit for at most the retry budget.
+//   - (engine2) on_packet(..., ce, rx_time_ns = kRxTimeNow): the datagram's arrival time (a kernel
+//     receive timestamp in the caller's clock domain); RTT samples for the controllers end at the
+//     ACK's arrival and the echoed remote delay starts at the segment's arrival, so this host's
+//     scheduling delay is not read as fabric delay. ConnectionStats gained fabric_delay and rx_delay;
+//     ConnectionStats::rtt now ends at arrival (was: at processing).
+//   - (engine2) on_packet demultiplexes by connection id alone: SEG/ACK/CNP/FIN/SYN_ACK and RSTs that
+//     name our id are accepted from any peer id (was: only from the connection's peer; wires no longer
+//     need to rewrite peer ids). New constant kHomePathId (0): SYNs and endpoint RSTs carry it, lanes
+//     never do; a wire sends it from its home address (the one peers connect to).
 #pragma once
 
 #include <cstdint>
@@ -41,6 +57,13 @@
 
 namespace megascale::engine {
 
+// The path id of packets without a lane (SYN, RSTs from the endpoint): send them from the wire's home
+// address, the one peers connect to. Lane path ids are never 0.
+inline constexpr uint32_t kHomePathId = 0;
+
+// on_packet's rx_time_ns when the caller has no receive timestamp: the packet arrived `now`.
+inline constexpr TimeNs kRxTimeNow = kNever;
+
 // One packet to transmit: header bytes (owned here) followed by payload (borrowed, may be empty).
 struct TxPacket {
   alignas(8) uint8_t header[kMaxHeaderBytes];
@@ -48,7 +71,8 @@ struct TxPacket {
   const uint8_t* payload = nullptr;  // see "Lifetimes" above
   uint32_t payload_len = 0;
   uint8_t lane = 0;      // the lane it belongs to (0 for control packets without a lane)
-  uint32_t path_id = 0;  // the lane's path entropy: map it to a UDP source port / flow label
+  uint32_t path_id = 0;  // the lane's path entropy: map it to a UDP source port / flow label;
+                         // kHomePathId: no lane, send from the home address
   uint32_t peer = 0;     // where to send it
   bool ect = false;      // send ECN-capable (ECT(0)): true for SEG packets
   uint64_t conn_id = 0;  // local connection id it belongs to (0 for endpoint RSTs)
@@ -72,8 +96,15 @@ class Endpoint {
   std::optional<ConnId> accept();
 
   // One arriving datagram from `peer`, with the IP header's CE mark. Bytes are read during the call
-  // only (payload is copied into receive buffers). Malformed packets are counted and dropped.
-  void on_packet(TimeNs now, uint32_t peer, const uint8_t* data, size_t len, bool ce);
+  // only (payload is copied into receive buffers). Malformed packets are counted and dropped. A packet
+  // for a known connection id is accepted from any peer (see "Peers and demultiplexing" above); one
+  // for an unknown id is answered with an RST to `peer` (at most one per rst_interval_ns).
+  // `rx_time_ns`: when the datagram arrived (e.g. the kernel's receive timestamp, in the clock domain
+  // of `now`); values after `now` count as `now`. It is the ACK's arrival for RTT samples and the
+  // segment's arrival for the delay the receiver echoes, so that fabric delay (RTT - remote delay)
+  // leaves out how late either host got round to a packet. The RTO still learns from processing time.
+  void on_packet(TimeNs now, uint32_t peer, const uint8_t* data, size_t len, bool ce,
+                 TimeNs rx_time_ns = kRxTimeNow);
 
   // Fills `out` with the next packet to send at `now`, control packets first, data as lane windows
   // and pacers allow; false when nothing may leave at `now` (next_deadline() says when to look again).

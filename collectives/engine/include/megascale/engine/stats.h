@@ -76,7 +76,11 @@ struct ConnectionStats {
   uint64_t cnps_received = 0;
   uint64_t repaths = 0;
   uint64_t acks_received = 0;
-  RttHistogram rtt;
+  RttHistogram rtt;           // RTT samples: send to the ACK's arrival (the wire's receive timestamp)
+  RttHistogram fabric_delay;  // the same samples less the receiver's echoed delay (what Swift and
+                              // the hybrid controller compare with their targets)
+  RttHistogram rx_delay;      // every packet of this connection: receive timestamp to processing
+                              // (this host's scheduling delay; only when the wire gives timestamps)
   // Receiving.
   uint64_t bytes_received = 0;     // payload bytes placed into receive buffers (each byte once)
   uint64_t segments_received = 0;  // new (non-duplicate) SEGs accepted

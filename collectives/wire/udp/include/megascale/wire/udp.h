@@ -25,17 +25,29 @@
 // from the application's buffer, no copy in user space), many per sendmmsg; a run of equal-size
 // packets to one peer on one socket becomes one UDP GSO message when the kernel supports UDP_SEGMENT.
 // Receiving: recvmmsg, UDP GRO aggregates split back into datagrams, the ECN field read from
-// IP_TOS / IPV6_TCLASS and handed to the engine as CE. Packets leave with ECT(0) (unless the engine says
-// otherwise) and the configured DSCP. GSO, GRO and ECN are probed when the sockets open and fall back
-// cleanly; capabilities() says what is on.
+// IP_TOS / IPV6_TCLASS and handed to the engine as CE, and the kernel's software receive timestamp
+// (SO_TIMESTAMPNS, converted from CLOCK_REALTIME to CLOCK_MONOTONIC) handed over as the datagram's
+// arrival time, so that delay-based control measures the path rather than this host's scheduling. Packets
+// leave with ECT(0) (unless the engine says otherwise) and the configured DSCP. GSO, GRO and ECN are probed
+// when the sockets open and fall back cleanly; capabilities() says what is on.
 //
 // Lanes and source ports: the engine gives every packet a path id; each path id in use is assigned the
 // pool socket with the fewest path ids on it and keeps it, so lanes get distinct UDP source ports
 // (while there are at least as many sockets as live lanes) and repathing (a new path id) moves a lane
-// to another port. The remote side sees one connection's packets come from several source ports: a packet
-// for a known connection that comes from the same host as the connection's peer is handed to the
-// engine under that peer's id (the engine accepts a connection's packets from its own peer only); any
-// other source address gets an id of its own in the peer table (a new peer's SYN, a stray packet).
+// to another port. Packets without a lane (SYN, endpoint RSTs: engine::kHomePathId) leave from socket 0,
+// the port peers connect to. Receiving, every source address gets a peer id of its own in the peer
+// table; the engine demultiplexes by connection id, so the lanes of one remote connection may arrive
+// under several peer ids while replies go to the address the connection was opened with.
+//
+// API change log:
+//   - (engine2) UdpConfig::pacer_burst_floor_bytes (64 KiB) and min_rto_floor_ns (1 ms): software-path
+//     floors raised onto engine.cc.pacer.burst_bytes and engine.cc.rto.min_rto_ns at create();
+//     config() returns the configuration in effect (was: as given).
+//   - (engine2) UdpConfig::rx_timestamps (default on), UdpCapabilities::rx_timestamps,
+//     UdpWireStats::rx_timestamped / rx_timestamps_rejected: kernel receive timestamps go to the
+//     engine as arrival times. progress(now) expects `now` on CLOCK_MONOTONIC (UdpWire::now()).
+//   - (engine2) the wire no longer rewrites the peer id of packets for known connections (the engine
+//     demultiplexes by connection id); kHomePathId packets always leave from socket 0.
 #pragma once
 
 #include <atomic>
@@ -69,10 +81,13 @@ struct UdpConfig {
   uint32_t sockets = 0;                 // source ports in the pool; 0 = one per engine lane
   // With bind_port != 0, socket i binds bind_port + i (consecutive ports, easy to firewall and to
   // steer with ECMP hash models); with bind_port == 0 every socket takes an ephemeral port.
-  uint8_t dscp = 0;                   // DSCP code point (0..63) in the TOS / traffic class byte
-  bool ecn = true;                    // mark packets ECT(0)
-  bool gso = true;                    // use UDP GSO when the kernel supports it
-  bool gro = true;                    // use UDP GRO when the kernel supports it
+  uint8_t dscp = 0;  // DSCP code point (0..63) in the TOS / traffic class byte
+  bool ecn = true;   // mark packets ECT(0)
+  bool gso = true;   // use UDP GSO when the kernel supports it
+  bool gro = true;   // use UDP GRO when the kernel supports it
+  // Kernel software receive timestamps (SO_TIMESTAMPNS) as arrival times for the engine's RTT and
+  // remote-delay measurements; off: a datagram "arrives" when progress() reads it.
+  bool rx_timestamps = true;
   uint32_t batch = 64;                // datagrams per sendmmsg / messages per recvmmsg (1..1024)
   int socket_buffer_bytes = 4 << 20;  // SO_SNDBUF / SO_RCVBUF wished for (net.core.*mem_max caps
                                       // it unless the process has CAP_NET_ADMIN)
@@ -87,6 +102,18 @@ struct UdpConfig {
   TimeNs idle_poll_ns = 50 * kNsPerUs;
   FaultConfig fault;            // off by default
   engine::EngineConfig engine;  // the transport's own knobs
+
+  // Software-path floors, applied to engine.cc when the wire is created (config() shows the result).
+  // The congestion presets' pacer burst and RTO floor are fabric values (a NIC paces per packet and
+  // answers in microseconds); a software wire needs more, measured in collectives/wire/README.md:
+  //  - The engine's clock stands still within a progress round, so a lane releases at most one pacer
+  //    burst per round: with 16 KiB (two 8 KiB segments) a lane is capped at burst / round time, a few
+  //    Gbit/s. One GSO message (64 KiB) per lane per round lifts the cap. 0 = no floor.
+  uint64_t pacer_burst_floor_bytes = 64 * 1024;
+  //  - ACKs wait for the peer's progress thread, which a busy host schedules hundreds of us late; a
+  //    100 us RTO floor then fires spuriously (and the RTO's randomised first timeout may be half the
+  //    smoothed RTO). 0 = no floor.
+  TimeNs min_rto_floor_ns = kNsPerMs;
 };
 
 // Checks ranges; the message names the field and the value.
@@ -95,11 +122,12 @@ Status validate_udp_config(const UdpConfig& config);
 // What the kernel granted when the sockets opened (GSO may later turn off if a send is refused).
 struct UdpCapabilities {
   bool ipv6 = false;
-  bool gso = false;       // UDP_SEGMENT in use
-  bool gro = false;       // UDP_GRO in use
-  bool ecn_send = false;  // ECT(0) set on outgoing packets
-  bool ecn_recv = false;  // IP_RECVTOS / IPV6_RECVTCLASS: CE marks are seen
-  int sndbuf_bytes = 0;   // as the kernel reports them (Linux reports twice the granted value)
+  bool gso = false;            // UDP_SEGMENT in use
+  bool gro = false;            // UDP_GRO in use
+  bool ecn_send = false;       // ECT(0) set on outgoing packets
+  bool ecn_recv = false;       // IP_RECVTOS / IPV6_RECVTCLASS: CE marks are seen
+  bool rx_timestamps = false;  // SO_TIMESTAMPNS: kernel receive timestamps are used
+  int sndbuf_bytes = 0;        // as the kernel reports them (Linux reports twice the granted value)
   int rcvbuf_bytes = 0;
   std::vector<uint16_t> ports;  // the pool's source ports; ports[0] is the one peers connect to
 
@@ -126,8 +154,11 @@ struct UdpWireStats {
   uint64_t recv_syscalls = 0;
   uint64_t recv_truncated = 0;
   uint64_t recv_errors = 0;
-  uint64_t ce_received = 0;      // datagrams that arrived CE-marked (before fault injection)
-  uint64_t peer_table_full = 0;  // datagrams dropped: unknown source and the table was full
+  uint64_t ce_received = 0;             // datagrams that arrived CE-marked (before fault injection)
+  uint64_t rx_timestamped = 0;          // datagrams handed to the engine with their kernel receive timestamp
+  uint64_t rx_timestamps_rejected = 0;  // stamps implausible against the clock (a realtime step):
+                                        // those datagrams went over with the processing time
+  uint64_t peer_table_full = 0;         // datagrams dropped: unknown source and the table was full
   // Driving.
   uint64_t progress_calls = 0;
   uint64_t sleeps = 0;  // threaded mode: times the thread slept in epoll
@@ -136,7 +167,8 @@ struct UdpWireStats {
 
 class UdpWire {
  public:
-  // Validates `config`, creates the engine endpoint and opens the sockets.
+  // Validates `config`, applies the software-path floors to its engine settings, creates the engine
+  // endpoint and opens the sockets.
   static Result<std::unique_ptr<UdpWire>> create(const UdpConfig& config);
   ~UdpWire();  // stops the progress thread if running, closes the sockets
   UdpWire(const UdpWire&) = delete;
@@ -147,12 +179,14 @@ class UdpWire {
 
   const UdpCapabilities& capabilities() const { return caps_; }
   uint16_t local_port() const { return caps_.ports.empty() ? 0 : caps_.ports[0]; }
+  // The configuration in effect: as given to create(), with the software-path floors applied.
   const UdpConfig& config() const { return config_; }
 
   // ---- Caller-driven mode: call from the one thread that owns the wire. ----
 
   // One non-blocking round at `now` (or at the clock's now): receive, engine, timers, send. Errors
   // are socket failures that make the wire unusable; protocol problems surface per connection.
+  // `now` must be on CLOCK_MONOTONIC (UdpWire::now()), the domain receive timestamps are converted to.
   Status progress();
   Status progress(TimeNs now);
   // When progress() next has timer work (engine timers, held fault-injected datagrams); kNever if none.
@@ -242,10 +276,8 @@ class UdpWire {
 
   UdpWire(const UdpConfig& config, std::unique_ptr<engine::Endpoint> endpoint, std::unique_ptr<Io> io);
   Status progress_locked(TimeNs now, bool read_clock);
-  void receive_locked(TimeNs now);
-  std::optional<uint32_t> connection_peer_locked(const detail::SockAddr& from, const uint8_t* datagram,
-                                                 size_t len) const;
-  void deliver_locked(TimeNs now, uint32_t peer, uint8_t* data, size_t len, bool ce);
+  void receive_locked(TimeNs now, bool read_clock);
+  void deliver_locked(TimeNs now, uint32_t peer, uint8_t* data, size_t len, bool ce, TimeNs rx_ns);
   void transmit_locked(TimeNs now, bool read_clock);
   TimeNs next_deadline_locked() const;
   void wake_locked();

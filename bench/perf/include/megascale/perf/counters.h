@@ -1,0 +1,107 @@
+// Counters around one perf row: what the transport did (retransmissions, timeouts, ECN, CNPs, repaths,
+// RTT percentiles), what the UDP wire cost (datagrams, syscalls, GSO/GRO messages), and what the
+// kernel dropped (UDP receive-buffer overflows, host-wide from /proc/net/snmp and per socket from
+// /proc/net/udp). A snapshot is taken before and after the row; the row reports the difference.
+//
+//   SideSnapshot before = take_snapshot(wire, conn);
+//   ... run the row ...
+//   SideCounters c = side_delta(before, take_snapshot(wire, conn));
+//   print(c.retransmits_fast, c.kernel.rcvbuf_errors, rtt_percentile_ns(c.rtt, 0.99));
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "megascale/common/result.h"
+#include "megascale/common/units.h"
+#include "megascale/engine/connection.h"
+#include "megascale/engine/stats.h"
+#include "megascale/wire/udp.h"
+
+namespace megascale::perf {
+
+// The kernel's UDP counters (IPv4 "Udp:" in /proc/net/snmp plus IPv6 "Udp6" in /proc/net/snmp6). They
+// are host-wide: on a shared machine other programs' drops count too (the per-socket count does not).
+struct KernelUdp {
+  bool ok = false;             // the files could be read
+  uint64_t rcvbuf_errors = 0;  // datagrams dropped: the socket's receive buffer was full
+  uint64_t in_errors = 0;      // all receive errors (includes rcvbuf_errors)
+  uint64_t socket_drops = 0;   // /proc/net/udp{,6} "drops" of our own sockets
+};
+
+// Parses the "Udp:" header/value line pair of /proc/net/snmp. Error if absent or malformed.
+Result<KernelUdp> parse_snmp_udp(std::string_view snmp_text);
+// Adds Udp6RcvbufErrors / Udp6InErrors from /proc/net/snmp6 text (absent lines leave `into` as is).
+void add_snmp6_udp(std::string_view snmp6_text, KernelUdp& into);
+// Sums the "drops" column of /proc/net/udp or /proc/net/udp6 text over sockets bound to `ports`.
+uint64_t socket_drops_for_ports(std::string_view proc_net_udp_text, const std::vector<uint16_t>& ports);
+// Reads all of the above now. ok = false (and zeros) where /proc is not readable.
+KernelUdp read_kernel_udp(const std::vector<uint16_t>& ports);
+
+// Bucket counts of an engine RttHistogram, so that two snapshots can be subtracted.
+using RttCounts = std::array<uint64_t, engine::RttHistogram::kBuckets>;
+// Recovers the bucket counts from the histogram's public percentile_ns (it documents the q-quantile
+// as the upper edge of its bucket, clamped to [min, max]): a binary search over ranks per bucket.
+// A stop-gap until RttHistogram exposes its buckets.
+RttCounts rtt_counts(const engine::RttHistogram& h);
+uint64_t rtt_total(const RttCounts& c);
+// The q-quantile of counts as its bucket's upper edge (0 when empty; the last bucket gives `max_ns`).
+TimeNs rtt_percentile_ns(const RttCounts& c, double q, TimeNs max_ns);
+
+// One side of a connection at one instant.
+struct SideSnapshot {
+  engine::ConnectionStats conn;
+  RttCounts rtt{};
+  wire::UdpWireStats wire;
+  KernelUdp kernel;
+};
+
+// Reads the connection's and the wire's counters and the kernel's (call from the thread that drives
+// the wire, or while nothing else uses it).
+SideSnapshot take_snapshot(wire::UdpWire& w, engine::ConnId conn);
+
+// What changed on one side during a row.
+struct SideCounters {
+  // The transport (sender side: this side's sends).
+  uint64_t retransmits_fast = 0;
+  uint64_t retransmits_rto = 0;
+  uint64_t timeouts = 0;
+  uint64_t ecn_marks = 0;  // CE marks echoed back to this sender
+  uint64_t cnps_received = 0;
+  uint64_t repaths = 0;
+  uint64_t bytes_sent = 0;  // payload, retransmissions included
+  // The transport (receiver side).
+  uint64_t bytes_received = 0;
+  uint64_t ce_received = 0;
+  uint64_t cnps_sent = 0;
+  uint64_t duplicates_dropped = 0;
+  uint64_t corrupt_dropped = 0;
+  RttCounts rtt{};
+  TimeNs rtt_max_ns = 0;  // the histogram's max so far (for the top bucket)
+  // The wire.
+  uint64_t datagrams_sent = 0;
+  uint64_t datagrams_received = 0;
+  uint64_t udp_bytes_sent = 0;
+  uint64_t send_syscalls = 0;
+  uint64_t send_messages = 0;
+  uint64_t gso_messages = 0;
+  uint64_t recv_syscalls = 0;
+  uint64_t recv_messages = 0;
+  uint64_t gro_messages = 0;
+  uint64_t send_dropped_full = 0;
+  uint64_t progress_calls = 0;
+  uint64_t fault_dropped = 0;  // injected by MEGASCALE_FAULT_* (not the kernel's)
+  // The kernel during the row.
+  KernelUdp kernel;
+};
+
+SideCounters side_delta(const SideSnapshot& before, const SideSnapshot& after);
+
+// a + b, field by field (both directions of a row; the kernel's host counters too, so give
+// `same_host` = true when both sides read the same machine's counters: they are then taken from `a`).
+SideCounters sum_sides(const SideCounters& a, const SideCounters& b, bool same_host);
+
+}  // namespace megascale::perf

@@ -1,0 +1,130 @@
+// What one `megascale perf` run measures: the test, the message sizes, how long each row runs, and the
+// transport settings. Filled from the command line (cli/cmd_perf.cpp) or by a test, checked by
+// validate_perf_options, and turned into the per-row plan by sizes_for / iterations_for.
+//
+//   PerfOptions o;
+//   o.test = PerfTest::kBw;
+//   o.all_sizes = true;                        // -a: 2 B .. 64 MiB for bw
+//   o.loopback = true;
+//   if (Status s = validate_perf_options(o); !s) { print(s.error().message); return 2; }
+//   for (uint64_t size : sizes_for(o, PerfTest::kBw)) run_row(size, iterations_for(o, PerfTest::kBw, size));
+//
+// perftest's conventions (linux-rdma/perftest): the same flags on both sides; the server is
+// `megascale perf [opts]`, the client `megascale perf [opts] <server>`. Defaults follow ib_write_bw and
+// ib_write_lat: bw 65536 B x 5000 messages, latency 2 B x 1000 round trips, sweep 2 .. 2^23 with -a.
+// Ours: the bw sweep goes on to 2^26 (64 MiB, NCCL-sized buffers), and when -n is not given a row
+// moves at most kDefaultRowBytes so that -a ends in minutes, not hours.
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "megascale/common/result.h"
+
+namespace megascale::perf {
+
+enum class PerfTest : uint8_t { kBw, kLat, kBoth };
+
+// How a side waits for its wire. kBusy spins on the sockets (perftest's way: lowest latency, a whole
+// core per side). kAdaptive spins while datagrams keep coming and sleeps in epoll once none came or
+// left for kAdaptiveSpinNs: a bw row or a ping-pong runs as with kBusy, a side waiting for its peer
+// costs no CPU. kSleep sleeps in epoll whenever nothing is due: on a host with fewer free cores than
+// spinning threads (a loaded 2-core VM) it measures better, since a woken thread is scheduled ahead of
+// one that spins (a 50 us window measured worse than both: spinning uses up the scheduler's credit
+// and the sleeps still come).
+enum class PerfPoll : uint8_t { kAdaptive, kBusy, kSleep };
+inline constexpr int64_t kAdaptiveSpinNs = 1'000'000;
+std::string_view to_string(PerfPoll p);
+Result<PerfPoll> parse_perf_poll(std::string_view text);  // "adaptive", "busy", "sleep"
+
+std::string_view to_string(PerfTest t);
+Result<PerfTest> parse_perf_test(std::string_view text);  // "bw", "lat", "both"
+
+// perftest's defaults.
+inline constexpr uint64_t kDefaultBwSizeBytes = 65536;
+inline constexpr uint64_t kDefaultLatSizeBytes = 2;
+inline constexpr uint64_t kDefaultBwIterations = 5000;
+inline constexpr uint64_t kDefaultLatIterations = 1000;
+inline constexpr uint16_t kDefaultPort = 18515;  // perftest's out-of-band port
+// -a: 2 .. 2^23 (perftest), and 2^26 for bandwidth.
+inline constexpr int kSweepMaxLog2Lat = 23;
+inline constexpr int kSweepMaxLog2Bw = 26;
+// Without -n, a bw row sends at most this many bytes (a latency row: this many each way), and at
+// least kMinDefaultIterations messages.
+inline constexpr uint64_t kDefaultRowBytes = uint64_t{2} << 30;
+inline constexpr uint64_t kMinDefaultIterations = 16;
+inline constexpr uint64_t kMaxSizeBytes = uint64_t{1} << 30;  // -s limit: buffers are allocated
+
+// Flag names as the command line spells them; PerfOptions::explicit_flags holds those the user gave,
+// which the parameter exchange compares between server and client.
+namespace flag {
+inline constexpr std::string_view kTest = "--test";
+inline constexpr std::string_view kAll = "-a";
+inline constexpr std::string_view kSize = "-s";
+inline constexpr std::string_view kIters = "-n";
+inline constexpr std::string_view kDuration = "-D";
+inline constexpr std::string_view kWindow = "--window";
+inline constexpr std::string_view kLanes = "--lanes";
+inline constexpr std::string_view kCc = "--cc";
+inline constexpr std::string_view kSegment = "--segment";
+inline constexpr std::string_view kCheck = "--check";
+inline constexpr std::string_view kDscp = "--dscp";
+}  // namespace flag
+
+struct PerfOptions {
+  // What to measure.
+  PerfTest test = PerfTest::kBoth;
+  bool all_sizes = false;   // -a: the sweep
+  uint64_t size_bytes = 0;  // -s; 0 = the test's default (bw 65536, lat 2)
+  uint64_t iterations = 0;  // -n: messages per bw row, round trips per latency row; 0 = default
+  double duration_s = 0;    // -D: seconds per row instead of a count (0 = off)
+  uint32_t window = 128;    // --window: bw messages in flight (perftest's tx-depth)
+  bool check = false;       // --check: fill and verify every byte (else the ends of each message)
+
+  // Where.
+  std::string server;            // client mode: the server's host; empty = server (or loopback)
+  bool loopback = false;         // --loopback: server and client in this process on 127.0.0.1 / ::1
+  uint16_t port = kDefaultPort;  // -p: the server's UDP port (socket i of the server binds port + i)
+  bool port_given = false;       // loopback binds ephemeral ports unless -p was given
+  bool ipv6 = false;             // -6
+  std::string bind_host;         // --bind: local address; empty = any (loopback: the loopback address)
+
+  // The transport.
+  uint32_t lanes = 4;                   // --lanes: lanes (UDP source ports) per connection, 1..64
+  std::string cc = "hybrid";            // --cc: built-in preset name or YAML file
+  uint32_t segment_bytes = 4096;        // --segment: payload bytes per datagram
+  uint8_t dscp = 0;                     // --dscp
+  PerfPoll poll = PerfPoll::kAdaptive;  // --poll
+
+  // Limits.
+  double timeout_s = 60;                        // --timeout: fail when nothing completes for this long
+  uint64_t buffer_budget_bytes = 256ULL << 20;  // --buffer-mib: message buffers per side
+  bool verbose = false;                         // -v: wire counters (syscalls, GSO) after each row
+
+  std::set<std::string, std::less<>> explicit_flags;  // flag:: names the user gave
+  bool is_explicit(std::string_view f) const { return explicit_flags.count(f) > 0; }
+};
+
+enum class PerfRole : uint8_t { kServer, kClient, kLoopback };
+PerfRole role_of(const PerfOptions& o);
+
+// Checks the options together (ranges and combinations); the message names the flag and the value,
+// e.g. "-a and -s: give one of them". The congestion-control preset is resolved separately (it reads
+// files).
+Status validate_perf_options(const PerfOptions& o);
+
+// The message sizes of a row list: -s, -a (2, 4, ... 2^23, or 2^26 for bw) or the test's default.
+std::vector<uint64_t> sizes_for(const PerfOptions& o, PerfTest test);
+
+// Messages (bw) or round trips (lat) for one row of `size_bytes` when no -D is given: -n, or the
+// default capped to kDefaultRowBytes.
+uint64_t iterations_for(const PerfOptions& o, PerfTest test, uint64_t size_bytes);
+
+// Message buffers one side allocates for a bw row: enough for the window, within the budget (at least
+// one). The bw window is min(window, buffers).
+uint32_t buffers_for(const PerfOptions& o, uint64_t size_bytes);
+
+}  // namespace megascale::perf

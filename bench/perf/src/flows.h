@@ -1,0 +1,31 @@
+// The two sides of a perf run on wires that are already open (run.cpp opens them).
+#pragma once
+
+#include <atomic>
+#include <string>
+
+#include "megascale/perf/options.h"
+#include "megascale/perf/run.h"
+#include "megascale/wire/fault.h"
+#include "megascale/wire/udp.h"
+
+namespace megascale::perf::detail {
+
+// What the client says about its setup in the banner and the JSON "config".
+struct ClientSetup {
+  std::string cc_name;      // the resolved preset's name
+  wire::FaultConfig fault;  // from MEGASCALE_FAULT_*
+};
+
+// Connects to host:port, agrees on the parameters, runs every row, prints as it goes.
+PerfRun run_client_on(wire::UdpWire& w, const std::string& host, uint16_t port, const PerfOptions& o,
+                      const ClientSetup& setup, const PerfSink& sink);
+
+// Waits for one client (until `stop` is set, if given), answers its rows, prints the rows it reports.
+PerfRun run_server_on(wire::UdpWire& w, const PerfOptions& o, const std::string& cc_name,
+                      const PerfSink& sink, const std::atomic<bool>* stop);
+
+// "drop 1%, reorder 0.5% ..." or "off".
+std::string describe_faults(const wire::FaultConfig& f);
+
+}  // namespace megascale::perf::detail

@@ -1,0 +1,115 @@
+// Checking perf options and turning them into rows.
+#include "megascale/perf/options.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace megascale::perf {
+
+std::string_view to_string(PerfTest t) {
+  switch (t) {
+    case PerfTest::kBw:
+      return "bw";
+    case PerfTest::kLat:
+      return "lat";
+    case PerfTest::kBoth:
+      return "both";
+  }
+  return "?";
+}
+
+Result<PerfTest> parse_perf_test(std::string_view text) {
+  if (text == "bw") return PerfTest::kBw;
+  if (text == "lat") return PerfTest::kLat;
+  if (text == "both") return PerfTest::kBoth;
+  return make_error(fmt::format("--test {}: must be bw, lat or both", text));
+}
+
+std::string_view to_string(PerfPoll p) {
+  switch (p) {
+    case PerfPoll::kAdaptive:
+      return "adaptive";
+    case PerfPoll::kBusy:
+      return "busy";
+    case PerfPoll::kSleep:
+      return "sleep";
+  }
+  return "?";
+}
+
+Result<PerfPoll> parse_perf_poll(std::string_view text) {
+  if (text == "adaptive") return PerfPoll::kAdaptive;
+  if (text == "busy") return PerfPoll::kBusy;
+  if (text == "sleep") return PerfPoll::kSleep;
+  return make_error(fmt::format("--poll {}: must be adaptive, busy or sleep", text));
+}
+
+PerfRole role_of(const PerfOptions& o) {
+  if (o.loopback) return PerfRole::kLoopback;
+  return o.server.empty() ? PerfRole::kServer : PerfRole::kClient;
+}
+
+Status validate_perf_options(const PerfOptions& o) {
+  auto bad = [](std::string text) { return make_error(std::move(text)); };
+  if (o.all_sizes && o.is_explicit(flag::kSize)) return bad("-a and -s: give one of them");
+  if (o.is_explicit(flag::kSize) && (o.size_bytes < 1 || o.size_bytes > kMaxSizeBytes)) {
+    return bad(fmt::format("-s {}: a message size must be 1 .. {} bytes", o.size_bytes, kMaxSizeBytes));
+  }
+  if (o.is_explicit(flag::kIters) && o.iterations < 1) return bad("-n 0: at least one iteration");
+  if (o.is_explicit(flag::kIters) && o.is_explicit(flag::kDuration)) {
+    return bad("-n and -D: give a count or a duration, not both");
+  }
+  if (o.duration_s < 0 || o.duration_s > 3600 || std::isnan(o.duration_s)) {
+    return bad(fmt::format("-D {}: a duration must be 0 .. 3600 seconds", o.duration_s));
+  }
+  if (o.window < 1 || o.window > 1024) return bad(fmt::format("--window {}: must be 1 .. 1024", o.window));
+  if (o.lanes < 1 || o.lanes > 64) return bad(fmt::format("--lanes {}: must be 1 .. 64", o.lanes));
+  if (o.segment_bytes < 64 || o.segment_bytes > 65000) {
+    return bad(fmt::format("--segment {}: payload bytes per datagram must be 64 .. 65000", o.segment_bytes));
+  }
+  if (o.dscp > 63) return bad(fmt::format("--dscp {}: a DSCP code point is 0 .. 63", o.dscp));
+  if (!(o.timeout_s > 0) || o.timeout_s > 86400) {
+    return bad(fmt::format("--timeout {}: must be > 0 and at most 86400 seconds", o.timeout_s));
+  }
+  if (o.buffer_budget_bytes < (1ULL << 20)) return bad("--buffer-mib: at least 1 MiB");
+  if (o.cc.empty()) return bad("--cc: empty preset name");
+  if (o.loopback && !o.server.empty()) {
+    return bad(fmt::format("--loopback runs both sides here: drop the server address '{}'", o.server));
+  }
+  if (o.port_given && o.port == 0 && role_of(o) != PerfRole::kLoopback) {
+    return bad("-p 0: the server needs a fixed port (0 is allowed with --loopback only)");
+  }
+  if (o.port_given && o.port != 0 && uint32_t{o.port} + o.lanes - 1 > 65535) {
+    return bad(fmt::format("-p {} with --lanes {}: the server binds one port per lane, past 65535", o.port,
+                           o.lanes));
+  }
+  return {};
+}
+
+std::vector<uint64_t> sizes_for(const PerfOptions& o, PerfTest test) {
+  if (o.all_sizes) {
+    const int top = test == PerfTest::kBw ? kSweepMaxLog2Bw : kSweepMaxLog2Lat;
+    std::vector<uint64_t> sizes;
+    for (int k = 1; k <= top; ++k) sizes.push_back(uint64_t{1} << k);
+    return sizes;
+  }
+  if (o.size_bytes > 0) return {o.size_bytes};
+  return {test == PerfTest::kBw ? kDefaultBwSizeBytes : kDefaultLatSizeBytes};
+}
+
+uint64_t iterations_for(const PerfOptions& o, PerfTest test, uint64_t size_bytes) {
+  if (o.iterations > 0) return o.iterations;
+  const uint64_t base = test == PerfTest::kBw ? kDefaultBwIterations : kDefaultLatIterations;
+  const uint64_t cap =
+      std::max<uint64_t>(kMinDefaultIterations, kDefaultRowBytes / std::max<uint64_t>(size_bytes, 1));
+  return std::min(base, cap);
+}
+
+uint32_t buffers_for(const PerfOptions& o, uint64_t size_bytes) {
+  const uint64_t fit = o.buffer_budget_bytes / std::max<uint64_t>(size_bytes, 1);
+  return static_cast<uint32_t>(std::clamp<uint64_t>(fit, 1, o.window));
+}
+
+}  // namespace megascale::perf

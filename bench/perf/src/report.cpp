@@ -1,0 +1,202 @@
+// perf's figures, table lines and JSON.
+#include "megascale/perf/report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "megascale/perf/protocol.h"
+
+namespace megascale::perf {
+
+using nlohmann::json;
+
+BwFigures bw_figures(uint64_t size_bytes, const std::vector<TimeNs>& posted,
+                     const std::vector<TimeNs>& completed, uint64_t peak_run) {
+  BwFigures f;
+  const size_t n = std::min(posted.size(), completed.size());
+  if (n == 0) return f;
+  const double bits = static_cast<double>(size_bytes) * 8.0;
+  const TimeNs elapsed = std::max<TimeNs>(completed[n - 1] - posted[0], 1);
+  f.seconds = static_cast<double>(elapsed) / 1e9;
+  f.bw_average_gbps = bits * static_cast<double>(n) / static_cast<double>(elapsed);  // bits/ns = Gb/s
+  f.msg_rate_mpps = static_cast<double>(n) / static_cast<double>(elapsed) * 1e3;
+  // The delivery rate over k consecutive completions, from the completion just before the run (the
+  // first post for the first run): the pipeline is full during a run, so queueing behind earlier
+  // messages is not counted against it.
+  const size_t k = static_cast<size_t>(std::clamp<uint64_t>(peak_run, 1, n));
+  for (size_t i = 0; i + k <= n; ++i) {
+    const TimeNs start = i == 0 ? posted[0] : completed[i - 1];
+    const TimeNs span = std::max<TimeNs>(completed[i + k - 1] - start, 1);
+    f.bw_peak_gbps = std::max(f.bw_peak_gbps, bits * static_cast<double>(k) / static_cast<double>(span));
+  }
+  // A run is never slower than the whole: the peak is at least the average.
+  f.bw_peak_gbps = std::max(f.bw_peak_gbps, f.bw_average_gbps);
+  return f;
+}
+
+LatFigures lat_figures(std::vector<TimeNs> v) {
+  LatFigures f;
+  if (v.empty()) return f;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  auto us_of = [](double ns) { return ns / 1e3; };
+  auto nearest_rank = [&](double q) {
+    auto rank = static_cast<size_t>(std::ceil(q * static_cast<double>(n)));
+    rank = std::clamp<size_t>(rank, 1, n);
+    return us_of(static_cast<double>(v[rank - 1]));
+  };
+  double sum = 0;
+  for (TimeNs x : v) sum += static_cast<double>(x);
+  const double mean = sum / static_cast<double>(n);
+  double sq = 0;
+  for (TimeNs x : v) sq += (static_cast<double>(x) - mean) * (static_cast<double>(x) - mean);
+  f.t_min_us = us_of(static_cast<double>(v.front()));
+  f.t_max_us = us_of(static_cast<double>(v.back()));
+  f.p50_us = nearest_rank(0.5);
+  f.t_typical_us = f.p50_us;
+  f.t_avg_us = us_of(mean);
+  f.t_stdev_us = us_of(std::sqrt(sq / static_cast<double>(n)));
+  f.p99_us = nearest_rank(0.99);
+  f.p999_us = nearest_rank(0.999);
+  return f;
+}
+
+std::string rule_line() {
+  return std::string(87, '-');
+}
+
+std::string bw_header() {
+  return fmt::format(" {:<10} {:<14} {:<18} {:<21} {}", "#bytes", "#iterations", "BW peak[Gb/sec]",
+                     "BW average[Gb/sec]", "MsgRate[Mpps]");
+}
+
+std::string bw_row_line(const BwRow& r) {
+  return fmt::format(" {:<10} {:<14} {:<18.2f} {:<21.2f} {:.6f}", r.size_bytes, r.iterations,
+                     r.figures.bw_peak_gbps, r.figures.bw_average_gbps, r.figures.msg_rate_mpps);
+}
+
+std::string lat_header() {
+  return fmt::format(" {:<10} {:<12} {:<12} {:<12} {:<16} {:<12} {:<14} {:<21} {}", "#bytes", "#iterations",
+                     "t_min[usec]", "t_max[usec]", "t_typical[usec]", "t_avg[usec]", "t_stdev[usec]",
+                     "99% percentile[usec]", "99.9% percentile[usec]");
+}
+
+std::string lat_row_line(const LatRow& r) {
+  const LatFigures& f = r.figures;
+  return fmt::format(" {:<10} {:<12} {:<12.2f} {:<12.2f} {:<16.2f} {:<12.2f} {:<14.2f} {:<21.2f} {:.2f}",
+                     r.size_bytes, r.iterations, f.t_min_us, f.t_max_us, f.t_typical_us, f.t_avg_us,
+                     f.t_stdev_us, f.p99_us, f.p999_us);
+}
+
+namespace {
+
+std::string us_text(TimeNs ns) {
+  return fmt::format("{:.1f} us", static_cast<double>(ns) / 1e3);
+}
+
+}  // namespace
+
+std::string counters_line(const RowCounters& c) {
+  const SideCounters& t = c.total;
+  std::string rtt = "rtt -";
+  if (rtt_total(t.rtt) > 0) {
+    rtt = fmt::format("rtt p50 {} p99 {}", us_text(rtt_percentile_ns(t.rtt, 0.5, t.rtt_max_ns)),
+                      us_text(rtt_percentile_ns(t.rtt, 0.99, t.rtt_max_ns)));
+  }
+  std::string drops = "kernel drops unknown (/proc/net/snmp unreadable)";
+  if (t.kernel.ok) {
+    drops =
+        fmt::format("kernel drops: RcvbufErrors +{} InErrors +{}{}, our sockets +{}", t.kernel.rcvbuf_errors,
+                    t.kernel.in_errors, c.same_host ? "" : " (both hosts)", t.kernel.socket_drops);
+  }
+  std::string faults = t.fault_dropped ? fmt::format(", injected drops {}", t.fault_dropped) : "";
+  return fmt::format(" # retx {} (fast {}, rto {}), timeouts {}, ecn {}, cnp {}, repaths {}, {}, {}{}",
+                     t.retransmits_fast + t.retransmits_rto, t.retransmits_fast, t.retransmits_rto,
+                     t.timeouts, t.ecn_marks, t.cnps_received, t.repaths, rtt, drops, faults);
+}
+
+std::string wire_line(const RowCounters& c, uint64_t payload_bytes, uint64_t messages) {
+  const SideCounters& t = c.total;
+  const double gb = std::max(static_cast<double>(payload_bytes) / 1e9, 1e-12);
+  auto per = [](uint64_t a, uint64_t b) { return b ? static_cast<double>(a) / static_cast<double>(b) : 0.0; };
+  return fmt::format(
+      " # wire (both sides): per message {:.1f} datagrams, {:.2f} send + {:.2f} recv syscalls, {:.1f} "
+      "progress "
+      "calls; per GB {:.0f} send + {:.0f} recv syscalls; {:.1f} datagrams per send message ({} GSO), {:.1f} "
+      "per "
+      "recv message ({} GRO); {:.2f} UDP bytes per payload byte; socket buffer full {}",
+      per(t.datagrams_sent, messages), per(t.send_syscalls, messages), per(t.recv_syscalls, messages),
+      per(t.progress_calls, messages), static_cast<double>(t.send_syscalls) / gb,
+      static_cast<double>(t.recv_syscalls) / gb, per(t.datagrams_sent, t.send_messages), t.gso_messages,
+      per(t.datagrams_received, t.recv_messages), t.gro_messages, per(t.udp_bytes_sent, payload_bytes),
+      t.send_dropped_full);
+}
+
+namespace {
+
+json counters_json(const RowCounters& c) {
+  const SideCounters& t = c.total;
+  return json{{"retransmits", t.retransmits_fast + t.retransmits_rto},
+              {"retransmits_fast", t.retransmits_fast},
+              {"retransmits_rto", t.retransmits_rto},
+              {"timeouts", t.timeouts},
+              {"ecn_marks", t.ecn_marks},
+              {"cnps", t.cnps_received},
+              {"repaths", t.repaths},
+              {"rtt_samples", rtt_total(t.rtt)},
+              {"rtt_p50_us", static_cast<double>(rtt_percentile_ns(t.rtt, 0.5, t.rtt_max_ns)) / 1e3},
+              {"rtt_p99_us", static_cast<double>(rtt_percentile_ns(t.rtt, 0.99, t.rtt_max_ns)) / 1e3},
+              {"kernel_counters_read", t.kernel.ok},
+              {"kernel_rcvbuf_errors", t.kernel.rcvbuf_errors},
+              {"kernel_in_errors", t.kernel.in_errors},
+              {"socket_drops", t.kernel.socket_drops},
+              {"same_host", c.same_host},
+              {"client", to_json(c.client)},
+              {"server", to_json(c.server)}};
+}
+
+}  // namespace
+
+json bw_row_json(const BwRow& r) {
+  return json{{"MsgSize", r.size_bytes},
+              {"n_iterations", r.iterations},
+              {"BW_peak", r.figures.bw_peak_gbps},
+              {"BW_average", r.figures.bw_average_gbps},
+              {"MsgRate", r.figures.msg_rate_mpps},
+              {"window", r.window},
+              {"seconds", r.figures.seconds},
+              {"verified_messages", r.verified_messages},
+              {"counters", counters_json(r.counters)}};
+}
+
+json lat_row_json(const LatRow& r) {
+  const LatFigures& f = r.figures;
+  return json{{"MsgSize", r.size_bytes},
+              {"n_iterations", r.iterations},
+              {"t_min", f.t_min_us},
+              {"t_max", f.t_max_us},
+              {"t_typical", f.t_typical_us},
+              {"t_avg", f.t_avg_us},
+              {"t_stdev", f.t_stdev_us},
+              {"percentile_99", f.p99_us},
+              {"percentile_99.9", f.p999_us},
+              {"p50", f.p50_us},
+              {"verified_messages", r.verified_messages},
+              {"counters", counters_json(r.counters)}};
+}
+
+json report_json(const PerfReport& r) {
+  json bw = json::array();
+  for (const BwRow& row : r.bw) bw.push_back(bw_row_json(row));
+  json lat = json::array();
+  for (const LatRow& row : r.lat) lat.push_back(lat_row_json(row));
+  return json{{"tool", "megascale perf"},
+              {"units", {{"BW", "Gb/s (1e9 bit/s)"}, {"MsgRate", "Mpps"}, {"latency", "usec, RTT/2"}}},
+              {"config", r.config},
+              {"bw", bw},
+              {"lat", lat}};
+}
+
+}  // namespace megascale::perf

@@ -1,0 +1,127 @@
+// `megascale perf` entry: options -> wires -> server, client or both (loopback).
+#include "megascale/perf/run.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+
+#include "flows.h"
+#include "megascale/congestion/config.h"
+#include "megascale/engine/packet.h"
+
+namespace megascale::perf {
+
+wire::UdpConfig wire_config_for(const PerfOptions& o, PerfRole side, const cc::CcConfig& cc,
+                                const wire::FaultConfig& fault) {
+  wire::UdpConfig c;
+  if (!o.bind_host.empty()) {
+    c.bind_host = o.bind_host;
+  } else if (o.loopback) {
+    c.bind_host = o.ipv6 ? "::1" : "127.0.0.1";
+  } else {
+    c.bind_host = o.ipv6 ? "::" : "0.0.0.0";
+  }
+  const bool server = side == PerfRole::kServer;
+  c.bind_port = server ? (o.loopback && !o.port_given ? 0 : o.port) : 0;
+  c.dscp = o.dscp;
+  c.fault = fault;
+  c.engine.cc = cc;
+  c.engine.lanes = o.lanes;
+  // The engine uses the smaller of both sides' segments: a server without --segment lets the client choose.
+  c.engine.segment_bytes =
+      server && !o.loopback && !o.is_explicit(flag::kSegment) ? engine::kMaxSegmentPayload : o.segment_bytes;
+  // Room for the bw window plus the control messages.
+  c.engine.max_posted_recvs = std::max<uint32_t>(c.engine.max_posted_recvs, o.window + 8);
+  c.engine.max_posted_sends = std::max<uint32_t>(c.engine.max_posted_sends, o.window + 8);
+  c.engine.seed = server ? 2 : 1;
+  // --timeout also bounds the connection attempt (a client started before its server, a wrong port).
+  c.engine.connect_timeout_ns = std::min(c.engine.connect_timeout_ns, sec(o.timeout_s));
+  return c;
+}
+
+namespace {
+
+PerfRun usage(std::string text) {
+  PerfRun r;
+  r.status = PerfStatus::kUsage;
+  r.error = std::move(text);
+  return r;
+}
+
+PerfRun failure(std::string text) {
+  PerfRun r;
+  r.status = PerfStatus::kFailed;
+  r.error = std::move(text);
+  return r;
+}
+
+Result<std::unique_ptr<wire::UdpWire>> open_wire(const PerfOptions& o, PerfRole side, const cc::CcConfig& cc,
+                                                 const wire::FaultConfig& fault) {
+  const wire::UdpConfig cfg = wire_config_for(o, side, cc, fault);
+  auto w = wire::UdpWire::create(cfg);
+  if (!w) {
+    return make_error(fmt::format("{} wire on {} port {}: {}",
+                                  side == PerfRole::kServer ? "server" : "client", cfg.bind_host,
+                                  cfg.bind_port, w.error().message));
+  }
+  return w;
+}
+
+}  // namespace
+
+PerfRun run_perf(const PerfOptions& o, const PerfSink& sink) {
+  if (Status s = validate_perf_options(o); !s) return usage(s.error().message);
+  auto cc = cc::resolve_cc_config(o.cc);
+  if (!cc) return usage("--cc " + o.cc + ": " + cc.error().message);
+  auto fault = wire::fault_config_from_env(wire::FaultConfig{});
+  if (!fault) return usage(fault.error().message);
+  detail::ClientSetup setup{cc->name, *fault};
+  // A wire config the engine refuses (e.g. a segment too large for its limits) is a usage error too.
+  if (Status s = engine::validate_engine_config(wire_config_for(o, PerfRole::kClient, *cc, *fault).engine);
+      !s) {
+    return usage(s.error().message);
+  }
+
+  switch (role_of(o)) {
+    case PerfRole::kServer: {
+      auto w = open_wire(o, PerfRole::kServer, *cc, *fault);
+      if (!w) return failure(w.error().message);
+      return detail::run_server_on(**w, o, cc->name, sink, nullptr);
+    }
+    case PerfRole::kClient: {
+      auto w = open_wire(o, PerfRole::kClient, *cc, *fault);
+      if (!w) return failure(w.error().message);
+      return detail::run_client_on(**w, o.server, o.port, o, setup, sink);
+    }
+    case PerfRole::kLoopback: {
+      auto server_wire = open_wire(o, PerfRole::kServer, *cc, *fault);
+      if (!server_wire) return failure(server_wire.error().message);
+      auto client_wire = open_wire(o, PerfRole::kClient, *cc, *fault);
+      if (!client_wire) return failure(client_wire.error().message);
+      std::atomic<bool> stop{false};
+      PerfRun server_run;
+      const PerfSink quiet{};
+      std::thread server(
+          [&] { server_run = detail::run_server_on(**server_wire, o, cc->name, quiet, &stop); });
+      const std::string host = o.ipv6 ? "::1" : "127.0.0.1";
+      PerfRun run = detail::run_client_on(**client_wire, o.bind_host.empty() ? host : o.bind_host,
+                                          (*server_wire)->local_port(), o, setup, sink);
+      stop.store(true);
+      server.join();
+      if (run.status == PerfStatus::kOk && server_run.status != PerfStatus::kOk) {
+        run.status = server_run.status;
+        run.error = "server: " + server_run.error;
+      } else if (server_run.status != PerfStatus::kOk &&
+                 run.error.find(server_run.error) == std::string::npos) {
+        // Both failed: the server's own account often names the cause.
+        run.error += "\n  (server side: " + server_run.error + ")";
+      }
+      return run;
+    }
+  }
+  return failure("unknown role");
+}
+
+}  // namespace megascale::perf

@@ -1,0 +1,132 @@
+// The server side of a perf run: wait for one client, agree on its parameters, answer its rows.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include "flows.h"
+#include "megascale/perf/protocol.h"
+#include "rows.h"
+#include "session.h"
+
+namespace megascale::perf::detail {
+namespace {
+
+using nlohmann::json;
+using wire::UdpWire;
+
+void emit(const PerfSink& sink, const std::string& line) {
+  if (sink.out) sink.out(line);
+}
+
+PerfRun failed(PerfStatus status, std::string error) {
+  PerfRun run;
+  run.status = status;
+  run.error = std::move(error);
+  return run;
+}
+
+std::string host_name() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0) return "";
+  return name;
+}
+
+}  // namespace
+
+std::string describe_faults(const wire::FaultConfig& f) {
+  if (!f.enabled()) return "off (MEGASCALE_FAULT_* unset)";
+  std::string text = "MEGASCALE_FAULT_*:";
+  auto add = [&](const char* name, double p) {
+    if (p > 0) text += fmt::format(" {} {:g}%", name, p * 100);
+  };
+  add("drop", f.drop);
+  add("duplicate", f.duplicate);
+  add("reorder", f.reorder);
+  add("delay", f.delay);
+  add("corrupt", f.corrupt);
+  add("ce", f.mark_ce);
+  if (f.delay > 0) text += fmt::format(" (delay {} us)", f.delay_ns / kNsPerUs);
+  text += fmt::format(", seed {}", f.seed);
+  return text;
+}
+
+PerfRun run_server_on(UdpWire& w, const PerfOptions& o, const std::string& cc_name, const PerfSink& sink,
+                      const std::atomic<bool>* stop) {
+  if (!o.loopback) {
+    emit(sink, fmt::format("megascale perf server: waiting for a client on {}", w.capabilities().describe()));
+  }
+  // A client opens two connections: control first, then data.
+  std::optional<engine::ConnId> id;
+  while (!id) {
+    if (stop != nullptr && stop->load())
+      return failed(PerfStatus::kFailed, "stopped before a client connected");
+    if (Status st = w.progress(); !st) return failed(PerfStatus::kFailed, "udp wire: " + st.error().message);
+    id = w.endpoint().accept();
+    if (!id) w.wait_for_io(std::min(w.next_deadline(), UdpWire::now() + 20 * kNsPerMs));
+  }
+  Session s(w, *id, o, sink, "client");
+  std::optional<engine::ConnId> data;
+  if (Status st = s.drive([&] { return (data = w.endpoint().accept()).has_value(); }, "the data connection");
+      !st) {
+    s.close();
+    return failed(PerfStatus::kFailed, st.error().message);
+  }
+  s.set_data(*data);
+  if (Status st = s.post_control_recv(); !st) return failed(PerfStatus::kFailed, st.error().message);
+  auto msg = s.recv_control("params");
+  if (!msg) {
+    s.close();
+    return failed(PerfStatus::kFailed, msg.error().message);
+  }
+  auto params = params_from_json(*msg);
+  Status agree = params ? check_agreement(o, cc_name, *params) : Status(params.error());
+  if (!agree) {
+    // Best effort: the refusal reaches the client unless it is already gone.
+    (void)s.send_control(json{{"type", "refuse"}, {"error", agree.error().message}});
+    s.close();
+    return failed(PerfStatus::kUsage, agree.error().message);
+  }
+  const PerfOptions eff = adopt_params(o, *params);
+  if (Status st = s.send_control(json{{"type", "accept"},
+                                      {"transport", w.capabilities().describe()},
+                                      {"cc", cc_name},
+                                      {"lanes", o.lanes},
+                                      {"host", host_name()}});
+      !st) {
+    return failed(PerfStatus::kFailed, st.error().message);
+  }
+  if (!o.loopback) {
+    emit(sink, fmt::format("client connected from {}: test {}, sizes {}, window {}, lanes {}, cc {}",
+                           w.peer_address(s.conn()->peer()), to_string(eff.test), describe_sizes(eff),
+                           eff.window, params->lanes, params->cc));
+  }
+  for (;;) {
+    auto m = s.recv_control("");
+    if (!m) {
+      s.close();
+      return failed(PerfStatus::kFailed, m.error().message);
+    }
+    const std::string type = m->value("type", std::string());
+    if (m->contains("lines") && (*m)["lines"].is_array()) {
+      for (const json& line : (*m)["lines"]) {
+        if (line.is_string()) emit(sink, line.get<std::string>());
+      }
+    }
+    if (type == "row") {
+      if (Status st = server_row(s, eff, *m); !st) {
+        s.close();
+        return failed(PerfStatus::kFailed, st.error().message);
+      }
+    } else if (type == "report") {
+      // printed above
+    } else if (type == "done") {
+      break;
+    } else {
+      s.close();
+      return failed(PerfStatus::kFailed, "protocol: unexpected '" + type + "' message from the client");
+    }
+  }
+  s.close();
+  return PerfRun{};
+}
+
+}  // namespace megascale::perf::detail

@@ -1,0 +1,168 @@
+// `megascale perf`: point-to-point bandwidth and latency over the transport, perftest's way.
+//
+//   megascale perf --loopback                        # both sides here: bw 64 KiB and latency 2 B
+//   megascale perf -a --test bw --loopback --lanes 4 --json out/bench/perf.json
+//   megascale perf -p 18515                          # server: waits for one client
+//   megascale perf -p 18515 -a 10.0.0.2              # client: the same flags plus the server's address
+//
+// The server needs no flags but -p: the client sends its test parameters when it connects; a flag
+// given on both sides must agree. Faults for testing come from MEGASCALE_FAULT_* (see bench/README.md).
+// Exit status: 0 done, 1 a transfer or check failed (the connection's error is printed), 2 bad flags.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include "commands.h"
+#include "megascale/perf/run.h"
+
+namespace megascale::cli {
+namespace {
+
+using perf::PerfOptions;
+namespace flag = perf::flag;
+
+struct PerfFlags {
+  PerfOptions o;
+  std::string test = "both";
+  std::string poll = "adaptive";
+  uint64_t buffer_mib = 256;
+  std::string json_path;
+  bool report_gbits = false;
+  uint32_t dscp = 0;
+};
+
+Status write_json(const std::string& path, const nlohmann::json& doc) {
+  std::error_code ec;
+  const std::filesystem::path p(path);
+  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
+  std::ofstream f(path);
+  if (!f) return make_error("cannot write " + path);
+  f << doc.dump(2) << "\n";
+  if (!f) return make_error("cannot write " + path);
+  return {};
+}
+
+int run_perf_command(PerfFlags& f, CLI::App* cmd) {
+  PerfOptions& o = f.o;
+  auto given = [&](const char* name) { return cmd->count(name) > 0; };
+  const std::pair<const char*, std::string_view> names[] = {
+      {"--test", flag::kTest},   {"-a", flag::kAll},      {"-s", flag::kSize},
+      {"-n", flag::kIters},      {"-D", flag::kDuration}, {"-t", flag::kWindow},
+      {"--lanes", flag::kLanes}, {"--cc", flag::kCc},     {"--segment", flag::kSegment},
+      {"--check", flag::kCheck}, {"--dscp", flag::kDscp}};
+  for (const auto& [cli_name, key] : names) {
+    if (given(cli_name)) o.explicit_flags.insert(std::string(key));
+  }
+  // One host has no fabric for congestion control to manage, and its scheduling delays look like
+  // queueing to a delay-based controller: --loopback measures the datapath with the built-in
+  // `loopback` preset (fixed window, 64 KiB burst, 1 ms RTO floor) and 8 KiB segments unless told
+  // otherwise. The banner names the preset in use.
+  if (o.loopback && !given("--cc")) o.cc = "loopback";
+  if (o.loopback && !given("--segment")) o.segment_bytes = 8192;
+  auto test = perf::parse_perf_test(f.test);
+  if (!test) {
+    fmt::print(stderr, "megascale perf: {}\n", test.error().message);
+    return kExitUsage;
+  }
+  o.test = *test;
+  auto poll = perf::parse_perf_poll(f.poll);
+  if (!poll) {
+    fmt::print(stderr, "megascale perf: {}\n", poll.error().message);
+    return kExitUsage;
+  }
+  o.poll = *poll;
+  if (f.dscp > 63) {
+    fmt::print(stderr, "megascale perf: --dscp {}: a DSCP code point is 0 .. 63\n", f.dscp);
+    return kExitUsage;
+  }
+  o.dscp = static_cast<uint8_t>(f.dscp);
+  o.port_given = given("-p");
+  o.buffer_budget_bytes = f.buffer_mib << 20;
+
+  perf::PerfSink sink;
+  sink.out = [](const std::string& line) {
+    fmt::print("{}\n", line);
+    std::fflush(stdout);
+  };
+  sink.progress = [](const std::string& line) { fmt::print(stderr, "{}\n", line); };
+  const perf::PerfRun run = perf::run_perf(o, sink);
+
+  if (!f.json_path.empty() && run.status != perf::PerfStatus::kUsage &&
+      (!run.report.bw.empty() || !run.report.lat.empty() || run.status == perf::PerfStatus::kOk)) {
+    nlohmann::json doc = perf::report_json(run.report);
+    doc["status"] = run.status == perf::PerfStatus::kOk ? "ok" : "failed";
+    if (!run.error.empty()) doc["error"] = run.error;
+    if (Status s = write_json(f.json_path, doc); !s) {
+      fmt::print(stderr, "megascale perf: {}\n", s.error().message);
+      return kExitFailure;
+    }
+  }
+  switch (run.status) {
+    case perf::PerfStatus::kOk:
+      return kExitOk;
+    case perf::PerfStatus::kUsage:
+      fmt::print(stderr, "megascale perf: {}\n", run.error);
+      return kExitUsage;
+    case perf::PerfStatus::kFailed:
+      fmt::print(stderr, "megascale perf: {}\n", run.error);
+      return kExitFailure;
+  }
+  return kExitFailure;
+}
+
+}  // namespace
+
+void add_perf_command(CLI::App& app) {
+  auto f = std::make_shared<PerfFlags>();
+  PerfOptions& o = f->o;
+  CLI::App* cmd = app.add_subcommand(
+      "perf",
+      "Point-to-point bandwidth and latency over the transport, perftest's way: server `megascale perf`, "
+      "client `megascale perf <server>` with the same flags, or both here with --loopback");
+  cmd->add_option("server", o.server, "The server's host name or address (client mode)");
+  cmd->add_flag("--loopback", o.loopback,
+                "Run server and client in this process over 127.0.0.1 (::1 with -6)");
+  cmd->add_option("--test", f->test, "bw, lat or both")->capture_default_str();
+  cmd->add_flag("-a,--all", o.all_sizes, "All sizes: 2 B .. 8 MiB (bw: .. 64 MiB)");
+  cmd->add_option("-s,--size", o.size_bytes, "Message size in bytes (default: bw 65536, lat 2)");
+  cmd->add_option(
+      "-n,--iters", o.iterations,
+      "Messages per bw row / round trips per latency row (default 5000 / 1000, at most 2 GiB a row)");
+  cmd->add_option("-D,--duration", o.duration_s, "Seconds per row instead of a count");
+  cmd->add_option("-p,--port", o.port, "The server's UDP port (one more port per extra lane)")
+      ->capture_default_str();
+  cmd->add_flag("-6,--ipv6", o.ipv6, "Use IPv6");
+  cmd->add_option("--bind", o.bind_host, "Local address to bind (default: any; loopback: 127.0.0.1 / ::1)");
+  cmd->add_option("-t,--window,--tx-depth", o.window, "bw messages in flight (perftest's -t/--tx-depth)")
+      ->capture_default_str();
+  cmd->add_option("--lanes", o.lanes, "Lanes (UDP source ports, each with its own congestion control)")
+      ->capture_default_str();
+  cmd->add_option("--cc", o.cc, "Congestion-control preset: a built-in name or a YAML file (--loopback: loopback)")
+      ->capture_default_str();
+  cmd->add_option("--segment", o.segment_bytes, "Payload bytes per datagram (keep + 100 B within the MTU)")
+      ->capture_default_str();
+  cmd->add_option("--dscp", f->dscp, "DSCP code point of every packet (0..63)")->capture_default_str();
+  cmd->add_flag("--check", o.check, "Fill and verify every byte of every message (else both ends of each)");
+  cmd->add_option(
+         "--poll", f->poll,
+         "adaptive: spin while traffic flows, sleep after 1 ms without; busy: always spin (a core per "
+         "side); sleep: epoll whenever idle (better on hosts with few free cores)")
+      ->capture_default_str();
+  cmd->add_option("--timeout", o.timeout_s, "Fail when nothing completes for this many seconds")
+      ->capture_default_str();
+  cmd->add_option("--buffer-mib", f->buffer_mib,
+                  "Message buffers per side, MiB (bounds the bw window for big sizes)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--json", f->json_path, "Also write the results as JSON (perftest's keys) to this file");
+  cmd->add_flag("--report_gbits,--report-gbits", f->report_gbits,
+                "Accepted for perftest habits: Gb/s is the unit");
+  cmd->add_flag("-v,--verbose", o.verbose, "A wire line after each row: syscalls per GB, GSO/GRO messages");
+  cmd->callback([f, cmd] { exit_code() = run_perf_command(*f, cmd); });
+}
+
+}  // namespace megascale::cli

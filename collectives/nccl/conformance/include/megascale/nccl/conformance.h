@@ -1,0 +1,69 @@
+// Conformance harness for NCCL net plugins: loads any plugin .so exactly as NCCL does (dlopen with
+// RTLD_NOW | RTLD_LOCAL, dlsym ncclNetPlugin_v11, then v10, v9, v8; init with a logger) and drives it
+// through NCCL's call patterns on host memory: connect and accept progressed alternately on one thread,
+// 8 steps in flight per connection, grouped receives with tags, receives larger than the send, zero-byte
+// messages, 32 requests per comm, many comms on many threads, closes with requests outstanding, and a
+// peer process killed mid-transfer (test must then fail within the retry budget, not hang). Runs on the
+// CPU. Used by tests/integration/nccl_conformance_test.cpp and `megascale plugin-check PATH`.
+//
+//   conformance::Options opt;
+//   opt.plugin_path = "build/collectives/nccl/libnccl-net-megascale.so";
+//   conformance::Report rep = conformance::run(opt, [](const conformance::CaseResult& c) { print(c); });
+//   return rep.passed() ? 0 : 1;
+//
+// The peer-killed cases re-execute the running program (/proc/self/exe) as the peer; a static
+// initializer in this library recognises the peer's environment and runs the peer instead of main().
+// Any program linking the harness therefore works as its own peer.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "megascale/common/result.h"
+
+namespace megascale::nccl::conformance {
+
+struct Options {
+  std::string plugin_path;         // the .so to load (absolute or relative path, or a name dlopen finds)
+  int abi_version = 0;             // 0: the newest the plugin exports (NCCL's order); else exactly 8..11
+  int dev = -1;                    // device to use; -1: the one named "lo" if any, else device 0
+  std::vector<std::string> cases;  // empty: all cases
+  // Retry budget the plugin is asked to use (MEGASCALE_RETRY_BUDGET_S, set only when unset, before the
+  // plugin is loaded); bounds how long the peer-killed cases may take to see an error.
+  double retry_budget_s = 2.0;
+  double case_timeout_s = 60.0;  // a case that takes longer fails (a hang is a failure)
+  int threads = 4;               // many-comms case: threads ...
+  int comms_per_thread = 4;      // ... and connection pairs per thread
+  bool verbose = false;          // plugin log lines to stderr as they come
+};
+
+struct CaseResult {
+  std::string name;
+  bool passed = false;
+  bool skipped = false;  // the plugin lacks what the case needs (e.g. maxRecvs == 1): not a failure
+  std::string detail;    // why it failed or was skipped, or what it measured
+  double seconds = 0;
+  std::vector<std::string> warnings;  // WARN lines the plugin logged during the case
+};
+
+struct Report {
+  std::string plugin_path;
+  std::string plugin_name;  // the table's name field
+  int abi_version = 0;      // the table the harness used
+  int devices = 0;
+  std::string device_name;  // the device the cases ran on
+  std::vector<CaseResult> cases;
+  std::string load_error;        // non-empty when the plugin could not be loaded or initialized
+  std::vector<std::string> log;  // the plugin's last log lines (WARN and INFO), oldest first
+
+  bool passed() const;
+};
+
+// Names of every case, in run order, with a one-line description each.
+std::vector<std::pair<std::string, std::string>> case_list();
+
+// Loads the plugin and runs the selected cases; `on_case` sees each result as it finishes.
+Report run(const Options& options, const std::function<void(const CaseResult&)>& on_case = {});
+
+}  // namespace megascale::nccl::conformance

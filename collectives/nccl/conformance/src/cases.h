@@ -1,0 +1,40 @@
+// The conformance cases. Each returns an error naming what the plugin did wrong; an error whose
+// message starts with "SKIP: " means the plugin lacks what the case needs (reported, not failed).
+#pragma once
+
+#include "harness.h"
+
+namespace megascale::nccl::conformance {
+
+using CaseFn = Status (*)(Env& env);
+
+struct CaseInfo {
+  const char* name;
+  const char* description;
+  CaseFn fn;
+};
+
+const std::vector<CaseInfo>& all_cases();
+
+Status case_load(Env& env);
+Status case_connect_accept_one_thread(Env& env);
+Status case_steps_in_flight(Env& env);
+Status case_message_sizes(Env& env);
+Status case_receive_larger_than_send(Env& env);
+Status case_zero_byte(Env& env);
+Status case_grouped_receive(Env& env);
+Status case_max_requests(Env& env);
+Status case_iflush(Env& env);
+Status case_optional_recv_completion(Env& env);
+Status case_many_comms_threads(Env& env);
+Status case_close_with_requests(Env& env);
+Status case_peer_killed_while_sending(Env& env);
+Status case_peer_killed_while_receiving(Env& env);
+Status case_latency(Env& env);
+Status case_throughput(Env& env);
+
+inline Error skip(const std::string& why) {
+  return make_error("SKIP: " + why);
+}
+
+}  // namespace megascale::nccl::conformance

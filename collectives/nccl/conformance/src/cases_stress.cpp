@@ -1,0 +1,156 @@
+// Conformance cases: many comms on many threads, closes with requests outstanding, throughput.
+#include <atomic>
+#include <thread>
+
+#include "cases.h"
+
+namespace megascale::nccl::conformance {
+
+Status case_many_comms_threads(Env& env) {
+  const int threads = std::max(1, env.options.threads);
+  const int pairs = std::max(1, env.options.comms_per_thread);
+  std::vector<Status> results(static_cast<size_t>(threads));
+  std::atomic<int> ready{0};
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      Status& out = results[static_cast<size_t>(t)];
+      // Each thread is a communicator of its own (its own context with v11), as in a process that runs
+      // several NCCL communicators at once.
+      Context ctx(env.net);
+      if (!(out = ctx.init())) return;
+      std::vector<std::unique_ptr<Pair>> ps;
+      for (int p = 0; p < pairs; ++p) {
+        ps.push_back(std::make_unique<Pair>(env.net, ctx.get(), env.dev));
+        if (!(out = ps.back()->connect(Deadline(30)))) return;
+        if (!(out = ps.back()->register_buffers(8 * (64 << 10)))) return;
+      }
+      ready.fetch_add(1);
+      while (ready.load() < threads) std::this_thread::yield();  // all threads transfer at once
+      for (int round = 0; round < 4; ++round) {
+        for (int p = 0; p < pairs; ++p) {
+          const uint64_t seed = 100000 + static_cast<uint64_t>((t * pairs + p) * 16 + round);
+          if (!(out = stream(env.net, *ps[static_cast<size_t>(p)], 64 << 10, 8, 16, t, Deadline(60), seed)))
+            return;
+        }
+      }
+      for (auto& p : ps) {
+        if (!(out = p->close())) return;
+      }
+      out = ctx.finalize();
+    });
+  }
+  for (auto& w : workers) w.join();
+  for (int t = 0; t < threads; ++t) {
+    if (!results[static_cast<size_t>(t)]) {
+      return make_error("thread " + std::to_string(t) + ": " +
+                        results[static_cast<size_t>(t)].error().message);
+    }
+  }
+  env.detail = std::to_string(threads) + " threads x " + std::to_string(pairs) + " connection pairs";
+  return {};
+}
+
+Status case_close_with_requests(Env& env) {
+  Context ctx(env.net);
+  MS_TRY(ctx.init());
+  constexpr size_t kMsg = 1 << 20;
+  {
+    // Receives that no send will ever match.
+    Pair a(env.net, ctx.get(), env.dev);
+    MS_TRY(a.connect(Deadline(15)));
+    MS_TRY(a.register_buffers(8 * kMsg));
+    for (int i = 0; i < 8; ++i) {
+      void* data = a.recv_buf.data() + kMsg * static_cast<size_t>(i);
+      size_t size = kMsg;
+      int tag = 1;
+      void* mh = a.recv_mr;
+      void* req = nullptr;
+      MS_CALL(env.net.irecv(a.recv_comm, 1, &data, &size, &tag, &mh, &req));
+    }
+    // Sends that no receive will ever match (they wait for the receiver).
+    Pair b(env.net, ctx.get(), env.dev);
+    MS_TRY(b.connect(Deadline(15)));
+    MS_TRY(b.register_buffers(8 * kMsg));
+    for (int i = 0; i < 8; ++i) {
+      void* req = nullptr;
+      MS_CALL(env.net.isend(b.send_comm, b.send_buf.data() + kMsg * static_cast<size_t>(i), kMsg, 1,
+                            b.send_mr, &req));
+    }
+    // Both sides busy mid-transfer.
+    Pair c(env.net, ctx.get(), env.dev);
+    MS_TRY(c.connect(Deadline(15)));
+    MS_TRY(c.register_buffers(8 * kMsg));
+    for (int i = 0; i < 8; ++i) {
+      void* data = c.recv_buf.data() + kMsg * static_cast<size_t>(i);
+      size_t size = kMsg;
+      int tag = 2;
+      void* mh = c.recv_mr;
+      void* rreq = nullptr;
+      void* sreq = nullptr;
+      MS_CALL(env.net.irecv(c.recv_comm, 1, &data, &size, &tag, &mh, &rreq));
+      MS_CALL(env.net.isend(c.send_comm, c.send_buf.data() + kMsg * static_cast<size_t>(i), kMsg, 2,
+                            c.send_mr, &sreq));
+    }
+    // Close everything with those requests outstanding, and time it: close must not wait for them.
+    const auto t0 = Clock::now();
+    MS_TRY(a.close());
+    MS_TRY(b.close());
+    MS_TRY(c.close());
+    const double took = seconds_since(t0);
+    MS_REQUIRE(took < 5.0, "closing comms with requests outstanding took " + std::to_string(took) + " s");
+    env.detail = "3 pairs with 8 requests each closed in " + std::to_string(took * 1e3) + " ms";
+  }
+  // The plugin still works afterwards.
+  Pair d(env.net, ctx.get(), env.dev);
+  MS_TRY(d.connect(Deadline(15)));
+  MS_TRY(d.register_buffers(8 * 4096));
+  MS_TRY(stream(env.net, d, 4096, 8, 32, 3, Deadline(30), 123));
+  MS_TRY(d.close());
+  return ctx.finalize();
+}
+
+Status case_latency(Env& env) {
+  Context ctx(env.net);
+  MS_TRY(ctx.init());
+  Pair pair(env.net, ctx.get(), env.dev);
+  MS_TRY(pair.connect(Deadline(15)));
+  MS_TRY(pair.register_buffers(4096));
+  // One 8-byte message at a time: post the receive, then the send, wait for both (NCCL's small steps).
+  MS_TRY(stream(env.net, pair, 8, 1, 50, 0, Deadline(30), 3));  // warm up
+  const int count = 1000;
+  const auto t0 = Clock::now();
+  MS_TRY(stream(env.net, pair, 8, 1, count, 0, Deadline(60), 4));
+  const double us_per = seconds_since(t0) * 1e6 / count;
+  char text[128];
+  std::snprintf(text, sizeof text, "%.1f us per 8-byte message, one at a time (%d messages)", us_per, count);
+  env.detail = text;
+  MS_TRY(pair.close());
+  return ctx.finalize();
+}
+
+Status case_throughput(Env& env) {
+  Context ctx(env.net);
+  MS_TRY(ctx.init());
+  Pair pair(env.net, ctx.get(), env.dev);
+  MS_TRY(pair.connect(Deadline(15)));
+  constexpr size_t kMsg = 4 << 20;
+  MS_TRY(pair.register_buffers(abi::kNcclSteps * kMsg));
+  MS_TRY(stream(env.net, pair, kMsg, abi::kNcclSteps, 8, 0, Deadline(30), 1));  // warm up
+  // Batches of 32 messages for about a second (fewer on a slow machine or under sanitizers).
+  int count = 0;
+  const auto t0 = Clock::now();
+  while (count < 256 && (count == 0 || seconds_since(t0) < 1.0)) {
+    MS_TRY(stream(env.net, pair, kMsg, abi::kNcclSteps, 32, 0, Deadline(60), 2, 0, /*touch_data=*/false));
+    count += 32;
+  }
+  const double s = seconds_since(t0);
+  char text[128];
+  std::snprintf(text, sizeof text, "%.2f GB/s (%d x 4 MiB, 8 in flight, one connection)",
+                static_cast<double>(kMsg) * count / s / 1e9, count);
+  env.detail = text;
+  MS_TRY(pair.close());
+  return ctx.finalize();
+}
+
+}  // namespace megascale::nccl::conformance

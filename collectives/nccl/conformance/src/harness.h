@@ -1,0 +1,122 @@
+// Shared helpers of the conformance cases: deadlines, data patterns, connection pairs that close
+// themselves, and a streamer that keeps N messages in flight the way NCCL's proxy does.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "megascale/common/result.h"
+#include "megascale/nccl/conformance.h"
+#include "net.h"
+
+namespace megascale::nccl::conformance {
+
+// Returns the Status of `expr` from the enclosing function if it is an error.
+#define MS_TRY(expr)                        \
+  do {                                      \
+    if (Status s_ = (expr); !s_) return s_; \
+  } while (0)
+// Fails the enclosing case with a message when a plugin call does not return ncclSuccess.
+#define MS_CALL(expr)                                                                                   \
+  do {                                                                                                  \
+    const NetResult r_ = (expr);                                                                        \
+    if (r_ != abi::kNetSuccess) return make_error(std::string(#expr) + " returned " + result_name(r_)); \
+  } while (0)
+#define MS_REQUIRE(cond, message)            \
+  do {                                       \
+    if (!(cond)) return make_error(message); \
+  } while (0)
+
+using Clock = std::chrono::steady_clock;
+
+class Deadline {
+ public:
+  explicit Deadline(double seconds)
+      : end_(Clock::now() +
+             std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds))),
+        seconds_(seconds) {}
+  bool passed() const { return Clock::now() >= end_; }
+  double seconds() const { return seconds_; }
+
+ private:
+  Clock::time_point end_;
+  double seconds_;
+};
+
+double seconds_since(Clock::time_point t);
+
+// Everything a case needs. A case that hangs is abandoned on its thread, so the thread holds its own
+// reference to the plugin and its own copy of the options (both outlive run()).
+struct Env {
+  std::shared_ptr<Net> owner;
+  Net& net;
+  Options options;
+  int dev = 0;
+  DeviceProps props;
+  std::string detail;  // what a passing case measured, for the report
+};
+
+// Deterministic contents of message `seed`: every 8-byte word differs and depends on its offset, so
+// a misplaced, truncated or corrupted segment shows.
+void fill_pattern(uint8_t* buf, size_t size, uint64_t seed);
+// First offset that differs from the pattern, or -1.
+int64_t check_pattern(const uint8_t* buf, size_t size, uint64_t seed);
+
+// A context (per communicator with v11) that finalizes itself.
+class Context {
+ public:
+  explicit Context(Net& net) : net_(net) {}
+  ~Context();
+  Status init();
+  void* get() const { return ctx_; }
+  Status finalize();
+
+ private:
+  Net& net_;
+  void* ctx_ = nullptr;
+  bool live_ = false;
+};
+
+// A connected send/recv pair with one registered buffer region on each side; closes what is open.
+class Pair {
+ public:
+  Pair(Net& net, void* ctx, int dev) : net_(net), ctx_(ctx), dev_(dev) {}
+  ~Pair();
+  Pair(const Pair&) = delete;
+  Pair& operator=(const Pair&) = delete;
+
+  // listen, then connect and accept alternated on this thread until both return a comm.
+  Status connect(const Deadline& deadline);
+  // Allocates and registers `bytes` of host memory on each side.
+  Status register_buffers(size_t bytes);
+  Status close();
+
+  void* send_comm = nullptr;
+  void* recv_comm = nullptr;
+  void* listen_comm = nullptr;
+  std::vector<uint8_t> send_buf;
+  std::vector<uint8_t> recv_buf;
+  void* send_mr = nullptr;
+  void* recv_mr = nullptr;
+
+ private:
+  Net& net_;
+  void* ctx_;
+  int dev_;
+};
+
+// Streams `count` messages of `bytes` each through `pair` with `inflight` isends and irecvs posted at
+// once (NCCL_STEPS = 8), rolling: a completed request is replaced by the next message. Every received
+// message is checked byte for byte and by its reported size. recv_extra: receive buffers this much
+// larger than the messages. Needs pair buffers of inflight * (bytes + recv_extra). With touch_data false
+// the data is neither written nor checked (throughput: NCCL's proxy never touches it either), only sizes.
+Status stream(Net& net, Pair& pair, size_t bytes, int inflight, int count, int tag, const Deadline& deadline,
+              uint64_t seed, size_t recv_extra = 0, bool touch_data = true);
+
+// Tests `request` until done or the deadline; `sizes` as NCCL passes it (may be null).
+Status wait_request(Net& net, void* request, int* sizes, const Deadline& deadline, const char* what);
+
+}  // namespace megascale::nccl::conformance

@@ -1,0 +1,323 @@
+// The peer-killed cases: a child process (this program re-executed as the peer) transfers data with
+// the harness through the plugin and is killed with SIGKILL mid-transfer; the harness's pending
+// requests must then fail (ncclSystemError or ncclRemoteError from test or a post) within the retry
+// budget, never hang.
+//
+// The child is recognised by MEGASCALE_CONFORMANCE_PEER in its environment; a constructor runs it
+// before main() and exits. Protocol on two pipes: the listening side writes its 128-byte handle; the
+// child then writes one byte per message it completes ('m'), or 'E' if it fails.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "cases.h"
+
+extern char** environ;
+
+namespace megascale::nccl::conformance {
+namespace {
+
+constexpr const char* kPeerEnv = "MEGASCALE_CONFORMANCE_PEER";
+constexpr size_t kPeerMsg = 1 << 20;
+constexpr int kPeerInflight = 8;
+
+bool write_all(int fd, const void* p, size_t n) {
+  const auto* b = static_cast<const uint8_t*>(p);
+  while (n > 0) {
+    const ssize_t w = ::write(fd, b, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    b += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+// Reads exactly n bytes within `timeout_s`.
+bool read_all(int fd, void* p, size_t n, double timeout_s) {
+  auto* b = static_cast<uint8_t*>(p);
+  const Deadline deadline(timeout_s);
+  while (n > 0) {
+    pollfd pfd{fd, POLLIN, 0};
+    if (::poll(&pfd, 1, 100) <= 0) {
+      if (deadline.passed()) return false;
+      continue;
+    }
+    const ssize_t r = ::read(fd, b, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    b += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+// Messages the child reported done so far (non-blocking); -1 if it reported an error.
+int drain_progress(int fd, int* count) {
+  uint8_t buf[256];
+  for (;;) {
+    pollfd pfd{fd, POLLIN, 0};
+    if (::poll(&pfd, 1, 0) <= 0) return *count;
+    const ssize_t r = ::read(fd, buf, sizeof buf);
+    if (r <= 0) return *count;
+    for (ssize_t i = 0; i < r; ++i) {
+      if (buf[i] == 'E') return -1;
+      ++*count;
+    }
+  }
+}
+
+// ---- The child. ----
+
+int run_peer(const char* spec) {
+  // spec: "<mode> <abi> <dev> <in fd> <out fd> <plugin path>"
+  char mode[8] = {};
+  int abi_version = 0, dev = 0, in_fd = -1, out_fd = -1, consumed = 0;
+  if (std::sscanf(spec, "%7s %d %d %d %d %n", mode, &abi_version, &dev, &in_fd, &out_fd, &consumed) < 5)
+    return 2;
+  const std::string path(spec + consumed);
+  auto net = Net::load(path, abi_version);
+  if (!net) return 3;
+  Net& n = **net;
+  void* ctx = nullptr;
+  if (n.init(&ctx) != abi::kNetSuccess) return 4;
+  std::vector<uint8_t> buf(kPeerInflight * kPeerMsg, 0x5A);
+  void* comm = nullptr;
+  void* mr = nullptr;
+  const bool receiver = std::strcmp(mode, "recv") == 0;
+  const Deadline setup(30);
+  if (receiver) {
+    uint8_t handle[abi::kNetHandleMaxBytes] = {};
+    void* listen_comm = nullptr;
+    if (n.listen(ctx, dev, handle, &listen_comm) != abi::kNetSuccess ||
+        !write_all(out_fd, handle, sizeof handle))
+      return 5;
+    while (comm == nullptr) {
+      if (n.accept(listen_comm, &comm) != abi::kNetSuccess || setup.passed()) return 6;
+    }
+  } else {
+    uint8_t handle[abi::kNetHandleMaxBytes];
+    if (!read_all(in_fd, handle, sizeof handle, 30)) return 7;
+    while (comm == nullptr) {
+      if (n.connect(ctx, dev, handle, &comm) != abi::kNetSuccess || setup.passed()) return 8;
+    }
+  }
+  if (n.reg_mr(comm, buf.data(), buf.size(), abi::kPtrHost, &mr) != abi::kNetSuccess) return 9;
+  void* reqs[kPeerInflight] = {};
+  for (;;) {  // until killed
+    for (int i = 0; i < kPeerInflight; ++i) {
+      void* data = buf.data() + kPeerMsg * static_cast<size_t>(i);
+      if (reqs[i] == nullptr) {
+        NetResult r;
+        if (receiver) {
+          size_t size = kPeerMsg;
+          int tag = 9;
+          r = n.irecv(comm, 1, &data, &size, &tag, &mr, &reqs[i]);
+        } else {
+          r = n.isend(comm, data, kPeerMsg, 9, mr, &reqs[i]);
+        }
+        if (r != abi::kNetSuccess) {
+          (void)write_all(out_fd, "E", 1);
+          return 10;
+        }
+        continue;
+      }
+      int done = 0, sizes[8];
+      if (n.test(reqs[i], &done, sizes) != abi::kNetSuccess) {
+        (void)write_all(out_fd, "E", 1);
+        return 11;
+      }
+      if (done) {
+        reqs[i] = nullptr;
+        if (!write_all(out_fd, "m", 1)) return 12;
+      }
+    }
+  }
+}
+
+__attribute__((constructor)) void peer_entry() {
+  const char* spec = std::getenv(kPeerEnv);
+  if (spec == nullptr) return;
+  std::_Exit(run_peer(spec));
+}
+
+// ---- The parent. ----
+
+struct Child {
+  pid_t pid = -1;
+  int to_child = -1;    // the child's in_fd, our end
+  int from_child = -1;  // the child's out_fd, our end
+
+  ~Child() {
+    kill_now();
+    if (to_child >= 0) ::close(to_child);
+    if (from_child >= 0) ::close(from_child);
+  }
+  void kill_now() {
+    if (pid <= 0) return;
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    pid = -1;
+  }
+};
+
+Status spawn(Env& env, const char* mode, Child& child) {
+  int down[2], up[2];  // down: parent -> child, up: child -> parent
+  MS_REQUIRE(::pipe2(down, O_CLOEXEC) == 0 && ::pipe2(up, O_CLOEXEC) == 0, "pipe2 failed");
+  const std::string spec = std::string(kPeerEnv) + "=" + mode + " " + std::to_string(env.net.version()) +
+                           " " + std::to_string(env.dev) + " " + std::to_string(down[0]) + " " +
+                           std::to_string(up[1]) + " " + env.options.plugin_path;
+  std::vector<char*> envp;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::strncmp(*e, kPeerEnv, std::strlen(kPeerEnv)) != 0) envp.push_back(*e);
+  }
+  envp.push_back(const_cast<char*>(spec.c_str()));
+  envp.push_back(nullptr);
+  char arg0[] = "megascale-conformance-peer";
+  char* argv[] = {arg0, nullptr};
+  const pid_t pid = ::fork();
+  MS_REQUIRE(pid >= 0, "fork failed");
+  if (pid == 0) {
+    // Only async-signal-safe calls between fork and exec.
+    ::fcntl(down[0], F_SETFD, 0);
+    ::fcntl(up[1], F_SETFD, 0);
+    ::execve("/proc/self/exe", argv, envp.data());
+    ::_exit(127);
+  }
+  ::close(down[0]);
+  ::close(up[1]);
+  child.pid = pid;
+  child.to_child = down[1];
+  child.from_child = up[0];
+  return {};
+}
+
+// Keeps `inflight` requests posted on `comm` (sends or receives), kills the child once it has completed
+// some messages, and requires an error from the plugin within the bound.
+Status transfer_until_error(Env& env, Child& child, void* comm, bool sending) {
+  std::vector<uint8_t> buf(kPeerInflight * kPeerMsg, 0x3C);
+  void* mr = nullptr;
+  MS_CALL(env.net.reg_mr(comm, buf.data(), buf.size(), abi::kPtrHost, &mr));
+  void* reqs[kPeerInflight] = {};
+  int peer_done = 0, our_done = 0;
+  bool killed = false;
+  Clock::time_point killed_at{};
+  const double budget = env.options.retry_budget_s;
+  const double bound = 2 * budget + 3.0;  // keepalive/RTO detection plus scheduling slack
+  const Deadline setup(60);
+  NetResult failure = abi::kNetSuccess;
+  std::string where;
+  while (failure == abi::kNetSuccess) {
+    if (!killed) {
+      MS_REQUIRE(drain_progress(child.from_child, &peer_done) >= 0,
+                 "the peer process reported an error before it was killed");
+      if (peer_done >= 4 && our_done >= 4) {
+        child.kill_now();
+        killed = true;
+        killed_at = Clock::now();
+      } else {
+        MS_REQUIRE(!setup.passed(), "no traffic with the peer process within 60 s (peer " +
+                                        std::to_string(peer_done) + " messages, us " +
+                                        std::to_string(our_done) + ")");
+      }
+    } else if (seconds_since(killed_at) > bound + 10) {
+      (void)env.net.dereg_mr(comm, mr);
+      return make_error("HANG: no error " + std::to_string(seconds_since(killed_at)) +
+                        " s after the peer was killed (retry budget " + std::to_string(budget) + " s)");
+    }
+    for (int i = 0; i < kPeerInflight && failure == abi::kNetSuccess; ++i) {
+      void* data = buf.data() + kPeerMsg * static_cast<size_t>(i);
+      if (reqs[i] == nullptr) {
+        if (sending) {
+          failure = env.net.isend(comm, data, kPeerMsg, 9, mr, &reqs[i]);
+        } else {
+          size_t size = kPeerMsg;
+          int tag = 9;
+          failure = env.net.irecv(comm, 1, &data, &size, &tag, &mr, &reqs[i]);
+        }
+        where = sending ? "isend" : "irecv";
+        continue;
+      }
+      int done = 0, sizes[8];
+      failure = env.net.test(reqs[i], &done, sizes);
+      where = "test";
+      if (failure == abi::kNetSuccess && done) {
+        reqs[i] = nullptr;
+        ++our_done;
+      }
+    }
+  }
+  const double after = killed ? seconds_since(killed_at) : -1;
+  (void)env.net.dereg_mr(comm, mr);
+  MS_REQUIRE(killed,
+             std::string(where) + " returned " + result_name(failure) + " before the peer was killed");
+  MS_REQUIRE(failure == abi::kNetSystemError || failure == abi::kNetRemoteError,
+             where + " returned " + result_name(failure) +
+                 " (a network failure should be ncclSystemError or ncclRemoteError)");
+  MS_REQUIRE(after <= bound, where + " reported the failure only " + std::to_string(after) +
+                                 " s after the kill (bound " + std::to_string(bound) +
+                                 " s for a retry budget of " + std::to_string(budget) + " s)");
+  char text[160];
+  std::snprintf(text, sizeof text, "%s returned %s %.2f s after SIGKILL (retry budget %.1f s)", where.c_str(),
+                result_name(failure), after, budget);
+  env.detail = text;
+  return {};
+}
+
+}  // namespace
+
+Status case_peer_killed_while_sending(Env& env) {
+  Context ctx(env.net);
+  MS_TRY(ctx.init());
+  Child child;
+  MS_TRY(spawn(env, "recv", child));
+  uint8_t handle[abi::kNetHandleMaxBytes];
+  MS_REQUIRE(read_all(child.from_child, handle, sizeof handle, 30), "the peer process sent no handle");
+  void* send_comm = nullptr;
+  const Deadline deadline(30);
+  while (send_comm == nullptr) {
+    MS_CALL(env.net.connect(ctx.get(), env.dev, handle, &send_comm));
+    MS_REQUIRE(!deadline.passed(), "connect to the peer process did not complete");
+  }
+  Status s = transfer_until_error(env, child, send_comm, /*sending=*/true);
+  const auto t0 = Clock::now();
+  MS_CALL(env.net.close_send(send_comm));
+  MS_REQUIRE(seconds_since(t0) < 5,
+             "closeSend after the failure took " + std::to_string(seconds_since(t0)) + " s");
+  MS_TRY(s);
+  return ctx.finalize();
+}
+
+Status case_peer_killed_while_receiving(Env& env) {
+  Context ctx(env.net);
+  MS_TRY(ctx.init());
+  uint8_t handle[abi::kNetHandleMaxBytes] = {};
+  void* listen_comm = nullptr;
+  MS_CALL(env.net.listen(ctx.get(), env.dev, handle, &listen_comm));
+  Child child;
+  MS_TRY(spawn(env, "send", child));
+  MS_REQUIRE(write_all(child.to_child, handle, sizeof handle),
+             "could not send the handle to the peer process");
+  void* recv_comm = nullptr;
+  const Deadline deadline(30);
+  while (recv_comm == nullptr) {
+    MS_CALL(env.net.accept(listen_comm, &recv_comm));
+    MS_REQUIRE(!deadline.passed(), "accept from the peer process did not complete");
+  }
+  Status s = transfer_until_error(env, child, recv_comm, /*sending=*/false);
+  const auto t0 = Clock::now();
+  MS_CALL(env.net.close_recv(recv_comm));
+  MS_CALL(env.net.close_listen(listen_comm));
+  MS_REQUIRE(seconds_since(t0) < 5,
+             "closeRecv after the failure took " + std::to_string(seconds_since(t0)) + " s");
+  MS_TRY(s);
+  return ctx.finalize();
+}
+
+}  // namespace megascale::nccl::conformance

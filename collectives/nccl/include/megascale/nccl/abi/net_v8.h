@@ -1,0 +1,53 @@
+// NCCL net plugin ABI version 8 (NCCL 2.20 .. 2.23 prefer it; 2.24 .. 2.28 still accept it), exported
+// as `ncclNetPlugin_v8`. FROZEN: field order and types are the ABI. Written from
+// shared/research/nccl-plugin.md §1.1 (what v8 has relative to v9 .. v11).
+//
+// Differences from v9: sizes are `int` (messages < 2 GiB), properties have no forceFlush, vProps or
+// max*Bytes, and there is no makeVDevice. NCCL's own v8 adapter clears an optional-completion
+// `*request` before irecv.
+#pragma once
+
+#include "megascale/nccl/abi/common.h"
+
+namespace megascale::nccl::abi {
+
+struct NetPropertiesV8 {
+  char* name;                   // unique per device: NCCL's topology is keyed by it
+  char* pciPath;                // /sys PCI path of the NIC; NULL = attach to the CPU
+  uint64_t guid;                // devices with one guid are one physical port
+  int ptrSupport;               // kPtrHost | kPtrCuda | kPtrDmabuf
+  int regIsGlobal;              // 1: a registration is valid on every comm
+  int speed;                    // Mbps
+  int port;                     // port number on a multi-port NIC
+  float latency;                // us; 0 = NCCL's default
+  int maxComms;                 // most comms the device can hold
+  int maxRecvs;                 // most buffers one grouped irecv may carry
+  NetDeviceType netDeviceType;  // kNetDeviceHost
+  int netDeviceVersion;         // kNetDeviceInvalidVersion with kNetDeviceHost
+};
+
+struct NetV8 {
+  const char* name;
+  NetResult (*init)(NetDebugLogger logger);
+  NetResult (*devices)(int* ndev);
+  NetResult (*getProperties)(int dev, NetPropertiesV8* props);
+  NetResult (*listen)(int dev, void* handle, void** listenComm);
+  NetResult (*connect)(int dev, void* handle, void** sendComm, NetDeviceHandle** sendDevComm);
+  NetResult (*accept)(void* listenComm, void** recvComm, NetDeviceHandle** recvDevComm);
+  NetResult (*regMr)(void* comm, void* data, size_t size, int type, void** mhandle);
+  NetResult (*regMrDmaBuf)(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
+                           void** mhandle);
+  NetResult (*deregMr)(void* comm, void* mhandle);
+  NetResult (*isend)(void* sendComm, void* data, int size, int tag, void* mhandle, void** request);
+  NetResult (*irecv)(void* recvComm, int n, void** data, int* sizes, int* tags, void** mhandles,
+                     void** request);
+  NetResult (*iflush)(void* recvComm, int n, void** data, int* sizes, void** mhandles, void** request);
+  NetResult (*test)(void* request, int* done, int* sizes);
+  NetResult (*closeSend)(void* sendComm);
+  NetResult (*closeRecv)(void* recvComm);
+  NetResult (*closeListen)(void* listenComm);
+  NetResult (*getDeviceMr)(void* comm, void* mhandle, void** dptr_mhandle);
+  NetResult (*irecvConsumed)(void* recvComm, int n, void* request);
+};
+
+}  // namespace megascale::nccl::abi

@@ -1,0 +1,200 @@
+// MEGASCALE_* environment variables: parsing, validation and the INFO echo (see config.h).
+#include "config.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "megascale/congestion/config.h"
+#include "megascale/engine/config.h"
+#include "megascale/engine/packet.h"
+
+namespace megascale::nccl {
+namespace {
+
+Error bad(const char* name, const char* value, const std::string& why) {
+  return make_error(std::string(name) + "=" + value + ": " + why);
+}
+
+// A whole number in [lo, hi]; the text must be nothing but the number.
+Result<long long> parse_int(const char* name, const char* text, long long lo, long long hi) {
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(text, &end, 10);
+  if (end == text || *end != '\0' || errno != 0 || v < lo || v > hi) {
+    return bad(name, text, "must be an integer in " + std::to_string(lo) + ".." + std::to_string(hi));
+  }
+  return v;
+}
+
+Result<double> parse_seconds(const char* name, const char* text, double lo_exclusive, double hi) {
+  errno = 0;
+  char* end = nullptr;
+  const double v = std::strtod(text, &end);
+  if (end == text || *end != '\0' || errno != 0 || !std::isfinite(v) || v <= lo_exclusive || v > hi) {
+    char range[64];
+    std::snprintf(range, sizeof range, "must be a number of seconds in (%g, %g]", lo_exclusive, hi);
+    return bad(name, text, range);
+  }
+  return v;
+}
+
+Result<bool> parse_bool(const char* name, const char* text) {
+  const std::string t(text);
+  if (t == "1" || t == "true" || t == "yes" || t == "on") return true;
+  if (t == "0" || t == "false" || t == "no" || t == "off") return false;
+  return bad(name, text, "must be 0 or 1");
+}
+
+std::string seconds_text(TimeNs ns) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", static_cast<double>(ns) / 1e9);
+  return text;
+}
+
+}  // namespace
+
+uint32_t default_segment_bytes(int mtu_bytes, bool ipv6) {
+  const int overhead = (ipv6 ? 40 : 20) + 8 + static_cast<int>(engine::kSegHeaderBytes);
+  const int fit = mtu_bytes - overhead;
+  return static_cast<uint32_t>(std::clamp(fit, 512, 32768));
+}
+
+Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
+  PluginConfig c;
+  auto env = [&](const char* name) -> const char* {
+    const char* v = getenv_fn(name);
+    return (v != nullptr && *v != '\0') ? v : nullptr;
+  };
+  auto echo = [&](const char* name, const std::string& value, bool from_env) {
+    c.echo.push_back(std::string(name) + "=" + value + (from_env ? " (environment)" : " (default)"));
+  };
+
+  // MEGASCALE_CC: a built-in preset name or a YAML file.
+  const char* cc_text = env("MEGASCALE_CC");
+  if (cc_text != nullptr) c.cc_source = cc_text;
+  auto cc = cc::resolve_cc_config(c.cc_source);
+  if (!cc) return bad("MEGASCALE_CC", c.cc_source.c_str(), cc.error().message);
+  c.cc = *cc;
+  echo("MEGASCALE_CC", c.cc_source + " -> " + c.cc.name, cc_text != nullptr);
+
+  const char* lanes = env("MEGASCALE_LANES");
+  if (lanes != nullptr) {
+    auto v = parse_int("MEGASCALE_LANES", lanes, 1, engine::kMaxLanes);
+    if (!v) return v.error();
+    c.lanes = static_cast<uint32_t>(*v);
+  }
+  echo("MEGASCALE_LANES", std::to_string(c.lanes), lanes != nullptr);
+
+  const char* seg = env("MEGASCALE_SEGMENT_BYTES");
+  if (seg != nullptr) {
+    auto v = parse_int("MEGASCALE_SEGMENT_BYTES", seg, 64, engine::kMaxSegmentPayload);
+    if (!v) return v.error();
+    c.segment_bytes = static_cast<uint32_t>(*v);
+  }
+  echo("MEGASCALE_SEGMENT_BYTES", seg ? std::to_string(c.segment_bytes) : "auto (from each interface's MTU)",
+       seg != nullptr);
+
+  const char* budget = env("MEGASCALE_RETRY_BUDGET_S");
+  c.retry_budget_ns = c.cc.rto.retry_budget_ns;
+  if (budget != nullptr) {
+    auto v = parse_seconds("MEGASCALE_RETRY_BUDGET_S", budget, 0.0, 3600.0);
+    if (!v) return v.error();
+    c.retry_budget_ns = static_cast<TimeNs>(*v * 1e9);
+    if (c.retry_budget_ns < kNsPerMs)
+      return bad("MEGASCALE_RETRY_BUDGET_S", budget, "must be at least 0.001 s");
+  }
+  c.cc.rto.retry_budget_ns = c.retry_budget_ns;
+  echo("MEGASCALE_RETRY_BUDGET_S", seconds_text(c.retry_budget_ns), budget != nullptr);
+
+  const char* tc = env("MEGASCALE_TC");
+  if (tc != nullptr) {
+    auto v = parse_int("MEGASCALE_TC", tc, 0, 255);
+    if (!v) return v.error();
+    c.traffic_class = static_cast<int>(*v);
+  }
+  echo("MEGASCALE_TC",
+       tc ? std::to_string(c.traffic_class) + " (DSCP " + std::to_string(c.traffic_class >> 2) + ")"
+          : "unset (NCCL's trafficClass, else 0)",
+       tc != nullptr);
+
+  const char* ifname = env("MEGASCALE_IFNAME");
+  if (ifname != nullptr) c.ifname = ifname;
+  echo("MEGASCALE_IFNAME", ifname ? c.ifname : "unset (all but lo/docker*/virbr*; lo if nothing else)",
+       ifname != nullptr);
+
+  const char* dir = env("MEGASCALE_STATS_DIR");
+  if (dir != nullptr) {
+    c.stats_dir = dir;
+    struct stat st {};
+    if (::stat(dir, &st) != 0 && ::mkdir(dir, 0755) != 0 && errno != EEXIST) {
+      return bad("MEGASCALE_STATS_DIR", dir,
+                 std::string("cannot create the directory: ") + std::strerror(errno));
+    }
+    if (::stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+      return bad("MEGASCALE_STATS_DIR", dir, "not a directory");
+    if (::access(dir, W_OK) != 0) return bad("MEGASCALE_STATS_DIR", dir, "not writable");
+  }
+  echo("MEGASCALE_STATS_DIR", dir ? c.stats_dir : "unset (no stats files)", dir != nullptr);
+
+  const char* interval = env("MEGASCALE_STATS_INTERVAL_S");
+  if (interval != nullptr) {
+    auto v = parse_seconds("MEGASCALE_STATS_INTERVAL_S", interval, 0.0, 86400.0);
+    if (!v) return v.error();
+    c.stats_interval_ns = std::max<TimeNs>(static_cast<TimeNs>(*v * 1e9), 10 * kNsPerMs);
+  }
+  echo("MEGASCALE_STATS_INTERVAL_S", seconds_text(c.stats_interval_ns), interval != nullptr);
+
+  const char* threads = env("MEGASCALE_NTHREADS");
+  if (threads != nullptr) {
+    auto v = parse_int("MEGASCALE_NTHREADS", threads, 1, 16);
+    if (!v) return v.error();
+    c.threads_per_device = static_cast<uint32_t>(*v);
+  }
+  echo("MEGASCALE_NTHREADS", std::to_string(c.threads_per_device), threads != nullptr);
+
+  const char* busy = env("MEGASCALE_BUSY_POLL");
+  if (busy != nullptr) {
+    auto v = parse_bool("MEGASCALE_BUSY_POLL", busy);
+    if (!v) return v.error();
+    c.busy_poll = *v;
+  }
+  echo("MEGASCALE_BUSY_POLL", c.busy_poll ? "1" : "0", busy != nullptr);
+
+  const char* poll = env("MEGASCALE_TEST_POLL_US");
+  if (poll != nullptr) {
+    auto v = parse_int("MEGASCALE_TEST_POLL_US", poll, 0, 10000);
+    if (!v) return v.error();
+    c.test_poll_ns = static_cast<TimeNs>(*v) * kNsPerUs;
+  }
+  echo("MEGASCALE_TEST_POLL_US", std::to_string(c.test_poll_ns / kNsPerUs), poll != nullptr);
+
+  // MEGASCALE_FAULT_*: the wire validates and names the variable itself.
+  auto fault = wire::fault_config_from_env(wire::FaultConfig{}, getenv_fn);
+  if (!fault) return fault.error();
+  c.fault = *fault;
+  if (c.fault.enabled()) {
+    char text[256];
+    std::snprintf(text, sizeof text,
+                  "drop %g dup %g reorder %g delay %g (%lld us) corrupt %g ce %g seed %llu", c.fault.drop,
+                  c.fault.duplicate, c.fault.reorder, c.fault.delay,
+                  static_cast<long long>(c.fault.delay_ns / kNsPerUs), c.fault.corrupt, c.fault.mark_ce,
+                  static_cast<unsigned long long>(c.fault.seed));
+    echo("MEGASCALE_FAULT_*", text, true);
+  } else {
+    echo("MEGASCALE_FAULT_*", "off", false);
+  }
+
+  if (Status s = cc::validate_cc_config(c.cc, "MEGASCALE_CC=" + c.cc_source); !s) {
+    return make_error(s.error().message);
+  }
+  return c;
+}
+
+}  // namespace megascale::nccl

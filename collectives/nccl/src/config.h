@@ -1,0 +1,56 @@
+// The plugin's knobs: every one a MEGASCALE_* environment variable (NCCL's convention), read once at
+// the first init, validated, and echoed once at INFO. A bad value fails init with a WARN that names
+// the variable and the value, so NCCL either falls back to another net or, with NCCL_NET=MegaScale,
+// fails loudly. docs/CONFIG.md ("NCCL plugin") and collectives/nccl/README.md list them all.
+//
+//   auto cfg = load_plugin_config([](const char* n) { return std::getenv(n); });
+//   if (!cfg) { MS_WARN("%s", cfg.error().message.c_str()); return abi::kNetInvalidArgument; }
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "megascale/common/result.h"
+#include "megascale/common/units.h"
+#include "megascale/congestion/params.h"
+#include "megascale/wire/fault.h"
+
+namespace megascale::nccl {
+
+struct PluginConfig {
+  std::string cc_source = "hybrid";         // MEGASCALE_CC as given: a preset name or a YAML path
+  cc::CcConfig cc;                          // the resolved preset (retry budget already applied)
+  uint32_t lanes = 4;                       // MEGASCALE_LANES: lanes (UDP source ports) per connection
+  uint32_t segment_bytes = 0;               // MEGASCALE_SEGMENT_BYTES: payload per segment; 0 = from the MTU
+  TimeNs retry_budget_ns = 30 * kNsPerSec;  // MEGASCALE_RETRY_BUDGET_S: fail a silent peer after this
+  int traffic_class = -1;  // MEGASCALE_TC: IP traffic class byte 0..255; -1 = NCCL's config or 0
+  std::string ifname;      // MEGASCALE_IFNAME: interface selection (see interfaces.h)
+  std::string stats_dir;   // MEGASCALE_STATS_DIR: where counters go; empty = none
+  TimeNs stats_interval_ns = 5 * kNsPerSec;  // MEGASCALE_STATS_INTERVAL_S
+  uint32_t threads_per_device = 4;           // MEGASCALE_NTHREADS: UDP wires (progress threads) per device
+  bool busy_poll = false;                    // MEGASCALE_BUSY_POLL: wire threads spin instead of sleeping
+  // MEGASCALE_TEST_POLL_US: longest pause between two looks into the engine from test() on one comm
+  // while its requests are not done (the pause doubles from 0.25 us up to this); 0 = look every time.
+  // NCCL's progress thread calls test() in a tight loop, and every look takes the wire's lock, which
+  // the wire's thread needs to move packets.
+  TimeNs test_poll_ns = 8 * kNsPerUs;
+  wire::FaultConfig fault;  // MEGASCALE_FAULT_* (the wire's fault injection)
+
+  // "NAME=value (source)" for every knob, in table order, for the INFO echo.
+  std::vector<std::string> echo;
+};
+
+using GetEnvFn = wire::GetEnv;
+
+// Reads and validates every MEGASCALE_* variable through `getenv_fn`. The error names the variable,
+// the value and what is allowed: "MEGASCALE_LANES=0: must be an integer in 1..64".
+Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn);
+
+// The engine segment size for an interface MTU when MEGASCALE_SEGMENT_BYTES is not set: the largest
+// payload whose datagram (IP + UDP + engine header) fits the MTU, capped at 32 KiB, and at least 512.
+// Jumbo frames give 8900 B; loopback (MTU 64 KiB) gets the cap: on one host every segment costs a
+// system call's share and a wakeup, so fewer, larger ones move more (1.8 vs 1.5 GB/s all-reduce).
+uint32_t default_segment_bytes(int mtu_bytes, bool ipv6);
+
+}  // namespace megascale::nccl

@@ -1,0 +1,284 @@
+// The data path (NCCL's progress thread): memory registration, isend, grouped irecv, test, iflush,
+// irecvConsumed. Buffers go straight to the engine: a send is read in place by the wire (zero copy), a
+// receive is written in place as segments arrive (the UDP datapath's one copy).
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+
+#include "log.h"
+#include "plugin.h"
+#include "registry.h"
+
+namespace megascale::nccl::core {
+namespace {
+
+CommBase* as_comm(void* p, uint32_t magic) {
+  auto* c = static_cast<CommBase*>(p);
+  return (c != nullptr && c->magic == magic) ? c : nullptr;
+}
+
+bool connection_usable(DeviceWire& w, engine::ConnId conn) {
+  const engine::ConnectionState st = w.udp().state(conn);
+  return st == engine::ConnectionState::kConnecting || st == engine::ConnectionState::kEstablished;
+}
+
+// Why a post was refused: a broken connection fails the comm; otherwise it is a limit and NCCL retries.
+NetResult post_refused(CommBase* comm, const std::string& why) {
+  if (connection_usable(*comm->wire, comm->conn)) {
+    ++comm->retry_later;
+    return abi::kNetSuccess;
+  }
+  std::string message;
+  const NetResult code = classify_failure(*comm->wire, comm->conn, &message);
+  return fail_comm(comm, code, message + " (" + why + ")");
+}
+
+// Polls the engine for the subs of `r` not yet done. Returns false (and fails the comm) when one failed.
+bool poll_request(Request& r, NetResult* code) {
+  CommBase* comm = r.comm;
+  for (int i = 0; i < r.n; ++i) {
+    if (r.done_mask & (1u << i)) continue;
+    const engine::Completion c = comm->wire->udp().test(comm->conn, r.ids[i]);
+    if (!c.done) continue;
+    if (!c.ok) {
+      std::string message;
+      if (connection_usable(*comm->wire, comm->conn)) {
+        // The connection is fine: this request alone failed (a receive smaller than the message).
+        *code = fail_comm(comm, abi::kNetInvalidUsage, c.error);
+      } else {
+        const NetResult failure = classify_failure(*comm->wire, comm->conn, &message);
+        *code = fail_comm(comm, failure, c.error.empty() ? message : c.error);
+      }
+      return false;
+    }
+    r.bytes[i] = c.bytes;
+    r.done_mask = static_cast<uint8_t>(r.done_mask | (1u << i));
+  }
+  return true;
+}
+
+bool all_done(const Request& r) {
+  return r.done_mask == static_cast<uint8_t>((1u << r.n) - 1);
+}
+
+int clamp_int(uint64_t v) {
+  return v > INT_MAX ? INT_MAX : static_cast<int>(v);
+}
+
+}  // namespace
+}  // namespace megascale::nccl::core
+
+namespace megascale::nccl {
+
+NetResult reap_deferred(CommBase* comm) {
+  using core::all_done;
+  using core::poll_request;
+  for (size_t k = 0; k < comm->deferred.size();) {
+    Request& r = comm->requests[comm->deferred[k]];
+    NetResult code = abi::kNetSuccess;
+    if (!poll_request(r, &code)) return code;
+    if (all_done(r)) {
+      comm->free_request(&r);
+      comm->deferred[k] = comm->deferred.back();
+      comm->deferred.pop_back();
+    } else {
+      ++k;
+    }
+  }
+  return abi::kNetSuccess;
+}
+
+}  // namespace megascale::nccl
+
+namespace megascale::nccl::core {
+
+NetResult reg_mr(void* comm, void* data, size_t size, int type, void** mhandle) {
+  if ((as_comm(comm, kSendMagic) == nullptr && as_comm(comm, kRecvMagic) == nullptr) || mhandle == nullptr) {
+    MS_WARN("regMr: %p is not a send or recv comm", comm);
+    return abi::kNetInvalidArgument;
+  }
+  *mhandle = nullptr;
+  if (type != abi::kPtrHost) {
+    MS_WARN("regMr: only host memory (NCCL_PTR_HOST) is supported, got type %d for %p (%zu bytes)", type,
+            data, size);
+    return abi::kNetInternalError;
+  }
+  auto* h = new MemHandle;
+  h->comm = comm;
+  h->data = data;
+  h->size = size;
+  h->type = type;
+  *mhandle = h;
+  return abi::kNetSuccess;
+}
+
+NetResult dereg_mr(void* comm, void* mhandle) {
+  (void)comm;
+  auto* h = static_cast<MemHandle*>(mhandle);
+  if (h == nullptr) return abi::kNetSuccess;
+  if (h->magic != kMrMagic) {
+    MS_WARN("deregMr: %p is not a memory handle", mhandle);
+    return abi::kNetInvalidArgument;
+  }
+  h->magic = 0;
+  delete h;
+  return abi::kNetSuccess;
+}
+
+NetResult isend(void* send_comm, void* data, size_t size, int tag, void* mhandle, void** request) {
+  (void)mhandle;
+  CommBase* comm = as_comm(send_comm, kSendMagic);
+  if (comm == nullptr || request == nullptr) {
+    MS_WARN("isend: %p is not a send comm", send_comm);
+    return abi::kNetInvalidArgument;
+  }
+  *request = nullptr;
+  if (comm->failed != abi::kNetSuccess) return comm->failed;
+  if (tag < 0 || (data == nullptr && size > 0)) {
+    MS_WARN("isend: bad arguments (data %p, size %zu, tag %d)", data, size, tag);
+    return abi::kNetInvalidArgument;
+  }
+  Registry::get().tick(wire::UdpWire::now());
+  Request* r = comm->alloc_request();
+  if (r == nullptr) {
+    ++comm->retry_later;
+    return abi::kNetSuccess;
+  }
+  auto id = comm->wire->udp().post_send(comm->conn, data, size, tag);
+  if (!id) {
+    comm->free_request(r);
+    return post_refused(comm, id.error().message);
+  }
+  r->n = 1;
+  r->ids[0] = *id;
+  ++comm->posted;
+  ++comm->posted_buffers;
+  *request = r;
+  return abi::kNetSuccess;
+}
+
+NetResult irecv(void* recv_comm, int n, void** data, const size_t* sizes, const int* tags, void** mhandles,
+                void** request) {
+  (void)mhandles;
+  CommBase* comm = as_comm(recv_comm, kRecvMagic);
+  if (comm == nullptr || request == nullptr) {
+    MS_WARN("irecv: %p is not a recv comm", recv_comm);
+    return abi::kNetInvalidArgument;
+  }
+  // NCCL_NET_OPTIONAL_RECV_COMPLETION arrives as the input value of *request (LL/LL128, n == 1).
+  const bool optional = reinterpret_cast<uintptr_t>(*request) == abi::kOptionalRecvCompletion && n == 1;
+  *request = nullptr;
+  if (comm->failed != abi::kNetSuccess) return comm->failed;
+  if (n < 1 || n > kMaxRecvs || data == nullptr || sizes == nullptr || tags == nullptr) {
+    MS_WARN("irecv: bad arguments (n %d, maxRecvs %d)", n, kMaxRecvs);
+    return abi::kNetInvalidArgument;
+  }
+  for (int i = 0; i < n; ++i) {
+    if (tags[i] < 0 || (data[i] == nullptr && sizes[i] > 0)) {
+      MS_WARN("irecv: bad buffer %d (data %p, size %zu, tag %d)", i, data[i], sizes[i], tags[i]);
+      return abi::kNetInvalidArgument;
+    }
+  }
+  Registry::get().tick(wire::UdpWire::now());
+  if (NetResult code = reap_deferred(comm); code != abi::kNetSuccess) return code;
+  Request* r = comm->alloc_request();
+  if (r == nullptr) {
+    ++comm->retry_later;
+    return abi::kNetSuccess;
+  }
+  for (int i = 0; i < n; ++i) {
+    auto id = comm->wire->udp().post_recv(comm->conn, data[i], sizes[i], tags[i]);
+    if (!id) {
+      if (i == 0) {
+        comm->free_request(r);
+        return post_refused(comm, id.error().message);
+      }
+      // Receives already posted cannot be withdrawn: the comm cannot go on consistently.
+      std::string message;
+      const NetResult code = classify_failure(*comm->wire, comm->conn, &message);
+      return fail_comm(
+          comm, connection_usable(*comm->wire, comm->conn) ? abi::kNetInternalError : code,
+          "irecv: buffer " + std::to_string(i) + " of " + std::to_string(n) + ": " + id.error().message);
+    }
+    r->ids[i] = *id;
+    r->n = static_cast<uint8_t>(i + 1);
+  }
+  r->optional = optional;
+  ++comm->posted;
+  comm->posted_buffers += static_cast<uint64_t>(n);
+  *request = r;
+  return abi::kNetSuccess;
+}
+
+NetResult iflush(void* recv_comm, int n, void** data, const int* sizes, void** mhandles, void** request) {
+  (void)n;
+  (void)data;
+  (void)sizes;
+  (void)mhandles;
+  if (as_comm(recv_comm, kRecvMagic) == nullptr || request == nullptr) {
+    MS_WARN("iflush: %p is not a recv comm", recv_comm);
+    return abi::kNetInvalidArgument;
+  }
+  // Host memory written by the CPU is visible to the GPU without a flush: nothing to wait for.
+  *request = nullptr;
+  return abi::kNetSuccess;
+}
+
+NetResult test(void* request, int* done, int* sizes) {
+  auto* r = static_cast<Request*>(request);
+  if (r == nullptr || r->magic != kRequestMagic || !r->in_use || r->reported || done == nullptr) {
+    MS_WARN("test: %p is not a live request", request);
+    return abi::kNetInvalidArgument;
+  }
+  *done = 0;
+  CommBase* comm = r->comm;
+  if (comm->failed != abi::kNetSuccess) return comm->failed;
+  Registry& reg = Registry::get();
+  const TimeNs now = wire::UdpWire::now();
+  reg.tick(now);
+  // NCCL calls test() in a tight loop; each look into the engine takes the wire's lock, which its thread
+  // needs to move packets. While nothing completes on this comm, look less and less often.
+  if (now < comm->next_poll_ns && !r->optional) return abi::kNetSuccess;
+  const uint8_t before = r->done_mask;
+  NetResult code = abi::kNetSuccess;
+  if (!poll_request(*r, &code)) return code;
+  const bool finished = all_done(*r);
+  if (r->done_mask != before) {
+    comm->poll_backoff_ns = 0;
+    comm->next_poll_ns = 0;
+  } else if (const TimeNs cap = reg.config().test_poll_ns; cap > 0) {
+    comm->poll_backoff_ns =
+        std::min(cap, comm->poll_backoff_ns > 0 ? 2 * comm->poll_backoff_ns : TimeNs{250});
+    comm->next_poll_ns = now + comm->poll_backoff_ns;
+  }
+  if (!finished && !r->optional) return abi::kNetSuccess;
+  // Done (or optional: NCCL reads LL/LL128 data by its flags and need not wait for the completion;
+  // the engine request is kept and freed when it finishes).
+  *done = 1;
+  ++comm->completed;
+  if (sizes != nullptr) {
+    for (int i = 0; i < r->n; ++i) sizes[i] = finished ? clamp_int(r->bytes[i]) : 0;
+  }
+  if (finished) {
+    for (int i = 0; i < r->n; ++i) comm->bytes_done += r->bytes[i];
+    comm->free_request(r);
+  } else {
+    r->reported = true;
+    comm->deferred.push_back(static_cast<uint32_t>(r - comm->requests.data()));
+  }
+  return abi::kNetSuccess;
+}
+
+NetResult irecv_consumed(void* recv_comm, int n, void* request) {
+  (void)n;
+  (void)request;  // may already be reused: NCCL passes requests it saw done; never dereferenced
+  CommBase* comm = as_comm(recv_comm, kRecvMagic);
+  if (comm == nullptr) {
+    MS_WARN("irecvConsumed: %p is not a recv comm", recv_comm);
+    return abi::kNetInvalidArgument;
+  }
+  if (comm->failed != abi::kNetSuccess) return comm->failed;
+  return reap_deferred(comm);
+}
+
+}  // namespace megascale::nccl::core

@@ -1,0 +1,176 @@
+// DeviceWire: a device's UDP wire and its acceptor (hello routing, background closes); CommBase's
+// request pool; failure classification.
+#include <atomic>
+#include <chrono>
+#include <random>
+#include <thread>
+
+#include "log.h"
+#include "megascale/engine/endpoint.h"
+#include "transport.h"
+
+namespace megascale::nccl {
+
+CommBase::CommBase(uint32_t m, Role r, uint32_t pool_size) : magic(m), role(r), requests(pool_size) {
+  free_requests.reserve(pool_size);
+  for (uint32_t i = pool_size; i > 0; --i) {
+    requests[i - 1].comm = this;
+    free_requests.push_back(i - 1);
+  }
+}
+
+Request* CommBase::alloc_request() {
+  if (free_requests.empty()) return nullptr;
+  Request* r = &requests[free_requests.back()];
+  free_requests.pop_back();
+  r->in_use = true;
+  r->optional = false;
+  r->reported = false;
+  r->n = 0;
+  r->done_mask = 0;
+  return r;
+}
+
+void CommBase::free_request(Request* r) {
+  r->in_use = false;
+  free_requests.push_back(static_cast<uint32_t>(r - requests.data()));
+}
+
+DeviceWire::DeviceWire(int dev, uint8_t dscp, uint32_t index, std::unique_ptr<wire::UdpWire> udp,
+                       TimeNs close_budget_ns)
+    : dev_(dev), dscp_(dscp), index_(index), close_budget_ns_(close_budget_ns), udp_(std::move(udp)) {}
+
+DeviceWire::~DeviceWire() {
+  // Whatever is left goes now: peers get an RST (sent by one last progress round) instead of waiting
+  // out their retry budget.
+  udp_->with_endpoint([](engine::Endpoint& ep) {
+    for (engine::ConnId id : ep.connection_ids()) ep.release(id);
+  });
+  // UdpWire::stop() can miss its wakeup: if the stop lands while the thread is in a progress round, the
+  // round's receive drains the wake eventfd and the thread then sleeps with no deadline without looking
+  // at the stop flag again. Keep touching the wire (with_endpoint wakes a sleeping thread) until stop()
+  // has joined it. (Reported to the wire's owner; harmless once fixed there.)
+  std::atomic<bool> stopped{false};
+  std::thread stopper([&] {
+    udp_->stop();
+    stopped.store(true, std::memory_order_release);
+  });
+  while (!stopped.load(std::memory_order_acquire)) {
+    udp_->with_endpoint([](engine::Endpoint&) {});
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+  }
+  stopper.join();
+  (void)udp_->progress();
+}
+
+uint64_t DeviceWire::add_listen() {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t id = 0;
+  while (id == 0 || routed_.count(id) != 0) id = rng();
+  routed_[id];
+  return id;
+}
+
+void DeviceWire::remove_listen(uint64_t listen_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = routed_.find(listen_id);
+  if (it == routed_.end()) return;
+  for (engine::ConnId conn : it->second) udp_->close(conn, /*release=*/true);
+  routed_.erase(it);
+}
+
+void DeviceWire::take_new_connections_locked() {
+  while (std::optional<engine::ConnId> id = udp_->accept()) {
+    auto h = std::make_unique<PendingHello>();
+    h->conn = *id;
+    auto req = udp_->post_recv(*id, &h->hello, sizeof(Hello), kHelloTag);
+    if (!req) {
+      MS_INFO(abi::kSubsysNet, "dropping an incoming connection: %s", req.error().message.c_str());
+      udp_->close(*id, /*release=*/true);
+      continue;
+    }
+    h->req = *req;
+    hellos_.push_back(std::move(h));
+  }
+  for (size_t i = 0; i < hellos_.size();) {
+    PendingHello& h = *hellos_[i];
+    const engine::Completion c = udp_->test(h.conn, h.req);
+    if (!c.done) {
+      ++i;
+      continue;
+    }
+    const bool valid = c.ok && c.bytes == sizeof(Hello) && h.hello.magic == kHelloMagic;
+    auto it = valid ? routed_.find(h.hello.listen_id) : routed_.end();
+    if (it != routed_.end()) {
+      it->second.push_back(h.conn);
+    } else {
+      // A listen closed before its connection arrived, or a connection that failed during the hello.
+      MS_INFO(abi::kSubsysNet, "dropping an incoming connection (%s)",
+              !c.ok   ? c.error.c_str()
+              : valid ? "its listen is closed"
+                      : "no valid hello");
+      udp_->close(h.conn, /*release=*/true);
+    }
+    hellos_.erase(hellos_.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+}
+
+std::optional<engine::ConnId> DeviceWire::accept_for(uint64_t listen_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  take_new_connections_locked();
+  auto it = routed_.find(listen_id);
+  if (it == routed_.end() || it->second.empty()) return std::nullopt;
+  const engine::ConnId conn = it->second.front();
+  it->second.erase(it->second.begin());
+  return conn;
+}
+
+void DeviceWire::retire(engine::ConnId conn, bool abortive) {
+  if (abortive) {
+    udp_->close(conn, /*release=*/true);
+    return;
+  }
+  udp_->close(conn, /*release=*/false);
+  std::lock_guard<std::mutex> lock(mu_);
+  closing_.push_back(Closing{conn, wire::UdpWire::now() + close_budget_ns_});
+}
+
+void DeviceWire::reap_closing(TimeNs now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t i = 0; i < closing_.size();) {
+    const engine::ConnectionState st = udp_->state(closing_[i].conn);
+    if (st == engine::ConnectionState::kClosed || st == engine::ConnectionState::kFailed ||
+        now >= closing_[i].deadline_ns) {
+      udp_->close(closing_[i].conn, /*release=*/true);
+      closing_[i] = closing_.back();
+      closing_.pop_back();
+    } else {
+      ++i;
+    }
+  }
+}
+
+NetResult classify_failure(DeviceWire& wire, engine::ConnId conn, std::string* message) {
+  const std::string thread_error = wire.udp().thread_error();
+  if (!thread_error.empty()) {
+    *message = "the UDP wire's thread stopped: " + thread_error;
+    return abi::kNetSystemError;
+  }
+  const std::string error = wire.udp().connection_error(conn);
+  *message = "connection " + std::string(engine::to_string(wire.udp().state(conn))) +
+             (error.empty() ? "" : ": " + error);
+  return abi::kNetRemoteError;
+}
+
+NetResult fail_comm(CommBase* comm, NetResult code, const std::string& message) {
+  if (comm->failed == abi::kNetSuccess) {
+    comm->failed = code;
+    comm->failed_error = message;
+    MS_WARN("%s comm %s <-> %s failed: %s", comm->role == Role::kSend ? "send" : "recv", comm->ifname.c_str(),
+            comm->peer.c_str(), message.c_str());
+  }
+  return comm->failed;
+}
+
+}  // namespace megascale::nccl

@@ -1,0 +1,53 @@
+// What travels between the two sides of a connection outside the data path: the listen handle (through
+// NCCL's bootstrap) and the hello message (the first message on a new connection).
+//
+// One UDP wire serves every listen of a device, so a connection that arrives must be told which listen
+// it is for: the connecting side sends a Hello naming the listen id from the handle, on a tag NCCL
+// never uses, and the accepting side routes the connection to that listen's accept().
+//
+// connect() is non-blocking and NCCL calls it again with the same handle buffer until it returns a comm
+// (as NCCL's IB net keeps its stage in the handle), so connect keeps a token in the handle that finds
+// its in-progress state; the token is looked up, never dereferenced.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "megascale/nccl/abi/common.h"
+
+namespace megascale::nccl {
+
+inline constexpr uint32_t kHandleMagic = 0x484E534D;  // "MSNH"
+inline constexpr uint16_t kHandleVersion = 1;
+inline constexpr uint32_t kHelloMagic = 0x4C454D48;  // "HMEL"
+
+// Tags the plugin itself uses on a connection. NCCL's tags are ranks (>= 0 and far below these).
+inline constexpr int32_t kHelloTag = 0x7FFFFFFF;
+
+// Copied in and out with memcpy (NCCL's buffer need not be aligned). Host byte order: both sides run the same
+// plugin on the same architecture (NCCL requires it).
+struct ListenHandle {
+  uint32_t magic;    // kHandleMagic
+  uint16_t version;  // kHandleVersion
+  uint8_t family;    // 4 or 6
+  uint8_t dscp;      // the listener's DSCP (informational)
+  uint16_t port;     // the listener's UDP port (its wire's socket 0)
+  uint16_t reserved0;
+  uint8_t addr[16];  // IPv4 in the first 4 bytes, or IPv6
+  uint32_t reserved1;
+  uint64_t listen_id;      // names the listen on that wire (random, nonzero)
+  uint64_t connect_token;  // 0 from listen; set by the first connect() call on the connecting side
+  char ifname[16];         // the listener's interface, for messages
+  uint8_t reserved[64];
+};
+static_assert(sizeof(ListenHandle) == abi::kNetHandleMaxBytes, "the handle is NCCL's 128 bytes");
+
+struct Hello {
+  uint32_t magic;  // kHelloMagic
+  uint16_t version;
+  uint16_t reserved;
+  uint64_t listen_id;
+  uint64_t connect_token;
+};
+
+}  // namespace megascale::nccl

@@ -1,0 +1,199 @@
+// The plugin's process-wide state (see registry.h).
+#include "registry.h"
+
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <random>
+
+#include "log.h"
+
+namespace megascale::nccl {
+
+Registry& Registry::get() {
+  static Registry registry;
+  return registry;
+}
+
+Registry::~Registry() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (open_comms_ > 0) {
+    // NCCL (or a program that exits without destroying its communicators) still holds comms whose
+    // proxy threads may call in during exit: leave the wires running rather than free them under it.
+    for (auto& [key, set] : wires_) {
+      for (auto& w : set.wires) (void)w.release();
+    }
+  }
+  wires_.clear();
+}
+
+Status Registry::ensure_ready() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (tried_) return status_;
+  tried_ = true;
+  auto cfg = load_plugin_config([](const char* name) { return std::getenv(name); });
+  if (!cfg) {
+    status_ = cfg.error();
+    return status_;
+  }
+  config_ = std::move(*cfg);
+  auto all = discover_interfaces();
+  if (!all) {
+    status_ = all.error();
+    return status_;
+  }
+  auto picked = select_interfaces(*all, config_.ifname);
+  if (!picked) {
+    status_ = picked.error();
+    return status_;
+  }
+  for (InterfaceInfo& i : *picked) {
+    Device d;
+    d.segment_bytes = config_.segment_bytes ? config_.segment_bytes
+                                            : default_segment_bytes(i.mtu_bytes, i.family == AF_INET6);
+    d.iface = std::move(i);
+    devices_.push_back(std::move(d));
+  }
+  stats_.configure(config_.stats_dir, config_.stats_interval_ns);
+
+  for (const std::string& line : config_.echo)
+    MS_INFO(abi::kSubsysInit | abi::kSubsysEnv, "%s", line.c_str());
+  std::string using_text;
+  for (size_t i = 0; i < devices_.size(); ++i) {
+    const InterfaceInfo& f = devices_[i].iface;
+    char entry[512];
+    std::snprintf(entry, sizeof entry, " [%zu]%s:%s<mtu %d, %d Mbps, segment %u B%s%s>", i, f.name.c_str(),
+                  f.address.c_str(), f.mtu_bytes, f.speed_mbps, devices_[i].segment_bytes,
+                  f.pci_path.empty() ? "" : ", ", f.pci_path.c_str());
+    using_text += entry;
+  }
+  MS_INFO(abi::kSubsysInit | abi::kSubsysNet, "Using%s", using_text.c_str());
+  if (!config_.stats_dir.empty()) {
+    MS_INFO(abi::kSubsysInit, "stats every %.1f s to %s and %s",
+            static_cast<double>(config_.stats_interval_ns) / 1e9, stats_.jsonl_path().c_str(),
+            stats_.prom_path().c_str());
+  }
+  ready_.store(true, std::memory_order_release);
+  return status_;
+}
+
+wire::UdpConfig Registry::udp_config(const Device& d, uint8_t dscp, uint32_t index) const {
+  wire::UdpConfig u;
+  u.bind_host = d.iface.address;
+  u.bind_port = 0;
+  u.dscp = dscp;
+  u.busy_poll = config_.busy_poll;
+  u.fault = config_.fault;
+  u.fault.seed = config_.fault.seed + index;
+  u.engine.cc = config_.cc;
+  if (d.iface.speed_mbps > 0) u.engine.cc.flow.line_rate_bps = static_cast<double>(d.iface.speed_mbps) * 1e6;
+  u.engine.lanes = config_.lanes;
+  u.engine.segment_bytes = d.segment_bytes;
+  u.engine.max_posted_recvs = kEngineMaxRecvs;
+  u.engine.connect_timeout_ns = config_.retry_budget_ns;
+  // A receive waiting on a silent peer probes it this often; the retry budget then decides.
+  u.engine.keepalive_interval_ns = std::clamp<TimeNs>(config_.retry_budget_ns / 4, 10 * kNsPerMs, kNsPerSec);
+  u.engine.seed = std::random_device{}() ^ (uint64_t{std::random_device{}()} << 32);
+  return u;
+}
+
+Result<DeviceWire*> Registry::wire_for(int dev, uint8_t dscp) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (dev < 0 || static_cast<size_t>(dev) >= devices_.size()) {
+    return make_error("device " + std::to_string(dev) + " does not exist (" +
+                      std::to_string(devices_.size()) + " devices)");
+  }
+  WireSet& set = wires_[{dev, dscp}];
+  if (set.wires.size() < config_.threads_per_device) {
+    const uint32_t index = static_cast<uint32_t>(set.wires.size());
+    const Device& d = devices_[static_cast<size_t>(dev)];
+    auto udp = wire::UdpWire::create(udp_config(d, dscp, index));
+    if (!udp)
+      return make_error("device " + d.iface.name + " (" + d.iface.address + "): " + udp.error().message);
+    if (Status s = (*udp)->start(); !s) return make_error(s.error().message);
+    MS_INFO(abi::kSubsysNet | abi::kSubsysInit,
+            "device %d %s wire %u: %s, dscp %u, %u lanes, segment %u B, %s", dev, d.iface.name.c_str(), index,
+            (*udp)->capabilities().describe().c_str(), dscp, config_.lanes, d.segment_bytes,
+            config_.cc.name.c_str());
+    set.wires.push_back(
+        std::make_unique<DeviceWire>(dev, dscp, index, std::move(*udp), config_.retry_budget_ns + kNsPerSec));
+    return set.wires.back().get();
+  }
+  DeviceWire* w = set.wires[set.next % set.wires.size()].get();
+  ++set.next;
+  return w;
+}
+
+void Registry::add_context(Context* ctx) {
+  std::lock_guard<std::mutex> lock(mu_);
+  contexts_.insert(ctx);
+}
+
+bool Registry::remove_context(Context* ctx) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (contexts_.erase(ctx) == 0) return false;
+  maybe_teardown_locked();
+  return true;
+}
+
+Context* Registry::legacy_context() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return legacy_.get();
+}
+
+Context* Registry::make_legacy_context() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!legacy_) {
+    legacy_ = std::make_unique<Context>();
+    legacy_->traffic_class = std::max(config_.traffic_class, 0);
+  }
+  return legacy_.get();
+}
+
+void Registry::comm_opened(CommBase* comm) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++open_comms_;
+  }
+  stats_.add(comm);
+}
+
+void Registry::comm_closed() {
+  std::lock_guard<std::mutex> lock(mu_);
+  --open_comms_;
+  maybe_teardown_locked();
+}
+
+void Registry::listen_opened() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++open_comms_;
+}
+
+void Registry::listen_closed() {
+  std::lock_guard<std::mutex> lock(mu_);
+  --open_comms_;
+  maybe_teardown_locked();
+}
+
+void Registry::maybe_teardown_locked() {
+  if (!contexts_.empty() || legacy_ || open_comms_ > 0 || wires_.empty()) return;
+  size_t n = 0;
+  for (const auto& [key, set] : wires_) n += set.wires.size();
+  MS_INFO(abi::kSubsysNet, "last context finalized: stopping %zu wire(s)", n);
+  wires_.clear();
+}
+
+void Registry::tick(TimeNs now) {
+  TimeNs due = next_reap_ns_.load(std::memory_order_relaxed);
+  if (now >= due &&
+      next_reap_ns_.compare_exchange_strong(due, now + 100 * kNsPerMs, std::memory_order_relaxed)) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [key, set] : wires_) {
+      for (auto& w : set.wires) w->reap_closing(now);
+    }
+  }
+  stats_.tick(now);
+}
+
+}  // namespace megascale::nccl

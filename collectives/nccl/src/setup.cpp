@@ -1,0 +1,397 @@
+// Init/finalize, devices and properties, and connection setup: listen, connect, accept, close.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <atomic>
+#include <cinttypes>
+#include <cstring>
+#include <random>
+
+#include "log.h"
+#include "megascale/engine/endpoint.h"
+#include "plugin.h"
+#include "registry.h"
+
+namespace megascale::nccl::core {
+namespace {
+
+Context* as_context(void* p) {
+  auto* c = static_cast<Context*>(p);
+  return (c != nullptr && c->magic == kContextMagic) ? c : nullptr;
+}
+
+bool valid_dev(int dev) {
+  return dev >= 0 && static_cast<size_t>(dev) < Registry::get().devices().size();
+}
+
+NetResult not_ready(const char* call) {
+  MS_WARN("%s called before a successful init", call);
+  return abi::kNetInternalError;
+}
+
+uint64_t random_nonzero() {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  uint64_t v = 0;
+  while (v == 0) v = rng();
+  return v;
+}
+
+std::string address_text(const ListenHandle& h) {
+  char text[INET6_ADDRSTRLEN] = {};
+  inet_ntop(h.family == 6 ? AF_INET6 : AF_INET, h.addr, text, sizeof text);
+  return text;
+}
+
+double ms_since(TimeNs t) {
+  return static_cast<double>(wire::UdpWire::now() - t) / 1e6;
+}
+
+// The peer's address as the wire knows it (the host it connected from and its port).
+std::string peer_of(DeviceWire& w, engine::ConnId conn) {
+  uint32_t peer = 0;
+  bool found = false;
+  w.udp().with_endpoint([&](engine::Endpoint& ep) {
+    if (const engine::Connection* c = ep.connection(conn)) {
+      peer = c->peer();
+      found = true;
+    }
+  });
+  return found ? w.udp().peer_address(peer) : std::string("(gone)");
+}
+
+// Whether any request is still posted in the engine for this connection.
+uint64_t engine_pending(DeviceWire& w, engine::ConnId conn) {
+  uint64_t n = 0;
+  w.udp().with_endpoint([&](engine::Endpoint& ep) {
+    if (const engine::Connection* c = ep.connection(conn)) n = c->pending_requests();
+  });
+  return n;
+}
+
+NetResult close_comm(void* p, uint32_t magic, const char* what) {
+  auto* comm = static_cast<CommBase*>(p);
+  if (comm == nullptr) return abi::kNetSuccess;
+  if (comm->magic != magic) {
+    MS_WARN("%s: %p is not a %s comm", what, p, magic == kSendMagic ? "send" : "recv");
+    return abi::kNetInvalidArgument;
+  }
+  if (comm->role == Role::kRecv && comm->failed == abi::kNetSuccess) (void)reap_deferred(comm);
+  const uint32_t in_use = comm->requests_in_use();
+  const uint64_t pending = engine_pending(*comm->wire, comm->conn);
+  // NCCL frees its buffers once close returns: with anything still posted the engine must let go of
+  // them now (release: the peer gets an RST), otherwise a clean close finishes in the wire's thread.
+  const bool abortive = in_use > 0 || pending > 0;
+  Registry& reg = Registry::get();
+  reg.stats().remove(comm);
+  comm->wire->retire(comm->conn, abortive);
+  MS_INFO(abi::kSubsysNet, "%s: %s %s, %u request(s) outstanding, %" PRIu64 " completed", what,
+          comm->peer.c_str(), abortive ? "reset" : "closed", in_use, comm->completed);
+  comm->magic = 0;
+  delete comm;
+  reg.comm_closed();
+  return abi::kNetSuccess;
+}
+
+}  // namespace
+
+NetResult init(void** ctx, uint64_t comm_id, int traffic_class, abi::NetDebugLogger logger) {
+  set_logger(logger);
+  if (ctx == nullptr) {
+    MS_WARN("init: ctx is NULL");
+    return abi::kNetInvalidArgument;
+  }
+  *ctx = nullptr;
+  Registry& reg = Registry::get();
+  if (Status s = reg.ensure_ready(); !s) {
+    MS_WARN("init failed: %s", s.error().message.c_str());
+    return abi::kNetInvalidArgument;
+  }
+  if (traffic_class != abi::kTrafficClassUndef && (traffic_class < 0 || traffic_class > 255)) {
+    MS_WARN("init: ncclConfig_t trafficClass=%d: must be an IP traffic class byte 0..255 (or unset)",
+            traffic_class);
+    return abi::kNetInvalidArgument;
+  }
+  auto* c = new Context;
+  c->comm_id = comm_id;
+  const int env_tc = reg.config().traffic_class;
+  c->traffic_class = env_tc >= 0 ? env_tc : traffic_class >= 0 ? traffic_class : 0;
+  reg.add_context(c);
+  MS_INFO(abi::kSubsysInit | abi::kSubsysNet, "init comm %016" PRIx64 ": traffic class %d (DSCP %d)", comm_id,
+          c->traffic_class, c->traffic_class >> 2);
+  *ctx = c;
+  return abi::kNetSuccess;
+}
+
+NetResult finalize(void* ctx) {
+  if (ctx == nullptr) return abi::kNetSuccess;
+  Context* c = as_context(ctx);
+  if (c == nullptr) {
+    MS_WARN("finalize: %p is not a context", ctx);
+    return abi::kNetInvalidArgument;
+  }
+  {
+    std::lock_guard<std::mutex> lock(c->mu);
+    for (auto& [token, pc] : c->connects) pc->wire->retire(pc->conn, /*abortive=*/true);
+    c->connects.clear();
+  }
+  const uint64_t comm_id = c->comm_id;
+  if (!Registry::get().remove_context(c)) {
+    MS_WARN("finalize: context %p was already finalized", ctx);
+    return abi::kNetInvalidArgument;
+  }
+  c->magic = 0;
+  delete c;
+  MS_INFO(abi::kSubsysInit | abi::kSubsysNet, "finalized comm %016" PRIx64, comm_id);
+  return abi::kNetSuccess;
+}
+
+NetResult legacy_init(abi::NetDebugLogger logger) {
+  set_logger(logger);
+  Registry& reg = Registry::get();
+  if (Status s = reg.ensure_ready(); !s) {
+    MS_WARN("init failed: %s", s.error().message.c_str());
+    return abi::kNetInvalidArgument;
+  }
+  reg.make_legacy_context();
+  return abi::kNetSuccess;
+}
+
+void* legacy_context() {
+  return Registry::get().legacy_context();
+}
+
+NetResult devices(int* ndev) {
+  if (ndev == nullptr) return abi::kNetInvalidArgument;
+  if (!Registry::get().ready()) return not_ready("devices");
+  *ndev = static_cast<int>(Registry::get().devices().size());
+  return abi::kNetSuccess;
+}
+
+NetResult get_properties(int dev, abi::NetPropertiesV11* props) {
+  if (!Registry::get().ready()) return not_ready("getProperties");
+  if (props == nullptr || !valid_dev(dev)) {
+    MS_WARN("getProperties: bad device %d or NULL props", dev);
+    return abi::kNetInvalidArgument;
+  }
+  const Device& d = Registry::get().devices()[static_cast<size_t>(dev)];
+  std::memset(props, 0, sizeof *props);
+  // The strings live as long as the registry (the library): NCCL keeps these pointers.
+  props->name = const_cast<char*>(d.iface.name.c_str());
+  props->pciPath = d.iface.pci_path.empty() ? nullptr : const_cast<char*>(d.iface.pci_path.c_str());
+  props->guid = static_cast<uint64_t>(dev);  // every interface is its own port
+  props->ptrSupport = abi::kPtrHost;
+  props->regIsGlobal = 0;
+  props->forceFlush = 0;
+  props->speed = d.iface.speed_mbps > 0 ? d.iface.speed_mbps : 100000;
+  props->port = 0;
+  props->latency = 0;
+  props->maxComms = 65536;
+  props->maxRecvs = kMaxRecvs;
+  props->netDeviceType = abi::kNetDeviceHost;
+  props->netDeviceVersion = abi::kNetDeviceInvalidVersion;
+  props->vProps.ndevs = 1;
+  props->vProps.devs[0] = dev;
+  props->maxP2pBytes = abi::kMaxNetSizeBytes;
+  props->maxCollBytes = abi::kMaxNetSizeBytes;
+  props->maxMultiRequestSize = 1;
+  return abi::kNetSuccess;
+}
+
+NetResult listen(void* ctx, int dev, void* handle, void** listen_comm) {
+  Context* c = as_context(ctx);
+  if (c == nullptr || handle == nullptr || listen_comm == nullptr || !valid_dev(dev)) {
+    MS_WARN("listen: bad arguments (ctx %p, dev %d, handle %p)", ctx, dev, handle);
+    return abi::kNetInvalidArgument;
+  }
+  *listen_comm = nullptr;
+  Registry& reg = Registry::get();
+  auto w = reg.wire_for(dev, static_cast<uint8_t>(c->traffic_class >> 2));
+  if (!w) {
+    MS_WARN("listen: %s", w.error().message.c_str());
+    return abi::kNetSystemError;
+  }
+  const Device& d = reg.devices()[static_cast<size_t>(dev)];
+  ListenHandle h{};
+  h.magic = kHandleMagic;
+  h.version = kHandleVersion;
+  h.family = d.iface.family == AF_INET6 ? 6 : 4;
+  h.dscp = (*w)->dscp();
+  h.port = (*w)->udp().local_port();
+  inet_pton(d.iface.family, d.iface.address.c_str(), h.addr);
+  h.listen_id = (*w)->add_listen();
+  std::snprintf(h.ifname, sizeof h.ifname, "%s", d.iface.name.c_str());
+  std::memcpy(handle, &h, sizeof h);
+
+  auto* l = new ListenComm;
+  l->wire = *w;
+  l->listen_id = h.listen_id;
+  l->comm_id = c->comm_id;
+  l->dev = dev;
+  reg.listen_opened();
+  *listen_comm = l;
+  MS_INFO(abi::kSubsysNet, "listening on %s %s:%u (listen %016" PRIx64 ")", d.iface.name.c_str(),
+          d.iface.address.c_str(), h.port, h.listen_id);
+  return abi::kNetSuccess;
+}
+
+NetResult connect(void* ctx, int dev, int traffic_class, void* handle, void** send_comm) {
+  Context* c = as_context(ctx);
+  if (c == nullptr || handle == nullptr || send_comm == nullptr || !valid_dev(dev)) {
+    MS_WARN("connect: bad arguments (ctx %p, dev %d, handle %p)", ctx, dev, handle);
+    return abi::kNetInvalidArgument;
+  }
+  *send_comm = nullptr;
+  Registry& reg = Registry::get();
+  reg.tick(wire::UdpWire::now());
+  ListenHandle h;
+  std::memcpy(&h, handle, sizeof h);
+  if (h.magic != kHandleMagic || h.version != kHandleVersion) {
+    MS_WARN("connect: the handle is not a MegaScale listen handle (magic 0x%08x version %u)", h.magic,
+            h.version);
+    return abi::kNetInvalidArgument;
+  }
+  std::lock_guard<std::mutex> lock(c->mu);
+  PendingConnect* pc = nullptr;
+  if (h.connect_token != 0) {
+    auto it = c->connects.find(h.connect_token);
+    if (it == c->connects.end()) {
+      MS_WARN("connect: the handle's connect already finished or belongs to another context");
+      return abi::kNetInvalidUsage;
+    }
+    pc = it->second.get();
+  } else {
+    const Device& d = reg.devices()[static_cast<size_t>(dev)];
+    if ((h.family == 6) != (d.iface.family == AF_INET6)) {
+      MS_WARN("connect: the peer listens on IPv%u but device %d (%s) is IPv%d", h.family, dev,
+              d.iface.name.c_str(), d.iface.family == AF_INET6 ? 6 : 4);
+      return abi::kNetInvalidArgument;
+    }
+    const int env_tc = reg.config().traffic_class;
+    const int tc = env_tc >= 0                                  ? env_tc
+                   : traffic_class >= 0 && traffic_class <= 255 ? traffic_class
+                                                                : c->traffic_class;
+    auto w = reg.wire_for(dev, static_cast<uint8_t>(tc >> 2));
+    if (!w) {
+      MS_WARN("connect: %s", w.error().message.c_str());
+      return abi::kNetSystemError;
+    }
+    auto p = std::make_unique<PendingConnect>();
+    p->wire = *w;
+    p->dev = dev;
+    p->started_ns = wire::UdpWire::now();
+    p->peer = address_text(h) + ":" + std::to_string(h.port) + " (" +
+              std::string(h.ifname, strnlen(h.ifname, 16)) + ")";
+    auto conn = p->wire->udp().connect(address_text(h), h.port);
+    if (!conn) {
+      MS_WARN("connect to %s: %s", p->peer.c_str(), conn.error().message.c_str());
+      return abi::kNetSystemError;
+    }
+    p->conn = *conn;
+    uint64_t token = random_nonzero();
+    while (c->connects.count(token) != 0) token = random_nonzero();
+    p->hello = Hello{kHelloMagic, kHandleVersion, 0, h.listen_id, token};
+    auto req = p->wire->udp().post_send(p->conn, &p->hello, sizeof p->hello, kHelloTag);
+    if (!req) {
+      p->wire->retire(p->conn, /*abortive=*/true);
+      MS_WARN("connect to %s: %s", p->peer.c_str(), req.error().message.c_str());
+      return abi::kNetSystemError;
+    }
+    p->hello_req = *req;
+    // NCCL calls again with this same buffer: the token finds this state.
+    std::memcpy(static_cast<uint8_t*>(handle) + offsetof(ListenHandle, connect_token), &token, sizeof token);
+    pc = p.get();
+    c->connects.emplace(token, std::move(p));
+  }
+
+  const engine::Completion done = pc->wire->udp().test(pc->conn, pc->hello_req);
+  if (!done.done) return abi::kNetSuccess;  // NCCL calls again
+  const uint64_t token = pc->hello.connect_token;
+  if (!done.ok) {
+    MS_WARN("connect to %s failed after %.1f ms: %s", pc->peer.c_str(), ms_since(pc->started_ns),
+            done.error.c_str());
+    pc->wire->retire(pc->conn, /*abortive=*/true);
+    c->connects.erase(token);
+    return abi::kNetRemoteError;
+  }
+  auto* s = new CommBase(kSendMagic, Role::kSend, kSendPoolSize);
+  s->wire = pc->wire;
+  s->conn = pc->conn;
+  s->dev = pc->dev;
+  s->comm_id = c->comm_id;
+  s->ifname = reg.devices()[static_cast<size_t>(pc->dev)].iface.name;
+  s->peer = pc->peer;
+  s->opened_ns = wire::UdpWire::now();
+  MS_INFO(abi::kSubsysNet, "connected %s -> %s in %.1f ms (wire %u, conn %016" PRIx64 ")", s->ifname.c_str(),
+          s->peer.c_str(), ms_since(pc->started_ns), pc->wire->index(), s->conn);
+  c->connects.erase(token);
+  reg.comm_opened(s);
+  *send_comm = s;
+  return abi::kNetSuccess;
+}
+
+NetResult accept(void* listen_comm, void** recv_comm) {
+  auto* l = static_cast<ListenComm*>(listen_comm);
+  if (l == nullptr || l->magic != kListenMagic || recv_comm == nullptr) {
+    MS_WARN("accept: %p is not a listen comm", listen_comm);
+    return abi::kNetInvalidArgument;
+  }
+  *recv_comm = nullptr;
+  Registry& reg = Registry::get();
+  reg.tick(wire::UdpWire::now());
+  const std::optional<engine::ConnId> conn = l->wire->accept_for(l->listen_id);
+  if (!conn) return abi::kNetSuccess;  // NCCL calls again
+  auto* r = new CommBase(kRecvMagic, Role::kRecv, kRecvPoolSize);
+  r->wire = l->wire;
+  r->conn = *conn;
+  r->dev = l->dev;
+  r->comm_id = l->comm_id;
+  r->ifname = reg.devices()[static_cast<size_t>(l->dev)].iface.name;
+  r->peer = peer_of(*l->wire, *conn);
+  r->opened_ns = wire::UdpWire::now();
+  MS_INFO(abi::kSubsysNet, "accepted %s <- %s (wire %u, conn %016" PRIx64 ")", r->ifname.c_str(),
+          r->peer.c_str(), l->wire->index(), r->conn);
+  reg.comm_opened(r);
+  *recv_comm = r;
+  return abi::kNetSuccess;
+}
+
+NetResult close_send(void* send_comm) {
+  return close_comm(send_comm, kSendMagic, "closeSend");
+}
+NetResult close_recv(void* recv_comm) {
+  return close_comm(recv_comm, kRecvMagic, "closeRecv");
+}
+
+NetResult close_listen(void* listen_comm) {
+  auto* l = static_cast<ListenComm*>(listen_comm);
+  if (l == nullptr) return abi::kNetSuccess;
+  if (l->magic != kListenMagic) {
+    MS_WARN("closeListen: %p is not a listen comm", listen_comm);
+    return abi::kNetInvalidArgument;
+  }
+  l->wire->remove_listen(l->listen_id);
+  l->magic = 0;
+  delete l;
+  Registry::get().listen_closed();
+  return abi::kNetSuccess;
+}
+
+NetResult set_net_attr(void* ctx, abi::NetAttrV11* attr) {
+  if (as_context(ctx) == nullptr || attr == nullptr) {
+    MS_WARN("setNetAttr: bad arguments (ctx %p, attr %p)", ctx, static_cast<void*>(attr));
+    return abi::kNetInvalidArgument;
+  }
+  static std::atomic<bool> logged{false};
+  if (!logged.exchange(true)) {
+    MS_INFO(
+        abi::kSubsysNet | abi::kSubsysTuning,
+        "setNetAttr hints are ignored: every connection runs MEGASCALE_CC (%s) with MEGASCALE_LANES lanes "
+        "whatever the peers/flows/op/algo/proto (first hint: send peers %d..%d flows %d..%d, op 0x%x)",
+        Registry::get().config().cc.name.c_str(), attr->sendCommAttr.minConcurrentPeers,
+        attr->sendCommAttr.maxConcurrentPeers, attr->sendCommAttr.minFlowsPerPeer,
+        attr->sendCommAttr.maxFlowsPerPeer, attr->op);
+  }
+  return abi::kNetSuccess;
+}
+
+}  // namespace megascale::nccl::core

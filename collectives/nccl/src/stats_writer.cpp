@@ -1,0 +1,284 @@
+// JSON lines and Prometheus textfile of per-connection counters (see stats_writer.h).
+#include "stats_writer.h"
+
+#include <unistd.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <ctime>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "megascale/engine/endpoint.h"
+#include "transport.h"
+
+namespace megascale::nccl {
+namespace {
+
+struct Snapshot {
+  const CommBase* comm = nullptr;
+  bool found = false;  // the engine still knows the connection
+  std::string state;
+  uint32_t lanes = 0;
+  uint32_t segment_bytes = 0;
+  uint64_t remote_id = 0;
+  engine::ConnectionStats stats;
+  std::vector<engine::LaneStats> lane_stats;
+};
+
+Snapshot take_snapshot(CommBase* comm) {
+  Snapshot s;
+  s.comm = comm;
+  comm->wire->udp().with_endpoint([&](engine::Endpoint& ep) {
+    const engine::Connection* c = ep.connection(comm->conn);
+    if (c == nullptr) return;
+    s.found = true;
+    s.state = std::string(engine::to_string(c->state()));
+    s.lanes = c->lanes();
+    s.segment_bytes = c->segment_bytes();
+    s.remote_id = c->remote_id();
+    s.stats = c->stats();
+    for (uint32_t i = 0; i < s.lanes; ++i) s.lane_stats.push_back(c->lane_stats(i));
+  });
+  return s;
+}
+
+struct Metric {
+  const char* name;
+  const char* help;
+  bool counter;
+  std::function<double(const Snapshot&)> value;
+};
+
+double lanes_sum(const Snapshot& s, double engine::LaneStats::*field) {
+  double sum = 0;
+  for (const engine::LaneStats& l : s.lane_stats) sum += l.*field;
+  return sum;
+}
+
+const std::vector<Metric>& metrics() {
+  using S = const Snapshot&;
+  static const std::vector<Metric> table = {
+      {"bytes_sent", "Payload bytes sent, retransmissions included.", true,
+       [](S s) { return double(s.stats.bytes_sent); }},
+      {"segments_sent", "Segments sent (data and credits), retransmissions included.", true,
+       [](S s) { return double(s.stats.segments_sent); }},
+      {"bytes_acked", "Payload bytes acknowledged by the peer.", true,
+       [](S s) { return double(s.stats.bytes_acked); }},
+      {"retransmits_fast", "Segments retransmitted after SACK/RACK loss detection.", true,
+       [](S s) { return double(s.stats.retransmits_fast); }},
+      {"retransmits_rto", "Segments retransmitted after a retransmission timeout.", true,
+       [](S s) { return double(s.stats.retransmits_rto); }},
+      {"timeouts", "Retransmission timeouts.", true, [](S s) { return double(s.stats.timeouts); }},
+      {"ecn_marks", "CE marks echoed by the peer.", true, [](S s) { return double(s.stats.ecn_marks); }},
+      {"cnps_received", "DCQCN congestion notifications received.", true,
+       [](S s) { return double(s.stats.cnps_received); }},
+      {"repaths", "Lanes moved to a new path (UDP source port).", true,
+       [](S s) { return double(s.stats.repaths); }},
+      {"bytes_received", "Payload bytes placed into receive buffers.", true,
+       [](S s) { return double(s.stats.bytes_received); }},
+      {"segments_received", "New segments accepted.", true,
+       [](S s) { return double(s.stats.segments_received); }},
+      {"ce_received", "Arriving segments marked CE.", true, [](S s) { return double(s.stats.ce_received); }},
+      {"duplicates_dropped", "Duplicate segments dropped.", true,
+       [](S s) { return double(s.stats.duplicates_dropped); }},
+      {"corrupt_dropped", "Segments dropped for a payload CRC mismatch.", true,
+       [](S s) { return double(s.stats.corrupt_dropped); }},
+      {"malformed_dropped", "Packets dropped as malformed.", true,
+       [](S s) { return double(s.stats.malformed_dropped); }},
+      {"sends_completed", "Messages sent and acknowledged.", true,
+       [](S s) { return double(s.stats.sends_completed); }},
+      {"sends_failed", "Sends that failed.", true, [](S s) { return double(s.stats.sends_failed); }},
+      {"recvs_completed", "Messages received.", true, [](S s) { return double(s.stats.recvs_completed); }},
+      {"recvs_failed", "Receives that failed.", true, [](S s) { return double(s.stats.recvs_failed); }},
+      {"nccl_requests_completed", "Requests reported done to NCCL.", true,
+       [](S s) { return double(s.comm->completed); }},
+      {"nccl_retry_later", "isend/irecv calls answered 'retry later' (no free request).", true,
+       [](S s) { return double(s.comm->retry_later); }},
+      {"rtt_p50_seconds", "Median RTT sample.", false,
+       [](S s) { return double(s.stats.rtt.percentile_ns(0.5)) / 1e9; }},
+      {"rtt_p99_seconds", "99th percentile RTT sample.", false,
+       [](S s) { return double(s.stats.rtt.percentile_ns(0.99)) / 1e9; }},
+      {"cwnd_bytes", "Sum of the lanes' congestion windows.", false,
+       [](S s) { return lanes_sum(s, &engine::LaneStats::cwnd_bytes); }},
+      {"pacing_rate_bps", "Sum of the lanes' pacing rates.", false,
+       [](S s) { return lanes_sum(s, &engine::LaneStats::pacing_rate_bps); }},
+  };
+  return table;
+}
+
+std::string hex(uint64_t v) {
+  char text[24];
+  std::snprintf(text, sizeof text, "%016" PRIx64, v);
+  return text;
+}
+
+const char* role_name(const CommBase* c) {
+  return c->role == Role::kSend ? "send" : "recv";
+}
+
+nlohmann::json to_json(const Snapshot& s, const char* event, TimeNs now) {
+  const CommBase& c = *s.comm;
+  nlohmann::json j;
+  j["event"] = event;
+  j["time_unix_ms"] = static_cast<int64_t>(std::time(nullptr)) * 1000;
+  j["monotonic_ns"] = now;
+  j["pid"] = static_cast<int64_t>(::getpid());
+  j["comm_id"] = hex(c.comm_id);
+  j["dev"] = c.dev;
+  j["ifname"] = c.ifname;
+  j["role"] = role_name(&c);
+  j["conn"] = hex(c.conn);
+  j["peer"] = c.peer;
+  j["open_s"] = static_cast<double>(now - c.opened_ns) / 1e9;
+  j["nccl"] = {{"posted", c.posted},         {"posted_buffers", c.posted_buffers},
+               {"completed", c.completed},   {"retry_later", c.retry_later},
+               {"bytes_done", c.bytes_done}, {"requests_in_use", c.requests_in_use()}};
+  if (!s.found) {
+    j["state"] = "released";
+    return j;
+  }
+  j["state"] = s.state;
+  j["remote_conn"] = hex(s.remote_id);
+  j["lanes"] = s.lanes;
+  j["segment_bytes"] = s.segment_bytes;
+  nlohmann::json e;
+  for (const Metric& m : metrics()) e[m.name] = m.value(s);
+  e["acks_sent"] = s.stats.acks_sent;
+  e["acks_received"] = s.stats.acks_received;
+  e["cnps_sent"] = s.stats.cnps_sent;
+  e["out_of_window_dropped"] = s.stats.out_of_window_dropped;
+  e["rtt_min_ns"] = s.stats.rtt.min_ns();
+  e["rtt_max_ns"] = s.stats.rtt.max_ns();
+  e["rtt_samples"] = s.stats.rtt.count();
+  j["engine"] = e;
+  nlohmann::json lanes = nlohmann::json::array();
+  for (const engine::LaneStats& l : s.lane_stats) {
+    lanes.push_back({{"path_id", l.path_id},
+                     {"bytes_sent", l.bytes_sent},
+                     {"retransmits", l.retransmits_fast + l.retransmits_rto},
+                     {"timeouts", l.timeouts},
+                     {"ecn_marks", l.ecn_marks},
+                     {"repaths", l.repaths},
+                     {"cwnd_bytes", l.cwnd_bytes},
+                     {"pacing_rate_bps", l.pacing_rate_bps},
+                     {"rtt_p50_ns", l.rtt.percentile_ns(0.5)}});
+  }
+  j["lane_stats"] = lanes;
+  return j;
+}
+
+void append_lines(const std::string& path, const std::vector<std::string>& lines) {
+  if (lines.empty()) return;
+  FILE* f = std::fopen(path.c_str(), "a");
+  if (f == nullptr) return;  // the directory was checked at init; a later failure only loses stats
+  for (const std::string& l : lines) {
+    std::fwrite(l.data(), 1, l.size(), f);
+    std::fputc('\n', f);
+  }
+  std::fclose(f);
+}
+
+std::string label_value(const std::string& v) {
+  std::string out;
+  for (char ch : v) {
+    if (ch == '\\' || ch == '"') out.push_back('\\');
+    if (ch == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out.push_back(ch);
+  }
+  return out;
+}
+
+}  // namespace
+
+void StatsWriter::configure(const std::string& dir, TimeNs interval_ns) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (dir.empty()) return;
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "host");
+  const std::string base = dir + "/megascale-nccl-" + host + "-" + std::to_string(::getpid());
+  jsonl_path_ = base + ".jsonl";
+  prom_path_ = base + ".prom";
+  interval_ns_ = interval_ns;
+  next_ns_.store(0, std::memory_order_relaxed);
+  enabled_.store(true, std::memory_order_release);
+}
+
+void StatsWriter::add(CommBase* comm) {
+  if (!enabled()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  comms_.insert(comm);
+}
+
+void StatsWriter::remove(CommBase* comm) {
+  if (!enabled()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (comms_.erase(comm) == 0) return;
+  const Snapshot s = take_snapshot(comm);
+  append_lines(jsonl_path_, {to_json(s, "close", wire::UdpWire::now()).dump()});
+  if (s.found) {
+    for (const Metric& m : metrics()) {
+      if (!m.counter) continue;
+      closed_totals_[std::string(m.name) + "\x1f" + comm->ifname + "\x1f" + role_name(comm)] += m.value(s);
+    }
+  }
+  write_prom_locked();
+}
+
+void StatsWriter::tick(TimeNs now) {
+  if (!enabled()) return;
+  TimeNs due = next_ns_.load(std::memory_order_relaxed);
+  if (now < due) return;
+  // One thread takes the snapshot; the others go on.
+  if (!next_ns_.compare_exchange_strong(due, now + interval_ns_, std::memory_order_relaxed)) return;
+  flush(now);
+}
+
+void StatsWriter::flush(TimeNs now) {
+  if (!enabled()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> lines;
+  for (CommBase* c : comms_) lines.push_back(to_json(take_snapshot(c), "periodic", now).dump());
+  append_lines(jsonl_path_, lines);
+  write_prom_locked();
+}
+
+void StatsWriter::write_prom_locked() {
+  std::vector<Snapshot> snaps;
+  for (CommBase* c : comms_) snaps.push_back(take_snapshot(c));
+  std::string out;
+  char num[64];
+  for (const Metric& m : metrics()) {
+    const std::string name = std::string("megascale_nccl_") + m.name + (m.counter ? "_total" : "");
+    out += "# HELP " + name + " " + m.help + "\n";
+    out += "# TYPE " + name + (m.counter ? " counter\n" : " gauge\n");
+    for (const Snapshot& s : snaps) {
+      if (!s.found) continue;
+      std::snprintf(num, sizeof num, "%.17g", m.value(s));
+      out += name + "{ifname=\"" + label_value(s.comm->ifname) + "\",role=\"" + role_name(s.comm) +
+             "\",conn=\"" + hex(s.comm->conn) + "\",peer=\"" + label_value(s.comm->peer) + "\"} " + num +
+             "\n";
+    }
+    if (!m.counter) continue;
+    const std::string prefix = std::string(m.name) + "\x1f";
+    for (auto it = closed_totals_.lower_bound(prefix); it != closed_totals_.end(); ++it) {
+      if (it->first.compare(0, prefix.size(), prefix) != 0) break;
+      const std::string rest = it->first.substr(prefix.size());
+      const size_t sep = rest.find('\x1f');
+      std::snprintf(num, sizeof num, "%.17g", it->second);
+      out += name + "{ifname=\"" + label_value(rest.substr(0, sep)) + "\",role=\"" + rest.substr(sep + 1) +
+             "\",conn=\"closed\",peer=\"\"} " + num + "\n";
+    }
+  }
+  const std::string tmp = prom_path_ + ".tmp";
+  FILE* f = std::fopen(tmp.c_str(), "w");
+  if (f == nullptr) return;
+  const bool ok = std::fwrite(out.data(), 1, out.size(), f) == out.size();
+  if (std::fclose(f) == 0 && ok) std::rename(tmp.c_str(), prom_path_.c_str());
+}
+
+}  // namespace megascale::nccl

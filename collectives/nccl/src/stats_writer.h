@@ -1,0 +1,58 @@
+// Per-connection counters as JSON lines and a Prometheus textfile, when MEGASCALE_STATS_DIR is set.
+//
+//   <dir>/megascale-nccl-<host>-<pid>.jsonl  one JSON object per connection per snapshot: "periodic"
+//                                            every MEGASCALE_STATS_INTERVAL_S, and "close" when NCCL
+//                                            closes the comm (appended; a job's history)
+//   <dir>/megascale-nccl-<host>-<pid>.prom   the current counters of every open connection, plus the
+//                                            sums over closed ones (conn="closed"), for node_exporter's
+//                                            textfile collector; rewritten atomically (tmp + rename)
+//
+// Snapshots are taken from NCCL's proxy threads (the data path calls tick(), which does work only when
+// a snapshot is due) and on close; each takes the connection's wire lock briefly.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "megascale/common/units.h"
+
+namespace megascale::nccl {
+
+struct CommBase;
+
+class StatsWriter {
+ public:
+  // Empty dir: disabled (every call returns at once).
+  void configure(const std::string& dir, TimeNs interval_ns);
+  bool enabled() const { return enabled_.load(std::memory_order_relaxed); }
+
+  void add(CommBase* comm);
+  // Writes the comm's "close" record and folds its counters into the closed totals.
+  void remove(CommBase* comm);
+  // Writes a periodic snapshot when one is due; cheap otherwise.
+  void tick(TimeNs now);
+  // Writes a snapshot of every open connection now (tests, finalize).
+  void flush(TimeNs now);
+
+  std::string jsonl_path() const { return jsonl_path_; }
+  std::string prom_path() const { return prom_path_; }
+
+ private:
+  void write_prom_locked();
+
+  std::atomic<bool> enabled_{false};
+  std::atomic<TimeNs> next_ns_{0};
+  TimeNs interval_ns_ = 0;
+  std::string jsonl_path_;
+  std::string prom_path_;
+  std::mutex mu_;  // guards everything below and the files
+  std::set<CommBase*> comms_;
+  // Sums over closed connections, per (metric, ifname, role).
+  std::map<std::string, double> closed_totals_;
+};
+
+}  // namespace megascale::nccl

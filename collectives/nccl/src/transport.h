@@ -1,0 +1,194 @@
+// The plugin's objects behind NCCL's opaque pointers: per-communicator contexts, listen/send/recv comms,
+// requests and memory handles, and DeviceWire, the UDP wire (collectives/wire/udp) of one device that
+// every comm on that device shares.
+//
+// Threading (README.md, "Threading"): each DeviceWire runs its UdpWire in threaded mode, so the
+// protocol (ACKs, retransmissions, keepalives, pacing) advances whether or not NCCL calls in. NCCL's
+// proxy threads only post and test, through the wire's locked calls. A comm is used by one NCCL thread
+// at a time (NCCL's contract: the service thread sets it up, the progress thread moves data), so comms
+// need no lock of their own; what comms share (a DeviceWire's acceptor, the registry) has its lock.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "handle.h"
+#include "megascale/engine/connection.h"
+#include "megascale/nccl/abi/common.h"
+#include "megascale/wire/udp.h"
+
+namespace megascale::nccl {
+
+using abi::NetResult;
+
+inline constexpr int kMaxRecvs = 8;               // buffers per grouped irecv (props.maxRecvs)
+inline constexpr uint32_t kRecvPoolSize = 48;     // requests per recv comm: 32 for NCCL + deferred ones
+inline constexpr uint32_t kSendPoolSize = 320;    // requests per send comm: 32 x maxRecvs + slack
+inline constexpr uint32_t kEngineMaxRecvs = 512;  // engine receives per connection (> 48 x 8 subs)
+
+inline constexpr uint32_t kContextMagic = 0x5854434D;  // "MCTX"
+inline constexpr uint32_t kListenMagic = 0x4E534C4D;   // "MLSN"
+inline constexpr uint32_t kSendMagic = 0x444E534D;     // "MSND"
+inline constexpr uint32_t kRecvMagic = 0x5643524D;     // "MRCV"
+inline constexpr uint32_t kRequestMagic = 0x5145524D;  // "MREQ"
+inline constexpr uint32_t kMrMagic = 0x524D4D4D;       // "MMMR"
+
+class DeviceWire;
+struct CommBase;
+
+// A connect() in progress: the engine connection and its hello send (the engine reads `hello` until the
+// send completes, so it lives here).
+struct PendingConnect {
+  DeviceWire* wire = nullptr;
+  int dev = 0;
+  engine::ConnId conn = 0;
+  engine::RequestId hello_req = 0;
+  Hello hello{};
+  std::string peer;  // "addr:port (ifname)" for messages
+  TimeNs started_ns = 0;
+};
+
+// One per communicator (v11 init) or one for the whole process (v8..v10).
+struct Context {
+  uint32_t magic = kContextMagic;
+  uint64_t comm_id = 0;   // NCCL's commHash (0 for the legacy context)
+  int traffic_class = 0;  // resolved: MEGASCALE_TC, else NCCL's config, else 0
+  std::mutex mu;          // guards `connects` (NCCL may connect from several threads in tests)
+  std::unordered_map<uint64_t, std::unique_ptr<PendingConnect>> connects;  // by connect token
+};
+
+struct ListenComm {
+  uint32_t magic = kListenMagic;
+  DeviceWire* wire = nullptr;
+  uint64_t listen_id = 0;
+  uint64_t comm_id = 0;
+  int dev = 0;
+};
+
+enum class Role : uint8_t { kSend, kRecv };
+
+// One isend, or one grouped irecv of n buffers.
+struct Request {
+  uint32_t magic = kRequestMagic;
+  CommBase* comm = nullptr;
+  bool in_use = false;
+  bool optional = false;  // irecv with NCCL_NET_OPTIONAL_RECV_COMPLETION: done at the first test
+  bool reported = false;  // NCCL was told done; the engine request may still be pending (optional)
+  uint8_t n = 0;
+  uint8_t done_mask = 0;  // subs the engine reported done
+  engine::RequestId ids[kMaxRecvs] = {};
+  uint64_t bytes[kMaxRecvs] = {};
+};
+
+struct CommBase {
+  uint32_t magic = 0;
+  Role role = Role::kSend;
+  DeviceWire* wire = nullptr;
+  engine::ConnId conn = 0;
+  int dev = 0;
+  uint64_t comm_id = 0;
+  std::string ifname;  // the device's interface
+  std::string peer;    // "addr:port"
+  TimeNs opened_ns = 0;
+  std::vector<Request> requests;
+  std::vector<uint32_t> free_requests;
+  std::vector<uint32_t> deferred;  // optional receives NCCL saw done that the engine has not finished
+  // The first failure; every later call on the comm returns it again.
+  NetResult failed = abi::kNetSuccess;
+  std::string failed_error;
+  // Plugin-side counters (the engine keeps the transport's own).
+  uint64_t posted = 0;          // isends, or irecv calls
+  uint64_t posted_buffers = 0;  // isends, or irecv buffers
+  uint64_t completed = 0;       // requests reported done to NCCL
+  uint64_t retry_later = 0;     // isend/irecv answered with request = NULL (no free request)
+  uint64_t bytes_done = 0;      // bytes of completed requests
+  // test() looks into the engine at most this often while nothing completes (see MEGASCALE_TEST_POLL_US).
+  TimeNs next_poll_ns = 0;
+  TimeNs poll_backoff_ns = 0;
+
+  CommBase(uint32_t m, Role r, uint32_t pool_size);
+  Request* alloc_request();
+  void free_request(Request* r);
+  uint32_t requests_in_use() const { return static_cast<uint32_t>(requests.size() - free_requests.size()); }
+};
+
+// What regMr returns: host memory needs no registration with a UDP datapath; the handle records the
+// range for checks and messages.
+struct MemHandle {
+  uint32_t magic = kMrMagic;
+  void* comm = nullptr;
+  void* data = nullptr;
+  size_t size = 0;
+  int type = 0;
+};
+
+// One UDP wire of one device (for one DSCP) with its acceptor: connections that arrive are held until
+// their hello names the listen they are for, then handed to that listen's accept(). Closed connections
+// finish their close handshake in the wire's thread and are released later (reap).
+class DeviceWire {
+ public:
+  DeviceWire(int dev, uint8_t dscp, uint32_t index, std::unique_ptr<wire::UdpWire> udp,
+             TimeNs close_budget_ns);
+  ~DeviceWire();  // releases every connection left and stops the wire's thread
+  DeviceWire(const DeviceWire&) = delete;
+  DeviceWire& operator=(const DeviceWire&) = delete;
+
+  wire::UdpWire& udp() { return *udp_; }
+  int dev() const { return dev_; }
+  uint8_t dscp() const { return dscp_; }
+  uint32_t index() const { return index_; }
+
+  // Registers a listen; returns its id (random, nonzero).
+  uint64_t add_listen();
+  // Forgets a listen and releases connections that were routed to it but never accepted.
+  void remove_listen(uint64_t listen_id);
+  // Takes in new connections, reads their hellos, and returns one routed to `listen_id` if there is one.
+  std::optional<engine::ConnId> accept_for(uint64_t listen_id);
+
+  // Ends a connection the plugin no longer uses. abortive: release now (the peer gets an RST and its
+  // pending requests fail); otherwise a clean close that the wire finishes in the background.
+  void retire(engine::ConnId conn, bool abortive);
+  // Releases connections whose close finished or ran out of time.
+  void reap_closing(TimeNs now);
+
+ private:
+  struct PendingHello {
+    engine::ConnId conn = 0;
+    engine::RequestId req = 0;
+    Hello hello{};  // the engine writes the peer's hello here
+  };
+  struct Closing {
+    engine::ConnId conn = 0;
+    TimeNs deadline_ns = 0;
+  };
+  void take_new_connections_locked();
+
+  const int dev_;
+  const uint8_t dscp_;
+  const uint32_t index_;
+  const TimeNs close_budget_ns_;
+  std::unique_ptr<wire::UdpWire> udp_;
+  std::mutex mu_;  // guards everything below (taken before the wire's own lock, never after)
+  std::unordered_map<uint64_t, std::vector<engine::ConnId>>
+      routed_;  // listen id -> connections (keys = listens)
+  std::vector<std::unique_ptr<PendingHello>> hellos_;
+  std::vector<Closing> closing_;
+};
+
+// Turns a connection's failure into NCCL's code: a peer that vanished, reset or closed is a remote
+// error; a wire whose thread stopped on a socket error is a system error.
+NetResult classify_failure(DeviceWire& wire, engine::ConnId conn, std::string* message);
+
+// Records the comm's first failure (WARN once) and returns its code.
+NetResult fail_comm(CommBase* comm, NetResult code, const std::string& message);
+
+// Frees the optional receives NCCL already saw done once the engine finishes them; returns the comm's
+// failure if one of them failed.
+NetResult reap_deferred(CommBase* comm);
+
+}  // namespace megascale::nccl

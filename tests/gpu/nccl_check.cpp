@@ -1,0 +1,362 @@
+// nccl_check: NCCL collectives through whatever net NCCL loads (the MegaScale plugin, Socket, IB),
+// every result checked element by element on the host against an exact expected value, with
+// nccl-tests-like columns (size, count, type, redop, root, time, algbw, busbw, #wrong).
+//
+// One process per rank (scripts/check-nccl-plugin.sh starts them); rank 0 writes the NCCL unique id to
+// --id-file and the others read it, so no MPI is needed:
+//
+//   nccl_check --rank 0 --nranks 2 --id-file /tmp/id --gpu 0 &
+//   nccl_check --rank 1 --nranks 2 --id-file /tmp/id --gpu 1
+//   options: --ops allreduce,allgather,reducescatter,alltoall,broadcast,sendrecv  --types float,bfloat16
+//            --min-bytes 0 --max-bytes 1G --factor 4 --iters 5 --warmup 2 --csv rows.csv --no-check
+//
+// Sizes run from 0 B to --max-bytes (x --factor per step, plus the maximum itself); element counts are
+// odd. Inputs are integers 1..5, so sums over up to 51 ranks are exact in fp32 and bf16 (see
+// nccl_check_data.h). All-to-all and the send/recv ring are grouped ncclSend/ncclRecv. Bus bandwidth
+// uses nccl-tests' factors. Exit status: 0 if every element of every result was right, 1 if not, 2 on
+// errors (bad arguments, a CUDA or NCCL call that failed).
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "nccl_check_data.h"
+
+namespace megascale::gpucheck {
+namespace {
+
+#define CUDA_CHECK(call)                                                                                 \
+  do {                                                                                                   \
+    const cudaError_t e_ = (call);                                                                       \
+    if (e_ != cudaSuccess) {                                                                             \
+      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+      std::exit(2);                                                                                      \
+    }                                                                                                    \
+  } while (0)
+
+#define NCCL_CHECK(call)                                                                                     \
+  do {                                                                                                       \
+    const ncclResult_t r_ = (call);                                                                          \
+    if (r_ != ncclSuccess) {                                                                                 \
+      std::fprintf(stderr, "%s:%d: %s failed: %s (%s)\n", __FILE__, __LINE__, #call, ncclGetErrorString(r_), \
+                   ncclGetLastError(nullptr));                                                               \
+      std::exit(2);                                                                                          \
+    }                                                                                                        \
+  } while (0)
+
+struct Args {
+  int rank = -1;
+  int nranks = 0;
+  int gpu = -1;  // default: rank % visible GPUs
+  std::string id_file;
+  std::vector<Op> ops = {Op::kAllReduce, Op::kAllGather, Op::kReduceScatter,
+                         Op::kAlltoAll,  Op::kBroadcast, Op::kSendRecv};
+  std::vector<DataType> types = {DataType::kFloat32, DataType::kBf16};
+  size_t min_bytes = 0;
+  size_t max_bytes = size_t{1} << 30;
+  size_t factor = 4;
+  int iters = 5;
+  int warmup = 2;
+  bool check = true;
+  std::string csv;
+};
+
+[[noreturn]] void usage(const char* why) {
+  std::fprintf(stderr, "nccl_check: %s\n(see the header of tests/gpu/nccl_check.cpp for the options)\n", why);
+  std::exit(2);
+}
+
+size_t parse_size(const std::string& t) {
+  char* end = nullptr;
+  const double v = std::strtod(t.c_str(), &end);
+  double mult = 1;
+  if (*end == 'K' || *end == 'k') mult = 1024.0;
+  if (*end == 'M' || *end == 'm') mult = 1024.0 * 1024;
+  if (*end == 'G' || *end == 'g') mult = 1024.0 * 1024 * 1024;
+  if (end == t.c_str() || v < 0) usage(("bad size " + t).c_str());
+  return static_cast<size_t>(v * mult);
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    const size_t comma = s.find(',', start);
+    out.push_back(s.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    if (k == "--no-check") {
+      a.check = false;
+      continue;
+    }
+    if (i + 1 >= argc) usage(("missing value for " + k).c_str());
+    const std::string v = argv[++i];
+    if (k == "--rank")
+      a.rank = std::atoi(v.c_str());
+    else if (k == "--nranks")
+      a.nranks = std::atoi(v.c_str());
+    else if (k == "--gpu")
+      a.gpu = std::atoi(v.c_str());
+    else if (k == "--id-file")
+      a.id_file = v;
+    else if (k == "--min-bytes")
+      a.min_bytes = parse_size(v);
+    else if (k == "--max-bytes")
+      a.max_bytes = parse_size(v);
+    else if (k == "--factor")
+      a.factor = parse_size(v);
+    else if (k == "--iters")
+      a.iters = std::atoi(v.c_str());
+    else if (k == "--warmup")
+      a.warmup = std::atoi(v.c_str());
+    else if (k == "--csv")
+      a.csv = v;
+    else if (k == "--types") {
+      a.types.clear();
+      for (const std::string& t : split(v)) {
+        if (t == "float" || t == "fp32")
+          a.types.push_back(DataType::kFloat32);
+        else if (t == "bfloat16" || t == "bf16")
+          a.types.push_back(DataType::kBf16);
+        else
+          usage(("unknown type " + t).c_str());
+      }
+    } else if (k == "--ops") {
+      a.ops.clear();
+      for (const std::string& o : split(v)) {
+        if (o == "allreduce")
+          a.ops.push_back(Op::kAllReduce);
+        else if (o == "allgather")
+          a.ops.push_back(Op::kAllGather);
+        else if (o == "reducescatter")
+          a.ops.push_back(Op::kReduceScatter);
+        else if (o == "alltoall")
+          a.ops.push_back(Op::kAlltoAll);
+        else if (o == "broadcast")
+          a.ops.push_back(Op::kBroadcast);
+        else if (o == "sendrecv")
+          a.ops.push_back(Op::kSendRecv);
+        else
+          usage(("unknown op " + o).c_str());
+      }
+    } else {
+      usage(("unknown option " + k).c_str());
+    }
+  }
+  if (a.nranks < 1 || a.rank < 0 || a.rank >= a.nranks || a.id_file.empty())
+    usage("need --rank, --nranks, --id-file");
+  if (a.nranks > 51) usage("at most 51 ranks: larger sums are not exact in bf16");
+  if (a.factor < 2 || a.iters < 1 || a.warmup < 0) usage("need --factor >= 2, --iters >= 1, --warmup >= 0");
+  return a;
+}
+
+// Rank 0 publishes the unique id (written to a temporary name, then renamed: readers never see half).
+ncclUniqueId exchange_id(const Args& a) {
+  ncclUniqueId id;
+  if (a.rank == 0) {
+    NCCL_CHECK(ncclGetUniqueId(&id));
+    const std::string tmp = a.id_file + ".tmp." + std::to_string(::getpid());
+    {
+      std::ofstream out(tmp, std::ios::binary);
+      out.write(id.internal, sizeof id.internal);
+    }
+    if (std::rename(tmp.c_str(), a.id_file.c_str()) != 0) usage("cannot write the id file");
+    return id;
+  }
+  for (int tries = 0; tries < 1200; ++tries) {
+    std::ifstream in(a.id_file, std::ios::binary);
+    if (in.read(id.internal, sizeof id.internal)) return id;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  usage("rank 0 wrote no id file within 60 s");
+}
+
+ncclDataType_t nccl_type(DataType t) {
+  return t == DataType::kFloat32 ? ncclFloat32 : ncclBfloat16;
+}
+
+void launch(Op op, const Shape& s, DataType t, const char* send, char* recv, int rank, int n, ncclComm_t comm,
+            cudaStream_t stream) {
+  const ncclDataType_t dt = nccl_type(t);
+  const size_t chunk = s.count * element_bytes(t);
+  switch (op) {
+    case Op::kAllReduce:
+      NCCL_CHECK(ncclAllReduce(send, recv, s.count, dt, ncclSum, comm, stream));
+      break;
+    case Op::kAllGather:
+      NCCL_CHECK(ncclAllGather(send, recv, s.count, dt, comm, stream));
+      break;
+    case Op::kReduceScatter:
+      NCCL_CHECK(ncclReduceScatter(send, recv, s.count, dt, ncclSum, comm, stream));
+      break;
+    case Op::kBroadcast:
+      NCCL_CHECK(ncclBroadcast(send, recv, s.count, dt, 0, comm, stream));
+      break;
+    case Op::kAlltoAll:
+      NCCL_CHECK(ncclGroupStart());
+      for (int p = 0; p < n; ++p) {
+        NCCL_CHECK(ncclSend(send + static_cast<size_t>(p) * chunk, s.count, dt, p, comm, stream));
+        NCCL_CHECK(ncclRecv(recv + static_cast<size_t>(p) * chunk, s.count, dt, p, comm, stream));
+      }
+      NCCL_CHECK(ncclGroupEnd());
+      break;
+    case Op::kSendRecv:
+      NCCL_CHECK(ncclGroupStart());
+      NCCL_CHECK(ncclSend(send, s.count, dt, (rank + 1) % n, comm, stream));
+      NCCL_CHECK(ncclRecv(recv, s.count, dt, (rank - 1 + n) % n, comm, stream));
+      NCCL_CHECK(ncclGroupEnd());
+      break;
+  }
+}
+
+std::vector<size_t> sizes_of(const Args& a) {
+  std::vector<size_t> out;
+  if (a.min_bytes == 0) out.push_back(0);
+  for (size_t s = 8; s < a.max_bytes; s *= a.factor) {
+    if (s >= a.min_bytes) out.push_back(s);
+  }
+  if (a.max_bytes > 0) out.push_back(a.max_bytes);
+  return out;
+}
+
+int run(const Args& a) {
+  int ngpus = 0;
+  CUDA_CHECK(cudaGetDeviceCount(&ngpus));
+  const int gpu = a.gpu >= 0 ? a.gpu : a.rank % ngpus;
+  CUDA_CHECK(cudaSetDevice(gpu));
+  const ncclUniqueId id = exchange_id(a);
+  ncclComm_t comm;
+  NCCL_CHECK(ncclCommInitRank(&comm, a.nranks, id, a.rank));
+  cudaStream_t stream;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const int n = a.nranks;
+  const size_t cap = a.max_bytes + 4096 + static_cast<size_t>(n) * 16;
+  char* d_send = nullptr;
+  char* d_recv = nullptr;
+  CUDA_CHECK(cudaMalloc(&d_send, cap));
+  CUDA_CHECK(cudaMalloc(&d_recv, cap));
+  int64_t* d_wrong = nullptr;
+  double* d_time = nullptr;
+  CUDA_CHECK(cudaMalloc(&d_wrong, sizeof *d_wrong));
+  CUDA_CHECK(cudaMalloc(&d_time, sizeof *d_time));
+  cudaEvent_t start, stop;
+  CUDA_CHECK(cudaEventCreate(&start));
+  CUDA_CHECK(cudaEventCreate(&stop));
+
+  std::FILE* csv = nullptr;
+  if (a.rank == 0) {
+    int version = 0;
+    NCCL_CHECK(ncclGetVersion(&version));
+    const char* net = std::getenv("NCCL_NET");
+    const char* plugin = std::getenv("NCCL_NET_PLUGIN");
+    std::printf("# nccl_check: %d ranks, NCCL %d, NCCL_NET=%s NCCL_NET_PLUGIN=%s, %d iters (+%d warmup)%s\n",
+                n, version, net ? net : "(unset)", plugin ? plugin : "(unset)", a.iters, a.warmup,
+                a.check ? ", checked" : "");
+    if (!a.csv.empty()) {
+      csv = std::fopen(a.csv.c_str(), "w");
+      if (csv) std::fprintf(csv, "op,type,size_bytes,count,time_us,algbw_gbps,busbw_gbps,wrong\n");
+    }
+  }
+  int64_t total_wrong = 0;
+  double busbw_sum = 0;
+  int busbw_rows = 0;
+  std::vector<uint8_t> out;
+  for (Op op : a.ops) {
+    if (a.rank == 0) {
+      std::printf("#\n# %s\n#%12s %12s %9s %7s %5s %10s %8s %8s %7s\n", to_string(op), "size", "count",
+                  "type", "redop", "root", "time", "algbw", "busbw", "#wrong");
+      std::printf("#%12s %12s %9s %7s %5s %10s %8s %8s %7s\n", "(B)", "(elements)", "", "", "", "(us)",
+                  "(GB/s)", "(GB/s)", "");
+      std::fflush(stdout);
+    }
+    for (DataType t : a.types) {
+      for (size_t bytes : sizes_of(a)) {
+        const Shape s = shape_for(op, t, bytes, n);
+        const std::vector<uint8_t> in = make_input(s, t, a.rank);
+        CUDA_CHECK(cudaMemcpy(d_send, in.data(), in.size(), cudaMemcpyHostToDevice));
+        // Stale or untouched output shows as NaN bytes.
+        CUDA_CHECK(cudaMemset(d_recv, 0xFF, s.recv_elems * element_bytes(t)));
+        for (int w = 0; w < a.warmup; ++w) launch(op, s, t, d_send, d_recv, a.rank, n, comm, stream);
+        CUDA_CHECK(cudaStreamSynchronize(stream));
+        CUDA_CHECK(cudaEventRecord(start, stream));
+        for (int i = 0; i < a.iters; ++i) launch(op, s, t, d_send, d_recv, a.rank, n, comm, stream);
+        CUDA_CHECK(cudaEventRecord(stop, stream));
+        CUDA_CHECK(cudaStreamSynchronize(stream));
+        float ms = 0;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+        int64_t wrong = 0;
+        if (a.check) {
+          out.resize(s.recv_elems * element_bytes(t));
+          CUDA_CHECK(cudaMemcpy(out.data(), d_recv, out.size(), cudaMemcpyDeviceToHost));
+          wrong = static_cast<int64_t>(count_wrong(op, s, t, a.rank, n, out.data()));
+        }
+        // The slowest rank's time and the sum of wrong elements over ranks.
+        double time_us = static_cast<double>(ms) * 1e3 / a.iters;
+        CUDA_CHECK(cudaMemcpy(d_wrong, &wrong, sizeof wrong, cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpy(d_time, &time_us, sizeof time_us, cudaMemcpyHostToDevice));
+        NCCL_CHECK(ncclGroupStart());
+        NCCL_CHECK(ncclAllReduce(d_wrong, d_wrong, 1, ncclInt64, ncclSum, comm, stream));
+        NCCL_CHECK(ncclAllReduce(d_time, d_time, 1, ncclFloat64, ncclMax, comm, stream));
+        NCCL_CHECK(ncclGroupEnd());
+        CUDA_CHECK(cudaMemcpyAsync(&wrong, d_wrong, sizeof wrong, cudaMemcpyDeviceToHost, stream));
+        CUDA_CHECK(cudaMemcpyAsync(&time_us, d_time, sizeof time_us, cudaMemcpyDeviceToHost, stream));
+        CUDA_CHECK(cudaStreamSynchronize(stream));
+        total_wrong += wrong;
+        const double algbw =
+            time_us > 0 ? static_cast<double>(s.printed_bytes) / (time_us * 1e3) : 0;  // GB/s
+        const double busbw = algbw * busbw_factor(op, n);
+        if (a.rank == 0) {
+          const bool rooted = op == Op::kBroadcast;
+          const bool reduces = op == Op::kAllReduce || op == Op::kReduceScatter;
+          std::printf(" %12zu %12zu %9s %7s %5s %10.1f %8.3f %8.3f %7lld\n", s.printed_bytes, s.count,
+                      to_string(t), reduces ? "sum" : "none", rooted ? "0" : "-1", time_us, algbw, busbw,
+                      static_cast<long long>(wrong));
+          std::fflush(stdout);
+          if (csv) {
+            std::fprintf(csv, "%s,%s,%zu,%zu,%.3f,%.4f,%.4f,%lld\n", to_string(op), to_string(t),
+                         s.printed_bytes, s.count, time_us, algbw, busbw, static_cast<long long>(wrong));
+          }
+        }
+        if (s.printed_bytes > 0) {
+          busbw_sum += busbw;
+          ++busbw_rows;
+        }
+      }
+    }
+  }
+  if (a.rank == 0) {
+    std::printf("# Out of bounds values : %lld %s\n", static_cast<long long>(total_wrong),
+                total_wrong ? "FAILED" : "OK");
+    std::printf("# Avg bus bandwidth    : %.3f GB/s\n", busbw_rows ? busbw_sum / busbw_rows : 0.0);
+    if (csv) std::fclose(csv);
+  }
+  CUDA_CHECK(cudaFree(d_send));
+  CUDA_CHECK(cudaFree(d_recv));
+  CUDA_CHECK(cudaFree(d_wrong));
+  CUDA_CHECK(cudaFree(d_time));
+  NCCL_CHECK(ncclCommDestroy(comm));
+  return total_wrong == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace megascale::gpucheck
+
+int main(int argc, char** argv) {
+  return megascale::gpucheck::run(megascale::gpucheck::parse(argc, argv));
+}

@@ -1,0 +1,170 @@
+// The MegaScale NCCL net plugin through the conformance harness (collectives/nccl/conformance): the
+// built libnccl-net-megascale.so is loaded with dlopen as NCCL loads it and driven through NCCL's call
+// patterns on loopback, one test per harness case; the older ABI tables (v8..v10) through the basic
+// cases; and, in fresh processes (the plugin reads its environment once), a bad MEGASCALE_* value
+// failing init with a message naming it, and the stats files MEGASCALE_STATS_DIR asks for.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "megascale/nccl/conformance.h"
+
+namespace megascale::nccl::conformance {
+namespace {
+
+Options plugin_options() {
+  // Loopback: present on every CI machine, and a device the plugin must support (single-host runs).
+  ::setenv("MEGASCALE_IFNAME", "lo", /*overwrite=*/0);
+  Options o;
+  o.plugin_path = MEGASCALE_NCCL_PLUGIN_PATH;
+  o.retry_budget_s = 2.0;
+  o.case_timeout_s = 90.0;
+  o.threads = 4;
+  o.comms_per_thread = 3;
+  return o;
+}
+
+std::string describe(const CaseResult& c) {
+  std::string s = c.detail;
+  for (const std::string& w : c.warnings) s += "\n  plugin: " + w;
+  return s;
+}
+
+class NcclConformance : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(NcclConformance, Passes) {
+  Options o = plugin_options();
+  o.cases = {GetParam()};
+  const Report r = run(o);
+  ASSERT_TRUE(r.load_error.empty()) << r.load_error;
+  EXPECT_EQ(r.plugin_name, "MegaScale");
+  EXPECT_EQ(r.abi_version, 11);
+  ASSERT_EQ(r.cases.size(), 1u);
+  const CaseResult& c = r.cases[0];
+  // The MegaScale plugin implements everything the cases exercise: nothing may be skipped.
+  EXPECT_FALSE(c.skipped) << c.detail;
+  EXPECT_TRUE(c.passed) << describe(c);
+  std::printf("    %s: %s (%.2f s)\n", c.name.c_str(), c.detail.c_str(), c.seconds);
+}
+
+std::vector<std::string> case_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, description] : case_list()) names.push_back(name);
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, NcclConformance, ::testing::ValuesIn(case_names()),
+                         [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
+
+// The v8..v10 tables are adapters over the same core: the basic cases through each.
+class NcclConformanceAbi : public ::testing::TestWithParam<int> {};
+
+TEST_P(NcclConformanceAbi, BasicCasesPass) {
+  Options o = plugin_options();
+  o.abi_version = GetParam();
+  o.cases = {"load",         "connect_accept_one_thread", "message_sizes", "grouped_receive", "zero_byte",
+             "max_requests", "close_with_requests"};
+  const Report r = run(o);
+  ASSERT_TRUE(r.load_error.empty()) << r.load_error;
+  EXPECT_EQ(r.abi_version, GetParam());
+  ASSERT_EQ(r.cases.size(), o.cases.size());
+  for (const CaseResult& c : r.cases) EXPECT_TRUE(c.passed) << c.name << ": " << describe(c);
+}
+
+INSTANTIATE_TEST_SUITE_P(Versions, NcclConformanceAbi, ::testing::Values(8, 9, 10, 11),
+                         [](const ::testing::TestParamInfo<int>& p) {
+                           return "v" + std::to_string(p.param);
+                         });
+
+// ---- In fresh processes: the plugin reads MEGASCALE_* once per process. ----
+
+class NcclPluginEnvironment : public ::testing::Test {
+ protected:
+  void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
+};
+
+bool log_has(const Report& r, const std::string& text) {
+  for (const std::string& l : r.log) {
+    if (l.find(text) != std::string::npos) return true;
+  }
+  return r.load_error.find(text) != std::string::npos;
+}
+
+// Exits 0 when a bad value fails init with a WARN naming the variable and the value.
+[[noreturn]] void init_with(const char* name, const char* value, const char* expected) {
+  ::setenv(name, value, 1);
+  Options o = plugin_options();
+  o.cases = {"load"};
+  const Report r = run(o);
+  const bool named = r.load_error.find(expected) != std::string::npos;
+  if (!named) std::fprintf(stderr, "load_error: %s\n", r.load_error.c_str());
+  std::_Exit(!r.load_error.empty() && r.cases.empty() && named ? 0 : 1);
+}
+
+TEST_F(NcclPluginEnvironment, BadValuesFailInitNamingTheVariable) {
+  EXPECT_EXIT(init_with("MEGASCALE_LANES", "0", "MEGASCALE_LANES=0"), ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(init_with("MEGASCALE_CC", "no-such-preset", "MEGASCALE_CC=no-such-preset"),
+              ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(init_with("MEGASCALE_RETRY_BUDGET_S", "-1", "MEGASCALE_RETRY_BUDGET_S=-1"),
+              ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(init_with("MEGASCALE_TC", "300", "MEGASCALE_TC=300"), ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(init_with("MEGASCALE_FAULT_DROP", "1.5", "MEGASCALE_FAULT_DROP=1.5"),
+              ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(init_with("MEGASCALE_IFNAME", "=no-such-if0", "no-such-if0"), ::testing::ExitedWithCode(0), "");
+}
+
+// Exits 0 when the knobs are echoed at INFO and a run writes both stats files with the counters.
+[[noreturn]] void stats_run(const std::string& dir) {
+  ::setenv("MEGASCALE_STATS_DIR", dir.c_str(), 1);
+  ::setenv("MEGASCALE_LANES", "2", 1);
+  Options o = plugin_options();
+  o.cases = {"steps_in_flight"};
+  const Report r = run(o);
+  int bad = 0;
+  auto expect = [&](bool ok, const char* what) {
+    if (!ok) {
+      std::fprintf(stderr, "not as expected: %s\n", what);
+      ++bad;
+    }
+  };
+  expect(r.load_error.empty() && r.cases.size() == 1 && r.cases[0].passed, "the case passes");
+  expect(log_has(r, "MEGASCALE_LANES=2 (environment)"), "MEGASCALE_LANES echoed at INFO");
+  expect(log_has(r, "MEGASCALE_CC=hybrid"), "MEGASCALE_CC echoed at INFO");
+  std::string jsonl, prom;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    std::ifstream in(e.path());
+    std::stringstream text;
+    text << in.rdbuf();
+    if (e.path().extension() == ".jsonl") jsonl = text.str();
+    if (e.path().extension() == ".prom") prom = text.str();
+  }
+  // Two comms (send and recv) closed: two "close" records with the engine's counters.
+  size_t closes = 0;
+  for (size_t at = jsonl.find("\"event\":\"close\""); at != std::string::npos;
+       at = jsonl.find("\"event\":\"close\"", at + 1)) {
+    ++closes;
+  }
+  expect(closes == 2, "two close records in the JSON lines");
+  expect(jsonl.find("\"bytes_sent\"") != std::string::npos && jsonl.find("\"lanes\":2") != std::string::npos,
+         "engine counters and the lane count in the JSON lines");
+  expect(prom.find("# TYPE megascale_nccl_bytes_sent_total counter") != std::string::npos,
+         "Prometheus metadata in the textfile");
+  expect(prom.find("conn=\"closed\"") != std::string::npos, "closed-connection totals in the textfile");
+  std::_Exit(bad == 0 ? 0 : 1);
+}
+
+TEST_F(NcclPluginEnvironment, StatsDirGetsJsonLinesAndPrometheusTextfile) {
+  char tmpl[] = "/tmp/megascale-stats-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  EXPECT_EXIT(stats_run(dir), ::testing::ExitedWithCode(0), "");
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace megascale::nccl::conformance

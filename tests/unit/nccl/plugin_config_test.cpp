@@ -1,0 +1,168 @@
+// The plugin's MEGASCALE_* variables (collectives/nccl/src/config.h): defaults, every knob parsed into
+// its field, and every bad value refused with a message naming the variable, the value and what is
+// allowed (NCCL shows it as the WARN that explains a failed init).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+
+#include "config.h"
+
+namespace megascale::nccl {
+namespace {
+
+struct FakeEnv {
+  std::map<std::string, std::string> vars;
+  GetEnvFn fn() const {
+    return [this](const char* name) -> const char* {
+      auto it = vars.find(name);
+      return it == vars.end() ? nullptr : it->second.c_str();
+    };
+  }
+};
+
+Result<PluginConfig> load(const std::map<std::string, std::string>& vars) {
+  FakeEnv env{vars};
+  return load_plugin_config(env.fn());
+}
+
+// The error for one variable set to one value.
+std::string error_for(const std::string& name, const std::string& value) {
+  auto c = load({{name, value}});
+  return c ? std::string("(accepted)") : c.error().message;
+}
+
+TEST(PluginConfig, DefaultsWithAnEmptyEnvironment) {
+  auto c = load({});
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->cc_source, "hybrid");
+  EXPECT_EQ(c->cc.kind, cc::ControllerKind::kHybrid);
+  EXPECT_EQ(c->lanes, 4u);
+  EXPECT_EQ(c->segment_bytes, 0u);  // from the MTU
+  EXPECT_EQ(c->retry_budget_ns, cc::RtoParams{}.retry_budget_ns);
+  EXPECT_EQ(c->cc.rto.retry_budget_ns, c->retry_budget_ns);
+  EXPECT_EQ(c->traffic_class, -1);
+  EXPECT_TRUE(c->ifname.empty());
+  EXPECT_TRUE(c->stats_dir.empty());
+  EXPECT_EQ(c->threads_per_device, 4u);
+  EXPECT_FALSE(c->busy_poll);
+  EXPECT_EQ(c->test_poll_ns, 8'000);
+  EXPECT_FALSE(c->fault.enabled());
+  // Every knob is echoed once, marked as a default.
+  ASSERT_EQ(c->echo.size(), 12u);
+  for (const std::string& line : c->echo) {
+    EXPECT_EQ(line.rfind("MEGASCALE_", 0), 0u) << line;
+    EXPECT_NE(line.find("(default)"), std::string::npos) << line;
+  }
+}
+
+TEST(PluginConfig, EveryKnobReachesItsField) {
+  auto c = load({{"MEGASCALE_CC", "swift"},
+                 {"MEGASCALE_LANES", "8"},
+                 {"MEGASCALE_SEGMENT_BYTES", "4000"},
+                 {"MEGASCALE_RETRY_BUDGET_S", "2.5"},
+                 {"MEGASCALE_TC", "106"},
+                 {"MEGASCALE_IFNAME", "^docker,lo"},
+                 {"MEGASCALE_STATS_INTERVAL_S", "0.5"},
+                 {"MEGASCALE_NTHREADS", "3"},
+                 {"MEGASCALE_BUSY_POLL", "1"},
+                 {"MEGASCALE_TEST_POLL_US", "0"},
+                 {"MEGASCALE_FAULT_DROP", "0.01"},
+                 {"MEGASCALE_FAULT_SEED", "7"}});
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->cc.kind, cc::ControllerKind::kSwift);
+  EXPECT_EQ(c->lanes, 8u);
+  EXPECT_EQ(c->segment_bytes, 4000u);
+  EXPECT_EQ(c->retry_budget_ns, 2'500'000'000);
+  EXPECT_EQ(c->cc.rto.retry_budget_ns, 2'500'000'000);  // the engine's RTO gives up on this budget
+  EXPECT_EQ(c->traffic_class, 106);
+  EXPECT_EQ(c->ifname, "^docker,lo");
+  EXPECT_EQ(c->stats_interval_ns, 500'000'000);
+  EXPECT_EQ(c->threads_per_device, 3u);
+  EXPECT_TRUE(c->busy_poll);
+  EXPECT_EQ(c->test_poll_ns, 0);
+  EXPECT_DOUBLE_EQ(c->fault.drop, 0.01);
+  EXPECT_EQ(c->fault.seed, 7u);
+  bool lanes_echoed = false;
+  for (const std::string& line : c->echo) lanes_echoed |= line == "MEGASCALE_LANES=8 (environment)";
+  EXPECT_TRUE(lanes_echoed);
+}
+
+TEST(PluginConfig, CcTakesAYamlFile) {
+  const std::string path = ::testing::TempDir() + "/plugin_cc_test.yaml";
+  {
+    std::ofstream out(path);
+    out << "controller: fixed\nfixed:\n  window_packets: 32\n";
+  }
+  auto c = load({{"MEGASCALE_CC", path}});
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->cc.kind, cc::ControllerKind::kFixedWindow);
+  EXPECT_DOUBLE_EQ(c->cc.fixed.window_packets, 32);
+  std::remove(path.c_str());
+}
+
+TEST(PluginConfig, BadValuesAreRefusedNamingVariableAndValue) {
+  struct Case {
+    const char* name;
+    const char* value;
+    const char* allowed;  // part of the message saying what is allowed
+  };
+  const Case cases[] = {
+      {"MEGASCALE_LANES", "0", "1..64"},
+      {"MEGASCALE_LANES", "65", "1..64"},
+      {"MEGASCALE_LANES", "4x", "1..64"},
+      {"MEGASCALE_SEGMENT_BYTES", "10", "64..65000"},
+      {"MEGASCALE_SEGMENT_BYTES", "70000", "64..65000"},
+      {"MEGASCALE_RETRY_BUDGET_S", "0", "seconds"},
+      {"MEGASCALE_RETRY_BUDGET_S", "-1", "seconds"},
+      {"MEGASCALE_RETRY_BUDGET_S", "nan", "seconds"},
+      {"MEGASCALE_RETRY_BUDGET_S", "1e9", "seconds"},
+      {"MEGASCALE_TC", "256", "0..255"},
+      {"MEGASCALE_TC", "-3", "0..255"},
+      {"MEGASCALE_STATS_INTERVAL_S", "soon", "seconds"},
+      {"MEGASCALE_NTHREADS", "0", "1..16"},
+      {"MEGASCALE_BUSY_POLL", "maybe", "0 or 1"},
+      {"MEGASCALE_TEST_POLL_US", "-1", "0..10000"},
+      {"MEGASCALE_CC", "no-such-preset", ""},
+      {"MEGASCALE_FAULT_DROP", "1.5", "[0, 1]"},
+  };
+  for (const Case& k : cases) {
+    const std::string message = error_for(k.name, k.value);
+    EXPECT_NE(message.find(std::string(k.name) + "=" + k.value), std::string::npos) << message;
+    EXPECT_NE(message.find(k.allowed), std::string::npos) << message;
+  }
+}
+
+TEST(PluginConfig, StatsDirIsCreatedOrRefused) {
+  const std::string dir = ::testing::TempDir() + "/plugin_stats_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  auto c = load({{"MEGASCALE_STATS_DIR", dir}});
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->stats_dir, dir);
+  EXPECT_TRUE(std::filesystem::is_directory(dir));
+  std::filesystem::remove_all(dir);
+  // A path under a regular file can never be a directory.
+  const std::string file = ::testing::TempDir() + "/plugin_stats_file_" + std::to_string(::getpid());
+  { std::ofstream(file) << "x"; }
+  const std::string message = error_for("MEGASCALE_STATS_DIR", file + "/sub");
+  EXPECT_NE(message.find("MEGASCALE_STATS_DIR=" + file + "/sub"), std::string::npos) << message;
+  std::remove(file.c_str());
+}
+
+TEST(PluginConfig, DefaultSegmentFitsTheMtu) {
+  // IP (20 or 40) + UDP (8) + the engine's 72-byte segment header must fit; 32 KiB cap, 512 floor.
+  EXPECT_EQ(default_segment_bytes(1500, false), 1400u);
+  EXPECT_EQ(default_segment_bytes(1500, true), 1380u);
+  EXPECT_EQ(default_segment_bytes(4200, false), 4100u);
+  EXPECT_EQ(default_segment_bytes(9000, false), 8900u);
+  EXPECT_EQ(default_segment_bytes(65536, false), 32768u);
+  EXPECT_EQ(default_segment_bytes(576, false), 512u);
+}
+
+}  // namespace
+}  // namespace megascale::nccl

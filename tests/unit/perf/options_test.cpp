@@ -1,0 +1,138 @@
+// perf options: the -a sweep, per-row iteration defaults, buffers, and the flag checks (exit 2 cases).
+#include "megascale/perf/options.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace megascale::perf {
+namespace {
+
+PerfOptions with(std::initializer_list<std::string_view> given) {
+  PerfOptions o;
+  for (std::string_view f : given) o.explicit_flags.insert(std::string(f));
+  return o;
+}
+
+TEST(PerfSizes, SweepIsPowersOfTwoFrom2ToPerftestsTopAnd64MiBForBandwidth) {
+  PerfOptions o;
+  o.all_sizes = true;
+  const auto lat = sizes_for(o, PerfTest::kLat);
+  const auto bw = sizes_for(o, PerfTest::kBw);
+  ASSERT_EQ(lat.size(), 23u);  // 2^1 .. 2^23, as perftest's -a
+  ASSERT_EQ(bw.size(), 26u);   // 2^1 .. 2^26
+  EXPECT_EQ(lat.front(), 2u);
+  EXPECT_EQ(lat.back(), 8u << 20);
+  EXPECT_EQ(bw.back(), 64u << 20);
+  for (size_t i = 1; i < bw.size(); ++i) EXPECT_EQ(bw[i], 2 * bw[i - 1]);
+}
+
+TEST(PerfSizes, DefaultsArePerftestsAndSizeFlagWins) {
+  PerfOptions o;
+  EXPECT_EQ(sizes_for(o, PerfTest::kBw), std::vector<uint64_t>{65536});
+  EXPECT_EQ(sizes_for(o, PerfTest::kLat), std::vector<uint64_t>{2});
+  o.size_bytes = 1000;
+  EXPECT_EQ(sizes_for(o, PerfTest::kBw), std::vector<uint64_t>{1000});
+  EXPECT_EQ(sizes_for(o, PerfTest::kLat), std::vector<uint64_t>{1000});
+}
+
+TEST(PerfIterations, DefaultsAreCappedByBytesPerRowButNFlagIsExact) {
+  PerfOptions o;
+  EXPECT_EQ(iterations_for(o, PerfTest::kBw, 65536), 5000u);
+  EXPECT_EQ(iterations_for(o, PerfTest::kLat, 2), 1000u);
+  // 64 MiB: 2 GiB a row -> 32 messages.
+  EXPECT_EQ(iterations_for(o, PerfTest::kBw, 64u << 20), 32u);
+  // Never fewer than the minimum, even for the largest -s.
+  EXPECT_EQ(iterations_for(o, PerfTest::kBw, kMaxSizeBytes), kMinDefaultIterations);
+  o.iterations = 7;
+  EXPECT_EQ(iterations_for(o, PerfTest::kBw, 64u << 20), 7u);
+}
+
+TEST(PerfBuffers, WindowIsBoundedByTheBufferBudget) {
+  PerfOptions o;
+  o.window = 128;
+  o.buffer_budget_bytes = 256u << 20;
+  EXPECT_EQ(buffers_for(o, 65536), 128u);    // the window fits
+  EXPECT_EQ(buffers_for(o, 64u << 20), 4u);  // 256 MiB / 64 MiB
+  EXPECT_EQ(buffers_for(o, 1u << 30), 1u);   // at least one
+}
+
+TEST(PerfValidate, DefaultsAreValid) {
+  EXPECT_TRUE(validate_perf_options(PerfOptions{}));
+}
+
+TEST(PerfValidate, ConflictingAndOutOfRangeFlagsNameTheFlag) {
+  auto error_of = [](const PerfOptions& o) {
+    Status s = validate_perf_options(o);
+    return s ? std::string() : s.error().message;
+  };
+  PerfOptions a = with({"-s"});
+  a.all_sizes = true;
+  a.size_bytes = 64;
+  EXPECT_NE(error_of(a).find("-a and -s"), std::string::npos);
+
+  PerfOptions nd = with({"-n", "-D"});
+  nd.iterations = 10;
+  nd.duration_s = 1;
+  EXPECT_NE(error_of(nd).find("-n and -D"), std::string::npos);
+
+  PerfOptions s0 = with({"-s"});
+  s0.size_bytes = 0;
+  EXPECT_NE(error_of(s0).find("-s 0"), std::string::npos);
+
+  PerfOptions w;
+  w.window = 0;
+  EXPECT_NE(error_of(w).find("--window 0"), std::string::npos);
+  PerfOptions lanes;
+  lanes.lanes = 65;
+  EXPECT_NE(error_of(lanes).find("--lanes 65"), std::string::npos);
+  PerfOptions seg;
+  seg.segment_bytes = 70000;
+  EXPECT_NE(error_of(seg).find("--segment 70000"), std::string::npos);
+  PerfOptions dscp;
+  dscp.dscp = 64;
+  EXPECT_NE(error_of(dscp).find("--dscp 64"), std::string::npos);
+  PerfOptions neg;
+  neg.duration_s = -1;
+  EXPECT_NE(error_of(neg).find("-D -1"), std::string::npos);
+
+  PerfOptions both;
+  both.loopback = true;
+  both.server = "10.0.0.2";
+  EXPECT_NE(error_of(both).find("--loopback"), std::string::npos);
+
+  PerfOptions port0;
+  port0.port_given = true;
+  port0.port = 0;
+  EXPECT_NE(error_of(port0).find("-p 0"), std::string::npos);
+  port0.loopback = true;  // an ephemeral port is fine when both sides are here
+  EXPECT_TRUE(validate_perf_options(port0));
+
+  PerfOptions high;
+  high.port_given = true;
+  high.port = 65534;
+  high.lanes = 4;
+  EXPECT_NE(error_of(high).find("past 65535"), std::string::npos);
+}
+
+TEST(PerfValidate, RolesFollowTheArguments) {
+  PerfOptions o;
+  EXPECT_EQ(role_of(o), PerfRole::kServer);
+  o.server = "host";
+  EXPECT_EQ(role_of(o), PerfRole::kClient);
+  o.server.clear();
+  o.loopback = true;
+  EXPECT_EQ(role_of(o), PerfRole::kLoopback);
+}
+
+TEST(PerfValidate, TestNamesParse) {
+  EXPECT_EQ(*parse_perf_test("bw"), PerfTest::kBw);
+  EXPECT_EQ(*parse_perf_test("lat"), PerfTest::kLat);
+  EXPECT_EQ(*parse_perf_test("both"), PerfTest::kBoth);
+  auto bad = parse_perf_test("bandwidth");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("bw, lat or both"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace megascale::perf

@@ -1,0 +1,165 @@
+// perf's figures (bw average/peak/message rate, latency statistics), table lines and JSON keys.
+#include "megascale/perf/report.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace megascale::perf {
+namespace {
+
+std::vector<std::string> columns(const std::string& line) {
+  std::istringstream in(line);
+  std::vector<std::string> out;
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+
+TEST(PerfBwFigures, AverageIsBitsOverFirstPostToLastCompletion) {
+  // 10 messages of 125000 B (1e6 bits), posted together, completing every 100 us from t=100 us:
+  // 1e7 bits in 1 ms = 10 Gb/s; 10 messages in 1 ms = 0.01 Mpps.
+  std::vector<TimeNs> posted(10, 0), completed;
+  for (int i = 1; i <= 10; ++i) completed.push_back(i * 100'000);
+  const BwFigures f = bw_figures(125000, posted, completed, 1);
+  EXPECT_DOUBLE_EQ(f.bw_average_gbps, 10.0);
+  EXPECT_DOUBLE_EQ(f.msg_rate_mpps, 0.01);
+  EXPECT_DOUBLE_EQ(f.seconds, 1e-3);
+}
+
+TEST(PerfBwFigures, PeakIsTheBestRunOfConsecutiveCompletions) {
+  // Eight messages of 1e6 bits posted at once (a full pipeline); completions 1 ms apart except that
+  // messages 3..6 complete 100 us apart.
+  const uint64_t size = 1'000'000 / 8;
+  std::vector<TimeNs> posted(8, 0);
+  std::vector<TimeNs> completed = {1'000'000, 2'000'000, 3'000'000, 3'100'000,
+                                   3'200'000, 3'300'000, 3'400'000, 4'400'000};
+  const BwFigures run4 = bw_figures(size, posted, completed, 4);
+  // Best run of 4: messages 3..6, timed from message 2's completion at 3 ms to 3.4 ms: 4e6 bits in
+  // 400 us = 10 Gb/s.
+  EXPECT_NEAR(run4.bw_peak_gbps, 10.0, 1e-9);
+  EXPECT_NEAR(run4.bw_average_gbps, 8e6 / 4'400'000.0, 1e-12);
+  // A run of one: the best gap between completions, 100 us per 1e6 bits.
+  EXPECT_NEAR(bw_figures(size, posted, completed, 1).bw_peak_gbps, 10.0, 1e-9);
+  // The run over the whole row is the average.
+  const BwFigures all = bw_figures(size, posted, completed, 8);
+  EXPECT_DOUBLE_EQ(all.bw_peak_gbps, all.bw_average_gbps);
+}
+
+TEST(PerfBwFigures, EmptyRowIsZero) {
+  const BwFigures f = bw_figures(100, {}, {}, 4);
+  EXPECT_EQ(f.bw_average_gbps, 0);
+  EXPECT_EQ(f.bw_peak_gbps, 0);
+}
+
+TEST(PerfLatFigures, StatisticsOfKnownSamples) {
+  // 1..1000 us one-way (shuffled order must not matter).
+  std::vector<TimeNs> v;
+  for (int i = 1000; i >= 1; --i) v.push_back(i * 1000);
+  const LatFigures f = lat_figures(v);
+  EXPECT_DOUBLE_EQ(f.t_min_us, 1);
+  EXPECT_DOUBLE_EQ(f.t_max_us, 1000);
+  EXPECT_DOUBLE_EQ(f.t_avg_us, 500.5);
+  EXPECT_DOUBLE_EQ(f.p50_us, 500);  // nearest rank: the 500th smallest
+  EXPECT_DOUBLE_EQ(f.t_typical_us, f.p50_us);
+  EXPECT_DOUBLE_EQ(f.p99_us, 990);
+  EXPECT_DOUBLE_EQ(f.p999_us, 999);
+  // Population standard deviation of 1..1000 = sqrt((1000^2 - 1) / 12).
+  EXPECT_NEAR(f.t_stdev_us, 288.6749902572095, 1e-9);
+}
+
+TEST(PerfLatFigures, SingleSample) {
+  const LatFigures f = lat_figures({7500});
+  EXPECT_DOUBLE_EQ(f.t_min_us, 7.5);
+  EXPECT_DOUBLE_EQ(f.p999_us, 7.5);
+  EXPECT_DOUBLE_EQ(f.t_stdev_us, 0);
+}
+
+TEST(PerfTables, BwHeaderAndRowHavePerftestsColumns) {
+  EXPECT_EQ(columns(bw_header()), (std::vector<std::string>{"#bytes", "#iterations", "BW", "peak[Gb/sec]",
+                                                            "BW", "average[Gb/sec]", "MsgRate[Mpps]"}));
+  BwRow r;
+  r.size_bytes = 65536;
+  r.iterations = 5000;
+  r.figures.bw_peak_gbps = 12.345;
+  r.figures.bw_average_gbps = 11.5;
+  r.figures.msg_rate_mpps = 0.021935;
+  EXPECT_EQ(columns(bw_row_line(r)),
+            (std::vector<std::string>{"65536", "5000", "12.35", "11.50", "0.021935"}));
+}
+
+TEST(PerfTables, LatHeaderAndRowHavePerftestsColumns) {
+  const auto h = columns(lat_header());
+  ASSERT_GE(h.size(), 9u);
+  EXPECT_EQ(h[0], "#bytes");
+  EXPECT_EQ(h[2], "t_min[usec]");
+  EXPECT_EQ(h[4], "t_typical[usec]");
+  LatRow r;
+  r.size_bytes = 2;
+  r.iterations = 1000;
+  r.figures = lat_figures({1000, 2000, 3000, 4000});
+  EXPECT_EQ(columns(lat_row_line(r)),
+            (std::vector<std::string>{"2", "1000", "1.00", "4.00", "2.00", "2.50", "1.12", "4.00", "4.00"}));
+}
+
+TEST(PerfTables, CountersLineNamesEveryCounterAndTheKernelDrops) {
+  RowCounters c;
+  c.same_host = true;
+  c.total.retransmits_fast = 5;
+  c.total.retransmits_rto = 2;
+  c.total.timeouts = 1;
+  c.total.ecn_marks = 11;
+  c.total.cnps_received = 3;
+  c.total.repaths = 1;
+  c.total.kernel.ok = true;
+  c.total.kernel.rcvbuf_errors = 4;
+  c.total.kernel.in_errors = 6;
+  c.total.kernel.socket_drops = 4;
+  c.total.rtt[engine::RttHistogram::bucket_of(20'000)] = 99;
+  c.total.rtt[engine::RttHistogram::bucket_of(900'000)] = 1;
+  c.total.rtt_max_ns = 900'000;
+  const std::string line = counters_line(c);
+  EXPECT_EQ(line.rfind(" # retx 7 (fast 5, rto 2), timeouts 1, ecn 11, cnp 3, repaths 1, ", 0), 0u) << line;
+  EXPECT_NE(line.find("rtt p50 20.5 us p99 20.5 us"), std::string::npos) << line;  // 20 us's bucket edge
+  EXPECT_NE(line.find("RcvbufErrors +4 InErrors +6, our sockets +4"), std::string::npos) << line;
+
+  RowCounters unread;
+  EXPECT_NE(counters_line(unread).find("kernel drops unknown"), std::string::npos);
+  EXPECT_NE(counters_line(unread).find("rtt -"), std::string::npos);
+}
+
+TEST(PerfJson, RowsUsePerftestsKeys) {
+  BwRow b;
+  b.size_bytes = 4096;
+  b.iterations = 10;
+  b.figures.bw_average_gbps = 3.5;
+  b.counters.total.retransmits_fast = 2;
+  const nlohmann::json jb = bw_row_json(b);
+  for (const char* key : {"MsgSize", "n_iterations", "BW_peak", "BW_average", "MsgRate"}) {
+    EXPECT_TRUE(jb.contains(key)) << key;
+  }
+  EXPECT_EQ(jb["MsgSize"], 4096);
+  EXPECT_EQ(jb["BW_average"], 3.5);
+  EXPECT_EQ(jb["counters"]["retransmits"], 2);
+
+  LatRow l;
+  l.figures = lat_figures({2000, 4000});
+  const nlohmann::json jl = lat_row_json(l);
+  for (const char* key : {"MsgSize", "n_iterations", "t_min", "t_max", "t_typical", "t_avg", "t_stdev",
+                          "percentile_99", "percentile_99.9", "p50"}) {
+    EXPECT_TRUE(jl.contains(key)) << key;
+  }
+  EXPECT_EQ(jl["t_max"], 4.0);
+
+  PerfReport r;
+  r.bw.push_back(b);
+  r.lat.push_back(l);
+  const nlohmann::json doc = report_json(r);
+  EXPECT_EQ(doc["bw"].size(), 1u);
+  EXPECT_EQ(doc["lat"].size(), 1u);
+  EXPECT_EQ(doc["units"]["BW"], "Gb/s (1e9 bit/s)");
+}
+
+}  // namespace
+}  // namespace megascale::perf
