@@ -45,10 +45,13 @@ stage_asan() {
   local build=build/asan
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMEGASCALE_WERROR=ON \
     -DMEGASCALE_SANITIZE=ON -DMEGASCALE_BUILD_BENCH=OFF -DMEGASCALE_ENABLE_CUDA=OFF
-  local labels=(congestion engine wire nccl fuzz) targets=() l
+  local labels=(congestion engine wire nccl fuzz) targets=() l help
+  # (Read the list once: `cmake ... | grep -q` under pipefail fails when grep exits before cmake.)
+  help=$(cmake --build "$build" --target help)
   for l in "${labels[@]}"; do
-    if cmake --build "$build" --target help | grep -q "^tests-$l:"; then targets+=("tests-$l"); fi
+    if grep -q "^tests-$l:" <<<"$help"; then targets+=("tests-$l"); fi
   done
+  echo "sanitizer build of: ${targets[*]}"
   cmake --build "$build" -j"$jobs" --target "${targets[@]}"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
