@@ -24,6 +24,7 @@ HybridController::HybridController(const HybridParams& params, const FlowParams&
       cwnd_(std::clamp(params.swift.init_cwnd_packets, params.swift.min_cwnd_packets,
                        params.swift.max_cwnd_packets)),
       rtt_ns_(positive_rtt(flow.base_rtt_ns)),
+      pacing_rtt_(flow.base_rtt_ns),
       hops_(flow.hops) {}
 
 bool HybridController::can_decrease(TimeNs now) const {
@@ -116,6 +117,7 @@ void HybridController::on_ack(TimeNs now, const AckSample& ack) {
 
   if (ack.rtt_ns >= 0) {
     rtt_ns_ = positive_rtt(ack.rtt_ns);
+    pacing_rtt_.on_sample(ack.rtt_ns);
     // Swift §3.3: the fabric delay excludes the receiver's echoed queuing and processing time.
     const TimeNs remote_ns = p_.swift.use_fabric_delay ? std::max<TimeNs>(ack.remote_delay_ns, 0) : 0;
     delay_ns_ = static_cast<double>(std::max<TimeNs>(ack.rtt_ns - remote_ns, 0));
@@ -158,10 +160,8 @@ double HybridController::cwnd_bytes() const {
 }
 
 double HybridController::pacing_rate_bps() const {
-  if (cwnd_ >= 1) return flow_.line_rate_bps;
   // Swift §3.4: below one packet, one packet every rtt/cwnd, i.e. cwnd * mss bytes per RTT.
-  const double rate_bps = cwnd_ * flow_.mss_bytes * 8.0 / (static_cast<double>(rtt_ns_) * 1e-9);
-  return std::clamp(rate_bps, 1.0, flow_.line_rate_bps);  // 1 bps floor: a zero rate would stall
+  return pacing_rtt_.rate_bps(cwnd_, flow_.mss_bytes, flow_.line_rate_bps);
 }
 
 ControllerState HybridController::state() const {

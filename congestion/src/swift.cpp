@@ -36,11 +36,32 @@ double swift_target_delay_ns(const SwiftParams& p, double cwnd_packets, uint8_t 
   return topology_ns + std::max(0.0, std::min(flow_ns, fs_range_ns));
 }
 
+PacingRtt::PacingRtt(TimeNs base_rtt_ns) : rtt_ns_(positive_rtt(base_rtt_ns)) {}
+
+void PacingRtt::on_sample(TimeNs rtt_ns) {
+  const TimeNs sample = positive_rtt(rtt_ns);
+  if (!sampled_) {
+    sampled_ = true;
+    rtt_ns_ = sample;
+    return;
+  }
+  const TimeNs bounded = std::min(sample, 4 * rtt_ns_);
+  rtt_ns_ = positive_rtt(rtt_ns_ + (bounded - rtt_ns_) / 8);
+}
+
+double PacingRtt::rate_bps(double cwnd_packets, uint32_t mss_bytes, double line_rate_bps) const {
+  if (cwnd_packets >= 1) return line_rate_bps;  // ACK-clocked: the NIC sends at line rate
+  const double rate_bps = cwnd_packets * mss_bytes * 8.0 / (static_cast<double>(rtt_ns_) * 1e-9);
+  // A zero rate would stall the flow for ever; 1 bps is the floor should min_cwnd be configured as 0.
+  return std::max(std::min(rate_bps, line_rate_bps), 1.0);
+}
+
 SwiftController::SwiftController(const SwiftParams& params, const FlowParams& flow)
     : p_(params),
       flow_(flow),
       cwnd_(std::min(std::max(params.init_cwnd_packets, params.min_cwnd_packets), params.max_cwnd_packets)),
       rtt_ns_(positive_rtt(flow.base_rtt_ns)),
+      pacing_rtt_(flow.base_rtt_ns),
       hops_(flow.hops) {}
 
 void SwiftController::on_send(TimeNs /*now*/, uint64_t /*bytes*/) {}  // ACK-clocked; no send counters
@@ -71,6 +92,7 @@ void SwiftController::on_ack(TimeNs now, const AckSample& ack) {
   if (ack.rtt_ns < 0) return;  // no delay sample: nothing to compare with the target
 
   rtt_ns_ = positive_rtt(ack.rtt_ns);
+  pacing_rtt_.on_sample(ack.rtt_ns);
   if (ack.hops != 0) hops_ = ack.hops;  // TTL-measured hop count replaces the configured one
 
   // §3.3: the fabric part of the RTT excludes the receiver's echoed queuing and processing time.
@@ -121,12 +143,8 @@ double SwiftController::cwnd_bytes() const {
 }
 
 double SwiftController::pacing_rate_bps() const {
-  if (cwnd_ >= 1) return flow_.line_rate_bps;  // ACK-clocked: the NIC sends at line rate
   // §3.4: below one packet, send one packet every rtt/cwnd, i.e. cwnd * mss bytes per RTT.
-  const double rtt_s = static_cast<double>(rtt_ns_) * 1e-9;
-  const double rate_bps = cwnd_ * flow_.mss_bytes * 8.0 / rtt_s;
-  // A zero rate would stall the flow for ever; 1 bps is the floor should min_cwnd be configured as 0.
-  return std::max(std::min(rate_bps, flow_.line_rate_bps), 1.0);
+  return pacing_rtt_.rate_bps(cwnd_, flow_.mss_bytes, flow_.line_rate_bps);
 }
 
 ControllerState SwiftController::state() const {

@@ -88,7 +88,7 @@ bool same_fields(const Packet& a, const Packet& b) {
              a.handshake.window_segments == b.handshake.window_segments;
     case PacketType::kFin:
       return a.fin.final_seq == b.fin.final_seq && a.fin.unfinished_sends == b.fin.unfinished_sends &&
-             a.fin.unfinished_recvs == b.fin.unfinished_recvs;
+             a.fin.unfinished_recvs == b.fin.unfinished_recvs && a.fin.cum_ack == b.fin.cum_ack;
     case PacketType::kRst:
       return a.rst.reason == b.rst.reason && a.rst.ref_conn_id == b.rst.ref_conn_id &&
              a.rst.text_view() == b.rst.text_view();

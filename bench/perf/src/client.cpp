@@ -251,6 +251,7 @@ PerfRun run_client_on(UdpWire& w, const std::string& host, uint16_t port, const 
     }
     emit(sink, pending, rule_line());
   }
+  s.expect_peer_close();  // the server closes both connections once it has the 'done'
   if (Status st = s.send_control(json{{"type", "done"}, {"lines", pending}}); !st) {
     return failed(std::move(run), PerfStatus::kFailed, st.error().message);
   }

@@ -86,7 +86,7 @@ Status Session::check(std::string_view what) {
       return make_error(
           fmt::format("{} connection failed while waiting for {}: {}", which, what, c->error()));
     }
-    if (c->state() == engine::ConnectionState::kClosed) {
+    if (c->state() == engine::ConnectionState::kClosed && !(peer_close_expected_ && c != control())) {
       return make_error(
           fmt::format("the {} closed the {} connection while we waited for {}", peer_name_, which, what));
     }
@@ -119,6 +119,7 @@ Status Session::post_control_recv() {
   auto r = c->post_recv(control_buf_.data(), control_buf_.size(), kTagControl);
   if (!r) return make_error("posting the control receive: " + r.error().message);
   control_req_ = *r;
+  control_posted_ = true;
   return {};
 }
 
@@ -139,6 +140,12 @@ bool Session::poll_control() {
   if (control_ready_) return true;
   engine::Connection* c = control();
   if (c == nullptr) return false;
+  if (!control_posted_) {
+    // The receive could not be re-posted (the peer closed): report that as the next message's failure.
+    control_done_ = engine::Completion{.done = true, .ok = false, .error = control_post_error_};
+    control_ready_ = true;
+    return true;
+  }
   control_done_ = c->test(control_req_);
   control_ready_ = control_done_.done;
   return control_ready_;
@@ -161,7 +168,10 @@ Result<nlohmann::json> Session::recv_control(std::string_view type) {
   const engine::Completion done = control_done_;
   if (Status s = completion_error(done, "control receive", control()); !s) return s.error();
   last_control_.assign(reinterpret_cast<const char*>(control_buf_.data()), done.bytes);
-  if (Status s = post_control_recv(); !s) return s.error();
+  control_posted_ = false;
+  // The peer may have sent its last word and closed: this message still counts, and a failure to
+  // post the next receive is reported only if a next message is waited for.
+  if (Status s = post_control_recv(); !s) control_post_error_ = s.error().message;
   auto msg = decode_control(last_control_, type);
   if (!msg) return make_error(peer_name_ + ": " + msg.error().message);
   return msg;

@@ -58,6 +58,10 @@ class Session {
     }
   }
 
+  // After the last row: the peer may close the data connection at any moment now, which check() then
+  // takes as the end it is, not as an error.
+  void expect_peer_close() { peer_close_expected_ = true; }
+
   // Posts the receive for the next control message (once at the start; recv_control reposts).
   Status post_control_recv();
   // Sends a control message and waits until the peer has it.
@@ -98,6 +102,9 @@ class Session {
   engine::RequestId control_req_ = 0;
   // True when the control receive completed (seen by check_peer_abort) and is not yet consumed.
   bool control_ready_ = false;
+  bool peer_close_expected_ = false;
+  bool control_posted_ = false;    // control_req_ is a receive in flight
+  std::string control_post_error_;  // why the receive could not be re-posted
   engine::Completion control_done_;
   // Tests the control receive (or returns the kept completion): true when one is ready.
   bool poll_control();

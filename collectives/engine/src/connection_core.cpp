@@ -347,8 +347,19 @@ void ConnectionCore::maybe_finish_drain(TimeNs now) {
 }
 
 void ConnectionCore::on_fin(TimeNs now, const Packet& pkt) {
-  (void)now;
   const FinBody& f = pkt.fin;
+  if (f.cum_ack > snd_nxt_) {
+    ++stats_.malformed_dropped;  // acknowledges what we never sent
+    return;
+  }
+  // The FIN acknowledges what the peer received: sends whose ACKs were lost complete, not fail.
+  if (state_ == ConnectionState::kEstablished || state_ == ConnectionState::kClosing) {
+    for (uint64_t seq = snd_una_; seq < f.cum_ack; ++seq) {
+      TxSeg& s = ring_[seq & ring_mask_];
+      if (!s.sacked) deliver(seq, s, now);
+    }
+    snd_una_ = std::max(snd_una_, f.cum_ack);
+  }
   if (pkt.hdr.flags & kFlagFinReply) {
     if (state_ == ConnectionState::kClosing && fin_sent_) {
       close_report_.peer_unfinished_sends = f.unfinished_sends;
@@ -463,7 +474,8 @@ bool ConnectionCore::poll_control(TimeNs now, TxPacket& out) {
     const bool reply = fin_reply_pending_;
     FinBody f{.final_seq = snd_nxt_,
               .unfinished_sends = close_report_.unfinished_sends,
-              .unfinished_recvs = close_report_.unfinished_recvs};
+              .unfinished_recvs = close_report_.unfinished_recvs,
+              .cum_ack = rcv_nxt_};
     out.header_len =
         static_cast<uint16_t>(encode_fin(CommonHeader{.version = static_cast<uint8_t>(version_),
                                                       .type = PacketType::kFin,

@@ -195,6 +195,7 @@ size_t encode_fin(CommonHeader hdr, const FinBody& fin, uint8_t* out) {
   put<uint64_t>(out, 24, fin.final_seq);
   put<uint32_t>(out, 32, fin.unfinished_sends);
   put<uint32_t>(out, 36, fin.unfinished_recvs);
+  put<uint64_t>(out, 40, fin.cum_ack);
   return seal(out, kFinBytes);
 }
 
@@ -342,6 +343,7 @@ DecodeResult decode_packet(const uint8_t* p, size_t len, Packet& out, bool verif
       out.fin.final_seq = get<uint64_t>(p, 24);
       out.fin.unfinished_sends = get<uint32_t>(p, 32);
       out.fin.unfinished_recvs = get<uint32_t>(p, 36);
+      out.fin.cum_ack = get<uint64_t>(p, 40);
       if ((out.hdr.flags & ~kFlagFinReply) != 0 || out.hdr.dst_conn_id == 0) return DecodeResult::kBadField;
       return DecodeResult::kOk;
     case PacketType::kRst: {

@@ -288,6 +288,25 @@ TEST(SwiftPacing, BelowOnePacketPacesOnePacketPerRttOverCwnd) {
   EXPECT_EQ(cc.state().decreases, 40u);
 }
 
+// One sample that measured an outage (a segment that sat out a link flap) must not space the next
+// sends by the outage: the pacing RTT moves by at most x1.375 per sample, and follows a real rise.
+TEST(SwiftPacing, AnOutlierSampleDoesNotStallTheFlow) {
+  const FlowParams flow = test_flow();
+  SwiftController cc(params_with_init(0.5), flow);
+  const TimeNs rtt = 20'000;
+  cc.on_ack(0, AckSample{.acked_packets = 0, .rtt_ns = rtt});  // an RTT sample that acks nothing
+  const double steady = cc.pacing_rate_bps();
+  EXPECT_NEAR(steady, cc.cwnd_packets() * kMss * 8 / (rtt * 1e-9), steady * 1e-12);
+  cc.on_ack(1, AckSample{.acked_packets = 0, .rtt_ns = 5'300'000'000});  // 5.3 s: a flap
+  const double cwnd = cc.cwnd_packets();
+  const double after = cc.pacing_rate_bps();
+  EXPECT_GE(after * 1.375 * (1 + 1e-9), cwnd * kMss * 8 / (rtt * 1e-9));
+  // A real rise (the queue grew to 200 us) is followed within a few dozen samples.
+  for (int i = 0; i < 40; ++i) cc.on_ack(2 + i, AckSample{.acked_packets = 0, .rtt_ns = 200'000});
+  const double risen = cc.cwnd_packets() * kMss * 8 / (200'000 * 1e-9);
+  EXPECT_NEAR(cc.pacing_rate_bps(), risen, risen * 0.05);
+}
+
 TEST(SwiftPacing, UsesBaseRttBeforeFirstSampleAndNeverExceedsLineRate) {
   FlowParams flow = test_flow();
   SwiftController cc(params_with_init(0.5), flow);

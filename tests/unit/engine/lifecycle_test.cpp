@@ -164,6 +164,33 @@ TEST(Lifecycle, PeerClosesMidwayAndPendingWorkFailsWithReport) {
   EXPECT_EQ(b->close_report().unfinished_recvs, 1u);
 }
 
+// The last message before a close: B takes it and closes at once, and every ACK B sends is lost. B's
+// FIN carries its receive point, so A's send completes as delivered instead of failing as unfinished.
+TEST(Lifecycle, FinAcknowledgesWhatItsLostAcksCouldNot) {
+  TestNet net(test_config());
+  auto [a, b] = net.connect_pair();
+  net.rule = [](const Sent& s) {
+    Fate f;
+    f.drop = s.from == 1 && s.is_ack();
+    return f;
+  };
+  const auto msg = pattern(3, 6'000);
+  std::vector<uint8_t> got(msg.size());
+  auto r = b->post_recv(got.data(), got.size(), 0);
+  auto s = a->post_send(msg.data(), msg.size(), 0);
+  ASSERT_TRUE(r.ok() && s.ok());
+  ASSERT_TRUE(net.run_until([&] { return b->test(*r).done; }, net.now + 1'000'000'000));
+  EXPECT_FALSE(a->test(*s).done);  // no ACK reached A
+  b->close(net.now);
+  ASSERT_TRUE(net.run_until([&] { return a->state() == ConnectionState::kClosed; }, net.now + 1'000'000'000));
+  const Completion c = a->test(*s);
+  ASSERT_TRUE(c.done);
+  EXPECT_TRUE(c.ok) << c.error;
+  EXPECT_EQ(c.bytes, msg.size());
+  EXPECT_EQ(a->close_report().unfinished_sends, 0u);
+  EXPECT_EQ(got, msg);
+}
+
 TEST(Lifecycle, LostFinIsRetransmitted) {
   TestNet net(test_config());
   auto [a, b] = net.connect_pair();

@@ -126,11 +126,12 @@ TEST(Packet, CreditAckCnpHandshakeFinRstRoundTrip) {
   EXPECT_EQ(p.handshake.window_segments, 4096u);
 
   n = encode_fin(CommonHeader{.flags = kFlagFinReply, .dst_conn_id = 7},
-                 FinBody{.final_seq = 5, .unfinished_sends = 2, .unfinished_recvs = 3}, b);
+                 FinBody{.final_seq = 5, .unfinished_sends = 2, .unfinished_recvs = 3, .cum_ack = 11}, b);
   ASSERT_EQ(decode_packet(b, n, p), DecodeResult::kOk);
   EXPECT_EQ(p.fin.final_seq, 5u);
   EXPECT_EQ(p.fin.unfinished_sends, 2u);
   EXPECT_EQ(p.fin.unfinished_recvs, 3u);
+  EXPECT_EQ(p.fin.cum_ack, 11u);
 
   const std::string text(200, 'x');  // cut to kMaxRstText
   RstBody r;

@@ -16,6 +16,7 @@
 
 #include "megascale/congestion/controller.h"
 #include "megascale/congestion/params.h"
+#include "megascale/congestion/swift.h"
 
 namespace megascale::cc {
 
@@ -65,6 +66,7 @@ class HybridController final : public Controller {
   FlowParams flow_;
   double cwnd_;              // packets (fractional below 1)
   TimeNs rtt_ns_;            // latest RTT sample, else FlowParams::base_rtt_ns
+  PacingRtt pacing_rtt_;     // the smoothed RTT that spaces sends below one packet (swift.h)
   double delay_ns_ = 0;      // latest delay compared with the target (fabric delay by default)
   bool have_delay_ = false;  // no sample yet: the first signals count as "below target"
   double alpha_ = kInitialAlpha;

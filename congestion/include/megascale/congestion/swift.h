@@ -17,6 +17,25 @@ namespace megascale::cc {
 // Shared with the hybrid controller.
 double swift_target_delay_ns(const SwiftParams& p, double cwnd_packets, uint8_t hops);
 
+// The RTT that spaces sends below one packet (§3.4: one packet every rtt/cwnd). The paper's rtt is the
+// latest sample; taken raw, one sample that measured an outage (a segment that sat out a link flap
+// for seconds) would space the next send seconds apart, and the next sample, the one that could
+// correct it, would wait as long: the flow stalls. So: the first sample as is, then an EWMA (gain 1/8,
+// RFC 6298's) of samples each bounded to 4x the current estimate. A steady RTT is followed exactly;
+// a real rise is followed within a few ACKs (x1.375 per ACK); an outlier moves it by at most x1.375.
+class PacingRtt {
+ public:
+  explicit PacingRtt(TimeNs base_rtt_ns);
+  void on_sample(TimeNs rtt_ns);
+  TimeNs ns() const { return rtt_ns_; }
+  // cwnd * mss bytes per RTT below one packet, the line rate at or above it; never below 1 bit/s.
+  double rate_bps(double cwnd_packets, uint32_t mss_bytes, double line_rate_bps) const;
+
+ private:
+  TimeNs rtt_ns_;
+  bool sampled_ = false;
+};
+
 class SwiftController final : public Controller {
  public:
   SwiftController(const SwiftParams& params, const FlowParams& flow);
@@ -44,6 +63,7 @@ class SwiftController final : public Controller {
   FlowParams flow_;
   double cwnd_;                 // packets (fractional below 1)
   TimeNs rtt_ns_;               // latest RTT sample (the paper uses instantaneous delay), else base_rtt
+  PacingRtt pacing_rtt_;        // the smoothed RTT that spaces sends below one packet
   TimeNs t_last_decrease_ = 0;  // set only by a decrease branch, never by an increase or a hold
   bool decreased_once_ = false;
   uint32_t retransmit_cnt_ = 0;

@@ -33,7 +33,7 @@
 //          24 u64 src_conn_id | 32 u16 version_min | 34 u16 version_max | 36 u16 lanes |
 //          38 u8 cc_kind | 39 u8 reserved | 40 u32 mss_bytes | 44 u32 recv_slots |
 //          48 u32 window_segments | 52 u32 reserved                                          (56 bytes)
-//   FIN    24 u64 final_seq | 32 u32 unfinished_sends | 36 u32 unfinished_recvs             (40 bytes)
+//   FIN    24 u64 final_seq | 32 u32 unfinished_sends | 36 u32 unfinished_recvs | 40 u64 cum_ack (48 bytes)
 //   RST    24 u16 reason | 26 u16 text_len | 28 u32 reserved | 32 u64 ref_conn_id | 40 text
 #pragma once
 
@@ -55,7 +55,7 @@ inline constexpr size_t kMaxSackRanges = 16;
 inline constexpr size_t kAckMaxBytes = kAckFixedBytes + kMaxSackRanges * 16;  // 312
 inline constexpr size_t kCnpBytes = 32;
 inline constexpr size_t kHandshakeBytes = 56;
-inline constexpr size_t kFinBytes = 40;
+inline constexpr size_t kFinBytes = 48;
 inline constexpr size_t kRstFixedBytes = 40;
 inline constexpr size_t kMaxRstText = 128;
 // The largest header any packet has: what TxPacket reserves.
@@ -150,6 +150,9 @@ struct FinBody {
   uint64_t final_seq = 0;         // the sender's next seq: everything below was sent and acked
   uint32_t unfinished_sends = 0;  // sends the sender failed at close
   uint32_t unfinished_recvs = 0;  // receives the sender failed at close
+  uint64_t cum_ack = 0;           // the sender's receive point: every segment below it arrived. A FIN
+                                  // thus acknowledges what its ACKs, if lost, could not: a message the
+                                  // closer took just before closing completes at its sender.
 };
 
 struct RstBody {
