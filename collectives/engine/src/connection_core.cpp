@@ -173,6 +173,7 @@ void ConnectionCore::complete(uint32_t idx, bool ok, uint64_t bytes, int32_t tag
     ++(ok ? stats_.sends_completed : stats_.sends_failed);
   } else {
     ++(ok ? stats_.recvs_completed : stats_.recvs_failed);
+    ++ep_stats_->receives_completed;
     if (recv_slots_[r.slot & recv_mask_] == idx) recv_slots_[r.slot & recv_mask_] = kNoRequest;
   }
 }

@@ -75,6 +75,7 @@ struct UdpWire::Io {
   uint64_t peer_table_full = 0;
   uint64_t tx_bad_peer = 0;  // engine packets for a peer id the table does not have
   uint64_t progress_calls = 0;
+  uint64_t tx_deferred = 0;
   uint64_t sleeps = 0;
 };
 

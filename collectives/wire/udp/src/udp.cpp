@@ -163,6 +163,9 @@ Status UdpWire::progress(TimeNs now) {
 
 Status UdpWire::progress_locked(TimeNs now, bool read_clock) {
   ++io_->progress_calls;
+  // What the caller posted since the last round, and what that round deferred, leaves first.
+  transmit_locked(now, read_clock);
+  const uint64_t receives_before = endpoint_->stats().receives_completed;
   receive_locked(now, read_clock);
   if (io_->fault) {
     // Held datagrams stand for packets delayed in the network: they arrive when released.
@@ -173,7 +176,16 @@ Status UdpWire::progress_locked(TimeNs now, bool read_clock) {
   }
   if (read_clock) now = UdpWire::now();
   if (endpoint_->next_deadline() <= now) endpoint_->on_timer(now);
-  transmit_locked(now, read_clock);
+  if (endpoint_->stats().receives_completed != receives_before) {
+    // A message completed: its caller will likely answer it (a pong, the next step's send) as soon as
+    // this call returns. The ACKs and credits this round made wait for that answer, so that both leave
+    // in one send call at the start of the next round instead of two on the answer's critical path.
+    // next_deadline() is 0 meanwhile: a caller that sleeps on it comes straight back.
+    ++io_->tx_deferred;
+    more_tx_ = true;
+  } else {
+    transmit_locked(now, read_clock);
+  }
   if (now - io_->last_sweep_ns > kPathSweepIntervalNs) {
     io_->paths.sweep(now, kPathIdleNs);
     io_->last_sweep_ns = now;
@@ -319,6 +331,7 @@ UdpWireStats UdpWire::stats() const {
   s.rx_timestamps_rejected = io.rx_timestamps_rejected;
   s.peer_table_full = io.peer_table_full;
   s.progress_calls = io.progress_calls;
+  s.tx_deferred = io.tx_deferred;
   s.sleeps = io.sleeps;
   if (io.fault) s.fault = io.fault->counters();
   return s;

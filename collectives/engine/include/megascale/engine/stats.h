@@ -116,6 +116,8 @@ struct EndpointStats {
   uint64_t connections_initiated = 0;
   uint64_t connections_accepted = 0;
   uint64_t connections_failed = 0;
+  uint64_t receives_completed = 0;  // every connection's receive completions, ok or not (the wire defers
+                                    // its send after a round that completed one: udp.h, progress)
 };
 
 }  // namespace megascale::engine

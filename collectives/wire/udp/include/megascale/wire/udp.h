@@ -161,7 +161,8 @@ struct UdpWireStats {
   uint64_t peer_table_full = 0;         // datagrams dropped: unknown source and the table was full
   // Driving.
   uint64_t progress_calls = 0;
-  uint64_t sleeps = 0;  // threaded mode: times the thread slept in epoll
+  uint64_t tx_deferred = 0;  // rounds that completed a receive and left their ACKs for the next round
+  uint64_t sleeps = 0;       // threaded mode: times the thread slept in epoll
   FaultCounters fault;
 };
 
@@ -184,7 +185,9 @@ class UdpWire {
 
   // ---- Caller-driven mode: call from the one thread that owns the wire. ----
 
-  // One non-blocking round at `now` (or at the clock's now): receive, engine, timers, send. Errors
+  // One non-blocking round at `now` (or at the clock's now): send what was posted, receive, engine,
+  // timers, send. A round that completes a receive leaves its ACKs and credits for the next round
+  // (next_deadline() is then 0), so that they leave with the caller's answer in one send call. Errors
   // are socket failures that make the wire unusable; protocol problems surface per connection.
   // `now` must be on CLOCK_MONOTONIC (UdpWire::now()), the domain receive timestamps are converted to.
   Status progress();
