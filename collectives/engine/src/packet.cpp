@@ -332,7 +332,9 @@ DecodeResult decode_packet(const uint8_t* p, size_t len, Packet& out, bool verif
       h.mss_bytes = get<uint32_t>(p, 40);
       h.recv_slots = get<uint32_t>(p, 44);
       h.window_segments = get<uint32_t>(p, 48);
-      if (h.src_conn_id == 0 || h.version_min > h.version_max || out.hdr.flags != 0) {
+      // Reserved bytes are zero (a future version may give them meaning; this one refuses them).
+      if (h.src_conn_id == 0 || h.version_min > h.version_max || out.hdr.flags != 0 || p[39] != 0 ||
+          get<uint32_t>(p, 52) != 0) {
         return DecodeResult::kBadField;
       }
       if ((type == PacketType::kSyn) != (out.hdr.dst_conn_id == 0)) return DecodeResult::kBadField;
@@ -353,7 +355,7 @@ DecodeResult decode_packet(const uint8_t* p, size_t len, Packet& out, bool verif
       r.text_len = get<uint16_t>(p, 26);
       r.ref_conn_id = get<uint64_t>(p, 32);
       r.text = reinterpret_cast<const char*>(p + kRstFixedBytes);
-      if (reason < 1 || reason > 5 || r.text_len > kMaxRstText || out.hdr.flags != 0) {
+      if (reason < 1 || reason > 5 || r.text_len > kMaxRstText || out.hdr.flags != 0 || get<uint32_t>(p, 28) != 0) {
         return DecodeResult::kBadField;
       }
       r.reason = static_cast<RstReason>(reason);

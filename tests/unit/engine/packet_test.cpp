@@ -250,11 +250,22 @@ TEST(Packet, FieldsOutOfRangeAreRejectedEvenWithAValidCrc) {
   hs.version_min = 1;
   n = encode_handshake(CommonHeader{.type = PacketType::kSynAck, .dst_conn_id = 0}, hs, hdr);
   expect_field(std::vector<uint8_t>(hdr, hdr + n), n, "SYN_ACK to id 0");
+  n = encode_handshake(CommonHeader{.type = PacketType::kSyn}, hs, hdr);
+  for (const size_t reserved : {size_t{39}, size_t{52}, size_t{55}}) {
+    std::vector<uint8_t> syn(hdr, hdr + n);
+    syn[reserved] = 1;
+    expect_field(syn, n, "SYN reserved byte");
+  }
 
   RstBody r;
   r.reason = static_cast<RstReason>(99);
   n = encode_rst(CommonHeader{}, r, hdr);
   expect_field(std::vector<uint8_t>(hdr, hdr + n), n, "RST reason 99");
+  r.reason = RstReason::kUnknownConnection;
+  n = encode_rst(CommonHeader{}, r, hdr);
+  ASSERT_EQ(decode_packet(hdr, n, p), DecodeResult::kOk);
+  hdr[30] = 1;  // reserved
+  expect_field(std::vector<uint8_t>(hdr, hdr + n), n, "RST reserved");
 }
 
 }  // namespace
