@@ -8,10 +8,12 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <map>
 #include <sstream>
@@ -345,6 +347,105 @@ Result<CcConfig> parse_document(const std::string& text, std::string_view source
   return make_error(std::move(message));
 }
 
+
+// Every schema key path ("swift.beta", "hybrid.swift.min_cwnd_packets"), in schema order.
+class KeyPaths {
+ public:
+  std::vector<std::string> paths;
+
+  template <class Body>
+  void section(std::string_view key, Body&& body) {
+    const std::string saved = prefix_;
+    prefix_ = prefix_.empty() ? std::string(key) : prefix_ + "." + std::string(key);
+    body();
+    prefix_ = saved;
+  }
+  template <class T>
+  void field(std::string_view key, T& /*value*/, double /*scale*/, Bound /*bound*/) {
+    paths.push_back(prefix_.empty() ? std::string(key) : prefix_ + "." + std::string(key));
+  }
+
+ private:
+  std::string prefix_;
+};
+
+// MEGASCALE_CC_ + the key path upper-cased with '.' -> '_' (configs/cc/README.md).
+std::string env_name_of(std::string_view key_path) {
+  std::string name = "MEGASCALE_CC_";
+  for (char c : key_path) {
+    name += c == '.' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  }
+  return name;
+}
+
+// A message from the reader or the validator starts with the key path: name the variable instead.
+std::string blame_variable(const std::string& text, const std::map<std::string, std::string>& set_by_env) {
+  for (const auto& [path, assignment] : set_by_env) {
+    if (text.rfind(path + ":", 0) == 0) return fmt::format("{} ({})", assignment, text);
+  }
+  return text;
+}
+
+Result<CcConfig> apply_env_overrides(const CcConfig& base, const std::function<const char*(const char*)>& getenv_fn,
+                                     std::vector<std::string>* applied) {
+  CcConfig config = base;
+  CcConfig probe;
+  KeyPaths keys;
+  schema::visit_cc_config(probe, keys);
+
+  std::vector<std::string> errors;
+  std::map<std::string, std::string> set_by_env;  // key path -> "VAR=value"
+  YAML::Node overlay(YAML::NodeType::Map);
+  auto value_of = [&](const std::string& name) -> const char* {
+    const char* v = getenv_fn(name.c_str());
+    return v != nullptr && *v != '\0' ? v : nullptr;
+  };
+  if (const char* v = value_of(env_name_of(schema::kControllerKey))) {
+    if (Result<ControllerKind> kind = parse_controller_kind(v); !kind) {
+      errors.push_back(fmt::format("{}={}: {}", env_name_of(schema::kControllerKey), printable(v),
+                                   kind.error().message));
+    } else {
+      config.kind = *kind;
+      if (applied != nullptr) applied->push_back(fmt::format("{}={}", env_name_of(schema::kControllerKey), v));
+    }
+  }
+  for (const std::string& path : keys.paths) {
+    const std::string name = env_name_of(path);
+    const char* v = value_of(name);
+    if (v == nullptr) continue;
+    set_by_env[path] = fmt::format("{}={}", name, printable(v));
+    if (applied != nullptr) applied->push_back(fmt::format("{}={}", name, v));
+    // Nested sections of the overlay follow the path; the leaf is the variable's text, a plain scalar.
+    std::vector<YAML::Node> chain{overlay};
+    size_t start = 0;
+    for (size_t dot = path.find('.'); dot != std::string::npos; dot = path.find('.', start)) {
+      const std::string part = path.substr(start, dot - start);
+      YAML::Node child = chain.back()[part];
+      if (!child.IsMap()) child = YAML::Node(YAML::NodeType::Map);
+      chain.back()[part] = child;
+      chain.push_back(chain.back()[part]);
+      start = dot + 1;
+    }
+    chain.back()[path.substr(start)] = std::string(v);
+  }
+  if (set_by_env.empty() && errors.empty()) return config;
+
+  std::vector<ParseError> parse_errors;
+  std::map<std::string, int> lines;
+  YamlReader reader(parse_errors, lines);
+  reader.read_mapping(overlay, "", [&] { schema::visit_cc_config(config, reader); });
+  for (const ParseError& e : parse_errors) errors.push_back(blame_variable(e.text, set_by_env));
+  if (errors.empty()) {
+    for (const schema::Violation& v : schema::find_violations(config)) {
+      errors.push_back(blame_variable(fmt::format("{}: {}", v.key_path, v.text), set_by_env));
+    }
+  }
+  if (errors.empty()) return config;
+  std::string message;
+  for (const std::string& e : errors) message += fmt::format("{}{}", message.empty() ? "" : "\n", e);
+  return make_error(std::move(message));
+}
+
 }  // namespace
 
 Result<ControllerKind> parse_controller_kind(std::string_view name) {
@@ -420,6 +521,16 @@ Result<CcConfig> resolve_cc_config(const std::string& path_or_name) {
   }
   return make_error(fmt::format("'{}' is neither a preset file nor a built-in preset; built-in presets: {}",
                                 printable(path_or_name), fmt::join(builtin_cc_config_names(), ", ")));
+}
+
+Result<CcConfig> apply_cc_env_overrides(const CcConfig& base,
+                                        const std::function<const char*(const char*)>& getenv_fn,
+                                        std::vector<std::string>* applied) {
+  try {
+    return apply_env_overrides(base, getenv_fn, applied);
+  } catch (const std::exception& e) {
+    return make_error(fmt::format("MEGASCALE_CC_*: cannot apply: {}", e.what()));
+  }
 }
 
 }  // namespace megascale::cc

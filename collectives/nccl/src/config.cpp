@@ -83,6 +83,12 @@ Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
   if (!cc) return bad("MEGASCALE_CC", c.cc_source.c_str(), cc.error().message);
   c.cc = *cc;
   echo("MEGASCALE_CC", c.cc_source + " -> " + c.cc.name, cc_text != nullptr);
+  // MEGASCALE_CC_<SECTION>_<KEY>: one knob of the preset (configs/cc/README.md lists them all).
+  std::vector<std::string> overrides;
+  auto tuned = cc::apply_cc_env_overrides(c.cc, getenv_fn, &overrides);
+  if (!tuned) return make_error(tuned.error().message);
+  c.cc = *tuned;
+  for (const std::string& o : overrides) c.echo.push_back(o + " (environment)");
 
   const char* lanes = env("MEGASCALE_LANES");
   if (lanes != nullptr) {

@@ -106,6 +106,19 @@ TEST(PluginConfig, CcTakesAYamlFile) {
   std::remove(path.c_str());
 }
 
+// One knob of the preset from the environment, on top of MEGASCALE_CC, echoed in the INFO lines.
+TEST(PluginConfig, PerKeyCcVariablesTuneThePreset) {
+  auto c = load({{"MEGASCALE_CC", "swift"}, {"MEGASCALE_CC_SWIFT_BASE_TARGET_US", "50"}});
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->cc.kind, cc::ControllerKind::kSwift);
+  EXPECT_EQ(c->cc.swift.base_target_ns, 50'000);
+  bool echoed = false;
+  for (const std::string& line : c->echo) echoed |= line == "MEGASCALE_CC_SWIFT_BASE_TARGET_US=50 (environment)";
+  EXPECT_TRUE(echoed);
+  const std::string message = error_for("MEGASCALE_CC_SWIFT_BETA", "7");
+  EXPECT_NE(message.find("MEGASCALE_CC_SWIFT_BETA=7"), std::string::npos) << message;
+}
+
 TEST(PluginConfig, BadValuesAreRefusedNamingVariableAndValue) {
   struct Case {
     const char* name;

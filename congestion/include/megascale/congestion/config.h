@@ -10,6 +10,7 @@
 // outside its range.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -34,6 +35,16 @@ std::vector<std::string> builtin_cc_config_names();
 
 // Either a path to a YAML file or the name of a built-in preset.
 Result<CcConfig> resolve_cc_config(const std::string& path_or_name);
+
+// Applies the per-key environment overrides on top of `base`: MEGASCALE_CC_<PATH> for every key of the
+// schema, the key path upper-cased with '.' -> '_' (swift.beta -> MEGASCALE_CC_SWIFT_BETA,
+// hybrid.swift.min_cwnd_packets -> MEGASCALE_CC_HYBRID_SWIFT_MIN_CWND_PACKETS), values in the YAML's
+// units, and MEGASCALE_CC_CONTROLLER. Unset or empty variables change nothing. The result is validated
+// whole; every error names the variable, its value and the rule. `applied` (optional) gets "VAR=value"
+// for each variable used, for the caller's log.
+Result<CcConfig> apply_cc_env_overrides(const CcConfig& base,
+                                        const std::function<const char*(const char*)>& getenv_fn,
+                                        std::vector<std::string>* applied = nullptr);
 
 // Checks every value's range; `source` names the config in the message.
 Status validate_cc_config(const CcConfig& config, std::string_view source);
