@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
 #ifdef MEGASCALE_HAVE_PLUGIN_CHECK
   megascale::cli::add_plugin_check_command(app);
 #endif
+  megascale::cli::add_topo_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,221 @@
+// NCCL topology XML: what is written, the round trip write -> read, reading NCCL-style files, and the
+// errors for files that are not NCCL's.
+#include "megascale/topology/nccl_xml.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "fixtures.h"
+
+namespace megascale::topo::host {
+namespace {
+
+using testing::fixture;
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+std::vector<std::vector<PathType>> paths(const HostTopology& host) {
+  std::vector<std::vector<PathType>> out;
+  for (const Gpu& g : host.gpus) {
+    out.emplace_back();
+    for (const Nic& n : host.nics) out.back().push_back(path_between(host, g.pci, n.pci));
+  }
+  return out;
+}
+
+void expect_same_devices(const HostTopology& a, const HostTopology& b) {
+  ASSERT_EQ(a.gpus.size(), b.gpus.size());
+  for (size_t i = 0; i < a.gpus.size(); ++i) {
+    EXPECT_EQ(a.gpus[i].pci.bus_id, b.gpus[i].pci.bus_id);
+    EXPECT_EQ(a.gpus[i].cuda_index, b.gpus[i].cuda_index);
+    EXPECT_EQ(a.gpus[i].pci.numa_node, b.gpus[i].pci.numa_node);
+    EXPECT_EQ(a.gpus[i].pci.device_id, b.gpus[i].pci.device_id);
+    EXPECT_EQ(a.gpus[i].pci.switches, b.gpus[i].pci.switches);
+    EXPECT_EQ(a.gpus[i].pci.link_gts, b.gpus[i].pci.link_gts);
+    EXPECT_EQ(a.gpus[i].pci.link_width, b.gpus[i].pci.link_width);
+  }
+  ASSERT_EQ(a.nics.size(), b.nics.size());
+  for (size_t i = 0; i < a.nics.size(); ++i) {
+    EXPECT_EQ(a.nics[i].name(), b.nics[i].name());
+    EXPECT_EQ(a.nics[i].rdma_device, b.nics[i].rdma_device);
+    EXPECT_EQ(a.nics[i].pci.bus_id, b.nics[i].pci.bus_id);
+    EXPECT_EQ(a.nics[i].pci.numa_node, b.nics[i].pci.numa_node);
+    EXPECT_EQ(a.nics[i].pci.class_code, b.nics[i].pci.class_code);
+    EXPECT_EQ(a.nics[i].speed_mbps, b.nics[i].speed_mbps);
+    EXPECT_EQ(a.nics[i].node_guid, b.nics[i].node_guid);
+    EXPECT_EQ(a.nics[i].port, b.nics[i].port);
+  }
+  ASSERT_EQ(a.numa_nodes.size(), b.numa_nodes.size());
+  for (size_t i = 0; i < a.numa_nodes.size(); ++i) {
+    EXPECT_EQ(a.numa_nodes[i].os_index, b.numa_nodes[i].os_index);
+    EXPECT_EQ(a.numa_nodes[i].cpus, b.numa_nodes[i].cpus);
+  }
+  EXPECT_EQ(a.arch, b.arch);
+  EXPECT_EQ(a.cpu_vendor, b.cpu_vendor);
+  EXPECT_EQ(a.cpu_family, b.cpu_family);
+  EXPECT_EQ(a.cpu_model_number, b.cpu_model_number);
+}
+
+TEST(NcclXml, WrittenDgxFile) {
+  auto host = load_hwloc_xml(fixture("dgx-h100.xml"), {.sysfs_root = fixture("dgx-h100-sysfs")});
+  ASSERT_TRUE(host.ok()) << host.error().message;
+  const std::string text = nccl_topo_xml(*host);
+  EXPECT_EQ(text.rfind("<system version=\"1\">\n", 0), 0U);
+  EXPECT_EQ(count(text, "<cpu "), 2U);
+  EXPECT_EQ(count(text, "class=\"0x060400\""), 4U);  // one <pci> per switch, not one per port
+  EXPECT_EQ(count(text, "class=\"0x030200\""), 8U);
+  EXPECT_EQ(count(text, "<net "), 9U);
+  EXPECT_EQ(count(text, "<gpu"), 0U);  // NCCL fills <gpu> itself
+  EXPECT_EQ(count(text, "speed=\"400000\""), 8U);
+  EXPECT_EQ(count(text, "link_speed=\"32.0 GT/s PCIe\" link_width=\"16\""),
+            20U);  // 4 switches, 8 GPUs, 8 NICs
+  EXPECT_NE(text.find("<cpu numaid=\"0\" affinity=\"000000ff,ffffffff,ffff0000,00000000,00ffffff,ffffffff\" "
+                      "arch=\"x86_64\" vendor=\"GenuineIntel\" familyid=\"6\" modelid=\"143\">"),
+            std::string::npos);
+  EXPECT_NE(
+      text.find("<net name=\"mlx5_0\" dev=\"1\" speed=\"400000\" port=\"1\" guid=\"0x946dae0300001900\"/>"),
+      std::string::npos);
+}
+
+TEST(NcclXml, RoundTripDgx) {
+  auto host = load_hwloc_xml(fixture("dgx-h100.xml"), {.sysfs_root = fixture("dgx-h100-sysfs")});
+  ASSERT_TRUE(host.ok()) << host.error().message;
+  const std::string path = ::testing::TempDir() + "/dgx-nccl-topo.xml";
+  ASSERT_TRUE(write_nccl_topo_xml(*host, path).ok());
+  auto back = read_nccl_topo_xml(path);
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  expect_same_devices(*host, *back);
+  EXPECT_EQ(paths(*host), paths(*back));
+  ASSERT_EQ(back->switches.size(), 4U);
+  EXPECT_EQ(back->switches[2].pci.bus_id, host->switches[2].pci.bus_id);
+  // Written again, the file is the same: nothing is lost or invented on the second pass.
+  EXPECT_EQ(nccl_topo_xml(*back), nccl_topo_xml(*host));
+}
+
+TEST(NcclXml, RoundTripNicsOnSocket0LosesOnlyPhb) {
+  auto host = load_hwloc_xml(fixture("nics-on-socket0.xml"));
+  ASSERT_TRUE(host.ok()) << host.error().message;
+  auto back = parse_nccl_topo_xml(nccl_topo_xml(*host));
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  expect_same_devices(*host, *back);
+  auto before = paths(*host);
+  auto after = paths(*back);
+  // NCCL's format has no host bridges: GPU0 and mlx5_0 share a root complex (PHB) but read back as
+  // NODE; every other pair is unchanged.
+  ASSERT_EQ(before[0][0], PathType::kPhb);
+  EXPECT_EQ(after[0][0], PathType::kNode);
+  after[0][0] = PathType::kPhb;
+  EXPECT_EQ(before, after);
+}
+
+TEST(NcclXml, RoundTripNoGpu) {
+  auto host = load_hwloc_xml(fixture("no-gpu.xml"));
+  ASSERT_TRUE(host.ok()) << host.error().message;
+  auto back = parse_nccl_topo_xml(nccl_topo_xml(*host));
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  expect_same_devices(*host, *back);
+}
+
+// An NCCL-style file as NCCL dumps it: nested switches, <gpu> with dev, nvlinks, a NIC under <cpu>.
+constexpr const char* kNcclStyle = R"(<?xml version="1.0"?>
+<!-- hand-written, NCCL_TOPO_DUMP_FILE style -->
+<system version="1">
+  <cpu host_hash="0x1234" numaid="0" affinity="0000ffff" arch="x86_64" vendor="AuthenticAMD" familyid="25" modelid="1">
+    <pci busid="0000:40:00.0" class="0x060400" vendor="0x1000" device="0xc010" link_speed="16.0 GT/s PCIe" link_width="16">
+      <pci busid="0000:41:00.0" class="0x060400" link_speed="16.0 GT/s PCIe" link_width="16">
+        <pci busid="0000:43:00.0" class="0x030200" vendor="0x10de" device="0x20b2" link_speed="16.0 GT/s PCIe" link_width="16">
+          <gpu dev="1" sm="80" rank="1" gdr="1">
+            <nvlink target="0000:03:00.0" count="12" tclass="0x030200"/>
+          </gpu>
+        </pci>
+      </pci>
+      <pci busid="0000:42:00.0" class="0x060400" link_speed="16.0 GT/s PCIe" link_width="16">
+        <pci busid="0000:44:00.0" class="0x020700" link_speed="16.0 GT/s PCIe" link_width="16">
+          <nic>
+            <net name="mlx5_1" dev="1" speed="200000" port="1" latency="0.000000" guid="0xb8cef60300e1a2b4" maxconn="131072" gdr="1"/>
+          </nic>
+        </pci>
+      </pci>
+    </pci>
+    <pci busid="0000:03:00.0" class="0x030200" vendor="0x10de" device="0x20b2" link_speed="16.0 GT/s PCIe" link_width="16">
+      <gpu dev="0" sm="80" rank="0" gdr="1"/>
+    </pci>
+    <nic>
+      <net name="eth0" dev="0" speed="25000" port="0"/>
+    </nic>
+  </cpu>
+</system>
+)";
+
+TEST(NcclXml, ReadsNcclStyleFile) {
+  auto host = parse_nccl_topo_xml(kNcclStyle, "nccl-style.xml");
+  ASSERT_TRUE(host.ok()) << host.error().message;
+  ASSERT_EQ(host->gpus.size(), 2U);
+  EXPECT_EQ(host->gpus[0].pci.bus_id, "0000:03:00.0");  // <gpu dev="0">
+  EXPECT_EQ(host->gpus[1].pci.bus_id, "0000:43:00.0");
+  EXPECT_EQ(host->gpus[1].index_source, Gpu::IndexSource::kNvml);
+  ASSERT_EQ(host->nics.size(), 2U);
+  EXPECT_EQ(host->nics[0].netdev, "eth0");  // no guid, not an RDMA driver's name
+  EXPECT_TRUE(host->nics[0].pci.bus_id.empty());
+  EXPECT_EQ(host->nics[1].rdma_device, "mlx5_1");
+  EXPECT_EQ(host->nics[1].speed_mbps, 200000);
+  EXPECT_EQ(host->nics[1].node_guid, 0xb8cef60300e1a2b4ULL);
+  EXPECT_EQ(host->nics[1].pci.class_code, 0x020700U);
+  EXPECT_EQ(host->switches.size(), 3U);
+  EXPECT_EQ(format_cpu_list(host->numa_nodes.at(0).cpus), "0-15");
+  // GPU1 and mlx5_1 sit under different switches below a shared one: PXB.
+  EXPECT_EQ(path_between(*host, host->gpus[1].pci, host->nics[1].pci), PathType::kPxb);
+  EXPECT_EQ(path_between(*host, host->gpus[0].pci, host->nics[1].pci), PathType::kNode);
+  EXPECT_EQ(path_between(*host, host->gpus[0].pci, host->nics[0].pci), PathType::kNode);
+}
+
+void expect_error(const std::string& text, std::initializer_list<const char*> words) {
+  auto r = parse_nccl_topo_xml(text, "bad.xml");
+  ASSERT_FALSE(r.ok()) << "accepted: " << text;
+  for (const char* w : words) EXPECT_NE(r.error().message.find(w), std::string::npos) << r.error().message;
+}
+
+TEST(NcclXml, RejectsFilesThatAreNotNccls) {
+  std::ifstream hwloc(fixture("no-gpu.xml"));
+  std::ostringstream hwloc_text;
+  hwloc_text << hwloc.rdbuf();
+  expect_error(hwloc_text.str(), {"bad.xml", "<topology>", "expected <system>", "hwloc", "--hwloc-xml"});
+  expect_error("<graphs version=\"1\"/>", {"<graphs>", "not an NCCL topology"});
+  expect_error("<system/>", {"version"});
+  expect_error("<system version=\"2\"/>", {"version=\"2\"", "not supported"});
+  expect_error("<system version=\"1\">\n  <cpu arch=\"x86_64\"/>\n</system>", {"line 2", "numaid"});
+  expect_error("<system version=\"1\">\n<cpu numaid=\"0\">\n<pci class=\"0x030200\"/>\n</cpu>\n</system>",
+               {"line 3", "<pci>", "busid"});
+  expect_error(
+      "<system version=\"1\"><cpu numaid=\"0\"><pci busid=\"18:00\" class=\"0x030200\"/></cpu></system>",
+      {"busid", "'18:00'"});
+  expect_error("<system version=\"1\"><cpu numaid=\"0\"><pci busid=\"0000:18:00.0\"/></cpu></system>",
+               {"0000:18:00.0", "class"});
+  expect_error("<system version=\"1\"><cpu numaid=\"0\" affinity=\"zz\"/></system>", {"affinity", "'zz'"});
+  expect_error("<system version=\"1\">\n<cpu numaid=\"0\">\n</system>",
+               {"malformed XML", "line 3", "</system>", "<cpu>"});
+  expect_error("<system version=\"1\"><cpu numaid=\"0\">", {"malformed XML", "end of file"});
+  expect_error("<system version=\"1\" version=\"1\"/>", {"repeated"});
+  expect_error("<system version=1/>", {"not quoted"});
+  expect_error("", {"malformed XML", "empty"});
+  expect_error("<system version=\"1\"/><system version=\"1\"/>", {"second root"});
+  expect_error("<system version=\"1\"><cpu numaid=\"0\"><nic><net dev=\"0\"/></nic></cpu></system>",
+               {"<net>", "name"});
+
+  auto missing = read_nccl_topo_xml(::testing::TempDir() + "/no-such-topo.xml");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().message.find("no-such-topo.xml"), std::string::npos);
+  HostTopology empty;
+  auto unwritable = write_nccl_topo_xml(empty, "/nonexistent-dir/topo.xml");
+  ASSERT_FALSE(unwritable.ok());
+  EXPECT_NE(unwritable.error().message.find("/nonexistent-dir/topo.xml"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace megascale::topo::host

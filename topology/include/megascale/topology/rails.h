@@ -1,0 +1,58 @@
+// Rail mapping: which NIC each GPU should use, whether the host is rail-optimised, what is lopsided, and
+// which CPU cores the transport's threads for that NIC should run on.
+//
+//   auto host = megascale::topo::host::discover_host();
+//   megascale::topo::host::RailMap rails = megascale::topo::host::map_rails(*host);
+//   for (const auto& r : rails.rails) fmt::print("GPU{} -> {} ({}), cores {}\n", ...);
+//   for (const auto& w : rails.warnings) fmt::print("warning: {}\n", w.message);
+//
+// A rail-optimised server wires NIC i of every server to leaf switch i, so GPU i must own NIC i and reach
+// it without crossing the CPU (tools-topology.md §2.4; MegaScale NSDI'24 §3.3: 8 x 200G NICs per server,
+// "multi-rail"). Pairing: each GPU takes a NIC of its best path type (PIX < PXB < PHB < NODE < SYS), then
+// fewest PCIe switches between them; among NICs still tied, the one serving fewest GPUs so far, then the
+// lowest bus id. GPUs with fewer tied choices pick first, so a GPU with a single best NIC is not starved
+// by one that had several.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "megascale/topology/host.h"
+
+namespace megascale::topo::host {
+
+struct Rail {
+  int gpu = 0;   // index into HostTopology::gpus
+  int nic = -1;  // index into HostTopology::nics; -1 = no NIC at all
+  PathType path = PathType::kSys;
+  int numa_node = -1;     // the NIC's NUMA node (-1 unknown)
+  std::vector<int> cpus;  // the cores of that NUMA node: where the transport's threads should run
+  std::string cpu_list;   // the same as "0-55,112-167"
+};
+
+struct RailWarning {
+  enum class Kind { kSharedNic, kCrossSocket, kNoNic, kNoGpu };
+  Kind kind;
+  std::string message;  // names the GPUs and NICs
+};
+
+struct RailMap {
+  std::vector<Rail> rails;  // one per GPU, in HostTopology::gpus order (rail i = GPU i's NIC)
+  // Every GPU has a NIC of its own at PIX or PXB (and there is at least one GPU).
+  bool rail_optimized = false;
+  std::vector<RailWarning> warnings;
+  // NICs the pairing chose from: the RDMA-capable ones when there are any (NCCL's IB/RoCE transport uses
+  // only those), else every NIC. Indices into HostTopology::nics.
+  std::vector<int> candidate_nics;
+};
+
+// Pairs each GPU with its closest NIC (see the header comment) and flags asymmetries: a NIC shared by
+// several GPUs, a GPU whose best NIC is across the inter-socket link (SYS), a GPU without any NIC, a host
+// without GPUs.
+RailMap map_rails(const HostTopology& host);
+
+// NCCL_IB_HCA's value for the rails' NICs in rail order, each once: "=mlx5_0:1,mlx5_1:1,..." ("=" makes
+// NCCL match names exactly; NCCL docs, env.rst). Empty when no rail has an RDMA device.
+std::string nccl_ib_hca(const HostTopology& host, const RailMap& rails);
+
+}  // namespace megascale::topo::host
