@@ -46,7 +46,8 @@ OutputQueue& Fabric::add_port(const QueueConfig& q, PacketSink* far_end) {
 
 uint32_t Fabric::attach_host(Host& host, Switch& sw) {
   // The NIC never drops: the engine's windows bound what it holds (it pulls one frame at a time).
-  OutputQueue& nic = add_port(QueueConfig{.rate_bps = cfg_.host_rate_bps, .capacity_bytes = ~uint64_t{0} / 2, .red = {}}, &sw);
+  OutputQueue& nic = add_port(
+      QueueConfig{.rate_bps = cfg_.host_rate_bps, .capacity_bytes = ~uint64_t{0} / 2, .red = {}}, &sw);
   host.attach_nic(&nic);
   return sw.add_port(&add_port(switch_port(cfg_.host_rate_bps), &host));
 }
