@@ -88,7 +88,10 @@ Result<RequestId> ConnectionCore::post_send(const void* data, uint64_t size, int
                       (error_.empty() ? "" : ": " + error_));
   }
   if (tag < 0) return make_error("post_send: tag must be >= 0, got " + std::to_string(tag));
-  if (data == nullptr && size > 0) return make_error("post_send: null buffer for a non-empty message");
+  // Virtual payload (a simulation): no bytes exist, only their count, so a null buffer is the norm.
+  if (data == nullptr && size > 0 && !cfg_.virtual_payload) {
+    return make_error("post_send: null buffer for a non-empty message");
+  }
   if (sends_outstanding_ >= cfg_.max_posted_sends) {
     return make_error("post_send: " + std::to_string(sends_outstanding_) +
                       " sends outstanding (max_posted_sends); test() completed ones first");
@@ -112,7 +115,9 @@ Result<RequestId> ConnectionCore::post_recv(void* buf, uint64_t capacity, int32_
                       (error_.empty() ? "" : ": " + error_));
   }
   if (tag < -1) return make_error("post_recv: tag must be >= -1 (-1 = any), got " + std::to_string(tag));
-  if (buf == nullptr && capacity > 0) return make_error("post_recv: null buffer with a non-zero capacity");
+  if (buf == nullptr && capacity > 0 && !cfg_.virtual_payload) {
+    return make_error("post_recv: null buffer with a non-zero capacity");
+  }
   if (recvs_outstanding_ >= cfg_.max_posted_recvs) {
     return make_error("post_recv: " + std::to_string(recvs_outstanding_) +
                       " receives outstanding (max_posted_recvs); test() completed ones first");

@@ -130,11 +130,34 @@ void Endpoint::on_packet(TimeNs now, uint32_t peer, const uint8_t* data, size_t 
   Impl& im = *impl_;
   ++im.stats.packets_received;
   Packet& pkt = im.scratch;
-  const DecodeResult r = decode_packet(data, len, pkt, true);
+  // Virtual payload: payload bytes, if any came, are not the sender's (it computed no CRC).
+  const DecodeResult r = decode_packet(data, len, pkt, !im.cfg.virtual_payload);
   if (r != DecodeResult::kOk && r != DecodeResult::kBadPayloadCrc) {
     ++im.stats.malformed_dropped;
     return;
   }
+  dispatch(now, peer, r, ce, rx_time_ns);
+}
+
+void Endpoint::on_packet_header_only(TimeNs now, uint32_t peer, const uint8_t* header, size_t header_len,
+                                     uint32_t absent_payload_bytes, bool ce, TimeNs rx_time_ns) {
+  Impl& im = *impl_;
+  ++im.stats.packets_received;
+  if (!im.cfg.virtual_payload) {  // a real receive buffer would be left unfilled
+    ++im.stats.malformed_dropped;
+    return;
+  }
+  const DecodeResult r = decode_packet_header_only(header, header_len, absent_payload_bytes, im.scratch);
+  if (r != DecodeResult::kOk) {
+    ++im.stats.malformed_dropped;
+    return;
+  }
+  dispatch(now, peer, r, ce, rx_time_ns);
+}
+
+void Endpoint::dispatch(TimeNs now, uint32_t peer, DecodeResult r, bool ce, TimeNs rx_time_ns) {
+  Impl& im = *impl_;
+  const Packet& pkt = im.scratch;
   const PacketType type = pkt.hdr.type;
   if (type == PacketType::kSyn) {
     ++im.stats.syns_received;

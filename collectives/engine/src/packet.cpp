@@ -213,7 +213,13 @@ size_t encode_rst(CommonHeader hdr, const RstBody& rst, uint8_t* out) {
   return seal(out, kRstFixedBytes + n);
 }
 
-DecodeResult decode_packet(const uint8_t* p, size_t len, Packet& out, bool verify_payload_crc) {
+namespace {
+
+// The decoder behind decode_packet and decode_packet_header_only. `payload_absent`: p[0..len) is the
+// header alone and a SEG's payload (absent_payload_bytes of it) was never there (virtual payload, in
+// simulation); with payload_absent false this is the wire decoder, and absent_payload_bytes is unused.
+DecodeResult decode_impl(const uint8_t* p, size_t len, Packet& out, bool verify_payload_crc,
+                         bool payload_absent, uint32_t absent_payload_bytes) {
   if (len < kCommonHeaderBytes) return DecodeResult::kTruncated;
   if (get<uint32_t>(p, 0) != kMagic) return DecodeResult::kBadMagic;
   const uint8_t type_byte = p[5];
@@ -241,6 +247,8 @@ DecodeResult decode_packet(const uint8_t* p, size_t len, Packet& out, bool verif
   out.payload = nullptr;
   out.payload_len = 0;
   if (out.hdr.lane > kMaxLaneId) return DecodeResult::kBadField;
+  if (payload_absent && type != PacketType::kSeg && absent_payload_bytes != 0)
+    return DecodeResult::kBadLength;
 
   switch (type) {
     case PacketType::kSeg: {
@@ -252,7 +260,10 @@ DecodeResult decode_packet(const uint8_t* p, size_t len, Packet& out, bool verif
       s.slot = get<uint32_t>(p, 48);
       const uint8_t known = kFlagRetransmit | kFlagLast | kFlagCredit | kFlagTooLarge;
       if (out.hdr.flags & ~known) return DecodeResult::kBadField;
-      if (len - hlen != s.payload_len) return DecodeResult::kBadLength;
+      if (payload_absent ? (len != hlen || absent_payload_bytes != s.payload_len)
+                         : (len - hlen != s.payload_len)) {
+        return DecodeResult::kBadLength;
+      }
       if (s.payload_len > kMaxSegmentPayload) return DecodeResult::kBadLength;
       if (out.hdr.dst_conn_id == 0) return DecodeResult::kBadField;
       if (out.hdr.flags & kFlagCredit) {
@@ -274,7 +285,7 @@ DecodeResult decode_packet(const uint8_t* p, size_t len, Packet& out, bool verif
           if (s.payload_len != 0 || s.payload_crc != 0 || s.offset != 0 || (out.hdr.flags & kFlagLast)) {
             return DecodeResult::kBadField;
           }
-          out.payload = p + hlen;
+          out.payload = payload_absent ? nullptr : p + hlen;
           return DecodeResult::kOk;
         }
         // offset + payload_len <= msg_len, written so that it cannot overflow.
@@ -283,10 +294,11 @@ DecodeResult decode_packet(const uint8_t* p, size_t len, Packet& out, bool verif
         if (last != (s.offset + s.payload_len == s.msg_len)) return DecodeResult::kBadField;
         if (s.payload_len == 0 && s.msg_len != 0) return DecodeResult::kBadField;
       }
-      out.payload = p + hlen;
+      out.payload = payload_absent ? nullptr : p + hlen;
       out.payload_len = s.payload_len;
       if (s.payload_len == 0 && s.payload_crc != 0) return DecodeResult::kBadField;
-      if (verify_payload_crc && s.payload_len > 0 && crc32c(out.payload, s.payload_len) != s.payload_crc) {
+      if (verify_payload_crc && !payload_absent && s.payload_len > 0 &&
+          crc32c(out.payload, s.payload_len) != s.payload_crc) {
         return DecodeResult::kBadPayloadCrc;
       }
       return DecodeResult::kOk;
@@ -355,7 +367,8 @@ DecodeResult decode_packet(const uint8_t* p, size_t len, Packet& out, bool verif
       r.text_len = get<uint16_t>(p, 26);
       r.ref_conn_id = get<uint64_t>(p, 32);
       r.text = reinterpret_cast<const char*>(p + kRstFixedBytes);
-      if (reason < 1 || reason > 5 || r.text_len > kMaxRstText || out.hdr.flags != 0 || get<uint32_t>(p, 28) != 0) {
+      if (reason < 1 || reason > 5 || r.text_len > kMaxRstText || out.hdr.flags != 0 ||
+          get<uint32_t>(p, 28) != 0) {
         return DecodeResult::kBadField;
       }
       r.reason = static_cast<RstReason>(reason);
@@ -363,6 +376,17 @@ DecodeResult decode_packet(const uint8_t* p, size_t len, Packet& out, bool verif
     }
   }
   return DecodeResult::kBadType;
+}
+
+}  // namespace
+
+DecodeResult decode_packet(const uint8_t* p, size_t len, Packet& out, bool verify_payload_crc) {
+  return decode_impl(p, len, out, verify_payload_crc, false, 0);
+}
+
+DecodeResult decode_packet_header_only(const uint8_t* header, size_t header_len,
+                                       uint32_t absent_payload_bytes, Packet& out) {
+  return decode_impl(header, header_len, out, false, true, absent_payload_bytes);
 }
 
 }  // namespace megascale::engine

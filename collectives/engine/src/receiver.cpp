@@ -108,7 +108,8 @@ bool ConnectionCore::on_data(const Packet& pkt) {
   } else if (r.msg_len != h.msg_len) {
     return false;
   }
-  if (h.payload_len > 0) std::memcpy(r.buf + h.offset, pkt.payload, h.payload_len);
+  // Virtual payload: only the count of bytes is placed (the receive buffer may be null).
+  if (h.payload_len > 0 && !cfg_.virtual_payload) std::memcpy(r.buf + h.offset, pkt.payload, h.payload_len);
   r.placed += h.payload_len;
   stats_.bytes_received += h.payload_len;
   if (r.placed == r.msg_len) complete(idx, true, r.msg_len, h.tag, {});

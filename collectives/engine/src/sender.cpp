@@ -69,7 +69,8 @@ void ConnectionCore::emit_seg(TimeNs now, uint64_t seq, TxSeg& s, uint32_t lane_
   } else {
     h.offset = s.offset;
     h.msg_len = s.msg_len;
-    if (s.len > 0) {
+    // Virtual payload: the bytes do not exist; the packet leaves with payload nullptr and CRC 0.
+    if (s.len > 0 && !cfg_.virtual_payload) {
       payload = reqs_[s.req].data + s.offset;
       h.payload_crc = crc32c(payload, s.len);
     }

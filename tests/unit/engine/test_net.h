@@ -81,6 +81,9 @@ class TestNet {
   uint64_t delivered = 0;
   // Optional tap on every delivered copy (after corruption), e.g. to check payload content.
   std::function<void(int to, const uint8_t* bytes, size_t len)> tap;
+  // Virtual payload (EngineConfig::virtual_payload): packets travel as headers alone and arrive through
+  // on_packet_header_only with their payload length; a SEG leaving with payload bytes fails the test.
+  bool header_only = false;
 
   // A connects to B; returns (A's connection, B's accepted connection) once established.
   std::pair<Connection*, Connection*> connect_pair() {
@@ -134,7 +137,8 @@ class TestNet {
     int to;
     bool ce;
     uint32_t from_peer;
-    TimeNs rx;  // arrival; `at` is when the receiver processes it (kRxTimeNow: the same)
+    TimeNs rx;                      // arrival; `at` is when the receiver processes it (kRxTimeNow: the same)
+    uint32_t absent_payload_bytes;  // header_only: the payload that is not in `bytes`
     std::vector<uint8_t> bytes;
     bool operator>(const InFlight& o) const { return at != o.at ? at > o.at : order > o.order; }
   };
@@ -150,10 +154,16 @@ class TestNet {
     Sent s;
     s.from = from;
     s.index = transmitted++;
-    s.bytes.resize(tx.header_len + tx.payload_len);
+    const uint32_t absent = header_only ? tx.payload_len : 0;
+    if (header_only) {
+      EXPECT_EQ(tx.payload, nullptr) << "virtual payload: a segment left with payload bytes";
+    }
+    s.bytes.resize(tx.header_len + tx.payload_len - absent);
     std::memcpy(s.bytes.data(), tx.header, tx.header_len);
-    if (tx.payload_len > 0) std::memcpy(s.bytes.data() + tx.header_len, tx.payload, tx.payload_len);
-    const DecodeResult r = decode_packet(s.bytes.data(), s.bytes.size(), s.pkt, false);
+    if (tx.payload_len > absent) std::memcpy(s.bytes.data() + tx.header_len, tx.payload, tx.payload_len);
+    const DecodeResult r = header_only
+                               ? decode_packet_header_only(s.bytes.data(), s.bytes.size(), absent, s.pkt)
+                               : decode_packet(s.bytes.data(), s.bytes.size(), s.pkt, false);
     EXPECT_EQ(r, DecodeResult::kOk) << "the engine sent a packet that does not decode: " << to_string(r);
     EXPECT_EQ(tx.peer, from == 0 ? kPeerB : kPeerA);
     s.tx_meta.lane = tx.lane;
@@ -180,7 +190,8 @@ class TestNet {
       const TimeNs at = now + link_delay_ns + f.extra_delay_ns;
       for (int d = 0; d <= f.duplicates; ++d) {
         const TimeNs rx = f.processing_delay_ns > 0 ? at + d : kRxTimeNow;
-        queue_.push(InFlight{at + d + f.processing_delay_ns, order_++, 1 - from, f.ce, f.from_peer, rx, b});
+        queue_.push(
+            InFlight{at + d + f.processing_delay_ns, order_++, 1 - from, f.ce, f.from_peer, rx, absent, b});
       }
     }
     if (keep_trace) trace.push_back(std::move(s));
@@ -199,7 +210,12 @@ class TestNet {
       ++delivered;
       if (tap) tap(p.to, p.bytes.data(), p.bytes.size());
       const uint32_t peer = p.from_peer != 0 ? p.from_peer : p.to == 1 ? kPeerA : kPeerB;
-      ep[p.to]->on_packet(now, peer, p.bytes.data(), p.bytes.size(), p.ce, p.rx);
+      if (header_only) {
+        ep[p.to]->on_packet_header_only(now, peer, p.bytes.data(), p.bytes.size(), p.absent_payload_bytes,
+                                        p.ce, p.rx);
+      } else {
+        ep[p.to]->on_packet(now, peer, p.bytes.data(), p.bytes.size(), p.ce, p.rx);
+      }
       pump();
     }
   }

@@ -70,6 +70,13 @@ struct EngineConfig {
   // In production give every process its own seed (e.g. a hash of host address and pid), so that the
   // lanes of different hosts do not all pick the same path ids (UDP source ports).
   uint64_t seed = 1;
+
+  // Simulation only: messages are byte counts without bytes (the packet-level simulator carries no
+  // payload). post_send/post_recv accept a null buffer (the size still counts); DATA segments leave with
+  // TxPacket::payload nullptr and payload CRC 0; the receiver neither copies nor CRC-checks payload and
+  // takes header-only datagrams (Endpoint::on_packet_header_only). Both peers must agree. Never set it on
+  // a wire: received data would not reach the buffer. Default false: the production path, unchanged.
+  bool virtual_payload = false;
 };
 
 // Checks every value's range; the message names the field and the value.

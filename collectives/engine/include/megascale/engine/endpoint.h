@@ -41,6 +41,12 @@
 //     name our id are accepted from any peer id (was: only from the connection's peer; wires no longer
 //     need to rewrite peer ids). New constant kHomePathId (0): SYNs and endpoint RSTs carry it, lanes
 //     never do; a wire sends it from its home address (the one peers connect to).
+//   - (sim) config.h: virtual_payload (default false) for the packet-level simulator. When true, a
+//     message is a byte count without bytes: post_send/post_recv accept a null buffer; a DATA segment
+//     leaves with TxPacket::payload nullptr and payload CRC 0; received payload is neither CRC-checked nor
+//     copied. New on_packet_header_only(now, peer, header, header_len, absent_payload_bytes, ce,
+//     rx_time_ns) takes a datagram whose payload is absent, and packet.h's decode_packet_header_only
+//     decodes one. With virtual_payload false nothing changes.
 #pragma once
 
 #include <cstdint>
@@ -106,6 +112,14 @@ class Endpoint {
   void on_packet(TimeNs now, uint32_t peer, const uint8_t* data, size_t len, bool ce,
                  TimeNs rx_time_ns = kRxTimeNow);
 
+  // Virtual payload (config.virtual_payload, for simulation): one arriving datagram of which only the
+  // header, header[0..header_len), exists; a SEG's payload of `absent_payload_bytes` bytes is absent
+  // (decode_packet_header_only). Otherwise as on_packet: the receive completes with the message's size
+  // and nothing is written to its buffer. With virtual_payload false the packet counts as malformed and
+  // is dropped (a real receive buffer would be left unfilled).
+  void on_packet_header_only(TimeNs now, uint32_t peer, const uint8_t* header, size_t header_len,
+                             uint32_t absent_payload_bytes, bool ce, TimeNs rx_time_ns = kRxTimeNow);
+
   // Fills `out` with the next packet to send at `now`, control packets first, data as lane windows
   // and pacers allow; false when nothing may leave at `now` (next_deadline() says when to look again).
   bool poll_tx(TimeNs now, TxPacket& out);
@@ -135,6 +149,8 @@ class Endpoint {
  private:
   struct Impl;
   explicit Endpoint(std::unique_ptr<Impl> impl);
+  // Hands the packet decoded into Impl::scratch (with result r) to the endpoint or its connection.
+  void dispatch(TimeNs now, uint32_t peer, DecodeResult r, bool ce, TimeNs rx_time_ns);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -198,6 +198,14 @@ std::string_view to_string(PacketType t);
 // On kBadPayloadCrc the header fields are filled in (the header itself was intact).
 DecodeResult decode_packet(const uint8_t* data, size_t len, Packet& out, bool verify_payload_crc = true);
 
+// Virtual payload (EngineConfig::virtual_payload, for simulation): decodes a datagram of which only the
+// header, header[0..header_len), exists; a SEG's payload of `absent_payload_bytes` was never there. Every
+// header check of decode_packet applies; the SEG's payload_len must equal absent_payload_bytes (and it
+// must be 0 for every other type). out.payload is nullptr, out.payload_len the absent length, and no
+// payload CRC is checked.
+DecodeResult decode_packet_header_only(const uint8_t* header, size_t header_len,
+                                       uint32_t absent_payload_bytes, Packet& out);
+
 // Encoders write the header (common + body) to `out` (at least kMaxHeaderBytes), fill in magic and
 // header CRC, and return the header length. hdr.type is set by each encoder.
 size_t encode_seg(CommonHeader hdr, const SegHeader& seg, uint8_t* out);

@@ -1,0 +1,100 @@
+// A small fabric builder for the simulator's first slice: a star (N hosts on one switch) and a 2-tier
+// leaf-spine with ECMP at the leaves. It owns the simulation, the packet pool and every element.
+// Later fabrics will be built from topology/'s model (configs/fabrics/); this builder is meant to be
+// replaced then, so it stays small.
+//
+//   FabricConfig fc;
+//   fc.engine.cc = *cc::builtin_cc_config("swift");
+//   auto fabric = build_leaf_spine(fc, LeafSpineShape{.leaves = 4, .spines = 2, .hosts_per_leaf = 8});
+//   if (!fabric) { report(fabric.error().message); }
+//   Host& h = (*fabric)->host(0);
+//
+// Every link has the same propagation delay. A host's NIC and its leaf's downlink run at
+// host_rate_bps, leaf-spine links at fabric_rate_bps. Switch ports share one QueueConfig
+// (switch_buffer_bytes, red); NIC ports never drop (the engine's windows bound them).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "megascale/common/result.h"
+#include "megascale/engine/config.h"
+#include "megascale/sim/host.h"
+#include "megascale/sim/link.h"
+#include "megascale/sim/queue.h"
+#include "megascale/sim/simulation.h"
+#include "megascale/sim/switch.h"
+
+namespace megascale::sim {
+
+struct FabricConfig {
+  // Every host's engine. virtual_payload is forced on; seed is mixed with the host's address so lanes
+  // of different hosts pick different path ids. cc.flow.line_rate_bps is set to host_rate_bps.
+  engine::EngineConfig engine;
+  uint64_t host_rate_bps = 100'000'000'000;
+  uint64_t fabric_rate_bps = 100'000'000'000;
+  TimePs link_delay_ps = kPsPerUs;           // every link, one way
+  uint64_t switch_buffer_bytes = 1'000'000;  // per switch output port (no shared buffer yet)
+  RedConfig red;                             // every switch port
+  uint64_t seed = 1;                         // the simulation's PRNG and the switches' hash seeds
+  EcmpHash hash = default_ecmp_hash;
+};
+
+struct LeafSpineShape {
+  uint32_t leaves = 2;
+  uint32_t spines = 2;
+  uint32_t hosts_per_leaf = 4;
+};
+
+class Fabric {
+ public:
+  explicit Fabric(const FabricConfig& config);
+  Fabric(const Fabric&) = delete;
+  Fabric& operator=(const Fabric&) = delete;
+
+  Simulation& sim() { return sim_; }
+  PacketPool& pool() { return pool_; }
+  const FabricConfig& config() const { return cfg_; }
+
+  size_t host_count() const { return hosts_.size(); }
+  Host& host(uint32_t address) { return *hosts_[address]; }
+  size_t switch_count() const { return switches_.size(); }
+  Switch& switch_at(size_t i) { return *switches_[i]; }
+
+  // Drops and CE marks over every queue (switch ports and NICs).
+  uint64_t total_drops() const;
+  uint64_t total_marks() const;
+
+  // Building blocks (the builders below use them). add_host creates the host's engine endpoint.
+  Result<Host*> add_host();
+  Switch& add_switch();
+  // A one-way port: a queue at `q.rate_bps` feeding a link with the fabric's delay into `far_end`.
+  OutputQueue& add_port(const QueueConfig& q, PacketSink* far_end);
+  // Connects host <-> switch: the host's NIC feeds the switch; a new switch port feeds the host.
+  // Returns the switch's port index toward the host.
+  uint32_t attach_host(Host& host, Switch& sw);
+  // Connects two switches at fabric_rate_bps; returns (a's port toward b, b's port toward a).
+  std::pair<uint32_t, uint32_t> connect_switches(Switch& a, Switch& b);
+
+ private:
+  QueueConfig switch_port(uint64_t rate_bps) const;
+
+  FabricConfig cfg_;
+  Simulation sim_;
+  PacketPool pool_;
+  std::vector<std::unique_ptr<Host>> hosts_;
+  std::vector<std::unique_ptr<Switch>> switches_;
+  std::vector<std::unique_ptr<OutputQueue>> queues_;
+  std::vector<std::unique_ptr<Link>> links_;
+};
+
+// N hosts on one switch.
+Result<std::unique_ptr<Fabric>> build_star(const FabricConfig& config, uint32_t hosts);
+
+// leaves x hosts_per_leaf hosts; every leaf connects to every spine. Host h sits on leaf
+// h / hosts_per_leaf. Leaves route local hosts down and others over all spines (ECMP); spines route
+// to the destination's leaf.
+Result<std::unique_ptr<Fabric>> build_leaf_spine(const FabricConfig& config, const LeafSpineShape& shape);
+
+}  // namespace megascale::sim

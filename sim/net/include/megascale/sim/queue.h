@@ -1,0 +1,94 @@
+// An output port's queue: frames wait in FIFO order and are serialised onto the next element (a Link)
+// at the port's rate, one completion event per frame in service (cc-sim.md §8: htsim's
+// beginService/completeService). It has a byte capacity with tail drop and RED/ECN marking.
+//
+//   QueueConfig qc{.rate_bps = 100'000'000'000, .capacity_bytes = 1 << 20,
+//                  .red = {.enabled = true, .kmin_bytes = 100'000, .kmax_bytes = 400'000, .pmax = 0.2}};
+//   OutputQueue port(sim, pool, qc, &link);
+//   port.receive(pkt);   // queued (maybe CE-marked), dropped at capacity, or put on the wire
+//
+// RED/ECN (Floyd & Jacobson 1993; ECN per RFC 3168; parameters as in DCQCN, Zhu et al. SIGCOMM '15
+// §3): on arrival, with q the bytes the frame finds (waiting and in service), the mark probability is
+// 0 below Kmin, Pmax·(q−Kmin)/(Kmax−Kmin) from Kmin to Kmax and 1 above Kmax, using the instantaneous
+// queue (no EWMA), as datacenter switches configured for DCQCN do. An ECT frame is marked CE instead
+// of dropped; a non-ECT frame (ACKs, handshakes) is left alone: the ECN-only WRED profile of RoCE
+// fabrics, where only the buffer limit drops. Tail drop: a frame that would take the queue over its
+// capacity is dropped, whatever its ECN bits. PFC is not modelled yet.
+#pragma once
+
+#include <cstdint>
+
+#include "megascale/sim/packet.h"
+#include "megascale/sim/simulation.h"
+
+namespace megascale::sim {
+
+struct RedConfig {
+  bool enabled = false;
+  uint64_t kmin_bytes = 0;
+  uint64_t kmax_bytes = 0;  // > kmin_bytes
+  double pmax = 0.0;        // mark probability at Kmax, in [0, 1]
+};
+
+struct QueueConfig {
+  uint64_t rate_bps = 100'000'000'000;      // serialisation rate of the port
+  uint64_t capacity_bytes = 1'000'000'000;  // tail drop above this many bytes (waiting + in service)
+  RedConfig red;
+};
+
+struct QueueStats {
+  uint64_t enqueued = 0;  // frames accepted
+  uint64_t sent = 0;      // frames serialised
+  uint64_t bytes_sent = 0;
+  uint64_t dropped = 0;    // tail drops
+  uint64_t marked = 0;     // CE marks set here
+  uint64_t max_bytes = 0;  // largest backlog seen (after an arrival)
+  TimePs busy_ps = 0;      // time spent serialising
+};
+
+class OutputQueue;
+
+// Told when a queue has finished a frame and holds nothing more: a host NIC refills it from the
+// engine then (the NIC pulls, as a real NIC's scheduler does when its port frees).
+class QueueIdleListener {
+ public:
+  virtual ~QueueIdleListener() = default;
+  virtual void on_queue_idle(OutputQueue& queue) = 0;
+};
+
+class OutputQueue : public PacketSink, public EventSource {
+ public:
+  OutputQueue(Simulation& sim, PacketPool& pool, const QueueConfig& config, PacketSink* next = nullptr);
+
+  void set_next(PacketSink* next) { next_ = next; }
+  void set_idle_listener(QueueIdleListener* l) { idle_listener_ = l; }
+
+  // A frame arrives: dropped at capacity, else maybe CE-marked, queued, and served when the port frees.
+  void receive(Packet* pkt) override;
+  // The frame in service is on the wire: it goes to `next`, the following one starts.
+  void on_event() override;
+
+  // Nothing waiting and nothing in service.
+  bool idle() const { return head_ == nullptr; }
+  uint64_t backlog_bytes() const { return backlog_bytes_; }
+  const QueueConfig& config() const { return cfg_; }
+  const QueueStats& stats() const { return stats_; }
+
+  // The mark probability for a backlog of `q_bytes` (0 when RED is off).
+  double mark_probability(uint64_t q_bytes) const;
+
+ private:
+  void start_service();
+
+  Simulation& sim_;
+  PacketPool& pool_;
+  QueueConfig cfg_;
+  PacketSink* next_;
+  QueueIdleListener* idle_listener_ = nullptr;
+  Packet* head_ = nullptr;  // in service while non-null
+  Packet* tail_ = nullptr;
+  uint64_t backlog_bytes_ = 0;
+  QueueStats stats_;
+};
+
+}  // namespace megascale::sim

@@ -1,0 +1,67 @@
+// Workloads on a Fabric: flows as engine messages on engine connections, with per-flow completion
+// times and the run's totals.
+//
+//   auto fabric = *build_star(fc, 17);
+//   std::vector<FlowSpec> flows = incast_flows(/*senders=*/16, /*receiver=*/16, /*bytes=*/1 << 20);
+//   Result<RunResult> r = run_flows(*fabric, flows, /*time_limit_ps=*/100 * kPsPerUs * 1000);
+//   if (r.ok()) print(r->goodput_bps, r->drops, r->flows[0].fct_ps);
+//
+// A run has two phases. Connect: every flow's source opens its own connection to its destination at
+// time 0 and the run waits until all are established (handshake_ps). Measure: at one instant every
+// destination posts a receive of the flow's size and every source posts the send; a flow completes
+// when both the receive (last byte placed) and the send (last byte acknowledged) are done. Its FCT is
+// the receive's completion minus the start.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "megascale/common/result.h"
+#include "megascale/sim/fabric.h"
+
+namespace megascale::sim {
+
+struct FlowSpec {
+  uint32_t src = 0;  // host addresses
+  uint32_t dst = 0;
+  uint64_t bytes = 0;
+};
+
+struct FlowResult {
+  FlowSpec spec;
+  bool completed = false;    // both ends done within the time limit, successfully
+  TimePs fct_ps = 0;         // start -> receive complete
+  TimePs send_done_ps = 0;   // start -> send acknowledged
+  uint64_t retransmits = 0;  // the sender connection's (fast + RTO)
+  uint64_t timeouts = 0;
+};
+
+struct RunResult {
+  std::vector<FlowResult> flows;  // in the order of the specs
+  uint64_t completed = 0;         // flows completed
+  TimePs handshake_ps = 0;        // connect phase
+  TimePs start_ps = 0;            // when the sends were posted
+  TimePs makespan_ps = 0;         // start -> the last receive completed (the limit if any did not)
+  // Bytes of completed flows over the makespan. For an N-to-1 incast that is the goodput of the
+  // bottleneck, the receiver's downlink.
+  double goodput_bps = 0;
+  uint64_t drops = 0;        // every queue's tail drops
+  uint64_t ecn_marks = 0;    // every queue's CE marks
+  uint64_t retransmits = 0;  // over all flows
+  uint64_t timeouts = 0;
+  uint64_t events = 0;      // events the kernel ran (both phases)
+  TimePs simulated_ps = 0;  // virtual time at the end
+};
+
+// `senders` hosts (0..senders-1, skipping `receiver`) each send `bytes` to `receiver`.
+std::vector<FlowSpec> incast_flows(uint32_t senders, uint32_t receiver, uint64_t bytes);
+
+// Every one of `hosts` hosts sends `bytes` to a partner; partners form a random permutation without
+// fixed points (each host receives exactly one flow), drawn from `rng`.
+std::vector<FlowSpec> permutation_flows(uint32_t hosts, uint64_t bytes, Rng& rng);
+
+// Runs the flows to completion or until `time_limit_ps` after the start. Errors: a host address out of
+// range, a flow to itself, connections not established within the limit, an engine refusal.
+Result<RunResult> run_flows(Fabric& fabric, const std::vector<FlowSpec>& flows, TimePs time_limit_ps);
+
+}  // namespace megascale::sim

@@ -1,0 +1,120 @@
+#include "megascale/sim/fabric.h"
+
+#include <string>
+#include <utility>
+
+namespace megascale::sim {
+
+namespace {
+uint64_t mix64(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+}  // namespace
+
+Fabric::Fabric(const FabricConfig& config) : cfg_(config), sim_(config.seed) {}
+
+QueueConfig Fabric::switch_port(uint64_t rate_bps) const {
+  return QueueConfig{.rate_bps = rate_bps, .capacity_bytes = cfg_.switch_buffer_bytes, .red = cfg_.red};
+}
+
+Result<Host*> Fabric::add_host() {
+  const auto address = static_cast<uint32_t>(hosts_.size());
+  engine::EngineConfig ec = cfg_.engine;
+  ec.virtual_payload = true;
+  ec.seed = mix64(cfg_.engine.seed ^ (uint64_t{address} << 20));
+  ec.cc.flow.line_rate_bps = static_cast<double>(cfg_.host_rate_bps);
+  auto ep = engine::Endpoint::create(ec);
+  if (!ep.ok()) return make_error("host " + std::to_string(address) + ": " + ep.error().message);
+  hosts_.push_back(std::make_unique<Host>(sim_, pool_, address, std::move(*ep)));
+  return hosts_.back().get();
+}
+
+Switch& Fabric::add_switch() {
+  const auto id = static_cast<uint32_t>(switches_.size());
+  switches_.push_back(std::make_unique<Switch>(id, mix64(cfg_.seed * 31 + id), pool_, cfg_.hash));
+  return *switches_.back();
+}
+
+OutputQueue& Fabric::add_port(const QueueConfig& q, PacketSink* far_end) {
+  links_.push_back(std::make_unique<Link>(sim_, cfg_.link_delay_ps, far_end));
+  queues_.push_back(std::make_unique<OutputQueue>(sim_, pool_, q, links_.back().get()));
+  return *queues_.back();
+}
+
+uint32_t Fabric::attach_host(Host& host, Switch& sw) {
+  // The NIC never drops: the engine's windows bound what it holds (it pulls one frame at a time).
+  OutputQueue& nic = add_port(
+      QueueConfig{.rate_bps = cfg_.host_rate_bps, .capacity_bytes = ~uint64_t{0} / 2, .red = {}}, &sw);
+  host.attach_nic(&nic);
+  return sw.add_port(&add_port(switch_port(cfg_.host_rate_bps), &host));
+}
+
+std::pair<uint32_t, uint32_t> Fabric::connect_switches(Switch& a, Switch& b) {
+  const uint32_t ab = a.add_port(&add_port(switch_port(cfg_.fabric_rate_bps), &b));
+  const uint32_t ba = b.add_port(&add_port(switch_port(cfg_.fabric_rate_bps), &a));
+  return {ab, ba};
+}
+
+uint64_t Fabric::total_drops() const {
+  uint64_t n = 0;
+  for (const auto& q : queues_) n += q->stats().dropped;
+  return n;
+}
+
+uint64_t Fabric::total_marks() const {
+  uint64_t n = 0;
+  for (const auto& q : queues_) n += q->stats().marked;
+  return n;
+}
+
+Result<std::unique_ptr<Fabric>> build_star(const FabricConfig& config, uint32_t hosts) {
+  if (hosts < 2) return make_error("star: need at least 2 hosts, got " + std::to_string(hosts));
+  auto f = std::make_unique<Fabric>(config);
+  Switch& sw = f->add_switch();
+  for (uint32_t h = 0; h < hosts; ++h) {
+    auto host = f->add_host();
+    if (!host.ok()) return host.error();
+    sw.set_route(h, {f->attach_host(**host, sw)});
+  }
+  return f;
+}
+
+Result<std::unique_ptr<Fabric>> build_leaf_spine(const FabricConfig& config, const LeafSpineShape& shape) {
+  if (shape.leaves < 1 || shape.spines < 1 || shape.hosts_per_leaf < 1) {
+    return make_error("leaf-spine: leaves, spines and hosts_per_leaf must be >= 1");
+  }
+  auto f = std::make_unique<Fabric>(config);
+  std::vector<Switch*> leaves, spines;
+  for (uint32_t l = 0; l < shape.leaves; ++l) leaves.push_back(&f->add_switch());
+  for (uint32_t s = 0; s < shape.spines; ++s) spines.push_back(&f->add_switch());
+  const uint32_t n = shape.leaves * shape.hosts_per_leaf;
+  std::vector<uint32_t> down(n);  // leaf port toward each host
+  for (uint32_t h = 0; h < n; ++h) {
+    auto host = f->add_host();
+    if (!host.ok()) return host.error();
+    down[h] = f->attach_host(**host, *leaves[h / shape.hosts_per_leaf]);
+  }
+  // up[l][s]: leaf l's port to spine s; to_leaf[s][l]: spine s's port to leaf l.
+  std::vector<std::vector<uint32_t>> up(shape.leaves, std::vector<uint32_t>(shape.spines));
+  std::vector<std::vector<uint32_t>> to_leaf(shape.spines, std::vector<uint32_t>(shape.leaves));
+  for (uint32_t l = 0; l < shape.leaves; ++l) {
+    for (uint32_t s = 0; s < shape.spines; ++s) {
+      auto [ls, sl] = f->connect_switches(*leaves[l], *spines[s]);
+      up[l][s] = ls;
+      to_leaf[s][l] = sl;
+    }
+  }
+  for (uint32_t h = 0; h < n; ++h) {
+    const uint32_t home = h / shape.hosts_per_leaf;
+    for (uint32_t l = 0; l < shape.leaves; ++l) {
+      leaves[l]->set_route(h, l == home ? std::vector<uint32_t>{down[h]} : up[l]);
+    }
+    for (uint32_t s = 0; s < shape.spines; ++s) spines[s]->set_route(h, {to_leaf[s][home]});
+  }
+  return f;
+}
+
+}  // namespace megascale::sim
