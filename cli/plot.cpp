@@ -76,9 +76,10 @@ Status render_graph_png(const GraphPlotSpec& spec) {
       ++n;
     }
     if (n == 0) continue;
-    clauses.push_back(fmt::format("{} index {} using 1:2:3:4 with vectors nohead {} ", quote(spec.data_path), block,
-                                  highlight ? fmt::format("lw 3 lc rgb '#d62728' title {}", quote(spec.highlight_title))
-                                            : std::string("lw 0.6 lc rgb '#b0b0b0' notitle")));
+    clauses.push_back(
+        fmt::format("{} index {} using 1:2:3:4 with vectors nohead {} ", quote(spec.data_path), block,
+                    highlight ? fmt::format("lw 3 lc rgb '#d62728' title {}", quote(spec.highlight_title))
+                              : std::string("lw 0.6 lc rgb '#b0b0b0' notitle")));
     fmt::print(data, "\n\n");
     ++block;
   }
@@ -97,9 +98,10 @@ Status render_graph_png(const GraphPlotSpec& spec) {
   }
   std::fclose(data);
   if (!gnuplot_available())
-    return make_error(fmt::format("plot: gnuplot not found on PATH; data left in {} "
-                                  "(apt-get install gnuplot-nox for {})",
-                                  spec.data_path, spec.png_path));
+    return make_error(
+        fmt::format("plot: gnuplot not found on PATH; data left in {} "
+                    "(apt-get install gnuplot-nox for {})",
+                    spec.data_path, spec.png_path));
   std::string script;
   script += fmt::format("set terminal pngcairo size {},{} font 'sans,10'\n", spec.width_px, spec.height_px);
   script += fmt::format("set output {}\nset title {}\n", quote(spec.png_path), quote(spec.title));
@@ -118,7 +120,8 @@ Status render_graph_png(const GraphPlotSpec& spec) {
   if (!gp) return make_error("plot: could not start gnuplot");
   fwrite(script.data(), 1, script.size(), gp);
   int rc = pclose(gp);
-  if (rc != 0) return make_error(fmt::format("plot: gnuplot exited with status {} drawing {}", rc, spec.png_path));
+  if (rc != 0)
+    return make_error(fmt::format("plot: gnuplot exited with status {} drawing {}", rc, spec.png_path));
   return {};
 }
 

@@ -66,9 +66,18 @@ class Reader {
       fail(line_of(node), prefix.empty() ? "top level" : prefix, shown(node), "expected a mapping of keys");
       return false;
     }
+    std::vector<std::pair<std::string, int>> seen;  // a repeated key would silently shadow the first
     for (const auto& pair : node) {
       const YAML::Node key = pair.first;
       std::string name = key.IsScalar() ? key.Scalar() : "?";
+      for (const auto& [prev, prev_line] : seen) {
+        if (prev == name) {
+          fail(line_of(key), join(prefix, name), "",
+               fmt::format("duplicate key (first on line {})", prev_line));
+          return false;
+        }
+      }
+      seen.emplace_back(name, line_of(key));
       bool ok = false;
       for (std::string_view k : known) ok = ok || k == name;
       if (!ok) {

@@ -189,6 +189,7 @@ TEST(FabricYaml, ErrorsNameFileLineKeyAndValue) {
        "3"},
       {"servers do not fill ToR sets", replace(kGood2Tier, "count: 16", "count: 12"), ":7:", "servers.count",
        "12"},
+      {"duplicate key", replace(kGood2Tier, "tiers: 2", "tiers: 2\ntiers: 3"), ":3:", "tiers", ""},
       {"syntax", replace(kGood2Tier, "  radix: 16", "  radix: [16"), ":", "YAML", ""},
   };
   for (const BadYaml& c : cases) {

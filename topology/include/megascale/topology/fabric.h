@@ -151,7 +151,7 @@ class Fabric {
   std::vector<LinkId> up_ids_, down_ids_;
 };
 
-// Parses a fabric YAML document (schema in configs/fabrics/README.md). `source` names it in errors,
+// Parses a fabric YAML document (schema in topology/README.md, "Fabric model"). `source` names it in errors,
 // which read "SOURCE:LINE: KEY: VALUE: what is wrong".
 Result<FabricSpec> parse_fabric_yaml(std::string_view text, std::string_view source);
 
