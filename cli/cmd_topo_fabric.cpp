@@ -178,7 +178,6 @@ void print_summary(const Fabric& f, const FabricSummary& s) {
 
 json paths_json(const Fabric& f, const PathSet& ps, uint32_t show) {
   json hops = json::array();
-  std::vector<uint32_t> digits(ps.hops().size(), 0);
   for (size_t h = 0; h < ps.hops().size(); ++h) {
     hops.push_back({{"decided_at_tier", f.tier_name(ps.hops()[h].tier)},
                     {"direction", ps.hops()[h].up ? "up" : "down"},
@@ -205,7 +204,6 @@ void print_paths(const Fabric& f, const PathSet& ps, uint32_t show) {
   fmt::print("paths {} -> {} ({}): {} equal-cost paths over {} switch sequences, {} links each\n",
              f.node_name(ps.src()), f.node_name(ps.dst()), scope_text(ps.scope()), ps.count(),
              ps.switch_path_count(), ps.length());
-  std::vector<uint32_t> digits(ps.hops().size(), 0);
   std::vector<uint64_t> per_position = ps.switches_per_position();
   for (size_t h = 0; h < ps.hops().size(); ++h) {
     fmt::print(

@@ -39,6 +39,13 @@ class Mapper {
     uint32_t allowed_reuse = 0;  // a path may take a lane while it has at most this many
     const uint32_t range = static_cast<uint32_t>(path_of_port_.size());
     while (out.size() < lanes) {
+      // No path has room at this reuse level (e.g. every path already has a lane): scanning the range for
+      // one would only hash ports in vain.
+      if (!path_with_at_most(allowed_reuse)) {
+        ++allowed_reuse;
+        allowed_excess = 0;
+        continue;
+      }
       bool progress = false;
       uint32_t least_excess = std::numeric_limits<uint32_t>::max();
       for (uint32_t i = 0; i < range && out.size() < lanes; ++i) {
@@ -55,6 +62,7 @@ class Mapper {
         take(i, path);
         out.push_back({static_cast<uint16_t>(sport_min_ + i), path});
         progress = true;
+        if (!path_with_at_most(allowed_reuse)) break;
       }
       if (progress) continue;
       if (least_excess != std::numeric_limits<uint32_t>::max()) {
@@ -104,9 +112,21 @@ class Mapper {
     return excess;
   }
 
+  // Whether some path carries at most `lanes` lanes (paths with none count).
+  bool path_with_at_most(uint32_t lanes) const {
+    if (lanes_on_path_.size() < paths_.count()) return true;
+    for (uint32_t k = 1; k <= lanes && k < paths_by_lanes_.size(); ++k) {
+      if (paths_by_lanes_[k] > 0) return true;
+    }
+    return false;
+  }
+
   void take(uint32_t port, uint64_t path) {
     used_[port] = 1;
-    ++lanes_on_path_[path];
+    uint32_t before = lanes_on_path_[path]++;
+    if (paths_by_lanes_.size() <= before + 1) paths_by_lanes_.resize(before + 2, 0);
+    if (before > 0) --paths_by_lanes_[before];
+    ++paths_by_lanes_[before + 1];
     uint32_t digits[kMaxHops] = {};
     paths_.digits_of(path, digits);
     for (size_t h = 0; h < paths_.hops().size(); ++h) ++load_[paths_.hop_link(h, digits, digits[h])];
@@ -122,6 +142,7 @@ class Mapper {
   std::vector<uint8_t> used_;
   std::vector<uint32_t> load_;  // lanes per link
   std::unordered_map<uint64_t, uint32_t> lanes_on_path_;
+  std::vector<uint64_t> paths_by_lanes_;  // [k]: paths carrying exactly k lanes (k >= 1)
   std::unordered_set<uint64_t> seen_;
 };
 
