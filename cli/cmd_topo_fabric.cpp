@@ -301,7 +301,7 @@ int run_fabric(const FabricOptions& o) {
     Status drawn = draw(f, ps, o.png, what);
     doc["png"] = drawn ? json(o.png) : json(nullptr);
     if (drawn) {
-      if (!o.json_out) fmt::print("drew {} into {}\n", what, o.png);
+      if (!o.json_out) fmt::print("drew {}: {}\n", o.png, what);
     } else {
       fmt::print(stderr, "no PNG: {}\n", drawn.error().message);
       rc = kExitFailure;
