@@ -41,3 +41,46 @@ Status render_png(const PlotSpec& spec);
 bool gnuplot_available();
 
 }  // namespace megascale::cli
+
+namespace megascale::cli {
+
+// Node-and-link drawings (a fabric's tiers): points in groups (one colour and legend entry each) and
+// line segments between them, drawn through gnuplot into a PNG.
+//
+//   GraphPlotSpec g{.title = "pod 0", .data_path = "out/fabric.dat", .png_path = "out/fabric.png"};
+//   g.group_titles = {"tor", "aggregation"};
+//   g.points.push_back({0.1, 1, 0});
+//   g.segments.push_back({0.1, 1, 0.5, 2, false});
+//   if (auto s = render_graph_png(g); !s) fmt::print(stderr, "{}\n", s.error().message);
+struct GraphPoint {
+  double x = 0;
+  double y = 0;
+  int group = 0;  // index into GraphPlotSpec::group_titles
+};
+
+struct GraphSegment {
+  double x0 = 0;
+  double y0 = 0;
+  double x1 = 0;
+  double y1 = 0;
+  bool highlight = false;  // drawn thick and red (a path), over the others
+};
+
+struct GraphPlotSpec {
+  std::string title;
+  std::string data_path;  // written here: the points and segments gnuplot reads
+  std::string png_path;
+  std::vector<std::string> group_titles;
+  std::vector<GraphPoint> points;
+  std::vector<GraphSegment> segments;
+  std::vector<std::pair<double, std::string>> y_labels;  // y tick labels, e.g. {1, "tor"}
+  std::string highlight_title = "path";
+  int width_px = 1600;
+  int height_px = 900;
+};
+
+// Writes spec.data_path and renders spec.png_path. Errors name what failed (gnuplot missing, bad exit,
+// unwritable data file).
+Status render_graph_png(const GraphPlotSpec& spec);
+
+}  // namespace megascale::cli
