@@ -83,6 +83,29 @@ TEST(NcclXml, WrittenDgxFile) {
       std::string::npos);
 }
 
+// NCCL's ncclTopoAddPci requires link_width and link_speed on every <pci>: without them NCCL 2.28 fails
+// init ("Attribute link_width of node pci not found"), as it did on a GPU host with a virtio NIC.
+TEST(NcclXml, EveryPciElementCarriesLinkAttributes) {
+  for (const char* name : {"dgx-h100.xml", "nics-on-socket0.xml", "no-gpu.xml"}) {
+    auto host = load_hwloc_xml(fixture(name));
+    ASSERT_TRUE(host.ok()) << host.error().message;
+    const std::string text = nccl_topo_xml(*host);
+    EXPECT_GT(count(text, "<pci "), 0U) << name;
+    EXPECT_EQ(count(text, "<pci "), count(text, " link_width=\"")) << name << "\n" << text;
+    EXPECT_EQ(count(text, "<pci "), count(text, " link_speed=\"")) << name;
+  }
+  // A device that reports no link is written as NCCL's sysfs reader leaves it, and reads back unknown.
+  auto host = load_hwloc_xml(fixture("dgx-h100.xml"));
+  ASSERT_TRUE(host.ok());
+  ASSERT_FALSE(host->nics.empty());
+  host->nics[0].pci.link_gts = 0;
+  host->nics[0].pci.link_width = 0;
+  const std::string text = nccl_topo_xml(*host);
+  EXPECT_EQ(count(text, "link_speed=\"\" link_width=\"0\""), 1U);
+  auto back = parse_nccl_topo_xml(text, "test");
+  ASSERT_TRUE(back.ok()) << back.error().message;
+}
+
 TEST(NcclXml, RoundTripDgx) {
   auto host = load_hwloc_xml(fixture("dgx-h100.xml"), {.sysfs_root = fixture("dgx-h100-sysfs")});
   ASSERT_TRUE(host.ok()) << host.error().message;

@@ -32,9 +32,15 @@ std::string pci_attributes(const PciDevice& pci) {
         R"( vendor="0x{:04x}" device="0x{:04x}" subsystem_vendor="0x{:04x}" subsystem_device="0x{:04x}")",
         pci.vendor_id, pci.device_id, pci.subsystem_vendor_id, pci.subsystem_device_id);
   }
-  // The kernel's spelling since 5.7, which NCCL's table knows (topo.cc kvDictPciGen).
+  // The kernel's spelling since 5.7, which NCCL's table knows (topo.cc kvDictPciGen). NCCL requires
+  // both attributes on every <pci> it turns into a node (ncclTopoAddPci fails with "Attribute link_width
+  // of node pci not found", seen on a GPU host whose virtio NIC reports no link). Unknown values are
+  // written as NCCL's own sysfs reader leaves them: width 0 (NCCL takes x16) and an empty speed (NCCL
+  // takes its default rate).
   if (pci.link_gts > 0 && pci.link_width > 0) {
     out += fmt::format(R"( link_speed="{:.1f} GT/s PCIe" link_width="{}")", pci.link_gts, pci.link_width);
+  } else {
+    out += R"( link_speed="" link_width="0")";
   }
   return out;
 }
