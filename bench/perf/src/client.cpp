@@ -119,23 +119,27 @@ Result<AnyRow> run_row(Session& s, const PerfOptions& o, PerfTest test, uint64_t
   return r;
 }
 
-// A -D row: unprinted rows that grow until one lasts long enough to estimate the rate, then the row
-// sized to the duration. A calibration row that already lasted the duration (a slow path, a large
-// message) is the result itself.
+// A -D row: unprinted rows that grow until one lasts long enough to estimate the rate, then rows sized
+// to the duration until one lasts at least half of it (a calibration slowed by a stall of the host
+// would otherwise size a row far too short; each sized row is a longer, better calibration). A row
+// that already lasted half the duration (a slow path, a large message) is the result itself.
 Result<AnyRow> timed_row(Session& s, const PerfOptions& o, PerfTest test, uint64_t size, uint64_t& row,
                          bool same_host) {
+  constexpr int kMaxSizedRows = 4;
   const double target_s = std::min(0.1 * o.duration_s, 0.5);
   uint64_t n = test == PerfTest::kBw ? std::clamp<uint64_t>((16ULL << 20) / std::max<uint64_t>(size, 1), 1,
                                                             buffers_for(o, size))
                                      : 64;
-  for (;;) {
+  for (int sized = 0;;) {
     auto r = run_row(s, o, test, row, size, n, same_host);
     if (!r) return r.error();
     const double seconds = r->seconds();
-    if (seconds >= 0.5 * o.duration_s) return r;
-    if (seconds >= target_s || n >= (uint64_t{1} << 32)) {
+    if (seconds >= 0.5 * o.duration_s || sized == kMaxSizedRows) return r;
+    if (sized > 0 || seconds >= target_s || n >= (uint64_t{1} << 32)) {
       const double count = static_cast<double>(n) * o.duration_s / std::max(seconds, 1e-9);
-      return run_row(s, o, test, row, size, static_cast<uint64_t>(std::clamp(count, 1.0, 1e12)), same_host);
+      n = static_cast<uint64_t>(std::clamp(count, 1.0, 1e12));
+      ++sized;
+      continue;
     }
     const double grow = seconds > 0 ? target_s / seconds * 1.2 : 16.0;
     n = static_cast<uint64_t>(static_cast<double>(n) * std::clamp(grow, 2.0, 16.0));
