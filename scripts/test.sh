@@ -8,7 +8,8 @@
 #   test  build/test   Release, every part; ctest runs every test, then the netns tests alone
 #                      (they time a shared link) with their measured figures printed.
 #   asan  build/asan   RelWithDebInfo with AddressSanitizer + UndefinedBehaviorSanitizer: the
-#                      congestion, engine and wire unit tests and the fuzz corpus replays (ctest labels).
+#                      congestion, engine, wire, nccl, topology, host and simnet unit tests and the fuzz
+#                      corpus replays (ctest labels).
 #   fuzz  build/fuzz   clang + libFuzzer: each fuzz target runs MEGASCALE_FUZZ_SECONDS (default 60)
 #                      from the committed seed corpus; a crash leaves its input in build/fuzz/artifacts/
 #                      (add it to tests/fuzz/corpus/<target>/ once fixed, so every build replays it).
@@ -45,7 +46,7 @@ stage_asan() {
   local build=build/asan
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMEGASCALE_WERROR=ON \
     -DMEGASCALE_SANITIZE=ON -DMEGASCALE_BUILD_BENCH=OFF -DMEGASCALE_ENABLE_CUDA=OFF
-  local labels=(congestion engine wire nccl fuzz) targets=() l help
+  local labels=(congestion engine wire nccl fuzz topology host simnet) targets=() l help
   # (Read the list once: `cmake ... | grep -q` under pipefail fails when grep exits before cmake.)
   help=$(cmake --build "$build" --target help)
   for l in "${labels[@]}"; do
