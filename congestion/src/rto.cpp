@@ -3,17 +3,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "megascale/common/splitmix.h"
+
 namespace megascale::cc {
 namespace {
-
-// splitmix64 (Steele, Lea, Flood, "Fast splittable pseudorandom number generators", OOPSLA 2014):
-// small, self-contained and the same on every platform, unlike <random>'s distributions.
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
 
 TimeNs round_ns(double ns) {
   return static_cast<TimeNs>(std::llround(ns));
@@ -34,7 +27,7 @@ RtoEstimator::RtoEstimator(const RtoParams& params, uint64_t seed) : p_(params),
 
 double RtoEstimator::draw_jitter_factor() {
   // 53 random bits give a uniform double in [0, 1).
-  const double u = static_cast<double>(splitmix64(rng_state_) >> 11) * 0x1.0p-53;
+  const double u = unit_interval(splitmix64_next(rng_state_));
   return 1.0 - p_.first_jitter + 2.0 * p_.first_jitter * u;
 }
 

@@ -6,15 +6,14 @@
 #include <algorithm>
 #include <cstring>
 
+#include "megascale/common/splitmix.h"
+
 namespace megascale::perf {
 namespace {
 
-// SplitMix64's finaliser (Steele, Lea, Flood, OOPSLA 2014): a cheap bijection that spreads every input
-// bit over the word.
+// SplitMix64's finaliser (common/splitmix.h).
 uint64_t mix(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
+  return splitmix64_mix(z);
 }
 
 uint8_t expected_byte(uint64_t key, uint64_t offset) {

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "megascale/common/splitmix.h"
+
 namespace megascale::engine::detail {
 
 inline uint32_t round_up_pow2(uint32_t v) {
@@ -39,12 +41,9 @@ class Ring {
   uint64_t tail_ = 0;
 };
 
-// splitmix64: the engine's deterministic PRNG (connection ids, path ids, RTO seeds).
+// The engine's deterministic PRNG (connection ids, path ids, RTO seeds): common/splitmix.h.
 inline uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
+  return splitmix64_next(state);
 }
 
 }  // namespace megascale::engine::detail

@@ -11,6 +11,7 @@
 #include <queue>
 #include <utility>
 
+#include "megascale/common/splitmix.h"
 #include "receiver_cnp.h"
 
 namespace megascale::sim {
@@ -25,14 +26,7 @@ constexpr TimePs kNeverPs = std::numeric_limits<TimePs>::max();
 class SplitMix64 {
  public:
   explicit SplitMix64(uint64_t seed) : s_(seed) {}
-  double uniform() {
-    s_ += 0x9e3779b97f4a7c15ULL;
-    uint64_t z = s_;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    z ^= z >> 31;
-    return static_cast<double>(z >> 11) * 0x1.0p-53;
-  }
+  double uniform() { return unit_interval(splitmix64_next(s_)); }
 
  private:
   uint64_t s_;

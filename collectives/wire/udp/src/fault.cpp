@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "megascale/common/splitmix.h"
+
 namespace megascale::wire {
 
 bool FaultConfig::enabled() const {
@@ -15,11 +17,7 @@ FaultInjector::FaultInjector(const FaultConfig& config) : config_(config), rng_s
 // SplitMix64 (Steele, Lea and Flood, "Fast splittable pseudorandom number generators", OOPSLA 2014):
 // a Weyl sequence through a 64-bit finalizer. Small, fast, and its output is fixed by the seed alone.
 uint64_t FaultInjector::next_u64() {
-  rng_state_ += 0x9E3779B97F4A7C15ULL;
-  uint64_t z = rng_state_;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
+  return splitmix64_next(rng_state_);
 }
 
 double FaultInjector::uniform() {
