@@ -1,7 +1,6 @@
 // megascale: network-and-collective performance tuning for RoCE GPU clusters. See README.md.
-#include <cstdio>
-
 #include <CLI/CLI.hpp>
+#include <cstdio>
 
 #include "commands.h"
 
