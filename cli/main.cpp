@@ -1,6 +1,7 @@
 // megascale: network-and-collective performance tuning for RoCE GPU clusters. See README.md.
-#include <CLI/CLI.hpp>
 #include <cstdio>
+
+#include <CLI/CLI.hpp>
 
 #include "commands.h"
 

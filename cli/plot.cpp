@@ -1,15 +1,12 @@
 #include "plot.h"
 
-#include <fmt/format.h>
-
 #include <cstdio>
 #include <cstdlib>
+#include <fmt/format.h>
 
 namespace megascale::cli {
 
-bool gnuplot_available() {
-  return std::system("command -v gnuplot >/dev/null 2>&1") == 0;
-}
+bool gnuplot_available() { return std::system("command -v gnuplot >/dev/null 2>&1") == 0; }
 
 namespace {
 // gnuplot string literal: single quotes, with embedded single quotes doubled.
@@ -26,10 +23,9 @@ std::string quote(const std::string& s) {
 Status render_png(const PlotSpec& spec) {
   if (spec.panels.empty()) return make_error("plot: nothing to draw (no panels)");
   if (!gnuplot_available())
-    return make_error(
-        fmt::format("plot: gnuplot not found on PATH; data left in {} "
-                    "(apt-get install gnuplot-nox for {})",
-                    spec.csv_path, spec.png_path));
+    return make_error(fmt::format("plot: gnuplot not found on PATH; data left in {} "
+                                  "(apt-get install gnuplot-nox for {})",
+                                  spec.csv_path, spec.png_path));
   std::string script;
   int height = spec.height_px_per_panel * static_cast<int>(spec.panels.size());
   script += fmt::format("set terminal pngcairo size {},{} font 'sans,10'\n", spec.width_px, height);
@@ -56,8 +52,7 @@ Status render_png(const PlotSpec& spec) {
   if (!gp) return make_error("plot: could not start gnuplot");
   fwrite(script.data(), 1, script.size(), gp);
   int rc = pclose(gp);
-  if (rc != 0)
-    return make_error(fmt::format("plot: gnuplot exited with status {} drawing {}", rc, spec.png_path));
+  if (rc != 0) return make_error(fmt::format("plot: gnuplot exited with status {} drawing {}", rc, spec.png_path));
   return {};
 }
 
