@@ -4,6 +4,8 @@
 //   megascale perf -a --test bw --loopback --lanes 4 --json out/bench/perf.json
 //   megascale perf -p 18515                          # server: waits for one client
 //   megascale perf -p 18515 -a 10.0.0.2              # client: the same flags plus the server's address
+//   megascale perf -p 18515 10.0.3.2 --lanes 8 --fabric megascale --from h0:n0 --to h300:n0
+//       --hash crc16-bisync:per-switch                # client lanes on source ports mapped to distinct paths
 //
 // The server needs no flags but -p: the client sends its test parameters when it connects; a flag
 // given on both sides must agree. Faults for testing come from MEGASCALE_FAULT_* (see bench/README.md).
@@ -18,6 +20,7 @@
 
 #include "commands.h"
 #include "megascale/perf/run.h"
+#include "megascale/wire/udp.h"
 
 namespace megascale::cli {
 namespace {
@@ -33,6 +36,7 @@ struct PerfFlags {
   std::string json_path;
   bool report_gbits = false;
   uint32_t dscp = 0;
+  std::string source_ports;  // --source-ports P1,P2,...
 };
 
 Status write_json(const std::string& path, const nlohmann::json& doc) {
@@ -81,6 +85,14 @@ int run_perf_command(PerfFlags& f, CLI::App* cmd) {
   }
   o.dscp = static_cast<uint8_t>(f.dscp);
   o.port_given = given("-p");
+  if (given("--source-ports")) {
+    auto ports = wire::parse_source_ports(f.source_ports);
+    if (!ports) {
+      fmt::print(stderr, "megascale perf: --source-ports {}: {}\n", f.source_ports, ports.error().message);
+      return kExitUsage;
+    }
+    o.source_ports = *ports;
+  }
   o.buffer_budget_bytes = f.buffer_mib << 20;
 
   perf::PerfSink sink;
@@ -141,7 +153,21 @@ void add_perf_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--lanes", o.lanes, "Lanes (UDP source ports, each with its own congestion control)")
       ->capture_default_str();
-  cmd->add_option("--cc", o.cc, "Congestion-control preset: a built-in name or a YAML file (--loopback: loopback)")
+  cmd->add_option("--source-ports", f->source_ports,
+                  "Client: the lanes' UDP source ports, one per lane, P1,P2,... (as `megascale topo ports` "
+                  "prints them); lane i sends from port i");
+  cmd->add_option("--fabric", o.fabric,
+                  "Client: choose the lanes' source ports with the fabric model (preset or YAML) so they "
+                  "take distinct ECMP paths from --from to --to (see `megascale topo ports`)");
+  cmd->add_option("--from", o.from, "Client with --fabric: this host's NIC in the fabric, hH:nN");
+  cmd->add_option("--to", o.to, "Client with --fabric: the server's NIC in the fabric, hH:nN");
+  cmd->add_option("--hash", o.hashes,
+                  "Client with --fabric: switch hash NAME[:seed=N][:offset=N][:per-switch], once for every "
+                  "tier or three times (tor, aggregation/spine, core); none: ports spread evenly")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd->add_option("--cc", o.cc,
+                  "Congestion-control preset: a built-in name or a YAML file (--loopback: loopback)")
       ->capture_default_str();
   cmd->add_option("--segment", o.segment_bytes, "Payload bytes per datagram (keep + 100 B within the MTU)")
       ->capture_default_str();

@@ -325,22 +325,13 @@ int run_ports(const PortsOptions& o) {
   req.lanes = o.lanes;
   req.sport_min = static_cast<uint16_t>(o.sport_min);
   req.sport_max = static_cast<uint16_t>(o.sport_max);
-  if (o.hashes.size() == 2 || o.hashes.size() > 3) {
-    fmt::print(stderr, "--hash: give one (every tier) or three (tor, aggregation/spine, core), not {}\n",
-               o.hashes.size());
-    return kExitUsage;
-  }
   if (!o.hashes.empty()) {
-    EcmpModel m;
-    for (size_t t = 0; t < 3; ++t) {
-      Result<HashModel> h = parse_hash_model(o.hashes[o.hashes.size() == 1 ? 0 : t]);
-      if (!h) {
-        fmt::print(stderr, "--hash: {}\n", h.error().message);
-        return kExitUsage;
-      }
-      m.tier[t] = *h;
+    Result<EcmpModel> m = parse_ecmp_model(o.hashes);
+    if (!m) {
+      fmt::print(stderr, "--hash: {}\n", m.error().message);
+      return kExitUsage;
     }
-    req.ecmp = m;
+    req.ecmp = *m;
   }
   auto start = std::chrono::steady_clock::now();
   Result<PortMapping> r = map_source_ports(f, req);
@@ -363,13 +354,7 @@ int run_ports(const PortsOptions& o) {
     }
     lanes.push_back(lane);
   }
-  std::string hash_text;
-  if (req.ecmp) {
-    for (size_t t = 0; t < (f.spec().tiers == 3 ? 3u : 2u); ++t) {
-      hash_text += fmt::format("{}{}={}", hash_text.empty() ? "" : ", ",
-                               f.tier_name(static_cast<Tier>(t + 1)), to_string(req.ecmp->tier[t]));
-    }
-  }
+  const std::string hash_text = req.ecmp ? describe_ecmp_model(f, *req.ecmp) : std::string();
   if (o.json_out) {
     json doc = {{"fabric", f.spec().name},
                 {"from", o.from},

@@ -50,6 +50,7 @@ std::vector<std::string> banner(const PerfOptions& o, const UdpWire& w, const Cl
   b.push_back(fmt::format(" Transport       : {}", w.capabilities().describe()));
   b.push_back(fmt::format(" Server transport: {}", srv.transport));
   b.push_back(fmt::format(" Lanes           : {} (server {})", o.lanes, srv.lanes));
+  if (!setup.source_ports.empty()) b.push_back(fmt::format(" Source ports    : {}", setup.source_ports));
   b.push_back(fmt::format(" Congestion ctl  : {} (server {})", setup.cc_name, srv.cc));
   b.push_back(
       fmt::format(" Segment         : {} B payload per datagram (--segment {})", segment, o.segment_bytes));
@@ -91,6 +92,7 @@ json config_json(const PerfOptions& o, const UdpWire& w, const ClientSetup& setu
               {"server_transport", srv.transport},
               {"same_host", srv.same_host},
               {"faults", describe_faults(setup.fault)},
+              {"source_ports", setup.source_ports.empty() ? json(nullptr) : json(setup.source_ports)},
               {"host", host_name()}};
 }
 

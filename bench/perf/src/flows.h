@@ -13,8 +13,9 @@ namespace megascale::perf::detail {
 
 // What the client says about its setup in the banner and the JSON "config".
 struct ClientSetup {
-  std::string cc_name;      // the resolved preset's name
-  wire::FaultConfig fault;  // from MEGASCALE_FAULT_*
+  std::string cc_name;       // the resolved preset's name
+  wire::FaultConfig fault;   // from MEGASCALE_FAULT_*
+  std::string source_ports;  // the lanes' ports and where they came from (source_ports.h); "" = ephemeral
 };
 
 // Connects to host:port, agrees on the parameters, runs every row, prints as it goes.

@@ -85,6 +85,29 @@ Status validate_perf_options(const PerfOptions& o) {
     return bad(fmt::format("-p {} with --lanes {}: the server binds one port per lane, past 65535", o.port,
                            o.lanes));
   }
+  const bool mapping = !o.fabric.empty() || !o.from.empty() || !o.to.empty() || !o.hashes.empty();
+  if (role_of(o) == PerfRole::kServer && (mapping || !o.source_ports.empty())) {
+    return bad(fmt::format("{}: the client's lanes take these ports; the server needs none",
+                           o.source_ports.empty() ? "--fabric" : "--source-ports"));
+  }
+  if (!o.fabric.empty() && !o.source_ports.empty()) {
+    return bad("--fabric and --source-ports: give one of them");
+  }
+  if (o.fabric.empty()) {
+    if (!o.from.empty()) return bad(fmt::format("--from {}: needs --fabric", o.from));
+    if (!o.to.empty()) return bad(fmt::format("--to {}: needs --fabric", o.to));
+    if (!o.hashes.empty()) return bad(fmt::format("--hash {}: needs --fabric", o.hashes.front()));
+  } else {
+    if (o.from.empty() || o.to.empty()) {
+      return bad(
+          fmt::format("--fabric {}: needs --from and --to (this NIC and the server's, hH:nN)", o.fabric));
+    }
+    if (o.ipv6) return bad("--fabric with -6: the fabric model hashes IPv4 5-tuples");
+  }
+  if (!o.source_ports.empty() && o.source_ports.size() != o.lanes) {
+    return bad(fmt::format("--source-ports gives {} port{} for --lanes {}: give one per lane",
+                           o.source_ports.size(), o.source_ports.size() == 1 ? "" : "s", o.lanes));
+  }
   return {};
 }
 

@@ -10,6 +10,7 @@
 #include "flows.h"
 #include "megascale/congestion/config.h"
 #include "megascale/engine/packet.h"
+#include "megascale/perf/source_ports.h"
 
 namespace megascale::perf {
 
@@ -58,8 +59,10 @@ PerfRun failure(std::string text) {
 }
 
 Result<std::unique_ptr<wire::UdpWire>> open_wire(const PerfOptions& o, PerfRole side, const cc::CcConfig& cc,
-                                                 const wire::FaultConfig& fault) {
-  const wire::UdpConfig cfg = wire_config_for(o, side, cc, fault);
+                                                 const wire::FaultConfig& fault,
+                                                 const std::vector<uint16_t>& source_ports = {}) {
+  wire::UdpConfig cfg = wire_config_for(o, side, cc, fault);
+  cfg.source_ports = source_ports;
   auto w = wire::UdpWire::create(cfg);
   if (!w) {
     return make_error(fmt::format("{} wire on {} port {}: {}",
@@ -77,7 +80,7 @@ PerfRun run_perf(const PerfOptions& o, const PerfSink& sink) {
   if (!cc) return usage("--cc " + o.cc + ": " + cc.error().message);
   auto fault = wire::fault_config_from_env(wire::FaultConfig{});
   if (!fault) return usage(fault.error().message);
-  detail::ClientSetup setup{cc->name, *fault};
+  detail::ClientSetup setup{cc->name, *fault, {}};
   // A wire config the engine refuses (e.g. a segment too large for its limits) is a usage error too.
   if (Status s = engine::validate_engine_config(wire_config_for(o, PerfRole::kClient, *cc, *fault).engine);
       !s) {
@@ -91,23 +94,34 @@ PerfRun run_perf(const PerfOptions& o, const PerfSink& sink) {
       return detail::run_server_on(**w, o, cc->name, sink, nullptr);
     }
     case PerfRole::kClient: {
-      auto w = open_wire(o, PerfRole::kClient, *cc, *fault);
+      auto ports = resolve_lane_ports(o, o.server, o.port,
+                                      wire_config_for(o, PerfRole::kClient, *cc, *fault).bind_host);
+      if (!ports) return usage(ports.error().message);
+      setup.source_ports = ports->describe;
+      auto w = open_wire(o, PerfRole::kClient, *cc, *fault, ports->ports);
       if (!w) return failure(w.error().message);
       return detail::run_client_on(**w, o.server, o.port, o, setup, sink);
     }
     case PerfRole::kLoopback: {
       auto server_wire = open_wire(o, PerfRole::kServer, *cc, *fault);
       if (!server_wire) return failure(server_wire.error().message);
-      auto client_wire = open_wire(o, PerfRole::kClient, *cc, *fault);
+      // The client's lanes may take mapped ports (--fabric) for the real 5-tuple: the server's port is
+      // known once its wire is open.
+      const std::string host = o.ipv6 ? "::1" : "127.0.0.1";
+      const std::string server_host = o.bind_host.empty() ? host : o.bind_host;
+      auto ports = resolve_lane_ports(o, server_host, (*server_wire)->local_port(),
+                                      wire_config_for(o, PerfRole::kClient, *cc, *fault).bind_host);
+      if (!ports) return usage(ports.error().message);
+      setup.source_ports = ports->describe;
+      auto client_wire = open_wire(o, PerfRole::kClient, *cc, *fault, ports->ports);
       if (!client_wire) return failure(client_wire.error().message);
       std::atomic<bool> stop{false};
       PerfRun server_run;
       const PerfSink quiet{};
       std::thread server(
           [&] { server_run = detail::run_server_on(**server_wire, o, cc->name, quiet, &stop); });
-      const std::string host = o.ipv6 ? "::1" : "127.0.0.1";
-      PerfRun run = detail::run_client_on(**client_wire, o.bind_host.empty() ? host : o.bind_host,
-                                          (*server_wire)->local_port(), o, setup, sink);
+      PerfRun run =
+          detail::run_client_on(**client_wire, server_host, (*server_wire)->local_port(), o, setup, sink);
       stop.store(true);
       server.join();
       if (run.status == PerfStatus::kOk && server_run.status != PerfStatus::kOk) {

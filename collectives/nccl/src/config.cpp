@@ -14,6 +14,7 @@
 #include "megascale/congestion/config.h"
 #include "megascale/engine/config.h"
 #include "megascale/engine/packet.h"
+#include "megascale/wire/udp.h"
 
 namespace megascale::nccl {
 namespace {
@@ -164,6 +165,27 @@ Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
     c.threads_per_device = static_cast<uint32_t>(*v);
   }
   echo("MEGASCALE_NTHREADS", std::to_string(c.threads_per_device), threads != nullptr);
+
+  // MEGASCALE_SOURCE_PORTS: one wire's pool binds them, so they need one wire per device (several
+  // wires cannot bind the same ports, and wires left on ephemeral ports would carry a share of the
+  // connections off the mapping without a word); and one port per lane, as the mapping chose them.
+  const char* sports = env("MEGASCALE_SOURCE_PORTS");
+  if (sports != nullptr) {
+    auto v = wire::parse_source_ports(sports);
+    if (!v) return bad("MEGASCALE_SOURCE_PORTS", sports, v.error().message);
+    if (v->size() != c.lanes) {
+      return bad("MEGASCALE_SOURCE_PORTS", sports,
+                 std::to_string(v->size()) + " ports for MEGASCALE_LANES=" + std::to_string(c.lanes) +
+                     ": give one port per lane");
+    }
+    if (c.threads_per_device != 1) {
+      return bad("MEGASCALE_SOURCE_PORTS", sports,
+                 "needs MEGASCALE_NTHREADS=1 (now " + std::to_string(c.threads_per_device) +
+                     "): each wire of a device would bind the same ports");
+    }
+    c.source_ports = *v;
+  }
+  echo("MEGASCALE_SOURCE_PORTS", sports ? std::string(sports) : "unset (ephemeral ports)", sports != nullptr);
 
   const char* busy = env("MEGASCALE_BUSY_POLL");
   if (busy != nullptr) {

@@ -29,7 +29,11 @@ struct PluginConfig {
   std::string stats_dir;   // MEGASCALE_STATS_DIR: where counters go; empty = none
   TimeNs stats_interval_ns = 5 * kNsPerSec;  // MEGASCALE_STATS_INTERVAL_S
   uint32_t threads_per_device = 4;           // MEGASCALE_NTHREADS: UDP wires (progress threads) per device
-  bool busy_poll = false;                    // MEGASCALE_BUSY_POLL: wire threads spin instead of sleeping
+  // MEGASCALE_SOURCE_PORTS: the UDP source ports of every device's wire (one per lane; lane i sends from
+  // port i), e.g. as `megascale topo ports` prints them for one destination; empty = ephemeral ports.
+  // Needs MEGASCALE_NTHREADS=1 (one wire per device, whose pool every connection shares).
+  std::vector<uint16_t> source_ports;
+  bool busy_poll = false;  // MEGASCALE_BUSY_POLL: wire threads spin instead of sleeping
   // MEGASCALE_TEST_POLL_US: longest pause between two looks into the engine from test() on one comm
   // while its requests are not done (the pause doubles from 0.25 us up to this); 0 = look every time.
   // NCCL's progress thread calls test() in a tight loop, and every look takes the wire's lock, which

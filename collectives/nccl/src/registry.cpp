@@ -26,6 +26,7 @@ Registry::~Registry() {
     }
   }
   wires_.clear();
+  source_ports_dscp_.clear();
 }
 
 Status Registry::ensure_ready() {
@@ -108,7 +109,20 @@ Result<DeviceWire*> Registry::wire_for(int dev, uint8_t dscp) {
   if (set.wires.size() < config_.threads_per_device) {
     const uint32_t index = static_cast<uint32_t>(set.wires.size());
     const Device& d = devices_[static_cast<size_t>(dev)];
-    auto udp = wire::UdpWire::create(udp_config(d, dscp, index));
+    wire::UdpConfig cfg = udp_config(d, dscp, index);
+    if (!config_.source_ports.empty()) {
+      auto [it, first] = source_ports_dscp_.emplace(dev, dscp);
+      if (first || it->second == dscp) {
+        cfg.source_ports = config_.source_ports;
+      } else {
+        MS_INFO(
+            abi::kSubsysNet | abi::kSubsysInit,
+            "device %d %s: MEGASCALE_SOURCE_PORTS are bound by the wire for dscp %u; the wire for dscp %u "
+            "takes ephemeral ports",
+            dev, d.iface.name.c_str(), it->second, dscp);
+      }
+    }
+    auto udp = wire::UdpWire::create(cfg);
     if (!udp)
       return make_error("device " + d.iface.name + " (" + d.iface.address + "): " + udp.error().message);
     if (Status s = (*udp)->start(); !s) return make_error(s.error().message);
@@ -182,6 +196,7 @@ void Registry::maybe_teardown_locked() {
   for (const auto& [key, set] : wires_) n += set.wires.size();
   MS_INFO(abi::kSubsysNet, "last context finalized: stopping %zu wire(s)", n);
   wires_.clear();
+  source_ports_dscp_.clear();
 }
 
 void Registry::tick(TimeNs now) {

@@ -85,6 +85,9 @@ class Registry {
   PluginConfig config_;
   std::vector<Device> devices_;
   std::map<std::pair<int, uint8_t>, WireSet> wires_;
+  // Devices whose wire binds MEGASCALE_SOURCE_PORTS: the first wire opened on the device takes them; a
+  // wire for another traffic class on the same device cannot bind them again and stays ephemeral.
+  std::map<int, uint8_t> source_ports_dscp_;
   std::unordered_set<Context*> contexts_;
   std::unique_ptr<Context> legacy_;
   size_t open_comms_ = 0;

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "config.h"
 
@@ -54,7 +55,8 @@ TEST(PluginConfig, DefaultsWithAnEmptyEnvironment) {
   EXPECT_EQ(c->test_poll_ns, 8'000);
   EXPECT_FALSE(c->fault.enabled());
   // Every knob is echoed once, marked as a default.
-  ASSERT_EQ(c->echo.size(), 12u);
+  EXPECT_TRUE(c->source_ports.empty());
+  ASSERT_EQ(c->echo.size(), 13u);
   for (const std::string& line : c->echo) {
     EXPECT_EQ(line.rfind("MEGASCALE_", 0), 0u) << line;
     EXPECT_NE(line.find("(default)"), std::string::npos) << line;
@@ -113,7 +115,8 @@ TEST(PluginConfig, PerKeyCcVariablesTuneThePreset) {
   EXPECT_EQ(c->cc.kind, cc::ControllerKind::kSwift);
   EXPECT_EQ(c->cc.swift.base_target_ns, 50'000);
   bool echoed = false;
-  for (const std::string& line : c->echo) echoed |= line == "MEGASCALE_CC_SWIFT_BASE_TARGET_US=50 (environment)";
+  for (const std::string& line : c->echo)
+    echoed |= line == "MEGASCALE_CC_SWIFT_BASE_TARGET_US=50 (environment)";
   EXPECT_TRUE(echoed);
   const std::string message = error_for("MEGASCALE_CC_SWIFT_BETA", "7");
   EXPECT_NE(message.find("MEGASCALE_CC_SWIFT_BETA=7"), std::string::npos) << message;
@@ -148,6 +151,45 @@ TEST(PluginConfig, BadValuesAreRefusedNamingVariableAndValue) {
     const std::string message = error_for(k.name, k.value);
     EXPECT_NE(message.find(std::string(k.name) + "=" + k.value), std::string::npos) << message;
     EXPECT_NE(message.find(k.allowed), std::string::npos) << message;
+  }
+}
+
+TEST(PluginConfig, SourcePortsNeedOnePerLaneAndOneWirePerDevice) {
+  auto c = load({{"MEGASCALE_SOURCE_PORTS", "49152,49170,50001,60000"}, {"MEGASCALE_NTHREADS", "1"}});
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->source_ports, (std::vector<uint16_t>{49152, 49170, 50001, 60000}));
+  bool echoed = false;
+  for (const std::string& line : c->echo) {
+    echoed |= line == "MEGASCALE_SOURCE_PORTS=49152,49170,50001,60000 (environment)";
+  }
+  EXPECT_TRUE(echoed);
+  struct Case {
+    std::map<std::string, std::string> vars;
+    const char* value;
+    const char* why;
+  };
+  const Case cases[] = {
+      {{{"MEGASCALE_SOURCE_PORTS", "1,2,3,4"}}, "1,2,3,4", "MEGASCALE_NTHREADS=1 (now 4)"},
+      {{{"MEGASCALE_SOURCE_PORTS", "1,2,3"}, {"MEGASCALE_NTHREADS", "1"}},
+       "1,2,3",
+       "3 ports for MEGASCALE_LANES=4"},
+      {{{"MEGASCALE_SOURCE_PORTS", "1,2"}, {"MEGASCALE_NTHREADS", "1"}, {"MEGASCALE_LANES", "2"}},
+       "",
+       "(accepted)"},
+      {{{"MEGASCALE_SOURCE_PORTS", "1,2,2,4"}, {"MEGASCALE_NTHREADS", "1"}}, "1,2,2,4", "listed twice"},
+      {{{"MEGASCALE_SOURCE_PORTS", "1,0,3,4"}, {"MEGASCALE_NTHREADS", "1"}}, "1,0,3,4", "'0' is not a port"},
+      {{{"MEGASCALE_SOURCE_PORTS", "1,2,x,4"}, {"MEGASCALE_NTHREADS", "1"}}, "1,2,x,4", "'x' is not a port"},
+      {{{"MEGASCALE_SOURCE_PORTS", "70000"}, {"MEGASCALE_NTHREADS", "1"}, {"MEGASCALE_LANES", "1"}},
+       "70000",
+       "1..65535"},
+  };
+  for (const Case& k : cases) {
+    auto r = load(k.vars);
+    const std::string message = r ? std::string("(accepted)") : r.error().message;
+    if (*k.value) {
+      EXPECT_NE(message.find(std::string("MEGASCALE_SOURCE_PORTS=") + k.value), std::string::npos) << message;
+    }
+    EXPECT_NE(message.find(k.why), std::string::npos) << message;
   }
 }
 

@@ -29,6 +29,26 @@ Status validate_udp_config(const UdpConfig& c) {
     return bad("bind_port=" + std::to_string(c.bind_port) + " with " + std::to_string(c.sockets) +
                " sockets runs past port 65535");
   }
+  if (!c.source_ports.empty()) {
+    if (c.bind_port != 0 || c.sockets != 0) {
+      return bad("source_ports given with bind_port=" + std::to_string(c.bind_port) +
+                 " sockets=" + std::to_string(c.sockets) + ": explicit ports set both; leave those 0");
+    }
+    if (c.source_ports.size() > 1024) {
+      return bad("source_ports has " + std::to_string(c.source_ports.size()) + " ports: at most 1024");
+    }
+    for (size_t i = 0; i < c.source_ports.size(); ++i) {
+      if (c.source_ports[i] == 0) {
+        return bad("source_ports[" + std::to_string(i) + "]=0: ports are 1..65535 (0 would be ephemeral)");
+      }
+      for (size_t j = 0; j < i; ++j) {
+        if (c.source_ports[j] == c.source_ports[i]) {
+          return bad("source_ports[" + std::to_string(i) + "]=" + std::to_string(c.source_ports[i]) +
+                     " repeats source_ports[" + std::to_string(j) + "]: ports must be distinct");
+        }
+      }
+    }
+  }
   if (c.dscp > 63) return bad("dscp=" + std::to_string(c.dscp) + ": a DSCP code point is 0..63");
   if (c.batch < 1 || c.batch > 1024) return bad("batch=" + std::to_string(c.batch) + ": must be 1..1024");
   if (c.socket_buffer_bytes <= 0) {
@@ -46,6 +66,37 @@ Status validate_udp_config(const UdpConfig& c) {
                ": must be in 0..engine.cc.rto.max_rto_ns");
   }
   return {};
+}
+
+Result<std::vector<uint16_t>> parse_source_ports(std::string_view text) {
+  std::vector<uint16_t> ports;
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = text.find(',', start);
+    std::string_view item = text.substr(start, comma == std::string_view::npos ? text.npos : comma - start);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    uint32_t value = 0;
+    bool ok = !item.empty() && item.size() <= 5;
+    for (char ch : item) {
+      if (ch < '0' || ch > '9') ok = false;
+      value = value * 10 + static_cast<uint32_t>(ch - '0');
+    }
+    if (!ok || value < 1 || value > 65535) {
+      std::string msg = "'";
+      msg.append(item).append("' is not a port (1..65535) in '").append(text).append("'");
+      return make_error(std::move(msg));
+    }
+    for (uint16_t p : ports) {
+      if (p == value)
+        return make_error("port " + std::to_string(value) + " is listed twice: ports must be distinct");
+    }
+    ports.push_back(static_cast<uint16_t>(value));
+    if (ports.size() > 1024) return make_error("more than 1024 ports");
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return ports;
 }
 
 namespace {
@@ -99,14 +150,18 @@ Result<std::unique_ptr<UdpWire>> UdpWire::create(const UdpConfig& given) {
   opts.gro = config.gro;
   opts.rx_timestamps = config.rx_timestamps;
   opts.buffer_bytes = config.socket_buffer_bytes;
-  const uint32_t n_sockets = config.sockets ? config.sockets : std::max(1u, config.engine.lanes);
+  const uint32_t n_sockets = !config.source_ports.empty() ? static_cast<uint32_t>(config.source_ports.size())
+                             : config.sockets             ? config.sockets
+                                                          : std::max(1u, config.engine.lanes);
   UdpCapabilities caps;
   caps.ipv6 = io->family == AF_INET6;
   caps.gso = caps.gro = caps.ecn_send = caps.ecn_recv = true;
   caps.rx_timestamps = config.rx_timestamps;
   for (uint32_t i = 0; i < n_sockets; ++i) {
     detail::SockAddr a = *bind_addr;
-    const uint16_t port = config.bind_port ? static_cast<uint16_t>(config.bind_port + i) : 0;
+    const uint16_t port = !config.source_ports.empty() ? config.source_ports[i]
+                          : config.bind_port           ? static_cast<uint16_t>(config.bind_port + i)
+                                                       : 0;
     if (a.family() == AF_INET) {
       reinterpret_cast<sockaddr_in*>(&a.storage)->sin_port = htons(port);
     } else {
@@ -276,7 +331,8 @@ void UdpWire::transmit_locked(TimeNs now, bool read_clock) {
       }
       // Packets without a lane (SYN, endpoint RSTs) leave from socket 0, the address peers know: the
       // receiving engine matches them by (peer, connection id of ours).
-      const uint32_t socket = p.path_id == engine::kHomePathId ? 0 : io.paths.socket_for(p.path_id, now);
+      const uint32_t socket =
+          p.path_id == engine::kHomePathId ? 0 : io.paths.socket_for(p.path_id, p.conn_id, p.lane, now);
       io.items[k++] = detail::TxItem{p.header, p.header_len, p.payload, p.payload_len, socket, p.peer, p.ect};
     }
     // The payload pointers stay valid until the next engine call other than poll_tx: send now.

@@ -20,6 +20,8 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "megascale/common/result.h"
@@ -34,6 +36,15 @@ struct EcmpModel {
   std::array<HashModel, 3> tier;
   static EcmpModel uniform(const HashModel& m) { return {{m, m, m}}; }
 };
+
+// The model that repeated hash specs give (`megascale topo ports --hash`, `megascale perf --hash`): one
+// spec (parse_hash_model) for every tier, or three for the ToR, aggregation (spine) and core tiers in
+// that order. Errors (no flag named; callers add theirs): zero, two or more than three specs, or the
+// first spec that does not parse.
+Result<EcmpModel> parse_ecmp_model(std::span<const std::string> specs);
+
+// "tor=crc16-bisync:per-switch, spine=crc16-bisync:offset=5" for the tiers `fabric` has.
+std::string describe_ecmp_model(const Fabric& fabric, const EcmpModel& model);
 
 struct PortMappingRequest {
   NodeId src_nic = 0;

@@ -99,6 +99,14 @@ struct PerfOptions {
   uint8_t dscp = 0;                     // --dscp
   PerfPoll poll = PerfPoll::kAdaptive;  // --poll
 
+  // The client's lane source ports (source_ports.h): an explicit list (--source-ports), or chosen by
+  // the topology's port mapping for the fabric path --from -> --to (--fabric, --hash). Client only.
+  std::vector<uint16_t> source_ports;  // --source-ports, one per lane
+  std::string fabric;                  // --fabric: preset name or fabric YAML
+  std::string from;                    // --from hH:nN: this (client) NIC in the fabric
+  std::string to;                      // --to hH:nN: the server's NIC
+  std::vector<std::string> hashes;     // --hash: one (every tier) or three (tor, spine, core)
+
   // Limits.
   double timeout_s = 60;                        // --timeout: fail when nothing completes for this long
   uint64_t buffer_budget_bytes = 256ULL << 20;  // --buffer-mib: message buffers per side

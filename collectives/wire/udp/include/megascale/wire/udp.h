@@ -32,14 +32,21 @@
 // when the sockets open and fall back cleanly; capabilities() says what is on.
 //
 // Lanes and source ports: the engine gives every packet a path id; each path id in use is assigned the
-// pool socket with the fewest path ids on it and keeps it, so lanes get distinct UDP source ports
-// (while there are at least as many sockets as live lanes) and repathing (a new path id) moves a lane
-// to another port. Packets without a lane (SYN, endpoint RSTs: engine::kHomePathId) leave from socket 0,
+// pool socket and keeps it while in use: a lane's first path id takes socket `lane % sockets`, so lane
+// i of every connection leaves from socket i (with UdpConfig::source_ports, from source_ports[i]), and
+// lanes get distinct UDP source ports while there are at least as many sockets as lanes. Repathing (a
+// new path id for a lane: PLB after bad rounds, or repeated RTOs) moves the lane to the least-loaded
+// other socket; when every socket carries a lane (the default pool) it then shares another lane's
+// port, and so leaves the path a port mapping chose for it until its old id has been idle for 2 s
+// and it repaths again. engine.repath_delay_rtts = 0 and a high repath_rto_threshold keep lanes on
+// their mapped ports. Packets without a lane (SYN, endpoint RSTs: engine::kHomePathId) leave from socket 0,
 // the port peers connect to. Receiving, every source address gets a peer id of its own in the peer
 // table; the engine demultiplexes by connection id, so the lanes of one remote connection may arrive
 // under several peer ids while replies go to the address the connection was opened with.
 //
 // API change log:
+//   - (ports) UdpConfig::source_ports: explicit source ports for the pool; lane i leaves from socket i
+//     (was: the least-loaded socket when its path id was first seen).
 //   - (engine2) UdpConfig::pacer_burst_floor_bytes (64 KiB) and min_rto_floor_ns (1 ms): software-path
 //     floors raised onto engine.cc.pacer.burst_bytes and engine.cc.rto.min_rto_ns at create();
 //     config() returns the configuration in effect (was: as given).
@@ -81,6 +88,12 @@ struct UdpConfig {
   uint32_t sockets = 0;                 // source ports in the pool; 0 = one per engine lane
   // With bind_port != 0, socket i binds bind_port + i (consecutive ports, easy to firewall and to
   // steer with ECMP hash models); with bind_port == 0 every socket takes an ephemeral port.
+  // Explicit source ports: when non-empty, the pool has exactly these sockets, socket i binding
+  // source_ports[i] (socket 0 is the one peers connect to), and lane i of every connection leaves from
+  // socket i (lane % size beyond). Use the ports that the topology's port mapping chose for one
+  // destination (topo::map_source_ports, `megascale topo ports`), so lane i takes the path chosen for
+  // it. bind_port and sockets must then stay 0; ports are 1..65535, distinct, at most 1024 of them.
+  std::vector<uint16_t> source_ports;
   uint8_t dscp = 0;  // DSCP code point (0..63) in the TOS / traffic class byte
   bool ecn = true;   // mark packets ECT(0)
   bool gso = true;   // use UDP GSO when the kernel supports it
@@ -118,6 +131,11 @@ struct UdpConfig {
 
 // Checks ranges; the message names the field and the value.
 Status validate_udp_config(const UdpConfig& config);
+
+// Parses a source-port list "P1,P2,..." as `megascale topo ports` prints it (decimal ports 1..65535,
+// distinct, 1..1024 of them; spaces around items allowed). Errors name the bad item; callers prefix
+// their flag or variable (--source-ports, MEGASCALE_SOURCE_PORTS).
+Result<std::vector<uint16_t>> parse_source_ports(std::string_view text);
 
 // What the kernel granted when the sockets opened (GSO may later turn off if a send is refused).
 struct UdpCapabilities {
