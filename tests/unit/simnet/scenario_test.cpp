@@ -48,10 +48,13 @@ TEST(Scenario, GoodFileLoads) {
   EXPECT_EQ(s->bytes, 200'000u);
   EXPECT_EQ(s->seed, 5u);
   EXPECT_EQ(s->time_limit_ps, 50 * 1000 * kPsPerUs);
-  for (const char* f : {"incast-small.yaml", "permutation-small.yaml", "cc-compare-incast-pfc.yaml"}) {
+  for (const char* f : {"incast-small.yaml", "permutation-small.yaml", "cc-compare-incast-pfc.yaml",
+                        "htsim-permutation-1024.yaml"}) {
     auto shipped = load_sim_scenario(kDir + f);
     EXPECT_TRUE(shipped.ok()) << f << ": " << (shipped.ok() ? "" : shipped.error().message);
   }
+  // A fabric file is found next to the scenario.
+  EXPECT_EQ(load_sim_scenario(kDir + "htsim-permutation-1024.yaml")->fabric, kDir + "fat-tree-k16.yaml");
 }
 
 TEST(Scenario, BadKeyAndBadValueNameFileLineKeyAndValue) {
