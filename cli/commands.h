@@ -14,6 +14,7 @@ inline constexpr int kExitUsage = 2;    // bad input: flags, config files, value
 void add_cc_command(CLI::App& app);
 void add_perf_command(CLI::App& app);  // cmd_perf.cpp; built with the UDP wire (MEGASCALE_HAVE_PERF)
 void add_plugin_check_command(CLI::App& app);
+void add_sim_command(CLI::App& app);  // cmd_sim.cpp; built with sim/net (MEGASCALE_HAVE_SIM_NET)
 // cmd_topo.cpp: `megascale topo` (the host table, rails, --xml, --json); it calls
 // add_topo_fabric_commands (cmd_topo_fabric.cpp) to attach `topo fabric` and `topo ports`.
 void add_topo_command(CLI::App& app);

@@ -1,7 +1,6 @@
 // megascale: network-and-collective performance tuning for RoCE GPU clusters. See README.md.
-#include <cstdio>
-
 #include <CLI/CLI.hpp>
+#include <cstdio>
 
 #include "commands.h"
 
@@ -22,6 +21,9 @@ int main(int argc, char** argv) {
 #endif
 #ifdef MEGASCALE_HAVE_PLUGIN_CHECK
   megascale::cli::add_plugin_check_command(app);
+#endif
+#ifdef MEGASCALE_HAVE_SIM_NET
+  megascale::cli::add_sim_command(app);
 #endif
   megascale::cli::add_topo_command(app);
   try {

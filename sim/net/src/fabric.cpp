@@ -17,7 +17,9 @@ uint64_t mix64(uint64_t z) {
 Fabric::Fabric(const FabricConfig& config) : cfg_(config), sim_(config.seed) {}
 
 QueueConfig Fabric::switch_port(uint64_t rate_bps) const {
-  return QueueConfig{.rate_bps = rate_bps, .capacity_bytes = cfg_.switch_buffer_bytes, .red = cfg_.red};
+  // Lossless: the ingresses' PFC thresholds and headroom bound the buffer, not the output queue.
+  const uint64_t capacity = cfg_.pfc.enabled ? ~uint64_t{0} / 2 : cfg_.switch_buffer_bytes;
+  return QueueConfig{.rate_bps = rate_bps, .capacity_bytes = capacity, .red = cfg_.red};
 }
 
 Result<Host*> Fabric::add_host() {
@@ -44,24 +46,46 @@ OutputQueue& Fabric::add_port(const QueueConfig& q, PacketSink* far_end) {
   return *queues_.back();
 }
 
+OutputQueue& Fabric::add_port_into(const QueueConfig& q, Switch& sw) {
+  OutputQueue& port = add_port(q, nullptr);
+  ingresses_.push_back(
+      std::make_unique<SwitchIngress>(sim_, pool_, &sw, &port, cfg_.link_delay_ps, q.rate_bps, cfg_.pfc));
+  links_.back()->set_far_end(ingresses_.back().get());
+  return port;
+}
+
 uint32_t Fabric::attach_host(Host& host, Switch& sw) {
   // The NIC never drops: the engine's windows bound what it holds (it pulls one frame at a time).
-  OutputQueue& nic = add_port(
-      QueueConfig{.rate_bps = cfg_.host_rate_bps, .capacity_bytes = ~uint64_t{0} / 2, .red = {}}, &sw);
+  OutputQueue& nic = add_port_into(
+      QueueConfig{.rate_bps = cfg_.host_rate_bps, .capacity_bytes = ~uint64_t{0} / 2, .red = {}}, sw);
   host.attach_nic(&nic);
   return sw.add_port(&add_port(switch_port(cfg_.host_rate_bps), &host));
 }
 
-std::pair<uint32_t, uint32_t> Fabric::connect_switches(Switch& a, Switch& b) {
-  const uint32_t ab = a.add_port(&add_port(switch_port(cfg_.fabric_rate_bps), &b));
-  const uint32_t ba = b.add_port(&add_port(switch_port(cfg_.fabric_rate_bps), &a));
+std::pair<uint32_t, uint32_t> Fabric::connect_switches(Switch& a, Switch& b, uint64_t rate_bps) {
+  const uint64_t rate = rate_bps != 0 ? rate_bps : cfg_.fabric_rate_bps;
+  const uint32_t ab = a.add_port(&add_port_into(switch_port(rate), b));
+  const uint32_t ba = b.add_port(&add_port_into(switch_port(rate), a));
   return {ab, ba};
 }
 
 uint64_t Fabric::total_drops() const {
   uint64_t n = 0;
   for (const auto& q : queues_) n += q->stats().dropped;
+  for (const auto& in : ingresses_) n += in->stats().headroom_drops;
   return n;
+}
+
+uint64_t Fabric::total_pauses() const {
+  uint64_t n = 0;
+  for (const auto& in : ingresses_) n += in->stats().pauses_sent;
+  return n;
+}
+
+TimePs Fabric::total_paused_ps() const {
+  TimePs t = 0;
+  for (const auto& q : queues_) t += q->paused_ps();
+  return t;
 }
 
 uint64_t Fabric::total_marks() const {

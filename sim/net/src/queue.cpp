@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "megascale/sim/pfc.h"
+
 namespace megascale::sim {
 
 OutputQueue::OutputQueue(Simulation& sim, PacketPool& pool, const QueueConfig& config, PacketSink* next)
@@ -18,6 +20,7 @@ double OutputQueue::mark_probability(uint64_t q_bytes) const {
 void OutputQueue::receive(Packet* pkt) {
   if (backlog_bytes_ + pkt->wire_bytes > cfg_.capacity_bytes) {
     ++stats_.dropped;
+    if (pkt->ingress != nullptr) pkt->ingress->on_departure(pkt);
     pool_.release(pkt);
     return;
   }
@@ -35,20 +38,38 @@ void OutputQueue::receive(Packet* pkt) {
   ++stats_.enqueued;
   if (head_ == nullptr) {
     head_ = tail_ = pkt;
-    start_service();
+    if (!paused_) start_service();
   } else {
     tail_->next = pkt;
     tail_ = pkt;
   }
 }
 
+void OutputQueue::set_paused(bool paused) {
+  if (paused == paused_) return;
+  paused_ = paused;
+  if (paused) {
+    ++stats_.pauses;
+    paused_since_ = sim_.now();
+    return;
+  }
+  stats_.paused_ps += sim_.now() - paused_since_;
+  if (head_ != nullptr && !in_service_) start_service();
+}
+
+TimePs OutputQueue::paused_ps() const {
+  return stats_.paused_ps + (paused_ ? sim_.now() - paused_since_ : 0);
+}
+
 void OutputQueue::start_service() {
+  in_service_ = true;
   const TimePs t = serialization_ps(head_->wire_bytes, cfg_.rate_bps);
   stats_.busy_ps += t;
   sim_.schedule_in(t, this);
 }
 
 void OutputQueue::on_event() {
+  in_service_ = false;
   Packet* pkt = head_;
   head_ = pkt->next;
   if (head_ == nullptr) tail_ = nullptr;
@@ -56,9 +77,11 @@ void OutputQueue::on_event() {
   ++stats_.sent;
   stats_.bytes_sent += pkt->wire_bytes;
   pkt->next = nullptr;
+  // The frame has left this switch's buffer: its ingress may resume its upstream (PFC).
+  if (pkt->ingress != nullptr) pkt->ingress->on_departure(pkt);
   next_->receive(pkt);
   if (head_ != nullptr) {
-    start_service();
+    if (!paused_) start_service();
   } else if (idle_listener_ != nullptr) {
     idle_listener_->on_queue_idle(*this);
   }

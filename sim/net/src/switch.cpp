@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "megascale/sim/pfc.h"
+
 namespace megascale::sim {
 
 namespace {
@@ -10,7 +12,6 @@ uint64_t mix64(uint64_t z) {
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
   return z ^ (z >> 31);
 }
-constexpr uint32_t kNoRoute = 0xFFFFFFFF;
 }  // namespace
 
 uint64_t default_ecmp_hash(const FiveTuple& flow, uint64_t seed) {
@@ -27,23 +28,37 @@ uint32_t Switch::add_port(OutputQueue* queue) {
   return static_cast<uint32_t>(ports_.size() - 1);
 }
 
-void Switch::set_route(uint32_t dst_host, std::vector<uint32_t> ports) {
-  if (routes_.size() <= dst_host) routes_.resize(dst_host + 1);
-  routes_[dst_host] = std::move(ports);
+uint32_t Switch::add_group(const std::vector<uint32_t>& ports) {
+  groups_.push_back(Group{static_cast<uint32_t>(group_ports_.size()), static_cast<uint32_t>(ports.size())});
+  group_ports_.insert(group_ports_.end(), ports.begin(), ports.end());
+  return static_cast<uint32_t>(groups_.size() - 1);
+}
+
+void Switch::set_route_group(uint32_t dst_host, uint32_t group) {
+  if (route_group_.size() <= dst_host) route_group_.resize(dst_host + 1, kNoPort);
+  route_group_[dst_host] = group;
+}
+
+void Switch::set_route(uint32_t dst_host, const std::vector<uint32_t>& ports) {
+  set_route_group(dst_host, add_group(ports));
 }
 
 uint32_t Switch::select_port(const FiveTuple& flow) const {
-  if (flow.dst_addr >= routes_.size()) return kNoRoute;
-  const std::vector<uint32_t>& hops = routes_[flow.dst_addr];
-  if (hops.empty()) return kNoRoute;
-  if (hops.size() == 1) return hops[0];
-  return hops[hash_(flow, hash_seed_) % hops.size()];
+  if (flow.dst_addr >= route_group_.size() || route_group_[flow.dst_addr] == kNoPort) return kNoPort;
+  const Group g = groups_[route_group_[flow.dst_addr]];
+  if (g.size == 0) return kNoPort;
+  const uint32_t* hops = &group_ports_[g.first];
+  if (g.size == 1) return hops[0];
+  if (spray_rng_ != nullptr) return hops[spray_rng_->below(g.size)];
+  if (select_) return hops[select_(flow, g.size)];
+  return hops[hash_(flow, hash_seed_) % g.size];
 }
 
 void Switch::receive(Packet* pkt) {
   const uint32_t port = select_port(pkt->flow);
-  if (port == kNoRoute) {
+  if (port == kNoPort) {
     ++unroutable_;
+    if (pkt->ingress != nullptr) pkt->ingress->on_departure(pkt);
     pool_.release(pkt);
     return;
   }

@@ -108,7 +108,8 @@ class Tracker : public HostListener {
 
 }  // namespace
 
-Result<RunResult> run_flows(Fabric& fabric, const std::vector<FlowSpec>& specs, TimePs time_limit_ps) {
+Result<RunResult> run_flows(Fabric& fabric, const std::vector<FlowSpec>& specs, TimePs time_limit_ps,
+                            const RunProgress* progress) {
   Simulation& sim = fabric.sim();
   const auto n_hosts = static_cast<uint32_t>(fabric.host_count());
   RunResult result;
@@ -178,7 +179,16 @@ Result<RunResult> run_flows(Fabric& fabric, const std::vector<FlowSpec>& specs, 
   for (uint32_t h = 0; h < n_hosts; ++h) fabric.host(h).set_listener(&tracker);
   for (uint32_t h = 0; h < n_hosts; ++h) fabric.host(h).kick();
   for (uint32_t h = 0; h < n_hosts; ++h) tracker.on_host_activity(fabric.host(h));  // zero-byte flows
-  if (tracker.remaining() > 0) sim.run(start + time_limit_ps);
+  if (progress == nullptr || !progress->report) {
+    if (tracker.remaining() > 0) sim.run(start + time_limit_ps);
+  } else {
+    // In slices: the events run in the same order, so a run with progress is the run without it.
+    const TimePs end = start + time_limit_ps;
+    while (tracker.remaining() > 0 && sim.now() < end && sim.pending_events() > 0) {
+      sim.run(std::min(end, sim.now() + std::max<TimePs>(progress->interval_ps, 1)));
+      progress->report(sim.now() - start, specs.size() - tracker.remaining(), specs.size());
+    }
+  }
   for (uint32_t h = 0; h < n_hosts; ++h) fabric.host(h).set_listener(nullptr);
 
   uint64_t bytes = 0;
@@ -202,6 +212,8 @@ Result<RunResult> run_flows(Fabric& fabric, const std::vector<FlowSpec>& specs, 
                            : 0.0;
   result.drops = fabric.total_drops();
   result.ecn_marks = fabric.total_marks();
+  result.pfc_pauses = fabric.total_pauses();
+  result.pfc_paused_ps = fabric.total_paused_ps();
   result.events = sim.events_processed();
   result.simulated_ps = sim.now();
   return result;

@@ -1,7 +1,7 @@
-// A small fabric builder for the simulator's first slice: a star (N hosts on one switch) and a 2-tier
-// leaf-spine with ECMP at the leaves. It owns the simulation, the packet pool and every element.
-// Later fabrics will be built from topology/'s model (configs/fabrics/); this builder is meant to be
-// replaced then, so it stays small.
+// A simulated network and its small builders: a star (N hosts on one switch) and a 2-tier leaf-spine
+// with ECMP at the leaves. A Fabric owns the simulation, the packet pool and every element. Fabrics
+// from topology/'s model (configs/fabrics/, 2- and 3-tier CLOS) are built by clos.h on the same
+// building blocks.
 //
 //   FabricConfig fc;
 //   fc.engine.cc = *cc::builtin_cc_config("swift");
@@ -11,7 +11,9 @@
 //
 // Every link has the same propagation delay. A host's NIC and its leaf's downlink run at
 // host_rate_bps, leaf-spine links at fabric_rate_bps. Switch ports share one QueueConfig
-// (switch_buffer_bytes, red); NIC ports never drop (the engine's windows bound them).
+// (switch_buffer_bytes, red); NIC ports never drop (the engine's windows bound them). Every link into
+// a switch enters through a SwitchIngress (pfc.h); with pfc.enabled the switch is lossless: ingresses
+// pause their upstream ports and output queues do not tail-drop.
 #pragma once
 
 #include <cstdint>
@@ -22,11 +24,14 @@
 #include "megascale/engine/config.h"
 #include "megascale/sim/host.h"
 #include "megascale/sim/link.h"
+#include "megascale/sim/pfc.h"
 #include "megascale/sim/queue.h"
 #include "megascale/sim/simulation.h"
 #include "megascale/sim/switch.h"
 
 namespace megascale::sim {
+
+struct ClosInfo;  // clos.h: how a fabric built from topology/'s model maps onto its elements
 
 struct FabricConfig {
   // Every host's engine. virtual_payload is forced on; seed is mixed with the host's address so lanes
@@ -37,6 +42,7 @@ struct FabricConfig {
   TimePs link_delay_ps = kPsPerUs;           // every link, one way
   uint64_t switch_buffer_bytes = 1'000'000;  // per switch output port (no shared buffer yet)
   RedConfig red;                             // every switch port
+  PfcConfig pfc;                             // every switch ingress
   uint64_t seed = 1;                         // the simulation's PRNG and the switches' hash seeds
   EcmpHash hash = default_ecmp_hash;
 };
@@ -62,20 +68,34 @@ class Fabric {
   size_t switch_count() const { return switches_.size(); }
   Switch& switch_at(size_t i) { return *switches_[i]; }
 
-  // Drops and CE marks over every queue (switch ports and NICs).
+  // Drops (tail drops and PFC headroom drops) and CE marks over every queue (switch ports and NICs).
   uint64_t total_drops() const;
   uint64_t total_marks() const;
+  // PFC: PAUSEs sent by every ingress, and the time ports spent paused, summed over ports.
+  uint64_t total_pauses() const;
+  TimePs total_paused_ps() const;
+  size_t ingress_count() const { return ingresses_.size(); }
+  const SwitchIngress& ingress(size_t i) const { return *ingresses_[i]; }
+  size_t queue_count() const { return queues_.size(); }
+  const OutputQueue& queue(size_t i) const { return *queues_[i]; }
+
+  // For fabrics from topology/'s model (clos.h); nullptr otherwise.
+  const ClosInfo* clos() const { return clos_.get(); }
+  void set_clos(std::shared_ptr<const ClosInfo> info) { clos_ = std::move(info); }
 
   // Building blocks (the builders below use them). add_host creates the host's engine endpoint.
   Result<Host*> add_host();
   Switch& add_switch();
   // A one-way port: a queue at `q.rate_bps` feeding a link with the fabric's delay into `far_end`.
   OutputQueue& add_port(const QueueConfig& q, PacketSink* far_end);
+  // A one-way port into a switch: a queue at `q.rate_bps`, a link, and a SwitchIngress of `sw`.
+  OutputQueue& add_port_into(const QueueConfig& q, Switch& sw);
   // Connects host <-> switch: the host's NIC feeds the switch; a new switch port feeds the host.
   // Returns the switch's port index toward the host.
   uint32_t attach_host(Host& host, Switch& sw);
-  // Connects two switches at fabric_rate_bps; returns (a's port toward b, b's port toward a).
-  std::pair<uint32_t, uint32_t> connect_switches(Switch& a, Switch& b);
+  // Connects two switches at `rate_bps` (0: fabric_rate_bps); returns (a's port toward b, b's port
+  // toward a).
+  std::pair<uint32_t, uint32_t> connect_switches(Switch& a, Switch& b, uint64_t rate_bps = 0);
 
  private:
   QueueConfig switch_port(uint64_t rate_bps) const;
@@ -87,6 +107,8 @@ class Fabric {
   std::vector<std::unique_ptr<Switch>> switches_;
   std::vector<std::unique_ptr<OutputQueue>> queues_;
   std::vector<std::unique_ptr<Link>> links_;
+  std::vector<std::unique_ptr<SwitchIngress>> ingresses_;
+  std::shared_ptr<const ClosInfo> clos_;
 };
 
 // N hosts on one switch.

@@ -34,8 +34,13 @@ struct FiveTuple {
   uint8_t protocol = 17;  // UDP
 };
 
+class SwitchIngress;
+
 struct Packet {
-  Packet* next = nullptr;    // intrusive link for the queue holding it
+  Packet* next = nullptr;  // intrusive link for the queue holding it
+  // The switch ingress whose buffer accounting holds this frame (PFC, pfc.h); set when it enters a
+  // switch, cleared when it leaves that switch's output queue or is dropped there.
+  SwitchIngress* ingress = nullptr;
   FiveTuple flow;            // addresses are host ids
   uint32_t wire_bytes = 0;   // what serialises: header + payload + kFrameOverheadBytes
   uint32_t payload_len = 0;  // the engine's payload bytes (absent here)
@@ -66,6 +71,7 @@ class PacketPool {
     free_.pop_back();
     ++in_use_;
     p->next = nullptr;
+    p->ingress = nullptr;
     p->ce = false;
     return p;
   }

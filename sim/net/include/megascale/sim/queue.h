@@ -13,7 +13,11 @@
 // queue (no EWMA), as datacenter switches configured for DCQCN do. An ECT frame is marked CE instead
 // of dropped; a non-ECT frame (ACKs, handshakes) is left alone: the ECN-only WRED profile of RoCE
 // fabrics, where only the buffer limit drops. Tail drop: a frame that would take the queue over its
-// capacity is dropped, whatever its ECN bits. PFC is not modelled yet.
+// capacity is dropped, whatever its ECN bits.
+//
+// PFC (IEEE 802.1Qbb): a PAUSE from the downstream switch (pfc.h) stops the port from starting new
+// frames; the frame already on the wire completes, as on a real port. A RESUME restarts it. The port
+// counts the PAUSEs it obeyed and the time it spent paused.
 #pragma once
 
 #include <cstdint>
@@ -44,6 +48,8 @@ struct QueueStats {
   uint64_t marked = 0;     // CE marks set here
   uint64_t max_bytes = 0;  // largest backlog seen (after an arrival)
   TimePs busy_ps = 0;      // time spent serialising
+  uint64_t pauses = 0;     // PFC PAUSEs that stopped this port (a PAUSE while paused is not counted)
+  TimePs paused_ps = 0;    // time spent paused, up to the last RESUME (see OutputQueue::paused_ps)
 };
 
 class OutputQueue;
@@ -68,6 +74,13 @@ class OutputQueue : public PacketSink, public EventSource {
   // The frame in service is on the wire: it goes to `next`, the following one starts.
   void on_event() override;
 
+  // PFC: stop starting frames (true) or start again (false). Called by SwitchIngress when a PAUSE
+  // or RESUME reaches this port.
+  void set_paused(bool paused);
+  bool paused() const { return paused_; }
+  // Time spent paused up to now, including a pause still in force.
+  TimePs paused_ps() const;
+
   // Nothing waiting and nothing in service.
   bool idle() const { return head_ == nullptr; }
   uint64_t backlog_bytes() const { return backlog_bytes_; }
@@ -85,7 +98,10 @@ class OutputQueue : public PacketSink, public EventSource {
   QueueConfig cfg_;
   PacketSink* next_;
   QueueIdleListener* idle_listener_ = nullptr;
-  Packet* head_ = nullptr;  // in service while non-null
+  Packet* head_ = nullptr;  // first waiting frame; in service while in_service_
+  bool in_service_ = false;
+  bool paused_ = false;
+  TimePs paused_since_ = 0;
   Packet* tail_ = nullptr;
   uint64_t backlog_bytes_ = 0;
   QueueStats stats_;

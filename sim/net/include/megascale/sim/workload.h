@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "megascale/common/result.h"
@@ -49,8 +50,10 @@ struct RunResult {
   uint64_t ecn_marks = 0;    // every queue's CE marks
   uint64_t retransmits = 0;  // over all flows
   uint64_t timeouts = 0;
-  uint64_t events = 0;      // events the kernel ran (both phases)
-  TimePs simulated_ps = 0;  // virtual time at the end
+  uint64_t pfc_pauses = 0;   // PAUSEs sent by switch ingresses
+  TimePs pfc_paused_ps = 0;  // time ports spent paused, summed over ports
+  uint64_t events = 0;       // events the kernel ran (both phases)
+  TimePs simulated_ps = 0;   // virtual time at the end
 };
 
 // `senders` hosts (0..senders-1, skipping `receiver`) each send `bytes` to `receiver`.
@@ -60,8 +63,15 @@ std::vector<FlowSpec> incast_flows(uint32_t senders, uint32_t receiver, uint64_t
 // fixed points (each host receives exactly one flow), drawn from `rng`.
 std::vector<FlowSpec> permutation_flows(uint32_t hosts, uint64_t bytes, Rng& rng);
 
+// Told every `interval_ps` of virtual time during the measure phase: flows done so far, of how many.
+struct RunProgress {
+  std::function<void(TimePs now_ps, size_t done, size_t flows)> report;
+  TimePs interval_ps = 100 * kPsPerUs;
+};
+
 // Runs the flows to completion or until `time_limit_ps` after the start. Errors: a host address out of
 // range, a flow to itself, connections not established within the limit, an engine refusal.
-Result<RunResult> run_flows(Fabric& fabric, const std::vector<FlowSpec>& flows, TimePs time_limit_ps);
+Result<RunResult> run_flows(Fabric& fabric, const std::vector<FlowSpec>& flows, TimePs time_limit_ps,
+                            const RunProgress* progress = nullptr);
 
 }  // namespace megascale::sim

@@ -1,0 +1,98 @@
+// Scenarios for `megascale sim`: a YAML file naming a fabric, switch settings (buffer, ECN, PFC), a
+// congestion-control preset, lanes and a workload, loaded, run and summarised here so that the CLI and
+// the tests go through one entry point.
+//
+//   Result<SimScenario> s = load_sim_scenario("configs/sim/incast-small.yaml");
+//   Result<ScenarioRun> r = run_sim_scenario(*s, /*controller=*/"", nullptr);   // "" = the file's
+//   ScenarioSummary sum = summarize_run(*r);   // FCT percentiles, slowdown, goodput, drops, pauses...
+//
+// Schema (every key is checked; errors read "FILE:LINE: KEY: VALUE: what is wrong"):
+//   name: incast-small
+//   fabric: small-2tier        # a topology/ preset, a fabric YAML path (relative to this file), or
+//                              # star:N (N hosts on one switch at host_gbps)
+//   host_gbps: 100             # star only
+//   link_delay_us: 1           # every link, one way
+//   switch:
+//     buffer_bytes: 1000000    # per output port (lossy mode)
+//     ecn: {kmin_bytes: 100000, kmax_bytes: 400000, pmax: 0.2}   # omit: no marking
+//     pfc: {enabled: true, xoff_bytes: 100000, xon_bytes: 80000}  # omit: lossy
+//   ecmp: per-flow             # or spray (per-packet)
+//   controller: hybrid         # a congestion/ preset name or YAML path (resolve_cc_config)
+//   lanes: 4
+//   workload: {kind: incast, senders: 64, receiver: 64, bytes: 1000000}   # or kind: permutation
+//   seed: 1
+//   time_limit_ms: 100
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "megascale/common/result.h"
+#include "megascale/sim/workload.h"
+
+namespace megascale::sim {
+
+struct SimScenario {
+  std::string name;
+  std::string source;  // the file, for messages
+  std::string fabric;  // preset name, resolved path, or "star"
+  uint32_t star_hosts = 0;
+  uint64_t host_rate_bps = 100'000'000'000;  // star only
+  TimePs link_delay_ps = kPsPerUs;
+  uint64_t buffer_bytes = 1'000'000;
+  RedConfig red;
+  PfcConfig pfc;
+  bool spray = false;
+  std::string controller = "hybrid";
+  uint32_t lanes = 4;
+  enum class Workload { incast, permutation } workload = Workload::incast;
+  uint32_t senders = 0;   // incast
+  uint32_t receiver = 0;  // incast
+  uint64_t bytes = 1'000'000;
+  uint64_t seed = 1;
+  TimePs time_limit_ps = 100 * 1000 * kPsPerUs;
+};
+
+// Parses scenario YAML; `source` names it in errors and anchors relative fabric paths.
+Result<SimScenario> parse_sim_scenario(std::string_view yaml_text, std::string_view source);
+Result<SimScenario> load_sim_scenario(const std::string& path);
+
+struct ScenarioRun {
+  SimScenario scenario;
+  std::string controller;  // the preset that ran
+  RunResult result;
+  std::vector<TimePs> ideal_fct_ps;  // per flow: alone on an idle fabric (see summarize_run)
+  uint64_t host_rate_bps = 0;
+  size_t hosts = 0;
+  size_t switches = 0;
+};
+
+// Builds the fabric and runs the workload under `controller` ("" = the scenario's). `progress` (may be
+// null) is told every 100 us of virtual time.
+Result<ScenarioRun> run_sim_scenario(const SimScenario& scenario, const std::string& controller,
+                                     const RunProgress* progress);
+
+struct ScenarioSummary {
+  size_t flows = 0;
+  size_t completed = 0;
+  double fct_p50_us = 0, fct_p95_us = 0, fct_p99_us = 0, fct_max_us = 0;  // completed flows
+  double slowdown_p50 = 0, slowdown_p99 = 0;                              // FCT / ideal FCT
+  double goodput_gbps = 0;
+  uint64_t drops = 0, ecn_marks = 0, pfc_pauses = 0, retransmits = 0, timeouts = 0;
+  double pfc_paused_us = 0;
+  uint64_t events = 0;
+  double simulated_us = 0;
+};
+
+// The ideal FCT of a flow is its frames (segment payload + 72-byte header + framing) serialised at the
+// host rate plus one propagation delay and one serialisation per further link of its path: what it
+// would take alone. Percentiles are nearest-rank.
+ScenarioSummary summarize_run(const ScenarioRun& run);
+
+// The summary as the CLI prints it (without wall time and memory, which the CLI adds).
+std::string format_summary(const ScenarioSummary& s);
+
+}  // namespace megascale::sim

@@ -1,0 +1,61 @@
+#include "megascale/sim/pfc.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace megascale::sim {
+
+uint64_t pfc_headroom_bytes(const PfcConfig& pfc, TimePs delay_ps, uint64_t rate_bps) {
+  if (pfc.headroom_bytes != 0) return pfc.headroom_bytes;
+  // Bytes on the wire in one delay, rounded up: delay_ps * rate_bps / (8 * 1e12).
+  const auto wire =
+      static_cast<uint64_t>(std::ceil(static_cast<double>(delay_ps) * static_cast<double>(rate_bps) / 8e12));
+  return 2 * wire + 2 * uint64_t{pfc.max_frame_bytes};
+}
+
+SwitchIngress::SwitchIngress(Simulation& sim, PacketPool& pool, PacketSink* sw, OutputQueue* upstream,
+                             TimePs link_delay_ps, uint64_t rate_bps, const PfcConfig& pfc)
+    : sim_(sim),
+      pool_(pool),
+      switch_(sw),
+      upstream_(upstream),
+      delay_ps_(link_delay_ps),
+      pfc_(pfc),
+      headroom_bytes_(pfc_headroom_bytes(pfc, link_delay_ps, rate_bps)) {}
+
+void SwitchIngress::receive(Packet* pkt) {
+  ++stats_.frames;
+  if (pfc_.enabled && held_bytes_ + pkt->wire_bytes > pfc_.xoff_bytes + headroom_bytes_) {
+    ++stats_.headroom_drops;
+    pool_.release(pkt);
+    return;
+  }
+  held_bytes_ += pkt->wire_bytes;
+  stats_.max_bytes = std::max(stats_.max_bytes, held_bytes_);
+  pkt->ingress = this;
+  if (pfc_.enabled && !pausing_ && held_bytes_ > pfc_.xoff_bytes) send_control(true);
+  switch_->receive(pkt);
+}
+
+void SwitchIngress::on_departure(const Packet* pkt) {
+  held_bytes_ -= pkt->wire_bytes;
+  if (pausing_ && held_bytes_ <= pfc_.xon_bytes) send_control(false);
+}
+
+void SwitchIngress::send_control(bool pause) {
+  pausing_ = pause;
+  ++(pause ? stats_.pauses_sent : stats_.resumes_sent);
+  in_flight_.push_back(Control{sim_.now() + delay_ps_, pause});
+  if (in_flight_.size() == 1) sim_.schedule_at(in_flight_.front().arrive_ps, this);
+}
+
+void SwitchIngress::on_event() {
+  const TimePs now = sim_.now();
+  while (!in_flight_.empty() && in_flight_.front().arrive_ps <= now) {
+    upstream_->set_paused(in_flight_.front().pause);
+    in_flight_.pop_front();
+  }
+  if (!in_flight_.empty()) sim_.schedule_at(in_flight_.front().arrive_ps, this);
+}
+
+}  // namespace megascale::sim

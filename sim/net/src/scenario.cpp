@@ -1,0 +1,400 @@
+#include "megascale/sim/scenario.h"
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "megascale/congestion/config.h"
+#include "megascale/sim/clos.h"
+#include "megascale/topology/paths.h"
+
+namespace megascale::sim {
+namespace {
+
+int line_of(const YAML::Node& node) {
+  return node.Mark().line + 1;
+}
+
+std::string text(const YAML::Node& n) {
+  if (n.IsScalar()) return n.Scalar();
+  std::ostringstream os;
+  os << n;
+  return os.str();
+}
+
+class Parser {
+ public:
+  explicit Parser(std::string_view source) : source_(source) {}
+
+  Error error(const YAML::Node& key, const YAML::Node& value, const std::string& what) const {
+    return make_error(
+        fmt::format("{}:{}: {}: {}: {}", source_, line_of(key), key.Scalar(), text(value), what));
+  }
+
+  Result<double> number(const YAML::Node& key, const YAML::Node& value, double min, double max) const {
+    double v = 0;
+    if (!value.IsScalar() || !YAML::convert<double>::decode(value, v) || !std::isfinite(v))
+      return error(key, value, "must be a number");
+    if (v < min || v > max) return error(key, value, fmt::format("must be in [{}, {}]", min, max));
+    return v;
+  }
+
+  Result<uint64_t> whole(const YAML::Node& key, const YAML::Node& value, double min, double max) const {
+    Result<double> v = number(key, value, min, max);
+    if (!v) return v.error();
+    if (std::floor(*v) != *v) return error(key, value, "must be a whole number");
+    return static_cast<uint64_t>(*v);
+  }
+
+  Result<bool> flag(const YAML::Node& key, const YAML::Node& value) const {
+    bool b = false;
+    if (!value.IsScalar() || !YAML::convert<bool>::decode(value, b))
+      return error(key, value, "must be true or false");
+    return b;
+  }
+
+  Result<std::string> word(const YAML::Node& key, const YAML::Node& value) const {
+    if (!value.IsScalar() || value.Scalar().empty()) return error(key, value, "must be a non-empty string");
+    return value.Scalar();
+  }
+
+  Status map_of(const YAML::Node& key, const YAML::Node& value) const {
+    if (!value.IsMap()) return error(key, value, "must be a map");
+    return Status{};
+  }
+
+  Status ecn(const YAML::Node& node, RedConfig& red) const {
+    red.enabled = true;
+    for (const auto& kv : node) {
+      const std::string k = kv.first.Scalar();
+      if (k == "kmin_bytes" || k == "kmax_bytes") {
+        auto v = whole(kv.first, kv.second, 0, 1e12);
+        if (!v) return v.error();
+        (k == "kmin_bytes" ? red.kmin_bytes : red.kmax_bytes) = *v;
+      } else if (k == "pmax") {
+        auto v = number(kv.first, kv.second, 0, 1);
+        if (!v) return v.error();
+        red.pmax = *v;
+      } else {
+        return error(kv.first, kv.second, "unknown key (kmin_bytes, kmax_bytes, pmax)");
+      }
+    }
+    if (red.kmax_bytes <= red.kmin_bytes)
+      return make_error(
+          fmt::format("{}:{}: ecn: kmax_bytes must be above kmin_bytes", source_, line_of(node)));
+    return Status{};
+  }
+
+  Status pfc(const YAML::Node& node, PfcConfig& pfc) const {
+    pfc.enabled = true;
+    for (const auto& kv : node) {
+      const std::string k = kv.first.Scalar();
+      if (k == "enabled") {
+        auto v = flag(kv.first, kv.second);
+        if (!v) return v.error();
+        pfc.enabled = *v;
+      } else if (k == "xoff_bytes" || k == "xon_bytes" || k == "headroom_bytes") {
+        auto v = whole(kv.first, kv.second, 0, 1e12);
+        if (!v) return v.error();
+        (k == "xoff_bytes" ? pfc.xoff_bytes : k == "xon_bytes" ? pfc.xon_bytes : pfc.headroom_bytes) = *v;
+      } else {
+        return error(kv.first, kv.second, "unknown key (enabled, xoff_bytes, xon_bytes, headroom_bytes)");
+      }
+    }
+    if (pfc.xon_bytes >= pfc.xoff_bytes)
+      return make_error(
+          fmt::format("{}:{}: pfc: xon_bytes must be below xoff_bytes", source_, line_of(node)));
+    return Status{};
+  }
+
+  Status switch_(const YAML::Node& node, SimScenario& s) const {
+    for (const auto& kv : node) {
+      const std::string k = kv.first.Scalar();
+      if (k == "buffer_bytes") {
+        auto v = whole(kv.first, kv.second, 1000, 1e12);
+        if (!v) return v.error();
+        s.buffer_bytes = *v;
+      } else if (k == "ecn" || k == "pfc") {
+        if (Status st = map_of(kv.first, kv.second); !st) return st;
+        if (Status st = k == "ecn" ? ecn(kv.second, s.red) : pfc(kv.second, s.pfc); !st) return st;
+      } else {
+        return error(kv.first, kv.second, "unknown key (buffer_bytes, ecn, pfc)");
+      }
+    }
+    return Status{};
+  }
+
+  Status workload(const YAML::Node& node, SimScenario& s) const {
+    bool have_kind = false;
+    for (const auto& kv : node) {
+      const std::string k = kv.first.Scalar();
+      if (k == "kind") {
+        const std::string v = kv.second.IsScalar() ? kv.second.Scalar() : "";
+        if (v == "incast") {
+          s.workload = SimScenario::Workload::incast;
+        } else if (v == "permutation") {
+          s.workload = SimScenario::Workload::permutation;
+        } else {
+          return error(kv.first, kv.second, "must be incast or permutation");
+        }
+        have_kind = true;
+      } else if (k == "senders" || k == "receiver") {
+        auto v = whole(kv.first, kv.second, k == "senders" ? 1 : 0, 1e7);
+        if (!v) return v.error();
+        (k == "senders" ? s.senders : s.receiver) = static_cast<uint32_t>(*v);
+      } else if (k == "bytes") {
+        auto v = whole(kv.first, kv.second, 1, 1e13);
+        if (!v) return v.error();
+        s.bytes = *v;
+      } else {
+        return error(kv.first, kv.second, "unknown key (kind, senders, receiver, bytes)");
+      }
+    }
+    if (!have_kind)
+      return make_error(fmt::format("{}:{}: workload: kind is missing", source_, line_of(node)));
+    if (s.workload == SimScenario::Workload::incast && s.senders == 0)
+      return make_error(fmt::format("{}:{}: workload: an incast needs senders", source_, line_of(node)));
+    return Status{};
+  }
+
+  Result<SimScenario> scenario(const YAML::Node& root) const {
+    if (!root.IsMap()) return make_error(fmt::format("{}: a scenario must be a YAML map", source_));
+    SimScenario s;
+    s.source = std::string(source_);
+    bool have_fabric = false, have_workload = false;
+    for (const auto& kv : root) {
+      const YAML::Node& key = kv.first;
+      const YAML::Node& value = kv.second;
+      const std::string k = key.Scalar();
+      Status st{};
+      if (k == "name" || k == "description" || k == "controller") {
+        auto v = word(key, value);
+        if (!v) return v.error();
+        if (k == "name") s.name = *v;
+        if (k == "controller") s.controller = *v;
+      } else if (k == "fabric") {
+        auto v = word(key, value);
+        if (!v) return v.error();
+        if (auto r = fabric(key, value, *v, s); !r) return r.error();
+        have_fabric = true;
+      } else if (k == "host_gbps") {
+        auto v = number(key, value, 1, 1e4);
+        if (!v) return v.error();
+        s.host_rate_bps = static_cast<uint64_t>(*v * 1e9);
+      } else if (k == "link_delay_us") {
+        auto v = number(key, value, 0, 1e6);
+        if (!v) return v.error();
+        s.link_delay_ps = static_cast<TimePs>(std::llround(*v * 1e6));
+      } else if (k == "switch") {
+        if (st = map_of(key, value); st) st = switch_(value, s);
+      } else if (k == "ecmp") {
+        const std::string v = value.IsScalar() ? value.Scalar() : "";
+        if (v != "per-flow" && v != "spray") return error(key, value, "must be per-flow or spray");
+        s.spray = v == "spray";
+      } else if (k == "lanes") {
+        auto v = whole(key, value, 1, 64);
+        if (!v) return v.error();
+        s.lanes = static_cast<uint32_t>(*v);
+      } else if (k == "workload") {
+        if (st = map_of(key, value); st) st = workload(value, s);
+        have_workload = true;
+      } else if (k == "seed") {
+        auto v = whole(key, value, 0, 1e18);
+        if (!v) return v.error();
+        s.seed = *v;
+      } else if (k == "time_limit_ms") {
+        auto v = number(key, value, 0.001, 1e6);
+        if (!v) return v.error();
+        s.time_limit_ps = static_cast<TimePs>(*v * 1e9);
+      } else {
+        return error(key, value,
+                     "unknown key (name, description, fabric, host_gbps, link_delay_us, switch, ecmp, "
+                     "controller, lanes, workload, seed, time_limit_ms)");
+      }
+      if (!st) return st.error();
+    }
+    if (!have_fabric) return make_error(fmt::format("{}: fabric is missing", source_));
+    if (!have_workload) return make_error(fmt::format("{}: workload is missing", source_));
+    if (s.name.empty()) s.name = std::filesystem::path(source_).stem().string();
+    return s;
+  }
+
+ private:
+  Status fabric(const YAML::Node& key, const YAML::Node& value, const std::string& v, SimScenario& s) const {
+    if (v.rfind("star:", 0) == 0) {
+      char* end = nullptr;
+      const unsigned long n = std::strtoul(v.c_str() + 5, &end, 10);
+      if (*end != '\0' || n < 2 || n > 1'000'000)
+        return error(key, value, "star:N needs 2 <= N <= 1000000 hosts");
+      s.fabric = "star";
+      s.star_hosts = static_cast<uint32_t>(n);
+      return Status{};
+    }
+    const auto presets = topo::fabric_preset_names();
+    if (std::find(presets.begin(), presets.end(), v) != presets.end()) {
+      s.fabric = v;
+      return Status{};
+    }
+    // A file: relative to the scenario's folder when it is there.
+    std::filesystem::path p(v);
+    if (p.is_relative()) {
+      const std::filesystem::path near = std::filesystem::path(source_).parent_path() / p;
+      if (std::filesystem::exists(near)) p = near;
+    }
+    if (!std::filesystem::exists(p))
+      return error(
+          key, value,
+          fmt::format("not a fabric preset ({}), star:N, or an existing file", fmt::join(presets, ", ")));
+    s.fabric = p.string();
+    return Status{};
+  }
+
+  std::string_view source_;
+};
+
+}  // namespace
+
+Result<SimScenario> parse_sim_scenario(std::string_view yaml_text, std::string_view source) {
+  try {
+    return Parser(source).scenario(YAML::Load(std::string(yaml_text)));
+  } catch (const YAML::Exception& e) {
+    return make_error(fmt::format("{}:{}: YAML syntax error: {}", source, e.mark.line + 1, e.msg));
+  }
+}
+
+Result<SimScenario> load_sim_scenario(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return make_error(fmt::format("{}: cannot open", path));
+  std::ostringstream os;
+  os << in.rdbuf();
+  return parse_sim_scenario(os.str(), path);
+}
+
+Result<ScenarioRun> run_sim_scenario(const SimScenario& s, const std::string& controller,
+                                     const RunProgress* progress) {
+  ScenarioRun run;
+  run.scenario = s;
+  run.controller = controller.empty() ? s.controller : controller;
+  auto cc = cc::resolve_cc_config(run.controller);
+  if (!cc)
+    return make_error(fmt::format("{}: controller {}: {}", s.source, run.controller, cc.error().message));
+  FabricConfig fc;
+  fc.engine.cc = *cc;
+  fc.engine.lanes = s.lanes;
+  fc.engine.seed = s.seed;
+  fc.host_rate_bps = s.host_rate_bps;
+  fc.fabric_rate_bps = s.host_rate_bps;
+  fc.link_delay_ps = s.link_delay_ps;
+  fc.switch_buffer_bytes = s.buffer_bytes;
+  fc.red = s.red;
+  fc.pfc = s.pfc;
+  fc.seed = s.seed;
+
+  std::unique_ptr<Fabric> fabric;
+  if (s.fabric == "star") {
+    auto f = build_star(fc, s.star_hosts);
+    if (!f) return f.error();
+    fabric = std::move(*f);
+  } else {
+    auto model = topo::load_fabric(s.fabric);
+    if (!model) return make_error(fmt::format("{}: fabric: {}", s.source, model.error().message));
+    auto f = build_clos(fc, *model, ClosOptions{.ecmp = std::nullopt, .spray = s.spray});
+    if (!f) return f.error();
+    fabric = std::move(*f);
+  }
+  const auto hosts = static_cast<uint32_t>(fabric->host_count());
+  run.hosts = hosts;
+  run.switches = fabric->switch_count();
+  run.host_rate_bps = fabric->config().host_rate_bps;
+
+  std::vector<FlowSpec> flows;
+  if (s.workload == SimScenario::Workload::incast) {
+    if (s.receiver >= hosts || s.senders >= hosts)
+      return make_error(fmt::format("{}: incast of {} senders to host {} needs more than {} hosts", s.source,
+                                    s.senders, s.receiver, hosts));
+    flows = incast_flows(s.senders, s.receiver, s.bytes);
+  } else {
+    Rng rng(s.seed ^ 0x5EED5EED5EED5EEDULL);
+    flows = permutation_flows(hosts, s.bytes, rng);
+  }
+
+  // Ideal FCT: alone on the fabric (see scenario.h).
+  const ClosInfo* clos = fabric->clos();
+  const uint64_t seg = fc.engine.segment_bytes;
+  const uint64_t frame = seg + 72 + kFrameOverheadBytes;
+  for (const FlowSpec& f : flows) {
+    size_t links = 2;
+    if (clos != nullptr) {
+      auto paths = topo::shortest_paths(clos->model, f.src, f.dst);
+      if (paths) links = paths->length();
+    }
+    const uint64_t frames = (f.bytes + seg - 1) / seg;
+    const TimePs ser = serialization_ps(frame, run.host_rate_bps);
+    run.ideal_fct_ps.push_back(frames * ser + links * s.link_delay_ps + (links - 1) * ser);
+  }
+
+  auto r = run_flows(*fabric, flows, s.time_limit_ps, progress);
+  if (!r) return r.error();
+  run.result = std::move(*r);
+  return run;
+}
+
+namespace {
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const auto rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size())));
+  return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
+}
+}  // namespace
+
+ScenarioSummary summarize_run(const ScenarioRun& run) {
+  const RunResult& r = run.result;
+  ScenarioSummary s;
+  s.flows = r.flows.size();
+  s.completed = r.completed;
+  std::vector<double> fct, slow;
+  for (size_t i = 0; i < r.flows.size(); ++i) {
+    if (!r.flows[i].completed) continue;
+    fct.push_back(us_from_ps(r.flows[i].fct_ps));
+    slow.push_back(static_cast<double>(r.flows[i].fct_ps) / static_cast<double>(run.ideal_fct_ps[i]));
+  }
+  s.fct_p50_us = percentile(fct, 50);
+  s.fct_p95_us = percentile(fct, 95);
+  s.fct_p99_us = percentile(fct, 99);
+  s.fct_max_us = percentile(fct, 100);
+  s.slowdown_p50 = percentile(slow, 50);
+  s.slowdown_p99 = percentile(slow, 99);
+  s.goodput_gbps = r.goodput_bps / 1e9;
+  s.drops = r.drops;
+  s.ecn_marks = r.ecn_marks;
+  s.pfc_pauses = r.pfc_pauses;
+  s.pfc_paused_us = us_from_ps(r.pfc_paused_ps);
+  s.retransmits = r.retransmits;
+  s.timeouts = r.timeouts;
+  s.events = r.events;
+  s.simulated_us = us_from_ps(r.simulated_ps);
+  return s;
+}
+
+std::string format_summary(const ScenarioSummary& s) {
+  return fmt::format(
+      "flows        {} completed of {}\n"
+      "FCT us       p50 {:.1f}  p95 {:.1f}  p99 {:.1f}  max {:.1f}\n"
+      "slowdown     p50 {:.2f}  p99 {:.2f}  (FCT / alone on the fabric)\n"
+      "goodput      {:.2f} Gbit/s\n"
+      "drops        {}   ECN marks {}   PFC pauses {} ({:.1f} us paused, summed over ports)\n"
+      "retransmits  {}   timeouts {}\n"
+      "events       {}   simulated {:.1f} us\n",
+      s.completed, s.flows, s.fct_p50_us, s.fct_p95_us, s.fct_p99_us, s.fct_max_us, s.slowdown_p50,
+      s.slowdown_p99, s.goodput_gbps, s.drops, s.ecn_marks, s.pfc_pauses, s.pfc_paused_us, s.retransmits,
+      s.timeouts, s.events, s.simulated_us);
+}
+
+}  // namespace megascale::sim

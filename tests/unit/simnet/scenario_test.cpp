@@ -1,0 +1,121 @@
+// `megascale sim` scenarios: the shipped files load, a bad key or value is an error naming the file,
+// line, key and value, and the same scenario and seed give the identical summary twice through the
+// entry point the CLI uses (run_sim_scenario + summarize_run + format_summary).
+#include "megascale/sim/scenario.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace megascale::sim {
+namespace {
+
+const std::string kDir = std::string(MEGASCALE_SOURCE_DIR) + "/configs/sim/";
+
+constexpr const char* kGood = R"(name: t
+fabric: star:9
+host_gbps: 100
+link_delay_us: 2
+switch:
+  buffer_bytes: 300000
+  ecn: {kmin_bytes: 50000, kmax_bytes: 200000, pmax: 0.1}
+  pfc: {enabled: true, xoff_bytes: 60000, xon_bytes: 40000}
+ecmp: spray
+controller: swift
+lanes: 2
+workload: {kind: incast, senders: 8, receiver: 8, bytes: 200000}
+seed: 5
+time_limit_ms: 50
+)";
+
+TEST(Scenario, GoodFileLoads) {
+  auto s = parse_sim_scenario(kGood, "good.yaml");
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(s->fabric, "star");
+  EXPECT_EQ(s->star_hosts, 9u);
+  EXPECT_EQ(s->link_delay_ps, 2 * kPsPerUs);
+  EXPECT_EQ(s->buffer_bytes, 300'000u);
+  EXPECT_TRUE(s->red.enabled);
+  EXPECT_EQ(s->red.kmax_bytes, 200'000u);
+  EXPECT_DOUBLE_EQ(s->red.pmax, 0.1);
+  EXPECT_TRUE(s->pfc.enabled);
+  EXPECT_EQ(s->pfc.xon_bytes, 40'000u);
+  EXPECT_TRUE(s->spray);
+  EXPECT_EQ(s->controller, "swift");
+  EXPECT_EQ(s->lanes, 2u);
+  EXPECT_EQ(s->workload, SimScenario::Workload::incast);
+  EXPECT_EQ(s->senders, 8u);
+  EXPECT_EQ(s->bytes, 200'000u);
+  EXPECT_EQ(s->seed, 5u);
+  EXPECT_EQ(s->time_limit_ps, 50 * 1000 * kPsPerUs);
+  for (const char* f : {"incast-small.yaml", "permutation-small.yaml", "cc-compare-incast-pfc.yaml",
+                        "htsim-permutation-1024.yaml"}) {
+    auto shipped = load_sim_scenario(kDir + f);
+    EXPECT_TRUE(shipped.ok()) << f << ": " << (shipped.ok() ? "" : shipped.error().message);
+  }
+  // A fabric file is found next to the scenario.
+  EXPECT_EQ(load_sim_scenario(kDir + "htsim-permutation-1024.yaml")->fabric, kDir + "fat-tree-k16.yaml");
+}
+
+TEST(Scenario, BadKeyAndBadValueNameFileLineKeyAndValue) {
+  std::string bad_key = kGood;
+  bad_key.replace(bad_key.find("lanes: 2"), 8, "lane: 2");
+  auto a = parse_sim_scenario(bad_key, "bad.yaml");
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.error().message.find("bad.yaml:11: lane: 2: unknown key"), std::string::npos)
+      << a.error().message;
+
+  std::string bad_value = kGood;
+  bad_value.replace(bad_value.find("pmax: 0.1"), 9, "pmax: 1.5");
+  auto b = parse_sim_scenario(bad_value, "bad.yaml");
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.error().message.find("bad.yaml:7: pmax: 1.5: must be in [0, 1]"), std::string::npos)
+      << b.error().message;
+
+  std::string bad_kind = kGood;
+  bad_kind.replace(bad_kind.find("kind: incast"), 12, "kind: ring");
+  auto c = parse_sim_scenario(bad_kind, "bad.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.error().message.find("bad.yaml:12: kind: ring: must be incast or permutation"),
+            std::string::npos)
+      << c.error().message;
+
+  EXPECT_FALSE(parse_sim_scenario("fabric: nowhere-fabric\nworkload: {kind: permutation}\n", "x.yaml").ok());
+  EXPECT_FALSE(parse_sim_scenario("fabric: star:9\n", "x.yaml").ok());  // no workload
+  EXPECT_FALSE(parse_sim_scenario("fabric: [unclosed\n", "x.yaml").ok());
+  // An unknown controller is found when the run starts, named with the file.
+  auto s = parse_sim_scenario(kGood, "good.yaml");
+  ASSERT_TRUE(s.ok());
+  auto r = run_sim_scenario(*s, "no-such-controller", nullptr);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("good.yaml"), std::string::npos);
+}
+
+TEST(Scenario, SameSeedGivesTheIdenticalSummaryTwice) {
+  auto s = load_sim_scenario(kDir + "permutation-small.yaml");
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  s->bytes = 300'000;  // keep the test fast
+  int reports = 0;
+  RunProgress progress{.report = [&](TimePs, size_t, size_t) { ++reports; }, .interval_ps = 20 * kPsPerUs};
+  auto a = run_sim_scenario(*s, "", &progress);
+  auto b = run_sim_scenario(*s, "", nullptr);
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  ASSERT_TRUE(b.ok());
+  EXPECT_GT(reports, 1);
+  const ScenarioSummary sa = summarize_run(*a), sb = summarize_run(*b);
+  EXPECT_EQ(sa.completed, 32u);
+  EXPECT_EQ(format_summary(sa), format_summary(sb));
+  EXPECT_EQ(sa.events, sb.events);
+  for (size_t i = 0; i < a->result.flows.size(); ++i)
+    EXPECT_EQ(a->result.flows[i].fct_ps, b->result.flows[i].fct_ps);
+  // Slowdown is FCT over the ideal: never below 1.
+  EXPECT_GE(sa.slowdown_p50, 1.0);
+  // Another seed is another permutation and another run.
+  s->seed = 6;
+  auto c = run_sim_scenario(*s, "", nullptr);
+  ASSERT_TRUE(c.ok());
+  EXPECT_NE(summarize_run(*c).events, sa.events);
+}
+
+}  // namespace
+}  // namespace megascale::sim
