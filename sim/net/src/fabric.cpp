@@ -2,15 +2,13 @@
 
 #include <string>
 #include <utility>
+#include "megascale/common/splitmix.h"
 
 namespace megascale::sim {
 
 namespace {
 uint64_t mix64(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ULL;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
+  return splitmix64_next(z);  // a copy of z is the state: one step of the sequence from it
 }
 }  // namespace
 

@@ -3,14 +3,13 @@
 #include <utility>
 
 #include "megascale/sim/pfc.h"
+#include "megascale/common/splitmix.h"
 
 namespace megascale::sim {
 
 namespace {
 uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
+  return splitmix64_mix(z);
 }
 }  // namespace
 

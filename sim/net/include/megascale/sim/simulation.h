@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "megascale/common/units.h"
+#include "megascale/common/splitmix.h"
 
 namespace megascale::sim {
 
@@ -61,12 +62,7 @@ constexpr TimePs serialization_ps(uint64_t bytes, uint64_t rate_bps) {
 class Rng {
  public:
   explicit Rng(uint64_t seed) : state_(seed) {}
-  uint64_t next_u64() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-  }
+  uint64_t next_u64() { return splitmix64_next(state_); }
   // Uniform in [0, 1), 53 bits.
   double uniform() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }
   // Uniform in [0, n), n > 0 (Lemire's multiply-shift; its bias is below 2^-32 for any n < 2^32).
