@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -83,11 +84,14 @@ nlohmann::json summary_json(const Timed& t) {
       {"switches", t.run.switches},
       {"flows", s.flows},
       {"completed", s.completed},
+      {"failed", s.failed},
       {"fct_us",
        {{"p50", s.fct_p50_us}, {"p95", s.fct_p95_us}, {"p99", s.fct_p99_us}, {"max", s.fct_max_us}}},
       {"slowdown", {{"p50", s.slowdown_p50}, {"p99", s.slowdown_p99}}},
+      {"rate_fraction_mean", s.rate_fraction_mean},
       {"goodput_gbps", s.goodput_gbps},
       {"drops", s.drops},
+      {"link_down_drops", s.link_down_drops},
       {"ecn_marks", s.ecn_marks},
       {"pfc_pauses", s.pfc_pauses},
       {"pfc_paused_us", s.pfc_paused_us},
@@ -107,15 +111,19 @@ Status write_outputs(const std::string& dir, const Timed& t, const std::string& 
   const std::string csv_path = fmt::format("{}/flows{}.csv", dir, suffix);
   std::ofstream csv(csv_path);
   if (!csv) return make_error(fmt::format("{}: cannot write", csv_path));
-  csv << "flow,src,dst,bytes,completed,fct_us,ideal_fct_us,slowdown,send_done_us,retransmits,timeouts\n";
+  csv << "flow,src,dst,bytes,completed,fct_us,ideal_fct_us,slowdown,send_done_us,retransmits,timeouts,failed,"
+         "error\n";
   const sim::RunResult& r = t.run.result;
   for (size_t i = 0; i < r.flows.size(); ++i) {
     const sim::FlowResult& f = r.flows[i];
     const double ideal = sim::us_from_ps(t.run.ideal_fct_ps[i]);
-    csv << fmt::format("{},{},{},{},{},{:.3f},{:.3f},{:.4f},{:.3f},{},{}\n", i, f.spec.src, f.spec.dst,
-                       f.spec.bytes, f.completed ? 1 : 0, sim::us_from_ps(f.fct_ps), ideal,
+    // The error text is the engine's own ("peer N unreachable: ..."); quoted, with no quotes inside.
+    std::string error = f.error;
+    std::replace(error.begin(), error.end(), '"', '\'');
+    csv << fmt::format("{},{},{},{},{},{:.3f},{:.3f},{:.4f},{:.3f},{},{},{},\"{}\"\n", i, f.spec.src,
+                       f.spec.dst, f.spec.bytes, f.completed ? 1 : 0, sim::us_from_ps(f.fct_ps), ideal,
                        f.completed ? sim::us_from_ps(f.fct_ps) / ideal : 0.0, sim::us_from_ps(f.send_done_ps),
-                       f.retransmits, f.timeouts);
+                       f.retransmits, f.timeouts, f.failed ? 1 : 0, error);
   }
   const std::string json_path = fmt::format("{}/summary{}.json", dir, suffix);
   std::ofstream js(json_path);

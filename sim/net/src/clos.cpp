@@ -68,6 +68,9 @@ Result<std::unique_ptr<Fabric>> build_clos(const FabricConfig& config, const top
   for (topo::LinkId l = 0; l < links.size(); ++l) {
     const topo::Link& link = links[l];
     Switch& upper = *sw_of_node[link.upper];
+    // attach_host and connect_switches each add two links, the up direction first (fabric.h).
+    info->up_link.push_back(static_cast<uint32_t>(f->link_count()));
+    info->down_link.push_back(static_cast<uint32_t>(f->link_count() + 1));
     if (model.is_nic(link.lower)) {
       down_port[l] = f->attach_host(f->host(link.lower), upper);
     } else {
@@ -81,6 +84,9 @@ Result<std::unique_ptr<Fabric>> build_clos(const FabricConfig& config, const top
     info->link_of_port[info->switch_of_node[link.upper]].resize(down_port[l] + 1);
     info->link_of_port[info->switch_of_node[link.upper]][down_port[l]] = l;
   }
+
+  info->up_port = up_port;
+  info->down_port = down_port;
 
   // Routes. Member d of each group is the link PathSet::hop_link gives digit d.
   const uint32_t per_pod = spec.tier2_per_pod;

@@ -2,6 +2,7 @@
 
 #include <string>
 #include <utility>
+
 #include "megascale/common/splitmix.h"
 
 namespace megascale::sim {
@@ -39,7 +40,7 @@ Switch& Fabric::add_switch() {
 }
 
 OutputQueue& Fabric::add_port(const QueueConfig& q, PacketSink* far_end) {
-  links_.push_back(std::make_unique<Link>(sim_, cfg_.link_delay_ps, far_end));
+  links_.push_back(std::make_unique<Link>(sim_, cfg_.link_delay_ps, far_end, &pool_));
   queues_.push_back(std::make_unique<OutputQueue>(sim_, pool_, q, links_.back().get()));
   return *queues_.back();
 }
@@ -71,6 +72,12 @@ uint64_t Fabric::total_drops() const {
   uint64_t n = 0;
   for (const auto& q : queues_) n += q->stats().dropped;
   for (const auto& in : ingresses_) n += in->stats().headroom_drops;
+  return n;
+}
+
+uint64_t Fabric::total_link_down_drops() const {
+  uint64_t n = 0;
+  for (const auto& l : links_) n += l->down_drops();
   return n;
 }
 

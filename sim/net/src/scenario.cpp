@@ -4,6 +4,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -12,6 +13,7 @@
 
 #include "megascale/congestion/config.h"
 #include "megascale/sim/clos.h"
+#include "megascale/sim/faults.h"
 #include "megascale/topology/paths.h"
 
 namespace megascale::sim {
@@ -163,6 +165,57 @@ class Parser {
     return Status{};
   }
 
+  // Flattens a map of overrides into (dotted key, value) pairs.
+  Status cc(const YAML::Node& node, const std::string& prefix, SimScenario& s) const {
+    for (const auto& kv : node) {
+      const std::string k = prefix + kv.first.Scalar();
+      if (kv.second.IsMap()) {
+        if (Status st = cc(kv.second, k + ".", s); !st) return st;
+      } else if (kv.second.IsScalar() && !kv.second.Scalar().empty()) {
+        s.cc_overrides.emplace_back(k, kv.second.Scalar());
+      } else {
+        return error(kv.first, kv.second, "must be a value or a map");
+      }
+    }
+    return Status{};
+  }
+
+  Status link_events(const YAML::Node& key, const YAML::Node& node, SimScenario& s) const {
+    if (!node.IsSequence()) return error(key, node, "must be a list of {at_us, link, state}");
+    for (const auto& ev : node) {
+      if (!ev.IsMap()) return error(key, ev, "each event must be a map {at_us, link, state}");
+      SimScenario::LinkEvent e;
+      e.line = line_of(ev);
+      bool have_at = false, have_link = false, have_state = false;
+      for (const auto& kv : ev) {
+        const std::string k = kv.first.Scalar();
+        if (k == "at_us") {
+          auto v = number(kv.first, kv.second, 0, 1e9);
+          if (!v) return v.error();
+          e.at_ps = static_cast<TimePs>(std::llround(*v * 1e6));
+          have_at = true;
+        } else if (k == "link") {
+          auto v = word(kv.first, kv.second);
+          if (!v) return v.error();
+          e.link = *v;
+          have_link = true;
+        } else if (k == "state") {
+          const std::string v = kv.second.IsScalar() ? kv.second.Scalar() : "";
+          if (v != "up" && v != "down") return error(kv.first, kv.second, "must be up or down");
+          e.up = v == "up";
+          have_state = true;
+        } else {
+          return error(kv.first, kv.second, "unknown key (at_us, link, state)");
+        }
+      }
+      if (!have_at || !have_link || !have_state)
+        return make_error(
+            fmt::format("{}:{}: link_events: an event needs at_us, link and state", source_, e.line));
+      s.link_events.push_back(std::move(e));
+    }
+    return Status{};
+  }
+
   Result<SimScenario> scenario(const YAML::Node& root) const {
     if (!root.IsMap()) return make_error(fmt::format("{}: a scenario must be a YAML map", source_));
     SimScenario s;
@@ -208,6 +261,14 @@ class Parser {
         auto v = whole(key, value, 0, 1e18);
         if (!v) return v.error();
         s.seed = *v;
+      } else if (k == "cc") {
+        if (st = map_of(key, value); st) st = cc(value, "", s);
+      } else if (k == "link_events") {
+        st = link_events(key, value, s);
+      } else if (k == "reroute") {
+        auto v = flag(key, value);
+        if (!v) return v.error();
+        s.reroute = *v;
       } else if (k == "time_limit_ms") {
         auto v = number(key, value, 0.001, 1e6);
         if (!v) return v.error();
@@ -215,12 +276,14 @@ class Parser {
       } else {
         return error(key, value,
                      "unknown key (name, description, fabric, host_gbps, link_delay_us, switch, ecmp, "
-                     "controller, lanes, workload, seed, time_limit_ms)");
+                     "controller, lanes, workload, seed, time_limit_ms, cc, link_events, reroute)");
       }
       if (!st) return st.error();
     }
     if (!have_fabric) return make_error(fmt::format("{}: fabric is missing", source_));
     if (!have_workload) return make_error(fmt::format("{}: workload is missing", source_));
+    if (!s.link_events.empty() && s.fabric == "star")
+      return make_error(fmt::format("{}: link_events need a CLOS fabric, not star:N", source_));
     if (s.name.empty()) s.name = std::filesystem::path(source_).stem().string();
     return s;
   }
@@ -276,14 +339,43 @@ Result<SimScenario> load_sim_scenario(const std::string& path) {
   return parse_sim_scenario(os.str(), path);
 }
 
+Result<cc::CcConfig> scenario_cc_config(const SimScenario& s, const std::string& controller) {
+  auto base = cc::resolve_cc_config(controller);
+  if (!base)
+    return make_error(fmt::format("{}: controller {}: {}", s.source, controller, base.error().message));
+  if (s.cc_overrides.empty()) return base;
+  // The preset's per-key environment overrides do the work: the same key paths, units and checks.
+  std::vector<std::pair<std::string, std::string>> vars;
+  for (const auto& [key, value] : s.cc_overrides) {
+    std::string var = "MEGASCALE_CC_";
+    for (char c : key) var += c == '.' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    vars.emplace_back(var, value);
+  }
+  auto lookup = [&vars](const char* name) -> const char* {  // a key given twice: the later one wins
+    for (auto it = vars.rbegin(); it != vars.rend(); ++it)
+      if (it->first == name) return it->second.c_str();
+    return nullptr;
+  };
+  std::vector<std::string> applied;
+  auto cfg = cc::apply_cc_env_overrides(*base, lookup, &applied);
+  if (!cfg) return make_error(fmt::format("{}: cc: {}", s.source, cfg.error().message));
+  for (size_t i = 0; i < vars.size(); ++i) {
+    const bool used = std::any_of(applied.begin(), applied.end(),
+                                  [&](const std::string& a) { return a.rfind(vars[i].first + "=", 0) == 0; });
+    if (!used)
+      return make_error(fmt::format("{}: cc: {}: not a key of the {} preset", s.source,
+                                    s.cc_overrides[i].first, controller));
+  }
+  return cfg;
+}
+
 Result<ScenarioRun> run_sim_scenario(const SimScenario& s, const std::string& controller,
                                      const RunProgress* progress) {
   ScenarioRun run;
   run.scenario = s;
   run.controller = controller.empty() ? s.controller : controller;
-  auto cc = cc::resolve_cc_config(run.controller);
-  if (!cc)
-    return make_error(fmt::format("{}: controller {}: {}", s.source, run.controller, cc.error().message));
+  auto cc = scenario_cc_config(s, run.controller);
+  if (!cc) return cc.error();
   FabricConfig fc;
   fc.engine.cc = *cc;
   fc.engine.lanes = s.lanes;
@@ -339,7 +431,17 @@ Result<ScenarioRun> run_sim_scenario(const SimScenario& s, const std::string& co
     run.ideal_fct_ps.push_back(frames * ser + links * s.link_delay_ps + (links - 1) * ser);
   }
 
-  auto r = run_flows(*fabric, flows, s.time_limit_ps, progress);
+  // Link flaps (faults.h), scheduled from the start of the sends.
+  std::vector<LinkStateChange> changes;
+  for (const SimScenario::LinkEvent& e : s.link_events) {
+    auto link = parse_fabric_link(clos->model, e.link);
+    if (!link)
+      return make_error(fmt::format("{}:{}: link_events: {}", s.source, e.line, link.error().message));
+    changes.push_back(LinkStateChange{.at_ps = e.at_ps, .link = *link, .up = e.up});
+  }
+  LinkFaults faults(*fabric, std::move(changes), s.reroute);
+  auto r =
+      run_flows(*fabric, flows, s.time_limit_ps, progress, [&faults](TimePs start) { faults.start(start); });
   if (!r) return r.error();
   run.result = std::move(*r);
   return run;
@@ -359,12 +461,16 @@ ScenarioSummary summarize_run(const ScenarioRun& run) {
   ScenarioSummary s;
   s.flows = r.flows.size();
   s.completed = r.completed;
+  s.failed = r.failed;
+  s.link_down_drops = r.link_down_drops;
   std::vector<double> fct, slow;
   for (size_t i = 0; i < r.flows.size(); ++i) {
     if (!r.flows[i].completed) continue;
     fct.push_back(us_from_ps(r.flows[i].fct_ps));
     slow.push_back(static_cast<double>(r.flows[i].fct_ps) / static_cast<double>(run.ideal_fct_ps[i]));
+    s.rate_fraction_mean += 1.0 / slow.back();
   }
+  if (!r.flows.empty()) s.rate_fraction_mean /= static_cast<double>(r.flows.size());
   s.fct_p50_us = percentile(fct, 50);
   s.fct_p95_us = percentile(fct, 95);
   s.fct_p99_us = percentile(fct, 99);
@@ -385,16 +491,17 @@ ScenarioSummary summarize_run(const ScenarioRun& run) {
 
 std::string format_summary(const ScenarioSummary& s) {
   return fmt::format(
-      "flows        {} completed of {}\n"
+      "flows        {} completed of {}, {} failed\n"
       "FCT us       p50 {:.1f}  p95 {:.1f}  p99 {:.1f}  max {:.1f}\n"
-      "slowdown     p50 {:.2f}  p99 {:.2f}  (FCT / alone on the fabric)\n"
+      "slowdown     p50 {:.2f}  p99 {:.2f}  (FCT / alone on the fabric); mean rate {:.3f} of line rate\n"
       "goodput      {:.2f} Gbit/s\n"
-      "drops        {}   ECN marks {}   PFC pauses {} ({:.1f} us paused, summed over ports)\n"
+      "drops        {}   link-down losses {}   ECN marks {}   PFC pauses {} ({:.1f} us paused, summed over "
+      "ports)\n"
       "retransmits  {}   timeouts {}\n"
       "events       {}   simulated {:.1f} us\n",
-      s.completed, s.flows, s.fct_p50_us, s.fct_p95_us, s.fct_p99_us, s.fct_max_us, s.slowdown_p50,
-      s.slowdown_p99, s.goodput_gbps, s.drops, s.ecn_marks, s.pfc_pauses, s.pfc_paused_us, s.retransmits,
-      s.timeouts, s.events, s.simulated_us);
+      s.completed, s.flows, s.failed, s.fct_p50_us, s.fct_p95_us, s.fct_p99_us, s.fct_max_us, s.slowdown_p50,
+      s.slowdown_p99, s.rate_fraction_mean, s.goodput_gbps, s.drops, s.link_down_drops, s.ecn_marks,
+      s.pfc_pauses, s.pfc_paused_us, s.retransmits, s.timeouts, s.events, s.simulated_us);
 }
 
 }  // namespace megascale::sim

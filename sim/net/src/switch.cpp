@@ -2,8 +2,8 @@
 
 #include <utility>
 
-#include "megascale/sim/pfc.h"
 #include "megascale/common/splitmix.h"
+#include "megascale/sim/pfc.h"
 
 namespace megascale::sim {
 
@@ -48,9 +48,28 @@ uint32_t Switch::select_port(const FiveTuple& flow) const {
   if (g.size == 0) return kNoPort;
   const uint32_t* hops = &group_ports_[g.first];
   if (g.size == 1) return hops[0];
+  if (reroute_ && ports_down_ > 0) {
+    uint32_t live[64];  // ECMP groups are at most a switch's radix; larger ones fall back below
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < g.size && g.size <= 64; ++i)
+      if (port_down_[hops[i]] == 0) live[n++] = hops[i];
+    if (n > 0 && n < g.size) {
+      if (spray_rng_ != nullptr) return live[spray_rng_->below(n)];
+      if (select_) return live[select_(flow, n)];
+      return live[hash_(flow, hash_seed_) % n];
+    }
+  }
   if (spray_rng_ != nullptr) return hops[spray_rng_->below(g.size)];
   if (select_) return hops[select_(flow, g.size)];
   return hops[hash_(flow, hash_seed_) % g.size];
+}
+
+void Switch::set_port_up(uint32_t port, bool up) {
+  if (port_down_.size() < ports_.size()) port_down_.resize(ports_.size(), 0);
+  const uint8_t down = up ? 0 : 1;
+  if (port_down_[port] == down) return;
+  port_down_[port] = down;
+  ports_down_ = up ? ports_down_ - 1 : ports_down_ + 1;
 }
 
 void Switch::receive(Packet* pkt) {

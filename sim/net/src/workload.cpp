@@ -68,13 +68,14 @@ class Tracker : public HostListener {
     Flow& f = flows_[i];
     FlowResult& r = result_.flows[i];
     const TimePs now = fabric_.sim().now();
-    if (f.recv_done && f.send_done) return true;
+    if ((f.recv_done && f.send_done) || f.failed) return true;
     // Counters first: test() is only worth calling once the bytes are there (or the connection died).
     if (!f.recv_done && (f.rx->stats().bytes_received >= r.spec.bytes || !alive(f.rx))) {
       engine::Completion c = f.rx->test(f.recv);
       if (c.done) {
         f.recv_done = true;
         f.failed |= !c.ok || c.bytes != r.spec.bytes;
+        if (!c.ok && r.error.empty()) r.error = "receive: " + c.error;
         r.fct_ps = now - start_;
       }
     }
@@ -83,11 +84,15 @@ class Tracker : public HostListener {
       if (c.done) {
         f.send_done = true;
         f.failed |= !c.ok;
+        if (!c.ok && r.error.empty()) r.error = "send: " + c.error;
         r.send_done_ps = now - start_;
       }
     }
-    if (f.recv_done && f.send_done) {
+    // A failed end ends the flow: its other end may wait much longer (a receiver whose sender gave up
+    // hears nothing more), and an application would abort on the first error, as NCCL does.
+    if ((f.recv_done && f.send_done) || f.failed) {
       r.completed = !f.failed;
+      r.failed = f.failed;
       --remaining_;
       return true;
     }
@@ -109,7 +114,7 @@ class Tracker : public HostListener {
 }  // namespace
 
 Result<RunResult> run_flows(Fabric& fabric, const std::vector<FlowSpec>& specs, TimePs time_limit_ps,
-                            const RunProgress* progress) {
+                            const RunProgress* progress, const std::function<void(TimePs)>& on_start) {
   Simulation& sim = fabric.sim();
   const auto n_hosts = static_cast<uint32_t>(fabric.host_count());
   RunResult result;
@@ -167,6 +172,7 @@ Result<RunResult> run_flows(Fabric& fabric, const std::vector<FlowSpec>& specs, 
   // Measure phase.
   const TimePs start = sim.now();
   result.start_ps = start;
+  if (on_start) on_start(start);
   for (size_t i = 0; i < specs.size(); ++i) {
     auto r = flows[i].rx->post_recv(nullptr, specs[i].bytes, 0);
     if (!r.ok()) return make_error("flow " + std::to_string(i) + ": " + r.error().message);
@@ -200,17 +206,22 @@ Result<RunResult> run_flows(Fabric& fabric, const std::vector<FlowSpec>& specs, 
     r.timeouts = st.timeouts;
     result.retransmits += r.retransmits;
     result.timeouts += r.timeouts;
+    if (r.failed) ++result.failed;
     if (r.completed) {
       ++result.completed;
       bytes += r.spec.bytes;
       last = std::max(last, r.fct_ps);
     }
   }
-  result.makespan_ps = result.completed == specs.size() ? last : time_limit_ps;
+  // Every flow ended (some may have failed): the run ended when the last one did.
+  result.makespan_ps = result.completed == specs.size() ? last
+                       : tracker.remaining() == 0       ? sim.now() - start
+                                                        : time_limit_ps;
   result.goodput_bps = result.makespan_ps > 0
                            ? static_cast<double>(bytes) * 8e12 / static_cast<double>(result.makespan_ps)
                            : 0.0;
   result.drops = fabric.total_drops();
+  result.link_down_drops = fabric.total_link_down_drops();
   result.ecn_marks = fabric.total_marks();
   result.pfc_pauses = fabric.total_pauses();
   result.pfc_paused_ps = fabric.total_paused_ps();

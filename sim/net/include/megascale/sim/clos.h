@@ -50,6 +50,9 @@ struct ClosInfo {
   std::vector<topo::NodeId> node_of_switch{};             // by switch index in the Fabric
   std::vector<uint32_t> switch_of_node{};                 // by NodeId; kNoSwitch for NICs
   std::vector<std::vector<topo::LinkId>> link_of_port{};  // [switch][port]: the model link it drives
+  // [model link]: the simulated one-way links (Fabric::link index) up (lower -> upper) and down, and
+  // the switch ports that drive them (kNoPort where a NIC drives the up direction).
+  std::vector<uint32_t> up_link{}, down_link{}, up_port{}, down_port{};
   static constexpr uint32_t kNoSwitch = 0xFFFFFFFF;
 
   // The tuple ECMP hashes for a packet (addresses mapped to the model's IPv4 addresses).

@@ -68,6 +68,8 @@ class Fabric {
   size_t switch_count() const { return switches_.size(); }
   Switch& switch_at(size_t i) { return *switches_[i]; }
 
+  // Frames lost on links that were down (link.h), over every link.
+  uint64_t total_link_down_drops() const;
   // Drops (tail drops and PFC headroom drops) and CE marks over every queue (switch ports and NICs).
   uint64_t total_drops() const;
   uint64_t total_marks() const;
@@ -78,6 +80,10 @@ class Fabric {
   const SwitchIngress& ingress(size_t i) const { return *ingresses_[i]; }
   size_t queue_count() const { return queues_.size(); }
   const OutputQueue& queue(size_t i) const { return *queues_[i]; }
+  // Links in creation order: add_port makes one, attach_host two (NIC -> switch, then switch -> host),
+  // connect_switches two (a -> b, then b -> a).
+  size_t link_count() const { return links_.size(); }
+  Link& link(size_t i) { return *links_[i]; }
 
   // For fabrics from topology/'s model (clos.h); nullptr otherwise.
   const ClosInfo* clos() const { return clos_.get(); }

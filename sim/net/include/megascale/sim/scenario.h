@@ -22,15 +22,24 @@
 //   workload: {kind: incast, senders: 64, receiver: 64, bytes: 1000000}   # or kind: permutation
 //   seed: 1
 //   time_limit_ms: 100
+//   cc:                        # overrides on top of the controller's preset, keys as in configs/cc
+//     rto.retry_budget_s: 0.005                      # (dotted paths or nested maps), in its units
+//     rto: {min_rto_us: 20, initial_rto_us: 50}
+//   link_events:               # CLOS fabrics only (faults.h); times from the start of the sends
+//     - {at_us: 100, link: tor0-spine0, state: down}   # link: A-B node names, a NIC (h0:n0), a LinkId
+//     - {at_us: 2100, link: tor0-spine0, state: up}
+//   reroute: false             # true: the switches at a down link's ends drop it from ECMP groups
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "megascale/common/result.h"
+#include "megascale/congestion/params.h"
 #include "megascale/sim/workload.h"
 
 namespace megascale::sim {
@@ -54,6 +63,16 @@ struct SimScenario {
   uint64_t bytes = 1'000'000;
   uint64_t seed = 1;
   TimePs time_limit_ps = 100 * 1000 * kPsPerUs;
+  // cc overrides: (key path as in the preset YAML, value text), applied in order.
+  std::vector<std::pair<std::string, std::string>> cc_overrides;
+  struct LinkEvent {
+    TimePs at_ps = 0;
+    std::string link;  // resolved against the fabric when the scenario runs
+    bool up = false;
+    int line = 0;  // in the scenario file, for messages
+  };
+  std::vector<LinkEvent> link_events;
+  bool reroute = false;
 };
 
 // Parses scenario YAML; `source` names it in errors and anchors relative fabric paths.
@@ -70,6 +89,10 @@ struct ScenarioRun {
   size_t switches = 0;
 };
 
+// The controller's preset with the scenario's cc overrides applied. Errors: an unknown preset, a key
+// the preset does not have, a value out of range.
+Result<cc::CcConfig> scenario_cc_config(const SimScenario& scenario, const std::string& controller);
+
 // Builds the fabric and runs the workload under `controller` ("" = the scenario's). `progress` (may be
 // null) is told every 100 us of virtual time.
 Result<ScenarioRun> run_sim_scenario(const SimScenario& scenario, const std::string& controller,
@@ -80,7 +103,13 @@ struct ScenarioSummary {
   size_t completed = 0;
   double fct_p50_us = 0, fct_p95_us = 0, fct_p99_us = 0, fct_max_us = 0;  // completed flows
   double slowdown_p50 = 0, slowdown_p99 = 0;                              // FCT / ideal FCT
+  // Mean over all flows of ideal FCT / FCT (0 for a flow that did not complete): each flow's rate as
+  // a fraction of its NIC's, averaged; the simulated counterpart of the "normalised aggregate
+  // throughput" of ECMP collision calculations (cc-sim.md §7) for equal flows.
+  double rate_fraction_mean = 0;
+  size_t failed = 0;  // flows that ended with an error (not hung)
   double goodput_gbps = 0;
+  uint64_t link_down_drops = 0;
   uint64_t drops = 0, ecn_marks = 0, pfc_pauses = 0, retransmits = 0, timeouts = 0;
   double pfc_paused_us = 0;
   uint64_t events = 0;

@@ -54,6 +54,14 @@ class Switch : public PacketSink {
   // nullptr turns it off.
   void set_spraying(Rng* rng) { spray_rng_ = rng; }
 
+  // Link failures (faults.h). With reroute on, a group skips its members whose port is down and picks
+  // among the live ones (the same hash or select over the live count), as a switch does once it has
+  // detected the port down and withdrawn it from the ECMP group; a group with no live member keeps its
+  // members (frames go to a dead link and are lost). With reroute off the switch goes on using a dead
+  // port: the failure is not (yet) detected.
+  void set_port_up(uint32_t port, bool up);
+  void set_reroute(bool reroute) { reroute_ = reroute; }
+
   // Routes a frame to its output port; a frame with no route is dropped (counted).
   void receive(Packet* pkt) override;
 
@@ -83,6 +91,9 @@ class Switch : public PacketSink {
   std::vector<uint32_t> group_ports_;
   std::vector<uint32_t> route_group_;  // by destination host; kNoPort: none
   uint64_t unroutable_ = 0;
+  std::vector<uint8_t> port_down_;  // by port; empty until a port goes down
+  uint32_t ports_down_ = 0;
+  bool reroute_ = false;
 };
 
 }  // namespace megascale::sim

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "megascale/common/result.h"
@@ -31,6 +32,8 @@ struct FlowSpec {
 struct FlowResult {
   FlowSpec spec;
   bool completed = false;    // both ends done within the time limit, successfully
+  bool failed = false;       // an end completed with an error (e.g. "peer unreachable"): not hung
+  std::string error{};       // the first such error
   TimePs fct_ps = 0;         // start -> receive complete
   TimePs send_done_ps = 0;   // start -> send acknowledged
   uint64_t retransmits = 0;  // the sender connection's (fast + RTO)
@@ -46,9 +49,11 @@ struct RunResult {
   // Bytes of completed flows over the makespan. For an N-to-1 incast that is the goodput of the
   // bottleneck, the receiver's downlink.
   double goodput_bps = 0;
-  uint64_t drops = 0;        // every queue's tail drops
-  uint64_t ecn_marks = 0;    // every queue's CE marks
-  uint64_t retransmits = 0;  // over all flows
+  uint64_t failed = 0;           // flows that ended with an error (FlowResult::failed)
+  uint64_t drops = 0;            // every queue's tail drops
+  uint64_t link_down_drops = 0;  // frames lost on links that were down (faults.h)
+  uint64_t ecn_marks = 0;        // every queue's CE marks
+  uint64_t retransmits = 0;      // over all flows
   uint64_t timeouts = 0;
   uint64_t pfc_pauses = 0;   // PAUSEs sent by switch ingresses
   TimePs pfc_paused_ps = 0;  // time ports spent paused, summed over ports
@@ -69,9 +74,12 @@ struct RunProgress {
   TimePs interval_ps = 100 * kPsPerUs;
 };
 
-// Runs the flows to completion or until `time_limit_ps` after the start. Errors: a host address out of
+// Runs the flows to completion (or failure) or until `time_limit_ps` after the start. `on_start`, when
+// set, is called with the measure phase's start time before any send (faults.h schedules link flaps
+// from it). Errors: a host address out of
 // range, a flow to itself, connections not established within the limit, an engine refusal.
 Result<RunResult> run_flows(Fabric& fabric, const std::vector<FlowSpec>& flows, TimePs time_limit_ps,
-                            const RunProgress* progress = nullptr);
+                            const RunProgress* progress = nullptr,
+                            const std::function<void(TimePs start_ps)>& on_start = nullptr);
 
 }  // namespace megascale::sim
