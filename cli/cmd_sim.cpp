@@ -90,6 +90,7 @@ nlohmann::json summary_json(const Timed& t) {
       {"slowdown", {{"p50", s.slowdown_p50}, {"p99", s.slowdown_p99}}},
       {"rate_fraction_mean", s.rate_fraction_mean},
       {"goodput_gbps", s.goodput_gbps},
+      {"rtt_us", {{"p50_mean", s.rtt_p50_mean_us}, {"p99_max", s.rtt_p99_max_us}}},
       {"drops", s.drops},
       {"link_down_drops", s.link_down_drops},
       {"ecn_marks", s.ecn_marks},

@@ -471,6 +471,13 @@ ScenarioSummary summarize_run(const ScenarioRun& run) {
     s.rate_fraction_mean += 1.0 / slow.back();
   }
   if (!r.flows.empty()) s.rate_fraction_mean /= static_cast<double>(r.flows.size());
+  double weighted = 0, samples = 0;
+  for (const FlowResult& f : r.flows) {
+    weighted += us_from_ps(f.rtt_p50_ps) * static_cast<double>(f.rtt_samples);
+    samples += static_cast<double>(f.rtt_samples);
+    s.rtt_p99_max_us = std::max(s.rtt_p99_max_us, us_from_ps(f.rtt_p99_ps));
+  }
+  s.rtt_p50_mean_us = samples > 0 ? weighted / samples : 0;
   s.fct_p50_us = percentile(fct, 50);
   s.fct_p95_us = percentile(fct, 95);
   s.fct_p99_us = percentile(fct, 99);
@@ -494,14 +501,15 @@ std::string format_summary(const ScenarioSummary& s) {
       "flows        {} completed of {}, {} failed\n"
       "FCT us       p50 {:.1f}  p95 {:.1f}  p99 {:.1f}  max {:.1f}\n"
       "slowdown     p50 {:.2f}  p99 {:.2f}  (FCT / alone on the fabric); mean rate {:.3f} of line rate\n"
-      "goodput      {:.2f} Gbit/s\n"
+      "goodput      {:.2f} Gbit/s   RTT: flows' p50, mean {:.1f} us; largest flow p99 {:.1f} us\n"
       "drops        {}   link-down losses {}   ECN marks {}   PFC pauses {} ({:.1f} us paused, summed over "
       "ports)\n"
       "retransmits  {}   timeouts {}\n"
       "events       {}   simulated {:.1f} us\n",
       s.completed, s.flows, s.failed, s.fct_p50_us, s.fct_p95_us, s.fct_p99_us, s.fct_max_us, s.slowdown_p50,
-      s.slowdown_p99, s.rate_fraction_mean, s.goodput_gbps, s.drops, s.link_down_drops, s.ecn_marks,
-      s.pfc_pauses, s.pfc_paused_us, s.retransmits, s.timeouts, s.events, s.simulated_us);
+      s.slowdown_p99, s.rate_fraction_mean, s.goodput_gbps, s.rtt_p50_mean_us, s.rtt_p99_max_us, s.drops,
+      s.link_down_drops, s.ecn_marks, s.pfc_pauses, s.pfc_paused_us, s.retransmits, s.timeouts, s.events,
+      s.simulated_us);
 }
 
 }  // namespace megascale::sim

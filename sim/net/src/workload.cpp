@@ -204,6 +204,9 @@ Result<RunResult> run_flows(Fabric& fabric, const std::vector<FlowSpec>& specs, 
     const engine::ConnectionStats& st = flows[i].tx->stats();
     r.retransmits = st.retransmits();
     r.timeouts = st.timeouts;
+    r.rtt_samples = st.rtt.count();
+    r.rtt_p50_ps = ps_from_ns(static_cast<uint64_t>(st.rtt.percentile_ns(0.5)));
+    r.rtt_p99_ps = ps_from_ns(static_cast<uint64_t>(st.rtt.percentile_ns(0.99)));
     result.retransmits += r.retransmits;
     result.timeouts += r.timeouts;
     if (r.failed) ++result.failed;

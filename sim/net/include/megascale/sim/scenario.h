@@ -107,6 +107,9 @@ struct ScenarioSummary {
   // a fraction of its NIC's, averaged; the simulated counterpart of the "normalised aggregate
   // throughput" of ECMP collision calculations (cc-sim.md §7) for equal flows.
   double rate_fraction_mean = 0;
+  // RTT: the sample-weighted mean of the flows' median RTTs, and the largest flow p99 (engine
+  // histograms, so within ~19%).
+  double rtt_p50_mean_us = 0, rtt_p99_max_us = 0;
   size_t failed = 0;  // flows that ended with an error (not hung)
   double goodput_gbps = 0;
   uint64_t link_down_drops = 0;

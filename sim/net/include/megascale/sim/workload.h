@@ -38,6 +38,10 @@ struct FlowResult {
   TimePs send_done_ps = 0;   // start -> send acknowledged
   uint64_t retransmits = 0;  // the sender connection's (fast + RTO)
   uint64_t timeouts = 0;
+  // The sender connection's RTT samples (engine RttHistogram: log buckets, <= 19% error; 0 if none).
+  TimePs rtt_p50_ps = 0;
+  TimePs rtt_p99_ps = 0;
+  uint64_t rtt_samples = 0;
 };
 
 struct RunResult {
