@@ -410,7 +410,9 @@ void add_topo_fabric_commands(CLI::App& topo) {
       "fabric",
       "Summarise a fabric (tiers, switches, radix use, oversubscription, bisection bandwidth), the "
       "equal-cost paths between two NICs, and draw it");
-  fabric->add_option("fabric", fo->fabric, "Built-in preset (megascale, small-2tier) or fabric YAML file")
+  std::string presets;
+  for (const std::string& name : topo::fabric_preset_names()) presets += (presets.empty() ? "" : ", ") + name;
+  fabric->add_option("fabric", fo->fabric, "Built-in preset (" + presets + ") or fabric YAML file")
       ->required();
   fabric->add_option("--from", fo->from, "Source NIC, hH:nN (host H, NIC/rail N)");
   fabric->add_option("--to", fo->to, "Destination NIC, hH:nN");

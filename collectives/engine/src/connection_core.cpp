@@ -6,18 +6,26 @@
 #include <utility>
 
 namespace megascale::engine::detail {
+
+std::string duration_text(TimeNs ns) {
+  char buf[32];
+  const double v = static_cast<double>(ns);
+  if (ns >= kNsPerSec) {
+    std::snprintf(buf, sizeof buf, "%.1f s", v / 1e9);
+  } else if (ns >= kNsPerMs) {
+    std::snprintf(buf, sizeof buf, "%.1f ms", v / 1e6);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.0f us", v / 1e3);
+  }
+  return buf;
+}
+
 namespace {
 
 cc::RtoParams handshake_rto_params(const EngineConfig& cfg) {
   cc::RtoParams p = cfg.cc.rto;
   p.retry_budget_ns = cfg.connect_timeout_ns;
   return p;
-}
-
-std::string seconds(TimeNs ns) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f s", static_cast<double>(ns) / 1e9);
-  return buf;
 }
 
 bool is_pow2(uint32_t v) {
@@ -548,7 +556,7 @@ void ConnectionCore::on_timer(TimeNs now) {
     if (state_ == ConnectionState::kConnecting) {
       if (ctl_rto_.on_timeout(now) == cc::RtoVerdict::kGiveUp) {
         fail("connect to peer " + std::to_string(peer_) + ": no answer after " +
-             seconds(now - connect_start_ns_) + " (" + std::to_string(syns_sent_) + " SYNs sent)");
+             duration_text(now - connect_start_ns_) + " (" + std::to_string(syns_sent_) + " SYNs sent)");
         return;
       }
       syn_pending_ = true;
@@ -557,7 +565,7 @@ void ConnectionCore::on_timer(TimeNs now) {
     } else if (state_ == ConnectionState::kClosing && fin_sent_) {
       if (rto_.on_timeout(now) == cc::RtoVerdict::kGiveUp) {
         fail("close: peer " + std::to_string(peer_) + " unreachable: no answer to FIN after " +
-             seconds(now - fin_start_ns_));
+             duration_text(now - fin_start_ns_));
         return;
       }
       fin_pending_ = true;

@@ -28,6 +28,10 @@ namespace megascale::engine::detail {
 
 inline constexpr uint32_t kNoRequest = 0xFFFFFFFF;
 
+// A duration for an error message in the unit that shows it: "2.5 s", "1.2 ms", "350 us" (a budget of a
+// millisecond, as the simulator uses, must not read "0.0 s").
+std::string duration_text(TimeNs ns);
+
 // A posted send or receive. Lives in a slab; its RequestId carries the slab index and a generation.
 struct Request {
   uint32_t gen = 0;

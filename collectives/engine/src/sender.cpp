@@ -387,11 +387,8 @@ void ConnectionCore::on_rto(TimeNs now) {
     if (!probe_outstanding_) return;
     // An unanswered keepalive probe: retried on the RTO schedule, within the same retry budget.
     if (rto_.on_timeout(now) == cc::RtoVerdict::kGiveUp) {
-      char buf[160];
-      std::snprintf(buf, sizeof buf,
-                    "peer %u unreachable: nothing heard for %.1f s (keepalive probes unanswered)", peer_,
-                    static_cast<double>(now - last_rx_ns_) / 1e9);
-      fail(buf);
+      fail("peer " + std::to_string(peer_) + " unreachable: nothing heard for " +
+           duration_text(now - last_rx_ns_) + " (keepalive probes unanswered)");
       return;
     }
     probe_pending_ = true;
@@ -399,11 +396,9 @@ void ConnectionCore::on_rto(TimeNs now) {
     return;
   }
   if (rto_.on_timeout(now) == cc::RtoVerdict::kGiveUp) {
-    char buf[160];
-    std::snprintf(buf, sizeof buf,
-                  "peer %u unreachable: no progress for %.1f s after %u retransmission timeouts", peer_,
-                  static_cast<double>(now - last_progress_ns_) / 1e9, rto_.backoff_count());
-    fail(buf);
+    fail("peer " + std::to_string(peer_) + " unreachable: no progress for " +
+         duration_text(now - last_progress_ns_) + " after " + std::to_string(rto_.backoff_count()) +
+         " retransmission timeouts");
     return;
   }
   ++stats_.timeouts;

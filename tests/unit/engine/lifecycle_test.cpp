@@ -227,6 +227,7 @@ TEST(Lifecycle, PeerVanishesErrorWithinTheRetryBudget) {
       net.run_until([&] { return a->state() == ConnectionState::kFailed; }, net.now + 120'000'000'000));
   EXPECT_NE(a->error().find("unreachable: no progress for"), std::string::npos) << a->error();
   EXPECT_NE(a->error().find("retransmission timeouts"), std::string::npos) << a->error();
+  EXPECT_NE(a->error().find(" s after "), std::string::npos) << a->error();  // seconds, for a 5 s budget
   // Failed after the budget, and not much later than the slowest schedule allows.
   EXPECT_GE(net.now - vanished, cfg.cc.rto.retry_budget_ns);
   EXPECT_LE(net.now - vanished, worst.worst_case_budget_ns() + cfg.cc.rto.max_rto_ns);
@@ -238,6 +239,27 @@ TEST(Lifecycle, PeerVanishesErrorWithinTheRetryBudget) {
   EXPECT_LT(a->stats().bytes_acked, 200'000u);  // it did vanish mid-transfer
   EXPECT_EQ(net.ep[0]->stats().connections_failed, 1u);
   EXPECT_EQ(net.ep[0]->next_deadline(), kNever);  // no timers left: nothing spins
+}
+
+// A budget of milliseconds (as the simulator's flap scenarios use) reads in milliseconds, not "0.0 s".
+TEST(Lifecycle, ShortRetryBudgetIsReportedInMilliseconds) {
+  EngineConfig cfg = test_config();
+  cfg.cc.rto.retry_budget_ns = 3'000'000;  // 3 ms
+  cfg.cc.rto.min_rto_ns = std::min<TimeNs>(cfg.cc.rto.min_rto_ns, 100'000);
+  cfg.cc.rto.initial_rto_ns = std::min<TimeNs>(cfg.cc.rto.initial_rto_ns, 200'000);
+  TestNet net(cfg);
+  auto [a, b] = net.connect_pair();
+  Batch batch({50'000}, 7);
+  batch.post_recvs(b);
+  net.rule = [](const Sent& s) {
+    Fate f;
+    f.drop = s.is_data();  // every data segment is lost
+    return f;
+  };
+  batch.post_sends(a);
+  ASSERT_TRUE(net.run_until([&] { return a->state() == ConnectionState::kFailed; }, net.now + 1'000'000'000));
+  EXPECT_NE(a->error().find("unreachable: no progress for"), std::string::npos) << a->error();
+  EXPECT_NE(a->error().find(" ms after "), std::string::npos) << a->error();
 }
 
 TEST(Lifecycle, IdlePeerVanishesPendingReceiveFailsByKeepalive) {
