@@ -368,11 +368,7 @@ void ConnectionCore::on_fin(TimeNs now, const Packet& pkt) {
   }
   // The FIN acknowledges what the peer received: sends whose ACKs were lost complete, not fail.
   if (state_ == ConnectionState::kEstablished || state_ == ConnectionState::kClosing) {
-    for (uint64_t seq = snd_una_; seq < f.cum_ack; ++seq) {
-      TxSeg& s = ring_[seq & ring_mask_];
-      if (!s.sacked) deliver(seq, s, now);
-    }
-    snd_una_ = std::max(snd_una_, f.cum_ack);
+    advance_cum_ack(f.cum_ack, now);
   }
   if (pkt.hdr.flags & kFlagFinReply) {
     if (state_ == ConnectionState::kClosing && fin_sent_) {

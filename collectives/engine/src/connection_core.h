@@ -182,6 +182,9 @@ class ConnectionCore {
   void on_ack(TimeNs now, TimeNs rx_ns, const Packet& pkt);
   void on_cnp(TimeNs now, const Packet& pkt);
   void deliver(uint64_t seq, TxSeg& s, TimeNs now);
+  // Delivers every unsacked segment below `cum_ack` (<= snd_nxt_) and moves snd_una_ up to it; true if
+  // it moved. An ACK's cumulative point and a FIN's receive point both go through here.
+  bool advance_cum_ack(uint64_t cum_ack, TimeNs now);
   void detect_losses(TimeNs now, uint64_t scan_end);
   void mark_lost(uint64_t seq, TxSeg& s, bool by_rto);
   void on_rto(TimeNs now);

@@ -208,6 +208,16 @@ void ConnectionCore::deliver(uint64_t seq, TxSeg& s, TimeNs now) {
   }
 }
 
+bool ConnectionCore::advance_cum_ack(uint64_t cum_ack, TimeNs now) {
+  for (uint64_t seq = snd_una_; seq < cum_ack; ++seq) {
+    TxSeg& s = ring_[seq & ring_mask_];
+    if (!s.sacked) deliver(seq, s, now);
+  }
+  if (cum_ack <= snd_una_) return false;
+  snd_una_ = cum_ack;
+  return true;
+}
+
 void ConnectionCore::on_ack(TimeNs now, TimeNs rx_ns, const Packet& pkt) {
   const AckHeader& a = pkt.ack;
   ++stats_.acks_received;
@@ -246,15 +256,7 @@ void ConnectionCore::on_ack(TimeNs now, TimeNs rx_ns, const Packet& pkt) {
     }
   }
 
-  bool progress = false;
-  for (uint64_t seq = snd_una_; seq < a.cum_ack; ++seq) {
-    TxSeg& s = ring_[seq & ring_mask_];
-    if (!s.sacked) deliver(seq, s, now);
-  }
-  if (a.cum_ack > snd_una_) {
-    snd_una_ = a.cum_ack;
-    progress = true;
-  }
+  bool progress = advance_cum_ack(a.cum_ack, now);
   for (uint32_t i = 0; i < a.nsack; ++i) {
     for (uint64_t seq = std::max(a.sack[i].start, snd_una_); seq < a.sack[i].end; ++seq) {
       TxSeg& s = ring_[seq & ring_mask_];
