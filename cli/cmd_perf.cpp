@@ -178,6 +178,11 @@ void add_perf_command(CLI::App& app) {
          "adaptive: spin while traffic flows, sleep after 1 ms without; busy: always spin (a core per "
          "side); sleep: epoll whenever idle (better on hosts with few free cores)")
       ->capture_default_str();
+  cmd->add_option(
+         "--io-threads", o.io_threads,
+         "I/O threads per side: 0 = the polling thread makes every system call (lowest latency); N = "
+         "N threads own the lanes' sockets (send, receive, CRC checks) so lanes move in parallel")
+      ->capture_default_str();
   cmd->add_option("--timeout", o.timeout_s, "Fail when nothing completes for this many seconds")
       ->capture_default_str();
   cmd->add_option("--buffer-mib", f->buffer_mib,

@@ -6,9 +6,10 @@
 #   scripts/bench-loopback.sh                       # default preset (hybrid), 4 KiB segments
 #   CC=configs/cc/loopback.yaml SEGMENT=8192 scripts/bench-loopback.sh
 #   SECONDS_PER_RUN=5 MEGASCALE=build/cli/megascale scripts/bench-loopback.sh
+#   IO_THREADS=4 scripts/bench-loopback.sh          # adds bw rows with the wire's I/O threads
 #
 # Environment: MEGASCALE (binary; default build/cli/megascale, built if missing), CC (--cc preset),
-# SEGMENT (--segment), POLL (--poll), SECONDS_PER_RUN (iperf3 -t and perf -D; default 10), OUT
+# SEGMENT (--segment), POLL (--poll), IO_THREADS (adds bw rows with --io-threads N), SECONDS_PER_RUN (iperf3 -t and perf -D; default 10), OUT
 # (directory; default out/bench). Needs iperf3 and jq. Targets (issue 3): goodput >= 2x iperf3's single
 # stream, 8-byte RTT p50 < 25 us (the table prints one-way = RTT/2 as perftest does, and the RTT).
 set -euo pipefail
@@ -66,6 +67,11 @@ run_perf() {  # name, extra flags...
 }
 run_perf bw-1lane --test bw -s 67108864 -D "$secs" --lanes 1
 run_perf bw-4lanes --test bw -s 67108864 -D "$secs" --lanes 4
+io_threads=${IO_THREADS:-0}
+if [ "$io_threads" -gt 0 ]; then
+  run_perf bw-1lane-io "--io-threads=$io_threads" --test bw -s 67108864 -D "$secs" --lanes 1
+  run_perf bw-4lanes-io "--io-threads=$io_threads" --test bw -s 67108864 -D "$secs" --lanes 4
+fi
 run_perf lat-8B --test lat -s 8 -n 10000 --lanes 1
 
 # One row per run: goodput, ratio to iperf3, kernel drops, p50 latency.
@@ -91,6 +97,10 @@ row() {  # name, kind
   printf 'iperf3-tcp-1stream\t%.2f\t1x\t- (tcp retx %s)\t-\n' "$iperf_gbps" "$iperf_retx"
   row bw-1lane bw
   row bw-4lanes bw
+  if [ "$io_threads" -gt 0 ]; then
+    row bw-1lane-io bw
+    row bw-4lanes-io bw
+  fi
   row lat-8B lat
 } | column -t -s $'\t' | tee "$run_dir/summary.txt"
 
@@ -100,9 +110,11 @@ jq -n --arg stamp "$stamp" --arg kernel "$(uname -r)" --arg cpu "$(grep -m1 'mod
   --slurpfile bw1 <(cat "$run_dir/bw-1lane.json" 2>/dev/null || echo null) \
   --slurpfile bw4 <(cat "$run_dir/bw-4lanes.json" 2>/dev/null || echo null) \
   --slurpfile lat <(cat "$run_dir/lat-8B.json" 2>/dev/null || echo null) \
+  --slurpfile bw1io <(cat "$run_dir/bw-1lane-io.json" 2>/dev/null || echo null) \
+  --slurpfile bw4io <(cat "$run_dir/bw-4lanes-io.json" 2>/dev/null || echo null) --argjson io "$io_threads" \
   '{stamp: $stamp, machine: {kernel: $kernel, cpu: $cpu, cores: $cores, load_average_at_end: $load},
-    settings: {cc: $cc, segment_bytes: $segment, poll: $poll, seconds_per_run: $secs},
+    settings: {cc: $cc, segment_bytes: $segment, poll: $poll, seconds_per_run: $secs, io_threads: $io},
     iperf3_gbps: ($iperf[0].end.sum_received.bits_per_second / 1e9),
-    perf: {bw_1lane: $bw1[0], bw_4lanes: $bw4[0], lat_8B: $lat[0]}}' >"$out/loopback-$stamp.json"
+    perf: {bw_1lane: $bw1[0], bw_4lanes: $bw4[0], bw_1lane_io: $bw1io[0], bw_4lanes_io: $bw4io[0], lat_8B: $lat[0]}}' >"$out/loopback-$stamp.json"
 echo "bench-loopback: wrote $out/loopback-$stamp.json and $run_dir/" >&2
 exit $status

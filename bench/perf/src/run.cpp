@@ -30,6 +30,7 @@ wire::UdpConfig wire_config_for(const PerfOptions& o, PerfRole side, const cc::C
   c.fault = fault;
   c.engine.cc = cc;
   c.engine.lanes = o.lanes;
+  c.io_threads = o.io_threads;
   // The engine uses the smaller of both sides' segments: a server without --segment lets the client choose.
   c.engine.segment_bytes =
       server && !o.loopback && !o.is_explicit(flag::kSegment) ? engine::kMaxSegmentPayload : o.segment_bytes;

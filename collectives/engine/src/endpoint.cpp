@@ -139,6 +139,19 @@ void Endpoint::on_packet(TimeNs now, uint32_t peer, const uint8_t* data, size_t 
   dispatch(now, peer, r, ce, rx_time_ns);
 }
 
+void Endpoint::on_verified_packet(TimeNs now, uint32_t peer, const uint8_t* data, size_t len, bool ce,
+                                  TimeNs rx_time_ns) {
+  Impl& im = *impl_;
+  ++im.stats.packets_received;
+  Packet& pkt = im.scratch;
+  const DecodeResult r = decode_packet(data, len, pkt, false);
+  if (r != DecodeResult::kOk) {
+    ++im.stats.malformed_dropped;
+    return;
+  }
+  dispatch(now, peer, r, ce, rx_time_ns);
+}
+
 void Endpoint::on_packet_header_only(TimeNs now, uint32_t peer, const uint8_t* header, size_t header_len,
                                      uint32_t absent_payload_bytes, bool ce, TimeNs rx_time_ns) {
   Impl& im = *impl_;

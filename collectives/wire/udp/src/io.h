@@ -10,6 +10,7 @@
 #include <optional>
 #include <vector>
 
+#include "io_thread.h"
 #include "megascale/engine/endpoint.h"
 #include "megascale/wire/fault.h"
 #include "megascale/wire/udp.h"
@@ -28,6 +29,11 @@ inline constexpr uint32_t kWakeToken = UINT32_MAX;
 // busy direction cannot starve the other (ACKs must get in while data goes out).
 inline constexpr int kRxRoundsPerSocket = 4;
 inline constexpr int kTxRoundsPerProgress = 8;
+// Batches in each direction between the engine's thread and one I/O thread.
+inline constexpr size_t kIoThreadSlots = 8;
+// Messages per recvmmsg on an I/O thread: with GRO up to 64 KiB each, so 1 MiB per batch and 8 MiB per
+// thread in its slots.
+inline constexpr size_t kIoThreadRxBatch = 16;
 // Path ids unused this long release their socket (PathMap); looked at this often.
 inline constexpr TimeNs kPathIdleNs = 2 * kNsPerSec;
 inline constexpr TimeNs kPathSweepIntervalNs = 100 * kNsPerMs;
@@ -41,6 +47,7 @@ struct UdpWire::Io {
         tx(config.batch),
         items(config.batch) {}
   ~Io() {
+    threads.clear();  // stop the I/O threads before their sockets close
     for (detail::UdpSocket& s : sockets) detail::close_udp_socket(s);
     if (epfd >= 0) ::close(epfd);
     if (wakefd >= 0) ::close(wakefd);
@@ -57,7 +64,12 @@ struct UdpWire::Io {
   detail::UdpReceiver receiver;
   detail::RxClock rx_clock;  // kernel receive timestamps -> CLOCK_MONOTONIC
   std::optional<FaultInjector> fault;
-  std::vector<engine::TxPacket> tx;  // one batch from poll_tx
+  // UdpConfig::io_threads > 0: the threads that own the sockets' system calls (socket i: thread
+  // i % threads.size()), and where they wake this side.
+  std::vector<std::unique_ptr<detail::IoThread>> threads;
+  detail::CallerWake caller_wake;
+  std::vector<detail::TxBatch*> tx_open;  // transmit_to_threads_locked: the batch being filled per thread
+  std::vector<engine::TxPacket> tx;       // one batch from poll_tx
   std::vector<detail::TxItem> items;
   std::vector<epoll_event> events = std::vector<epoll_event>(64);
   int epfd = -1;

@@ -55,6 +55,7 @@ Status validate_udp_config(const UdpConfig& c) {
     return bad("socket_buffer_bytes=" + std::to_string(c.socket_buffer_bytes) + ": must be > 0");
   }
   if (c.max_peers < 1) return bad("max_peers must be >= 1");
+  if (c.io_threads > 64) return bad("io_threads=" + std::to_string(c.io_threads) + ": at most 64");
   if (c.spin_ns < 0) return bad("spin_ns=" + std::to_string(c.spin_ns) + ": must be >= 0");
   if (c.idle_poll_ns < 0) return bad("idle_poll_ns=" + std::to_string(c.idle_poll_ns) + ": must be >= 0");
   if (Status s = validate_fault_config(c.fault, "udp config"); !s) return s;
@@ -186,7 +187,8 @@ Result<std::unique_ptr<UdpWire>> UdpWire::create(const UdpConfig& given) {
   io->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (io->epfd < 0 || io->wakefd < 0)
     return make_error(std::string("udp wire: epoll/eventfd: ") + strerror(errno));
-  for (uint32_t i = 0; i < io->sockets.size(); ++i) {
+  // With I/O threads the sockets are theirs; this side's epoll set has only the wake-up eventfd.
+  for (uint32_t i = 0; i < io->sockets.size() && config.io_threads == 0; ++i) {
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.u32 = i;
@@ -200,6 +202,18 @@ Result<std::unique_ptr<UdpWire>> UdpWire::create(const UdpConfig& given) {
   epoll_ctl(io->epfd, EPOLL_CTL_ADD, io->wakefd, &wake);
   if (io->events.size() < io->sockets.size() + 1) io->events.resize(io->sockets.size() + 1);
   if (config.fault.enabled()) io->fault.emplace(config.fault);
+  if (config.io_threads > 0) {
+    // At most one thread per socket: a thread without sockets would only idle.
+    const uint32_t n = std::min<uint32_t>(config.io_threads, static_cast<uint32_t>(io->sockets.size()));
+    io->caller_wake.fd = io->wakefd;
+    for (uint32_t t = 0; t < n; ++t) {
+      io->threads.push_back(std::make_unique<detail::IoThread>(
+          t, n, io->sockets, config.batch, std::min<size_t>(config.batch, kIoThreadRxBatch), kIoThreadSlots,
+          io->gso, config.busy_poll, config.idle_poll_ns, &io->caller_wake));
+      if (Status s = io->threads.back()->start(); !s) return s.error();
+    }
+    io->tx_open.resize(n, nullptr);
+  }
 
   std::unique_ptr<UdpWire> wire(new UdpWire(config, std::move(*endpoint), std::move(io)));
   wire->caps_ = std::move(caps);
@@ -248,22 +262,60 @@ Status UdpWire::progress_locked(TimeNs now, bool read_clock) {
   return {};
 }
 
-void UdpWire::deliver_locked(TimeNs now, uint32_t peer, uint8_t* data, size_t len, bool ce, TimeNs rx_ns) {
+void UdpWire::deliver_locked(TimeNs now, uint32_t peer, uint8_t* data, size_t len, bool ce, TimeNs rx_ns,
+                             bool verified) {
   ++io_->datagrams_received;
   io_->bytes_received += len;
   io_->ce_received += ce ? 1 : 0;
   if (!io_->fault) {
-    endpoint_->on_packet(now, peer, data, len, ce, rx_ns);
+    if (verified) {
+      endpoint_->on_verified_packet(now, peer, data, len, ce, rx_ns);
+    } else {
+      endpoint_->on_packet(now, peer, data, len, ce, rx_ns);
+    }
     return;
   }
+  // Fault injection may change the bytes after an I/O thread checked them: the engine checks again.
   bool marked = ce;
   const FaultInjector::Verdict v = io_->fault->apply(now, peer, std::span<uint8_t>(data, len), marked);
   if (v.action != FaultInjector::Action::kDeliver) return;
   for (int i = 0; i < v.copies; ++i) endpoint_->on_packet(now, peer, data, len, marked, rx_ns);
 }
 
+void UdpWire::deliver_message_locked(TimeNs now, const detail::RxMessage& m, const uint8_t*& verified) {
+  Io& io = *io_;
+  if (m.truncated || m.segment_size == 0) return;
+  // One stamp per message: every datagram split from a GRO aggregate arrived with it.
+  TimeNs rx_ns = engine::kRxTimeNow;
+  bool rejected = false;
+  if (m.rx_realtime_ns != 0) {
+    const TimeNs t = io.rx_clock.to_monotonic(m.rx_realtime_ns);
+    rejected = !detail::RxClock::plausible(t, now);
+    if (!rejected) rx_ns = t;
+  }
+  for (size_t off = 0; off < m.bytes.size(); off += m.segment_size) {
+    const size_t len = std::min(m.segment_size, m.bytes.size() - off);
+    uint8_t* datagram = m.bytes.data() + off;
+    const bool ok = verified != nullptr && *verified++ != 0;
+    // Each source address is a peer id of its own: a remote connection's lanes (one source port
+    // each) arrive under several ids, and the engine demultiplexes them by connection id.
+    const std::optional<uint32_t> peer = io.peers.intern(*m.from);
+    if (!peer) {
+      ++io.peer_table_full;
+      continue;
+    }
+    io.rx_timestamped += rx_ns != engine::kRxTimeNow ? 1 : 0;
+    io.rx_timestamps_rejected += rejected ? 1 : 0;
+    deliver_locked(now, *peer, datagram, len, m.ce, rx_ns, ok);
+  }
+}
+
 void UdpWire::receive_locked(TimeNs now, bool read_clock) {
   Io& io = *io_;
+  if (!io.threads.empty()) {
+    receive_from_threads_locked(now, read_clock);
+    return;
+  }
   const int n_ready = epoll_wait(io.epfd, io.events.data(), static_cast<int>(io.events.size()), 0);
   for (int e = 0; e < n_ready; ++e) {
     const uint32_t token = io.events[static_cast<size_t>(e)].data.u32;
@@ -286,39 +338,36 @@ void UdpWire::receive_locked(TimeNs now, bool read_clock) {
         io.last_io_ns = now;
         if (caps_.rx_timestamps && io.rx_clock.stale(now)) io.rx_clock.refresh();
       }
-      for (int i = 0; i < n; ++i) {
-        detail::RxMessage m = io.receiver.message(i);
-        if (m.truncated || m.segment_size == 0) continue;
-        // One stamp per message: every datagram split from a GRO aggregate arrived with it.
-        TimeNs rx_ns = engine::kRxTimeNow;
-        bool rejected = false;
-        if (m.rx_realtime_ns != 0) {
-          const TimeNs t = io.rx_clock.to_monotonic(m.rx_realtime_ns);
-          rejected = !detail::RxClock::plausible(t, now);
-          if (!rejected) rx_ns = t;
-        }
-        for (size_t off = 0; off < m.bytes.size(); off += m.segment_size) {
-          const size_t len = std::min(m.segment_size, m.bytes.size() - off);
-          uint8_t* datagram = m.bytes.data() + off;
-          // Each source address is a peer id of its own: a remote connection's lanes (one source port
-          // each) arrive under several ids, and the engine demultiplexes them by connection id.
-          const std::optional<uint32_t> peer = io.peers.intern(*m.from);
-          if (!peer) {
-            ++io.peer_table_full;
-            continue;
-          }
-          io.rx_timestamped += rx_ns != engine::kRxTimeNow ? 1 : 0;
-          io.rx_timestamps_rejected += rejected ? 1 : 0;
-          deliver_locked(now, *peer, datagram, len, m.ce, rx_ns);
-        }
-      }
+      const uint8_t* none = nullptr;
+      for (int i = 0; i < n; ++i) deliver_message_locked(now, io.receiver.message(i), none);
       if (static_cast<size_t>(n) < config_.batch) break;  // drained
+    }
+  }
+}
+
+void UdpWire::receive_from_threads_locked(TimeNs now, bool read_clock) {
+  Io& io = *io_;
+  for (auto& thread : io.threads) {
+    for (int round = 0; round < kRxRoundsPerSocket; ++round) {
+      detail::RxBatch* b = thread->rx().consumer_slot();
+      if (b == nullptr) break;
+      if (read_clock) now = UdpWire::now();
+      io.last_io_ns = now;
+      if (caps_.rx_timestamps && io.rx_clock.stale(now)) io.rx_clock.refresh();
+      const uint8_t* verified = b->verified.data();
+      for (int i = 0; i < b->count; ++i)
+        deliver_message_locked(now, b->messages[static_cast<size_t>(i)], verified);
+      thread->rx().release();
     }
   }
 }
 
 void UdpWire::transmit_locked(TimeNs now, bool read_clock) {
   Io& io = *io_;
+  if (!io.threads.empty()) {
+    transmit_to_threads_locked(now, read_clock);
+    return;
+  }
   for (int round = 0; round < kTxRoundsPerProgress; ++round) {
     size_t n = 0;
     while (n < config_.batch && endpoint_->poll_tx(now, io.tx[n])) ++n;
@@ -329,16 +378,76 @@ void UdpWire::transmit_locked(TimeNs now, bool read_clock) {
         ++io.tx_bad_peer;
         continue;
       }
-      // Packets without a lane (SYN, endpoint RSTs) leave from socket 0, the address peers know: the
-      // receiving engine matches them by (peer, connection id of ours).
-      const uint32_t socket =
-          p.path_id == engine::kHomePathId ? 0 : io.paths.socket_for(p.path_id, p.conn_id, p.lane, now);
-      io.items[k++] = detail::TxItem{p.header, p.header_len, p.payload, p.payload_len, socket, p.peer, p.ect};
+      io.items[k++] =
+          detail::TxItem{p.header, p.header_len, p.payload, p.payload_len, socket_for(p, now), p.peer, p.ect};
     }
     // The payload pointers stay valid until the next engine call other than poll_tx: send now.
     if (k > 0) io.last_io_ns = now;
     if (k > 0) io.sender.send(std::span(io.items.data(), k), io.sockets, io.peers.addresses(), io.gso);
     if (n < config_.batch) {
+      more_tx_ = false;
+      return;
+    }
+    if (read_clock) now = UdpWire::now();
+  }
+  more_tx_ = true;
+}
+
+uint32_t UdpWire::socket_for(const engine::TxPacket& p, TimeNs now) {
+  // Packets without a lane (SYN, endpoint RSTs) leave from socket 0, the address peers know: the
+  // receiving engine matches them by (peer, connection id of ours).
+  return p.path_id == engine::kHomePathId ? 0 : io_->paths.socket_for(p.path_id, p.conn_id, p.lane, now);
+}
+
+void UdpWire::transmit_to_threads_locked(TimeNs now, bool read_clock) {
+  Io& io = *io_;
+  const size_t n_threads = io.threads.size();
+  std::vector<detail::TxBatch*>& open = io.tx_open;
+  for (int round = 0; round < kTxRoundsPerProgress; ++round) {
+    // A batch per thread must be free before polling: a packet taken from the engine has to go somewhere.
+    for (size_t t = 0; t < n_threads; ++t) {
+      open[t] = io.threads[t]->tx().producer_slot();
+      if (open[t] == nullptr) {
+        more_tx_ = true;  // that thread is behind; try again next round
+        return;
+      }
+      open[t]->count = 0;
+      open[t]->peers.clear();
+      open[t]->peer_ids.clear();
+    }
+    size_t polled = 0;
+    bool full = false;
+    while (!full) {
+      // Poll into a scratch packet, then copy it to its thread's batch (headers are small).
+      engine::TxPacket& p = io.tx[0];
+      if (!endpoint_->poll_tx(now, p)) break;
+      ++polled;
+      if (!io.peers.contains(p.peer)) {
+        ++io.tx_bad_peer;
+        continue;
+      }
+      const uint32_t socket = socket_for(p, now);
+      detail::TxBatch& b = *open[socket % n_threads];
+      uint32_t local_peer = 0;
+      while (local_peer < b.peer_ids.size() && b.peer_ids[local_peer] != p.peer) ++local_peer;
+      if (local_peer == b.peer_ids.size()) {
+        b.peer_ids.push_back(p.peer);
+        b.peers.push_back(io.peers.address(p.peer));
+      }
+      engine::TxPacket& kept = b.packets[b.count];
+      kept = p;
+      b.items[b.count] = detail::TxItem{kept.header, kept.header_len, kept.payload, kept.payload_len,
+                                        socket,      local_peer,      kept.ect};
+      ++b.count;
+      full = b.count == config_.batch;
+    }
+    if (polled > 0) io.last_io_ns = now;
+    for (size_t t = 0; t < n_threads; ++t) {
+      if (open[t]->count == 0) continue;
+      io.threads[t]->tx().publish();
+      io.threads[t]->wake();
+    }
+    if (!full) {
       more_tx_ = false;
       return;
     }
@@ -374,14 +483,36 @@ UdpWireStats UdpWire::stats() const {
   s.gso_fallbacks = tx.gso_fallbacks;
   s.datagrams_per_port = io.sender.per_socket();
   s.datagrams_per_port.resize(io.sockets.size(), 0);
+  for (const auto& t : io.threads) {
+    // Each I/O thread's sends and receives (this thread's own counters above stay zero then).
+    const detail::IoThreadCounters& c = t->counters();
+    auto get = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+    s.datagrams_sent += get(c.tx_datagrams);
+    s.bytes_sent += get(c.tx_bytes);
+    s.send_messages += get(c.tx_messages);
+    s.gso_messages += get(c.tx_gso_messages);
+    s.send_syscalls += get(c.tx_syscalls);
+    s.send_dropped_full += get(c.tx_dropped_full);
+    s.send_dropped_error += get(c.tx_dropped_error);
+    s.gso_fallbacks += get(c.tx_gso_fallbacks);
+    s.recv_messages += get(c.rx_messages);
+    s.gro_messages += get(c.rx_gro_messages);
+    s.recv_syscalls += get(c.rx_syscalls);
+    s.recv_truncated += get(c.rx_truncated);
+    s.recv_errors += get(c.rx_errors);
+    s.io_thread_sleeps += get(c.sleeps);
+    const std::vector<uint64_t> per = t->per_socket();
+    for (size_t i = 0; i < per.size() && i < s.datagrams_per_port.size(); ++i)
+      s.datagrams_per_port[i] += per[i];
+  }
   const detail::ReceiveCounters& rx = io.receiver.counters();
   s.datagrams_received = io.datagrams_received;
   s.bytes_received = io.bytes_received;
-  s.recv_messages = rx.messages;
-  s.gro_messages = rx.gro_messages;
-  s.recv_syscalls = rx.syscalls;
-  s.recv_truncated = rx.truncated;
-  s.recv_errors = io.recv_errors;
+  s.recv_messages += rx.messages;
+  s.gro_messages += rx.gro_messages;
+  s.recv_syscalls += rx.syscalls;
+  s.recv_truncated += rx.truncated;
+  s.recv_errors += io.recv_errors;
   s.ce_received = io.ce_received;
   s.rx_timestamped = io.rx_timestamped;
   s.rx_timestamps_rejected = io.rx_timestamps_rejected;

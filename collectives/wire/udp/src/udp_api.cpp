@@ -37,6 +37,16 @@ void UdpWire::wait_for_io(TimeNs until) {
     ts.tv_sec = wait_ns / kNsPerSec;
     ts.tv_nsec = wait_ns % kNsPerSec;
   }
+  // I/O threads write the eventfd after publishing a batch only while this flag is set; set, then look
+  // at their rings, so that a batch published in between is not slept through.
+  io_->caller_wake.sleeping.store(true, std::memory_order_seq_cst);
+  struct Clear {
+    std::atomic<bool>& flag;
+    ~Clear() { flag.store(false, std::memory_order_relaxed); }
+  } clear{io_->caller_wake.sleeping};
+  for (const auto& t : io_->threads) {
+    if (t->rx().consumer_slot() != nullptr) return;
+  }
   // Level-triggered: the events are looked at again by the next progress round; here they only wake.
   epoll_event events[8];
   int rc = epoll_pwait2(io_->epfd, events, 8, forever ? nullptr : &ts, nullptr);

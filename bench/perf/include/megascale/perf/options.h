@@ -98,6 +98,7 @@ struct PerfOptions {
   uint32_t segment_bytes = 4096;        // --segment: payload bytes per datagram
   uint8_t dscp = 0;                     // --dscp
   PerfPoll poll = PerfPoll::kAdaptive;  // --poll
+  uint32_t io_threads = 0;              // --io-threads: the wire's I/O threads per side (UdpConfig)
 
   // The client's lane source ports (source_ports.h): an explicit list (--source-ports), or chosen by
   // the topology's port mapping for the fabric path --from -> --to (--fabric, --hash). Client only.

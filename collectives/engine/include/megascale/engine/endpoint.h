@@ -32,6 +32,7 @@
 //     (SEG: the message is larger than the receive) and kFlagAckRequest (ACK: keepalive probe).
 //   - config.h: keepalive_interval_ns (liveness of idle connections with pending requests).
 //   - connection.h: close() drains sends still waiting for a credit for at most the retry budget.
+//   - (io threads) on_verified_packet: on_packet for a datagram whose payload CRC the caller checked.
 //   - (engine2) on_packet(..., ce, rx_time_ns = kRxTimeNow): the datagram's arrival time (a kernel
 //     receive timestamp in the caller's clock domain); RTT samples for the controllers end at the
 //     ACK's arrival and the echoed remote delay starts at the segment's arrival, so this host's
@@ -111,6 +112,14 @@ class Endpoint {
   // leaves out how late either host got round to a packet. The RTO still learns from processing time.
   void on_packet(TimeNs now, uint32_t peer, const uint8_t* data, size_t len, bool ce,
                  TimeNs rx_time_ns = kRxTimeNow);
+
+  // As on_packet, for a datagram whose payload CRC the caller has already checked: it passed
+  // decode_packet(data, len, ..., verify_payload_crc = true) with kOk, on these very bytes, on another
+  // thread (a wire's I/O thread checks CRCs so the thread driving the engine only copies). The header is
+  // decoded and checked again; the payload is not read twice. Bytes changed after the check (fault
+  // injection) must go through on_packet instead.
+  void on_verified_packet(TimeNs now, uint32_t peer, const uint8_t* data, size_t len, bool ce,
+                          TimeNs rx_time_ns = kRxTimeNow);
 
   // Virtual payload (config.virtual_payload, for simulation): one arriving datagram of which only the
   // header, header[0..header_len), exists; a SEG's payload of `absent_payload_bytes` bytes is absent

@@ -45,6 +45,8 @@
 // under several peer ids while replies go to the address the connection was opened with.
 //
 // API change log:
+//   - (io threads) UdpConfig::io_threads: socket system calls and receive CRC checks on threads of
+//     the wire's own; UdpWireStats::io_thread_sleeps.
 //   - (ports) UdpConfig::source_ports: explicit source ports for the pool; lane i leaves from socket i
 //     (was: the least-loaded socket when its path id was first seen).
 //   - (engine2) UdpConfig::pacer_burst_floor_bytes (64 KiB) and min_rto_floor_ns (1 ms): software-path
@@ -79,6 +81,7 @@
 namespace megascale::wire {
 namespace detail {
 struct SockAddr;
+struct RxMessage;
 }
 
 struct UdpConfig {
@@ -113,6 +116,16 @@ struct UdpConfig {
   // Threaded mode: after a round that moved packets, keep polling this long before sleeping. Waking
   // from epoll costs tens of microseconds, which a delay-based controller would see as queueing.
   TimeNs idle_poll_ns = 50 * kNsPerUs;
+  // I/O threads: 0 = the thread that drives progress() makes every system call itself (lowest latency:
+  // no hand-over between threads). N > 0 = N threads of the wire's own take the sockets (socket i:
+  // thread i % N; at most one per socket): they receive, check CRCs and send, so lanes on different
+  // sockets move in parallel and the driving thread only runs the protocol and copies payload into
+  // posted buffers (collectives/wire/README.md, "I/O threads"). Works with either way of driving.
+  // A packet may then leave after progress() returned: a retransmission still queued for an I/O thread
+  // when its send completes reads a buffer the application may already reuse; that copy fails its CRC
+  // at the receiver (which has the data already), or, if the memory is gone, the send fails (EFAULT,
+  // counted in send_dropped_error). It is never delivered as data.
+  uint32_t io_threads = 0;
   FaultConfig fault;            // off by default
   engine::EngineConfig engine;  // the transport's own knobs
 
@@ -181,6 +194,7 @@ struct UdpWireStats {
   uint64_t progress_calls = 0;
   uint64_t tx_deferred = 0;  // rounds that completed a receive and left their ACKs for the next round
   uint64_t sleeps = 0;       // threaded mode: times the thread slept in epoll
+  uint64_t io_thread_sleeps = 0;  // io_threads > 0: times an I/O thread slept in epoll
   FaultCounters fault;
 };
 
@@ -298,8 +312,15 @@ class UdpWire {
   UdpWire(const UdpConfig& config, std::unique_ptr<engine::Endpoint> endpoint, std::unique_ptr<Io> io);
   Status progress_locked(TimeNs now, bool read_clock);
   void receive_locked(TimeNs now, bool read_clock);
-  void deliver_locked(TimeNs now, uint32_t peer, uint8_t* data, size_t len, bool ce, TimeNs rx_ns);
+  void receive_from_threads_locked(TimeNs now, bool read_clock);
+  // One received message (a datagram or a GRO aggregate). `verified`, if not null, has a flag per
+  // datagram (1: an I/O thread found its CRCs good) and is advanced past this message's.
+  void deliver_message_locked(TimeNs now, const detail::RxMessage& m, const uint8_t*& verified);
+  void deliver_locked(TimeNs now, uint32_t peer, uint8_t* data, size_t len, bool ce, TimeNs rx_ns,
+                      bool verified);
   void transmit_locked(TimeNs now, bool read_clock);
+  void transmit_to_threads_locked(TimeNs now, bool read_clock);
+  uint32_t socket_for(const engine::TxPacket& p, TimeNs now);  // pool index a packet leaves from
   TimeNs next_deadline_locked() const;
   void wake_locked();
   uint64_t completion_signature_locked(engine::ConnId conn) const;

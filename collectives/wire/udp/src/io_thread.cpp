@@ -1,0 +1,216 @@
+// An I/O thread of the UDP wire (see io_thread.h).
+#include "io_thread.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "megascale/engine/packet.h"
+
+namespace megascale::wire::detail {
+namespace {
+
+constexpr uint32_t kWake = UINT32_MAX;
+// Receive batches per socket per loop, so that one busy socket cannot starve the sends.
+constexpr int kRxRoundsPerSocket = 4;
+// Longest sleep: a stop() that loses its wake-up is still noticed.
+constexpr int kMaxSleepMs = 100;
+
+TimeNs monotonic_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<TimeNs>(ts.tv_sec) * kNsPerSec + ts.tv_nsec;
+}
+
+template <class T>
+std::vector<std::unique_ptr<T>> make_slots(size_t n, size_t batch) {
+  std::vector<std::unique_ptr<T>> v;
+  for (size_t i = 0; i < n; ++i) v.push_back(std::make_unique<T>(batch));
+  return v;
+}
+
+void add(std::atomic<uint64_t>& a, uint64_t delta) {
+  // The thread is the only writer: a plain load and store, no read-modify-write.
+  if (delta != 0) a.store(a.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
+}
+
+}  // namespace
+
+IoThread::IoThread(uint32_t index, uint32_t threads, std::span<const UdpSocket> sockets, size_t tx_batch,
+                   size_t rx_batch, size_t slots, bool gso, bool busy_poll, TimeNs idle_poll_ns,
+                   CallerWake* caller)
+    : index_(index),
+      sockets_(sockets),
+      rx_batch_(rx_batch),
+      gso_(gso),
+      busy_poll_(busy_poll),
+      idle_poll_ns_(idle_poll_ns),
+      caller_(caller),
+      rx_(make_slots<RxBatch>(slots, rx_batch)),
+      tx_(make_slots<TxBatch>(slots, tx_batch)),
+      sender_(tx_batch),
+      per_socket_(new std::atomic<uint64_t>[sockets.size()]) {
+  for (uint32_t i = 0; i < sockets.size(); ++i) {
+    if (i % threads == index) mine_.push_back(i);
+    per_socket_[i].store(0);
+  }
+}
+
+IoThread::~IoThread() {
+  stop();
+  if (epfd_ >= 0) ::close(epfd_);
+  if (wakefd_ >= 0) ::close(wakefd_);
+}
+
+Status IoThread::start() {
+  epfd_ = epoll_create1(EPOLL_CLOEXEC);
+  wakefd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (epfd_ < 0 || wakefd_ < 0) {
+    return make_error("udp wire: I/O thread " + std::to_string(index_) +
+                      ": epoll/eventfd: " + strerror(errno));
+  }
+  for (uint32_t s : mine_) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u32 = s;
+    if (epoll_ctl(epfd_, EPOLL_CTL_ADD, sockets_[s].fd, &ev) != 0) {
+      return make_error("udp wire: I/O thread " + std::to_string(index_) + ": epoll_ctl: " + strerror(errno));
+    }
+  }
+  epoll_event wake{};
+  wake.events = EPOLLIN;
+  wake.data.u32 = kWake;
+  epoll_ctl(epfd_, EPOLL_CTL_ADD, wakefd_, &wake);
+  thread_ = std::thread([this] { run(); });
+  return {};
+}
+
+void IoThread::stop() {
+  if (!thread_.joinable()) return;
+  stop_.store(true);
+  eventfd_write(wakefd_, 1);
+  thread_.join();
+  thread_ = std::thread();
+}
+
+void IoThread::wake() {
+  if (sleeping_.load(std::memory_order_seq_cst)) eventfd_write(wakefd_, 1);
+}
+
+std::vector<uint64_t> IoThread::per_socket() const {
+  std::vector<uint64_t> v(sockets_.size());
+  for (size_t i = 0; i < v.size(); ++i) v[i] = per_socket_[i].load(std::memory_order_relaxed);
+  return v;
+}
+
+void IoThread::publish_tx_counters() {
+  const SendCounters& c = sender_.counters();
+  IoThreadCounters& p = counters_;
+  p.tx_datagrams.store(c.datagrams, std::memory_order_relaxed);
+  p.tx_bytes.store(c.bytes, std::memory_order_relaxed);
+  p.tx_messages.store(c.messages, std::memory_order_relaxed);
+  p.tx_gso_messages.store(c.gso_messages, std::memory_order_relaxed);
+  p.tx_syscalls.store(c.syscalls, std::memory_order_relaxed);
+  p.tx_dropped_full.store(c.dropped_full, std::memory_order_relaxed);
+  p.tx_dropped_error.store(c.dropped_error, std::memory_order_relaxed);
+  p.tx_gso_fallbacks.store(c.gso_fallbacks, std::memory_order_relaxed);
+  const std::vector<uint64_t>& sent = sender_.per_socket();
+  for (size_t i = 0; i < sent.size() && i < sockets_.size(); ++i) {
+    per_socket_[i].store(sent[i], std::memory_order_relaxed);
+  }
+}
+
+bool IoThread::send_ready() {
+  bool sent = false;
+  while (TxBatch* b = tx_.consumer_slot()) {
+    sender_.send(std::span<const TxItem>(b->items.data(), b->count), sockets_, b->peers, gso_);
+    tx_.release();
+    sent = true;
+  }
+  if (sent) publish_tx_counters();
+  return sent;
+}
+
+bool IoThread::receive_ready(bool& rx_full) {
+  bool received = false;
+  for (uint32_t s : mine_) {
+    for (int round = 0; round < kRxRoundsPerSocket; ++round) {
+      RxBatch* b = rx_.producer_slot();
+      if (b == nullptr) {
+        rx_full = true;
+        return received;
+      }
+      const ReceiveCounters before = b->receiver.counters();
+      const int n = b->receiver.receive(sockets_[s].fd);
+      const ReceiveCounters& after = b->receiver.counters();
+      add(counters_.rx_syscalls, after.syscalls - before.syscalls);
+      add(counters_.rx_messages, after.messages - before.messages);
+      if (n < 0) {
+        add(counters_.rx_errors, 1);  // e.g. an ICMP error queued on the socket
+        continue;
+      }
+      if (n == 0) break;
+      // Split and check here, so the engine's thread only demultiplexes and copies.
+      b->verified.clear();
+      for (int i = 0; i < n; ++i) {
+        RxMessage m = b->receiver.message(i);
+        b->messages[static_cast<size_t>(i)] = m;
+        if (m.truncated || m.segment_size == 0) continue;
+        for (size_t off = 0; off < m.bytes.size(); off += m.segment_size) {
+          const size_t len = std::min(m.segment_size, m.bytes.size() - off);
+          const bool ok =
+              engine::decode_packet(m.bytes.data() + off, len, scratch_, true) == engine::DecodeResult::kOk;
+          b->verified.push_back(ok ? 1 : 0);
+        }
+      }
+      add(counters_.rx_gro_messages, after.gro_messages - before.gro_messages);
+      add(counters_.rx_truncated, after.truncated - before.truncated);
+      b->count = n;
+      rx_.publish();
+      received = true;
+      if (caller_->sleeping.load(std::memory_order_seq_cst)) eventfd_write(caller_->fd, 1);
+      if (static_cast<size_t>(n) < rx_batch_) break;  // drained
+    }
+  }
+  return received;
+}
+
+void IoThread::run() {
+  prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+  TimeNs last_work_ns = monotonic_ns();
+  while (!stop_.load(std::memory_order_relaxed)) {
+    bool rx_full = false;
+    const bool sent = send_ready();
+    const bool received = receive_ready(rx_full);
+    if (sent || received) {
+      last_work_ns = monotonic_ns();
+      continue;
+    }
+    if (busy_poll_ || rx_full || monotonic_ns() - last_work_ns < idle_poll_ns_) {
+      // Traffic is flowing (or the engine's thread has batches of ours to process): more is due within
+      // microseconds, and waking from epoll costs tens of them.
+      continue;
+    }
+    sleeping_.store(true, std::memory_order_seq_cst);
+    if (tx_.consumer_slot() == nullptr && !stop_.load()) {
+      add(counters_.sleeps, 1);
+      epoll_event events[8];
+      const int rc = epoll_wait(epfd_, events, 8, kMaxSleepMs);
+      for (int i = 0; i < rc; ++i) {
+        if (events[i].data.u32 == kWake) {
+          eventfd_t drained = 0;
+          eventfd_read(wakefd_, &drained);
+        }
+      }
+    }
+    sleeping_.store(false, std::memory_order_relaxed);
+  }
+}
+
+}  // namespace megascale::wire::detail

@@ -1,0 +1,150 @@
+// The I/O threads of a UdpWire with UdpConfig::io_threads > 0: each owns a share of the socket pool
+// (socket i belongs to thread i % io_threads), receives its datagrams (recvmmsg, GRO), checks their
+// CRCs, and sends what the engine's thread hands it (sendmmsg, GSO). The thread that drives the engine
+// (the caller of progress(), or the wire's progress thread) then does only protocol work and the one
+// copy of payload into posted buffers.
+//
+// Why: on one thread, a wire moves ~20 Gbit/s over loopback at best (docs/PERFORMANCE.md): per payload
+// byte the receiver pays the kernel's copy, a CRC pass and the copy into the posted buffer, the sender a
+// CRC pass and the kernel's copy (on loopback, also the receiving half of the kernel's path). With the
+// system calls and the receive CRC on I/O threads, lanes on different sockets proceed in parallel.
+//
+//   IoThread t(index, sockets, config, caller_wake);   // t.start()
+//   if (TxBatch* b = t.tx().producer_slot()) { fill b; t.tx().publish(); t.wake(); }
+//   while (RxBatch* b = t.rx().consumer_slot()) { deliver b->messages; t.rx().release(); }
+//
+// Both hand-overs are single-producer single-consumer rings of preallocated batches: no allocation and
+// no lock per packet. Internal to collectives/wire/udp.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "megascale/engine/endpoint.h"
+#include "receiver.h"
+#include "sender.h"
+#include "socket.h"
+
+namespace megascale::wire::detail {
+
+// A ring of preallocated slots between one producer thread and one consumer thread.
+template <class T>
+class SlotRing {
+ public:
+  explicit SlotRing(std::vector<std::unique_ptr<T>> slots) : slots_(std::move(slots)) {}
+  // Producer: the slot to fill next, or nullptr while every slot is published and not yet released.
+  T* producer_slot() {
+    const uint64_t head = head_.load(std::memory_order_relaxed);
+    if (head - tail_.load(std::memory_order_acquire) >= slots_.size()) return nullptr;
+    return slots_[head % slots_.size()].get();
+  }
+  // Producer: hands the slot from producer_slot() over. Sequentially consistent, so that a producer that
+  // publishes and then reads the consumer's "sleeping" flag and a consumer that sets that flag and then
+  // looks here cannot both miss each other.
+  void publish() { head_.fetch_add(1, std::memory_order_seq_cst); }
+  // Consumer: the oldest published slot, or nullptr.
+  T* consumer_slot() {
+    const uint64_t tail = tail_.load(std::memory_order_relaxed);
+    if (tail == head_.load(std::memory_order_seq_cst)) return nullptr;
+    return slots_[tail % slots_.size()].get();
+  }
+  // Consumer: gives the slot from consumer_slot() back.
+  void release() { tail_.fetch_add(1, std::memory_order_release); }
+
+ private:
+  std::vector<std::unique_ptr<T>> slots_;
+  alignas(64) std::atomic<uint64_t> head_{0};  // slots published (written by the producer)
+  alignas(64) std::atomic<uint64_t> tail_{0};  // slots released (written by the consumer)
+};
+
+// Datagrams received from one socket by one recvmmsg, split and checked on the I/O thread.
+struct RxBatch {
+  explicit RxBatch(size_t batch) : receiver(batch), messages(batch) {}
+  UdpReceiver receiver;             // owns the bytes and source addresses until released
+  std::vector<RxMessage> messages;  // the first `count` are this batch's
+  std::vector<uint8_t> verified;    // per datagram, in message order: 1 = decode_packet said kOk
+  int count = 0;
+};
+
+// Packets the engine released, for one I/O thread to send.
+struct TxBatch {
+  explicit TxBatch(size_t batch) : packets(batch), items(batch) {}
+  std::vector<engine::TxPacket> packets;  // the headers live here; payloads are the application's
+  std::vector<TxItem> items;              // item.peer indexes `peers`
+  std::vector<SockAddr> peers;            // destinations of this batch (a copy: the peer table may grow)
+  std::vector<uint32_t> peer_ids;         // the wire's peer id of each entry of `peers`
+  size_t count = 0;
+};
+
+// Counters an I/O thread publishes after each send or receive (it is their only writer).
+struct IoThreadCounters {
+  std::atomic<uint64_t> tx_datagrams{0}, tx_bytes{0}, tx_messages{0}, tx_gso_messages{0}, tx_syscalls{0},
+      tx_dropped_full{0}, tx_dropped_error{0}, tx_gso_fallbacks{0};
+  std::atomic<uint64_t> rx_messages{0}, rx_gro_messages{0}, rx_syscalls{0}, rx_truncated{0}, rx_errors{0};
+  std::atomic<uint64_t> sleeps{0};
+};
+
+// Where the engine's thread sleeps: an I/O thread that published received datagrams writes `fd` when
+// `sleeping` is set.
+struct CallerWake {
+  int fd = -1;
+  std::atomic<bool> sleeping{false};
+};
+
+class IoThread {
+ public:
+  // `sockets`: the whole pool (indexed by TxItem::socket); the thread receives on those with
+  // index % threads == index. `tx_batch`: packets per TxBatch; `rx_batch`: messages per recvmmsg (each
+  // RxBatch holds rx_batch x 64 KiB); `slots`: batches in each direction.
+  IoThread(uint32_t index, uint32_t threads, std::span<const UdpSocket> sockets, size_t tx_batch,
+           size_t rx_batch, size_t slots, bool gso, bool busy_poll, TimeNs idle_poll_ns, CallerWake* caller);
+  ~IoThread();  // stops the thread
+  IoThread(const IoThread&) = delete;
+  IoThread& operator=(const IoThread&) = delete;
+
+  // Opens the thread's epoll set and eventfd and starts it; the message says what failed.
+  Status start();
+  void stop();
+
+  SlotRing<RxBatch>& rx() { return rx_; }
+  SlotRing<TxBatch>& tx() { return tx_; }
+  // After publishing a TxBatch: wakes the thread if it sleeps.
+  void wake();
+
+  const IoThreadCounters& counters() const { return counters_; }
+  // Datagrams sent per pool socket (only this thread's sockets are non-zero).
+  std::vector<uint64_t> per_socket() const;
+
+ private:
+  void run();
+  bool send_ready();
+  bool receive_ready(bool& rx_full);
+  void publish_tx_counters();
+
+  uint32_t index_;
+  std::vector<uint32_t> mine_;  // pool indices this thread receives on
+  std::span<const UdpSocket> sockets_;
+  size_t rx_batch_;
+  bool gso_;
+  bool busy_poll_;
+  TimeNs idle_poll_ns_;
+  CallerWake* caller_;
+  SlotRing<RxBatch> rx_;
+  SlotRing<TxBatch> tx_;
+  UdpSender sender_;
+  engine::Packet scratch_;  // decode_packet's output while checking CRCs
+  ReceiveCounters rx_totals_;
+  IoThreadCounters counters_;
+  std::unique_ptr<std::atomic<uint64_t>[]> per_socket_;
+  int epfd_ = -1;
+  int wakefd_ = -1;
+  std::atomic<bool> sleeping_{false};
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace megascale::wire::detail
