@@ -148,6 +148,7 @@ class ConnectionCore {
   // A decoded packet for this connection. `r` is kOk or kBadPayloadCrc. `rx_time_ns`: when it arrived
   // (the wire's receive timestamp), or kRxTimeNow.
   void on_packet(TimeNs now, TimeNs rx_time_ns, const Packet& pkt, bool ce, DecodeResult r);
+  void set_payload_copier(PayloadCopier* copier) { copier_ = copier; }
   bool poll_tx(TimeNs now, TxPacket& out);
   TimeNs next_deadline() const;
   void on_timer(TimeNs now);
@@ -213,6 +214,7 @@ class ConnectionCore {
   void repath(Lane& lane);
 
   const EngineConfig& cfg_;
+  PayloadCopier* copier_ = nullptr;  // set by the endpoint before each packet; nullptr: memcpy
   EndpointStats* ep_stats_;
   ConnId id_;
   uint64_t remote_id_ = 0;

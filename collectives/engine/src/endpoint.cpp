@@ -47,6 +47,7 @@ struct Endpoint::Impl {
   size_t rr = 0;
   EndpointStats stats;
   Packet scratch;  // decode target, reused: a Packet is ~400 bytes
+  PayloadCopier* copier = nullptr;
 
   ConnId new_id() {
     for (;;) {
@@ -137,6 +138,10 @@ void Endpoint::on_packet(TimeNs now, uint32_t peer, const uint8_t* data, size_t 
     return;
   }
   dispatch(now, peer, r, ce, rx_time_ns);
+}
+
+void Endpoint::set_payload_copier(PayloadCopier* copier) {
+  impl_->copier = copier;
 }
 
 void Endpoint::on_verified_packet(TimeNs now, uint32_t peer, const uint8_t* data, size_t len, bool ce,
@@ -230,7 +235,11 @@ void Endpoint::dispatch(TimeNs now, uint32_t peer, DecodeResult r, bool ce, Time
         if (c.core->peer() == peer && c.core->remote_id() == pkt.rst.ref_conn_id) e = &c;
       }
     }
-    if (e != nullptr) e->core->on_packet(now, rx_time_ns, pkt, ce, r);
+    if (e != nullptr) {
+      e->core->set_payload_copier(im.copier);
+      e->core->set_payload_copier(im.copier);
+      e->core->on_packet(now, rx_time_ns, pkt, ce, r);
+    }
     return;  // never answer an RST with an RST
   }
   e = im.find(pkt.hdr.dst_conn_id);
@@ -245,6 +254,7 @@ void Endpoint::dispatch(TimeNs now, uint32_t peer, DecodeResult r, bool ce, Time
     im.queue_rst(peer, 0, pkt.hdr.dst_conn_id, RstReason::kUnknownConnection, "unknown connection");
     return;
   }
+  e->core->set_payload_copier(im.copier);
   e->core->on_packet(now, rx_time_ns, pkt, ce, r);
 }
 

@@ -109,7 +109,13 @@ bool ConnectionCore::on_data(const Packet& pkt) {
     return false;
   }
   // Virtual payload: only the count of bytes is placed (the receive buffer may be null).
-  if (h.payload_len > 0 && !cfg_.virtual_payload) std::memcpy(r.buf + h.offset, pkt.payload, h.payload_len);
+  if (h.payload_len > 0 && !cfg_.virtual_payload) {
+    if (copier_ != nullptr) {
+      copier_->copy(r.buf + h.offset, pkt.payload, h.payload_len);
+    } else {
+      std::memcpy(r.buf + h.offset, pkt.payload, h.payload_len);
+    }
+  }
   r.placed += h.payload_len;
   stats_.bytes_received += h.payload_len;
   if (r.placed == r.msg_len) complete(idx, true, r.msg_len, h.tag, {});

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <vector>
 
@@ -38,6 +39,17 @@ inline constexpr size_t kIoThreadRxBatch = 16;
 inline constexpr TimeNs kPathIdleNs = 2 * kNsPerSec;
 inline constexpr TimeNs kPathSweepIntervalNs = 100 * kNsPerMs;
 
+// Payload copies below this size are made on the spot: handing them over costs more than copying.
+inline constexpr size_t kInlineCopyBytes = 2048;
+
+// The engine's payload copies, routed to the I/O thread whose batch is being delivered.
+struct ThreadCopier final : engine::PayloadCopier {
+  detail::CopyQueue* queue = nullptr;
+  void copy(uint8_t* dst, const uint8_t* src, size_t n) override {
+    if (n < kInlineCopyBytes || queue == nullptr || !queue->push(dst, src, n)) std::memcpy(dst, src, n);
+  }
+};
+
 struct UdpWire::Io {
   Io(const UdpConfig& config)
       : paths(1),
@@ -68,8 +80,11 @@ struct UdpWire::Io {
   // i % threads.size()), and where they wake this side.
   std::vector<std::unique_ptr<detail::IoThread>> threads;
   detail::CallerWake caller_wake;
-  std::vector<detail::TxBatch*> tx_open;  // transmit_to_threads_locked: the batch being filled per thread
-  std::vector<engine::TxPacket> tx;       // one batch from poll_tx
+  std::vector<detail::TxBatch*> tx_open;
+  ThreadCopier copier;
+  std::vector<uint32_t> rx_taken;    // receive_from_threads_locked: batches taken per thread this round  //
+                                     // transmit_to_threads_locked: the batch being filled per thread
+  std::vector<engine::TxPacket> tx;  // one batch from poll_tx
   std::vector<detail::TxItem> items;
   std::vector<epoll_event> events = std::vector<epoll_event>(64);
   int epfd = -1;

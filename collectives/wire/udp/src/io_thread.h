@@ -11,7 +11,8 @@
 //
 //   IoThread t(index, sockets, config, caller_wake);   // t.start()
 //   if (TxBatch* b = t.tx().producer_slot()) { fill b; t.tx().publish(); t.wake(); }
-//   while (RxBatch* b = t.rx().consumer_slot()) { deliver b->messages; t.rx().release(); }
+//   while (RxBatch* b = t.rx().consumer_slot()) { deliver b->messages (payload copies may go to
+//                                                  t.copies()); t.copies().finish(); t.rx().release(); }
 //
 // Both hand-overs are single-producer single-consumer rings of preallocated batches: no allocation and
 // no lock per packet. Internal to collectives/wire/udp.
@@ -46,19 +47,53 @@ class SlotRing {
   // publishes and then reads the consumer's "sleeping" flag and a consumer that sets that flag and then
   // looks here cannot both miss each other.
   void publish() { head_.fetch_add(1, std::memory_order_seq_cst); }
-  // Consumer: the oldest published slot, or nullptr.
-  T* consumer_slot() {
-    const uint64_t tail = tail_.load(std::memory_order_relaxed);
-    if (tail == head_.load(std::memory_order_seq_cst)) return nullptr;
+  // Consumer: the oldest published slot not yet released (k = 0), or the k-th after it; nullptr if none.
+  T* consumer_slot(uint64_t k = 0) {
+    const uint64_t tail = tail_.load(std::memory_order_relaxed) + k;
+    if (tail >= head_.load(std::memory_order_seq_cst)) return nullptr;
     return slots_[tail % slots_.size()].get();
   }
-  // Consumer: gives the slot from consumer_slot() back.
+  // Consumer: gives the oldest slot back.
   void release() { tail_.fetch_add(1, std::memory_order_release); }
 
  private:
   std::vector<std::unique_ptr<T>> slots_;
   alignas(64) std::atomic<uint64_t> head_{0};  // slots published (written by the producer)
   alignas(64) std::atomic<uint64_t> tail_{0};  // slots released (written by the consumer)
+};
+
+// Payload copies into posted receive buffers, handed by the engine's thread to an I/O thread (the one
+// whose batch holds the source bytes) and run by whichever of the two gets to a job first: the I/O thread
+// between its system calls, the engine's thread when it finishes a round. Within a round jobs are only
+// added; finish() ends the round with every job done, so slots are reused only after that.
+class CopyQueue {
+ public:
+  explicit CopyQueue(size_t capacity) : jobs_(capacity) {}
+  // Engine's thread: queues a copy; false when this round's slots are used up (copy it yourself).
+  bool push(uint8_t* dst, const uint8_t* src, size_t n) {
+    if (pushed_ - round_base_ >= jobs_.size()) return false;
+    jobs_[pushed_ % jobs_.size()] = Job{dst, src, n};
+    ++pushed_;
+    published_.store(pushed_, std::memory_order_release);
+    return true;
+  }
+  // Any thread: runs queued jobs nobody has claimed; returns how many it ran.
+  size_t run();
+  // Engine's thread: helps with what is left and waits until every queued copy is done.
+  void finish();
+
+ private:
+  struct Job {
+    uint8_t* dst = nullptr;
+    const uint8_t* src = nullptr;
+    size_t n = 0;
+  };
+  std::vector<Job> jobs_;
+  uint64_t pushed_ = 0;      // engine's thread only
+  uint64_t round_base_ = 0;  // pushed_ when the last round finished
+  alignas(64) std::atomic<uint64_t> published_{0};
+  alignas(64) std::atomic<uint64_t> claimed_{0};
+  alignas(64) std::atomic<uint64_t> done_{0};
 };
 
 // Datagrams received from one socket by one recvmmsg, split and checked on the I/O thread.
@@ -112,6 +147,7 @@ class IoThread {
 
   SlotRing<RxBatch>& rx() { return rx_; }
   SlotRing<TxBatch>& tx() { return tx_; }
+  CopyQueue& copies() { return copies_; }
   // After publishing a TxBatch: wakes the thread if it sleeps.
   void wake();
 
@@ -135,6 +171,7 @@ class IoThread {
   CallerWake* caller_;
   SlotRing<RxBatch> rx_;
   SlotRing<TxBatch> tx_;
+  CopyQueue copies_;
   UdpSender sender_;
   engine::Packet scratch_;  // decode_packet's output while checking CRCs
   ReceiveCounters rx_totals_;

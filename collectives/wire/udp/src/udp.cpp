@@ -213,6 +213,7 @@ Result<std::unique_ptr<UdpWire>> UdpWire::create(const UdpConfig& given) {
       if (Status s = io->threads.back()->start(); !s) return s.error();
     }
     io->tx_open.resize(n, nullptr);
+    io->rx_taken.resize(n, 0);
   }
 
   std::unique_ptr<UdpWire> wire(new UdpWire(config, std::move(*endpoint), std::move(io)));
@@ -347,18 +348,33 @@ void UdpWire::receive_locked(TimeNs now, bool read_clock) {
 
 void UdpWire::receive_from_threads_locked(TimeNs now, bool read_clock) {
   Io& io = *io_;
-  for (auto& thread : io.threads) {
-    for (int round = 0; round < kRxRoundsPerSocket; ++round) {
-      detail::RxBatch* b = thread->rx().consumer_slot();
+  // Payload copies go to the thread whose batch holds the bytes, so the copies of several lanes run in
+  // parallel while this thread goes on with the protocol; every copy is finished, and only then are the
+  // batches given back, before this round returns (PayloadCopier's contract).
+  endpoint_->set_payload_copier(&io.copier);
+  for (size_t t = 0; t < io.threads.size(); ++t) {
+    detail::IoThread& thread = *io.threads[t];
+    io.copier.queue = &thread.copies();
+    uint32_t& taken = io.rx_taken[t];
+    taken = 0;
+    for (; taken < static_cast<uint32_t>(kRxRoundsPerSocket); ++taken) {
+      detail::RxBatch* b = thread.rx().consumer_slot(taken);
       if (b == nullptr) break;
       if (read_clock) now = UdpWire::now();
       io.last_io_ns = now;
       if (caps_.rx_timestamps && io.rx_clock.stale(now)) io.rx_clock.refresh();
       const uint8_t* verified = b->verified.data();
-      for (int i = 0; i < b->count; ++i)
+      for (int i = 0; i < b->count; ++i) {
         deliver_message_locked(now, b->messages[static_cast<size_t>(i)], verified);
-      thread->rx().release();
+      }
     }
+  }
+  io.copier.queue = nullptr;
+  endpoint_->set_payload_copier(nullptr);
+  for (size_t t = 0; t < io.threads.size(); ++t) {
+    if (io.rx_taken[t] == 0) continue;
+    io.threads[t]->copies().finish();
+    for (uint32_t k = 0; k < io.rx_taken[t]; ++k) io.threads[t]->rx().release();
   }
 }
 

@@ -32,7 +32,8 @@
 //     (SEG: the message is larger than the receive) and kFlagAckRequest (ACK: keepalive probe).
 //   - config.h: keepalive_interval_ns (liveness of idle connections with pending requests).
 //   - connection.h: close() drains sends still waiting for a credit for at most the retry budget.
-//   - (io threads) on_verified_packet: on_packet for a datagram whose payload CRC the caller checked.
+//   - (io threads) on_verified_packet: on_packet for a datagram whose payload CRC the caller checked;
+//     PayloadCopier and set_payload_copier: payload copies a wire may run on other threads.
 //   - (engine2) on_packet(..., ce, rx_time_ns = kRxTimeNow): the datagram's arrival time (a kernel
 //     receive timestamp in the caller's clock domain); RTT samples for the controllers end at the
 //     ACK's arrival and the echoed remote delay starts at the segment's arrival, so this host's
@@ -70,6 +71,17 @@ inline constexpr uint32_t kHomePathId = 0;
 
 // on_packet's rx_time_ns when the caller has no receive timestamp: the packet arrived `now`.
 inline constexpr TimeNs kRxTimeNow = kNever;
+
+// Where an arriving SEG's payload is copied into its posted receive buffer. By default the engine
+// copies with memcpy inside on_packet. A wire may instead hand copies to other threads (the UDP wire's
+// I/O threads do, so the copies of several lanes run in parallel), on two conditions: every copy is
+// finished before the application can look at the engine again (test(), completions, posts: a wire
+// finishes them before its progress call returns), and the source bytes stay valid until then.
+class PayloadCopier {
+ public:
+  virtual ~PayloadCopier() = default;
+  virtual void copy(uint8_t* dst, const uint8_t* src, size_t n) = 0;
+};
 
 // One packet to transmit: header bytes (owned here) followed by payload (borrowed, may be empty).
 struct TxPacket {
@@ -120,6 +132,10 @@ class Endpoint {
   // injection) must go through on_packet instead.
   void on_verified_packet(TimeNs now, uint32_t peer, const uint8_t* data, size_t len, bool ce,
                           TimeNs rx_time_ns = kRxTimeNow);
+
+  // The copier for payload of the packets that follow (nullptr: memcpy during on_packet; see
+  // PayloadCopier for the caller's obligations).
+  void set_payload_copier(PayloadCopier* copier);
 
   // Virtual payload (config.virtual_payload, for simulation): one arriving datagram of which only the
   // header, header[0..header_len), exists; a SEG's payload of `absent_payload_bytes` bytes is absent
