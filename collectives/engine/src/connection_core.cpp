@@ -450,6 +450,7 @@ void ConnectionCore::fill_common(TxPacket& out, uint8_t lane) const {
   out.ect = false;
   out.payload = nullptr;
   out.payload_len = 0;
+  out.payload_crc_pending = false;
 }
 
 bool ConnectionCore::poll_control(TimeNs now, TxPacket& out) {

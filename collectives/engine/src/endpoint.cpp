@@ -9,6 +9,7 @@
 
 #include "conn_table.h"
 #include "connection_core.h"
+#include "megascale/engine/crc32c.h"
 #include "ring.h"
 
 namespace megascale::engine {
@@ -97,6 +98,12 @@ Result<std::unique_ptr<Endpoint>> Endpoint::create(const EngineConfig& config) {
   impl->rng = config.seed;
   impl->conns.reserve(64);
   return std::unique_ptr<Endpoint>(new Endpoint(std::move(impl)));
+}
+
+void seal_seg_payload_crc(TxPacket& packet) {
+  if (!packet.payload_crc_pending) return;
+  set_seg_payload_crc(packet.header, crc32c(packet.payload, packet.payload_len));
+  packet.payload_crc_pending = false;
 }
 
 Endpoint::Endpoint(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -276,6 +283,7 @@ bool Endpoint::poll_tx(TimeNs now, TxPacket& out) {
                                          body, out.header));
     out.payload = nullptr;
     out.payload_len = 0;
+    out.payload_crc_pending = false;
     out.lane = 0;
     out.path_id = kHomePathId;
     out.peer = r.peer;

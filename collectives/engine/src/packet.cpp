@@ -128,6 +128,12 @@ std::string_view to_string(PacketType t) {
   return "?";
 }
 
+void set_seg_payload_crc(uint8_t* seg_header, uint32_t payload_crc) {
+  put<uint32_t>(seg_header, 44, payload_crc);
+  put<uint32_t>(seg_header, kCrcOffset, 0);
+  seal(seg_header, kSegHeaderBytes);
+}
+
 size_t encode_seg(CommonHeader hdr, const SegHeader& seg, uint8_t* out) {
   hdr.type = PacketType::kSeg;
   put_common(out, hdr);

@@ -72,7 +72,7 @@ void ConnectionCore::emit_seg(TimeNs now, uint64_t seq, TxSeg& s, uint32_t lane_
     // Virtual payload: the bytes do not exist; the packet leaves with payload nullptr and CRC 0.
     if (s.len > 0 && !cfg_.virtual_payload) {
       payload = reqs_[s.req].data + s.offset;
-      h.payload_crc = crc32c(payload, s.len);
+      if (!cfg_.wire_seals_payload_crc) h.payload_crc = crc32c(payload, s.len);
     }
   }
   const CommonHeader ch{.version = static_cast<uint8_t>(version_),
@@ -85,6 +85,7 @@ void ConnectionCore::emit_seg(TimeNs now, uint64_t seq, TxSeg& s, uint32_t lane_
   out.payload = payload;
   out.payload_len = s.len;
   out.ect = true;
+  out.payload_crc_pending = payload != nullptr && cfg_.wire_seals_payload_crc;
 
   ++lane.stats.segments_sent;
   lane.stats.bytes_sent += s.len;

@@ -84,6 +84,9 @@ class TestNet {
   // Virtual payload (EngineConfig::virtual_payload): packets travel as headers alone and arrive through
   // on_packet_header_only with their payload length; a SEG leaving with payload bytes fails the test.
   bool header_only = false;
+  // EngineConfig::wire_seals_payload_crc: seal each packet's payload CRC before it leaves, as a wire must.
+  bool seal_payload_crc = false;
+  uint64_t pending_crc_packets = 0;  // packets that left with payload_crc_pending
 
   // A connects to B; returns (A's connection, B's accepted connection) once established.
   std::pair<Connection*, Connection*> connect_pair() {
@@ -146,7 +149,11 @@ class TestNet {
   void pump() {
     TxPacket tx;
     for (int side = 0; side < 2; ++side) {
-      while (ep[side]->poll_tx(now, tx)) transmit(side, tx);
+      while (ep[side]->poll_tx(now, tx)) {
+        pending_crc_packets += tx.payload_crc_pending ? 1 : 0;
+        if (seal_payload_crc) seal_seg_payload_crc(tx);
+        transmit(side, tx);
+      }
     }
   }
 

@@ -152,6 +152,9 @@ void IoThread::publish_tx_counters() {
 bool IoThread::send_ready() {
   bool sent = false;
   while (TxBatch* b = tx_.consumer_slot()) {
+    // The payload CRCs the engine left to the wire (EngineConfig::wire_seals_payload_crc): here, off the
+    // engine's thread, and in parallel with the other I/O threads.
+    for (size_t i = 0; i < b->count; ++i) engine::seal_seg_payload_crc(b->packets[i]);
     sender_.send(std::span<const TxItem>(b->items.data(), b->count), sockets_, b->peers, gso_);
     tx_.release();
     sent = true;

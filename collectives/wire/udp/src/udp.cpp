@@ -109,6 +109,8 @@ UdpConfig with_software_floors(UdpConfig c) {
   cc::RtoParams& rto = c.engine.cc.rto;
   rto.min_rto_ns = std::max(rto.min_rto_ns, c.min_rto_floor_ns);
   rto.initial_rto_ns = std::max(rto.initial_rto_ns, rto.min_rto_ns);
+  // I/O threads compute the payload CRCs of what they send.
+  c.engine.wire_seals_payload_crc = c.io_threads > 0;
   return c;
 }
 
@@ -389,7 +391,8 @@ void UdpWire::transmit_locked(TimeNs now, bool read_clock) {
     while (n < config_.batch && endpoint_->poll_tx(now, io.tx[n])) ++n;
     size_t k = 0;
     for (size_t i = 0; i < n; ++i) {
-      const engine::TxPacket& p = io.tx[i];
+      engine::TxPacket& p = io.tx[i];
+      engine::seal_seg_payload_crc(p);  // no-op unless the engine left the CRC to the wire
       if (!io.peers.contains(p.peer)) {
         ++io.tx_bad_peer;
         continue;

@@ -77,6 +77,12 @@ struct EngineConfig {
   // takes header-only datagrams (Endpoint::on_packet_header_only). Both peers must agree. Never set it on
   // a wire: received data would not reach the buffer. Default false: the production path, unchanged.
   bool virtual_payload = false;
+
+  // The wire computes each DATA segment's payload CRC just before it sends it (a wire that sends on
+  // other threads does it there, off the engine's thread): poll_tx leaves the SEG's payload CRC 0 and sets
+  // TxPacket::payload_crc_pending, and the wire must call seal_seg_payload_crc (packet.h) on every such
+  // packet, or the receiver drops it as corrupt. Default false: the engine computes it.
+  bool wire_seals_payload_crc = false;
 };
 
 // Checks every value's range; the message names the field and the value.

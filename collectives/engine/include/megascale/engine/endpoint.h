@@ -33,7 +33,8 @@
 //   - config.h: keepalive_interval_ns (liveness of idle connections with pending requests).
 //   - connection.h: close() drains sends still waiting for a credit for at most the retry budget.
 //   - (io threads) on_verified_packet: on_packet for a datagram whose payload CRC the caller checked;
-//     PayloadCopier and set_payload_copier: payload copies a wire may run on other threads.
+//     PayloadCopier and set_payload_copier: payload copies a wire may run on other threads;
+//     EngineConfig::wire_seals_payload_crc, TxPacket::payload_crc_pending and seal_seg_payload_crc.
 //   - (engine2) on_packet(..., ce, rx_time_ns = kRxTimeNow): the datagram's arrival time (a kernel
 //     receive timestamp in the caller's clock domain); RTT samples for the controllers end at the
 //     ACK's arrival and the echoed remote delay starts at the segment's arrival, so this host's
@@ -95,7 +96,14 @@ struct TxPacket {
   uint32_t peer = 0;     // where to send it
   bool ect = false;      // send ECN-capable (ECT(0)): true for SEG packets
   uint64_t conn_id = 0;  // local connection id it belongs to (0 for endpoint RSTs)
+  // EngineConfig::wire_seals_payload_crc: the payload CRC is still 0; call seal_seg_payload_crc(*this)
+  // before sending.
+  bool payload_crc_pending = false;
 };
+
+// Fills in a SEG's payload CRC (and so its header CRC) from its payload; for TxPackets with
+// payload_crc_pending (EngineConfig::wire_seals_payload_crc). Clears the flag.
+void seal_seg_payload_crc(TxPacket& packet);
 
 class Endpoint {
  public:

@@ -209,6 +209,8 @@ DecodeResult decode_packet_header_only(const uint8_t* header, size_t header_len,
 // Encoders write the header (common + body) to `out` (at least kMaxHeaderBytes), fill in magic and
 // header CRC, and return the header length. hdr.type is set by each encoder.
 size_t encode_seg(CommonHeader hdr, const SegHeader& seg, uint8_t* out);
+// Writes `payload_crc` into a header encode_seg wrote and re-seals its header CRC.
+void set_seg_payload_crc(uint8_t* seg_header, uint32_t payload_crc);
 size_t encode_ack(CommonHeader hdr, const AckHeader& ack, uint8_t* out);
 size_t encode_cnp(CommonHeader hdr, const CnpBody& cnp, uint8_t* out);
 // type must be kSyn or kSynAck (the only encoder that keeps hdr.type).
