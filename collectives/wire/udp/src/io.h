@@ -50,6 +50,13 @@ struct ThreadCopier final : engine::PayloadCopier {
   }
 };
 
+// Where receive_from_threads_locked stands in one thread's batches.
+struct RxCursor {
+  uint32_t batch = 0;                 // index among the batches taken this round
+  int message = 0;                    // next message of that batch
+  const uint8_t* verified = nullptr;  // next datagram's CRC verdict in that batch
+};
+
 struct UdpWire::Io {
   Io(const UdpConfig& config)
       : paths(1),
@@ -80,10 +87,10 @@ struct UdpWire::Io {
   // i % threads.size()), and where they wake this side.
   std::vector<std::unique_ptr<detail::IoThread>> threads;
   detail::CallerWake caller_wake;
-  std::vector<detail::TxBatch*> tx_open;
+  std::vector<detail::TxBatch*> tx_open;  // transmit_to_threads_locked: the batch being filled per thread
   ThreadCopier copier;
-  std::vector<uint32_t> rx_taken;    // receive_from_threads_locked: batches taken per thread this round  //
-                                     // transmit_to_threads_locked: the batch being filled per thread
+  std::vector<uint32_t> rx_taken;  // receive_from_threads_locked: batches taken per thread this round
+  std::vector<RxCursor> rx_cursor;
   std::vector<engine::TxPacket> tx;  // one batch from poll_tx
   std::vector<detail::TxItem> items;
   std::vector<epoll_event> events = std::vector<epoll_event>(64);

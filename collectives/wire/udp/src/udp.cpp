@@ -216,6 +216,7 @@ Result<std::unique_ptr<UdpWire>> UdpWire::create(const UdpConfig& given) {
     }
     io->tx_open.resize(n, nullptr);
     io->rx_taken.resize(n, 0);
+    io->rx_cursor.resize(n);
   }
 
   std::unique_ptr<UdpWire> wire(new UdpWire(config, std::move(*endpoint), std::move(io)));
@@ -350,30 +351,50 @@ void UdpWire::receive_locked(TimeNs now, bool read_clock) {
 
 void UdpWire::receive_from_threads_locked(TimeNs now, bool read_clock) {
   Io& io = *io_;
+  // Take up to kRxRoundsPerSocket batches from each thread, then deliver their messages round-robin
+  // across the threads, one message (a GRO aggregate: a few segments of one lane) at a time. Lanes share
+  // one sequence space, so delivering one lane's megabyte before another's would leave the receiver
+  // with more holes than an ACK's SACK ranges can describe, and the sender would take segments it was
+  // never told about for lost. Interleaved, the lanes advance together, as they arrived.
+  const size_t n_threads = io.threads.size();
+  size_t total = 0;
+  for (size_t t = 0; t < n_threads; ++t) {
+    io.rx_taken[t] = 0;
+    while (io.rx_taken[t] < static_cast<uint32_t>(kRxRoundsPerSocket) &&
+           io.threads[t]->rx().consumer_slot(io.rx_taken[t]) != nullptr) {
+      ++io.rx_taken[t];
+      ++total;
+    }
+    io.rx_cursor[t] = RxCursor{};
+  }
+  if (total == 0) return;
+  if (read_clock) now = UdpWire::now();
+  io.last_io_ns = now;
+  if (caps_.rx_timestamps && io.rx_clock.stale(now)) io.rx_clock.refresh();
   // Payload copies go to the thread whose batch holds the bytes, so the copies of several lanes run in
   // parallel while this thread goes on with the protocol; every copy is finished, and only then are the
   // batches given back, before this round returns (PayloadCopier's contract).
   endpoint_->set_payload_copier(&io.copier);
-  for (size_t t = 0; t < io.threads.size(); ++t) {
-    detail::IoThread& thread = *io.threads[t];
-    io.copier.queue = &thread.copies();
-    uint32_t& taken = io.rx_taken[t];
-    taken = 0;
-    for (; taken < static_cast<uint32_t>(kRxRoundsPerSocket); ++taken) {
-      detail::RxBatch* b = thread.rx().consumer_slot(taken);
-      if (b == nullptr) break;
-      if (read_clock) now = UdpWire::now();
-      io.last_io_ns = now;
-      if (caps_.rx_timestamps && io.rx_clock.stale(now)) io.rx_clock.refresh();
-      const uint8_t* verified = b->verified.data();
-      for (int i = 0; i < b->count; ++i) {
-        deliver_message_locked(now, b->messages[static_cast<size_t>(i)], verified);
+  for (bool more = true; more;) {
+    more = false;
+    for (size_t t = 0; t < n_threads; ++t) {
+      RxCursor& c = io.rx_cursor[t];
+      if (c.batch >= io.rx_taken[t]) continue;
+      detail::RxBatch& b = *io.threads[t]->rx().consumer_slot(c.batch);
+      if (c.message == 0) c.verified = b.verified.data();
+      io.copier.queue = &io.threads[t]->copies();
+      if (c.message < b.count)
+        deliver_message_locked(now, b.messages[static_cast<size_t>(c.message)], c.verified);
+      if (++c.message >= b.count) {
+        ++c.batch;
+        c.message = 0;
       }
+      more = more || c.batch < io.rx_taken[t];
     }
   }
   io.copier.queue = nullptr;
   endpoint_->set_payload_copier(nullptr);
-  for (size_t t = 0; t < io.threads.size(); ++t) {
+  for (size_t t = 0; t < n_threads; ++t) {
     if (io.rx_taken[t] == 0) continue;
     io.threads[t]->copies().finish();
     for (uint32_t k = 0; k < io.rx_taken[t]; ++k) io.threads[t]->rx().release();
