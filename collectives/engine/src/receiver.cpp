@@ -153,24 +153,19 @@ void ConnectionCore::build_ack(TimeNs now, TxPacket& out, bool probe) {
   a.echo_lane = echo_lane_;
   a.nsack = 0;
   if (rcv_highest_end_ > rcv_nxt_) {
-    // SACK ranges in ascending order; if there are more than fit, the one holding the segment that
-    // triggered this ACK replaces the last (RFC 2018: report the most recent arrival first).
-    bool echo_covered = false;
+    // SACK ranges in ascending order, the lowest kMaxSackRanges of them when there are more. Then what
+    // the sender learns is exact up to the end of the last range: its per-lane loss rules (dupthresh,
+    // RACK) only ever compare segments inside that prefix. Reporting the newest arrival in place of the
+    // last range (RFC 2018's first-block rule) would tell it of a segment far beyond ranges it was never
+    // told about, and it would retransmit those delivered segments as lost: with lanes on several
+    // threads a coalesced ACK routinely has more holes than ranges (sack_truncation_test).
     uint64_t seq = rcv_nxt_ + 1;  // rcv_nxt_ itself is missing by definition
-    while (seq < rcv_highest_end_) {
+    while (seq < rcv_highest_end_ && a.nsack < kMaxSackRanges) {
       while (seq < rcv_highest_end_ && !rcv_has(seq)) ++seq;
       if (seq >= rcv_highest_end_) break;
       const uint64_t start = seq;
       while (seq < rcv_highest_end_ && rcv_has(seq)) ++seq;
-      const bool has_echo = echo_seq_ >= start && echo_seq_ < seq;
-      if (a.nsack < kMaxSackRanges) {
-        a.sack[a.nsack++] = SackRange{start, seq};
-        echo_covered = echo_covered || has_echo;
-      } else if (has_echo && !echo_covered) {
-        a.sack[kMaxSackRanges - 1] = SackRange{start, seq};
-        echo_covered = true;
-      }
-      if (a.nsack == kMaxSackRanges && (echo_covered || echo_seq_ < start)) break;
+      a.sack[a.nsack++] = SackRange{start, seq};
     }
   }
   const auto lane = static_cast<uint8_t>(echo_lane_ % lanes_.size());

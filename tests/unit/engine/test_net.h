@@ -86,6 +86,9 @@ class TestNet {
   bool header_only = false;
   // EngineConfig::wire_seals_payload_crc: seal each packet's payload CRC before it leaves, as a wire must.
   bool seal_payload_crc = false;
+  // Deliver everything due at one instant before either side sends (a wire's receive batch): one
+  // coalesced ACK answers them. Default: each delivery is answered before the next.
+  bool coalesce = false;
   uint64_t pending_crc_packets = 0;  // packets that left with payload_crc_pending
 
   // A connects to B; returns (A's connection, B's accepted connection) once established.
@@ -223,8 +226,9 @@ class TestNet {
       } else {
         ep[p.to]->on_packet(now, peer, p.bytes.data(), p.bytes.size(), p.ce, p.rx);
       }
-      pump();
+      if (!coalesce) pump();
     }
+    pump();
   }
 
   std::priority_queue<InFlight, std::vector<InFlight>, std::greater<>> queue_;
