@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "cmd_sim_results.h"
 #include "commands.h"
 #include "megascale/sim/scenario.h"
 
@@ -102,7 +103,8 @@ nlohmann::json summary_json(const Timed& t) {
       {"simulated_us", s.simulated_us},
       {"wall_s", t.wall_s},
       {"events_per_s", t.wall_s > 0 ? static_cast<double>(s.events) / t.wall_s : 0.0},
-      {"peak_rss_mib", peak_rss_mib()}};
+      {"peak_rss_mib", peak_rss_mib()},
+      {"results", sim_results_json(s)}};
 }
 
 Status write_outputs(const std::string& dir, const Timed& t, const std::string& suffix) {
@@ -130,7 +132,7 @@ Status write_outputs(const std::string& dir, const Timed& t, const std::string& 
   std::ofstream js(json_path);
   if (!js) return make_error(fmt::format("{}: cannot write", json_path));
   js << summary_json(t).dump(2) << "\n";
-  return Status{};
+  return write_sim_results(dir, t.run, t.summary, suffix);
 }
 
 int run_sim(const SimOptions& o) {
@@ -177,7 +179,10 @@ int run_sim(const SimOptions& o) {
           x.retransmits);
     }
   }
-  if (!o.out_dir.empty()) fmt::print("wrote {}/flows*.csv and summary*.json\n", o.out_dir);
+  if (!o.out_dir.empty())
+    fmt::print(
+        "wrote {}/: flows, fct_bins, throughput, throughput_hosts, queues, ports (.csv) and summary.json\n",
+        o.out_dir);
   for (const Timed& t : runs) {
     if (t.summary.completed != t.summary.flows) return kExitFailure;  // some flow did not finish in time
   }
@@ -194,7 +199,9 @@ void add_sim_command(CLI::App& app) {
   cmd->add_option("--compare", o->compare,
                   "run under each controller preset, e.g. hybrid,swift,dcqcn-paper,fixed");
   cmd->add_option("--controller", o->controller, "controller preset or YAML path instead of the scenario's");
-  cmd->add_option("--out", o->out_dir, "folder for flows.csv and summary.json (one pair per controller)");
+  cmd->add_option("--out", o->out_dir,
+                  "folder for flows.csv, summary.json and the results CSVs (one set per controller); "
+                  "scripts/plot-sim.py draws them");
   cmd->add_flag("--quiet", o->quiet, "no progress lines");
   cmd->callback([o] { exit_code() = run_sim(*o); });
 }

@@ -1,0 +1,66 @@
+// The flows of a scenario's workload (scenario.h): incast, permutation, all-to-all, collective
+// (collective.h) and Poisson (flow_cdf.h).
+#include <fmt/format.h>
+
+#include "megascale/sim/flow_cdf.h"
+#include "megascale/sim/scenario.h"
+
+namespace megascale::sim {
+
+Result<std::vector<FlowSpec>> scenario_flows(const SimScenario& s, uint32_t hosts, uint64_t host_rate_bps) {
+  auto bad = [&](const std::string& why) {
+    return make_error(fmt::format("{}:{}: workload: {}", s.source, s.workload_line, why));
+  };
+  const uint32_t used = s.workload_hosts == 0 ? hosts : s.workload_hosts;
+  if (used > hosts) return bad(fmt::format("hosts: {}: the fabric has {} hosts", used, hosts));
+  switch (s.workload) {
+    case SimScenario::Workload::incast:
+      if (s.receiver >= hosts || s.senders >= hosts)
+        return make_error(fmt::format("{}: incast of {} senders to host {} needs more than {} hosts",
+                                      s.source, s.senders, s.receiver, hosts));
+      return incast_flows(s.senders, s.receiver, s.bytes);
+    case SimScenario::Workload::permutation: {
+      Rng rng(s.seed ^ 0x5EED5EED5EED5EEDULL);
+      return permutation_flows(hosts, s.bytes, rng);
+    }
+    case SimScenario::Workload::all_to_all: {
+      std::vector<uint32_t> group(used);
+      for (uint32_t h = 0; h < used; ++h) group[h] = h;
+      return all_to_all_flows(group, s.bytes);
+    }
+    case SimScenario::Workload::collective: {
+      Parallelism3D p = s.parallel;
+      if (p.dp == 0) {  // the rest of the hosts
+        if (hosts % (uint64_t{p.tp} * p.pp) != 0)
+          return bad(
+              fmt::format("tp {} x pp {} does not divide the fabric's {} hosts (NICs)", p.tp, p.pp, hosts));
+        p.dp = hosts / (p.tp * p.pp);
+      }
+      auto groups = parallel_groups(p, hosts, s.group);
+      if (!groups) return bad(groups.error().message);
+      std::vector<FlowSpec> flows;
+      for (const std::vector<uint32_t>& g : *groups) {
+        if (g.size() < 2) return bad(fmt::format("groups of {} rank have no traffic", g.size()));
+        Status st = s.algorithm == CollectiveAlgorithm::ring
+                        ? append_ring_flows(flows, g, s.op, s.bytes)
+                        : append_tree_all_reduce_flows(flows, g, s.bytes, s.chunks,
+                                                       s.algorithm == CollectiveAlgorithm::double_tree);
+        if (!st) return bad(st.error().message);
+      }
+      return flows;
+    }
+    case SimScenario::Workload::poisson: {
+      auto cdf = FlowSizeCdf::load(s.cdf);
+      if (!cdf) return bad(cdf.error().message);
+      // Its own stream, so the flows do not depend on what else draws from the simulation's PRNG.
+      Rng rng(s.seed ^ 0xF10CDF0F10CDF0F1ULL);
+      return poisson_flows(
+          PoissonLoad{
+              .hosts = used, .load = s.load, .host_rate_bps = host_rate_bps, .duration_ps = s.duration_ps},
+          *cdf, rng);
+    }
+  }
+  return bad("unknown kind");
+}
+
+}  // namespace megascale::sim
