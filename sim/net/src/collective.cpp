@@ -13,8 +13,8 @@ Result<std::vector<std::vector<uint32_t>>> parallel_groups(const Parallelism3D& 
         fmt::format("tp {} x pp {} x dp {}: every degree must be at least 1", p.tp, p.pp, p.dp));
   const uint64_t ranks = uint64_t{p.tp} * p.pp * p.dp;
   if (ranks != hosts)
-    return make_error(fmt::format("tp {} x pp {} x dp {} = {} ranks, but the fabric has {} hosts (NICs)",
-                                  p.tp, p.pp, p.dp, ranks, hosts));
+    return make_error(fmt::format("tp {} x pp {} x dp {} = {} ranks, but there are {} hosts (NICs)", p.tp,
+                                  p.pp, p.dp, ranks, hosts));
   std::vector<std::vector<uint32_t>> groups;
   auto host = [&](uint32_t t, uint32_t q, uint32_t d) { return t + p.tp * (q + p.pp * d); };
   switch (kind) {

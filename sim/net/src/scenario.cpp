@@ -518,13 +518,9 @@ Result<ScenarioRun> run_sim_scenario(const SimScenario& s, const std::string& co
   run.switches = fabric->switch_count();
   run.host_rate_bps = fabric->config().host_rate_bps;
 
-  auto built = scenario_flows(s, hosts, run.host_rate_bps);
+  auto built = scenario_flows(s, hosts, run.host_rate_bps, &run.group_ranks);
   if (!built) return built.error();
   std::vector<FlowSpec> flows = std::move(*built);
-  if (s.workload == SimScenario::Workload::collective) {
-    auto groups = parallel_groups(s.parallel, hosts, s.group);  // scenario_flows checked it
-    if (groups && !groups->empty()) run.group_ranks = static_cast<uint32_t>(groups->front().size());
-  }
 
   // Ideal FCT: alone on the fabric (see scenario.h).
   const ClosInfo* clos = fabric->clos();

@@ -7,7 +7,8 @@
 
 namespace megascale::sim {
 
-Result<std::vector<FlowSpec>> scenario_flows(const SimScenario& s, uint32_t hosts, uint64_t host_rate_bps) {
+Result<std::vector<FlowSpec>> scenario_flows(const SimScenario& s, uint32_t hosts, uint64_t host_rate_bps,
+                                             uint32_t* group_ranks) {
   auto bad = [&](const std::string& why) {
     return make_error(fmt::format("{}:{}: workload: {}", s.source, s.workload_line, why));
   };
@@ -47,6 +48,7 @@ Result<std::vector<FlowSpec>> scenario_flows(const SimScenario& s, uint32_t host
                                                        s.algorithm == CollectiveAlgorithm::double_tree);
         if (!st) return bad(st.error().message);
       }
+      if (group_ranks != nullptr) *group_ranks = static_cast<uint32_t>(groups->front().size());
       return flows;
     }
     case SimScenario::Workload::poisson: {

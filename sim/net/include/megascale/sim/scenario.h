@@ -22,15 +22,13 @@
 //   workload: {kind: incast, senders: 64, receiver: 64, bytes: 1000000}   # or kind: permutation
 //   # or: {kind: all-to-all, bytes: 262144, hosts: 32}        # hosts 0..31 (omit: every host)
 //   # or: {kind: collective, op: all-reduce, algorithm: ring, group: dp, tp: 8, pp: 2, dp: 4,
-//   #      bytes: 67108864, chunks: 4}   # op: all-gather, reduce-scatter; algorithm: tree,
-//   #      double-tree (all-reduce only; chunks pipeline them); group: tp, pp, dp, all; dp: omit for
-//   #      hosts / (tp x pp) (collective.h: placement, TP innermost)
-//   # or: {kind: poisson, cdf: cdf/web-search.txt, load: 0.3, duration_ms: 2, hosts: 16}
-//   #      (flow_cdf.h; cdf relative to this file)
-//   # every kind: connections_per_pair: 1 (flows of a pair beyond it share connections in order)
-//   seed: 1
-//   time_limit_ms: 100
-//   cc:                        # overrides on top of the controller's preset, keys as in configs/cc
+//   #      bytes: 67108864, chunks: 4, hosts: 64}   # the job on hosts 0..63 (omit: every host)   # op:
+//   all-gather, reduce-scatter; algorithm: tree, #      double-tree (all-reduce only; chunks pipeline them);
+//   group: tp, pp, dp, all; dp: omit for #      hosts / (tp x pp) (collective.h: placement, TP innermost) #
+//   or: {kind: poisson, cdf: cdf/web-search.txt, load: 0.3, duration_ms: 2, hosts: 16} #      (flow_cdf.h;
+//   cdf relative to this file) # every kind: connections_per_pair: 1 (flows of a pair beyond it share
+//   connections in order) seed: 1 time_limit_ms: 100 cc:                        # overrides on top of the
+//   controller's preset, keys as in configs/cc
 //     rto.retry_budget_s: 0.005                      # (dotted paths or nested maps), in its units
 //     rto: {min_rto_us: 20, initial_rto_us: 50}
 //   link_events:               # CLOS fabrics only (faults.h); times from the start of the sends
@@ -121,10 +119,11 @@ struct ScenarioRun {
 // the preset does not have, a value out of range.
 Result<cc::CcConfig> scenario_cc_config(const SimScenario& scenario, const std::string& controller);
 
-// The scenario's flows for a fabric of `hosts` hosts at `host_rate_bps` (Poisson needs the rate). Errors
-// name the file and the workload's line: hosts out of range, tp x pp x dp != hosts, a bad CDF file.
+// The scenario's flows for a fabric of `hosts` hosts at `host_rate_bps` (Poisson needs the rate); for a
+// collective, `group_ranks` (may be null) gets the ranks per group. Errors name the file and the
+// workload's line: hosts out of range, tp x pp x dp != the job's hosts, a bad CDF file.
 Result<std::vector<FlowSpec>> scenario_flows(const SimScenario& scenario, uint32_t hosts,
-                                             uint64_t host_rate_bps);
+                                             uint64_t host_rate_bps, uint32_t* group_ranks = nullptr);
 
 // Builds the fabric and runs the workload under `controller` ("" = the scenario's). `progress` (may be
 // null) is told every 100 us of virtual time.
