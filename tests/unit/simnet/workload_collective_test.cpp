@@ -6,6 +6,7 @@
 // scenario and seed give the same run.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <map>
 #include <set>
 #include <string>
@@ -189,6 +190,25 @@ TEST(Collective, AllToAllSendsToEveryOtherHostOnce) {
   }
   EXPECT_EQ(pairs.size(), 12u);
   EXPECT_NE(flows[0].dst, flows[3].dst);  // rotated: not everyone's first destination is the same
+}
+
+TEST(Collective, EveryShippedScenarioLoads) {
+  size_t files = 0;
+  for (const auto& e :
+       std::filesystem::directory_iterator(std::string(MEGASCALE_SOURCE_DIR) + "/configs/sim")) {
+    const std::string path = e.path().string();
+    // Fabric files live beside the scenarios; a scenario names a workload.
+    if (e.path().extension() != ".yaml" || path.find("fat-tree") != std::string::npos) continue;
+    auto s = load_sim_scenario(path);
+    EXPECT_TRUE(s.ok()) << path << ": " << (s.ok() ? "" : s.error().message);
+    ++files;
+  }
+  EXPECT_GE(files, 15u);  // 9 before this slice, 6 added with it
+  auto ring = load_sim_scenario(std::string(MEGASCALE_SOURCE_DIR) + "/configs/sim/ring-allreduce-dp.yaml");
+  ASSERT_TRUE(ring.ok());
+  EXPECT_EQ(ring->workload, SimScenario::Workload::collective);
+  EXPECT_EQ(ring->group, ParallelGroup::dp);
+  EXPECT_EQ(ring->parallel.tp * ring->parallel.pp * ring->parallel.dp, 32u);
 }
 
 TEST(Collective, ScenarioRunIsDeterministicAndReportsBusBandwidth) {
