@@ -114,7 +114,8 @@ Status write_outputs(const std::string& dir, const Timed& t, const std::string& 
   const std::string csv_path = fmt::format("{}/flows{}.csv", dir, suffix);
   std::ofstream csv(csv_path);
   if (!csv) return make_error(fmt::format("{}: cannot write", csv_path));
-  csv << "flow,src,dst,bytes,completed,fct_us,ideal_fct_us,slowdown,send_done_us,retransmits,timeouts,failed,"
+  csv << "flow,src,dst,bytes,start_us,completed,fct_us,ideal_fct_us,slowdown,send_done_us,retransmits,"
+         "timeouts,failed,"
          "error\n";
   const sim::RunResult& r = t.run.result;
   for (size_t i = 0; i < r.flows.size(); ++i) {
@@ -123,8 +124,9 @@ Status write_outputs(const std::string& dir, const Timed& t, const std::string& 
     // The error text is the engine's own ("peer N unreachable: ..."); quoted, with no quotes inside.
     std::string error = f.error;
     std::replace(error.begin(), error.end(), '"', '\'');
-    csv << fmt::format("{},{},{},{},{},{:.3f},{:.3f},{:.4f},{:.3f},{},{},{},\"{}\"\n", i, f.spec.src,
-                       f.spec.dst, f.spec.bytes, f.completed ? 1 : 0, sim::us_from_ps(f.fct_ps), ideal,
+    csv << fmt::format("{},{},{},{},{:.3f},{},{:.3f},{:.3f},{:.4f},{:.3f},{},{},{},\"{}\"\n", i, f.spec.src,
+                       f.spec.dst, f.spec.bytes, sim::us_from_ps(f.started_ps), f.completed ? 1 : 0,
+                       sim::us_from_ps(f.fct_ps), ideal,
                        f.completed ? sim::us_from_ps(f.fct_ps) / ideal : 0.0, sim::us_from_ps(f.send_done_ps),
                        f.retransmits, f.timeouts, f.failed ? 1 : 0, error);
   }
