@@ -30,14 +30,14 @@ Result<std::vector<FlowSpec>> scenario_flows(const SimScenario& s, uint32_t host
       return all_to_all_flows(group, s.bytes);
     }
     case SimScenario::Workload::collective: {
+      // The job's ranks are hosts 0..used-1 (all of the fabric's unless `hosts` is given).
       Parallelism3D p = s.parallel;
       if (p.dp == 0) {  // the rest of the hosts
-        if (hosts % (uint64_t{p.tp} * p.pp) != 0)
-          return bad(
-              fmt::format("tp {} x pp {} does not divide the fabric's {} hosts (NICs)", p.tp, p.pp, hosts));
-        p.dp = hosts / (p.tp * p.pp);
+        if (used % (uint64_t{p.tp} * p.pp) != 0)
+          return bad(fmt::format("tp {} x pp {} does not divide the {} hosts (NICs)", p.tp, p.pp, used));
+        p.dp = used / (p.tp * p.pp);
       }
-      auto groups = parallel_groups(p, hosts, s.group);
+      auto groups = parallel_groups(p, used, s.group);
       if (!groups) return bad(groups.error().message);
       std::vector<FlowSpec> flows;
       for (const std::vector<uint32_t>& g : *groups) {

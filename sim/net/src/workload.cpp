@@ -115,6 +115,7 @@ class Runner : public HostListener, public EventSource {
     while (!timed_.empty() && timed_.top().first <= now) {
       const uint32_t i = timed_.top().second;
       timed_.pop();
+      if (flows_[i].done) continue;  // what it waited for failed after all (fail_dependents)
       if (!post(i)) return;
       kicked.push_back(specs_[i].src);
       kicked.push_back(specs_[i].dst);
@@ -178,14 +179,15 @@ class Runner : public HostListener, public EventSource {
     }
   }
 
-  // Flow i failed: what waits for it never starts; it fails too, with the reason.
+  // Flow i failed: what waits for it and has not started never will; it fails too, with the reason.
+  // (A flow that started already had i's data: its send failing later does not undo that.)
   void fail_dependents(uint32_t i) {
     for (uint32_t d : dependents_[i]) {
-      if (flows_[d].done) continue;
+      if (flows_[d].done || flows_[d].started) continue;
       flows_[d].done = flows_[d].failed = true;
       FlowResult& r = result_.flows[d];
       r.failed = true;
-      r.error = "flow " + std::to_string(i) + " it waits for failed";
+      r.error = "not started: flow " + std::to_string(i) + ", which it waits for, failed";
       --remaining_;
       fail_dependents(d);
     }

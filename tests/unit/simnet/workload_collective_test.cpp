@@ -192,6 +192,37 @@ TEST(Collective, AllToAllSendsToEveryOtherHostOnce) {
   EXPECT_NE(flows[0].dst, flows[3].dst);  // rotated: not everyone's first destination is the same
 }
 
+TEST(Collective, AFailedStepFailsTheStepsThatWaitForItAndTheRunEnds) {
+  // A 4-rank ring on small-2tier's first 4 NICs; rank 1's link is down for good and the retry budget
+  // is 1 ms: its flows fail ("peer unreachable"), the steps waiting for them fail without starting,
+  // and the run ends then, not at the time limit.
+  const char* yaml =
+      "fabric: small-2tier\n"
+      "controller: swift\n"
+      "lanes: 1\n"
+      "cc: {rto: {min_rto_us: 20, initial_rto_us: 100, retry_budget_s: 0.001}}\n"
+      "workload: {kind: collective, op: all-reduce, group: all, hosts: 4, bytes: 320000}\n"
+      "link_events: [{at_us: 0, link: \"h0:n1\", state: down}]\n"
+      "time_limit_ms: 50\n";
+  auto s = parse_sim_scenario(yaml, "f.yaml");
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  auto r = run_sim_scenario(*s, "", nullptr);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const RunResult& res = r->result;
+  ASSERT_EQ(res.flows.size(), 24u);  // 6 steps x 4 ranks
+  EXPECT_EQ(res.completed + res.failed, res.flows.size());
+  EXPECT_GT(res.failed, 0u);
+  size_t waited = 0;
+  for (const FlowResult& f : res.flows) {
+    if (f.error.find("not started: flow ") == std::string::npos) continue;
+    ++waited;
+    EXPECT_TRUE(f.failed);
+    EXPECT_EQ(f.fct_ps, 0u);  // never started
+  }
+  EXPECT_GT(waited, 0u);
+  EXPECT_LT(res.simulated_ps - res.start_ps, 50 * 1000 * kPsPerUs);
+}
+
 TEST(Collective, EveryShippedScenarioLoads) {
   size_t files = 0;
   for (const auto& e :
