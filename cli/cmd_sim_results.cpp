@@ -101,8 +101,10 @@ nlohmann::json sim_results_json(const sim::ScenarioSummary& s) {
       {"queue_bytes", {{"p50", s.queue_p50_bytes}, {"p99", s.queue_p99_bytes}, {"max", s.queue_max_bytes}}},
       {"pfc_paused_ports", s.paused_ports}};
   if (s.collective_us > 0)
-    j["collective"] = {
-        {"time_us", s.collective_us}, {"algbw_gbps", s.algbw_gbps}, {"busbw_gbps", s.busbw_gbps}};
+    j["collective"] = {{"time_us", s.collective_us},
+                       {"phases", s.collective_phases},
+                       {"algbw_gbps", s.algbw_gbps},
+                       {"busbw_gbps", s.busbw_gbps}};
   if (s.offered_load > 0) j["offered_load"] = s.offered_load;
   return j;
 }

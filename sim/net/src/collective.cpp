@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 
 namespace megascale::sim {
 
@@ -125,6 +126,30 @@ Status append_tree_all_reduce_flows(std::vector<FlowSpec>& flows, const std::vec
   return Status{};
 }
 
+Status append_pipeline_flows(std::vector<FlowSpec>& flows, const std::vector<uint32_t>& group,
+                             uint64_t bytes) {
+  if (group.size() < 2)
+    return make_error(fmt::format("a pipeline needs at least 2 stages, not {}", group.size()));
+  for (size_t i = 0; i + 1 < group.size(); ++i) {
+    FlowSpec f{.src = group[i], .dst = group[i + 1], .bytes = bytes};
+    if (i > 0) f.after.push_back(static_cast<uint32_t>(flows.size() - 1));  // stage i's input
+    flows.push_back(std::move(f));
+  }
+  return Status{};
+}
+
+void chain_after_phase(std::vector<FlowSpec>& flows, size_t prev_begin, size_t begin) {
+  // [host] -> the last flow into it from each source, in the previous phase.
+  std::map<uint32_t, std::map<uint32_t, uint32_t>> last_in;
+  for (size_t i = prev_begin; i < begin; ++i) last_in[flows[i].dst][flows[i].src] = static_cast<uint32_t>(i);
+  for (size_t i = begin; i < flows.size(); ++i) {
+    if (!flows[i].after.empty()) continue;
+    auto it = last_in.find(flows[i].src);
+    if (it == last_in.end()) continue;
+    for (const auto& [src, index] : it->second) flows[i].after.push_back(index);
+  }
+}
+
 std::vector<FlowSpec> all_to_all_flows(const std::vector<uint32_t>& hosts, uint64_t bytes) {
   std::vector<FlowSpec> flows;
   const size_t n = hosts.size();
@@ -137,6 +162,7 @@ std::vector<FlowSpec> all_to_all_flows(const std::vector<uint32_t>& hosts, uint6
 }
 
 double ring_bytes_per_rank(CollectiveOp op, uint32_t n, uint64_t bytes) {
+  if (op == CollectiveOp::send_recv) return static_cast<double>(bytes);  // every stage but the last
   const double factor = op == CollectiveOp::all_reduce ? 2.0 * (n - 1) / n : static_cast<double>(n - 1) / n;
   return factor * static_cast<double>(bytes);
 }
@@ -149,6 +175,8 @@ std::string to_string(CollectiveOp op) {
       return "all-gather";
     case CollectiveOp::reduce_scatter:
       return "reduce-scatter";
+    case CollectiveOp::send_recv:
+      return "send-recv";
   }
   return "?";
 }

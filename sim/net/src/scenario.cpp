@@ -166,7 +166,7 @@ class Parser {
       } else if (!*more) {
         return error(kv.first, kv.second,
                      "unknown key (kind, senders, receiver, bytes, hosts, op, algorithm, group, tp, pp, dp, "
-                     "chunks, cdf, load, duration_ms, connections_per_pair)");
+                     "chunks, phases, cdf, load, duration_ms, connections_per_pair)");
       }
     }
     if (!have_kind)
@@ -204,8 +204,10 @@ class Parser {
         s.op = CollectiveOp::all_gather;
       } else if (v == "reduce-scatter") {
         s.op = CollectiveOp::reduce_scatter;
+      } else if (v == "send-recv") {
+        s.op = CollectiveOp::send_recv;
       } else {
-        return error(key, value, "must be all-reduce, all-gather or reduce-scatter");
+        return error(key, value, "must be all-reduce, all-gather, reduce-scatter or send-recv");
       }
     } else if (k == "algorithm") {
       if (v == "ring") {
@@ -229,6 +231,8 @@ class Parser {
       } else {
         return error(key, value, "must be tp, pp, dp or all");
       }
+    } else if (k == "phases") {
+      if (Status st = phases(key, value, s); !st) return st.error();
     } else if (k == "cdf") {
       auto w = word(key, value);
       if (!w) return w.error();
@@ -248,6 +252,39 @@ class Parser {
       return false;
     }
     return true;
+  }
+
+  // phases: [{group, op, algorithm, bytes, chunks}, ...] (SimScenario::Phase)
+  Status phases(const YAML::Node& key, const YAML::Node& value, SimScenario& s) const {
+    if (!value.IsSequence() || value.size() == 0)
+      return error(key, value, "must be a list of {group, op, algorithm, bytes, chunks}");
+    for (const auto& entry : value) {
+      if (!entry.IsMap())
+        return error(key, entry, "each phase must be a map {group, op, algorithm, bytes, chunks}");
+      SimScenario t;  // the phase's keys parse as the workload's own
+      bool have_bytes = false;
+      for (const auto& kv : entry) {
+        const std::string k = kv.first.Scalar();
+        if (k == "bytes") {
+          auto v = whole(kv.first, kv.second, 1, 1e13);
+          if (!v) return v.error();
+          t.bytes = *v;
+          have_bytes = true;
+        } else if (k == "group" || k == "op" || k == "algorithm" || k == "chunks") {
+          if (auto r = workload_more(kv.first, kv.second, t); !r) return r.error();
+        } else {
+          return error(kv.first, kv.second, "unknown key (group, op, algorithm, bytes, chunks)");
+        }
+      }
+      const int line = line_of(entry);
+      if (!have_bytes) return make_error(fmt::format("{}:{}: phases: a phase needs bytes", source_, line));
+      if (t.algorithm != CollectiveAlgorithm::ring && t.op != CollectiveOp::all_reduce)
+        return make_error(fmt::format("{}:{}: phases: tree algorithms do all-reduce only, not {}", source_,
+                                      line, to_string(t.op)));
+      s.phases.push_back(SimScenario::Phase{
+          .group = t.group, .op = t.op, .algorithm = t.algorithm, .bytes = t.bytes, .chunks = t.chunks});
+    }
+    return Status{};
   }
 
   // results: {interval_us, size_bins_bytes}

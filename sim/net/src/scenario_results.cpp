@@ -25,12 +25,19 @@ void summarize_results(const ScenarioRun& run, ScenarioSummary& s) {
   }
   s.size_bins = slowdown_by_size(bytes, fct, run.ideal_fct_ps, done, sc.size_bins_bytes);
 
-  if (sc.workload == SimScenario::Workload::collective && r.makespan_ps > 0 && run.group_ranks >= 2) {
+  if (sc.workload == SimScenario::Workload::collective && r.makespan_ps > 0) {
     // Every group runs the same collective at once: the step takes as long as the slowest.
     s.collective_us = us_from_ps(r.makespan_ps);
-    s.algbw_gbps = static_cast<double>(sc.bytes) * 8e3 / static_cast<double>(r.makespan_ps);
-    const double n = run.group_ranks;
-    s.busbw_gbps = s.algbw_gbps * (sc.op == CollectiveOp::all_reduce ? 2 * (n - 1) / n : (n - 1) / n);
+    s.collective_phases = std::max<size_t>(1, sc.phases.size());
+    const uint64_t size = sc.phases.size() == 1 ? sc.phases[0].bytes : sc.bytes;
+    const CollectiveOp op = sc.phases.size() == 1 ? sc.phases[0].op : sc.op;
+    if (s.collective_phases == 1 && run.group_ranks >= 2) {
+      s.algbw_gbps = static_cast<double>(size) * 8e3 / static_cast<double>(r.makespan_ps);
+      const double n = run.group_ranks;
+      s.busbw_gbps = op == CollectiveOp::send_recv
+                         ? s.algbw_gbps
+                         : s.algbw_gbps * (op == CollectiveOp::all_reduce ? 2 * (n - 1) / n : (n - 1) / n);
+    }
   }
   if (sc.workload == SimScenario::Workload::poisson && run.host_rate_bps > 0 && sc.duration_ps > 0) {
     const double hosts = sc.workload_hosts == 0 ? static_cast<double>(run.hosts) : sc.workload_hosts;
@@ -75,9 +82,13 @@ void summarize_results(const ScenarioRun& run, ScenarioSummary& s) {
 
 std::string format_results(const ScenarioSummary& s) {
   std::string out;
-  if (s.collective_us > 0)
+  if (s.collective_phases > 1) {
+    out += fmt::format("step         {:.1f} us ({} phases, each rank's after its previous one)\n",
+                       s.collective_us, s.collective_phases);
+  } else if (s.collective_us > 0) {
     out += fmt::format("collective   {:.1f} us   algbw {:.2f} Gbit/s   busbw {:.2f} Gbit/s\n",
                        s.collective_us, s.algbw_gbps, s.busbw_gbps);
+  }
   if (s.offered_load > 0) out += fmt::format("offered load {:.3f} of line rate\n", s.offered_load);
   if (s.throughput_mean_gbps > 0 || s.queue_max_bytes > 0)
     out += fmt::format(

@@ -37,18 +37,31 @@ Result<std::vector<FlowSpec>> scenario_flows(const SimScenario& s, uint32_t host
           return bad(fmt::format("tp {} x pp {} does not divide the {} hosts (NICs)", p.tp, p.pp, used));
         p.dp = used / (p.tp * p.pp);
       }
-      auto groups = parallel_groups(p, used, s.group);
-      if (!groups) return bad(groups.error().message);
+      std::vector<SimScenario::Phase> phases = s.phases;
+      if (phases.empty())
+        phases.push_back(SimScenario::Phase{
+            .group = s.group, .op = s.op, .algorithm = s.algorithm, .bytes = s.bytes, .chunks = s.chunks});
       std::vector<FlowSpec> flows;
-      for (const std::vector<uint32_t>& g : *groups) {
-        if (g.size() < 2) return bad(fmt::format("groups of {} rank have no traffic", g.size()));
-        Status st = s.algorithm == CollectiveAlgorithm::ring
-                        ? append_ring_flows(flows, g, s.op, s.bytes)
-                        : append_tree_all_reduce_flows(flows, g, s.bytes, s.chunks,
-                                                       s.algorithm == CollectiveAlgorithm::double_tree);
-        if (!st) return bad(st.error().message);
+      size_t prev_begin = 0;
+      for (size_t k = 0; k < phases.size(); ++k) {
+        const SimScenario::Phase& ph = phases[k];
+        auto groups = parallel_groups(p, used, ph.group);
+        if (!groups) return bad(groups.error().message);
+        const size_t begin = flows.size();
+        for (const std::vector<uint32_t>& g : *groups) {
+          if (g.size() < 2) return bad(fmt::format("groups of {} rank have no traffic", g.size()));
+          Status st = ph.op == CollectiveOp::send_recv ? append_pipeline_flows(flows, g, ph.bytes)
+                      : ph.algorithm == CollectiveAlgorithm::ring
+                          ? append_ring_flows(flows, g, ph.op, ph.bytes)
+                          : append_tree_all_reduce_flows(flows, g, ph.bytes, ph.chunks,
+                                                         ph.algorithm == CollectiveAlgorithm::double_tree);
+          if (!st) return bad(st.error().message);
+        }
+        if (k > 0) chain_after_phase(flows, prev_begin, begin);
+        prev_begin = begin;
+        if (group_ranks != nullptr && phases.size() == 1)
+          *group_ranks = static_cast<uint32_t>(groups->front().size());
       }
-      if (group_ranks != nullptr) *group_ranks = static_cast<uint32_t>(groups->front().size());
       return flows;
     }
     case SimScenario::Workload::poisson: {

@@ -223,6 +223,89 @@ TEST(Collective, AFailedStepFailsTheStepsThatWaitForItAndTheRunEnds) {
   EXPECT_LT(res.simulated_ps - res.start_ps, 50 * 1000 * kPsPerUs);
 }
 
+TEST(Collective, PhasesOfAStepChainPerRankAndAPipelinePassChainsItsStages) {
+  std::vector<FlowSpec> pipe;
+  ASSERT_TRUE(append_pipeline_flows(pipe, {3, 1, 2, 0}, 5000).ok());
+  ASSERT_EQ(pipe.size(), 3u);
+  EXPECT_TRUE(pipe[0].after.empty());
+  EXPECT_EQ(pipe[1].after, std::vector<uint32_t>{0});
+  EXPECT_EQ(pipe[2].src, 2u);
+  EXPECT_EQ(pipe[2].dst, 0u);
+  EXPECT_FALSE(append_pipeline_flows(pipe, {3}, 5000).ok());
+
+  // Phase 1: ring all-gather in TP pairs {0,1}..{6,7}; phase 2: ring all-reduce in DP groups {0,2,4,6},
+  // {1,3,5,7}. A phase-2 first step waits for the last phase-1 flow into its source.
+  const Parallelism3D p{.tp = 2, .pp = 1, .dp = 4};
+  std::vector<FlowSpec> flows;
+  const auto tp_groups = parallel_groups(p, 8, ParallelGroup::tp);
+  const auto dp_groups = parallel_groups(p, 8, ParallelGroup::dp);
+  ASSERT_TRUE(tp_groups.ok() && dp_groups.ok());
+  for (const auto& g : *tp_groups)
+    ASSERT_TRUE(append_ring_flows(flows, g, CollectiveOp::all_gather, 200'000).ok());
+  const size_t begin = flows.size();
+  ASSERT_EQ(begin, 8u);  // 4 pairs x 1 step x 2 ranks
+  for (const auto& g : *dp_groups)
+    ASSERT_TRUE(append_ring_flows(flows, g, CollectiveOp::all_reduce, 400'000).ok());
+  std::vector<bool> was_first(flows.size(), false);  // ring step 0: nothing to wait for yet
+  for (size_t i = begin; i < flows.size(); ++i) was_first[i] = flows[i].after.empty();
+  chain_after_phase(flows, 0, begin);
+  std::vector<size_t> firsts;
+  for (size_t i = begin; i < flows.size(); ++i) {
+    if (was_first[i]) {
+      firsts.push_back(i);
+      ASSERT_EQ(flows[i].after.size(), 1u) << i;  // a TP pair: one source into each rank
+      EXPECT_LT(flows[i].after[0], begin);
+      EXPECT_EQ(flows[flows[i].after[0]].dst, flows[i].src);
+    } else {
+      for (uint32_t d : flows[i].after) EXPECT_GE(d, begin);  // later steps keep their own chain
+    }
+  }
+  EXPECT_EQ(firsts.size(), 8u);
+  auto fabric = build_star(star_config(), 8);
+  ASSERT_TRUE(fabric.ok());
+  auto r = run_flows(**fabric, flows, kLimit);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_EQ(r->completed, flows.size());
+  for (size_t i : firsts) {
+    const FlowResult& dep = r->flows[flows[i].after[0]];
+    EXPECT_EQ(r->flows[i].started_ps, dep.started_ps + dep.fct_ps);
+  }
+
+  // The same as a scenario; a phase's bad key names its line.
+  const char* yaml =
+      "fabric: star:8\n"
+      "controller: swift\n"
+      "workload:\n"
+      "  kind: collective\n"
+      "  tp: 2\n"
+      "  pp: 2\n"
+      "  phases:\n"
+      "    - {group: tp, op: all-gather, bytes: 200000}\n"
+      "    - {group: pp, op: send-recv, bytes: 100000}\n"
+      "    - {group: dp, op: all-reduce, algorithm: double-tree, chunks: 2, bytes: 400000}\n";
+  auto s = parse_sim_scenario(yaml, "step.yaml");
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  ASSERT_EQ(s->phases.size(), 3u);
+  EXPECT_EQ(s->phases[1].op, CollectiveOp::send_recv);
+  EXPECT_EQ(s->phases[2].algorithm, CollectiveAlgorithm::double_tree);
+  auto run = run_sim_scenario(*s, "", nullptr);
+  ASSERT_TRUE(run.ok()) << run.error().message;
+  const ScenarioSummary sum = summarize_run(*run);
+  // 4 TP pairs x 2 flows, 4 PP pairs x 1 flow, 4 DP pairs x (2 trees x 2 chunks x 2 flows).
+  EXPECT_EQ(sum.flows, 8u + 4 + 4 * 8);
+  EXPECT_EQ(sum.completed, sum.flows);
+  EXPECT_EQ(sum.collective_phases, 3u);
+  EXPECT_GT(sum.collective_us, 0.0);
+  std::string bad = yaml;
+  bad.replace(bad.find("chunks: 2"), 9, "chunk: 2");
+  auto b = parse_sim_scenario(bad, "step.yaml");
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(
+      b.error().message.find("step.yaml:10: chunk: 2: unknown key (group, op, algorithm, bytes, chunks)"),
+      std::string::npos)
+      << b.error().message;
+}
+
 TEST(Collective, EveryShippedScenarioLoads) {
   size_t files = 0;
   for (const auto& e :
@@ -234,7 +317,7 @@ TEST(Collective, EveryShippedScenarioLoads) {
     EXPECT_TRUE(s.ok()) << path << ": " << (s.ok() ? "" : s.error().message);
     ++files;
   }
-  EXPECT_GE(files, 15u);  // 9 before this slice, 6 added with it
+  EXPECT_GE(files, 16u);  // 9 before this slice, 7 added with it
   auto ring = load_sim_scenario(std::string(MEGASCALE_SOURCE_DIR) + "/configs/sim/ring-allreduce-dp.yaml");
   ASSERT_TRUE(ring.ok());
   EXPECT_EQ(ring->workload, SimScenario::Workload::collective);

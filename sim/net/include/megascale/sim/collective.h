@@ -43,7 +43,8 @@ struct Parallelism3D {
 };
 
 enum class ParallelGroup { tp, pp, dp, all };
-enum class CollectiveOp { all_reduce, all_gather, reduce_scatter };
+// send_recv: a pipeline pass (one microbatch's activations), stage i sending to stage i+1.
+enum class CollectiveOp { all_reduce, all_gather, reduce_scatter, send_recv };
 enum class CollectiveAlgorithm { ring, tree, double_tree };
 
 // Every group of the kind, each a list of host addresses in rank order. `all` is one group of every
@@ -63,13 +64,27 @@ Status append_ring_flows(std::vector<FlowSpec>& flows, const std::vector<uint32_
 Status append_tree_all_reduce_flows(std::vector<FlowSpec>& flows, const std::vector<uint32_t>& group,
                                     uint64_t bytes, uint32_t chunks, bool double_tree);
 
+// Appends a pipeline pass over `group` (stages in order): stage i sends `bytes` to stage i+1 once it
+// has received from stage i-1 (the activations of one microbatch going forward through PP stages).
+// Errors: a group under 2 stages.
+Status append_pipeline_flows(std::vector<FlowSpec>& flows, const std::vector<uint32_t>& group,
+                             uint64_t bytes);
+
+// Chains a phase after the previous one, per rank: every flow of flows[begin, end of list) that
+// waits for nothing gets, as `after`, the last flow from each source into its own source host among
+// flows[prev_begin, begin) (messages on one connection complete in order, so the last per source is
+// the one to wait for). So a rank starts a step's next collective once it has received all of the
+// previous one; a rank that only sent in it (a pipeline's first stage) starts at once.
+void chain_after_phase(std::vector<FlowSpec>& flows, size_t prev_begin, size_t begin);
+
 // Every host of `hosts` sends `bytes` to every other one, all at once (n(n-1) flows, in order of
 // source, then destination rotated by the source's position, so that no destination is everyone's
 // first).
 std::vector<FlowSpec> all_to_all_flows(const std::vector<uint32_t>& hosts, uint64_t bytes);
 
 // Bytes each rank sends in a ring collective of `bytes` over n ranks (the bus-bandwidth factor of
-// nccl-tests' PERFORMANCE.md times bytes): all-reduce 2(n-1)/n, the others (n-1)/n.
+// nccl-tests' PERFORMANCE.md times bytes): all-reduce 2(n-1)/n, all-gather and reduce-scatter
+// (n-1)/n; a pipeline pass: bytes (every stage but the last).
 double ring_bytes_per_rank(CollectiveOp op, uint32_t n, uint64_t bytes);
 
 std::string to_string(CollectiveOp op);

@@ -78,7 +78,17 @@ struct SimScenario {
   ParallelGroup group = ParallelGroup::all;
   CollectiveOp op = CollectiveOp::all_reduce;
   CollectiveAlgorithm algorithm = CollectiveAlgorithm::ring;
-  uint32_t chunks = 1;                   // tree pieces
+  uint32_t chunks = 1;  // tree pieces
+  // collective: a training step's phases, run in order (collective.h, chain_after_phase); empty = the
+  // one collective given by group, op, algorithm, bytes and chunks.
+  struct Phase {
+    ParallelGroup group = ParallelGroup::all;
+    CollectiveOp op = CollectiveOp::all_reduce;
+    CollectiveAlgorithm algorithm = CollectiveAlgorithm::ring;
+    uint64_t bytes = 0;
+    uint32_t chunks = 1;
+  };
+  std::vector<Phase> phases;
   std::string cdf;                       // poisson: the flow-size CDF file, resolved
   double load = 0.3;                     // poisson: fraction of host line rate
   TimePs duration_ps = 1000 * kPsPerUs;  // poisson: arrivals in [0, duration)
@@ -154,7 +164,8 @@ struct ScenarioSummary {
   // Collective workloads: the collective's time (start to the last receive), its algorithm bandwidth
   // (bytes / time) and bus bandwidth (nccl-tests: all-reduce x 2(n-1)/n, the others x (n-1)/n).
   double collective_us = 0, algbw_gbps = 0, busbw_gbps = 0;
-  double offered_load = 0;  // poisson: flow bytes / (hosts x line rate x duration)
+  size_t collective_phases = 0;  // > 1: a step of phases (time only; no single size for bandwidths)
+  double offered_load = 0;       // poisson: flow bytes / (hosts x line rate x duration)
   // From the time series: delivered throughput (mean over the makespan, peak interval), switch port
   // backlog samples (p50, p99 over every port and sample; bucket lower bounds, so within 19%), the
   // largest backlog any port reached, and ports that PFC paused at some time.
