@@ -20,15 +20,20 @@
 //   controller: hybrid         # a congestion/ preset name or YAML path (resolve_cc_config)
 //   lanes: 4
 //   workload: {kind: incast, senders: 64, receiver: 64, bytes: 1000000}   # or kind: permutation
-//   # or: {kind: all-to-all, bytes: 262144, hosts: 32}        # hosts 0..31 (omit: every host)
-//   # or: {kind: collective, op: all-reduce, algorithm: ring, group: dp, tp: 8, pp: 2, dp: 4,
-//   #      bytes: 67108864, chunks: 4, hosts: 64}   # the job on hosts 0..63 (omit: every host)   # op:
-//   all-gather, reduce-scatter; algorithm: tree, #      double-tree (all-reduce only; chunks pipeline them);
-//   group: tp, pp, dp, all; dp: omit for #      hosts / (tp x pp) (collective.h: placement, TP innermost) #
-//   or: {kind: poisson, cdf: cdf/web-search.txt, load: 0.3, duration_ms: 2, hosts: 16} #      (flow_cdf.h;
-//   cdf relative to this file) # every kind: connections_per_pair: 1 (flows of a pair beyond it share
-//   connections in order) seed: 1 time_limit_ms: 100 cc:                        # overrides on top of the
-//   controller's preset, keys as in configs/cc
+//     # or {kind: all-to-all, bytes: 262144, hosts: 32}: hosts 0..31 (omit: every host)
+//     # or {kind: collective, op: all-reduce, algorithm: ring, group: dp, tp: 8, pp: 2, dp: 4,
+//     #     bytes: 67108864, chunks: 4, hosts: 64}: the job on hosts 0..63 (omit: every host);
+//     #     op: all-reduce, all-gather, reduce-scatter, send-recv (a pipeline pass); algorithm:
+//     #     ring, tree, double-tree (trees: all-reduce only, in `chunks` pipelined pieces); group:
+//     #     tp, pp, dp, all; dp omitted: hosts / (tp x pp) (collective.h: placement, TP innermost);
+//     #     phases: [{group, op, algorithm, bytes, chunks}, ...] instead of one collective: a
+//     #     training step, each rank starting a phase once it has received all of the previous one
+//     # or {kind: poisson, cdf: cdf/web-search.txt, load: 0.3, duration_ms: 2, hosts: 16}
+//     #     (flow_cdf.h; cdf relative to this file)
+//     # every kind: connections_per_pair: 1 (flows of a pair beyond it share them, in order)
+//   seed: 1
+//   time_limit_ms: 100
+//   cc:                        # overrides on top of the controller's preset, keys as in configs/cc
 //     rto.retry_budget_s: 0.005                      # (dotted paths or nested maps), in its units
 //     rto: {min_rto_us: 20, initial_rto_us: 50}
 //   link_events:               # CLOS fabrics only (faults.h); times from the start of the sends
