@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "cmd_sim_results.h"
 #include "commands.h"
 #include "megascale/sim/scenario.h"
 
@@ -102,7 +103,8 @@ nlohmann::json summary_json(const Timed& t) {
       {"simulated_us", s.simulated_us},
       {"wall_s", t.wall_s},
       {"events_per_s", t.wall_s > 0 ? static_cast<double>(s.events) / t.wall_s : 0.0},
-      {"peak_rss_mib", peak_rss_mib()}};
+      {"peak_rss_mib", peak_rss_mib()},
+      {"results", sim_results_json(s)}};
 }
 
 Status write_outputs(const std::string& dir, const Timed& t, const std::string& suffix) {
@@ -112,7 +114,8 @@ Status write_outputs(const std::string& dir, const Timed& t, const std::string& 
   const std::string csv_path = fmt::format("{}/flows{}.csv", dir, suffix);
   std::ofstream csv(csv_path);
   if (!csv) return make_error(fmt::format("{}: cannot write", csv_path));
-  csv << "flow,src,dst,bytes,completed,fct_us,ideal_fct_us,slowdown,send_done_us,retransmits,timeouts,failed,"
+  csv << "flow,src,dst,bytes,start_us,completed,fct_us,ideal_fct_us,slowdown,send_done_us,retransmits,"
+         "timeouts,failed,"
          "error\n";
   const sim::RunResult& r = t.run.result;
   for (size_t i = 0; i < r.flows.size(); ++i) {
@@ -121,8 +124,9 @@ Status write_outputs(const std::string& dir, const Timed& t, const std::string& 
     // The error text is the engine's own ("peer N unreachable: ..."); quoted, with no quotes inside.
     std::string error = f.error;
     std::replace(error.begin(), error.end(), '"', '\'');
-    csv << fmt::format("{},{},{},{},{},{:.3f},{:.3f},{:.4f},{:.3f},{},{},{},\"{}\"\n", i, f.spec.src,
-                       f.spec.dst, f.spec.bytes, f.completed ? 1 : 0, sim::us_from_ps(f.fct_ps), ideal,
+    csv << fmt::format("{},{},{},{},{:.3f},{},{:.3f},{:.3f},{:.4f},{:.3f},{},{},{},\"{}\"\n", i, f.spec.src,
+                       f.spec.dst, f.spec.bytes, sim::us_from_ps(f.started_ps), f.completed ? 1 : 0,
+                       sim::us_from_ps(f.fct_ps), ideal,
                        f.completed ? sim::us_from_ps(f.fct_ps) / ideal : 0.0, sim::us_from_ps(f.send_done_ps),
                        f.retransmits, f.timeouts, f.failed ? 1 : 0, error);
   }
@@ -130,7 +134,7 @@ Status write_outputs(const std::string& dir, const Timed& t, const std::string& 
   std::ofstream js(json_path);
   if (!js) return make_error(fmt::format("{}: cannot write", json_path));
   js << summary_json(t).dump(2) << "\n";
-  return Status{};
+  return write_sim_results(dir, t.run, t.summary, suffix);
 }
 
 int run_sim(const SimOptions& o) {
@@ -177,7 +181,10 @@ int run_sim(const SimOptions& o) {
           x.retransmits);
     }
   }
-  if (!o.out_dir.empty()) fmt::print("wrote {}/flows*.csv and summary*.json\n", o.out_dir);
+  if (!o.out_dir.empty())
+    fmt::print(
+        "wrote {}/: flows, fct_bins, throughput, throughput_hosts, queues, ports (.csv) and summary.json\n",
+        o.out_dir);
   for (const Timed& t : runs) {
     if (t.summary.completed != t.summary.flows) return kExitFailure;  // some flow did not finish in time
   }
@@ -194,7 +201,9 @@ void add_sim_command(CLI::App& app) {
   cmd->add_option("--compare", o->compare,
                   "run under each controller preset, e.g. hybrid,swift,dcqcn-paper,fixed");
   cmd->add_option("--controller", o->controller, "controller preset or YAML path instead of the scenario's");
-  cmd->add_option("--out", o->out_dir, "folder for flows.csv and summary.json (one pair per controller)");
+  cmd->add_option("--out", o->out_dir,
+                  "folder for flows.csv, summary.json and the results CSVs (one set per controller); "
+                  "scripts/plot-sim.py draws them");
   cmd->add_flag("--quiet", o->quiet, "no progress lines");
   cmd->callback([o] { exit_code() = run_sim(*o); });
 }

@@ -134,6 +134,7 @@ class Parser {
 
   Status workload(const YAML::Node& node, SimScenario& s) const {
     bool have_kind = false;
+    s.workload_line = line_of(node);
     for (const auto& kv : node) {
       const std::string k = kv.first.Scalar();
       if (k == "kind") {
@@ -142,8 +143,14 @@ class Parser {
           s.workload = SimScenario::Workload::incast;
         } else if (v == "permutation") {
           s.workload = SimScenario::Workload::permutation;
+        } else if (v == "all-to-all") {
+          s.workload = SimScenario::Workload::all_to_all;
+        } else if (v == "collective") {
+          s.workload = SimScenario::Workload::collective;
+        } else if (v == "poisson") {
+          s.workload = SimScenario::Workload::poisson;
         } else {
-          return error(kv.first, kv.second, "must be incast or permutation");
+          return error(kv.first, kv.second, "must be incast, permutation, all-to-all, collective or poisson");
         }
         have_kind = true;
       } else if (k == "senders" || k == "receiver") {
@@ -154,14 +161,155 @@ class Parser {
         auto v = whole(kv.first, kv.second, 1, 1e13);
         if (!v) return v.error();
         s.bytes = *v;
-      } else {
-        return error(kv.first, kv.second, "unknown key (kind, senders, receiver, bytes)");
+      } else if (Result<bool> more = workload_more(kv.first, kv.second, s); !more) {
+        return more.error();
+      } else if (!*more) {
+        return error(kv.first, kv.second,
+                     "unknown key (kind, senders, receiver, bytes, hosts, op, algorithm, group, tp, pp, dp, "
+                     "chunks, phases, cdf, load, duration_ms, connections_per_pair)");
       }
     }
     if (!have_kind)
       return make_error(fmt::format("{}:{}: workload: kind is missing", source_, line_of(node)));
     if (s.workload == SimScenario::Workload::incast && s.senders == 0)
       return make_error(fmt::format("{}:{}: workload: an incast needs senders", source_, line_of(node)));
+    if (s.workload == SimScenario::Workload::poisson && s.cdf.empty())
+      return make_error(fmt::format("{}:{}: workload: poisson needs a cdf file", source_, line_of(node)));
+    if (s.workload == SimScenario::Workload::collective && s.algorithm != CollectiveAlgorithm::ring &&
+        s.op != CollectiveOp::all_reduce)
+      return make_error(fmt::format("{}:{}: workload: tree algorithms do all-reduce only, not {}", source_,
+                                    line_of(node), to_string(s.op)));
+    return Status{};
+  }
+
+  // The keys of all-to-all, collective and poisson workloads (collective.h, flow_cdf.h): true when
+  // `key` is one of them.
+  Result<bool> workload_more(const YAML::Node& key, const YAML::Node& value, SimScenario& s) const {
+    const std::string k = key.Scalar();
+    const std::string v = value.IsScalar() ? value.Scalar() : "";
+    if (k == "hosts" || k == "tp" || k == "pp" || k == "dp" || k == "chunks" || k == "connections_per_pair") {
+      auto n = whole(key, value, k == "hosts" ? 2 : 1, k == "connections_per_pair" ? 64 : 1e7);
+      if (!n) return n.error();
+      const auto u = static_cast<uint32_t>(*n);
+      if (k == "hosts") s.workload_hosts = u;
+      if (k == "tp") s.parallel.tp = u;
+      if (k == "pp") s.parallel.pp = u;
+      if (k == "dp") s.parallel.dp = u;
+      if (k == "chunks") s.chunks = u;
+      if (k == "connections_per_pair") s.connections_per_pair = u;
+    } else if (k == "op") {
+      if (v == "all-reduce") {
+        s.op = CollectiveOp::all_reduce;
+      } else if (v == "all-gather") {
+        s.op = CollectiveOp::all_gather;
+      } else if (v == "reduce-scatter") {
+        s.op = CollectiveOp::reduce_scatter;
+      } else if (v == "send-recv") {
+        s.op = CollectiveOp::send_recv;
+      } else {
+        return error(key, value, "must be all-reduce, all-gather, reduce-scatter or send-recv");
+      }
+    } else if (k == "algorithm") {
+      if (v == "ring") {
+        s.algorithm = CollectiveAlgorithm::ring;
+      } else if (v == "tree") {
+        s.algorithm = CollectiveAlgorithm::tree;
+      } else if (v == "double-tree") {
+        s.algorithm = CollectiveAlgorithm::double_tree;
+      } else {
+        return error(key, value, "must be ring, tree or double-tree");
+      }
+    } else if (k == "group") {
+      if (v == "tp") {
+        s.group = ParallelGroup::tp;
+      } else if (v == "pp") {
+        s.group = ParallelGroup::pp;
+      } else if (v == "dp") {
+        s.group = ParallelGroup::dp;
+      } else if (v == "all") {
+        s.group = ParallelGroup::all;
+      } else {
+        return error(key, value, "must be tp, pp, dp or all");
+      }
+    } else if (k == "phases") {
+      if (Status st = phases(key, value, s); !st) return st.error();
+    } else if (k == "cdf") {
+      auto w = word(key, value);
+      if (!w) return w.error();
+      std::filesystem::path p(*w);
+      if (p.is_relative()) p = std::filesystem::path(source_).parent_path() / p;
+      if (!std::filesystem::exists(p)) return error(key, value, fmt::format("no such file ({})", p.string()));
+      s.cdf = p.string();
+    } else if (k == "load") {
+      auto x = number(key, value, 0.001, 1);
+      if (!x) return x.error();
+      s.load = *x;
+    } else if (k == "duration_ms") {
+      auto x = number(key, value, 0.001, 1e6);
+      if (!x) return x.error();
+      s.duration_ps = static_cast<TimePs>(*x * 1e9);
+    } else {
+      return false;
+    }
+    return true;
+  }
+
+  // phases: [{group, op, algorithm, bytes, chunks}, ...] (SimScenario::Phase)
+  Status phases(const YAML::Node& key, const YAML::Node& value, SimScenario& s) const {
+    if (!value.IsSequence() || value.size() == 0)
+      return error(key, value, "must be a list of {group, op, algorithm, bytes, chunks}");
+    for (const auto& entry : value) {
+      if (!entry.IsMap())
+        return error(key, entry, "each phase must be a map {group, op, algorithm, bytes, chunks}");
+      SimScenario t;  // the phase's keys parse as the workload's own
+      bool have_bytes = false;
+      for (const auto& kv : entry) {
+        const std::string k = kv.first.Scalar();
+        if (k == "bytes") {
+          auto v = whole(kv.first, kv.second, 1, 1e13);
+          if (!v) return v.error();
+          t.bytes = *v;
+          have_bytes = true;
+        } else if (k == "group" || k == "op" || k == "algorithm" || k == "chunks") {
+          if (auto r = workload_more(kv.first, kv.second, t); !r) return r.error();
+        } else {
+          return error(kv.first, kv.second, "unknown key (group, op, algorithm, bytes, chunks)");
+        }
+      }
+      const int line = line_of(entry);
+      if (!have_bytes) return make_error(fmt::format("{}:{}: phases: a phase needs bytes", source_, line));
+      if (t.algorithm != CollectiveAlgorithm::ring && t.op != CollectiveOp::all_reduce)
+        return make_error(fmt::format("{}:{}: phases: tree algorithms do all-reduce only, not {}", source_,
+                                      line, to_string(t.op)));
+      s.phases.push_back(SimScenario::Phase{
+          .group = t.group, .op = t.op, .algorithm = t.algorithm, .bytes = t.bytes, .chunks = t.chunks});
+    }
+    return Status{};
+  }
+
+  // results: {interval_us, size_bins_bytes}
+  Status results(const YAML::Node& node, SimScenario& s) const {
+    for (const auto& kv : node) {
+      const std::string k = kv.first.Scalar();
+      if (k == "interval_us") {
+        auto v = number(kv.first, kv.second, 0, 1e9);
+        if (!v) return v.error();
+        s.series_interval_ps = static_cast<TimePs>(std::llround(*v * 1e6));
+      } else if (k == "size_bins_bytes") {
+        if (!kv.second.IsSequence() || kv.second.size() == 0)
+          return error(kv.first, kv.second, "must be a list of ascending sizes in bytes");
+        s.size_bins_bytes.clear();
+        for (const auto& e : kv.second) {
+          auto v = whole(kv.first, e, 1, 1e15);
+          if (!v) return v.error();
+          if (!s.size_bins_bytes.empty() && *v <= s.size_bins_bytes.back())
+            return error(kv.first, kv.second, "sizes must ascend");
+          s.size_bins_bytes.push_back(*v);
+        }
+      } else {
+        return error(kv.first, kv.second, "unknown key (interval_us, size_bins_bytes)");
+      }
+    }
     return Status{};
   }
 
@@ -265,6 +413,8 @@ class Parser {
         if (st = map_of(key, value); st) st = cc(value, "", s);
       } else if (k == "link_events") {
         st = link_events(key, value, s);
+      } else if (k == "results") {
+        if (st = map_of(key, value); st) st = results(value, s);
       } else if (k == "reroute") {
         auto v = flag(key, value);
         if (!v) return v.error();
@@ -276,7 +426,7 @@ class Parser {
       } else {
         return error(key, value,
                      "unknown key (name, description, fabric, host_gbps, link_delay_us, switch, ecmp, "
-                     "controller, lanes, workload, seed, time_limit_ms, cc, link_events, reroute)");
+                     "controller, lanes, workload, seed, time_limit_ms, cc, link_events, reroute, results)");
       }
       if (!st) return st.error();
     }
@@ -405,16 +555,9 @@ Result<ScenarioRun> run_sim_scenario(const SimScenario& s, const std::string& co
   run.switches = fabric->switch_count();
   run.host_rate_bps = fabric->config().host_rate_bps;
 
-  std::vector<FlowSpec> flows;
-  if (s.workload == SimScenario::Workload::incast) {
-    if (s.receiver >= hosts || s.senders >= hosts)
-      return make_error(fmt::format("{}: incast of {} senders to host {} needs more than {} hosts", s.source,
-                                    s.senders, s.receiver, hosts));
-    flows = incast_flows(s.senders, s.receiver, s.bytes);
-  } else {
-    Rng rng(s.seed ^ 0x5EED5EED5EED5EEDULL);
-    flows = permutation_flows(hosts, s.bytes, rng);
-  }
+  auto built = scenario_flows(s, hosts, run.host_rate_bps, &run.group_ranks);
+  if (!built) return built.error();
+  std::vector<FlowSpec> flows = std::move(*built);
 
   // Ideal FCT: alone on the fabric (see scenario.h).
   const ClosInfo* clos = fabric->clos();
@@ -440,8 +583,11 @@ Result<ScenarioRun> run_sim_scenario(const SimScenario& s, const std::string& co
     changes.push_back(LinkStateChange{.at_ps = e.at_ps, .link = *link, .up = e.up});
   }
   LinkFaults faults(*fabric, std::move(changes), s.reroute);
-  auto r =
-      run_flows(*fabric, flows, s.time_limit_ps, progress, [&faults](TimePs start) { faults.start(start); });
+  RunOptions options{.progress = progress,
+                     .on_start = [&faults](TimePs start) { faults.start(start); },
+                     .connections_per_pair = s.connections_per_pair,
+                     .series_interval_ps = s.series_interval_ps};
+  auto r = run_flows(*fabric, flows, s.time_limit_ps, options);
   if (!r) return r.error();
   run.result = std::move(*r);
   return run;
@@ -449,10 +595,7 @@ Result<ScenarioRun> run_sim_scenario(const SimScenario& s, const std::string& co
 
 namespace {
 double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const auto rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size())));
-  return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
+  return percentile_nearest_rank(std::move(v), p);
 }
 }  // namespace
 
@@ -493,10 +636,15 @@ ScenarioSummary summarize_run(const ScenarioRun& run) {
   s.timeouts = r.timeouts;
   s.events = r.events;
   s.simulated_us = us_from_ps(r.simulated_ps);
+  summarize_results(run, s);
   return s;
 }
 
 std::string format_summary(const ScenarioSummary& s) {
+  return format_totals(s) + format_results(s);
+}
+
+std::string format_totals(const ScenarioSummary& s) {
   return fmt::format(
       "flows        {} completed of {}, {} failed\n"
       "FCT us       p50 {:.1f}  p95 {:.1f}  p99 {:.1f}  max {:.1f}\n"

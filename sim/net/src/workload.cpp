@@ -1,7 +1,15 @@
 #include "megascale/sim/workload.h"
 
 #include <algorithm>
+#include <functional>
+#include <map>
+#include <memory>
+#include <queue>
 #include <string>
+#include <unordered_map>
+#include <utility>
+
+#include "series_sampler.h"
 
 namespace megascale::sim {
 
@@ -25,26 +33,65 @@ std::vector<FlowSpec> permutation_flows(uint32_t hosts, uint64_t bytes, Rng& rng
 
 namespace {
 
-struct Flow {
+// One connection of a (source, destination) pair, both ends.
+struct Conn {
   engine::Connection* tx = nullptr;
   engine::Connection* rx = nullptr;
+  uint32_t active = 0;         // flows started on it and not yet done
+  uint64_t rx_done_bytes = 0;  // bytes of its completed receives
+  uint64_t tx_done_bytes = 0;  // bytes of its completed sends
+};
+
+struct Flow {
+  uint32_t pair = 0;
+  uint32_t conn = 0;  // index into the run's connections, once started
   engine::RequestId send = 0;
   engine::RequestId recv = 0;
+  uint32_t waiting = 0;  // flows in `after` whose receives are not done yet
+  bool started = false;
   bool send_done = false;
   bool recv_done = false;
   bool failed = false;
+  bool done = false;
 };
 
-// Checks the flows of a host after each engine call there; stops the simulation when all are done.
-class Tracker : public HostListener {
+// Starts flows (at their times, or when what they wait for is received) and checks the started flows
+// of a host after each engine call there; stops the simulation when all are done.
+class Runner : public HostListener, public EventSource {
  public:
-  Tracker(Fabric& fabric, std::vector<Flow>& flows, RunResult& result, TimePs start)
-      : fabric_(fabric), flows_(flows), result_(result), start_(start), by_host_(fabric.host_count()) {
-    for (size_t i = 0; i < flows.size(); ++i) {
-      by_host_[result.flows[i].spec.src].push_back(static_cast<uint32_t>(i));
-      by_host_[result.flows[i].spec.dst].push_back(static_cast<uint32_t>(i));
+  Runner(Fabric& fabric, const std::vector<FlowSpec>& specs, std::vector<Flow>& flows,
+         std::vector<Conn>& conns, std::vector<std::vector<uint32_t>> pair_conns, RunResult& result,
+         TimePs start)
+      : fabric_(fabric),
+        specs_(specs),
+        flows_(flows),
+        conns_(conns),
+        pair_conns_(std::move(pair_conns)),
+        result_(result),
+        start_(start),
+        by_host_(fabric.host_count()),
+        dependents_(specs.size()) {
+    remaining_ = specs.size();
+    for (size_t i = 0; i < specs.size(); ++i) {
+      flows_[i].waiting = static_cast<uint32_t>(specs[i].after.size());
+      for (uint32_t d : specs[i].after) dependents_[d].push_back(static_cast<uint32_t>(i));
     }
-    remaining_ = flows.size();
+  }
+
+  // At the measure phase's start: posts every flow due now (in list order, then kicks every host, as
+  // a run without timed flows always did) and schedules the others.
+  Status begin() {
+    for (size_t i = 0; i < specs_.size(); ++i) {
+      if (flows_[i].waiting > 0) continue;
+      if (specs_[i].start_ps == 0) {
+        if (Status st = post(static_cast<uint32_t>(i)); !st) return st;
+      } else {
+        defer(static_cast<uint32_t>(i), start_ + specs_[i].start_ps);
+      }
+    }
+    for (uint32_t h = 0; h < fabric_.host_count(); ++h) fabric_.host(h).kick();
+    for (uint32_t h = 0; h < fabric_.host_count(); ++h) on_host_activity(fabric_.host(h));  // 0-byte flows
+    return Status{};
   }
 
   void on_host_activity(Host& host) override {
@@ -57,43 +104,135 @@ class Tracker : public HostListener {
         ++k;
       }
     }
-    if (remaining_ == 0) fabric_.sim().stop();
+    if (remaining_ == 0 || !error_.empty()) fabric_.sim().stop();
+  }
+
+  // Timed starts are due.
+  void on_event() override {
+    if (!armed_.empty()) armed_.pop_back();
+    const TimePs now = fabric_.sim().now();
+    std::vector<uint32_t> kicked;
+    while (!timed_.empty() && timed_.top().first <= now) {
+      const uint32_t i = timed_.top().second;
+      timed_.pop();
+      if (flows_[i].done) continue;  // what it waited for failed after all (fail_dependents)
+      if (!post(i)) return;
+      kicked.push_back(specs_[i].src);
+      kicked.push_back(specs_[i].dst);
+    }
+    for (uint32_t h : kicked) fabric_.host(h).kick();
+    if (!timed_.empty()) arm(timed_.top().first);
   }
 
   size_t remaining() const { return remaining_; }
+  const std::string& error() const { return error_; }
 
  private:
+  // Posts flow i's receive and send now on the least busy connection of its pair.
+  Status post(uint32_t i) {
+    Flow& f = flows_[i];
+    const FlowSpec& spec = specs_[i];
+    const std::vector<uint32_t>& pool = pair_conns_[f.pair];
+    f.conn = pool[0];
+    for (uint32_t c : pool) {
+      if (conns_[c].active < conns_[f.conn].active) f.conn = c;
+    }
+    Conn& c = conns_[f.conn];
+    auto r = c.rx->post_recv(nullptr, spec.bytes, 0);
+    auto s = r.ok() ? c.tx->post_send(nullptr, spec.bytes, 0) : Result<engine::RequestId>(r.error());
+    if (!r.ok() || !s.ok()) {
+      error_ = "flow " + std::to_string(i) + ": " + (r.ok() ? s.error().message : r.error().message);
+      fabric_.sim().stop();
+      return make_error(error_);
+    }
+    f.recv = *r;
+    f.send = *s;
+    f.started = true;
+    ++c.active;
+    result_.flows[i].started_ps = fabric_.sim().now() - start_;
+    by_host_[spec.src].push_back(i);
+    by_host_[spec.dst].push_back(i);
+    return Status{};
+  }
+
+  void defer(uint32_t i, TimePs at_ps) {
+    timed_.emplace(at_ps, i);
+    arm(at_ps);
+  }
+  void arm(TimePs at_ps) {
+    if (!armed_.empty() && armed_.back() <= at_ps) return;  // an event at or before it is pending
+    armed_.push_back(at_ps);
+    fabric_.sim().schedule_at(at_ps, this);
+  }
+
+  // Flow i's receive is done: the flows waiting for it may start.
+  void release(uint32_t i) {
+    for (uint32_t d : dependents_[i]) {
+      if (--flows_[d].waiting > 0 || flows_[d].done) continue;
+      const TimePs at = std::max(fabric_.sim().now(), start_ + specs_[d].start_ps);
+      if (at > fabric_.sim().now()) {
+        defer(d, at);
+      } else if (post(d)) {
+        fabric_.host(specs_[d].src).kick();
+        fabric_.host(specs_[d].dst).kick();
+      }
+    }
+  }
+
+  // Flow i failed: what waits for it and has not started never will; it fails too, with the reason.
+  // (A flow that started already had i's data: its send failing later does not undo that.)
+  void fail_dependents(uint32_t i) {
+    for (uint32_t d : dependents_[i]) {
+      if (flows_[d].done || flows_[d].started) continue;
+      flows_[d].done = flows_[d].failed = true;
+      FlowResult& r = result_.flows[d];
+      r.failed = true;
+      r.error = "not started: flow " + std::to_string(i) + ", which it waits for, failed";
+      --remaining_;
+      fail_dependents(d);
+    }
+  }
+
   // True when flow i has nothing left to wait for.
   bool check(uint32_t i) {
     Flow& f = flows_[i];
     FlowResult& r = result_.flows[i];
+    if (f.done) return true;
+    Conn& c = conns_[f.conn];
     const TimePs now = fabric_.sim().now();
-    if ((f.recv_done && f.send_done) || f.failed) return true;
-    // Counters first: test() is only worth calling once the bytes are there (or the connection died).
-    if (!f.recv_done && (f.rx->stats().bytes_received >= r.spec.bytes || !alive(f.rx))) {
-      engine::Completion c = f.rx->test(f.recv);
-      if (c.done) {
+    const uint64_t bytes = specs_[i].bytes;
+    // Counters first: test() is only worth calling once the bytes can be there (or the connection
+    // died). Bytes of completed messages plus this one's is a floor, whatever the order of placement.
+    if (!f.recv_done && (c.rx->stats().bytes_received >= c.rx_done_bytes + bytes || !alive(c.rx))) {
+      engine::Completion done = c.rx->test(f.recv);
+      if (done.done) {
         f.recv_done = true;
-        f.failed |= !c.ok || c.bytes != r.spec.bytes;
-        if (!c.ok && r.error.empty()) r.error = "receive: " + c.error;
-        r.fct_ps = now - start_;
+        f.failed |= !done.ok || done.bytes != bytes;
+        if (!done.ok && r.error.empty()) r.error = "receive: " + done.error;
+        r.fct_ps = now - start_ - r.started_ps;
+        c.rx_done_bytes += bytes;
+        if (!f.failed) release(i);
       }
     }
-    if (!f.send_done && (f.tx->stats().bytes_acked >= r.spec.bytes || !alive(f.tx))) {
-      engine::Completion c = f.tx->test(f.send);
-      if (c.done) {
+    if (!f.send_done && (c.tx->stats().bytes_acked >= c.tx_done_bytes + bytes || !alive(c.tx))) {
+      engine::Completion done = c.tx->test(f.send);
+      if (done.done) {
         f.send_done = true;
-        f.failed |= !c.ok;
-        if (!c.ok && r.error.empty()) r.error = "send: " + c.error;
-        r.send_done_ps = now - start_;
+        f.failed |= !done.ok;
+        if (!done.ok && r.error.empty()) r.error = "send: " + done.error;
+        r.send_done_ps = now - start_ - r.started_ps;
+        c.tx_done_bytes += bytes;
       }
     }
     // A failed end ends the flow: its other end may wait much longer (a receiver whose sender gave up
     // hears nothing more), and an application would abort on the first error, as NCCL does.
     if ((f.recv_done && f.send_done) || f.failed) {
+      f.done = true;
       r.completed = !f.failed;
       r.failed = f.failed;
+      --c.active;
       --remaining_;
+      if (f.failed) fail_dependents(i);
       return true;
     }
     return false;
@@ -104,121 +243,165 @@ class Tracker : public HostListener {
   }
 
   Fabric& fabric_;
+  const std::vector<FlowSpec>& specs_;
   std::vector<Flow>& flows_;
+  std::vector<Conn>& conns_;
+  std::vector<std::vector<uint32_t>> pair_conns_;  // [pair] connection indices
   RunResult& result_;
   TimePs start_;
-  std::vector<std::vector<uint32_t>> by_host_;
+  std::vector<std::vector<uint32_t>> by_host_;     // started flows not yet done, by src and dst
+  std::vector<std::vector<uint32_t>> dependents_;  // [i]: flows with i in their `after`
+  using Timed = std::pair<TimePs, uint32_t>;       // (start time, flow): earliest first, then index
+  std::priority_queue<Timed, std::vector<Timed>, std::greater<>> timed_;
+  std::vector<TimePs> armed_;  // times of this runner's pending events, earliest last
   size_t remaining_ = 0;
+  std::string error_;
 };
 
 }  // namespace
 
 Result<RunResult> run_flows(Fabric& fabric, const std::vector<FlowSpec>& specs, TimePs time_limit_ps,
                             const RunProgress* progress, const std::function<void(TimePs)>& on_start) {
+  return run_flows(fabric, specs, time_limit_ps, RunOptions{.progress = progress, .on_start = on_start});
+}
+
+Result<RunResult> run_flows(Fabric& fabric, const std::vector<FlowSpec>& specs, TimePs time_limit_ps,
+                            const RunOptions& options) {
   Simulation& sim = fabric.sim();
   const auto n_hosts = static_cast<uint32_t>(fabric.host_count());
   RunResult result;
   std::vector<Flow> flows(specs.size());
-  std::vector<engine::ConnId> ids(specs.size());
   const TimePs t0 = sim.now();
+
+  // Pairs in order of first appearance, and how many flows each has.
+  std::map<std::pair<uint32_t, uint32_t>, uint32_t> pair_index;
+  std::vector<std::pair<uint32_t, uint32_t>> pairs;
+  std::vector<uint32_t> pair_flows;
   for (size_t i = 0; i < specs.size(); ++i) {
     const FlowSpec& s = specs[i];
     if (s.src >= n_hosts || s.dst >= n_hosts || s.src == s.dst) {
       return make_error("flow " + std::to_string(i) + ": bad hosts " + std::to_string(s.src) + " -> " +
                         std::to_string(s.dst) + " (fabric has " + std::to_string(n_hosts) + ")");
     }
+    for (uint32_t d : s.after) {
+      if (d >= i)
+        return make_error("flow " + std::to_string(i) + ": waits for flow " + std::to_string(d) +
+                          ", which is not an earlier one");
+    }
+    auto [it, added] = pair_index.emplace(std::make_pair(s.src, s.dst), static_cast<uint32_t>(pairs.size()));
+    if (added) {
+      pairs.emplace_back(s.src, s.dst);
+      pair_flows.push_back(0);
+    }
+    flows[i].pair = it->second;
+    ++pair_flows[it->second];
     result.flows.push_back(FlowResult{.spec = s});
-    Host& src = fabric.host(s.src);
-    auto id = src.endpoint().connect(ns_from_ps(sim.now()), s.dst);
-    if (!id.ok()) return make_error("flow " + std::to_string(i) + ": " + id.error().message);
-    ids[i] = *id;
-    flows[i].tx = src.endpoint().connection(*id);
-    src.kick();
   }
 
-  // Connect phase: run in short slices until every connection is established, then pair each
-  // destination's accepted connections with its flows (a connection's peer is its source host).
-  std::vector<std::vector<engine::Connection*>> accepted(n_hosts);  // [dst] accepted, in order
+  // Connect phase: every pair's connections, in order of first appearance.
+  std::vector<Conn> conns;
+  std::vector<std::vector<uint32_t>> pair_conns(pairs.size());
+  const uint32_t per_pair = std::max<uint32_t>(options.connections_per_pair, 1);
+  for (size_t p = 0; p < pairs.size(); ++p) {
+    for (uint32_t k = 0; k < std::min(per_pair, pair_flows[p]); ++k) {
+      Host& src = fabric.host(pairs[p].first);
+      auto id = src.endpoint().connect(ns_from_ps(sim.now()), pairs[p].second);
+      if (!id.ok())
+        return make_error("connect " + std::to_string(pairs[p].first) + " -> " +
+                          std::to_string(pairs[p].second) + ": " + id.error().message);
+      pair_conns[p].push_back(static_cast<uint32_t>(conns.size()));
+      conns.push_back(Conn{.tx = src.endpoint().connection(*id)});
+      src.kick();
+    }
+  }
+  result.connections = conns.size();
+  // Run in short slices until every connection is established, then pair each with the receiver's
+  // accepted end (the accepted connection's local id is the sender's remote id).
   for (;;) {
     bool all = true;
-    for (const Flow& f : flows) all &= f.tx->state() == engine::ConnectionState::kEstablished;
+    for (const Conn& c : conns) all &= c.tx->state() == engine::ConnectionState::kEstablished;
     if (all) break;
-    for (const Flow& f : flows) {
-      if (f.tx->state() == engine::ConnectionState::kFailed) {
-        return make_error("connect " + std::to_string(f.tx->peer()) + ": " + f.tx->error());
+    for (const Conn& c : conns) {
+      if (c.tx->state() == engine::ConnectionState::kFailed) {
+        return make_error("connect " + std::to_string(c.tx->peer()) + ": " + c.tx->error());
       }
     }
     if (sim.now() - t0 > time_limit_ps)
       return make_error("connections not established within the time limit");
     sim.run(sim.now() + kPsPerUs);
   }
+  std::unordered_map<engine::ConnId, engine::Connection*> accepted;
   for (uint32_t h = 0; h < n_hosts; ++h) {
     while (auto a = fabric.host(h).endpoint().accept()) {
-      accepted[h].push_back(fabric.host(h).endpoint().connection(*a));
+      accepted.emplace(*a, fabric.host(h).endpoint().connection(*a));
     }
   }
-  for (size_t i = 0; i < specs.size(); ++i) {
-    std::vector<engine::Connection*>& pool = accepted[specs[i].dst];
-    auto it = std::find_if(pool.begin(), pool.end(), [&](engine::Connection* c) {
-      return c->remote_id() != 0 && c->peer() == specs[i].src;
-    });
-    if (it == pool.end())
-      return make_error("flow " + std::to_string(i) + ": no accepted connection at the receiver");
-    flows[i].rx = *it;
-    pool.erase(it);
+  for (Conn& c : conns) {
+    auto it = accepted.find(c.tx->remote_id());
+    if (it == accepted.end())
+      return make_error("connection to " + std::to_string(c.tx->peer()) + ": not accepted at the receiver");
+    c.rx = it->second;
   }
   result.handshake_ps = sim.now() - t0;
 
   // Measure phase.
   const TimePs start = sim.now();
   result.start_ps = start;
-  if (on_start) on_start(start);
-  for (size_t i = 0; i < specs.size(); ++i) {
-    auto r = flows[i].rx->post_recv(nullptr, specs[i].bytes, 0);
-    if (!r.ok()) return make_error("flow " + std::to_string(i) + ": " + r.error().message);
-    flows[i].recv = *r;
-    auto s = flows[i].tx->post_send(nullptr, specs[i].bytes, 0);
-    if (!s.ok()) return make_error("flow " + std::to_string(i) + ": " + s.error().message);
-    flows[i].send = *s;
+  if (options.on_start) options.on_start(start);
+  std::unique_ptr<SeriesSampler> sampler;
+  if (options.series_interval_ps > 0) {
+    std::vector<std::vector<const engine::Connection*>> rx_by_host(n_hosts);
+    for (size_t p = 0; p < pairs.size(); ++p) {
+      for (uint32_t c : pair_conns[p]) rx_by_host[pairs[p].second].push_back(conns[c].rx);
+    }
+    sampler = std::make_unique<SeriesSampler>(fabric, std::move(rx_by_host), options.series_interval_ps,
+                                              &result.series);
+    sampler->start(start);
   }
-  Tracker tracker(fabric, flows, result, start);
-  for (uint32_t h = 0; h < n_hosts; ++h) fabric.host(h).set_listener(&tracker);
-  for (uint32_t h = 0; h < n_hosts; ++h) fabric.host(h).kick();
-  for (uint32_t h = 0; h < n_hosts; ++h) tracker.on_host_activity(fabric.host(h));  // zero-byte flows
+  Runner runner(fabric, specs, flows, conns, std::move(pair_conns), result, start);
+  for (uint32_t h = 0; h < n_hosts; ++h) fabric.host(h).set_listener(&runner);
+  if (Status st = runner.begin(); !st) return st.error();
+  const RunProgress* progress = options.progress;
   if (progress == nullptr || !progress->report) {
-    if (tracker.remaining() > 0) sim.run(start + time_limit_ps);
+    if (runner.remaining() > 0) sim.run(start + time_limit_ps);
   } else {
     // In slices: the events run in the same order, so a run with progress is the run without it.
     const TimePs end = start + time_limit_ps;
-    while (tracker.remaining() > 0 && sim.now() < end && sim.pending_events() > 0) {
+    while (runner.remaining() > 0 && runner.error().empty() && sim.now() < end && sim.pending_events() > 0) {
       sim.run(std::min(end, sim.now() + std::max<TimePs>(progress->interval_ps, 1)));
-      progress->report(sim.now() - start, specs.size() - tracker.remaining(), specs.size());
+      progress->report(sim.now() - start, specs.size() - runner.remaining(), specs.size());
     }
   }
   for (uint32_t h = 0; h < n_hosts; ++h) fabric.host(h).set_listener(nullptr);
+  if (!runner.error().empty()) return make_error(runner.error());
+  if (sampler) sampler->finish();
 
   uint64_t bytes = 0;
   TimePs last = 0;
   for (size_t i = 0; i < specs.size(); ++i) {
     FlowResult& r = result.flows[i];
-    const engine::ConnectionStats& st = flows[i].tx->stats();
+    if (r.failed) ++result.failed;
+    if (!flows[i].started) continue;
+    const engine::ConnectionStats& st = conns[flows[i].conn].tx->stats();
+    // A connection's counters cover every flow it carried: per flow they are the connection's.
     r.retransmits = st.retransmits();
     r.timeouts = st.timeouts;
     r.rtt_samples = st.rtt.count();
     r.rtt_p50_ps = ps_from_ns(static_cast<uint64_t>(st.rtt.percentile_ns(0.5)));
     r.rtt_p99_ps = ps_from_ns(static_cast<uint64_t>(st.rtt.percentile_ns(0.99)));
-    result.retransmits += r.retransmits;
-    result.timeouts += r.timeouts;
-    if (r.failed) ++result.failed;
     if (r.completed) {
       ++result.completed;
       bytes += r.spec.bytes;
-      last = std::max(last, r.fct_ps);
+      last = std::max(last, r.started_ps + r.fct_ps);
     }
+  }
+  for (const Conn& c : conns) {
+    result.retransmits += c.tx->stats().retransmits();
+    result.timeouts += c.tx->stats().timeouts;
   }
   // Every flow ended (some may have failed): the run ended when the last one did.
   result.makespan_ps = result.completed == specs.size() ? last
-                       : tracker.remaining() == 0       ? sim.now() - start
+                       : runner.remaining() == 0        ? sim.now() - start
                                                         : time_limit_ps;
   result.goodput_bps = result.makespan_ps > 0
                            ? static_cast<double>(bytes) * 8e12 / static_cast<double>(result.makespan_ps)
@@ -228,7 +411,7 @@ Result<RunResult> run_flows(Fabric& fabric, const std::vector<FlowSpec>& specs, 
   result.ecn_marks = fabric.total_marks();
   result.pfc_pauses = fabric.total_pauses();
   result.pfc_paused_ps = fabric.total_paused_ps();
-  result.events = sim.events_processed();
+  result.events = sim.events_processed() - (sampler ? sampler->samples() : 0);
   result.simulated_ps = sim.now();
   return result;
 }

@@ -76,7 +76,8 @@ TEST(Scenario, BadKeyAndBadValueNameFileLineKeyAndValue) {
   bad_kind.replace(bad_kind.find("kind: incast"), 12, "kind: ring");
   auto c = parse_sim_scenario(bad_kind, "bad.yaml");
   ASSERT_FALSE(c.ok());
-  EXPECT_NE(c.error().message.find("bad.yaml:12: kind: ring: must be incast or permutation"),
+  EXPECT_NE(c.error().message.find(
+                "bad.yaml:12: kind: ring: must be incast, permutation, all-to-all, collective or poisson"),
             std::string::npos)
       << c.error().message;
 

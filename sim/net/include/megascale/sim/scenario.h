@@ -20,6 +20,17 @@
 //   controller: hybrid         # a congestion/ preset name or YAML path (resolve_cc_config)
 //   lanes: 4
 //   workload: {kind: incast, senders: 64, receiver: 64, bytes: 1000000}   # or kind: permutation
+//     # or {kind: all-to-all, bytes: 262144, hosts: 32}: hosts 0..31 (omit: every host)
+//     # or {kind: collective, op: all-reduce, algorithm: ring, group: dp, tp: 8, pp: 2, dp: 4,
+//     #     bytes: 67108864, chunks: 4, hosts: 64}: the job on hosts 0..63 (omit: every host);
+//     #     op: all-reduce, all-gather, reduce-scatter, send-recv (a pipeline pass); algorithm:
+//     #     ring, tree, double-tree (trees: all-reduce only, in `chunks` pipelined pieces); group:
+//     #     tp, pp, dp, all; dp omitted: hosts / (tp x pp) (collective.h: placement, TP innermost);
+//     #     phases: [{group, op, algorithm, bytes, chunks}, ...] instead of one collective: a
+//     #     training step, each rank starting a phase once it has received all of the previous one
+//     # or {kind: poisson, cdf: cdf/web-search.txt, load: 0.3, duration_ms: 2, hosts: 16}
+//     #     (flow_cdf.h; cdf relative to this file)
+//     # every kind: connections_per_pair: 1 (flows of a pair beyond it share them, in order)
 //   seed: 1
 //   time_limit_ms: 100
 //   cc:                        # overrides on top of the controller's preset, keys as in configs/cc
@@ -29,6 +40,9 @@
 //     - {at_us: 100, link: tor0-spine0, state: down}   # link: A-B node names, a NIC (h0:n0), a LinkId
 //     - {at_us: 2100, link: tor0-spine0, state: up}
 //   reroute: false             # true: the switches at a down link's ends drop it from ECMP groups
+//   results:                   # optional (results.h)
+//     interval_us: 10          # time series sample interval (0: none)
+//     size_bins_bytes: [10000, 100000, 1000000, 10000000]   # FCT slowdown bins: [0,10K), ..., [10M,inf)
 #pragma once
 
 #include <cstdint>
@@ -40,6 +54,7 @@
 
 #include "megascale/common/result.h"
 #include "megascale/congestion/params.h"
+#include "megascale/sim/collective.h"
 #include "megascale/sim/workload.h"
 
 namespace megascale::sim {
@@ -57,10 +72,35 @@ struct SimScenario {
   bool spray = false;
   std::string controller = "hybrid";
   uint32_t lanes = 4;
-  enum class Workload { incast, permutation } workload = Workload::incast;
+  enum class Workload { incast, permutation, all_to_all, collective, poisson } workload = Workload::incast;
   uint32_t senders = 0;   // incast
   uint32_t receiver = 0;  // incast
   uint64_t bytes = 1'000'000;
+  // all-to-all, collective and poisson (scenario_workload.cpp builds their flows)
+  int workload_line = 0;        // the workload map's line, for errors found when the run starts
+  uint32_t workload_hosts = 0;  // all-to-all, poisson: hosts 0..N-1; 0 = every host
+  Parallelism3D parallel{.tp = 1, .pp = 1, .dp = 0};  // dp 0: hosts / (tp x pp)
+  ParallelGroup group = ParallelGroup::all;
+  CollectiveOp op = CollectiveOp::all_reduce;
+  CollectiveAlgorithm algorithm = CollectiveAlgorithm::ring;
+  uint32_t chunks = 1;  // tree pieces
+  // collective: a training step's phases, run in order (collective.h, chain_after_phase); empty = the
+  // one collective given by group, op, algorithm, bytes and chunks.
+  struct Phase {
+    ParallelGroup group = ParallelGroup::all;
+    CollectiveOp op = CollectiveOp::all_reduce;
+    CollectiveAlgorithm algorithm = CollectiveAlgorithm::ring;
+    uint64_t bytes = 0;
+    uint32_t chunks = 1;
+  };
+  std::vector<Phase> phases;
+  std::string cdf;                       // poisson: the flow-size CDF file, resolved
+  double load = 0.3;                     // poisson: fraction of host line rate
+  TimePs duration_ps = 1000 * kPsPerUs;  // poisson: arrivals in [0, duration)
+  uint32_t connections_per_pair = 1;
+  // results:
+  TimePs series_interval_ps = 10 * kPsPerUs;
+  std::vector<uint64_t> size_bins_bytes = default_size_bins_bytes();
   uint64_t seed = 1;
   TimePs time_limit_ps = 100 * 1000 * kPsPerUs;
   // cc overrides: (key path as in the preset YAML, value text), applied in order.
@@ -87,11 +127,18 @@ struct ScenarioRun {
   uint64_t host_rate_bps = 0;
   size_t hosts = 0;
   size_t switches = 0;
+  uint32_t group_ranks = 0;  // collective: ranks per group (for bus bandwidth)
 };
 
 // The controller's preset with the scenario's cc overrides applied. Errors: an unknown preset, a key
 // the preset does not have, a value out of range.
 Result<cc::CcConfig> scenario_cc_config(const SimScenario& scenario, const std::string& controller);
+
+// The scenario's flows for a fabric of `hosts` hosts at `host_rate_bps` (Poisson needs the rate); for a
+// collective, `group_ranks` (may be null) gets the ranks per group. Errors name the file and the
+// workload's line: hosts out of range, tp x pp x dp != the job's hosts, a bad CDF file.
+Result<std::vector<FlowSpec>> scenario_flows(const SimScenario& scenario, uint32_t hosts,
+                                             uint64_t host_rate_bps, uint32_t* group_ranks = nullptr);
 
 // Builds the fabric and runs the workload under `controller` ("" = the scenario's). `progress` (may be
 // null) is told every 100 us of virtual time.
@@ -117,6 +164,20 @@ struct ScenarioSummary {
   double pfc_paused_us = 0;
   uint64_t events = 0;
   double simulated_us = 0;
+  // Results beyond the totals (results.h).
+  std::vector<SizeBin> size_bins;  // FCT slowdown by flow size (every flow in one bin)
+  // Collective workloads: the collective's time (start to the last receive), its algorithm bandwidth
+  // (bytes / time) and bus bandwidth (nccl-tests: all-reduce x 2(n-1)/n, the others x (n-1)/n).
+  double collective_us = 0, algbw_gbps = 0, busbw_gbps = 0;
+  size_t collective_phases = 0;  // > 1: a step of phases (time only; no single size for bandwidths)
+  double offered_load = 0;       // poisson: flow bytes / (hosts x line rate x duration)
+  // From the time series: delivered throughput (mean over the makespan, peak interval), switch port
+  // backlog samples (p50, p99 over every port and sample; bucket lower bounds, so within 19%), the
+  // largest backlog any port reached, and ports that PFC paused at some time.
+  double throughput_mean_gbps = 0, throughput_peak_gbps = 0;
+  double queue_p50_bytes = 0, queue_p99_bytes = 0;
+  uint64_t queue_max_bytes = 0;
+  size_t paused_ports = 0;
 };
 
 // The ideal FCT of a flow is its frames (segment payload + 72-byte header + framing) serialised at the
@@ -124,7 +185,14 @@ struct ScenarioSummary {
 // would take alone. Percentiles are nearest-rank.
 ScenarioSummary summarize_run(const ScenarioRun& run);
 
-// The summary as the CLI prints it (without wall time and memory, which the CLI adds).
+// The summary as the CLI prints it (without wall time and memory, which the CLI adds): the totals, then
+// the results of summarize_results.
 std::string format_summary(const ScenarioSummary& s);
+std::string format_totals(const ScenarioSummary& s);
+
+// The part of summarize_run that reads the results beyond the totals (scenario_results.cpp): size
+// bins, collective bandwidths, offered load, throughput, queue and PFC distributions.
+void summarize_results(const ScenarioRun& run, ScenarioSummary& s);
+std::string format_results(const ScenarioSummary& s);
 
 }  // namespace megascale::sim

@@ -28,8 +28,8 @@
 #include <limits>
 #include <vector>
 
-#include "megascale/common/units.h"
 #include "megascale/common/splitmix.h"
+#include "megascale/common/units.h"
 
 namespace megascale::sim {
 

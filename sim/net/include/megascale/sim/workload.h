@@ -6,11 +6,15 @@
 //   Result<RunResult> r = run_flows(*fabric, flows, /*time_limit_ps=*/100 * kPsPerUs * 1000);
 //   if (r.ok()) print(r->goodput_bps, r->drops, r->flows[0].fct_ps);
 //
-// A run has two phases. Connect: every flow's source opens its own connection to its destination at
-// time 0 and the run waits until all are established (handshake_ps). Measure: at one instant every
-// destination posts a receive of the flow's size and every source posts the send; a flow completes
-// when both the receive (last byte placed) and the send (last byte acknowledged) are done. Its FCT is
-// the receive's completion minus the start.
+// A run has two phases. Connect: every (source, destination) pair of the flows gets its connections
+// (RunOptions::connections_per_pair, at most one per flow of the pair) at time 0 and the run waits
+// until all are established (handshake_ps). Measure: a flow starts at its start_ps after the measure
+// phase's start, or when the receives of the flows in its `after` list are done, whichever is later
+// (collective.h chains ring steps and tree edges this way; flow_cdf.h gives Poisson start times).
+// When it starts, the destination posts a receive of the flow's size and the source posts the send on
+// the pair's connection with the fewest unfinished flows (messages on one connection go in order, as
+// on one RDMA QP); a flow completes when both the receive (last byte placed) and the send (last byte
+// acknowledged) are done. Its FCT is the receive's completion minus its own start.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +24,7 @@
 
 #include "megascale/common/result.h"
 #include "megascale/sim/fabric.h"
+#include "megascale/sim/results.h"
 
 namespace megascale::sim {
 
@@ -27,6 +32,10 @@ struct FlowSpec {
   uint32_t src = 0;  // host addresses
   uint32_t dst = 0;
   uint64_t bytes = 0;
+  TimePs start_ps = 0;  // after the measure phase's start
+  // Flows (indices below this one's in the run's list) whose receives must be done before this flow
+  // starts: a ring step waits for the previous step's receive, a tree edge for its children's.
+  std::vector<uint32_t> after{};
 };
 
 struct FlowResult {
@@ -34,8 +43,9 @@ struct FlowResult {
   bool completed = false;    // both ends done within the time limit, successfully
   bool failed = false;       // an end completed with an error (e.g. "peer unreachable"): not hung
   std::string error{};       // the first such error
-  TimePs fct_ps = 0;         // start -> receive complete
-  TimePs send_done_ps = 0;   // start -> send acknowledged
+  TimePs started_ps = 0;     // when it started, after the measure phase's start (spec.start_ps or later)
+  TimePs fct_ps = 0;         // its start -> receive complete
+  TimePs send_done_ps = 0;   // its start -> send acknowledged
   uint64_t retransmits = 0;  // the sender connection's (fast + RTO)
   uint64_t timeouts = 0;
   // The sender connection's RTT samples (engine RttHistogram: log buckets, <= 19% error; 0 if none).
@@ -50,6 +60,7 @@ struct RunResult {
   TimePs handshake_ps = 0;        // connect phase
   TimePs start_ps = 0;            // when the sends were posted
   TimePs makespan_ps = 0;         // start -> the last receive completed (the limit if any did not)
+  uint64_t connections = 0;       // connections opened (sender ends)
   // Bytes of completed flows over the makespan. For an N-to-1 incast that is the goodput of the
   // bottleneck, the receiver's downlink.
   double goodput_bps = 0;
@@ -61,8 +72,9 @@ struct RunResult {
   uint64_t timeouts = 0;
   uint64_t pfc_pauses = 0;   // PAUSEs sent by switch ingresses
   TimePs pfc_paused_ps = 0;  // time ports spent paused, summed over ports
-  uint64_t events = 0;       // events the kernel ran (both phases)
+  uint64_t events = 0;       // events the kernel ran (both phases; RunSeries sampling not counted)
   TimePs simulated_ps = 0;   // virtual time at the end
+  RunSeries series;          // time series and port records (results.h); empty unless asked for
 };
 
 // `senders` hosts (0..senders-1, skipping `receiver`) each send `bytes` to `receiver`.
@@ -78,10 +90,23 @@ struct RunProgress {
   TimePs interval_ps = 100 * kPsPerUs;
 };
 
-// Runs the flows to completion (or failure) or until `time_limit_ps` after the start. `on_start`, when
-// set, is called with the measure phase's start time before any send (faults.h schedules link flaps
-// from it). Errors: a host address out of
-// range, a flow to itself, connections not established within the limit, an engine refusal.
+struct RunOptions {
+  const RunProgress* progress = nullptr;
+  // Called with the measure phase's start time before any send (faults.h schedules link flaps from it).
+  std::function<void(TimePs start_ps)> on_start{};
+  // Connections per (source, destination) pair; flows of a pair beyond it share them in order.
+  uint32_t connections_per_pair = 1;
+  // Sample RunResult::series (delivered bytes, switch queues, PFC) every interval_ps; 0 = not at all.
+  TimePs series_interval_ps = 0;
+};
+
+// Runs the flows to completion (or failure) or until `time_limit_ps` after the start. Errors: a host
+// address out of range, a flow to itself, an `after` index not below the flow's own, connections not
+// established within the limit, an engine refusal.
+Result<RunResult> run_flows(Fabric& fabric, const std::vector<FlowSpec>& flows, TimePs time_limit_ps,
+                            const RunOptions& options);
+
+// The same with progress and on_start only (one connection per pair, no series).
 Result<RunResult> run_flows(Fabric& fabric, const std::vector<FlowSpec>& flows, TimePs time_limit_ps,
                             const RunProgress* progress = nullptr,
                             const std::function<void(TimePs start_ps)>& on_start = nullptr);
