@@ -166,6 +166,16 @@ Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
   }
   echo("MEGASCALE_NTHREADS", std::to_string(c.threads_per_device), threads != nullptr);
 
+  const char* io_threads = env("MEGASCALE_IO_THREADS");
+  if (io_threads != nullptr) {
+    auto v = parse_int("MEGASCALE_IO_THREADS", io_threads, 0, 64);
+    if (!v) return v.error();
+    c.io_threads = static_cast<uint32_t>(*v);
+  }
+  echo("MEGASCALE_IO_THREADS",
+       io_threads ? std::to_string(c.io_threads) : "0 (each wire's progress thread makes its system calls)",
+       io_threads != nullptr);
+
   // MEGASCALE_SOURCE_PORTS: one wire's pool binds them, so they need one wire per device (several
   // wires cannot bind the same ports, and wires left on ephemeral ports would carry a share of the
   // connections off the mapping without a word); and one port per lane, as the mapping chose them.

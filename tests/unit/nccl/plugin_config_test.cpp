@@ -56,7 +56,7 @@ TEST(PluginConfig, DefaultsWithAnEmptyEnvironment) {
   EXPECT_FALSE(c->fault.enabled());
   // Every knob is echoed once, marked as a default.
   EXPECT_TRUE(c->source_ports.empty());
-  ASSERT_EQ(c->echo.size(), 13u);
+  ASSERT_EQ(c->echo.size(), 14u);
   for (const std::string& line : c->echo) {
     EXPECT_EQ(line.rfind("MEGASCALE_", 0), 0u) << line;
     EXPECT_NE(line.find("(default)"), std::string::npos) << line;
@@ -72,6 +72,7 @@ TEST(PluginConfig, EveryKnobReachesItsField) {
                  {"MEGASCALE_IFNAME", "^docker,lo"},
                  {"MEGASCALE_STATS_INTERVAL_S", "0.5"},
                  {"MEGASCALE_NTHREADS", "3"},
+                 {"MEGASCALE_IO_THREADS", "2"},
                  {"MEGASCALE_BUSY_POLL", "1"},
                  {"MEGASCALE_TEST_POLL_US", "0"},
                  {"MEGASCALE_FAULT_DROP", "0.01"},
@@ -86,6 +87,7 @@ TEST(PluginConfig, EveryKnobReachesItsField) {
   EXPECT_EQ(c->ifname, "^docker,lo");
   EXPECT_EQ(c->stats_interval_ns, 500'000'000);
   EXPECT_EQ(c->threads_per_device, 3u);
+  EXPECT_EQ(c->io_threads, 2u);
   EXPECT_TRUE(c->busy_poll);
   EXPECT_EQ(c->test_poll_ns, 0);
   EXPECT_DOUBLE_EQ(c->fault.drop, 0.01);
@@ -142,6 +144,7 @@ TEST(PluginConfig, BadValuesAreRefusedNamingVariableAndValue) {
       {"MEGASCALE_TC", "-3", "0..255"},
       {"MEGASCALE_STATS_INTERVAL_S", "soon", "seconds"},
       {"MEGASCALE_NTHREADS", "0", "1..16"},
+      {"MEGASCALE_IO_THREADS", "65", "0..64"},
       {"MEGASCALE_BUSY_POLL", "maybe", "0 or 1"},
       {"MEGASCALE_TEST_POLL_US", "-1", "0..10000"},
       {"MEGASCALE_CC", "no-such-preset", ""},
