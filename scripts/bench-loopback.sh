@@ -102,7 +102,7 @@ row() {  # name, kind
     row bw-4lanes-io bw
   fi
   row lat-8B lat
-} | column -t -s $'\t' | tee "$run_dir/summary.txt"
+} | { if command -v column >/dev/null; then column -t -s $'\t'; else cat; fi; } | tee "$run_dir/summary.txt"
 
 jq -n --arg stamp "$stamp" --arg kernel "$(uname -r)" --arg cpu "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)" \
   --argjson cores "$(nproc)" --arg load "$(cut -d' ' -f1-3 /proc/loadavg)" --arg cc "$cc" --argjson segment "$segment" \
