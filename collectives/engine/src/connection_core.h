@@ -164,6 +164,9 @@ class ConnectionCore {
  private:
   // connection_core.cpp
   uint32_t alloc_request();
+  // EngineConfig::grow_connection_state: doubles the outstanding-segment ring (up to window_segments),
+  // re-placing the segments in flight by their seq.
+  void grow_tx_ring();
   void complete(uint32_t idx, bool ok, uint64_t bytes, int32_t tag, std::string error);
   void establish(TimeNs now, const HandshakeBody& peer_hs);
   void on_syn_ack(TimeNs now, const Packet& pkt);
