@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
 #include "megascale/congestion/config.h"
@@ -268,6 +269,14 @@ TEST(Scenario, SharedBufferAndDynamicPfcKeys) {
   EXPECT_NE(a.error().message.find("shared.yaml:6: pfc: dynamic: true needs switch.shared_buffer_bytes"),
             std::string::npos)
       << a.error().message;
+  // The shipped files that use the keys (and the 12,288-NIC scale scenario) load.
+  const std::string dir = std::string(MEGASCALE_SOURCE_DIR) + "/configs/sim/";
+  for (const char* f : {"cc-compare-incast-dynamic-pfc.yaml", "megascale-permutation.yaml"}) {
+    auto shipped = load_sim_scenario(dir + f);
+    EXPECT_TRUE(shipped.ok()) << f << ": " << (shipped.ok() ? "" : shipped.error().message);
+  }
+  EXPECT_TRUE(load_sim_scenario(dir + "cc-compare-incast-dynamic-pfc.yaml")->pfc.dynamic);
+
   std::string bad = kShared;
   bad.replace(bad.find("priorities: 2"), 13, "priorities: 3");
   auto b = parse_sim_scenario(bad, "shared.yaml");
