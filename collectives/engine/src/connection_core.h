@@ -79,11 +79,11 @@ struct TxSeg {
 };
 
 // What the receiver learned from the peer's credits: one entry per receive slot.
-struct CreditEntry {
-  bool present = false;
+struct CreditEntry {  // 24 bytes: one per peer receive slot (256 by default) in every connection
   uint64_t slot = 0;
-  int32_t tag = 0;
   uint64_t capacity = 0;
+  int32_t tag = 0;
+  bool present = false;
 };
 
 struct TooLargeNotice {
