@@ -25,7 +25,9 @@ void OutputQueue::receive(Packet* pkt) {
   } else if (shared_ != nullptr) {
     admit = shared_->admits(class_bytes_[c], pkt->wire_bytes);  // Choudhury-Hahne, shared_buffer.h
   } else {
-    admit = backlog_bytes_ + pkt->wire_bytes <= cfg_.capacity_bytes;
+    // Per class (with one priority the class holds everything): lossless data piling up behind a
+    // PAUSE must not make the port drop ACKs and CNPs.
+    admit = class_bytes_[c] + pkt->wire_bytes <= cfg_.capacity_bytes;
   }
   if (!admit) {
     ++stats_.dropped;

@@ -141,6 +141,25 @@ TEST(Priorities, ControlGoesFirstAndIsNotPaused) {
   EXPECT_EQ(sink.held.size(), 4u);
 }
 
+TEST(Priorities, LosslessDataNeverDropsAndDoesNotCrowdOutControl) {
+  Simulation sim(1);
+  PacketPool pool;
+  Hold sink;
+  QueueConfig qc = port(2, 5 * kFrame);
+  qc.lossless = true;
+  OutputQueue q(sim, pool, qc, &sink);
+  q.set_paused(true);
+  for (int i = 0; i < 20; ++i) q.receive(frame(pool, kPriorityData));  // 4x the capacity, paused
+  EXPECT_EQ(q.stats().dropped, 0u);
+  EXPECT_EQ(q.class_backlog_bytes(kPriorityData), 20u * kFrame);
+  // Control frames are held to the capacity on their own, not behind the data piled up here.
+  for (int i = 0; i < 7; ++i) q.receive(frame(pool, kPriorityControl));
+  EXPECT_EQ(q.stats().dropped, 2u);  // 5 fit (the one in service counts), the 6th and 7th do not
+  sim.run(kPsPerUs);
+  EXPECT_EQ(sink.held.size(), 5u);  // all control; the data waits for the RESUME
+  EXPECT_EQ(q.class_backlog_bytes(kPriorityData), 20u * kFrame);
+}
+
 TEST(Pfc, DynamicThresholdPausesAtAlphaTimesFreeAndResumesBelowIt) {
   Simulation sim(1);
   PacketPool pool;

@@ -44,7 +44,8 @@ struct RedConfig {
 
 struct QueueConfig {
   uint64_t rate_bps = 100'000'000'000;      // serialisation rate of the port
-  uint64_t capacity_bytes = 1'000'000'000;  // tail drop above this many bytes (waiting + in service)
+  uint64_t capacity_bytes = 1'000'000'000;  // tail drop above this many bytes of a class (waiting + in
+                                            // service; with one priority, of the port)
   RedConfig red;
   uint8_t priorities = 1;  // 1: one FIFO for every frame; 2: control served before data (packet.h)
   bool lossless = false;   // the data class never tail-drops (PFC bounds it upstream)
