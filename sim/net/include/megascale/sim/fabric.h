@@ -13,7 +13,9 @@
 // host_rate_bps, leaf-spine links at fabric_rate_bps. Switch ports share one QueueConfig
 // (switch_buffer_bytes, red); NIC ports never drop (the engine's windows bound them). Every link into
 // a switch enters through a SwitchIngress (pfc.h); with pfc.enabled the switch is lossless: ingresses
-// pause their upstream ports and output queues do not tail-drop.
+// pause their upstream ports and output queues do not tail-drop (the data class, with two priorities).
+// With shared_buffer.bytes each switch gets one SharedBuffer (shared_buffer.h) that its lossy queues and
+// its PFC ingresses draw on; without PFC the links feed the switches directly.
 #pragma once
 
 #include <cstdint>
@@ -49,7 +51,7 @@ struct FabricConfig {
   // with pfc.dynamic).
   SharedBufferConfig shared_buffer;
   uint8_t priorities = 1;  // switch ports: 1 FIFO, or 2 (control strictly before data; packet.h)
-  uint64_t seed = 1;                         // the simulation's PRNG and the switches' hash seeds
+  uint64_t seed = 1;       // the simulation's PRNG and the switches' hash seeds
   EcmpHash hash = default_ecmp_hash;
 };
 
