@@ -32,6 +32,12 @@ bool is_pow2(uint32_t v) {
   return v != 0 && (v & (v - 1)) == 0;
 }
 
+// Entries an array of `full` entries starts with (EngineConfig::grow_connection_state: 16, then doubled).
+uint32_t initial_entries(const EngineConfig& cfg, uint32_t full) {
+  constexpr uint32_t kGrowFrom = 16;
+  return cfg.grow_connection_state ? std::min(full, kGrowFrom) : full;
+}
+
 }  // namespace
 
 ConnectionCore::ConnectionCore(const EngineConfig& cfg, ConnId id, uint32_t peer, uint64_t seed,
@@ -45,19 +51,19 @@ ConnectionCore::ConnectionCore(const EngineConfig& cfg, ConnId id, uint32_t peer
       seg_bytes_(cfg.segment_bytes),
       window_(cfg.window_segments),
       rcv_window_(cfg.window_segments),
-      tx_queue_(cfg.max_posted_sends),
-      retx_queue_(cfg.window_segments * 2),
+      tx_queue_(initial_entries(cfg, cfg.max_posted_sends)),
+      retx_queue_(initial_entries(cfg, cfg.window_segments * 2)),
       rto_(cfg.cc.rto, splitmix64(rng_)),
-      credit_queue_(cfg.max_posted_recvs),
+      credit_queue_(initial_entries(cfg, cfg.max_posted_recvs)),
       initiator_(initiator),
       ctl_rto_(handshake_rto_params(cfg), splitmix64(rng_)) {
-  const uint32_t nreq = cfg.max_posted_sends + cfg.max_posted_recvs;
+  const uint32_t nreq = initial_entries(cfg, cfg.max_posted_sends + cfg.max_posted_recvs);
   reqs_.resize(nreq);
   free_reqs_.reserve(nreq);
   for (uint32_t i = nreq; i > 0; --i) free_reqs_.push_back(i - 1);
-  unmatched_sends_.reserve(cfg.max_posted_sends);
-  ring_.resize(cfg.window_segments);
-  ring_mask_ = cfg.window_segments - 1;
+  if (!cfg.grow_connection_state) unmatched_sends_.reserve(cfg.max_posted_sends);
+  ring_.resize(initial_entries(cfg, cfg.window_segments));
+  ring_mask_ = ring_.size() - 1;
   lanes_.resize(cfg.lanes);
   recv_mask_ = round_up_pow2(cfg.max_posted_recvs) - 1;
   recv_slots_.assign(size_t{recv_mask_} + 1, kNoRequest);
@@ -74,6 +80,15 @@ ConnectionCore::~ConnectionCore() = default;
 // --- requests ---
 
 uint32_t ConnectionCore::alloc_request() {
+  if (free_reqs_.empty()) {
+    // grow_connection_state: every slot is in use (post_send/post_recv checked the limits). The new
+    // slots are handed out lowest first, the order a whole slab's untouched slots would go in.
+    const auto old_size = static_cast<uint32_t>(reqs_.size());
+    const uint32_t limit = cfg_.max_posted_sends + cfg_.max_posted_recvs;
+    const uint32_t new_size = std::min(limit, old_size * 2);
+    reqs_.resize(new_size);
+    for (uint32_t i = new_size; i > old_size; --i) free_reqs_.push_back(i - 1);
+  }
   const uint32_t idx = free_reqs_.back();
   free_reqs_.pop_back();
   Request& r = reqs_[idx];
@@ -84,6 +99,14 @@ uint32_t ConnectionCore::alloc_request() {
   ++requests_in_use_;
   ++requests_pending_;
   return idx;
+}
+
+void ConnectionCore::grow_tx_ring() {
+  std::vector<TxSeg> bigger(ring_.size() * 2);
+  const uint64_t mask = bigger.size() - 1;
+  for (uint64_t seq = snd_una_; seq < snd_nxt_; ++seq) bigger[seq & mask] = ring_[seq & ring_mask_];
+  ring_.swap(bigger);
+  ring_mask_ = mask;
 }
 
 static RequestId make_request_id(uint32_t idx, uint32_t gen) {
@@ -146,6 +169,7 @@ Result<RequestId> ConnectionCore::post_recv(void* buf, uint64_t capacity, int32_
   ++recv_slot_next_;
   ++recvs_outstanding_;
   ++stats_.recvs_posted;
+  if (credit_queue_.full()) credit_queue_.grow();  // grow_connection_state only; else never full
   credit_queue_.push(idx);
   return make_request_id(idx, r.gen);
 }

@@ -79,11 +79,11 @@ struct TxSeg {
 };
 
 // What the receiver learned from the peer's credits: one entry per receive slot.
-struct CreditEntry {
-  bool present = false;
+struct CreditEntry {  // 24 bytes: one per peer receive slot (256 by default) in every connection
   uint64_t slot = 0;
-  int32_t tag = 0;
   uint64_t capacity = 0;
+  int32_t tag = 0;
+  bool present = false;
 };
 
 struct TooLargeNotice {
@@ -165,6 +165,9 @@ class ConnectionCore {
  private:
   // connection_core.cpp
   uint32_t alloc_request();
+  // EngineConfig::grow_connection_state: doubles the outstanding-segment ring (up to window_segments),
+  // re-placing the segments in flight by their seq.
+  void grow_tx_ring();
   void complete(uint32_t idx, bool ok, uint64_t bytes, int32_t tag, std::string error);
   void establish(TimeNs now, const HandshakeBody& peer_hs);
   void on_syn_ack(TimeNs now, const Packet& pkt);

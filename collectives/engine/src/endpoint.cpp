@@ -60,6 +60,8 @@ struct Endpoint::Impl {
   Entry* find(ConnId id) const { return table.find(id); }
 
   void queue_rst(uint32_t peer, uint64_t dst, uint64_t ref, RstReason reason, const std::string& text) {
+    // grow_connection_state: the queue starts at one entry and doubles up to kRstQueue.
+    if (rsts.full() && rsts.capacity() < kRstQueue) rsts.grow();
     if (rsts.full()) {
       ++stats.rsts_rate_limited;
       return;
@@ -97,6 +99,7 @@ Result<std::unique_ptr<Endpoint>> Endpoint::create(const EngineConfig& config) {
   impl->cfg = config;
   impl->rng = config.seed;
   impl->conns.reserve(64);
+  if (config.grow_connection_state) impl->rsts = detail::Ring<PendingRst>(1);  // 10 KB whole otherwise
   return std::unique_ptr<Endpoint>(new Endpoint(std::move(impl)));
 }
 

@@ -33,6 +33,16 @@ class Ring {
   void pop() { ++head_; }
   T& at(size_t i) { return buf_[static_cast<size_t>((head_ + i) & mask_)]; }
   void clear() { head_ = tail_ = 0; }
+  // Doubles the capacity, keeping the elements in order (EngineConfig::grow_connection_state).
+  void grow() {
+    std::vector<T> bigger(buf_.empty() ? 1 : buf_.size() * 2);
+    const size_t n = size();
+    for (size_t i = 0; i < n; ++i) bigger[i] = at(i);
+    buf_.swap(bigger);
+    mask_ = buf_.size() - 1;
+    head_ = 0;
+    tail_ = n;
+  }
 
  private:
   std::vector<T> buf_;

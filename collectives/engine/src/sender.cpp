@@ -30,6 +30,7 @@ void ConnectionCore::try_match() {
                      " bytes is larger than the peer's receive buffer of " + std::to_string(c.capacity) +
                      " bytes (tag " + std::to_string(s.tag) + ")");
       } else {
+        if (tx_queue_.full()) tx_queue_.grow();  // grow_connection_state only; else never full
         tx_queue_.push(idx);
       }
       break;
@@ -176,6 +177,8 @@ bool ConnectionCore::poll_data(TimeNs now, TxPacket& out) {
       tx_queue_.pop();
     }
   }
+  // grow_connection_state: the ring holds fewer than window_ segments until it has doubled enough.
+  if (snd_nxt_ - snd_una_ == ring_.size()) grow_tx_ring();
   const uint64_t seq = snd_nxt_++;
   TxSeg& s = ring_[seq & ring_mask_];
   s = next;
@@ -338,6 +341,9 @@ TimeNs ConnectionCore::reo_wnd_ns() const {
 }
 
 void ConnectionCore::push_retx(uint64_t seq) {
+  // grow_connection_state: a queue below its full size (twice window_segments) doubles instead, so the
+  // rebuild below happens exactly when it would with the whole queue.
+  if (retx_queue_.full() && retx_queue_.capacity() < size_t{cfg_.window_segments} * 2) retx_queue_.grow();
   if (retx_queue_.full()) {
     // Only stale entries can fill a queue twice the window: rebuild it from the ring.
     retx_queue_.clear();

@@ -78,6 +78,7 @@ void Host::send(const engine::TxPacket& tx) {
   p->wire_bytes = tx.header_len + tx.payload_len + kFrameOverheadBytes;
   p->ect = tx.ect;
   p->ce = false;
+  p->priority = tx.payload_len > 0 ? kPriorityData : kPriorityControl;
   ++frames_sent_;
   nic_->receive(p);
 }

@@ -18,7 +18,18 @@ double OutputQueue::mark_probability(uint64_t q_bytes) const {
 }
 
 void OutputQueue::receive(Packet* pkt) {
-  if (backlog_bytes_ + pkt->wire_bytes > cfg_.capacity_bytes) {
+  const uint8_t c = class_of(pkt);
+  bool admit = true;
+  if (cfg_.lossless && c == kPriorityData) {
+    admit = true;  // PFC upstream bounds this class
+  } else if (shared_ != nullptr) {
+    admit = shared_->admits(class_bytes_[c], pkt->wire_bytes);  // Choudhury-Hahne, shared_buffer.h
+  } else {
+    // Per class (with one priority the class holds everything): lossless data piling up behind a
+    // PAUSE must not make the port drop ACKs and CNPs.
+    admit = class_bytes_[c] + pkt->wire_bytes <= cfg_.capacity_bytes;
+  }
+  if (!admit) {
     ++stats_.dropped;
     if (pkt->ingress != nullptr) pkt->ingress->on_departure(pkt);
     pool_.release(pkt);
@@ -32,17 +43,19 @@ void OutputQueue::receive(Packet* pkt) {
       pkt->ce = true;
     }
   }
+  if (egress_charged(c)) shared_->add(pkt->wire_bytes);
   pkt->next = nullptr;
   backlog_bytes_ += pkt->wire_bytes;
+  class_bytes_[c] += pkt->wire_bytes;
   stats_.max_bytes = std::max(stats_.max_bytes, backlog_bytes_);
   ++stats_.enqueued;
-  if (head_ == nullptr) {
-    head_ = tail_ = pkt;
-    if (!paused_) start_service();
+  if (head_[c] == nullptr) {
+    head_[c] = tail_[c] = pkt;
   } else {
-    tail_->next = pkt;
-    tail_ = pkt;
+    tail_[c]->next = pkt;
+    tail_[c] = pkt;
   }
+  if (!in_service_) start_service();
 }
 
 void OutputQueue::set_paused(bool paused) {
@@ -54,7 +67,7 @@ void OutputQueue::set_paused(bool paused) {
     return;
   }
   stats_.paused_ps += sim_.now() - paused_since_;
-  if (head_ != nullptr && !in_service_) start_service();
+  if (!in_service_) start_service();
 }
 
 TimePs OutputQueue::paused_ps() const {
@@ -62,27 +75,38 @@ TimePs OutputQueue::paused_ps() const {
 }
 
 void OutputQueue::start_service() {
+  // With one priority everything is class 0 and a PAUSE stops the port; with two, the control class
+  // goes first and is never paused (802.1Qbb pauses one priority).
+  uint8_t c = kPriorityControl;
+  if (cfg_.priorities < 2 || head_[kPriorityControl] == nullptr) {
+    if (paused_ || head_[kPriorityData] == nullptr) return;
+    c = kPriorityData;
+  }
+  serving_ = head_[c];
+  head_[c] = serving_->next;
+  if (head_[c] == nullptr) tail_[c] = nullptr;
   in_service_ = true;
-  const TimePs t = serialization_ps(head_->wire_bytes, cfg_.rate_bps);
+  const TimePs t = serialization_ps(serving_->wire_bytes, cfg_.rate_bps);
   stats_.busy_ps += t;
   sim_.schedule_in(t, this);
 }
 
 void OutputQueue::on_event() {
   in_service_ = false;
-  Packet* pkt = head_;
-  head_ = pkt->next;
-  if (head_ == nullptr) tail_ = nullptr;
+  Packet* pkt = serving_;
+  serving_ = nullptr;
+  const uint8_t c = class_of(pkt);
   backlog_bytes_ -= pkt->wire_bytes;
+  class_bytes_[c] -= pkt->wire_bytes;
+  if (egress_charged(c)) shared_->remove(pkt->wire_bytes);
   ++stats_.sent;
   stats_.bytes_sent += pkt->wire_bytes;
   pkt->next = nullptr;
   // The frame has left this switch's buffer: its ingress may resume its upstream (PFC).
   if (pkt->ingress != nullptr) pkt->ingress->on_departure(pkt);
   next_->receive(pkt);
-  if (head_ != nullptr) {
-    if (!paused_) start_service();
-  } else if (idle_listener_ != nullptr) {
+  start_service();
+  if (!in_service_ && head_[0] == nullptr && head_[1] == nullptr && idle_listener_ != nullptr) {
     idle_listener_->on_queue_idle(*this);
   }
 }

@@ -105,17 +105,33 @@ class Parser {
         auto v = whole(kv.first, kv.second, 0, 1e12);
         if (!v) return v.error();
         (k == "xoff_bytes" ? pfc.xoff_bytes : k == "xon_bytes" ? pfc.xon_bytes : pfc.headroom_bytes) = *v;
+        // Dynamic threshold (pfc.h): dynamic, alpha, xon_offset_bytes.
+      } else if (k == "dynamic") {
+        auto v = flag(kv.first, kv.second);
+        if (!v) return v.error();
+        pfc.dynamic = *v;
+      } else if (k == "alpha") {
+        auto v = number(kv.first, kv.second, 1.0 / 1024, 64);
+        if (!v) return v.error();
+        pfc.alpha = *v;
+      } else if (k == "xon_offset_bytes") {
+        auto v = whole(kv.first, kv.second, 0, 1e12);
+        if (!v) return v.error();
+        pfc.xon_offset_bytes = *v;
       } else {
-        return error(kv.first, kv.second, "unknown key (enabled, xoff_bytes, xon_bytes, headroom_bytes)");
+        return error(kv.first, kv.second,
+                     "unknown key (enabled, xoff_bytes, xon_bytes, headroom_bytes, dynamic, alpha, "
+                     "xon_offset_bytes)");
       }
     }
-    if (pfc.xon_bytes >= pfc.xoff_bytes)
+    if (!pfc.dynamic && pfc.xon_bytes >= pfc.xoff_bytes)
       return make_error(
           fmt::format("{}:{}: pfc: xon_bytes must be below xoff_bytes", source_, line_of(node)));
     return Status{};
   }
 
   Status switch_(const YAML::Node& node, SimScenario& s) const {
+    int pfc_line = line_of(node);
     for (const auto& kv : node) {
       const std::string k = kv.first.Scalar();
       if (k == "buffer_bytes") {
@@ -123,12 +139,32 @@ class Parser {
         if (!v) return v.error();
         s.buffer_bytes = *v;
       } else if (k == "ecn" || k == "pfc") {
+        if (k == "pfc") pfc_line = line_of(kv.first);
         if (Status st = map_of(kv.first, kv.second); !st) return st;
         if (Status st = k == "ecn" ? ecn(kv.second, s.red) : pfc(kv.second, s.pfc); !st) return st;
+        // Shared buffer and priorities (shared_buffer.h, queue.h).
+      } else if (k == "shared_buffer_bytes") {
+        auto v = whole(kv.first, kv.second, 10'000, 1e12);
+        if (!v) return v.error();
+        s.shared_buffer.bytes = *v;
+      } else if (k == "alpha") {
+        auto v = number(kv.first, kv.second, 1.0 / 1024, 64);
+        if (!v) return v.error();
+        s.shared_buffer.alpha = *v;
+      } else if (k == "priorities") {
+        auto v = whole(kv.first, kv.second, 1, 2);
+        if (!v) return v.error();
+        s.priorities = static_cast<uint8_t>(*v);
       } else {
-        return error(kv.first, kv.second, "unknown key (buffer_bytes, ecn, pfc)");
+        return error(kv.first, kv.second,
+                     "unknown key (buffer_bytes, shared_buffer_bytes, alpha, priorities, ecn, pfc)");
       }
     }
+    if (s.pfc.enabled && s.pfc.dynamic && s.shared_buffer.bytes == 0)
+      return make_error(
+          fmt::format("{}:{}: pfc: dynamic: true needs switch.shared_buffer_bytes (the "
+                      "threshold is alpha x the free shared buffer)",
+                      source_, pfc_line));
     return Status{};
   }
 
@@ -536,6 +572,8 @@ Result<ScenarioRun> run_sim_scenario(const SimScenario& s, const std::string& co
   fc.switch_buffer_bytes = s.buffer_bytes;
   fc.red = s.red;
   fc.pfc = s.pfc;
+  fc.shared_buffer = s.shared_buffer;
+  fc.priorities = s.priorities;
   fc.seed = s.seed;
 
   std::unique_ptr<Fabric> fabric;

@@ -44,7 +44,12 @@ uint64_t Simulation::run(TimePs until_ps) {
     if (top.at_ps > until_ps) break;
     heap_.front() = heap_.back();
     heap_.pop_back();
-    if (!heap_.empty()) sift_down(0);
+    if (!heap_.empty()) {
+      sift_down(0);
+      // The next event's object is usually cold at 10,000-host scale (one of ~100 k queues, links and
+      // hosts): start fetching it while this event runs. A hint only; the order is unchanged.
+      __builtin_prefetch(heap_.front().source);
+    }
     now_ps_ = top.at_ps;
     ++ran;
     ++events_;

@@ -83,6 +83,16 @@ struct EngineConfig {
   // TxPacket::payload_crc_pending, and the wire must call seal_seg_payload_crc (packet.h) on every such
   // packet, or the receiver drops it as corrupt. Default false: the engine computes it.
   bool wire_seals_payload_crc = false;
+
+  // Simulation (memory): a connection's arrays sized by window_segments, max_posted_sends and
+  // max_posted_recvs (the outstanding-segment ring, the retransmission queue, the request slab and the
+  // send/credit queues) start at 16 entries and double when full, up to those same limits, instead of
+  // being allocated whole at connect (~0.55 MiB per connection with the defaults); so does the
+  // endpoint's queue of RSTs to send (64 entries, 10 KB). The protocol and its
+  // packets are unchanged: the limits, the handshake and every decision are the same (tests/unit/engine/
+  // grow_state_test.cpp compares packet streams). The cost is an allocation each time an array doubles,
+  // which a production wire's hot path should not take. Default false: allocated whole, as before.
+  bool grow_connection_state = false;
 };
 
 // Checks every value's range; the message names the field and the value.

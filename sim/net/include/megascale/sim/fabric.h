@@ -13,7 +13,9 @@
 // host_rate_bps, leaf-spine links at fabric_rate_bps. Switch ports share one QueueConfig
 // (switch_buffer_bytes, red); NIC ports never drop (the engine's windows bound them). Every link into
 // a switch enters through a SwitchIngress (pfc.h); with pfc.enabled the switch is lossless: ingresses
-// pause their upstream ports and output queues do not tail-drop.
+// pause their upstream ports and output queues do not tail-drop (the data class, with two priorities).
+// With shared_buffer.bytes each switch gets one SharedBuffer (shared_buffer.h) that its lossy queues and
+// its PFC ingresses draw on; without PFC the links feed the switches directly.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +28,7 @@
 #include "megascale/sim/link.h"
 #include "megascale/sim/pfc.h"
 #include "megascale/sim/queue.h"
+#include "megascale/sim/shared_buffer.h"
 #include "megascale/sim/simulation.h"
 #include "megascale/sim/switch.h"
 
@@ -40,10 +43,15 @@ struct FabricConfig {
   uint64_t host_rate_bps = 100'000'000'000;
   uint64_t fabric_rate_bps = 100'000'000'000;
   TimePs link_delay_ps = kPsPerUs;           // every link, one way
-  uint64_t switch_buffer_bytes = 1'000'000;  // per switch output port (no shared buffer yet)
+  uint64_t switch_buffer_bytes = 1'000'000;  // per switch output port, when there is no shared buffer
   RedConfig red;                             // every switch port
   PfcConfig pfc;                             // every switch ingress
-  uint64_t seed = 1;                         // the simulation's PRNG and the switches' hash seeds
+  // One shared buffer per switch (shared_buffer.h; bytes 0: none, per-port capacity as before): output
+  // queues are admitted by its dynamic threshold, PFC ingresses charge it (and take their XOFF from it
+  // with pfc.dynamic).
+  SharedBufferConfig shared_buffer;
+  uint8_t priorities = 1;  // switch ports: 1 FIFO, or 2 (control strictly before data; packet.h)
+  uint64_t seed = 1;       // the simulation's PRNG and the switches' hash seeds
   EcmpHash hash = default_ecmp_hash;
 };
 
@@ -67,6 +75,8 @@ class Fabric {
   Host& host(uint32_t address) { return *hosts_[address]; }
   size_t switch_count() const { return switches_.size(); }
   Switch& switch_at(size_t i) { return *switches_[i]; }
+  // Switch i's shared buffer; nullptr without one (FabricConfig::shared_buffer.bytes == 0).
+  SharedBuffer* shared_buffer(size_t i) { return buffers_.empty() ? nullptr : buffers_[i].get(); }
 
   // Frames lost on links that were down (link.h), over every link.
   uint64_t total_link_down_drops() const;
@@ -114,6 +124,7 @@ class Fabric {
   std::vector<std::unique_ptr<OutputQueue>> queues_;
   std::vector<std::unique_ptr<Link>> links_;
   std::vector<std::unique_ptr<SwitchIngress>> ingresses_;
+  std::vector<std::unique_ptr<SharedBuffer>> buffers_;  // by switch id; empty without shared buffers
   std::shared_ptr<const ClosInfo> clos_;
 };
 

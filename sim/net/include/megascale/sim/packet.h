@@ -36,6 +36,14 @@ struct FiveTuple {
 
 class SwitchIngress;
 
+// Traffic classes (802.1p priorities as switches map them). With two priorities (QueueConfig::
+// priorities = 2) control frames (ACKs, CNPs, credits, handshakes: every frame without payload) are
+// served strictly before data and are not paused by PFC, as RoCE fabrics put CNPs in a high class
+// apart from the lossless RDMA class; with one (the default) every frame shares one FIFO.
+inline constexpr uint8_t kPriorityData = 0;     // the lossless (PFC) class
+inline constexpr uint8_t kPriorityControl = 1;  // strict high priority, lossy
+inline constexpr uint8_t kMaxPriorities = 2;
+
 struct Packet {
   Packet* next = nullptr;  // intrusive link for the queue holding it
   // The switch ingress whose buffer accounting holds this frame (PFC, pfc.h); set when it enters a
@@ -45,8 +53,9 @@ struct Packet {
   uint32_t wire_bytes = 0;   // what serialises: header + payload + kFrameOverheadBytes
   uint32_t payload_len = 0;  // the engine's payload bytes (absent here)
   uint16_t header_len = 0;
-  bool ect = false;  // ECN-capable transport: RED marks it instead of leaving it
-  bool ce = false;   // congestion experienced, set by a queue
+  bool ect = false;                  // ECN-capable transport: RED marks it instead of leaving it
+  bool ce = false;                   // congestion experienced, set by a queue
+  uint8_t priority = kPriorityData;  // traffic class, set by the sending host
   alignas(8) uint8_t header[engine::kMaxHeaderBytes];
 };
 
@@ -73,6 +82,7 @@ class PacketPool {
     p->next = nullptr;
     p->ingress = nullptr;
     p->ce = false;
+    p->priority = kPriorityData;
     return p;
   }
   void release(Packet* p) {

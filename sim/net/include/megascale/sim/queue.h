@@ -18,11 +18,19 @@
 // PFC (IEEE 802.1Qbb): a PAUSE from the downstream switch (pfc.h) stops the port from starting new
 // frames; the frame already on the wire completes, as on a real port. A RESUME restarts it. The port
 // counts the PAUSEs it obeyed and the time it spent paused.
+//
+// Priorities and the shared buffer (opt-in; the defaults give the single FIFO above, unchanged): with
+// `priorities = 2` the port keeps one FIFO per traffic class (packet.h) and serves control strictly
+// before data; a PAUSE stops only the data class. With `lossless` the data class never tail-drops here
+// (its ingress's PFC bounds it; the control class still can). With a SharedBuffer (shared_buffer.h) a
+// class's FIFO is admitted by the dynamic threshold (its bytes + the frame <= alpha x free shared
+// buffer) instead of `capacity_bytes`, and the frame is charged to the switch's pool until it leaves.
 #pragma once
 
 #include <cstdint>
 
 #include "megascale/sim/packet.h"
+#include "megascale/sim/shared_buffer.h"
 #include "megascale/sim/simulation.h"
 
 namespace megascale::sim {
@@ -36,8 +44,11 @@ struct RedConfig {
 
 struct QueueConfig {
   uint64_t rate_bps = 100'000'000'000;      // serialisation rate of the port
-  uint64_t capacity_bytes = 1'000'000'000;  // tail drop above this many bytes (waiting + in service)
+  uint64_t capacity_bytes = 1'000'000'000;  // tail drop above this many bytes of a class (waiting + in
+                                            // service; with one priority, of the port)
   RedConfig red;
+  uint8_t priorities = 1;  // 1: one FIFO for every frame; 2: control served before data (packet.h)
+  bool lossless = false;   // the data class never tail-drops (PFC bounds it upstream)
 };
 
 struct QueueStats {
@@ -68,6 +79,9 @@ class OutputQueue : public PacketSink, public EventSource {
 
   void set_next(PacketSink* next) { next_ = next; }
   void set_idle_listener(QueueIdleListener* l) { idle_listener_ = l; }
+  // Admission by the switch's shared buffer's dynamic threshold (nullptr: capacity_bytes, as before).
+  void set_shared_buffer(SharedBuffer* shared) { shared_ = shared; }
+  const SharedBuffer* shared_buffer() const { return shared_; }
 
   // A frame arrives: dropped at capacity, else maybe CE-marked, queued, and served when the port frees.
   void receive(Packet* pkt) override;
@@ -82,8 +96,10 @@ class OutputQueue : public PacketSink, public EventSource {
   TimePs paused_ps() const;
 
   // Nothing waiting and nothing in service.
-  bool idle() const { return head_ == nullptr; }
+  bool idle() const { return head_[0] == nullptr && head_[1] == nullptr && !in_service_; }
   uint64_t backlog_bytes() const { return backlog_bytes_; }
+  // Bytes of one traffic class waiting and in service (class 0 holds everything with one priority).
+  uint64_t class_backlog_bytes(uint8_t priority) const { return class_bytes_[priority]; }
   const QueueConfig& config() const { return cfg_; }
   const QueueStats& stats() const { return stats_; }
 
@@ -91,19 +107,29 @@ class OutputQueue : public PacketSink, public EventSource {
   double mark_probability(uint64_t q_bytes) const;
 
  private:
+  // Starts serving the next frame if one may go (the control class first; data unless paused).
   void start_service();
+  uint8_t class_of(const Packet* pkt) const { return cfg_.priorities > 1 ? pkt->priority : kPriorityData; }
+  // Whether a frame of class `c` is charged to the shared buffer here (lossless data is charged by its
+  // ingress instead).
+  bool egress_charged(uint8_t c) const {
+    return shared_ != nullptr && !(cfg_.lossless && c == kPriorityData);
+  }
 
   Simulation& sim_;
   PacketPool& pool_;
   QueueConfig cfg_;
   PacketSink* next_;
   QueueIdleListener* idle_listener_ = nullptr;
-  Packet* head_ = nullptr;  // first waiting frame; in service while in_service_
+  SharedBuffer* shared_ = nullptr;
+  Packet* head_[kMaxPriorities] = {};  // first waiting frame of each class
+  Packet* tail_[kMaxPriorities] = {};
+  Packet* serving_ = nullptr;  // the frame on the wire while in_service_
   bool in_service_ = false;
   bool paused_ = false;
   TimePs paused_since_ = 0;
-  Packet* tail_ = nullptr;
   uint64_t backlog_bytes_ = 0;
+  uint64_t class_bytes_[kMaxPriorities] = {};
   QueueStats stats_;
 };
 

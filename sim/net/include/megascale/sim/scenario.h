@@ -16,6 +16,11 @@
 //     buffer_bytes: 1000000    # per output port (lossy mode)
 //     ecn: {kmin_bytes: 100000, kmax_bytes: 400000, pmax: 0.2}   # omit: no marking
 //     pfc: {enabled: true, xoff_bytes: 100000, xon_bytes: 80000}  # omit: lossy
+//     # shared buffer (shared_buffer.h): one pool per switch, queues admitted by alpha x free bytes
+//     shared_buffer_bytes: 32000000   # omit: per-port buffer_bytes
+//     alpha: 1                        # the egress dynamic threshold's factor
+//     priorities: 2                   # control frames strictly before data, not paused (default 1)
+//     # pfc: {enabled: true, dynamic: true, alpha: 0.125, xon_offset_bytes: 8500}: XOFF = alpha x free
 //   ecmp: per-flow             # or spray (per-packet)
 //   controller: hybrid         # a congestion/ preset name or YAML path (resolve_cc_config)
 //   lanes: 4
@@ -69,6 +74,8 @@ struct SimScenario {
   uint64_t buffer_bytes = 1'000'000;
   RedConfig red;
   PfcConfig pfc;
+  SharedBufferConfig shared_buffer;  // bytes 0: none
+  uint8_t priorities = 1;
   bool spray = false;
   std::string controller = "hybrid";
   uint32_t lanes = 4;
