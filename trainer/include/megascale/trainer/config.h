@@ -11,7 +11,7 @@
 //
 //   model:
 //     vocab_size: 257            # required: token ids are < vocab_size
-//     padded_vocab_size: 320     # wte rows; >= vocab_size, a multiple of 64 keeps matmuls aligned (llm.c)
+//     padded_vocab_size: 320     # wte rows >= vocab_size; absent = vocab_size rounded up to 64 (llm.c)
 //     max_seq_len: 256           # required: wpe rows
 //     n_layer: 4                 # required
 //     n_head: 4                  # required: divides d_model, head_dim = d_model / n_head in {64, 128}
@@ -20,7 +20,7 @@
 //     attention_window: 0        # 0 = full causal; w > 0: query i sees keys j with i - w < j <= i
 //   train:
 //     batch_size: 16             # B sequences per micro-step
-//     seq_len: 256               # T <= model.max_seq_len
+//     seq_len: 256               # T <= model.max_seq_len; absent = model.max_seq_len
 //     grad_accum_steps: 1        # micro-steps per optimizer step
 //     steps: 1000                # optimizer steps
 //     learning_rate: 6.0e-4      # peak, after warmup
