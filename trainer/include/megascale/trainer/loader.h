@@ -53,7 +53,7 @@ struct Batch {
   std::vector<int32_t> inputs;   // B*T token ids, row-major [B, T]
   std::vector<int32_t> targets;  // B*T: inputs shifted by one
   LoaderPosition position;       // where this batch's step span started
-  int64_t epoch = 0;             // wraps past the last shard so far
+  int64_t epoch = 0;             // wraps past the last shard since open() or set_position()
 };
 
 class DataLoader {
