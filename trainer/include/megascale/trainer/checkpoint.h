@@ -77,7 +77,8 @@ Result<CheckpointHeader> read_checkpoint_header(const std::string& path);
 // Reads the whole file, checks the hash, then matches `slots` by name: every slot must be in the file
 // with the same shape, and the file must hold no tensor the caller did not ask for. Errors name the
 // tensor and both shapes: "ckpt.bin: tensor 'qkvw': checkpoint has shape [12, 2304, 768], this run
-// expects [24, 3072, 1024]". The spans are written only when everything matches.
+// expects [24, 3072, 1024]". Nothing is written into the spans unless every name and shape matches; the
+// content hash is checked as the data streams in, so on a corrupt file the error says the spans hold garbage.
 Result<CheckpointHeader> load_checkpoint(const std::string& path, std::span<const TensorSlot> slots);
 
 // OK when `header` can resume a run of (model, train): same ModelConfig and the same essentials except
