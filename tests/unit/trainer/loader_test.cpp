@@ -22,7 +22,8 @@ uint16_t token_at(int64_t shard, int64_t i) {
 void write_shards(const TempDir& dir, const std::vector<int64_t>& sizes) {
   for (size_t s = 0; s < sizes.size(); ++s) {
     std::vector<uint16_t> tokens(static_cast<size_t>(sizes[s]));
-    for (int64_t i = 0; i < sizes[s]; ++i) tokens[static_cast<size_t>(i)] = token_at(static_cast<int64_t>(s), i);
+    for (int64_t i = 0; i < sizes[s]; ++i)
+      tokens[static_cast<size_t>(i)] = token_at(static_cast<int64_t>(s), i);
     ASSERT_TRUE(write_shard(dir.file("d_train_" + std::to_string(100 + s) + ".bin"), tokens));
   }
 }

@@ -1,7 +1,7 @@
 // The embedded default dataset: a seeded generator of text with real, learnable structure, written as
 // byte-level llm.c shards (tokenizer.h, shard.h), so the README's main job trains with no download.
 //
-//   DatasetOptions options;                           // seed 42, 2 M train tokens, 128 k val tokens
+//   DatasetOptions options;                           // seed 42, 8 M train tokens, 128 k val tokens
 //   Result<DatasetFiles> files = write_synthetic_dataset("data/synth", options);
 //   // files->train_glob = "data/synth/synth_train_*.bin", files->val_glob = "data/synth/synth_val_*.bin"
 //
@@ -56,7 +56,7 @@ class SyntheticTextGenerator {
 
 struct DatasetOptions {
   uint64_t seed = 42;
-  int64_t train_tokens = 2'000'000;  // at least; documents are whole
+  int64_t train_tokens = 8'000'000;  // at least; documents are whole
   int64_t val_tokens = 131'072;
   int64_t tokens_per_shard = 1'000'000;  // train shards split at document boundaries
 };
