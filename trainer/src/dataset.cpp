@@ -160,7 +160,10 @@ Result<StreamResult> write_stream(const std::filesystem::path& dir, const std::s
   while (result.tokens < target_tokens) {
     std::vector<uint16_t> doc = byte_encode(gen.next_document());
     doc.push_back(kByteEotToken);
-    if (!shard.empty() && static_cast<int64_t>(shard.size() + doc.size()) > tokens_per_shard) {
+    // A new shard only while at least half a shard is still to come: the last shard then holds between
+    // 0.5 and 1.5 shards' worth, never a stub too short for a loader's step (loader.h refuses those).
+    const bool full = static_cast<int64_t>(shard.size() + doc.size()) > tokens_per_shard;
+    if (!shard.empty() && full && target_tokens - result.tokens >= tokens_per_shard / 2) {
       if (Status s = flush(); !s) return s.error();
     }
     shard.insert(shard.end(), doc.begin(), doc.end());

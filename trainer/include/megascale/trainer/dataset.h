@@ -58,7 +58,7 @@ struct DatasetOptions {
   uint64_t seed = 42;
   int64_t train_tokens = 8'000'000;  // at least; documents are whole
   int64_t val_tokens = 131'072;
-  int64_t tokens_per_shard = 1'000'000;  // train shards split at document boundaries
+  int64_t tokens_per_shard = 1'000'000;  // split at document boundaries; the last holds 0.5x to 1.5x
 };
 
 struct DatasetFiles {
