@@ -193,6 +193,10 @@ class Parser {
         auto v = whole(kv.first, kv.second, k == "senders" ? 1 : 0, 1e7);
         if (!v) return v.error();
         (k == "senders" ? s.senders : s.receiver) = static_cast<uint32_t>(*v);
+      } else if (k == "flows_per_sender") {
+        auto v = whole(kv.first, kv.second, 1, 1e5);
+        if (!v) return v.error();
+        s.flows_per_sender = static_cast<uint32_t>(*v);
       } else if (k == "bytes") {
         auto v = whole(kv.first, kv.second, 1, 1e13);
         if (!v) return v.error();
@@ -201,7 +205,7 @@ class Parser {
         return more.error();
       } else if (!*more) {
         return error(kv.first, kv.second,
-                     "unknown key (kind, senders, receiver, bytes, hosts, op, algorithm, group, tp, pp, dp, "
+                     "unknown key (kind, senders, receiver, flows_per_sender, bytes, hosts, op, algorithm, group, tp, pp, dp, "
                      "chunks, phases, cdf, load, duration_ms, connections_per_pair)");
       }
     }
@@ -224,7 +228,7 @@ class Parser {
     const std::string k = key.Scalar();
     const std::string v = value.IsScalar() ? value.Scalar() : "";
     if (k == "hosts" || k == "tp" || k == "pp" || k == "dp" || k == "chunks" || k == "connections_per_pair") {
-      auto n = whole(key, value, k == "hosts" ? 2 : 1, k == "connections_per_pair" ? 64 : 1e7);
+      auto n = whole(key, value, k == "hosts" ? 2 : 1, k == "connections_per_pair" ? 1024 : 1e7);
       if (!n) return n.error();
       const auto u = static_cast<uint32_t>(*n);
       if (k == "hosts") s.workload_hosts = u;

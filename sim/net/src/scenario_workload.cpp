@@ -19,7 +19,7 @@ Result<std::vector<FlowSpec>> scenario_flows(const SimScenario& s, uint32_t host
       if (s.receiver >= hosts || s.senders >= hosts)
         return make_error(fmt::format("{}: incast of {} senders to host {} needs more than {} hosts",
                                       s.source, s.senders, s.receiver, hosts));
-      return incast_flows(s.senders, s.receiver, s.bytes);
+      return incast_flows(s.senders, s.receiver, s.bytes, s.flows_per_sender);
     case SimScenario::Workload::permutation: {
       Rng rng(s.seed ^ 0x5EED5EED5EED5EEDULL);
       return permutation_flows(hosts, s.bytes, rng);

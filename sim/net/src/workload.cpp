@@ -13,10 +13,14 @@
 
 namespace megascale::sim {
 
-std::vector<FlowSpec> incast_flows(uint32_t senders, uint32_t receiver, uint64_t bytes) {
+std::vector<FlowSpec> incast_flows(uint32_t senders, uint32_t receiver, uint64_t bytes,
+                                   uint32_t flows_per_sender) {
   std::vector<FlowSpec> flows;
-  for (uint32_t h = 0; flows.size() < senders; ++h) {
-    if (h != receiver) flows.push_back(FlowSpec{h, receiver, bytes});
+  uint32_t used = 0;
+  for (uint32_t h = 0; used < senders; ++h) {
+    if (h == receiver) continue;
+    for (uint32_t f = 0; f < flows_per_sender; ++f) flows.push_back(FlowSpec{h, receiver, bytes});
+    ++used;
   }
   return flows;
 }

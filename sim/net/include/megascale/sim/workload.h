@@ -77,8 +77,10 @@ struct RunResult {
   RunSeries series;          // time series and port records (results.h); empty unless asked for
 };
 
-// `senders` hosts (0..senders-1, skipping `receiver`) each send `bytes` to `receiver`.
-std::vector<FlowSpec> incast_flows(uint32_t senders, uint32_t receiver, uint64_t bytes);
+// `senders` hosts (0..senders-1, skipping `receiver`) each send `flows_per_sender` flows of `bytes` to
+// `receiver`.
+std::vector<FlowSpec> incast_flows(uint32_t senders, uint32_t receiver, uint64_t bytes,
+                                   uint32_t flows_per_sender = 1);
 
 // Every one of `hosts` hosts sends `bytes` to a partner; partners form a random permutation without
 // fixed points (each host receives exactly one flow), drawn from `rng`.

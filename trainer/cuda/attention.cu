@@ -1,0 +1,191 @@
+// The attention entry points (attention.cuh): argument checks, the choice between the tensor-core and
+// the CUDA-core kernels, and the two small passes around the backward: D_i = rowsum(dO o O) before it
+// (FlashAttention-2, Dao 2023, Algorithm 2 line 4) and the fp32 dQ accumulator's conversion after it.
+//
+//   attention_forward(o, lse, q, k, v, B, T, H, D, 3 * C, C, window, scale, stream);
+#include <cuda_bf16.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <initializer_list>
+#include <type_traits>
+#include <utility>
+
+#include "attention.cuh"
+#include "attention_internal.cuh"
+
+namespace megascale::trainer {
+namespace {
+
+using attention_detail::AttentionShape;
+
+[[noreturn]] void bad_argument(const char* function, const char* what, double value) {
+  std::fprintf(stderr, "%s: %s (got %g)\n", function, what, value);
+  std::abort();
+}
+
+AttentionShape checked_shape(const char* function, int B, int T, int H, int D, int ld_qkv, int ld_o,
+                             int window, float scale) {
+  if (D != 64 && D != 128) bad_argument(function, "head dimension D must be 64 or 128", D);
+  if (B < 1) bad_argument(function, "batch size B must be >= 1", B);
+  if (T < 1) bad_argument(function, "sequence length T must be >= 1", T);
+  if (H < 1) bad_argument(function, "head count H must be >= 1", H);
+  if (ld_qkv < H * D) bad_argument(function, "ld_qkv must be >= H * D", ld_qkv);
+  if (ld_o < H * D) bad_argument(function, "ld_o must be >= H * D", ld_o);
+  if (window < 0) bad_argument(function, "window must be 0 (full causal) or > 0", window);
+  if (!(scale > 0.f)) bad_argument(function, "scale must be > 0", scale);
+  return AttentionShape{B, T, H, D, ld_qkv, ld_o, window, scale};
+}
+
+void require_pointer(const char* function, const char* name, const void* p) {
+  if (p == nullptr) {
+    std::fprintf(stderr, "%s: %s is null\n", function, name);
+    std::abort();
+  }
+}
+
+// The tensor-core kernels load rows 16 bytes at a time with cp.async.
+bool rows_16_byte_aligned(std::initializer_list<const void*> pointers, int ld_qkv, int ld_o) {
+  if (ld_qkv % 8 != 0 || ld_o % 8 != 0) return false;
+  for (const void* p : pointers) {
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+  }
+  return true;
+}
+
+__device__ inline float as_float(float x) {
+  return x;
+}
+__device__ inline float as_float(__nv_bfloat16 x) {
+  return __bfloat162float(x);
+}
+
+// drow[b, h, i] = sum_d dO[b, i, h, d] * O[b, i, h, d]: one warp per (b, i, h) row.
+template <class T>
+__global__ void row_dot_kernel(float* drow, const T* dout, const T* o, AttentionShape s) {
+  const long long row = (static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= static_cast<long long>(s.B) * s.T * s.H) return;
+  const int h = static_cast<int>(row % s.H), t = static_cast<int>(row / s.H % s.T),
+            b = static_cast<int>(row / s.H / s.T);
+  const T* dO = dout + attention_detail::attention_row(b, t, h, s, s.ld_o);
+  const T* O = o + attention_detail::attention_row(b, t, h, s, s.ld_o);
+  float sum = 0.f;
+  for (int d = lane; d < s.D; d += 32) sum += as_float(dO[d]) * as_float(O[d]);
+  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  if (lane == 0) drow[(static_cast<size_t>(b) * s.H + h) * s.T + t] = sum;
+}
+
+template <class T>
+__device__ inline T from_float(float x) {
+  if constexpr (std::is_same_v<T, float>) {
+    return x;
+  } else {
+    return __float2bfloat16(x);
+  }
+}
+
+// dq[b, t, h, d] = dq_accum[b, h, t, d], cast to the compute dtype.
+template <class T>
+__global__ void dq_convert_kernel(T* dq, const float* dq_accum, AttentionShape s) {
+  const long long idx = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= static_cast<long long>(s.B) * s.H * s.T * s.D) return;
+  const int d = static_cast<int>(idx % s.D);
+  const long long bht = idx / s.D;
+  const int t = static_cast<int>(bht % s.T), h = static_cast<int>(bht / s.T % s.H),
+            b = static_cast<int>(bht / s.T / s.H);
+  dq[attention_detail::attention_row(b, t, h, s, s.ld_qkv) + d] = from_float<T>(dq_accum[idx]);
+}
+
+}  // namespace
+
+size_t attention_backward_workspace_bytes(int B, int T_len, int H, int D) {
+  const size_t rows = static_cast<size_t>(B) * H * T_len;
+  return (rows * D + rows) * sizeof(float);
+}
+
+template <class T>
+void attention_forward(T* o, float* lse, const T* q, const T* k, const T* v, int B, int T_len, int H, int D,
+                       int ld_qkv, int ld_o, int window, float scale, cudaStream_t stream) {
+  const char* fn = "attention_forward";
+  const AttentionShape s = checked_shape(fn, B, T_len, H, D, ld_qkv, ld_o, window, scale);
+  require_pointer(fn, "o", o);
+  require_pointer(fn, "lse", lse);
+  require_pointer(fn, "q", q);
+  require_pointer(fn, "k", k);
+  require_pointer(fn, "v", v);
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    if (rows_16_byte_aligned({o, q, k, v}, ld_qkv, ld_o)) {
+      attention_detail::launch_attention_forward_tc(o, lse, q, k, v, s, stream);
+      return;
+    }
+  }
+  attention_detail::launch_attention_forward_simple(o, lse, q, k, v, s, stream);
+}
+
+template <class T>
+void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* o, const float* lse, const T* q,
+                        const T* k, const T* v, int B, int T_len, int H, int D, int ld_qkv, int ld_o,
+                        int window, float scale, float* workspace, cudaStream_t stream) {
+  const char* fn = "attention_backward";
+  const AttentionShape s = checked_shape(fn, B, T_len, H, D, ld_qkv, ld_o, window, scale);
+  for (const auto& [name, p] : {std::pair<const char*, const void*>{"dq", dq},
+                                {"dk", dk},
+                                {"dv", dv},
+                                {"dout", dout},
+                                {"o", o},
+                                {"lse", lse},
+                                {"q", q},
+                                {"k", k},
+                                {"v", v},
+                                {"workspace", workspace}}) {
+    require_pointer(fn, name, p);
+  }
+  if (reinterpret_cast<uintptr_t>(workspace) % 16 != 0) {
+    bad_argument(fn, "workspace must be 16-byte aligned (address mod 16)",
+                 static_cast<double>(reinterpret_cast<uintptr_t>(workspace) % 16));
+  }
+  const size_t rows = static_cast<size_t>(B) * H * T_len;
+  float* dq_accum = workspace;         // [B, H, T, D]
+  float* drow = workspace + rows * D;  // [B, H, T]
+
+  cudaMemsetAsync(dq_accum, 0, rows * D * sizeof(float), stream);
+  constexpr int kRowThreads = 256;  // 8 rows per block
+  row_dot_kernel<T>
+      <<<static_cast<unsigned>((rows * 32 + kRowThreads - 1) / kRowThreads), kRowThreads, 0, stream>>>(
+          drow, dout, o, s);
+  ATTENTION_CHECK_LAUNCH("attention backward rowsum(dO * O)");
+
+  bool tensor_cores = false;
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    tensor_cores = rows_16_byte_aligned({dk, dv, dout, q, k, v}, ld_qkv, ld_o);
+    if (tensor_cores) {
+      attention_detail::launch_attention_backward_tc(dk, dv, dq_accum, dout, lse, drow, q, k, v, s, stream);
+    }
+  }
+  if (!tensor_cores) {
+    attention_detail::launch_attention_backward_simple(dk, dv, dq_accum, dout, lse, drow, q, k, v, s, stream);
+  }
+
+  constexpr int kConvertThreads = 256;
+  dq_convert_kernel<T><<<static_cast<unsigned>((rows * D + kConvertThreads - 1) / kConvertThreads),
+                         kConvertThreads, 0, stream>>>(dq, dq_accum, s);
+  ATTENTION_CHECK_LAUNCH("attention backward dQ conversion");
+}
+
+template void attention_forward<float>(float*, float*, const float*, const float*, const float*, int, int,
+                                       int, int, int, int, int, float, cudaStream_t);
+template void attention_forward<__nv_bfloat16>(__nv_bfloat16*, float*, const __nv_bfloat16*,
+                                               const __nv_bfloat16*, const __nv_bfloat16*, int, int, int, int,
+                                               int, int, int, float, cudaStream_t);
+template void attention_backward<float>(float*, float*, float*, const float*, const float*, const float*,
+                                        const float*, const float*, const float*, int, int, int, int, int,
+                                        int, int, float, float*, cudaStream_t);
+template void attention_backward<__nv_bfloat16>(__nv_bfloat16*, __nv_bfloat16*, __nv_bfloat16*,
+                                                const __nv_bfloat16*, const __nv_bfloat16*, const float*,
+                                                const __nv_bfloat16*, const __nv_bfloat16*,
+                                                const __nv_bfloat16*, int, int, int, int, int, int, int,
+                                                float, float*, cudaStream_t);
+
+}  // namespace megascale::trainer

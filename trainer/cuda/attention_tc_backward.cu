@@ -1,0 +1,255 @@
+// Tensor-core flash attention backward for bf16 (FlashAttention-2 backward, Dao 2023, arXiv 2307.08691,
+// Algorithm 2 and sec. 3.2: parallel over key tiles; dK, dV stay in registers, dQ is summed across key
+// tiles with fp32 atomics into the workspace and converted afterwards).
+//
+//   launch_attention_backward_tc(dk, dv, dq_accum, dout, lse, drow, q, k, v, shape, stream);
+//
+// One block per (64-key tile, head, batch); each of its 4 warps owns 16 keys. Per 64-query tile the
+// warp computes the transposed products S^T = K Q^T and dP^T = V dO^T (16 keys x 64 queries), so that
+// P^T = exp(S^T - lse) and dS^T = P^T o (dP^T - D) sit in C fragments whose pairs are already the A
+// fragments of dV += P^T dO and dK += dS^T Q (no shuffles). dQ = dS K needs every key of the tile, so
+// dS^T goes through shared memory and each warp then produces 16 query rows of dQ. Query tiles below
+// the diagonal's reach or beyond the window are never visited.
+#include <cuda_bf16.h>
+
+#include <cmath>
+
+#include "attention_internal.cuh"
+#include "attention_mma.cuh"
+
+namespace megascale::trainer::attention_detail {
+namespace {
+
+constexpr int kRows = 64;  // keys per block (16 per warp) and queries per tile
+constexpr int kThreads = 128;
+constexpr int kDsStride = kRows + 8;  // padded like the input tiles (see load_tile_async)
+constexpr float kLog2e = 1.4426950408889634f;
+
+// lse (pre-multiplied into the log2 domain) and D_i = rowsum(dO o O) of one query tile; 0 past T.
+__device__ inline void load_row_stats(float* lse_s, float* drow_s, const float* lse, const float* drow,
+                                      size_t bh, int q0, int T) {
+  if (threadIdx.x < kRows) {
+    const int i = q0 + threadIdx.x;
+    lse_s[threadIdx.x] = i < T ? lse[bh * T + i] * kLog2e : 0.f;
+    drow_s[threadIdx.x] = i < T ? drow[bh * T + i] : 0.f;
+  }
+}
+
+__device__ inline void add_to_dq(float* dst, float x, float y) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  atomicAdd(reinterpret_cast<float2*>(dst), make_float2(x, y));  // one 8-byte reduction (sm_90)
+#else
+  atomicAdd(dst, x);
+  atomicAdd(dst + 1, y);
+#endif
+}
+
+template <int D>
+__global__ void __launch_bounds__(kThreads)
+    backward_tc_kernel(__nv_bfloat16* dk, __nv_bfloat16* dv, float* dq_accum, const __nv_bfloat16* dout,
+                       const float* lse, const float* drow, const __nv_bfloat16* q, const __nv_bfloat16* k,
+                       const __nv_bfloat16* v, AttentionShape s) {
+  constexpr int kStride = D + 8;
+  constexpr int kTile = kRows * kStride;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  __nv_bfloat16* k_s = reinterpret_cast<__nv_bfloat16*>(smem_raw);
+  __nv_bfloat16* v_s = k_s + kTile;
+  __nv_bfloat16* q_s = v_s + kTile;        // [2][kRows][kStride]
+  __nv_bfloat16* do_s = q_s + 2 * kTile;   // [2][kRows][kStride]
+  __nv_bfloat16* ds_s = do_s + 2 * kTile;  // dS^T, [key][query], [kRows][kDsStride]
+  float* lse_s = reinterpret_cast<float*>(ds_s + kRows * kDsStride);  // [2][kRows]
+  float* drow_s = lse_s + 2 * kRows;                                  // [2][kRows]
+
+  const int b = blockIdx.z, h = blockIdx.y;
+  const int k0 = blockIdx.x * kRows;  // low key tiles have the most queries and launch first
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, c = lane % 4;
+  const size_t bh = static_cast<size_t>(b) * s.H + h;
+  const int q_last = attention_last_query(min(s.T - 1, k0 + kRows - 1), s.window, s.T);
+  const int key_j[2] = {k0 + warp * 16 + g, k0 + warp * 16 + g + 8};
+  const float scale_log2 = s.scale * kLog2e;
+
+  load_tile_async<D, kRows, kThreads>(k_s, k, b, k0, h, s, s.ld_qkv);
+  load_tile_async<D, kRows, kThreads>(v_s, v, b, k0, h, s, s.ld_qkv);
+  load_tile_async<D, kRows, kThreads>(q_s, q, b, k0, h, s, s.ld_qkv);
+  load_tile_async<D, kRows, kThreads>(do_s, dout, b, k0, h, s, s.ld_o);
+  cp_async_commit();
+  load_row_stats(lse_s, drow_s, lse, drow, bh, k0, s.T);
+  cp_async_wait_all();
+  __syncthreads();
+
+  float dk_acc[D / 8][4], dv_acc[D / 8][4];
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dk_acc[n][e] = dv_acc[n][e] = 0.f;
+  }
+
+  int buf = 0;
+  for (int q0 = k0; q0 <= q_last; q0 += kRows, buf ^= 1) {
+    if (q0 + kRows <= q_last) {
+      load_tile_async<D, kRows, kThreads>(q_s + (buf ^ 1) * kTile, q, b, q0 + kRows, h, s, s.ld_qkv);
+      load_tile_async<D, kRows, kThreads>(do_s + (buf ^ 1) * kTile, dout, b, q0 + kRows, h, s, s.ld_o);
+      cp_async_commit();
+      load_row_stats(lse_s + (buf ^ 1) * kRows, drow_s + (buf ^ 1) * kRows, lse, drow, bh, q0 + kRows, s.T);
+    }
+    const __nv_bfloat16* qs = q_s + buf * kTile;
+    const __nv_bfloat16* dos = do_s + buf * kTile;
+    const float* lse_b = lse_s + buf * kRows;
+    const float* drow_b = drow_s + buf * kRows;
+
+    // S^T = K Q^T and dP^T = V dO^T for this warp's 16 keys x the tile's 64 queries.
+    float st[8][4], dpt[8][4];
+#pragma unroll
+    for (int n = 0; n < 8; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) st[n][e] = dpt[n][e] = 0.f;
+    }
+#pragma unroll
+    for (int kc = 0; kc < D / 16; ++kc) {
+      uint32_t ka[4], va[4];
+      const int a_off = (warp * 16 + (lane & 15)) * kStride + kc * 16 + (lane >> 4) * 8;
+      ldmatrix_x4(ka, &k_s[a_off]);
+      ldmatrix_x4(va, &v_s[a_off]);
+#pragma unroll
+      for (int p = 0; p < 4; ++p) {
+        uint32_t qb[4], ob[4];
+        const int b_off =
+            (p * 16 + (lane & 7) + ((lane >> 4) << 3)) * kStride + kc * 16 + ((lane >> 3) & 1) * 8;
+        ldmatrix_x4(qb, &qs[b_off]);
+        ldmatrix_x4(ob, &dos[b_off]);
+        mma_bf16_16816(st[2 * p], ka, qb[0], qb[1]);
+        mma_bf16_16816(st[2 * p + 1], ka, qb[2], qb[3]);
+        mma_bf16_16816(dpt[2 * p], va, ob[0], ob[1]);
+        mma_bf16_16816(dpt[2 * p + 1], va, ob[2], ob[3]);
+      }
+    }
+
+    // P^T = exp(S^T - lse), dS^T = P^T o (dP^T - D_i); masked entries are 0 in both.
+    const bool edge = q0 < k0 + kRows - 1 || q0 + kRows > s.T || k0 + kRows > s.T ||
+                      (s.window > 0 && q0 + kRows - 1 - k0 >= s.window);
+#pragma unroll
+    for (int n = 0; n < 8; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int ii = n * 8 + 2 * c + (e & 1);
+        float p = exp2f(st[n][e] * scale_log2 - lse_b[ii]);
+        if (edge) {
+          const int i = q0 + ii, j = key_j[e >> 1];
+          if (i >= s.T || j >= s.T || !attention_visible(i, j, s.window)) p = 0.f;
+        }
+        st[n][e] = p;
+        dpt[n][e] = p * (dpt[n][e] - drow_b[ii]);
+      }
+    }
+
+    // dV += P^T dO and dK += dS^T Q: A from the registers above, B = dO, Q read transposed.
+#pragma unroll
+    for (int t = 0; t < 4; ++t) {
+      uint32_t pa[4], da[4];
+      c_pair_to_a(pa, st[2 * t], st[2 * t + 1]);
+      c_pair_to_a(da, dpt[2 * t], dpt[2 * t + 1]);
+#pragma unroll
+      for (int p = 0; p < D / 16; ++p) {
+        uint32_t ob[4], qb[4];
+        const int off = (t * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kStride + p * 16 + (lane >> 4) * 8;
+        ldmatrix_x4_trans(ob, &dos[off]);
+        ldmatrix_x4_trans(qb, &qs[off]);
+        mma_bf16_16816(dv_acc[2 * p], pa, ob[0], ob[1]);
+        mma_bf16_16816(dv_acc[2 * p + 1], pa, ob[2], ob[3]);
+        mma_bf16_16816(dk_acc[2 * p], da, qb[0], qb[1]);
+        mma_bf16_16816(dk_acc[2 * p + 1], da, qb[2], qb[3]);
+      }
+    }
+
+#pragma unroll
+    for (int n = 0; n < 8; ++n) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        *reinterpret_cast<__nv_bfloat162*>(&ds_s[(warp * 16 + g + 8 * r) * kDsStride + n * 8 + 2 * c]) =
+            __floats2bfloat162_rn(dpt[n][2 * r], dpt[n][2 * r + 1]);
+      }
+    }
+    __syncthreads();
+
+    // dQ rows q0 + 16 * warp ...: dS (queries x keys, read transposed from dS^T) times K.
+    uint32_t dsa[4][4];
+#pragma unroll
+    for (int kc = 0; kc < 4; ++kc) {
+      ldmatrix_x4_trans(
+          dsa[kc],
+          &ds_s[(kc * 16 + (lane & 7) + (lane >> 4) * 8) * kDsStride + warp * 16 + ((lane >> 3) & 1) * 8]);
+    }
+#pragma unroll
+    for (int dc = 0; dc < D / 32; ++dc) {
+      float acc[4][4];
+#pragma unroll
+      for (int n = 0; n < 4; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+#pragma unroll
+      for (int kc = 0; kc < 4; ++kc) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          uint32_t kb[4];
+          ldmatrix_x4_trans(kb, &k_s[(kc * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kStride + dc * 32 +
+                                     half * 16 + (lane >> 4) * 8]);
+          mma_bf16_16816(acc[2 * half], dsa[kc], kb[0], kb[1]);
+          mma_bf16_16816(acc[2 * half + 1], dsa[kc], kb[2], kb[3]);
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int i = q0 + warp * 16 + g + 8 * r;
+        if (i >= s.T) continue;
+        float* dst = dq_accum + (bh * s.T + i) * D + dc * 32 + 2 * c;
+#pragma unroll
+        for (int n = 0; n < 4; ++n)
+          add_to_dq(dst + n * 8, acc[n][2 * r] * s.scale, acc[n][2 * r + 1] * s.scale);
+      }
+    }
+    cp_async_wait_all();
+    __syncthreads();  // next tile in; dS^T and this buffer free for reuse
+  }
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int j = key_j[r];
+    if (j >= s.T) continue;
+    __nv_bfloat16* dk_row = dk + attention_row(b, j, h, s, s.ld_qkv);
+    __nv_bfloat16* dv_row = dv + attention_row(b, j, h, s, s.ld_qkv);
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      *reinterpret_cast<__nv_bfloat162*>(dk_row + n * 8 + 2 * c) =
+          __floats2bfloat162_rn(dk_acc[n][2 * r] * s.scale, dk_acc[n][2 * r + 1] * s.scale);
+      *reinterpret_cast<__nv_bfloat162*>(dv_row + n * 8 + 2 * c) =
+          __floats2bfloat162_rn(dv_acc[n][2 * r], dv_acc[n][2 * r + 1]);
+    }
+  }
+}
+
+template <int D>
+void launch(__nv_bfloat16* dk, __nv_bfloat16* dv, float* dq_accum, const __nv_bfloat16* dout,
+            const float* lse, const float* drow, const __nv_bfloat16* q, const __nv_bfloat16* k,
+            const __nv_bfloat16* v, const AttentionShape& s, cudaStream_t stream) {
+  const size_t bytes =
+      (6 * kRows * (D + 8) + kRows * kDsStride) * sizeof(__nv_bfloat16) + 4 * kRows * sizeof(float);
+  cudaFuncSetAttribute(backward_tc_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                       static_cast<int>(bytes));
+  const dim3 grid((s.T + kRows - 1) / kRows, s.H, s.B);
+  backward_tc_kernel<D><<<grid, kThreads, bytes, stream>>>(dk, dv, dq_accum, dout, lse, drow, q, k, v, s);
+}
+
+}  // namespace
+
+void launch_attention_backward_tc(__nv_bfloat16* dk, __nv_bfloat16* dv, float* dq_accum,
+                                  const __nv_bfloat16* dout, const float* lse, const float* drow,
+                                  const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
+                                  const AttentionShape& s, cudaStream_t stream) {
+  if (s.D == 64) {
+    launch<64>(dk, dv, dq_accum, dout, lse, drow, q, k, v, s, stream);
+  } else {
+    launch<128>(dk, dv, dq_accum, dout, lse, drow, q, k, v, s, stream);
+  }
+  ATTENTION_CHECK_LAUNCH("attention backward (tensor cores)");
+}
+
+}  // namespace megascale::trainer::attention_detail
