@@ -152,6 +152,15 @@ void check_head_dim(int D) {
 }
 
 }  // namespace
+}  // namespace megascale::trainer::cuda
+
+namespace megascale::trainer {
+using cuda::attention_backward_dkv_kernel;
+using cuda::attention_backward_dq_kernel;
+using cuda::attention_forward_kernel;
+using cuda::ceil_div;
+using cuda::check_head_dim;
+using cuda::kWarpsPerBlock;
 
 size_t attention_backward_workspace_bytes(int B, int seq_len, int H, int /*D*/) {
   return sizeof(float) * static_cast<size_t>(B) * H * seq_len;
@@ -191,4 +200,4 @@ INSTANTIATE(float)
 INSTANTIATE(__nv_bfloat16)
 #undef INSTANTIATE
 
-}  // namespace megascale::trainer::cuda
+}  // namespace megascale::trainer

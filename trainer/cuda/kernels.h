@@ -155,7 +155,13 @@ void copy_to_compute(T* dst, const float* src, size_t n, cudaStream_t stream);
 template <class T>
 void copy_to_float(float* dst, const T* src, size_t n, cudaStream_t stream);
 
-// ---- attention (trainer/cuda/attention.cu, contract in notes/trainer-design.md) --------------------
+}  // namespace megascale::trainer::cuda
+
+namespace megascale::trainer {
+
+// ---- attention: trainer/cuda/attention.cuh (the flash kernel, its own engineer's), or attention_naive.cu
+// when that is absent. Declared here with the identical signatures, in namespace megascale::trainer as
+// attention.cuh declares them, so the model compiles against either.
 // q, k, v: element (b, t, h, d) at ptr[(b*T + t)*ld_qkv + h*D + d]; o, dout: ld_o; lse float [B, H, T];
 // window 0 = full causal, w > 0: query i sees keys j with i - w < j <= i. dq/dk/dv are written.
 template <class T>
@@ -167,4 +173,4 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* o, const fl
                         int window, float scale, float* workspace, cudaStream_t s);
 size_t attention_backward_workspace_bytes(int B, int seq_len, int H, int D);
 
-}  // namespace megascale::trainer::cuda
+}  // namespace megascale::trainer
