@@ -16,7 +16,7 @@ or sliding-window attention (query i sees keys j with i - w < j <= i).
   python3 tools/trainer_reference.py bench --config-json /tmp/d124/meta.json
 
 The reference runs in float64 for `check` (the truth both trainer modes are measured against) and in
-float32 (TF32 off) for `train`. Tolerances (per tensor; rel = max|trainer - ref| / max|ref|):
+float32 (TF32 off; --ref-dtype fp64 for float64) for `train`. Tolerances (per tensor; rel = max|trainer - ref| / max|ref|):
   fp32 trainer: logits rel <= 1e-4, loss |diff| <= 1e-5 * loss, every gradient rel <= 1e-3
   bf16 trainer: logits rel <= 5e-2, loss |diff| <= 5e-3 * loss, every gradient rel <= 1e-1 and cosine >= 0.99
   train: the 10-step moving averages of the two loss curves differ by at most 1% at every step.
@@ -173,7 +173,8 @@ def cmd_train(args):
     device = "cuda"
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    p = load_tensors(os.path.join(args.dump, "params.bin"), meta, device, torch.float32)
+    dtype = torch.float64 if args.ref_dtype == "fp64" else torch.float32
+    p = load_tensors(os.path.join(args.dump, "params.bin"), meta, device, dtype)
     decayed = {t["name"]: t["decayed"] for t in meta["tensors"]}
     for t in p.values():
         t.requires_grad_(True)
@@ -209,6 +210,9 @@ def cmd_train(args):
                     t.sub_(lr * u)
                 t.grad = None
         losses.append(loss_sum)
+        if args.save_losses:
+            with open(args.save_losses, "a" if step else "w") as f:
+                f.write(f"{step} {loss_sum:.9g}\n")
         if step % 20 == 0 or step == args.steps - 1:
             print(f"reference step {step + 1:4d}/{args.steps} | loss {loss_sum:.6f} | norm {norm:.4f} | lr {lr:.2e}")
     if not args.trainer_losses:
@@ -278,6 +282,8 @@ def main():
     t.add_argument("--steps", type=int, default=200)
     t.add_argument("--total-steps", type=int, default=0, help="schedule length if not the dump's")
     t.add_argument("--trainer-losses", default="", help="megascale-train --loss-log file")
+    t.add_argument("--ref-dtype", choices=["fp32", "fp64"], default="fp32", help="the reference's precision")
+    t.add_argument("--save-losses", default="", help="write this run's 'step loss' lines here")
     b = sub.add_parser("bench", help="PyTorch throughput of the same model")
     b.add_argument("dump", nargs="?", default="")
     b.add_argument("--config-json", default="")
