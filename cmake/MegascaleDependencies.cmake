@@ -89,6 +89,7 @@ if(MEGASCALE_ENABLE_CUDA)
   endif()
   if(CMAKE_CUDA_COMPILER AND CUDAToolkit_FOUND)
     set(MEGASCALE_HAVE_CUDA ON)
+    enable_language(CUDA)  # here, at the top scope: trainer/cuda and tests/gpu both compile .cu files
     megascale_dep("CUDA toolkit" ON "${CUDAToolkit_VERSION}")
   else()
     megascale_dep("CUDA toolkit" OFF "no nvcc found: trainer and GPU benchmarks are skipped")

@@ -1,0 +1,102 @@
+// LAMB (You et al., ICLR 2020, "Large Batch Optimization for Deep Learning", Algorithm 2): Adam's
+// normalised step plus decoupled weight decay, scaled per tensor by the trust ratio ||w|| / ||u||.
+// MegaScale uses it to grow the batch 4x without a loss penalty (NSDI '24 §3.1). One call per tensor:
+// pass 1 updates the moments, writes u into the gradient buffer and sums ||w||^2 and ||u||^2 per block
+// of a fixed grid; pass 2 reduces those partials in a fixed order (every block redundantly, which is
+// cheaper than a third launch) and applies the step.
+#include <algorithm>
+
+#include "cuda_check.h"
+#include "device_utils.cuh"
+#include "kernels.h"
+
+namespace megascale::trainer::cuda {
+namespace {
+
+constexpr int kMaxBlocks = 256;
+constexpr int kThreads = 256;
+
+int lamb_blocks(size_t n) {
+  return static_cast<int>(std::min<size_t>(kMaxBlocks, (n + kThreads - 1) / kThreads));
+}
+
+__global__ void lamb_moments_kernel(const float* master, float* m_state, float* v_state, float* grad,
+                                    size_t n, OptimizerStep s, float bias_correction1, float bias_correction2,
+                                    float* partial) {
+  __shared__ float shared[32];
+  float w_sq = 0.0f;
+  float u_sq = 0.0f;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const float g = grad[i] * s.grad_scale;
+    const float m = s.beta1 * m_state[i] + (1.0f - s.beta1) * g;
+    const float v = s.beta2 * v_state[i] + (1.0f - s.beta2) * g * g;
+    m_state[i] = m;
+    v_state[i] = v;
+    const float w = master[i];
+    const float u = (m / bias_correction1) / (sqrtf(v / bias_correction2) + s.eps) + s.weight_decay * w;
+    grad[i] = u;
+    w_sq += w * w;
+    u_sq += u * u;
+  }
+  w_sq = block_sum(w_sq, shared);
+  u_sq = block_sum(u_sq, shared);
+  if (threadIdx.x == 0) {
+    partial[blockIdx.x] = w_sq;
+    partial[kMaxBlocks + blockIdx.x] = u_sq;
+  }
+}
+
+template <class T>
+__global__ void lamb_apply_kernel(float* master, T* param, const float* update, size_t n, float learning_rate,
+                                  const float* partial, int num_partials) {
+  __shared__ float shared[32];
+  float w_sq = 0.0f;
+  float u_sq = 0.0f;
+  for (int i = threadIdx.x; i < num_partials; i += blockDim.x) {
+    w_sq += partial[i];
+    u_sq += partial[kMaxBlocks + i];
+  }
+  w_sq = block_sum(w_sq, shared);
+  u_sq = block_sum(u_sq, shared);
+  const float w_norm = sqrtf(w_sq);
+  const float u_norm = sqrtf(u_sq);
+  const float trust = (w_norm > 0.0f && u_norm > 0.0f) ? w_norm / u_norm : 1.0f;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const float w_new = master[i] - learning_rate * trust * update[i];
+    master[i] = w_new;
+    param[i] = from_float<T>(w_new);
+  }
+}
+
+}  // namespace
+
+size_t lamb_scratch_floats(size_t /*n*/) {
+  return 2 * kMaxBlocks;
+}
+
+template <class T>
+void lamb_update(float* master, T* param, float* m, float* v, float* grad, size_t n, const OptimizerStep& s,
+                 float* scratch, cudaStream_t stream) {
+  if (n == 0) return;
+  const float bc1 = 1.0f - powf(s.beta1, static_cast<float>(s.step));
+  const float bc2 = 1.0f - powf(s.beta2, static_cast<float>(s.step));
+  const int blocks = lamb_blocks(n);
+  lamb_moments_kernel<<<blocks, kThreads, 0, stream>>>(master, m, v, grad, n, s, bc1, bc2, scratch);
+  CUDA_CHECK_LAUNCH();
+  // Every apply block re-reduces the partials, so the grid is capped: a grid-stride loop covers n.
+  const unsigned int apply_blocks = std::min(ceil_div(n, kThreads), 1024u);
+  lamb_apply_kernel<<<apply_blocks, kThreads, 0, stream>>>(master, param, grad, n, s.learning_rate, scratch,
+                                                           blocks);
+  CUDA_CHECK_LAUNCH();
+}
+
+#define INSTANTIATE(T)                                                                                   \
+  template void lamb_update<T>(float*, T*, float*, float*, float*, size_t, const OptimizerStep&, float*, \
+                               cudaStream_t);
+INSTANTIATE(float)
+INSTANTIATE(__nv_bfloat16)
+#undef INSTANTIATE
+
+}  // namespace megascale::trainer::cuda

@@ -1,0 +1,85 @@
+// The GPT-2 decoder on one GPU: parameters, gradients and optimizer state carved from single
+// allocations by the canonical tensor table (config.h: gpt_parameter_tensors), forward, backward with
+// gradient accumulation, global-norm clipping and AdamW or LAMB. Plain C++ interface (no CUDA types),
+// so train_main.cpp and the checkpoint code stay host-only.
+//
+//   Result<std::unique_ptr<GptModel>> model = GptModel::create(run.model, run.train.dtype, B, T);
+//   (*model)->init_gpt2(run.train.seed);
+//   (*model)->zero_grads();
+//   double loss = (*model)->forward_backward(inputs, targets, 1.0f / grad_accum);   // per micro-step
+//   double norm = (*model)->grad_norm();
+//   (*model)->optimizer_step(run.train, lr, step + 1, norm);
+//
+// Architecture (Radford et al. 2019, pre-LN; tied LM head: logits = lnf(x) wte^T):
+//   sequential block: x = x + Attn(LN1(x)); x = x + MLP(LN2(x))
+//   parallel block:   x = x + Attn(LN1(x)) + MLP(LN2(x))  (MegaScale §3.1, PaLM/GPT-J style; we keep the
+//                     two LayerNorms of the parameter table, as GPT-NeoX's parallel residual does, so a
+//                     checkpoint has the same tensors in both modes and no parameter is dead)
+//   attention: causal, or a sliding window of ModelConfig::attention_window keys.
+// Numerics: fp32 masters, compute copies and activations in the compute dtype, fp32 gradients.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "megascale/common/result.h"
+#include "megascale/trainer/config.h"
+
+namespace megascale::trainer {
+
+// One parameter tensor as laid out in the model's allocations.
+struct ModelTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  bool decayed = false;
+  size_t offset = 0;  // elements from the start of each allocation (masters, grads, moments alike)
+  size_t numel = 0;
+};
+
+class GptModel {
+ public:
+  // A model for micro-batches of at most batch_size x seq_len tokens; allocates everything up front.
+  // Errors: a config that does not validate, seq_len > max_seq_len, or not enough GPU memory.
+  static Result<std::unique_ptr<GptModel>> create(const ModelConfig& model, ComputeDtype dtype,
+                                                  int batch_size, int seq_len);
+  virtual ~GptModel() = default;
+
+  virtual const ModelConfig& config() const = 0;
+  virtual const std::vector<ModelTensor>& tensors() const = 0;
+  virtual int64_t num_parameters() const = 0;
+
+  // GPT-2 init: N(0, 0.02) weights and embeddings, residual projections (attprojw, fcprojw) scaled by
+  // 1/sqrt(2L) (Radford et al. 2019 §2.3), biases 0, LayerNorm weights 1. Seeded, host-side, so it is
+  // the same on every GPU. Optimizer moments are zeroed.
+  virtual void init_gpt2(uint64_t seed) = 0;
+
+  // Mean cross-entropy over the micro-batch (tokens_host and targets_host: batch_size x seq_len ids).
+  // forward_backward also accumulates the parameter gradients of loss * grad_scale (grad_scale =
+  // 1 / grad_accum_steps averages the micro-steps). Both synchronise (the loss is read back).
+  virtual double forward(const int32_t* inputs_host, const int32_t* targets_host) = 0;
+  virtual double forward_backward(const int32_t* inputs_host, const int32_t* targets_host,
+                                  float grad_scale) = 0;
+
+  // The logits of the last forward() (not forward_backward, which overwrites them with their
+  // gradient), as fp32 [batch_size * seq_len, padded_vocab_size].
+  virtual std::vector<float> logits() const = 0;
+
+  virtual void zero_grads() = 0;
+  virtual double grad_norm() = 0;  // ||g||_2 over every parameter gradient
+
+  // One AdamW or LAMB step at learning rate `lr`; `step` is 1-based (bias correction); gradients are
+  // clipped to train.grad_clip using `grad_norm` (0 = off); weight decay on decayed tensors only.
+  virtual void optimizer_step(const TrainConfig& train, double lr, int step, double grad_norm) = 0;
+
+  // Host copies (fp32) of one whole allocation, in tensors() order and offsets: what checkpoints and
+  // the PyTorch comparison read and write. kind: masters, grads, adam_m, adam_v.
+  enum class Buffer { kMasters, kGrads, kMoment1, kMoment2 };
+  virtual std::vector<float> download(Buffer which) const = 0;
+  // Writing masters refreshes the compute copies.
+  virtual void upload(Buffer which, const std::vector<float>& values) = 0;
+  virtual size_t buffer_floats() const = 0;  // with alignment padding between tensors
+};
+
+}  // namespace megascale::trainer

@@ -1,0 +1,356 @@
+// megascale-train: trains the GPT of a configs/train/*.yaml on one GPU, printing llm.c-like step
+// lines with MFU, with checkpoints that resume bit-exactly, and a step-0 dump for the PyTorch
+// reference (tools/trainer_reference.py).
+//
+//   megascale-train --config configs/train/tiny.yaml                  # makes the embedded dataset
+//   megascale-train --config configs/train/tiny.yaml --steps 100 --checkpoint-dir ck --checkpoint-every 50
+//   megascale-train --config configs/train/tiny.yaml --resume ck/ckpt_00000050.bin
+//   megascale-train --config configs/train/tiny.yaml --dtype fp32 --dump-step0 dump/
+#include <fmt/core.h>
+#include <fmt/os.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "megascale/trainer/checkpoint.h"
+#include "megascale/trainer/config.h"
+#include "megascale/trainer/dataset.h"
+#include "megascale/trainer/loader.h"
+#include "megascale/trainer/mfu.h"
+#include "megascale/trainer/schedule.h"
+#include "model.h"
+
+namespace megascale::trainer {
+namespace {
+
+struct Options {
+  std::string config_path;
+  std::optional<int> steps, batch_size, seq_len, grad_accum, window, eval_every, checkpoint_every;
+  std::optional<std::string> dtype, optimizer, checkpoint_dir, train_data, val_data;
+  std::optional<uint64_t> seed;
+  bool parallel_block = false;
+  std::string resume_path;
+  std::string dump_step0_dir;
+  std::string loss_log_path;
+  int stop_after = 0;  // 0 = run to the end
+};
+
+Status apply_overrides(const Options& o, RunConfig& run) {
+  if (o.steps) run.train.steps = *o.steps;
+  if (o.batch_size) run.train.batch_size = *o.batch_size;
+  if (o.seq_len) run.train.seq_len = *o.seq_len;
+  if (o.grad_accum) run.train.grad_accum_steps = *o.grad_accum;
+  if (o.window) run.model.attention_window = *o.window;
+  if (o.eval_every) run.train.eval_every = *o.eval_every;
+  if (o.checkpoint_every) run.train.checkpoint_every = *o.checkpoint_every;
+  if (o.checkpoint_dir) run.train.checkpoint_dir = *o.checkpoint_dir;
+  if (o.train_data) run.train.train_data = *o.train_data;
+  if (o.val_data) run.train.val_data = *o.val_data;
+  if (o.seed) run.train.seed = *o.seed;
+  if (o.parallel_block) run.model.parallel_block = true;
+  if (o.dtype) {
+    if (*o.dtype == "bf16") {
+      run.train.dtype = ComputeDtype::kBf16;
+    } else if (*o.dtype == "fp32") {
+      run.train.dtype = ComputeDtype::kFp32;
+    } else {
+      return Error{"--dtype: '" + *o.dtype + "': expected bf16 or fp32"};
+    }
+  }
+  if (o.optimizer) {
+    if (*o.optimizer == "adamw") {
+      run.train.optimizer = OptimizerKind::kAdamW;
+    } else if (*o.optimizer == "lamb") {
+      run.train.optimizer = OptimizerKind::kLamb;
+    } else {
+      return Error{"--optimizer: '" + *o.optimizer + "': expected adamw or lamb"};
+    }
+  }
+  return validate_run_config(run);
+}
+
+// The checkpoint's tensors: masters under their own names, the moments as adam_m.* and adam_v.*.
+struct HostState {
+  std::vector<float> masters, m, v;
+};
+
+template <class Entry, class Span>
+std::vector<Entry> checkpoint_entries(const GptModel& model, HostState& state) {
+  std::vector<Entry> entries;
+  for (const char* prefix : {"", "adam_m.", "adam_v."}) {
+    std::vector<float>& buffer = prefix[0] == '\0' ? state.masters : (prefix[5] == 'm' ? state.m : state.v);
+    for (const ModelTensor& t : model.tensors()) {
+      entries.push_back(Entry{prefix + t.name, t.shape, Span(buffer.data() + t.offset, t.numel)});
+    }
+  }
+  return entries;
+}
+
+Status save(const std::string& path, GptModel& model, const RunConfig& run, int64_t step,
+            LoaderPosition position) {
+  HostState state{model.download(GptModel::Buffer::kMasters), model.download(GptModel::Buffer::kMoment1),
+                  model.download(GptModel::Buffer::kMoment2)};
+  CheckpointHeader header{run.model, essentials_of(run.train), step, {run.train.seed}, position};
+  const auto views = checkpoint_entries<TensorView, std::span<const float>>(model, state);
+  return save_checkpoint(path, header, views);
+}
+
+Result<CheckpointHeader> load(const std::string& path, GptModel& model, const RunConfig& run) {
+  Result<CheckpointHeader> header = read_checkpoint_header(path);
+  if (!header) return header.error();
+  if (Status s = check_resume_compatible(*header, run.model, run.train); !s) return s.error();
+  HostState state{std::vector<float>(model.buffer_floats(), 0.0f),
+                  std::vector<float>(model.buffer_floats(), 0.0f),
+                  std::vector<float>(model.buffer_floats(), 0.0f)};
+  const auto slots = checkpoint_entries<TensorSlot, std::span<float>>(model, state);
+  Result<CheckpointHeader> loaded = load_checkpoint(path, slots);
+  if (!loaded) return loaded.error();
+  model.upload(GptModel::Buffer::kMasters, state.masters);
+  model.upload(GptModel::Buffer::kMoment1, state.m);
+  model.upload(GptModel::Buffer::kMoment2, state.v);
+  return loaded;
+}
+
+Status write_floats(const std::filesystem::path& path, const float* data, size_t n) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(n * sizeof(float)));
+  if (!out) return Error{"cannot write " + path.string()};
+  return {};
+}
+
+// Step 0 for tools/trainer_reference.py: meta.json (shapes, offsets, config), params.bin (fp32 masters,
+// the model's padded layout), batch.bin (int32 inputs then targets), logits.bin (fp32 [N, Vp]),
+// grads.bin (fp32, same layout as params; the gradient of the mean loss of this one batch).
+Status dump_step0(const std::string& dir, GptModel& model, const RunConfig& run, const Batch& batch,
+                  const std::string& train_glob) {
+  std::filesystem::create_directories(dir);
+  const std::filesystem::path d(dir);
+  const double loss_forward = model.forward(batch.inputs.data(), batch.targets.data());
+  const std::vector<float> logits = model.logits();
+  model.zero_grads();
+  const double loss = model.forward_backward(batch.inputs.data(), batch.targets.data(), 1.0f);
+  const std::vector<float> params = model.download(GptModel::Buffer::kMasters);
+  const std::vector<float> grads = model.download(GptModel::Buffer::kGrads);
+  if (Status s = write_floats(d / "params.bin", params.data(), params.size()); !s) return s;
+  if (Status s = write_floats(d / "grads.bin", grads.data(), grads.size()); !s) return s;
+  if (Status s = write_floats(d / "logits.bin", logits.data(), logits.size()); !s) return s;
+  {
+    std::ofstream out(d / "batch.bin", std::ios::binary);
+    out.write(reinterpret_cast<const char*>(batch.inputs.data()),
+              static_cast<std::streamsize>(batch.inputs.size() * sizeof(int32_t)));
+    out.write(reinterpret_cast<const char*>(batch.targets.data()),
+              static_cast<std::streamsize>(batch.targets.size() * sizeof(int32_t)));
+    if (!out) return Error{"cannot write " + (d / "batch.bin").string()};
+  }
+  const ModelConfig& m = run.model;
+  const TrainConfig& t = run.train;
+  std::string tensors;
+  for (const ModelTensor& mt : model.tensors()) {
+    std::string shape;
+    for (int64_t x : mt.shape) shape += (shape.empty() ? "" : ", ") + std::to_string(x);
+    tensors +=
+        fmt::format("{}    {{\"name\": \"{}\", \"shape\": [{}], \"offset\": {}, \"decayed\": {}}}",
+                    tensors.empty() ? "" : ",\n", mt.name, shape, mt.offset, mt.decayed ? "true" : "false");
+  }
+  auto out = fmt::output_file((d / "meta.json").string());
+  out.print(
+      "{{\n  \"vocab_size\": {}, \"padded_vocab_size\": {}, \"max_seq_len\": {}, \"n_layer\": {}, "
+      "\"n_head\": {},\n"
+      "  \"d_model\": {}, \"parallel_block\": {}, \"attention_window\": {},\n"
+      "  \"batch_size\": {}, \"seq_len\": {}, \"grad_accum_steps\": {}, \"dtype\": \"{}\", \"optimizer\": "
+      "\"{}\",\n"
+      "  \"learning_rate\": {}, \"min_lr_fraction\": {}, \"warmup_steps\": {}, \"steps\": {}, "
+      "\"weight_decay\": {},\n"
+      "  \"beta1\": {}, \"beta2\": {}, \"eps\": {}, \"grad_clip\": {}, \"train_glob\": \"{}\",\n"
+      "  \"buffer_floats\": {}, \"loss\": {:.9g}, \"loss_forward_only\": {:.9g},\n  \"tensors\": [\n{}\n  "
+      "]\n}}\n",
+      m.vocab_size, m.padded_vocab_size, m.max_seq_len, m.n_layer, m.n_head, m.d_model,
+      m.parallel_block ? "true" : "false", m.attention_window, t.batch_size, t.seq_len, t.grad_accum_steps,
+      to_string(t.dtype), to_string(t.optimizer), t.learning_rate, t.min_lr_fraction, t.warmup_steps, t.steps,
+      t.weight_decay, t.beta1, t.beta2, t.eps, t.grad_clip, train_glob, model.buffer_floats(), loss,
+      loss_forward, tensors);
+  fmt::print("step-0 dump in {}: loss {:.6f} (forward only {:.6f})\n", dir, loss, loss_forward);
+  return {};
+}
+
+int run_training(const Options& options) {
+  Result<RunConfig> loaded_config = load_run_config(options.config_path);
+  if (!loaded_config) {
+    fmt::print(stderr, "{}\n", loaded_config.error().message);
+    return 2;
+  }
+  RunConfig run = *loaded_config;
+  if (Status s = apply_overrides(options, run); !s) {
+    fmt::print(stderr, "{}: {}\n", options.config_path, s.error().message);
+    return 2;
+  }
+  const TrainConfig& train = run.train;
+  std::string train_glob = train.train_data, val_glob = train.val_data;
+  if (train_glob.empty() || val_glob.empty()) {
+    Result<DatasetFiles> files = ensure_synthetic_dataset(train.data_dir, DatasetOptions{});
+    if (!files) {
+      fmt::print(stderr, "embedded dataset: {}\n", files.error().message);
+      return 2;
+    }
+    if (train_glob.empty()) train_glob = files->train_glob;
+    if (val_glob.empty()) val_glob = files->val_glob;
+    fmt::print("data: the embedded dataset in {} ({} train tokens; a perfect model's loss is {:.3f})\n",
+               train.data_dir, files->train_tokens, files->train_choice_entropy_nats_per_token);
+  }
+  const LoaderOptions loader_options{
+      .batch_size = train.batch_size, .seq_len = train.seq_len, .vocab_size = run.model.vocab_size};
+  auto loader = DataLoader::open(train_glob, loader_options);
+  if (!loader) {
+    fmt::print(stderr, "train data: {}\n", loader.error().message);
+    return 2;
+  }
+  auto model_or = GptModel::create(run.model, train.dtype, train.batch_size, train.seq_len);
+  if (!model_or) {
+    fmt::print(stderr, "{}\n", model_or.error().message);
+    return 2;
+  }
+  GptModel& model = **model_or;
+  model.init_gpt2(train.seed);
+  fmt::print("{}\nparameters {} | dtype {} | optimizer {} | attention: {}\n{}\n", describe(run),
+             model.num_parameters(), to_string(train.dtype), to_string(train.optimizer),
+             MEGASCALE_TRAINER_ATTENTION_NAME, mfu_peak_statement());
+
+  int start_step = 0;
+  if (!options.resume_path.empty()) {
+    Result<CheckpointHeader> header = load(options.resume_path, model, run);
+    if (!header) {
+      fmt::print(stderr, "--resume: {}\n", header.error().message);
+      return 2;
+    }
+    if (Status s = (*loader)->set_position(header->loader); !s) {
+      fmt::print(stderr, "--resume: loader position: {}\n", s.error().message);
+      return 2;
+    }
+    start_step = static_cast<int>(header->step);
+    fmt::print("resumed from {} at step {}\n", options.resume_path, start_step);
+  }
+
+  Batch batch;
+  if (!options.dump_step0_dir.empty()) {
+    if (Status s = (*loader)->next(batch); !s) {
+      fmt::print(stderr, "train data: {}\n", s.error().message);
+      return 2;
+    }
+    if (Status s = dump_step0(options.dump_step0_dir, model, run, batch, train_glob); !s) {
+      fmt::print(stderr, "--dump-step0: {}\n", s.error().message);
+      return 2;
+    }
+    return 0;
+  }
+
+  std::unique_ptr<std::ofstream> loss_log;
+  if (!options.loss_log_path.empty()) {
+    loss_log = std::make_unique<std::ofstream>(options.loss_log_path,
+                                               start_step > 0 ? std::ios::app : std::ios::trunc);
+  }
+  const CosineSchedule schedule = CosineSchedule::from(train);
+  const double flops = flops_per_token(run.model, train.seq_len);
+  const float micro_scale = 1.0f / static_cast<float>(train.grad_accum_steps);
+  double timed_ms = 0;
+  int64_t timed_tokens = 0;
+  int steps_here = 0;
+  for (int step = start_step; step < train.steps; ++step) {
+    const auto t0 = std::chrono::steady_clock::now();
+    model.zero_grads();
+    double loss = 0;
+    for (int micro = 0; micro < train.grad_accum_steps; ++micro) {
+      if (Status s = (*loader)->next(batch); !s) {
+        fmt::print(stderr, "train data: {}\n", s.error().message);
+        return 1;
+      }
+      loss += model.forward_backward(batch.inputs.data(), batch.targets.data(), micro_scale) * micro_scale;
+    }
+    const double norm = model.grad_norm();
+    const double lr = schedule.learning_rate(step);
+    model.optimizer_step(train, lr, step + 1, norm);
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    StepReport report{step, train.steps, loss, norm, lr, ms, train.tokens_per_step()};
+    fmt::print("{}\n", format_step_line(report, flops));
+    std::fflush(stdout);
+    if (loss_log) *loss_log << step << ' ' << fmt::format("{:.9g}", loss) << '\n';
+    if (steps_here > 0) {  // the first step of a process warms up cuBLASLt and the allocator
+      timed_ms += ms;
+      timed_tokens += train.tokens_per_step();
+    }
+    ++steps_here;
+    const bool last = step + 1 == train.steps || (options.stop_after > 0 && steps_here == options.stop_after);
+    if (train.eval_every > 0 && ((step + 1) % train.eval_every == 0 || step + 1 == train.steps)) {
+      auto val = DataLoader::open(val_glob, LoaderOptions{.batch_size = train.batch_size,
+                                                          .seq_len = train.seq_len,
+                                                          .vocab_size = run.model.vocab_size,
+                                                          .prefetch = false});
+      if (val) {
+        double val_loss = 0;
+        int n = 0;
+        Batch vb;
+        for (; n < train.eval_batches && (*val)->next(vb); ++n)
+          val_loss += model.forward(vb.inputs.data(), vb.targets.data());
+        if (n > 0) fmt::print("val loss {:.6f} ({} batches)\n", val_loss / n, n);
+      }
+    }
+    if (!train.checkpoint_dir.empty() &&
+        ((train.checkpoint_every > 0 && (step + 1) % train.checkpoint_every == 0) || last)) {
+      std::filesystem::create_directories(train.checkpoint_dir);
+      const std::string path = fmt::format("{}/ckpt_{:08d}.bin", train.checkpoint_dir, step + 1);
+      if (Status s = save(path, model, run, step + 1, (*loader)->position()); !s) {
+        fmt::print(stderr, "checkpoint: {}\n", s.error().message);
+        return 1;
+      }
+      fmt::print("checkpoint {}\n", path);
+    }
+    if (last) break;
+  }
+  if (timed_tokens > 0) {
+    const double seconds = timed_ms / 1e3;
+    fmt::print(
+        "average over {} steps after the first: {:.2f} ms/step, {:.0f} tok/s, {:.1f} TFLOP/s, {:.1f}% MFU\n",
+        steps_here - 1, timed_ms / (steps_here - 1), static_cast<double>(timed_tokens) / seconds,
+        achieved_flops_per_s(flops, timed_tokens, seconds) / 1e12,
+        100.0 * model_flops_utilization(flops, timed_tokens, seconds));
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace megascale::trainer
+
+int main(int argc, char** argv) {
+  megascale::trainer::Options o;
+  CLI::App app{"megascale-train: a GPT trainer on one GPU (configs/train/*.yaml)"};
+  app.add_option("--config", o.config_path, "run config, e.g. configs/train/tiny.yaml")->required();
+  app.add_option("--steps", o.steps, "optimizer steps (overrides train.steps)");
+  app.add_option("--batch-size", o.batch_size, "sequences per micro-step");
+  app.add_option("--seq-len", o.seq_len, "tokens per sequence");
+  app.add_option("--grad-accum", o.grad_accum, "micro-steps per optimizer step");
+  app.add_option("--dtype", o.dtype, "bf16 | fp32");
+  app.add_option("--optimizer", o.optimizer, "adamw | lamb");
+  app.add_flag("--parallel-block", o.parallel_block, "y = x + Attn(LN1(x)) + MLP(LN2(x))");
+  app.add_option("--attention-window", o.window, "sliding window in tokens (0 = full causal)");
+  app.add_option("--seed", o.seed, "init seed");
+  app.add_option("--eval-every", o.eval_every, "steps between validation passes (0 = never)");
+  app.add_option("--train-data", o.train_data, "glob of llm.c shards (default: the embedded dataset)");
+  app.add_option("--val-data", o.val_data, "glob of llm.c shards (default: the embedded dataset)");
+  app.add_option("--checkpoint-dir", o.checkpoint_dir, "where checkpoints go");
+  app.add_option("--checkpoint-every", o.checkpoint_every, "steps between checkpoints (0: only at the end)");
+  app.add_option("--resume", o.resume_path, "checkpoint file to continue from");
+  app.add_option("--stop-after", o.stop_after,
+                 "stop (with a checkpoint) after this many steps of this process");
+  app.add_option("--loss-log", o.loss_log_path, "append 'step loss' lines here");
+  app.add_option("--dump-step0", o.dump_step0_dir,
+                 "write step 0 (weights, batch, logits, grads) here and exit");
+  CLI11_PARSE(app, argc, argv);
+  return megascale::trainer::run_training(o);
+}
