@@ -120,3 +120,39 @@ TEST(Scenario, SameSeedGivesTheIdenticalSummaryTwice) {
 
 }  // namespace
 }  // namespace megascale::sim
+
+namespace megascale::sim {
+namespace {
+
+// Swift's 5000-to-1 layout: several flows per incast sender, each its own flow spec (and, with
+// connections_per_pair, its own connection); the shipped 5000-to-1 file loads with 50 x 100.
+TEST(Scenario, IncastFlowsPerSender) {
+  auto s = parse_sim_scenario(
+      "fabric: star:6\nworkload: {kind: incast, senders: 4, receiver: 2, flows_per_sender: 3, "
+      "connections_per_pair: 3, bytes: 1000}\n",
+      "fps.yaml");
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(s->flows_per_sender, 3u);
+  EXPECT_EQ(s->connections_per_pair, 3u);
+  auto flows = scenario_flows(*s, 6, 100'000'000'000ULL, nullptr);
+  ASSERT_TRUE(flows.ok()) << flows.error().message;
+  ASSERT_EQ(flows->size(), 12u);
+  std::vector<uint32_t> per_source(6, 0);
+  for (const FlowSpec& f : *flows) {
+    EXPECT_EQ(f.dst, 2u);
+    EXPECT_NE(f.src, 2u);  // the receiver is skipped
+    ++per_source[f.src];
+  }
+  EXPECT_EQ(per_source, (std::vector<uint32_t>{3, 3, 0, 3, 3, 0}));
+  auto bad = parse_sim_scenario("fabric: star:6\nworkload: {kind: incast, senders: 4, flows_per_sender: 0}\n",
+                                "bad.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("bad.yaml:2"), std::string::npos) << bad.error().message;
+  EXPECT_NE(bad.error().message.find("flows_per_sender"), std::string::npos) << bad.error().message;
+  auto paper = load_sim_scenario(kDir + "swift-incast-5000.yaml");
+  ASSERT_TRUE(paper.ok()) << paper.error().message;
+  EXPECT_EQ(paper->senders * paper->flows_per_sender, 5000u);
+}
+
+}  // namespace
+}  // namespace megascale::sim
