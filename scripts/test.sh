@@ -46,7 +46,7 @@ stage_asan() {
   local build=build/asan
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMEGASCALE_WERROR=ON \
     -DMEGASCALE_SANITIZE=ON -DMEGASCALE_BUILD_BENCH=OFF -DMEGASCALE_ENABLE_CUDA=OFF
-  local labels=(congestion engine wire nccl fuzz topology host simnet) targets=() l help
+  local labels=(congestion engine wire nccl fuzz topology host simnet trainer) targets=() l help
   # (Read the list once: `cmake ... | grep -q` under pipefail fails when grep exits before cmake.)
   help=$(cmake --build "$build" --target help)
   for l in "${labels[@]}"; do
