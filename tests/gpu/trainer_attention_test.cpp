@@ -1,8 +1,9 @@
 // GPU tests of the trainer's flash attention (trainer/cuda/attention.cuh) against a float64 CPU
 // reference on random inputs: forward output and log-sum-exp, backward dQ, dK, dV, for head dims 64 and
 // 128, full causal and sliding windows (1, 17, 100, longer than T), odd sequence lengths, fp32 and bf16,
-// both kernel paths (tensor cores for aligned bf16 rows, CUDA cores otherwise). Without a GPU every test
-// skips with "no CUDA device".
+// both kernel paths (tensor cores for aligned bf16 rows, CUDA cores otherwise); and that the backward is
+// deterministic (a second pass, and passes at GPT-2 shapes, reproduce dq, dk, dv to the bit). Without a
+// GPU every test skips with "no CUDA device".
 //
 //   ./trainer_attention_test                       # all cases; prints each case's error margins
 //   ./trainer_attention_test --gtest_filter='*bf16_D128*'
@@ -36,6 +37,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -245,6 +247,14 @@ Problem make_problem(const Case& c, std::vector<T>& qkv_host, std::vector<T>& do
   return p;
 }
 
+// Elements whose bit patterns differ (NaN pad columns compare equal when their bits do).
+template <class T>
+size_t count_differing_bits_words(const std::vector<T>& a, const std::vector<T>& b) {
+  size_t differ = 0;
+  for (size_t i = 0; i < a.size(); ++i) differ += std::memcmp(&a[i], &b[i], sizeof(T)) != 0;
+  return differ + (a.size() > b.size() ? a.size() - b.size() : b.size() - a.size());
+}
+
 template <class T>
 void run_case(const Case& c) {
   const int C = c.H * c.D;
@@ -272,6 +282,16 @@ void run_case(const Case& c) {
                         c.window, scale, workspace.get(), nullptr);
   check(cudaDeviceSynchronize(), "kernels");
   const std::vector<T> o_gpu = o.download(), dqkv_gpu = dqkv.download();
+  // A second backward (dirty workspace again) must reproduce every bit: dQ's terms add in a fixed order.
+  workspace.fill_bytes(0xFF);
+  DeviceBuffer<T> dqkv_again(qkv_count);
+  dqkv_again.fill_bytes(0xFF);
+  attention_backward<T>(dqkv_again.get(), dqkv_again.get() + C, dqkv_again.get() + 2 * C, dout.get(), o.get(),
+                        lse.get(), qkv.get(), qkv.get() + C, qkv.get() + 2 * C, c.B, c.T, c.H, c.D, p.ld_qkv,
+                        p.ld_o, c.window, scale, workspace.get(), nullptr);
+  check(cudaDeviceSynchronize(), "second backward");
+  EXPECT_EQ(count_differing_bits_words(dqkv_gpu, dqkv_again.download()), 0u)
+      << case_name(c) << ": two backward passes differ";
   const std::vector<float> lse_gpu = lse.download();
 
   // Element idx of a logical [B][T][H][D] tensor inside a strided buffer, at column offset `col0`.
@@ -348,6 +368,62 @@ INSTANTIATE_TEST_SUITE_P(Cases, AttentionTest, testing::ValuesIn(all_cases()),
                          [](const testing::TestParamInfo<Case>& param_info) {
                            return case_name(param_info.param);
                          });
+
+// Determinism at a training shape (GPT-2 small's attention, B=4): many key tiles per query tile and
+// hundreds of blocks in flight, where float atomics used to make dQ differ between runs. Three backward
+// passes must agree to the bit in dq, dk and dv, on both kernel paths.
+template <class Elem>
+void check_backward_bit_identical(int B, int T, int H, int D, int window) {
+  const int C = H * D, ld_qkv = 3 * C, ld_o = C;
+  const size_t qkv_count = static_cast<size_t>(B) * T * ld_qkv, o_count = static_cast<size_t>(B) * T * ld_o;
+  std::mt19937 rng(1234u + static_cast<uint32_t>(D + window));
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<Elem> qkv_host(qkv_count), dout_host(o_count);
+  for (auto& x : qkv_host) x = from_double<Elem>(normal(rng));
+  for (auto& x : dout_host) x = from_double<Elem>(normal(rng));
+  DeviceBuffer<Elem> qkv(qkv_count), o(o_count), dout(o_count);
+  DeviceBuffer<float> lse(static_cast<size_t>(B) * H * T);
+  DeviceBuffer<float> workspace(attention_backward_workspace_bytes(B, T, H, D) / sizeof(float));
+  qkv.upload(qkv_host);
+  dout.upload(dout_host);
+  const float scale = 1.f / std::sqrt(static_cast<float>(D));
+  attention_forward<Elem>(o.get(), lse.get(), qkv.get(), qkv.get() + C, qkv.get() + 2 * C, B, T, H, D, ld_qkv,
+                          ld_o, window, scale, nullptr);
+  std::vector<Elem> first;
+  for (int pass = 0; pass < 3; ++pass) {
+    DeviceBuffer<Elem> dqkv(qkv_count);
+    dqkv.fill_bytes(0xFF);
+    workspace.fill_bytes(pass * 0x11);
+    attention_backward<Elem>(dqkv.get(), dqkv.get() + C, dqkv.get() + 2 * C, dout.get(), o.get(), lse.get(),
+                             qkv.get(), qkv.get() + C, qkv.get() + 2 * C, B, T, H, D, ld_qkv, ld_o, window,
+                             scale, workspace.get(), nullptr);
+    check(cudaDeviceSynchronize(), "backward");
+    std::vector<Elem> got = dqkv.download();
+    size_t nonzero = 0;
+    for (const Elem& x : got) nonzero += to_double(x) != 0.0;
+    EXPECT_GT(nonzero, got.size() / 2) << "pass " << pass << ": gradients mostly zero";
+    if (pass == 0) {
+      first = std::move(got);
+    } else {
+      EXPECT_EQ(count_differing_bits_words(first, got), 0u)
+          << "pass " << pass << " differs from pass 0 (B=" << B << " T=" << T << " H=" << H << " D=" << D
+          << " window=" << window << ")";
+    }
+  }
+}
+
+TEST(AttentionDeterminismTest, BackwardBitIdenticalBf16TensorCores) {
+  SKIP_WITHOUT_GPU();
+  check_backward_bit_identical<__nv_bfloat16>(4, 1024, 12, 64, 0);
+  check_backward_bit_identical<__nv_bfloat16>(2, 1024, 16, 128, 0);
+  check_backward_bit_identical<__nv_bfloat16>(2, 1000, 8, 64, 256);
+}
+
+TEST(AttentionDeterminismTest, BackwardBitIdenticalFp32CudaCores) {
+  SKIP_WITHOUT_GPU();
+  check_backward_bit_identical<float>(2, 1024, 4, 64, 0);
+  check_backward_bit_identical<float>(1, 777, 4, 128, 100);
+}
 
 // Bad arguments abort with a message naming the argument (before any CUDA call).
 TEST(AttentionArgumentsDeathTest, RejectBadShapes) {

@@ -102,7 +102,8 @@ __global__ void dq_convert_kernel(T* dq, const float* dq_accum, AttentionShape s
 
 size_t attention_backward_workspace_bytes(int B, int T_len, int H, int D) {
   const size_t rows = static_cast<size_t>(B) * H * T_len;
-  return (rows * D + rows) * sizeof(float);
+  // dQ accumulator, the per-query-tile dQ turns, D_i (attention_internal.cuh, "Deterministic dQ").
+  return (rows * D + attention_detail::attention_turn_words(B, H, T_len) + rows) * sizeof(float);
 }
 
 template <class T>
@@ -147,11 +148,13 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* o, const fl
                  static_cast<double>(reinterpret_cast<uintptr_t>(workspace) % 16));
   }
   const size_t rows = static_cast<size_t>(B) * H * T_len;
-  float* dq_accum = workspace;         // [B, H, T, D]
-  float* drow = workspace + rows * D;  // [B, H, T]
+  const size_t turn_words = attention_detail::attention_turn_words(B, H, T_len);
+  float* dq_accum = workspace;                                   // [B, H, T, D]
+  int* dq_turns = reinterpret_cast<int*>(workspace + rows * D);  // [B, H, ceil(T / 32)]
+  float* drow = workspace + rows * D + turn_words;               // [B, H, T]
 
-  cudaMemsetAsync(dq_accum, 0, rows * D * sizeof(float), stream);
-  constexpr int kRowThreads = 256;  // 8 rows per block
+  cudaMemsetAsync(dq_accum, 0, (rows * D + turn_words) * sizeof(float), stream);  // accumulator and turns
+  constexpr int kRowThreads = 256;                                                // 8 rows per block
   row_dot_kernel<T>
       <<<static_cast<unsigned>((rows * 32 + kRowThreads - 1) / kRowThreads), kRowThreads, 0, stream>>>(
           drow, dout, o, s);
@@ -161,11 +164,13 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* o, const fl
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
     tensor_cores = rows_16_byte_aligned({dk, dv, dout, q, k, v}, ld_qkv, ld_o);
     if (tensor_cores) {
-      attention_detail::launch_attention_backward_tc(dk, dv, dq_accum, dout, lse, drow, q, k, v, s, stream);
+      attention_detail::launch_attention_backward_tc(dk, dv, dq_accum, dq_turns, dout, lse, drow, q, k, v, s,
+                                                     stream);
     }
   }
   if (!tensor_cores) {
-    attention_detail::launch_attention_backward_simple(dk, dv, dq_accum, dout, lse, drow, q, k, v, s, stream);
+    attention_detail::launch_attention_backward_simple(dk, dv, dq_accum, dq_turns, dout, lse, drow, q, k, v,
+                                                       s, stream);
   }
 
   constexpr int kConvertThreads = 256;

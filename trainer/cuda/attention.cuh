@@ -43,14 +43,16 @@ void attention_forward(T* o, float* lse, const T* q, const T* k, const T* v, int
 /// Attention backward from the forward's o and lse: writes dq, dk, dv (strided by ld_qkv; written,
 /// not accumulated, so they may alias the three thirds of one packed dqkv buffer). `workspace` is
 /// device memory of attention_backward_workspace_bytes(B, T, H, D) bytes, reused across calls; its
-/// contents need no initialization and are garbage afterwards.
+/// contents need no initialization and are garbage afterwards. Deterministic: the same inputs give
+/// bit-identical dq, dk, dv on every call (dQ's per-key-tile terms are added in a fixed order).
 template <class T>
 void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* o, const float* lse, const T* q,
                         const T* k, const T* v, int B, int T_len, int H, int D, int ld_qkv, int ld_o,
                         int window, float scale, float* workspace, cudaStream_t stream);
 
-/// Bytes of fp32 scratch the backward needs: the dQ accumulator [B, H, T, D] (key tiles add their
-/// contributions atomically) and D_i = rowsum(dO * O) [B, H, T].
+/// Bytes of scratch the backward needs: the fp32 dQ accumulator [B, H, T, D] (key tiles add their
+/// contributions in turn, descending), one int turn counter per (b, h, 32 queries) and the fp32
+/// D_i = rowsum(dO * O) [B, H, T].
 size_t attention_backward_workspace_bytes(int B, int T_len, int H, int D);
 
 }  // namespace megascale::trainer

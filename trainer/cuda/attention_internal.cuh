@@ -48,6 +48,40 @@ __host__ __device__ inline size_t attention_row(int b, int t, int h, const Atten
   return (static_cast<size_t>(b) * s.T + t) * ld + static_cast<size_t>(h) * s.D;
 }
 
+// Deterministic dQ: the backward blocks (one per key tile) add their dS K into the fp32 dQ accumulator
+// one at a time per query tile, in a fixed order: descending key tile, so key tile kt's turn at query
+// tile qt is qt - kt (the diagonal tile kt = qt goes first; every key tile that reaches qt at all is in
+// [first, qt], a contiguous range, since a higher key tile reaches at least as far). Each float then
+// gets its terms in the same order on every run, so dQ (and the trainer's resume) is bit-reproducible.
+// `turns` holds one int per (b, h, query tile), zeroed before the backward; a block waits for
+// turns == its turn, adds, and increments it. Key tile kt + 1 reaches query tile qt one iteration before
+// kt does (both walk up from their diagonal), so the wait is short when the blocks of a head run side by
+// side. Blocks map to key tiles in descending order (blockIdx.x = 0 is the last key tile), so a block
+// only ever waits on blocks of lower linear index, which the hardware dispatches first; this in-order
+// dispatch assumption is the one stream-K GEMMs and FlashAttention-3's deterministic mode rely on.
+
+/// Number of fp32 words `turns` needs: one per (b, h, 32-query tile), the smaller of the two tile sizes.
+__host__ __device__ inline size_t attention_turn_words(int B, int H, int T) {
+  return static_cast<size_t>(B) * H * ((T + 31) / 32);
+}
+
+/// Thread 0 spins until *turn == expected; the caller's next __syncthreads() releases the block.
+__device__ inline void attention_wait_turn(const int* turn, int expected) {
+  if (threadIdx.x == 0) {
+    while (*reinterpret_cast<const volatile int*>(turn) != expected) __nanosleep(64);
+    __threadfence();  // acquire: the previous block's dQ additions are visible from here on
+  }
+}
+
+/// Called by every thread after its dQ additions and before a __syncthreads(), then
+/// attention_pass_turn_after_sync by the block: makes the additions visible, then hands the turn on.
+__device__ inline void attention_release_dq() {
+  __threadfence();
+}
+__device__ inline void attention_pass_turn_after_sync(int* turn) {
+  if (threadIdx.x == 0) atomicAdd(turn, 1);
+}
+
 /// Aborts with file:line when the last launch failed (the trainer's CUDA_CHECK convention).
 inline void attention_check_launch(const char* what, const char* file, int line) {
   const cudaError_t err = cudaGetLastError();
@@ -64,14 +98,14 @@ template <class T>
 void launch_attention_forward_simple(T* o, float* lse, const T* q, const T* k, const T* v,
                                      const AttentionShape& s, cudaStream_t stream);
 template <class T>
-void launch_attention_backward_simple(T* dk, T* dv, float* dq_accum, const T* dout, const float* lse,
-                                      const float* drow, const T* q, const T* k, const T* v,
+void launch_attention_backward_simple(T* dk, T* dv, float* dq_accum, int* dq_turns, const T* dout,
+                                      const float* lse, const float* drow, const T* q, const T* k, const T* v,
                                       const AttentionShape& s, cudaStream_t stream);
 
 // Tensor-core kernels (mma.sync bf16), 16-byte aligned rows only (attention_tc_*.cu).
 void launch_attention_forward_tc(__nv_bfloat16* o, float* lse, const __nv_bfloat16* q, const __nv_bfloat16* k,
                                  const __nv_bfloat16* v, const AttentionShape& s, cudaStream_t stream);
-void launch_attention_backward_tc(__nv_bfloat16* dk, __nv_bfloat16* dv, float* dq_accum,
+void launch_attention_backward_tc(__nv_bfloat16* dk, __nv_bfloat16* dv, float* dq_accum, int* dq_turns,
                                   const __nv_bfloat16* dout, const float* lse, const float* drow,
                                   const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
                                   const AttentionShape& s, cudaStream_t stream);

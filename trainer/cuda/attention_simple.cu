@@ -3,12 +3,13 @@
 // time. Tiles of 32 queries x 32 keys in shared memory, fp32 throughout; four threads share a row.
 //
 //   launch_attention_forward_simple(o, lse, q, k, v, shape, stream);
-//   launch_attention_backward_simple(dk, dv, dq_accum, dout, lse, drow, q, k, v, shape, stream);
+//   launch_attention_backward_simple(dk, dv, dq_accum, dq_turns, dout, lse, drow, q, k, v, shape, stream);
 //
 // The forward is FlashAttention-2's Algorithm 1 (Dao 2023, arXiv 2307.08691, sec. 3.1): per key tile,
 // m_new = max(m, rowmax(S)), rescale the running sum and output by exp(m - m_new), add exp(S - m_new).
 // The backward is its Algorithm 2 (sec. 3.1.2), parallel over key tiles: P = exp(S - lse),
-// dP = dO V^T, dS = P o (dP - rowsum(dO o O)), dV += P^T dO, dK += scale dS^T Q, dQ += scale dS K.
+// dP = dO V^T, dS = P o (dP - rowsum(dO o O)), dV += P^T dO, dK += scale dS^T Q, dQ += scale dS K, the
+// dQ additions taking turns per query tile in a fixed order (attention_internal.cuh, "Deterministic dQ").
 #include <cuda_bf16.h>
 
 #include <cmath>
@@ -128,8 +129,8 @@ __global__ void __launch_bounds__(kThreads)
 
 template <class T, int D>
 __global__ void __launch_bounds__(kThreads)
-    backward_simple_kernel(T* dk, T* dv, float* dq_accum, const T* dout, const float* lse, const float* drow,
-                           const T* q, const T* k, const T* v, AttentionShape s) {
+    backward_simple_kernel(T* dk, T* dv, float* dq_accum, int* dq_turns, const T* dout, const float* lse,
+                           const float* drow, const T* q, const T* k, const T* v, AttentionShape s) {
   constexpr int kStride = D + 1;
   extern __shared__ float smem[];
   float* k_s = smem;                          // [kTile][kStride]
@@ -142,10 +143,12 @@ __global__ void __launch_bounds__(kThreads)
   float* drow_s = lse_s + kTile;              // [kTile]
 
   const int b = blockIdx.z, h = blockIdx.y;
-  const int k0 = blockIdx.x * kTile;
+  const int key_tile = gridDim.x - 1 - blockIdx.x;  // descending: waits only on earlier blocks
+  const int k0 = key_tile * kTile;
   const int row = threadIdx.x / 4, sub = threadIdx.x % 4;  // row: a key in the dK/dV phase, a query in dQ
   const int j = k0 + row;
   const size_t bh = static_cast<size_t>(b) * s.H + h;
+  int* turns = dq_turns + bh * ((s.T + 31) / 32);
 
   load_tile<T, D>(k_s, kStride, k, b, k0, h, s, s.ld_qkv);
   load_tile<T, D>(v_s, kStride, v, b, k0, h, s, s.ld_qkv);
@@ -179,6 +182,8 @@ __global__ void __launch_bounds__(kThreads)
       p_s[row * (kTile + 1) + ii] = p;
       ds_s[row * (kTile + 1) + ii] = p * (dp - drow_s[ii]);
     }
+    const int query_tile = q0 / kTile;
+    attention_wait_turn(&turns[query_tile], query_tile - key_tile);
     __syncthreads();  // dQ below reads every key's dS
 
     for (int ii = 0; ii < kTile; ++ii) {
@@ -203,6 +208,9 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int x = 0; x < D / 4; ++x) atomicAdd(dst + sub + 4 * x, dq[x] * s.scale);
     }
+    attention_release_dq();
+    __syncthreads();
+    attention_pass_turn_after_sync(&turns[query_tile]);
   }
 
   if (j < s.T) {
@@ -239,19 +247,19 @@ void launch_attention_forward_simple(T* o, float* lse, const T* q, const T* k, c
 }
 
 template <class T>
-void launch_attention_backward_simple(T* dk, T* dv, float* dq_accum, const T* dout, const float* lse,
-                                      const float* drow, const T* q, const T* k, const T* v,
+void launch_attention_backward_simple(T* dk, T* dv, float* dq_accum, int* dq_turns, const T* dout,
+                                      const float* lse, const float* drow, const T* q, const T* k, const T* v,
                                       const AttentionShape& s, cudaStream_t stream) {
   const dim3 grid((s.T + kTile - 1) / kTile, s.H, s.B);
   const size_t bytes = (4 * kTile * (s.D + 1) + 2 * kTile * (kTile + 1) + 2 * kTile) * sizeof(float);
   if (s.D == 64) {
     set_smem(backward_simple_kernel<T, 64>, bytes);
     backward_simple_kernel<T, 64>
-        <<<grid, kThreads, bytes, stream>>>(dk, dv, dq_accum, dout, lse, drow, q, k, v, s);
+        <<<grid, kThreads, bytes, stream>>>(dk, dv, dq_accum, dq_turns, dout, lse, drow, q, k, v, s);
   } else {
     set_smem(backward_simple_kernel<T, 128>, bytes);
     backward_simple_kernel<T, 128>
-        <<<grid, kThreads, bytes, stream>>>(dk, dv, dq_accum, dout, lse, drow, q, k, v, s);
+        <<<grid, kThreads, bytes, stream>>>(dk, dv, dq_accum, dq_turns, dout, lse, drow, q, k, v, s);
   }
   ATTENTION_CHECK_LAUNCH("attention backward (CUDA cores)");
 }
@@ -261,10 +269,10 @@ template void launch_attention_forward_simple<float>(float*, float*, const float
 template void launch_attention_forward_simple<__nv_bfloat16>(__nv_bfloat16*, float*, const __nv_bfloat16*,
                                                              const __nv_bfloat16*, const __nv_bfloat16*,
                                                              const AttentionShape&, cudaStream_t);
-template void launch_attention_backward_simple<float>(float*, float*, float*, const float*, const float*,
+template void launch_attention_backward_simple<float>(float*, float*, float*, int*, const float*,
                                                       const float*, const float*, const float*, const float*,
-                                                      const AttentionShape&, cudaStream_t);
-template void launch_attention_backward_simple<__nv_bfloat16>(__nv_bfloat16*, __nv_bfloat16*, float*,
+                                                      const float*, const AttentionShape&, cudaStream_t);
+template void launch_attention_backward_simple<__nv_bfloat16>(__nv_bfloat16*, __nv_bfloat16*, float*, int*,
                                                               const __nv_bfloat16*, const float*,
                                                               const float*, const __nv_bfloat16*,
                                                               const __nv_bfloat16*, const __nv_bfloat16*,

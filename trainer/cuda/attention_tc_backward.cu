@@ -1,15 +1,17 @@
 // Tensor-core flash attention backward for bf16 (FlashAttention-2 backward, Dao 2023, arXiv 2307.08691,
 // Algorithm 2 and sec. 3.2: parallel over key tiles; dK, dV stay in registers, dQ is summed across key
-// tiles with fp32 atomics into the workspace and converted afterwards).
+// tiles into an fp32 workspace, in a fixed order (attention_internal.cuh, "Deterministic dQ"), and
+// converted afterwards).
 //
-//   launch_attention_backward_tc(dk, dv, dq_accum, dout, lse, drow, q, k, v, shape, stream);
+//   launch_attention_backward_tc(dk, dv, dq_accum, dq_turns, dout, lse, drow, q, k, v, shape, stream);
 //
 // One block per (64-key tile, head, batch); each of its 4 warps owns 16 keys. Per 64-query tile the
 // warp computes the transposed products S^T = K Q^T and dP^T = V dO^T (16 keys x 64 queries), so that
 // P^T = exp(S^T - lse) and dS^T = P^T o (dP^T - D) sit in C fragments whose pairs are already the A
 // fragments of dV += P^T dO and dK += dS^T Q (no shuffles). dQ = dS K needs every key of the tile, so
 // dS^T goes through shared memory and each warp then produces 16 query rows of dQ. Query tiles below
-// the diagonal's reach or beyond the window are never visited.
+// the diagonal's reach or beyond the window are never visited. A block waits for its turn on a query
+// tile's dQ only after its dS^T is in shared memory, and hands the turn on right after its additions.
 #include <cuda_bf16.h>
 
 #include <cmath>
@@ -46,9 +48,9 @@ __device__ inline void add_to_dq(float* dst, float x, float y) {
 
 template <int D>
 __global__ void __launch_bounds__(kThreads)
-    backward_tc_kernel(__nv_bfloat16* dk, __nv_bfloat16* dv, float* dq_accum, const __nv_bfloat16* dout,
-                       const float* lse, const float* drow, const __nv_bfloat16* q, const __nv_bfloat16* k,
-                       const __nv_bfloat16* v, AttentionShape s) {
+    backward_tc_kernel(__nv_bfloat16* dk, __nv_bfloat16* dv, float* dq_accum, int* dq_turns,
+                       const __nv_bfloat16* dout, const float* lse, const float* drow, const __nv_bfloat16* q,
+                       const __nv_bfloat16* k, const __nv_bfloat16* v, AttentionShape s) {
   constexpr int kStride = D + 8;
   constexpr int kTile = kRows * kStride;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -61,10 +63,13 @@ __global__ void __launch_bounds__(kThreads)
   float* drow_s = lse_s + 2 * kRows;                                  // [2][kRows]
 
   const int b = blockIdx.z, h = blockIdx.y;
-  const int k0 = blockIdx.x * kRows;  // low key tiles have the most queries and launch first
+  // Descending key tiles (blockIdx.x = 0 is the last): a block waits only on blocks dispatched before it.
+  const int key_tile = gridDim.x - 1 - blockIdx.x;
+  const int k0 = key_tile * kRows;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, c = lane % 4;
   const size_t bh = static_cast<size_t>(b) * s.H + h;
+  int* turns = dq_turns + bh * ((s.T + 31) / 32);  // one per 64-query tile here
   const int q_last = attention_last_query(min(s.T - 1, k0 + kRows - 1), s.window, s.T);
   const int key_j[2] = {k0 + warp * 16 + g, k0 + warp * 16 + g + 8};
   const float scale_log2 = s.scale * kLog2e;
@@ -170,6 +175,8 @@ __global__ void __launch_bounds__(kThreads)
             __floats2bfloat162_rn(dpt[n][2 * r], dpt[n][2 * r + 1]);
       }
     }
+    const int query_tile = q0 / kRows;
+    attention_wait_turn(&turns[query_tile], query_tile - key_tile);
     __syncthreads();
 
     // dQ rows q0 + 16 * warp ...: dS (queries x keys, read transposed from dS^T) times K.
@@ -206,8 +213,10 @@ __global__ void __launch_bounds__(kThreads)
           add_to_dq(dst + n * 8, acc[n][2 * r] * s.scale, acc[n][2 * r + 1] * s.scale);
       }
     }
+    attention_release_dq();
     cp_async_wait_all();
-    __syncthreads();  // next tile in; dS^T and this buffer free for reuse
+    __syncthreads();  // next tile in; dS^T and this buffer free for reuse; dQ additions done
+    attention_pass_turn_after_sync(&turns[query_tile]);
   }
 
 #pragma unroll
@@ -227,7 +236,7 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <int D>
-void launch(__nv_bfloat16* dk, __nv_bfloat16* dv, float* dq_accum, const __nv_bfloat16* dout,
+void launch(__nv_bfloat16* dk, __nv_bfloat16* dv, float* dq_accum, int* dq_turns, const __nv_bfloat16* dout,
             const float* lse, const float* drow, const __nv_bfloat16* q, const __nv_bfloat16* k,
             const __nv_bfloat16* v, const AttentionShape& s, cudaStream_t stream) {
   const size_t bytes =
@@ -235,19 +244,20 @@ void launch(__nv_bfloat16* dk, __nv_bfloat16* dv, float* dq_accum, const __nv_bf
   cudaFuncSetAttribute(backward_tc_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                        static_cast<int>(bytes));
   const dim3 grid((s.T + kRows - 1) / kRows, s.H, s.B);
-  backward_tc_kernel<D><<<grid, kThreads, bytes, stream>>>(dk, dv, dq_accum, dout, lse, drow, q, k, v, s);
+  backward_tc_kernel<D>
+      <<<grid, kThreads, bytes, stream>>>(dk, dv, dq_accum, dq_turns, dout, lse, drow, q, k, v, s);
 }
 
 }  // namespace
 
-void launch_attention_backward_tc(__nv_bfloat16* dk, __nv_bfloat16* dv, float* dq_accum,
+void launch_attention_backward_tc(__nv_bfloat16* dk, __nv_bfloat16* dv, float* dq_accum, int* dq_turns,
                                   const __nv_bfloat16* dout, const float* lse, const float* drow,
                                   const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
                                   const AttentionShape& s, cudaStream_t stream) {
   if (s.D == 64) {
-    launch<64>(dk, dv, dq_accum, dout, lse, drow, q, k, v, s, stream);
+    launch<64>(dk, dv, dq_accum, dq_turns, dout, lse, drow, q, k, v, s, stream);
   } else {
-    launch<128>(dk, dv, dq_accum, dout, lse, drow, q, k, v, s, stream);
+    launch<128>(dk, dv, dq_accum, dq_turns, dout, lse, drow, q, k, v, s, stream);
   }
   ATTENTION_CHECK_LAUNCH("attention backward (tensor cores)");
 }

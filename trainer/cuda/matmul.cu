@@ -12,7 +12,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
+#include <string>
+#include <tuple>
 #include <type_traits>
+#include <unordered_map>
 
 #include "cuda_check.h"
 #include "device_utils.cuh"
@@ -49,6 +53,54 @@ struct Operand {
   int ld = 0;
 };
 
+// Everything cublasLtMatmulAlgoGetHeuristic sees, so that equal keys get the same answer.
+struct AlgoKey {
+  const void* handle;
+  int m, n, k, lda, ldb, ldd, ld_aux;
+  int type_a, type_b, type_d, epilogue;
+  bool trans_a, trans_b, has_bias;
+  uint32_t align_a, align_b, align_d;
+  bool operator==(const AlgoKey& o) const {
+    return std::tie(handle, m, n, k, lda, ldb, ldd, ld_aux, type_a, type_b, type_d, epilogue, trans_a,
+                    trans_b, has_bias, align_a, align_b, align_d) ==
+           std::tie(o.handle, o.m, o.n, o.k, o.lda, o.ldb, o.ldd, o.ld_aux, o.type_a, o.type_b, o.type_d,
+                    o.epilogue, o.trans_a, o.trans_b, o.has_bias, o.align_a, o.align_b, o.align_d);
+  }
+};
+
+struct AlgoKeyHash {
+  size_t operator()(const AlgoKey& key) const {
+    // FNV-1a over the fields (not the padding): a GPT step has a few dozen distinct keys.
+    uint64_t h = 1469598103934665603ull;
+    auto mix = [&h](uint64_t x) { h = (h ^ x) * 1099511628211ull; };
+    mix(reinterpret_cast<uintptr_t>(key.handle));
+    for (int x : {key.m, key.n, key.k, key.lda, key.ldb, key.ldd, key.ld_aux, key.type_a, key.type_b,
+                  key.type_d, key.epilogue})
+      mix(static_cast<uint64_t>(static_cast<uint32_t>(x)));
+    mix(static_cast<uint64_t>(key.trans_a) | static_cast<uint64_t>(key.trans_b) << 1 |
+        static_cast<uint64_t>(key.has_bias) << 2);
+    for (uint32_t x : {key.align_a, key.align_b, key.align_d}) mix(x);
+    return static_cast<size_t>(h);
+  }
+};
+
+struct CachedAlgo {
+  bool found = false;
+  cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
+  cublasLtMatmulAlgo_t algo{};
+};
+
+// The heuristic's answer per GEMM shape, asked once per process: the query costs tens of microseconds of
+// host time per call, and a GPT-2 step makes ~150 GEMM calls over a few dozen shapes. The answer depends
+// only on the key, so caching it changes no result (the same algorithm runs either way).
+// MEGASCALE_MATMUL_ALGO_CACHE=0 turns the cache off (to measure what it saves).
+const bool algo_cache_enabled = [] {
+  const char* env = std::getenv("MEGASCALE_MATMUL_ALGO_CACHE");
+  return env == nullptr || std::string(env) != "0";
+}();
+std::mutex algo_cache_mutex;
+std::unordered_map<AlgoKey, CachedAlgo, AlgoKeyHash> algo_cache;
+
 // D[m, n] = alpha op(A)[m, k] op(B)[k, n] + beta C (+ epilogue), all column-major; C aliases D.
 // Returns false when no algorithm supports the request (only possible with an epilogue).
 bool lt_matmul(const MatmulContext& ctx, void* d, cudaDataType_t d_type, int ldd, const Operand& a,
@@ -79,35 +131,72 @@ bool lt_matmul(const MatmulContext& ctx, void* d, cudaDataType_t d_type, int ldd
       cublasLtMatrixLayoutCreate(&layout_b, b.type, b.transposed ? n : k, b.transposed ? k : n, b.ld));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout_d, d_type, m, n, ldd));
 
-  cublasLtMatmulPreference_t pref;
-  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                    &ctx.workspace_bytes, sizeof(ctx.workspace_bytes)));
   const uint32_t align_a = alignment_of(a.ptr), align_b = alignment_of(b.ptr), align_d = alignment_of(d);
-  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-                                                    &align_a, sizeof(align_a)));
-  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                                                    &align_b, sizeof(align_b)));
-  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-                                                    &align_d, sizeof(align_d)));
-  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
-                                                    &align_d, sizeof(align_d)));
-  cublasLtMatmulHeuristicResult_t heuristic{};
-  int found = 0;
-  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(ctx.handle, desc, layout_a, layout_b, layout_d,
-                                                               layout_d, pref, 1, &heuristic, &found);
-  const bool ok = status == CUBLAS_STATUS_SUCCESS && found > 0;
+  const AlgoKey key{ctx.handle,
+                    m,
+                    n,
+                    k,
+                    a.ld,
+                    b.ld,
+                    ldd,
+                    aux != nullptr ? ld_aux : 0,
+                    static_cast<int>(a.type),
+                    static_cast<int>(b.type),
+                    static_cast<int>(d_type),
+                    static_cast<int>(epilogue),
+                    a.transposed,
+                    b.transposed,
+                    bias != nullptr,
+                    align_a,
+                    align_b,
+                    align_d};
+  CachedAlgo chosen;
+  bool cached = false;
+  if (algo_cache_enabled) {
+    const std::lock_guard<std::mutex> lock(algo_cache_mutex);
+    const auto it = algo_cache.find(key);
+    if (it != algo_cache.end()) {
+      chosen = it->second;
+      cached = true;
+    }
+  }
+  if (!cached) {
+    cublasLtMatmulPreference_t pref;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                      &ctx.workspace_bytes, sizeof(ctx.workspace_bytes)));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                                      &align_a, sizeof(align_a)));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                                      &align_b, sizeof(align_b)));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                                                      &align_d, sizeof(align_d)));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                                                      &align_d, sizeof(align_d)));
+    cublasLtMatmulHeuristicResult_t heuristic{};
+    int found = 0;
+    chosen.status = cublasLtMatmulAlgoGetHeuristic(ctx.handle, desc, layout_a, layout_b, layout_d, layout_d,
+                                                   pref, 1, &heuristic, &found);
+    chosen.found = chosen.status == CUBLAS_STATUS_SUCCESS && found > 0;
+    chosen.algo = heuristic.algo;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+    if (algo_cache_enabled) {
+      const std::lock_guard<std::mutex> lock(algo_cache_mutex);
+      algo_cache.emplace(key, chosen);
+    }
+  }
+  const bool ok = chosen.found;
+  const cublasStatus_t status = chosen.status;
   if (ok) {
     const float alpha = 1.0f;
     CUBLAS_CHECK(cublasLtMatmul(ctx.handle, desc, &alpha, a.ptr, layout_a, b.ptr, layout_b, &beta, d,
-                                layout_d, d, layout_d, &heuristic.algo, ctx.workspace, ctx.workspace_bytes,
+                                layout_d, d, layout_d, &chosen.algo, ctx.workspace, ctx.workspace_bytes,
                                 stream));
   } else if (epilogue == CUBLASLT_EPILOGUE_DEFAULT) {
     std::fprintf(stderr, "cuBLASLt: no algorithm for a %dx%dx%d GEMM (status %d)\n", m, n, k,
                  static_cast<int>(status));
     std::abort();
   }
-  CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
   CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(layout_d));
   CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(layout_b));
   CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(layout_a));
