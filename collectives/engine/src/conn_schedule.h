@@ -82,7 +82,7 @@ class ReadySet {
     return i != kNone ? i : find_from(0);
   }
 
- private:
+  // The first member at or after `pos`; kNone if none.
   size_t find_from(size_t pos) const {
     size_t level = 0;
     for (;;) {  // climb until a word holds a member at or after pos
@@ -105,6 +105,7 @@ class ReadySet {
     return pos;
   }
 
+ private:
   std::vector<std::vector<uint64_t>> levels_;
 };
 

@@ -156,6 +156,10 @@ class ConnectionCore {
   // Fails every pending request and stops all traffic.
   void fail(std::string message);
   bool initiator() const { return initiator_; }
+  // After a poll_tx that found nothing: whether a later poll may find a packet without any event or
+  // deadline in between (a pacer blocked by a rate that a controller's own timers raise, as DCQCN's
+  // do): the endpoint keeps such a connection among its candidates.
+  bool poll_again() const { return poll_again_; }
   // The endpoint's schedule and this connection's index in it (creation order).
   void attach_schedule(Schedule* schedule, uint32_t index) {
     schedule_ = schedule;
@@ -275,6 +279,7 @@ class ConnectionCore {
   TimeNs last_progress_ns_ = 0;
   std::vector<Lane> lanes_;
   uint32_t lane_rr_ = 0;
+  bool poll_again_ = false;  // see poll_again()
   TimeNs pace_wake_ns_ = kNever;
   TimeNs min_rtt_ns_ = kNever;
   uint64_t ack_lane_mask_ = 0;  // lanes with acked bytes in the ACK being processed

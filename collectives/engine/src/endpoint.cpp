@@ -334,10 +334,18 @@ bool Endpoint::poll_tx(TimeNs now, TxPacket& out) {
   // Round-robin in creation order from rr among the ready connections: the order in which a scan of all
   // connections from rr would have found them. A connection with nothing to send leaves the set until
   // something happens to it.
+  // One pass over [rr, n) then [0, rr); a connection that asks to be polled again (poll_again) stays.
   const size_t n = im.conns.size();
+  size_t cursor = im.rr;
+  bool wrapped = false;
   for (;;) {
-    const size_t i = sched.ready.find_cyclic(im.rr);
-    if (i == detail::ReadySet::kNone) return false;
+    const size_t i = sched.ready.find_from(cursor);
+    if (i == detail::ReadySet::kNone || (wrapped && i >= im.rr)) {
+      if (wrapped || im.rr == 0) return false;
+      wrapped = true;
+      cursor = 0;
+      continue;
+    }
     ConnectionCore& core = *im.conns[i].core;
     ++im.stats.connections_polled;
     const bool sent = core.poll_tx(now, out);
@@ -347,7 +355,8 @@ bool Endpoint::poll_tx(TimeNs now, TxPacket& out) {
       ++im.stats.packets_sent;
       return true;
     }
-    sched.ready.clear(i);
+    if (!core.poll_again()) sched.ready.clear(i);
+    cursor = i + 1;
   }
 }
 
