@@ -246,5 +246,55 @@ TEST(EndpointScale, DeadlineHeapMatchesBruteForce) {
   EXPECT_EQ(got, want);
 }
 
+// Small endpoints scan their connections (cheaper than the schedule up to 16 of them); the schedule is
+// built when the 17th connection comes and dropped when releases bring it back to 16 or fewer. Traffic
+// in flight across both switches completes intact.
+TEST(EndpointScale, CrossingTheScanThresholdBothWaysKeepsServing) {
+  TestNet net(test_config(3), test_config(4));
+  net.keep_trace = false;
+  std::vector<std::pair<Connection*, Connection*>> pairs;
+  auto add = [&](size_t n) {
+    for (size_t k = 0; k < n; ++k) {
+      auto [a, b] = net.connect_pair();
+      ASSERT_TRUE(a && b);
+      pairs.emplace_back(a, b);
+    }
+  };
+  // Every live pair carries one message each way, posted while the connection count changes.
+  auto transfer_all = [&](uint64_t seed) {
+    std::vector<std::vector<uint8_t>> out, in;
+    std::vector<std::pair<RequestId, RequestId>> reqs;
+    for (size_t k = 0; k < pairs.size(); ++k) {
+      out.push_back(pattern(seed + k, 20'000 + k));
+      in.emplace_back(out.back().size());
+      auto r = pairs[k].second->post_recv(in.back().data(), in.back().size(), 1);
+      auto s = pairs[k].first->post_send(out.back().data(), out.back().size(), 1);
+      ASSERT_TRUE(r.ok() && s.ok());
+      reqs.emplace_back(*s, *r);
+    }
+    const bool done = net.run_until(
+        [&] {
+          for (size_t k = 0; k < pairs.size(); ++k) {
+            if (!pairs[k].first->test(reqs[k].first).done || !pairs[k].second->test(reqs[k].second).done)
+              return false;
+          }
+          return true;
+        },
+        net.now + 2'000'000'000);
+    ASSERT_TRUE(done);
+    for (size_t k = 0; k < pairs.size(); ++k) EXPECT_EQ(in[k], out[k]) << "pair " << k;
+  };
+  add(12);
+  ASSERT_NO_FATAL_FAILURE(transfer_all(100));  // scanning
+  add(10);                                     // 22 > 16: scheduled from here
+  ASSERT_NO_FATAL_FAILURE(transfer_all(200));
+  for (size_t k = 0; k < 10; ++k) {
+    net.ep[0]->release(pairs.back().first->id());
+    net.ep[1]->release(pairs.back().second->id());
+    pairs.pop_back();
+  }
+  ASSERT_NO_FATAL_FAILURE(transfer_all(300));  // 12 again: scanning
+}
+
 }  // namespace
 }  // namespace megascale::engine::testing
