@@ -26,17 +26,24 @@ std::string_view to_string(ConnectionState s) {
 Connection::Connection(std::unique_ptr<detail::ConnectionCore> core) : core_(std::move(core)) {}
 Connection::~Connection() = default;
 
+// Posts and close may give the connection something to send (a credit, a segment, a FIN) or move its
+// deadline: the endpoint hears of it (conn_schedule.h). test() changes neither.
 Result<RequestId> Connection::post_send(const void* data, uint64_t size_bytes, int32_t tag) {
-  return core_->post_send(data, size_bytes, tag);
+  Result<RequestId> r = core_->post_send(data, size_bytes, tag);
+  core_->notify_schedule();
+  return r;
 }
 Result<RequestId> Connection::post_recv(void* buf, uint64_t capacity_bytes, int32_t tag) {
-  return core_->post_recv(buf, capacity_bytes, tag);
+  Result<RequestId> r = core_->post_recv(buf, capacity_bytes, tag);
+  core_->notify_schedule();
+  return r;
 }
 Completion Connection::test(RequestId id) {
   return core_->test(id);
 }
 void Connection::close(TimeNs now) {
   core_->close(now);
+  core_->notify_schedule();
 }
 ConnectionState Connection::state() const {
   return core_->state();

@@ -558,6 +558,7 @@ TimeNs ConnectionCore::keepalive_deadline() const {
 }
 
 bool ConnectionCore::poll_tx(TimeNs now, TxPacket& out) {
+  poll_again_ = false;
   if (state_ == ConnectionState::kFailed) return false;
   if (poll_control(now, out)) return true;
   if (state_ != ConnectionState::kEstablished && state_ != ConnectionState::kClosing) return false;

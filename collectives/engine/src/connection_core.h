@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "conn_schedule.h"
 #include "megascale/common/units.h"
 #include "megascale/congestion/controller.h"
 #include "megascale/congestion/dcqcn.h"
@@ -155,6 +156,20 @@ class ConnectionCore {
   // Fails every pending request and stops all traffic.
   void fail(std::string message);
   bool initiator() const { return initiator_; }
+  // After a poll_tx that found nothing: whether a later poll may find a packet without any event or
+  // deadline in between (a pacer blocked by a rate that a controller's own timers raise, as DCQCN's
+  // do): the endpoint keeps such a connection among its candidates.
+  bool poll_again() const { return poll_again_; }
+  // The endpoint's schedule and this connection's index in it (creation order).
+  void attach_schedule(Schedule* schedule, uint32_t index) {
+    schedule_ = schedule;
+    schedule_index_ = index;
+  }
+  // After an application call (post, close): it may have given us a packet to send or moved our
+  // deadline, and the endpoint only looks at connections it was told about (conn_schedule.h).
+  void notify_schedule() {
+    if (schedule_ != nullptr) schedule_->touch(schedule_index_, next_deadline());
+  }
   // Checks a peer's SYN / SYN_ACK values (sizes, powers of two); the message names the field.
   static Status validate_handshake(const HandshakeBody& hs);
   bool is_open() const {
@@ -217,6 +232,8 @@ class ConnectionCore {
   void repath(Lane& lane);
 
   const EngineConfig& cfg_;
+  Schedule* schedule_ = nullptr;  // the owning endpoint's (nullptr: none)
+  uint32_t schedule_index_ = 0;
   PayloadCopier* copier_ = nullptr;  // set by the endpoint before each packet; nullptr: memcpy
   EndpointStats* ep_stats_;
   ConnId id_;
@@ -262,6 +279,7 @@ class ConnectionCore {
   TimeNs last_progress_ns_ = 0;
   std::vector<Lane> lanes_;
   uint32_t lane_rr_ = 0;
+  bool poll_again_ = false;  // see poll_again()
   TimeNs pace_wake_ns_ = kNever;
   TimeNs min_rtt_ns_ = kNever;
   uint64_t ack_lane_mask_ = 0;  // lanes with acked bytes in the ACK being processed

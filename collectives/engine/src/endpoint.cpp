@@ -7,6 +7,7 @@
 #include <string>
 #include <utility>
 
+#include "conn_schedule.h"
 #include "conn_table.h"
 #include "connection_core.h"
 #include "megascale/engine/crc32c.h"
@@ -45,7 +46,16 @@ struct Endpoint::Impl {
   detail::Ring<PendingRst> rsts{kRstQueue};
   bool sent_unknown_rst = false;
   TimeNs last_unknown_rst_ns = 0;
-  size_t rr = 0;
+  size_t rr = 0;  // poll_tx serves the first ready connection at or after this index
+  // Ready set and deadline heap over the connections' indices (conn_schedule.h): every call costs
+  // O(log n) per connection with work, not a scan of all n.
+  detail::Schedule schedule;
+  std::vector<uint32_t> due;  // on_timer's scratch: the indices whose deadline came
+  // Up to kScheduleFrom connections a scan is cheaper than keeping the schedule (the engine benchmark,
+  // one connection: the heap updates cost 8-16%); beyond it the schedule is built and kept. Both serve
+  // connections in the same order, so the packets do not depend on which one runs.
+  static constexpr size_t kScheduleFrom = 16;
+  bool scheduled = false;
   EndpointStats stats;
   Packet scratch;  // decode target, reused: a Packet is ~400 bytes
   PayloadCopier* copier = nullptr;
@@ -76,6 +86,7 @@ struct Endpoint::Impl {
     rsts.push(r);
   }
 
+  // The caller touches the new entry once its core is set up (it has a SYN or SYN_ACK to send).
   void add_entry(std::unique_ptr<Connection> conn, ConnectionCore* core) {
     const bool moves = conns.size() == conns.capacity();
     conns.push_back({std::move(conn), core});
@@ -83,6 +94,36 @@ struct Endpoint::Impl {
       reindex();
     } else {
       table.insert(core->id(), &conns.back());
+    }
+    if (scheduled) {
+      if (moves) schedule.resize(conns.capacity());
+      core->attach_schedule(&schedule, static_cast<uint32_t>(conns.size() - 1));
+    } else if (conns.size() > kScheduleFrom) {
+      rebuild_schedule();
+    }
+  }
+
+  size_t index_of(const Entry* e) const { return static_cast<size_t>(e - conns.data()); }
+
+  // Connection i may have something to send and its deadline may have moved.
+  void touch(size_t i) {
+    if (scheduled) schedule.touch(static_cast<uint32_t>(i), conns[i].core->next_deadline());
+  }
+
+  // After release() moved the entries: indices change, so the schedule is rebuilt with every connection
+  // ready (one poll_tx finds out which have nothing to send).
+  void rebuild_schedule() {
+    scheduled = conns.size() > kScheduleFrom;
+    if (!scheduled) {
+      for (Entry& e : conns) e.core->attach_schedule(nullptr, 0);
+      return;
+    }
+    schedule.deadlines.clear();
+    schedule.resize(conns.capacity());
+    schedule.ready.set_all(conns.size());
+    for (size_t i = 0; i < conns.size(); ++i) {
+      conns[i].core->attach_schedule(&schedule, static_cast<uint32_t>(i));
+      schedule.deadlines.update(static_cast<uint32_t>(i), conns[i].core->next_deadline());
     }
   }
 
@@ -122,6 +163,7 @@ Result<ConnId> Endpoint::connect(TimeNs now, uint32_t peer) {
       std::make_unique<ConnectionCore>(im.cfg, id, peer, detail::splitmix64(im.rng), true, now, &im.stats);
   ConnectionCore* raw = core.get();
   im.add_entry(std::unique_ptr<Connection>(new Connection(std::move(core))), raw);
+  im.touch(im.conns.size() - 1);  // its SYN
   ++im.stats.connections_initiated;
   return id;
 }
@@ -193,6 +235,7 @@ void Endpoint::dispatch(TimeNs now, uint32_t peer, DecodeResult r, bool ce, Time
     for (Impl::Entry& e : im.conns) {
       if (!e.core->initiator() && e.core->peer() == peer && e.core->remote_id() == hs.src_conn_id) {
         e.core->resend_syn_ack();  // our SYN_ACK was lost
+        im.touch(im.index_of(&e));
         return;
       }
     }
@@ -224,6 +267,7 @@ void Endpoint::dispatch(TimeNs now, uint32_t peer, DecodeResult r, bool ce, Time
     ConnectionCore* raw = core.get();
     im.add_entry(std::unique_ptr<Connection>(new Connection(std::move(core))), raw);
     raw->accept_syn(now, hs, hi);
+    im.touch(im.conns.size() - 1);  // its SYN_ACK
     im.accept_queue.push_back(id);
     ++im.stats.connections_accepted;
     return;
@@ -247,8 +291,8 @@ void Endpoint::dispatch(TimeNs now, uint32_t peer, DecodeResult r, bool ce, Time
     }
     if (e != nullptr) {
       e->core->set_payload_copier(im.copier);
-      e->core->set_payload_copier(im.copier);
       e->core->on_packet(now, rx_time_ns, pkt, ce, r);
+      im.touch(im.index_of(e));
     }
     return;  // never answer an RST with an RST
   }
@@ -266,6 +310,7 @@ void Endpoint::dispatch(TimeNs now, uint32_t peer, DecodeResult r, bool ce, Time
   }
   e->core->set_payload_copier(im.copier);
   e->core->on_packet(now, rx_time_ns, pkt, ce, r);
+  im.touch(im.index_of(e));
 }
 
 bool Endpoint::poll_tx(TimeNs now, TxPacket& out) {
@@ -297,28 +342,82 @@ bool Endpoint::poll_tx(TimeNs now, TxPacket& out) {
     ++im.stats.packets_sent;
     return true;
   }
+  if (!im.scheduled) {
+    const size_t n = im.conns.size();
+    for (size_t k = 0; k < n; ++k) {
+      size_t i = im.rr + k;
+      if (i >= n) i -= n;
+      ++im.stats.connections_polled;
+      if (im.conns[i].core->poll_tx(now, out)) {
+        im.rr = i + 1 >= n ? 0 : i + 1;
+        ++im.stats.packets_sent;
+        return true;
+      }
+    }
+    return false;
+  }
+  // A connection whose deadline has come but whose on_timer has not run yet may have a packet due at
+  // `now` (a delayed ACK, a pacer release): it is a candidate too, as when every connection was polled.
+  detail::Schedule& sched = im.schedule;
+  sched.deadlines.for_each_due(now, [&](uint32_t i) { sched.ready.set(i); });
+  // Round-robin in creation order from rr among the ready connections: the order in which a scan of all
+  // connections from rr would have found them. A connection with nothing to send leaves the set until
+  // something happens to it.
+  // One pass over [rr, n) then [0, rr); a connection that asks to be polled again (poll_again) stays.
   const size_t n = im.conns.size();
-  for (size_t k = 0; k < n; ++k) {
-    size_t i = im.rr + k;
-    if (i >= n) i -= n;
-    if (im.conns[i].core->poll_tx(now, out)) {
+  size_t cursor = im.rr;
+  bool wrapped = false;
+  for (;;) {
+    const size_t i = sched.ready.find_from(cursor);
+    if (i == detail::ReadySet::kNone || (wrapped && i >= im.rr)) {
+      if (wrapped || im.rr == 0) return false;
+      wrapped = true;
+      cursor = 0;
+      continue;
+    }
+    ConnectionCore& core = *im.conns[i].core;
+    ++im.stats.connections_polled;
+    const bool sent = core.poll_tx(now, out);
+    sched.deadlines.update(static_cast<uint32_t>(i), core.next_deadline());  // sending arms timers
+    if (sent) {
       im.rr = i + 1 >= n ? 0 : i + 1;
       ++im.stats.packets_sent;
       return true;
     }
+    if (!core.poll_again()) sched.ready.clear(i);
+    cursor = i + 1;
   }
-  return false;
 }
 
 TimeNs Endpoint::next_deadline() const {
-  TimeNs t = kNever;
-  for (const Impl::Entry& e : impl_->conns) t = std::min(t, e.core->next_deadline());
-  return t;
+  if (!impl_->scheduled) {
+    TimeNs t = kNever;
+    for (const Impl::Entry& e : impl_->conns) t = std::min(t, e.core->next_deadline());
+    return t;
+  }
+  return impl_->schedule.deadlines.top_time();
 }
 
 void Endpoint::on_timer(TimeNs now) {
-  for (Impl::Entry& e : impl_->conns) {
-    if (e.core->next_deadline() <= now) e.core->on_timer(now);
+  Impl& im = *impl_;
+  if (!im.scheduled) {
+    for (Impl::Entry& e : im.conns) {
+      if (e.core->next_deadline() <= now) e.core->on_timer(now);
+    }
+    return;
+  }
+  detail::DeadlineHeap& heap = im.schedule.deadlines;
+  im.due.clear();
+  while (!heap.empty() && heap.top_time() <= now) {
+    im.due.push_back(heap.top_index());
+    heap.pop();
+  }
+  // In creation order, as a scan did (connections do not affect each other's timers; this keeps the
+  // order of anything they count on the endpoint).
+  std::sort(im.due.begin(), im.due.end());
+  for (const uint32_t i : im.due) {
+    im.conns[i].core->on_timer(now);
+    im.touch(i);
   }
 }
 
@@ -347,6 +446,7 @@ void Endpoint::release(ConnId id) {
   const auto pos = static_cast<size_t>(e - im.conns.data());
   im.conns.erase(im.conns.begin() + static_cast<std::ptrdiff_t>(pos));
   im.reindex();
+  im.rebuild_schedule();
   if (im.rr >= im.conns.size()) im.rr = 0;
 }
 

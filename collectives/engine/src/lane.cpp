@@ -50,6 +50,8 @@ int ConnectionCore::pick_lane(TimeNs now, uint32_t len, TimeNs* wake) {
       }
       if (t > now) {
         *wake = std::min(*wake, t);
+        // Those timers are no deadline of ours: a later poll may find the rate raised before `wake`.
+        if (lane.cc->next_timer_ns() != kNever) poll_again_ = true;
         continue;
       }
     }

@@ -50,6 +50,9 @@
 //     copied. New on_packet_header_only(now, peer, header, header_len, absent_payload_bytes, ce,
 //     rx_time_ns) takes a datagram whose payload is absent, and packet.h's decode_packet_header_only
 //     decodes one. With virtual_payload false nothing changes.
+//   - (epscale) poll_tx, next_deadline and on_timer no longer scan every connection (a ready set and a
+//     deadline heap; README "Serving many connections"); the packets are the same. New
+//     EndpointStats::connections_polled.
 #pragma once
 
 #include <cstdint>
