@@ -15,6 +15,7 @@
 #include <cmath>
 
 #include "attention_internal.cuh"
+#include "device_utils.cuh"
 
 namespace megascale::trainer::attention_detail {
 namespace {
@@ -22,22 +23,8 @@ namespace {
 constexpr int kTile = 32;      // queries and keys per tile
 constexpr int kThreads = 128;  // 4 threads per tile row
 
-__device__ inline float load_float(const float* p) {
-  return *p;
-}
-__device__ inline float load_float(const __nv_bfloat16* p) {
-  return __bfloat162float(*p);
-}
-template <class T>
-__device__ inline T store_as(float x);
-template <>
-__device__ inline float store_as<float>(float x) {
-  return x;
-}
-template <>
-__device__ inline __nv_bfloat16 store_as<__nv_bfloat16>(float x) {
-  return __float2bfloat16(x);
-}
+using cuda::from_float;  // device_utils.cuh: conversions shared with the other kernels
+using cuda::to_float;
 
 // Copies rows [t0, t0 + kTile) of one head into a [kTile][stride] fp32 tile; rows past T become 0.
 template <class T, int D>
@@ -46,7 +33,7 @@ __device__ void load_tile(float* tile, int stride, const T* base, int b, int t0,
   for (int idx = threadIdx.x; idx < kTile * D; idx += kThreads) {
     const int r = idx / D, d = idx % D;
     const int t = t0 + r;
-    tile[r * stride + d] = t < s.T ? load_float(base + attention_row(b, t, h, s, ld) + d) : 0.f;
+    tile[r * stride + d] = t < s.T ? to_float(base[attention_row(b, t, h, s, ld) + d]) : 0.f;
   }
 }
 
@@ -122,7 +109,7 @@ __global__ void __launch_bounds__(kThreads)
   if (i < s.T) {
     T* out = o + attention_row(b, i, h, s, s.ld_o);
 #pragma unroll
-    for (int x = 0; x < D / 4; ++x) out[sub + 4 * x] = store_as<T>(acc[x] / l);
+    for (int x = 0; x < D / 4; ++x) out[sub + 4 * x] = from_float<T>(acc[x] / l);
     if (sub == 0) lse[(static_cast<size_t>(b) * s.H + h) * s.T + i] = m + logf(l);
   }
 }
@@ -218,8 +205,8 @@ __global__ void __launch_bounds__(kThreads)
     T* dv_row = dv + attention_row(b, j, h, s, s.ld_qkv);
 #pragma unroll
     for (int x = 0; x < D / 4; ++x) {
-      dk_row[sub + 4 * x] = store_as<T>(dk_acc[x] * s.scale);
-      dv_row[sub + 4 * x] = store_as<T>(dv_acc[x]);
+      dk_row[sub + 4 * x] = from_float<T>(dk_acc[x] * s.scale);
+      dv_row[sub + 4 * x] = from_float<T>(dv_acc[x]);
     }
   }
 }

@@ -23,6 +23,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "attention.cuh"
+
 namespace megascale::trainer::cuda {
 
 // ---- encoder.cu: token + position embedding -------------------------------------------------------
@@ -157,20 +159,4 @@ void copy_to_float(float* dst, const T* src, size_t n, cudaStream_t stream);
 
 }  // namespace megascale::trainer::cuda
 
-namespace megascale::trainer {
-
-// ---- attention: trainer/cuda/attention.cuh (the flash kernel, its own engineer's), or attention_naive.cu
-// when that is absent. Declared here with the identical signatures, in namespace megascale::trainer as
-// attention.cuh declares them, so the model compiles against either.
-// q, k, v: element (b, t, h, d) at ptr[(b*T + t)*ld_qkv + h*D + d]; o, dout: ld_o; lse float [B, H, T];
-// window 0 = full causal, w > 0: query i sees keys j with i - w < j <= i. dq/dk/dv are written.
-template <class T>
-void attention_forward(T* o, float* lse, const T* q, const T* k, const T* v, int B, int seq_len, int H, int D,
-                       int ld_qkv, int ld_o, int window, float scale, cudaStream_t s);
-template <class T>
-void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* o, const float* lse, const T* q,
-                        const T* k, const T* v, int B, int seq_len, int H, int D, int ld_qkv, int ld_o,
-                        int window, float scale, float* workspace, cudaStream_t s);
-size_t attention_backward_workspace_bytes(int B, int seq_len, int H, int D);
-
-}  // namespace megascale::trainer
+// Attention: trainer/cuda/attention.cuh (the flash kernel), included above.
