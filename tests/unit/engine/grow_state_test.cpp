@@ -4,7 +4,6 @@
 // byte for byte and time for time.
 #include <gtest/gtest.h>
 
-#include <random>
 #include <vector>
 
 #include "test_net.h"
@@ -30,15 +29,8 @@ Outcome lossy_run(bool grow, uint32_t window_segments) {
   peer.grow_connection_state = grow;
   peer.cc.fixed.window_packets = 128;
   TestNet net(cfg, peer);
-  std::mt19937_64 net_rng(11);  // the same network script in both runs
-  net.rule = [&](const Sent&) {
-    Fate f;
-    const uint64_t x = net_rng() % 100;
-    f.drop = x < 3;
-    f.extra_delay_ns = x >= 92 ? static_cast<TimeNs>(net_rng() % 40'000) : 0;
-    f.ce = x >= 3 && x < 8;
-    return f;
-  };
+  // The same network script in both runs: 3% drop, 5% CE, 8% delayed up to 40 us.
+  net.rule = scripted_network(11, 3, 8, 92, 40'000);
   auto [a, b] = net.connect_pair();
   Outcome out;
   if (b == nullptr) return out;

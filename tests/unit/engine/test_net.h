@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <queue>
+#include <random>
 #include <utility>
 #include <vector>
 
@@ -236,6 +237,21 @@ class TestNet {
   std::map<uint64_t, uint32_t> copies_;
   uint64_t trace_hash_ = 0;
 };
+
+// A seeded network script for TestNet::rule: each packet draws x in [0, 100); x < drop_pct drops it,
+// drop_pct <= x < ce_below marks it CE, x >= delay_from delays it by a second draw in [0, max_delay_ns).
+// The same seed gives the same script in every run (the determinism and growth comparisons need that).
+inline std::function<Fate(const Sent&)> scripted_network(uint64_t seed, uint64_t drop_pct, uint64_t ce_below,
+                                                         uint64_t delay_from, uint64_t max_delay_ns) {
+  return [rng = std::mt19937_64(seed), drop_pct, ce_below, delay_from, max_delay_ns](const Sent&) mutable {
+    Fate f;
+    const uint64_t x = rng() % 100;
+    f.drop = x < drop_pct;
+    f.extra_delay_ns = x >= delay_from ? static_cast<TimeNs>(rng() % max_delay_ns) : 0;
+    f.ce = x >= drop_pct && x < ce_below;
+    return f;
+  };
+}
 
 // A deterministic byte pattern distinct per (seed, offset).
 inline uint8_t pattern_byte(uint64_t seed, uint64_t offset) {
