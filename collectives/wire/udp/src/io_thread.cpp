@@ -4,7 +4,6 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,6 +11,7 @@
 #include <string>
 
 #include "megascale/engine/packet.h"
+#include "megascale/wire/udp.h"
 
 namespace megascale::wire::detail {
 namespace {
@@ -21,12 +21,6 @@ constexpr uint32_t kWake = UINT32_MAX;
 constexpr int kRxRoundsPerSocket = 4;
 // Longest sleep: a stop() that loses its wake-up is still noticed.
 constexpr int kMaxSleepMs = 100;
-
-TimeNs monotonic_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<TimeNs>(ts.tv_sec) * kNsPerSec + ts.tv_nsec;
-}
 
 template <class T>
 std::vector<std::unique_ptr<T>> make_slots(size_t n, size_t batch) {
@@ -211,17 +205,17 @@ bool IoThread::receive_ready(bool& rx_full) {
 
 void IoThread::run() {
   prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
-  TimeNs last_work_ns = monotonic_ns();
+  TimeNs last_work_ns = UdpWire::now();
   while (!stop_.load(std::memory_order_relaxed)) {
     bool rx_full = false;
     const bool copied = copies_.run() > 0;
     const bool sent = send_ready();
     const bool received = receive_ready(rx_full);
     if (sent || received || copied) {
-      last_work_ns = monotonic_ns();
+      last_work_ns = UdpWire::now();
       continue;
     }
-    if (busy_poll_ || rx_full || monotonic_ns() - last_work_ns < idle_poll_ns_) {
+    if (busy_poll_ || rx_full || UdpWire::now() - last_work_ns < idle_poll_ns_) {
       // Traffic is flowing (or the engine's thread has batches of ours to process): more is due within
       // microseconds, and waking from epoll costs tens of them.
       continue;
