@@ -327,6 +327,18 @@ TEST_P(UdpLoopback, IoThreadsMoveEveryLaneAndKeepEveryByte) {
   EXPECT_GT(tx.send_syscalls, 0u);
   EXPECT_GT(rx.recv_syscalls, 0u);
   EXPECT_EQ(rx.rx_timestamped + rx.rx_timestamps_rejected, rx.datagrams_received);
+  // The port the sender's lanes all go to is a receive group of one socket per I/O thread; picked by
+  // lane, the 4 lanes land 2 and 2, so both threads receive. (With the kernel's hash instead, an even
+  // split is not promised.)
+  const UdpCapabilities& caps = p.receiver->capabilities();
+  EXPECT_EQ(caps.rx_group, 2u) << caps.describe();
+  ASSERT_EQ(rx.recv_messages_per_io_thread.size(), 2u);
+  if (caps.rx_spread == "lane") {
+    for (uint64_t n : rx.recv_messages_per_io_thread) EXPECT_GT(n, 0u) << caps.describe();
+  } else {
+    std::printf("[   NOTE   ] receive group spread by the kernel's hash (%s): per-thread split not checked\n",
+                caps.rx_spread.c_str());
+  }
   // Every datagram the receiving engine took was accounted for by the wire, and none was refused as
   // malformed or corrupt: the CRC check on the I/O threads passed them all.
   const auto [received, corrupt] = p.receiver->with_endpoint([&](engine::Endpoint& ep) {
@@ -339,6 +351,32 @@ TEST_P(UdpLoopback, IoThreadsMoveEveryLaneAndKeepEveryByte) {
   TransferResult r2;
   ASSERT_NO_FATAL_FAILURE(transfer(back, {3, 5 * kMiB}, sec(30), r2));
   EXPECT_EQ(r2.bytes, 5 * kMiB + 3);
+}
+
+// A receive group's port (SO_REUSEPORT) is claimed: a second wire asking for it is refused with a
+// message naming the reason, and a plain socket cannot bind it either, so no two wires share a port.
+TEST_P(UdpLoopback, ReceiveGroupPortIsNotShared) {
+  UdpConfig c = wire_config(host_, FaultConfig{});
+  c.io_threads = 2;
+  auto first = UdpWire::create(c);
+  ASSERT_TRUE(first) << first.error().message;
+  const uint16_t port = (*first)->local_port();
+  ASSERT_NE(port, 0);
+  UdpConfig same = c;
+  same.bind_port = port;
+  auto second = UdpWire::create(same);
+  ASSERT_FALSE(second);
+  EXPECT_NE(second.error().message.find("held by another megascale wire"), std::string::npos)
+      << second.error().message;
+  UdpConfig plain = same;
+  plain.io_threads = 0;
+  auto third = UdpWire::create(plain);
+  ASSERT_FALSE(third);
+  EXPECT_NE(third.error().message.find("in use"), std::string::npos) << third.error().message;
+  // Two wires that both let the kernel pick get different ports.
+  auto fourth = UdpWire::create(c);
+  ASSERT_TRUE(fourth) << fourth.error().message;
+  EXPECT_NE((*fourth)->local_port(), port);
 }
 
 // CE marks reach the engine and come back to the sender as ECN echoes (the kernel's IP_RECVTOS path

@@ -148,10 +148,11 @@ Result<BwRow> client_bw_row(Session& s, const PerfOptions& o, uint64_t row, uint
     }
     if (done > reaped_from) s.touch();
     // Also while nothing completes: a stalled row says so every second.
-    s.progress_note(start, fmt::format("bw {} B: {} of {} messages", size, done, count));
+    s.progress_note(start, [&] { return fmt::format("bw {} B: {} of {} messages", size, done, count); });
     if (done > reaped_from) continue;
     if (Status st = s.check_peer_abort(); !st) return st.error();
-    if (Status st = s.check(fmt::format("send completions (bw {} B, {} of {} done)", size, done, count));
+    if (Status st = s.check_lazily(
+            [&] { return fmt::format("send completions (bw {} B, {} of {} done)", size, done, count); });
         !st) {
       return st.error();
     }
@@ -213,7 +214,9 @@ Result<LatRow> client_lat_row(Session& s, const PerfOptions& o, uint64_t row, ui
       comp = s.conn()->test(*rr);
       if (comp.done) break;
       if (Status st = s.check_peer_abort(); !st) return st.error();
-      if (Status st = s.check(fmt::format("pong {} of {} ({} B)", i, total, size)); !st) return st.error();
+      if (Status st = s.check_lazily([&] { return fmt::format("pong {} of {} ({} B)", i, total, size); });
+          !st)
+        return st.error();
       s.idle();
     }
     const TimeNs t1 = UdpWire::now();
@@ -225,7 +228,7 @@ Result<LatRow> client_lat_row(Session& s, const PerfOptions& o, uint64_t row, ui
     }
     ++verified;
     if (i >= kLatWarmup) half_rtt.push_back((t1 - t0) / 2);
-    s.progress_note(start, fmt::format("lat {} B: {} of {} round trips", size, i + 1, total));
+    s.progress_note(start, [&] { return fmt::format("lat {} B: {} of {} round trips", size, i + 1, total); });
   }
   for (engine::RequestId& prev : sends) {
     if (prev == 0) continue;
@@ -301,7 +304,9 @@ Status serve_bw(Session& s, const PerfOptions& o, uint64_t row, uint64_t size, u
       continue;
     }
     if (Status st = s.check_peer_abort(); !st) return st;
-    if (Status st = s.check(fmt::format("bw messages ({} B, {} of {} received)", size, done, count)); !st)
+    if (Status st = s.check_lazily(
+            [&] { return fmt::format("bw messages ({} B, {} of {} received)", size, done, count); });
+        !st)
       return st;
     s.idle();
   }
@@ -328,7 +333,9 @@ Status serve_lat(Session& s, const PerfOptions& o, uint64_t row, uint64_t size, 
       comp = s.conn()->test(recv);
       if (comp.done) break;
       if (Status st = s.check_peer_abort(); !st) return st;
-      if (Status st = s.check(fmt::format("ping {} of {} ({} B)", i, count, size)); !st) return st;
+      if (Status st = s.check_lazily([&] { return fmt::format("ping {} of {} ({} B)", i, count, size); });
+          !st)
+        return st;
       s.idle();
     }
     s.touch();

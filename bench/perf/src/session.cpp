@@ -36,8 +36,7 @@ void Session::idle() {
   if (poll_ == PerfPoll::kBusy) return;
   const TimeNs now = wire::UdpWire::now();
   if (poll_ == PerfPoll::kAdaptive) {
-    const wire::UdpWireStats st = wire_.stats();
-    const uint64_t io = st.datagrams_sent + st.datagrams_received;
+    const uint64_t io = wire_.datagrams_moved();
     if (io != last_io_count_) {
       last_io_count_ = io;
       last_io_ns_ = now;
@@ -76,6 +75,18 @@ std::string describe_stall(const engine::Connection& c, const engine::EndpointSt
 }
 
 }  // namespace
+
+bool Session::quick_ok() {
+  const engine::Connection* ctl = control();
+  const engine::Connection* data = conn();
+  if (ctl == nullptr || (data_id_ != 0 && data == nullptr)) return false;
+  for (const engine::Connection* c : {ctl, data}) {
+    if (c == nullptr) continue;
+    const engine::ConnectionState st = c->state();
+    if (st == engine::ConnectionState::kFailed || st == engine::ConnectionState::kClosed) return false;
+  }
+  return wire::UdpWire::now() - last_activity_ns_ <= timeout_ns_;
+}
 
 Status Session::check(std::string_view what) {
   const bool have_data = data_id_ != 0;
@@ -191,11 +202,16 @@ void Session::send_error(const std::string& text) {
   }
 }
 
-void Session::progress_note(TimeNs start_ns, const std::string& text) {
-  if (!sink_.progress) return;
+bool Session::note_due(TimeNs start_ns) {
+  if (!sink_.progress) return false;
   const TimeNs now = wire::UdpWire::now();
-  if (now - start_ns < kNsPerSec || now - last_note_ns_ < kNsPerSec) return;
+  if (now - start_ns < kNsPerSec || now - last_note_ns_ < kNsPerSec) return false;
   last_note_ns_ = now;
+  return true;
+}
+
+void Session::emit_note(TimeNs start_ns, const std::string& text) {
+  const TimeNs now = wire::UdpWire::now();
   sink_.progress(fmt::format("perf: {} ({:.0f} s)", text, static_cast<double>(now - start_ns) / 1e9));
 }
 

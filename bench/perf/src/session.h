@@ -45,6 +45,13 @@ class Session {
   // Error when a connection failed, or nothing completed for --timeout seconds; `what` says what was
   // being waited for.
   Status check(std::string_view what);
+  // The same for polling loops: `what()` builds the text only when there is something to report, so
+  // a loop that spins a million times a second formats nothing while all is well.
+  template <class What>
+  Status check_lazily(What&& what) {
+    if (quick_ok()) return {};
+    return check(what());
+  }
 
   // Runs progress()/idle() until done() is true.
   template <class Done>
@@ -77,8 +84,12 @@ class Session {
   // Tells the peer why this side stops (an "error" control message, best effort: it may be gone).
   void send_error(const std::string& text);
 
-  // Progress line on the sink (stderr) at most once a second, after the first second of `start_ns`.
-  void progress_note(TimeNs start_ns, const std::string& text);
+  // Progress line on the sink (stderr) at most once a second, after the first second of `start_ns`;
+  // `text()` is called only when a line is due.
+  template <class Text>
+  void progress_note(TimeNs start_ns, Text&& text) {
+    if (note_due(start_ns)) emit_note(start_ns, text());
+  }
 
   // Closes both connections and waits briefly for the peer's FINs (errors ignored: the results are in).
   void close();
@@ -103,11 +114,15 @@ class Session {
   // True when the control receive completed (seen by check_peer_abort) and is not yet consumed.
   bool control_ready_ = false;
   bool peer_close_expected_ = false;
-  bool control_posted_ = false;    // control_req_ is a receive in flight
+  bool control_posted_ = false;     // control_req_ is a receive in flight
   std::string control_post_error_;  // why the receive could not be re-posted
   engine::Completion control_done_;
   // Tests the control receive (or returns the kept completion): true when one is ready.
   bool poll_control();
+  // True when check() would find nothing wrong (no string built); false means: ask check().
+  bool quick_ok();
+  bool note_due(TimeNs start_ns);
+  void emit_note(TimeNs start_ns, const std::string& text);
   std::string control_out_;
   std::string error_out_;
   std::string last_control_;

@@ -68,6 +68,7 @@ struct UdpWire::Io {
   ~Io() {
     threads.clear();  // stop the I/O threads before their sockets close
     for (detail::UdpSocket& s : sockets) detail::close_udp_socket(s);
+    for (detail::UdpSocket& s : rx_group) detail::close_udp_socket(s);
     if (epfd >= 0) ::close(epfd);
     if (wakefd >= 0) ::close(wakefd);
   }
@@ -76,6 +77,10 @@ struct UdpWire::Io {
 
   int family = 0;
   std::vector<detail::UdpSocket> sockets;
+  // With I/O threads (> 1): members 1.. of socket 0's SO_REUSEPORT receive group (member 0 is
+  // sockets[0]), thread t receiving on member t; and the claim on their port (socket.h).
+  std::vector<detail::UdpSocket> rx_group;
+  detail::PortClaim port_claim;
   detail::PathMap paths;  // path id -> index into sockets
   TimeNs last_sweep_ns = 0;
   detail::PeerTable peers;

@@ -133,10 +133,12 @@ struct CallerWake {
 class IoThread {
  public:
   // `sockets`: the whole pool (indexed by TxItem::socket); the thread receives on those with
-  // index % threads == index. `tx_batch`: packets per TxBatch; `rx_batch`: messages per recvmmsg (each
-  // RxBatch holds rx_batch x 64 KiB); `slots`: batches in each direction.
-  IoThread(uint32_t index, uint32_t threads, std::span<const UdpSocket> sockets, size_t tx_batch,
-           size_t rx_batch, size_t slots, bool gso, bool busy_poll, TimeNs idle_poll_ns, CallerWake* caller);
+  // index % threads == index, and on `group_fd` too unless it is -1 (its member of socket 0's receive
+  // group, socket.h). `tx_batch`: packets per TxBatch; `rx_batch`: messages per recvmmsg (each RxBatch
+  // holds rx_batch x 64 KiB); `slots`: batches in each direction.
+  IoThread(uint32_t index, uint32_t threads, std::span<const UdpSocket> sockets, int group_fd,
+           size_t tx_batch, size_t rx_batch, size_t slots, bool gso, bool busy_poll, TimeNs idle_poll_ns,
+           CallerWake* caller);
   ~IoThread();  // stops the thread
   IoThread(const IoThread&) = delete;
   IoThread& operator=(const IoThread&) = delete;
@@ -162,7 +164,7 @@ class IoThread {
   void publish_tx_counters();
 
   uint32_t index_;
-  std::vector<uint32_t> mine_;  // pool indices this thread receives on
+  std::vector<int> rx_fds_;  // the sockets this thread receives on
   std::span<const UdpSocket> sockets_;
   size_t rx_batch_;
   bool gso_;

@@ -2,12 +2,15 @@
 #include "socket.h"
 
 #include <arpa/inet.h>
+#include <linux/filter.h>
 #include <netdb.h>
 #include <netinet/ip.h>
 #include <netinet/udp.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -132,6 +135,11 @@ Result<UdpSocket> open_udp_socket(const SockAddr& bind_addr, const SocketOptions
     set_int(s.fd, SOL_SOCKET, SO_RCVBUF, options.buffer_bytes);
   }
 
+  if (options.reuseport && !set_int(s.fd, SOL_SOCKET, SO_REUSEPORT, 1)) {
+    const int err = errno;
+    close_udp_socket(s);
+    return make_error("SO_REUSEPORT on " + format_address(bind_addr) + ": " + errno_text(err));
+  }
   if (::bind(s.fd, bind_addr.addr(), bind_addr.len) != 0) {
     const int err = errno;
     close_udp_socket(s);
@@ -171,6 +179,73 @@ Result<UdpSocket> open_udp_socket(const SockAddr& bind_addr, const SocketOptions
 void close_udp_socket(UdpSocket& s) {
   if (s.fd >= 0) ::close(s.fd);
   s.fd = -1;
+}
+
+Status attach_lane_spread(int fd, uint32_t members) {
+  if (members == 0) return make_error("attach_lane_spread: a group has at least one member");
+  // Absolute loads are relative to the UDP payload here; see socket.h. A = (lane + conn byte) % members.
+  sock_filter code[] = {
+      {BPF_LD | BPF_B | BPF_ABS, 0, 0, 6},         // A = lane
+      {BPF_MISC | BPF_TAX, 0, 0, 0},               // X = A
+      {BPF_LD | BPF_B | BPF_ABS, 0, 0, 8},         // A = low byte of dst_conn_id (little-endian)
+      {BPF_ALU | BPF_ADD | BPF_X, 0, 0, 0},        // A += X
+      {BPF_ALU | BPF_MOD | BPF_K, 0, 0, members},  // A %= members
+      {BPF_RET | BPF_A, 0, 0, 0},
+  };
+  sock_fprog prog{static_cast<unsigned short>(sizeof code / sizeof code[0]), code};
+  if (setsockopt(fd, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog, sizeof prog) != 0) {
+    return make_error(std::string("SO_ATTACH_REUSEPORT_CBPF: ") + errno_text(errno));
+  }
+  return {};
+}
+
+PortClaim& PortClaim::operator=(PortClaim&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = o.fd_;
+    o.fd_ = -1;
+  }
+  return *this;
+}
+
+PortClaim::~PortClaim() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Result<PortClaim> claim_port(int family, uint16_t port) {
+  const int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return make_error(std::string("port claim: socket(AF_UNIX): ") + errno_text(errno));
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  // Abstract namespace: sun_path[0] == 0; the name is the bytes after it (no terminator counted).
+  const std::string name =
+      "megascale-udp-" + std::to_string(family == AF_INET6 ? 6 : 4) + "-" + std::to_string(port);
+  std::memcpy(a.sun_path + 1, name.data(), name.size());
+  const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  if (::bind(fd, reinterpret_cast<const sockaddr*>(&a), len) != 0) {
+    const int err = errno;
+    ::close(fd);
+    if (err == EADDRINUSE)
+      return make_error("UDP port " + std::to_string(port) + " is held by another megascale wire");
+    return make_error("port claim for UDP port " + std::to_string(port) + ": " + errno_text(err));
+  }
+  return PortClaim(fd);
+}
+
+Result<uint16_t> pick_free_port(const SockAddr& bind_addr) {
+  const int fd = socket(bind_addr.family(), SOCK_DGRAM | SOCK_CLOEXEC, IPPROTO_UDP);
+  if (fd < 0) return make_error("socket(" + format_address(bind_addr) + "): " + errno_text(errno));
+  if (bind_addr.family() == AF_INET6) set_int(fd, IPPROTO_IPV6, IPV6_V6ONLY, 1);
+  if (::bind(fd, bind_addr.addr(), bind_addr.len) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return make_error("bind " + format_address(bind_addr) + ": " + errno_text(err));
+  }
+  SockAddr local;
+  local.len = sizeof local.storage;
+  getsockname(fd, local.addr(), &local.len);
+  ::close(fd);
+  return local.port();
 }
 
 }  // namespace megascale::wire::detail

@@ -49,6 +49,7 @@ struct SocketOptions {
   bool gro = true;             // try UDP_GRO
   bool rx_timestamps = true;   // try SO_TIMESTAMPNS (kernel software receive timestamps)
   int buffer_bytes = 4 << 20;  // SO_SNDBUF and SO_RCVBUF wished for (the kernel caps them)
+  bool reuseport = false;      // SO_REUSEPORT before bind: the socket joins a receive group (see below)
 };
 
 // An open, bound, non-blocking UDP socket and what the kernel granted it.
@@ -78,5 +79,45 @@ inline constexpr int kEcnEct0 = 2;
 Result<UdpSocket> open_udp_socket(const SockAddr& bind, const SocketOptions& options);
 
 void close_udp_socket(UdpSocket& s);
+
+// Receive groups. A wire's peers send every lane to one port (the pool's socket 0), so one socket, and
+// one I/O thread, would receive everything. With I/O threads the wire opens that port as an
+// SO_REUSEPORT group of one socket per thread and attaches a classic BPF program that picks the member
+// from the packet itself: (lane + low byte of the destination connection id) % members, both read from
+// the engine's common header (packet.h: byte 6 and byte 8), so each lane of a connection lands on one
+// member, lanes of one connection on different members, and a lane's datagrams stay in order. The
+// kernel runs the program with the UDP payload at offset 0 (net/core/sock_reuseport.c, run_bpf_filter),
+// for IPv4 and IPv6 alike; a datagram too short to read returns 0, member 0.
+//
+// Attaches that program to `fd` (any member; it applies to the group). Fails on kernels without
+// SO_ATTACH_REUSEPORT_CBPF (before 4.5); the group then falls back to the kernel's 4-tuple hash.
+Status attach_lane_spread(int fd, uint32_t members);
+
+// SO_REUSEPORT lets any socket of the same user join a port, so two wires that each bound port 0
+// could end up sharing one. A wire therefore claims its port before forming the group: it holds an
+// abstract Unix socket named "megascale-udp-<family>-<port>" (unique within the network namespace)
+// for as long as the group lives, and a second wire's claim of the same port fails.
+class PortClaim {
+ public:
+  PortClaim() = default;
+  explicit PortClaim(int fd) : fd_(fd) {}
+  PortClaim(PortClaim&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  PortClaim& operator=(PortClaim&& o) noexcept;
+  PortClaim(const PortClaim&) = delete;
+  PortClaim& operator=(const PortClaim&) = delete;
+  ~PortClaim();
+  bool held() const { return fd_ >= 0; }
+
+ private:
+  int fd_ = -1;
+};
+
+// Claims `port` of `family` for this process (see PortClaim); an error names the port if another wire
+// holds it.
+Result<PortClaim> claim_port(int family, uint16_t port);
+
+// A free port for `bind` (its port 0): the kernel's choice for a socket bound without SO_REUSEPORT,
+// released again, so that no other socket of the namespace holds it at that moment.
+Result<uint16_t> pick_free_port(const SockAddr& bind);
 
 }  // namespace megascale::wire::detail

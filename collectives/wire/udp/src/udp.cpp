@@ -125,7 +125,8 @@ std::string UdpCapabilities::describe() const {
   return std::string("udp ") + (ipv6 ? "ipv6" : "ipv4") + ", ports " + ports_text + ", gso " +
          (gso ? "on" : "off") + ", gro " + (gro ? "on" : "off") + ", ecn send " + (ecn_send ? "on" : "off") +
          " recv " + (ecn_recv ? "on" : "off") + ", rx timestamps " + (rx_timestamps ? "on" : "off") +
-         ", sndbuf " + std::to_string(sndbuf_bytes) + " B, rcvbuf " + std::to_string(rcvbuf_bytes) + " B";
+         ", sndbuf " + std::to_string(sndbuf_bytes) + " B, rcvbuf " + std::to_string(rcvbuf_bytes) + " B" +
+         (rx_group > 0 ? ", rx group " + std::to_string(rx_group) + " by " + rx_spread : std::string());
 }
 
 UdpWire::UdpWire(const UdpConfig& config, std::unique_ptr<engine::Endpoint> endpoint, std::unique_ptr<Io> io)
@@ -160,17 +161,44 @@ Result<std::unique_ptr<UdpWire>> UdpWire::create(const UdpConfig& given) {
   caps.ipv6 = io->family == AF_INET6;
   caps.gso = caps.gro = caps.ecn_send = caps.ecn_recv = true;
   caps.rx_timestamps = config.rx_timestamps;
+  // With I/O threads, the port peers send to (socket 0's) becomes a receive group of one socket per
+  // thread (socket.h, "Receive groups"); its port is chosen and claimed first.
+  const uint32_t group = config.io_threads > 1 ? config.io_threads : 0;
+  uint16_t group_port = 0;
+  if (group > 0) {
+    group_port =
+        !config.source_ports.empty() ? config.source_ports[0] : static_cast<uint16_t>(config.bind_port);
+    for (int attempt = 0;; ++attempt) {
+      if (config.source_ports.empty() && config.bind_port == 0) {
+        auto free_port = detail::pick_free_port(*bind_addr);
+        if (!free_port) return make_error("udp wire: receive group: " + free_port.error().message);
+        group_port = *free_port;
+      }
+      auto claim = detail::claim_port(io->family, group_port);
+      if (claim) {
+        io->port_claim = std::move(*claim);
+        break;
+      }
+      // A chosen port can only be taken by another wire: say so. A picked one: pick again.
+      if (group_port == config.bind_port || !config.source_ports.empty() || attempt >= 16) {
+        return make_error("udp wire: receive group: " + claim.error().message);
+      }
+    }
+  }
   for (uint32_t i = 0; i < n_sockets; ++i) {
     detail::SockAddr a = *bind_addr;
-    const uint16_t port = !config.source_ports.empty() ? config.source_ports[i]
-                          : config.bind_port           ? static_cast<uint16_t>(config.bind_port + i)
-                                                       : 0;
+    const uint16_t port = i == 0 && group > 0            ? group_port
+                          : !config.source_ports.empty() ? config.source_ports[i]
+                          : config.bind_port             ? static_cast<uint16_t>(config.bind_port + i)
+                                                         : 0;
     if (a.family() == AF_INET) {
       reinterpret_cast<sockaddr_in*>(&a.storage)->sin_port = htons(port);
     } else {
       reinterpret_cast<sockaddr_in6*>(&a.storage)->sin6_port = htons(port);
     }
-    auto sock = detail::open_udp_socket(a, opts);
+    detail::SocketOptions sock_opts = opts;
+    sock_opts.reuseport = i == 0 && group > 0;
+    auto sock = detail::open_udp_socket(a, sock_opts);
     if (!sock) return make_error("udp wire: socket " + std::to_string(i) + ": " + sock.error().message);
     caps.gso &= sock->gso;
     caps.gro &= sock->gro;
@@ -181,6 +209,23 @@ Result<std::unique_ptr<UdpWire>> UdpWire::create(const UdpConfig& given) {
     caps.rcvbuf_bytes = sock->rcvbuf_bytes;
     caps.ports.push_back(sock->local.port());
     io->sockets.push_back(*sock);
+  }
+  if (group > 0) {
+    // Members 1.. of socket 0's group: receive only (nothing is sent from them), one per I/O thread.
+    detail::SocketOptions member_opts = opts;
+    member_opts.reuseport = true;
+    for (uint32_t m = 1; m < group; ++m) {
+      auto sock = detail::open_udp_socket(io->sockets[0].local, member_opts);
+      if (!sock)
+        return make_error("udp wire: receive group member " + std::to_string(m) + ": " +
+                          sock.error().message);
+      caps.gro &= sock->gro;
+      caps.ecn_recv &= sock->recv_tos;
+      caps.rx_timestamps &= sock->rx_timestamps;
+      io->rx_group.push_back(*sock);
+    }
+    caps.rx_group = group;
+    caps.rx_spread = detail::attach_lane_spread(io->sockets[0].fd, group) ? "lane" : "hash";
   }
   io->gso = caps.gso;
   io->paths = detail::PathMap(static_cast<uint32_t>(io->sockets.size()));
@@ -205,13 +250,14 @@ Result<std::unique_ptr<UdpWire>> UdpWire::create(const UdpConfig& given) {
   if (io->events.size() < io->sockets.size() + 1) io->events.resize(io->sockets.size() + 1);
   if (config.fault.enabled()) io->fault.emplace(config.fault);
   if (config.io_threads > 0) {
-    // At most one thread per socket: a thread without sockets would only idle.
-    const uint32_t n = std::min<uint32_t>(config.io_threads, static_cast<uint32_t>(io->sockets.size()));
+    // Every thread has a member of the receive group; without a group (one thread) it has the pool.
+    const uint32_t n = config.io_threads;
     io->caller_wake.fd = io->wakefd;
     for (uint32_t t = 0; t < n; ++t) {
+      const int group_fd = t > 0 && t <= io->rx_group.size() ? io->rx_group[t - 1].fd : -1;
       io->threads.push_back(std::make_unique<detail::IoThread>(
-          t, n, io->sockets, config.batch, std::min<size_t>(config.batch, kIoThreadRxBatch), kIoThreadSlots,
-          io->gso, config.busy_poll, config.idle_poll_ns, &io->caller_wake));
+          t, n, io->sockets, group_fd, config.batch, std::min<size_t>(config.batch, kIoThreadRxBatch),
+          kIoThreadSlots, io->gso, config.busy_poll, config.idle_poll_ns, &io->caller_wake));
       if (Status s = io->threads.back()->start(); !s) return s.error();
     }
     io->tx_open.resize(n, nullptr);
@@ -508,6 +554,14 @@ TimeNs UdpWire::next_deadline_locked() const {
   return t;
 }
 
+uint64_t UdpWire::datagrams_moved() const {
+  std::lock_guard<WireMutex> lock(mu_);
+  const Io& io = *io_;
+  uint64_t n = io.sender.counters().datagrams + io.datagrams_received;
+  for (const auto& t : io.threads) n += t->counters().tx_datagrams.load(std::memory_order_relaxed);
+  return n;
+}
+
 UdpWireStats UdpWire::stats() const {
   std::lock_guard<WireMutex> lock(mu_);
   const Io& io = *io_;
@@ -541,6 +595,7 @@ UdpWireStats UdpWire::stats() const {
     s.recv_truncated += get(c.rx_truncated);
     s.recv_errors += get(c.rx_errors);
     s.io_thread_sleeps += get(c.sleeps);
+    s.recv_messages_per_io_thread.push_back(get(c.rx_messages));
     const std::vector<uint64_t> per = t->per_socket();
     for (size_t i = 0; i < per.size() && i < s.datagrams_per_port.size(); ++i)
       s.datagrams_per_port[i] += per[i];

@@ -1,4 +1,5 @@
 // The UDP wire's threaded mode, waits and thread-safe convenience calls.
+#include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
@@ -68,7 +69,10 @@ Status UdpWire::start() {
   stop_.store(false);
   thread_error_.clear();
   threaded_.store(true);
-  thread_ = std::thread([this] { thread_main(); });
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "msprogress");  // for `top -H` and profilers
+    thread_main();
+  });
   return {};
 }
 

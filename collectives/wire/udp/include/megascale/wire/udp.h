@@ -45,6 +45,9 @@
 // under several peer ids while replies go to the address the connection was opened with.
 //
 // API change log:
+//   - (rx group) with io_threads > 1 the port peers send to is an SO_REUSEPORT group of one socket per
+//     I/O thread, members picked by lane (UdpCapabilities::rx_group, rx_spread); before, one socket
+//     and one thread received every lane.
 //   - (io threads) UdpConfig::io_threads: socket system calls and receive CRC checks on threads of
 //     the wire's own; UdpWireStats::io_thread_sleeps.
 //   - (ports) UdpConfig::source_ports: explicit source ports for the pool; lane i leaves from socket i
@@ -82,7 +85,7 @@ namespace megascale::wire {
 namespace detail {
 struct SockAddr;
 struct RxMessage;
-}
+}  // namespace detail
 
 struct UdpConfig {
   std::string bind_host = "127.0.0.1";  // local address ("0.0.0.0" or "::" for any); its family is the
@@ -161,6 +164,12 @@ struct UdpCapabilities {
   int sndbuf_bytes = 0;        // as the kernel reports them (Linux reports twice the granted value)
   int rcvbuf_bytes = 0;
   std::vector<uint16_t> ports;  // the pool's source ports; ports[0] is the one peers connect to
+  // With I/O threads (> 1): ports[0] is an SO_REUSEPORT receive group of this many sockets, one per
+  // I/O thread, so that arriving lanes spread over the threads (0: no group). `rx_spread` says how the
+  // kernel picks a member: "lane" (by lane and connection, a BPF program) or "hash" (its 4-tuple hash,
+  // when the program was refused).
+  uint32_t rx_group = 0;
+  std::string rx_spread;
 
   // One line: "udp ipv4 127.0.0.1:41234, 4 ports, gso on, gro on, ecn send+recv, dscp 0, ...".
   std::string describe() const;
@@ -192,9 +201,12 @@ struct UdpWireStats {
   uint64_t peer_table_full = 0;         // datagrams dropped: unknown source and the table was full
   // Driving.
   uint64_t progress_calls = 0;
-  uint64_t tx_deferred = 0;  // rounds that completed a receive and left their ACKs for the next round
-  uint64_t sleeps = 0;       // threaded mode: times the thread slept in epoll
+  uint64_t tx_deferred = 0;       // rounds that completed a receive and left their ACKs for the next round
+  uint64_t sleeps = 0;            // threaded mode: times the thread slept in epoll
   uint64_t io_thread_sleeps = 0;  // io_threads > 0: times an I/O thread slept in epoll
+  // io_threads > 0: messages (a GRO aggregate counts once) each I/O thread received; an uneven split
+  // means the lanes did not spread over the receive group (UdpCapabilities::rx_group).
+  std::vector<uint64_t> recv_messages_per_io_thread;
   FaultCounters fault;
 };
 
@@ -287,6 +299,9 @@ class UdpWire {
   }
 
   UdpWireStats stats() const;
+  // datagrams_sent + datagrams_received of stats(), without building the rest: cheap enough for a
+  // polling loop that only asks "did anything move since last time?".
+  uint64_t datagrams_moved() const;
 
  private:
   struct Io;  // sockets, batching and buffers (src/io.h)
