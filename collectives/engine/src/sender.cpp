@@ -201,8 +201,16 @@ void ConnectionCore::deliver(uint64_t seq, TxSeg& s, TimeNs now) {
   ack_lane_bytes_[s.lane] += s.len;
   ++ack_lane_pkts_[s.lane];
   if (s.retx == 0) ack_lane_newest_sent_[s.lane] = std::max(ack_lane_newest_sent_[s.lane], s.sent_ns);
-  lane.delivered_lane_seq_end = std::max(lane.delivered_lane_seq_end, s.lane_seq + 1);
-  lane.rack_sent_ns = std::max(lane.rack_sent_ns, s.sent_ns);
+  // The per-lane loss rules learn only from deliveries that are certainly of the copy this TxSeg
+  // describes. A retransmission may have gone out on another lane, with a new lane sequence and send
+  // time; if the first copy is what arrived, crediting the new lane would tell dupthresh and RACK that
+  // this lane delivered a segment it has not, and they would declare its earlier segments, still on
+  // their way, lost (RFC 8985 §6.2 step 2 excludes such ambiguous samples for the same reason).
+  // retx_ambiguity_test shows the cascade this caused.
+  if (s.retx == 0) {
+    lane.delivered_lane_seq_end = std::max(lane.delivered_lane_seq_end, s.lane_seq + 1);
+    lane.rack_sent_ns = std::max(lane.rack_sent_ns, s.sent_ns);
+  }
   if (s.req != kNoRequest) {
     Request& r = reqs_[s.req];
     if (r.in_use && !r.done) {

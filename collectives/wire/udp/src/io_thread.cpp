@@ -20,6 +20,7 @@ namespace {
 constexpr uint32_t kWake = UINT32_MAX;
 // Receive batches per socket per loop, so that one busy socket cannot starve the sends.
 constexpr int kRxRoundsPerSocket = 4;
+constexpr int kTxBatchesPerRound = 2;
 // Longest sleep: a stop() that loses its wake-up is still noticed.
 constexpr int kMaxSleepMs = 100;
 
@@ -152,7 +153,14 @@ void IoThread::publish_tx_counters() {
 
 bool IoThread::send_ready() {
   bool sent = false;
-  while (TxBatch* b = tx_.consumer_slot()) {
+  // A bounded number of batches per call, then the sockets are read: while the engine's thread keeps
+  // this thread's lanes busy (their window opened by ACKs that other threads receive), an unbounded
+  // loop here never returned to this thread's own receive-group member, whose ACKs then overflowed the
+  // socket buffer (seen on the 16-core host: 8 MiB queued, thousands dropped, each loss a burst of
+  // retransmissions).
+  for (int k = 0; k < kTxBatchesPerRound; ++k) {
+    TxBatch* b = tx_.consumer_slot();
+    if (b == nullptr) break;
     // The payload CRCs the engine left to the wire (EngineConfig::wire_seals_payload_crc): here, off the
     // engine's thread, and in parallel with the other I/O threads.
     for (size_t i = 0; i < b->count; ++i) engine::seal_seg_payload_crc(b->packets[i]);
