@@ -41,6 +41,17 @@ void Host::on_queue_idle(OutputQueue& /*queue*/) {
 }
 
 void Host::service() {
+  serve_engine();
+  // Every engine call on this host is followed by a service() (receive, timers, kicks after posting),
+  // so completions are noticed here, in the same event as the call that made them.
+  const engine::EndpointStats& st = endpoint_->stats();
+  const uint64_t completions = st.sends_completed + st.receives_completed;
+  if (completions == completions_seen_) return;
+  completions_seen_ = completions;
+  if (listener_ != nullptr) listener_->on_requests_completed(*this);
+}
+
+void Host::serve_engine() {
   const TimeNs now = ns_from_ps(sim_.now());
   engine::Endpoint& ep = *endpoint_;
   if (ep.next_deadline() <= now) ep.on_timer(now);
