@@ -4,6 +4,7 @@
 // while Swift's fractional windows hold the delay near its target without loss after the start-up.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "megascale/sim/scenario.h"
@@ -61,6 +62,37 @@ TEST(SwiftIncast, WindowsBelowOnePacketBeatAFloorOfOneOnLossDelayAndGoodput) {
   EXPECT_GT(sa.goodput_gbps, 45.0);
   EXPECT_LE(sa.goodput_gbps, 48.4);
   EXPECT_GT(sa.goodput_gbps, sb.goodput_gbps + 3.0);
+}
+
+// start_spread_us: every incast flow starts at its own time in [0, spread), spread over the whole
+// range (a spread past 2^32 ps, 4.3 ms, included), the same times for the same seed; other kinds refuse it.
+TEST(SwiftIncast, StartSpreadDrawsStartTimesOverTheWholeRange) {
+  auto s = parse_sim_scenario(
+      "name: t\nfabric: star:51\nworkload: {kind: incast, senders: 50, receiver: 50, flows_per_sender: 100, "
+      "bytes: 1000, start_spread_us: 50000}\n",
+      "t.yaml");
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_EQ(s->start_spread_ps, 50'000 * kPsPerUs);
+  auto flows = scenario_flows(*s, 51, 50'000'000'000ULL);
+  ASSERT_TRUE(flows) << flows.error().message;
+  ASSERT_EQ(flows->size(), 5000u);
+  TimePs lo = s->start_spread_ps, hi = 0;
+  for (const FlowSpec& f : *flows) {
+    lo = std::min(lo, f.start_ps);
+    hi = std::max(hi, f.start_ps);
+  }
+  EXPECT_LT(hi, s->start_spread_ps);
+  EXPECT_GT(hi, s->start_spread_ps * 99 / 100);  // 5000 uniform draws: the largest is within 1%
+  EXPECT_LT(lo, s->start_spread_ps / 100);
+  auto again = scenario_flows(*s, 51, 50'000'000'000ULL);
+  ASSERT_TRUE(again);
+  EXPECT_EQ((*again)[1234].start_ps, (*flows)[1234].start_ps);
+
+  auto bad = parse_sim_scenario(
+      "name: t\nfabric: star:4\nworkload: {kind: permutation, bytes: 1000, start_spread_us: 10}\n", "t.yaml");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("start_spread_us"), std::string::npos) << bad.error().message;
+  EXPECT_NE(bad.error().message.find("t.yaml:3"), std::string::npos) << bad.error().message;
 }
 
 }  // namespace
