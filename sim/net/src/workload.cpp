@@ -74,9 +74,18 @@ class Runner : public HostListener, public EventSource {
         result_(result),
         start_(start),
         by_host_(fabric.host_count()),
-        scanned_at_(fabric.host_count(), kNeverScanned),
+        dirty_(fabric.host_count(), 1),
+        peers_(fabric.host_count()),
         dependents_(specs.size()) {
     remaining_ = specs.size();
+    for (const FlowSpec& f : specs) {
+      peers_[f.src].push_back(f.dst);
+      peers_[f.dst].push_back(f.src);
+    }
+    for (std::vector<uint32_t>& p : peers_) {
+      std::sort(p.begin(), p.end());
+      p.erase(std::unique(p.begin(), p.end()), p.end());
+    }
     for (size_t i = 0; i < specs.size(); ++i) {
       flows_[i].waiting = static_cast<uint32_t>(specs[i].after.size());
       for (uint32_t d : specs[i].after) dependents_[d].push_back(static_cast<uint32_t>(i));
@@ -99,18 +108,24 @@ class Runner : public HostListener, public EventSource {
     return Status{};
   }
 
-  void on_requests_completed(Host& /*host*/) override { ++completions_; }
+  // A check acts only on a request that completed (test() done; a receive of the posted size, placed
+  // or failed, passes the counter gate in check()), so a host's list needs a look only after a request
+  // of one of its flows completed: with 5,000 flows into one host, a look at every frame was ~90% of
+  // a run (docs/PERFORMANCE.md, "Swift incast"). A completion during a frame or a timer is looked at
+  // right after, on the same host, whose list holds the flow; one during a kick or a free NIC waits
+  // for the next activity of either end of its flow, as before, so the peers look too. The looks that
+  // remain happen at the same events as before, so the results are the same.
+  void on_requests_completed(Host& host, bool activity_follows) override {
+    const uint32_t h = host.address();
+    dirty_[h] = 1;
+    if (activity_follows) return;
+    for (uint32_t peer : peers_[h]) dirty_[peer] = 1;
+  }
 
   void on_host_activity(Host& host) override {
-    // A check acts only on a request that completed (test() done; a receive of the posted size,
-    // placed or failed, passes the counter gate in check()), so a host's list needs a new look only
-    // after some request completed anywhere since its last look: with 5,000 flows into one host, a
-    // look at every frame was ~90% of a run (docs/PERFORMANCE.md). The epoch is global because the
-    // list holds both ends of its flows (a peer's completion may end one of them); the look happens
-    // at the same events as before, so the results are the same.
     const uint32_t h = host.address();
-    if (scanned_at_[h] != completions_) {
-      scanned_at_[h] = completions_;  // before the look: completions during it bring the next one
+    if (dirty_[h] != 0) {
+      dirty_[h] = 0;  // before the look: completions during it bring the next one
       scan(h);
     }
     if (remaining_ == 0 || !error_.empty()) fabric_.sim().stop();
@@ -270,10 +285,9 @@ class Runner : public HostListener, public EventSource {
   std::vector<std::vector<uint32_t>> pair_conns_;  // [pair] connection indices
   RunResult& result_;
   TimePs start_;
-  std::vector<std::vector<uint32_t>> by_host_;  // started flows not yet done, by src and dst
-  static constexpr uint64_t kNeverScanned = ~uint64_t{0};
-  uint64_t completions_ = 0;                       // engine calls that completed requests, on any host
-  std::vector<uint64_t> scanned_at_;               // [host]: completions_ at its list's last look
+  std::vector<std::vector<uint32_t>> by_host_;     // started flows not yet done, by src and dst
+  std::vector<uint8_t> dirty_;                     // [host]: its list needs a look (a request completed)
+  std::vector<std::vector<uint32_t>> peers_;       // [host]: the other ends of its flows
   std::vector<std::vector<uint32_t>> dependents_;  // [i]: flows with i in their `after`
   using Timed = std::pair<TimePs, uint32_t>;       // (start time, flow): earliest first, then index
   std::priority_queue<Timed, std::vector<Timed>, std::greater<>> timed_;

@@ -37,10 +37,11 @@ class HostListener {
  public:
   virtual ~HostListener() = default;
   virtual void on_host_activity(Host& host) = 0;
-  // Told, before any on_host_activity that follows, when an engine call on `host` (an arriving frame,
-  // a timer, a kick) completed a send or a receive, ok or not: a workload with thousands of requests
-  // per host looks at them only after some completed (workload.cpp).
-  virtual void on_requests_completed(Host& /*host*/) {}
+  // Told when an engine call on `host` (an arriving frame, a timer, a kick) completed a send or a
+  // receive, ok or not, before any on_host_activity that follows; `activity_follows`: the call was a
+  // frame or a timer, and on_host_activity(host) comes next (a kick or a free NIC has none). A
+  // workload with thousands of requests per host looks at them only after some completed.
+  virtual void on_requests_completed(Host& /*host*/, bool /*activity_follows*/) {}
 };
 
 // The UDP source port of a lane's path id (the IANA ephemeral range 49152..65535); packets without a
@@ -75,7 +76,7 @@ class Host : public PacketSink, public EventSource, public QueueIdleListener {
  private:
   // Runs due timers, gives the NIC a packet if it is free, and keeps a timer event at the deadline;
   // then tells the listener if requests completed since the last call.
-  void service();
+  void service(bool activity_follows = false);
   void serve_engine();
   void send(const engine::TxPacket& tx);
   void arm(TimePs at_ps);
