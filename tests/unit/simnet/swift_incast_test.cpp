@@ -16,7 +16,7 @@ const std::string kDir = std::string(MEGASCALE_SOURCE_DIR) + "/configs/sim/";
 
 // 10 senders x 50 flows (each on its own connection) of 400 KB into one 50G host (200 MB, ~34 ms at
 // line rate). The buffer is cut with the flows: 1.5 MB holds ~360 frames, fewer than the 500 that
-// windows of one packet put in flight, but more than Swift's target delay (~160 us with flow scaling
+// windows of one packet put in flight, but more than Swift's target delay (150 us with flow scaling
 // at these windows, ~1 MB at 50G).
 SimScenario cut(const SimScenario& full) {
   SimScenario s = full;
