@@ -217,7 +217,9 @@ class Parser {
     if (!have_kind)
       return make_error(fmt::format("{}:{}: workload: kind is missing", source_, line_of(node)));
     if (s.workload != SimScenario::Workload::incast && s.start_spread_ps > 0)
-      return make_error(fmt::format("{}:{}: workload: start_spread_us: incast only", source_, line_of(node)));
+      return make_error(fmt::format("{}:{}: workload: start_spread_us: {}: only an incast's flows are spread",
+                                    source_, line_of(node),
+                                    static_cast<double>(s.start_spread_ps) / static_cast<double>(kPsPerUs)));
     if (s.workload == SimScenario::Workload::incast && s.senders == 0)
       return make_error(fmt::format("{}:{}: workload: an incast needs senders", source_, line_of(node)));
     if (s.workload == SimScenario::Workload::poisson && s.cdf.empty())
