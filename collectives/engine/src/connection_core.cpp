@@ -208,6 +208,7 @@ void ConnectionCore::complete(uint32_t idx, bool ok, uint64_t bytes, int32_t tag
   r.error = std::move(error);
   if (r.is_send) {
     ++(ok ? stats_.sends_completed : stats_.sends_failed);
+    ++ep_stats_->sends_completed;
   } else {
     ++(ok ? stats_.recvs_completed : stats_.recvs_failed);
     ++ep_stats_->receives_completed;

@@ -118,6 +118,7 @@ bool ConnectionCore::on_data(const Packet& pkt) {
   }
   r.placed += h.payload_len;
   stats_.bytes_received += h.payload_len;
+  ep_stats_->bytes_received += h.payload_len;
   if (r.placed == r.msg_len) complete(idx, true, r.msg_len, h.tag, {});
   return true;
 }

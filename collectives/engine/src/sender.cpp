@@ -412,6 +412,19 @@ void ConnectionCore::on_rto(TimeNs now) {
     rto_deadline_ = now + rto_.timeout_ns();
     return;
   }
+  // Nothing in flight: every unacknowledged segment is selectively acknowledged or declared lost and
+  // waiting for its retransmission, which a pacer below one packet of window may hold for many RTOs
+  // (Swift §3.4: one packet every rtt/cwnd). That is no timeout (no count, no backoff, no cut): the
+  // timer stops and starts again when the retransmission leaves (emit_seg; RFC 6298 5.1).
+  bool in_flight = false;
+  for (uint64_t seq = snd_una_; seq < snd_nxt_ && !in_flight; ++seq) {
+    const TxSeg& s = ring_[seq & ring_mask_];
+    in_flight = !s.sacked && !s.lost;
+  }
+  if (!in_flight) {
+    rto_deadline_ = kNever;
+    return;
+  }
   if (rto_.on_timeout(now) == cc::RtoVerdict::kGiveUp) {
     fail("peer " + std::to_string(peer_) + " unreachable: no progress for " +
          duration_text(now - last_progress_ns_) + " after " + std::to_string(rto_.backoff_count()) +

@@ -25,14 +25,14 @@ void Host::receive(Packet* pkt) {
   endpoint_->on_packet_header_only(now, pkt->flow.src_addr, pkt->header, pkt->header_len, pkt->payload_len,
                                    pkt->ce);
   pool_.release(pkt);
-  service();
+  service(true);
   if (listener_ != nullptr) listener_->on_host_activity(*this);
 }
 
 void Host::on_event() {
   // Events fire in time order, so the one firing is the earliest armed.
   if (!armed_.empty()) armed_.pop_back();
-  service();
+  service(true);
   if (listener_ != nullptr) listener_->on_host_activity(*this);
 }
 
@@ -40,7 +40,18 @@ void Host::on_queue_idle(OutputQueue& /*queue*/) {
   service();
 }
 
-void Host::service() {
+void Host::service(bool activity_follows) {
+  serve_engine();
+  // Every engine call on this host is followed by a service() (receive, timers, kicks after posting),
+  // so completions are noticed here, in the same event as the call that made them.
+  const engine::EndpointStats& st = endpoint_->stats();
+  const uint64_t completions = st.sends_completed + st.receives_completed;
+  if (completions == completions_seen_) return;
+  completions_seen_ = completions;
+  if (listener_ != nullptr) listener_->on_requests_completed(*this, activity_follows);
+}
+
+void Host::serve_engine() {
   const TimeNs now = ns_from_ps(sim_.now());
   engine::Endpoint& ep = *endpoint_;
   if (ep.next_deadline() <= now) ep.on_timer(now);

@@ -197,6 +197,10 @@ class Parser {
         auto v = whole(kv.first, kv.second, 1, 1e5);
         if (!v) return v.error();
         s.flows_per_sender = static_cast<uint32_t>(*v);
+      } else if (k == "start_spread_us") {
+        auto v = number(kv.first, kv.second, 0, 1e7);
+        if (!v) return v.error();
+        s.start_spread_ps = static_cast<TimePs>(*v * static_cast<double>(kPsPerUs));
       } else if (k == "bytes") {
         auto v = whole(kv.first, kv.second, 1, 1e13);
         if (!v) return v.error();
@@ -205,12 +209,17 @@ class Parser {
         return more.error();
       } else if (!*more) {
         return error(kv.first, kv.second,
-                     "unknown key (kind, senders, receiver, flows_per_sender, bytes, hosts, op, algorithm, group, tp, pp, dp, "
+                     "unknown key (kind, senders, receiver, flows_per_sender, start_spread_us, bytes, hosts, "
+                     "op, algorithm, group, tp, pp, dp, "
                      "chunks, phases, cdf, load, duration_ms, connections_per_pair)");
       }
     }
     if (!have_kind)
       return make_error(fmt::format("{}:{}: workload: kind is missing", source_, line_of(node)));
+    if (s.workload != SimScenario::Workload::incast && s.start_spread_ps > 0)
+      return make_error(fmt::format("{}:{}: workload: start_spread_us: {}: only an incast's flows are spread",
+                                    source_, line_of(node),
+                                    static_cast<double>(s.start_spread_ps) / static_cast<double>(kPsPerUs)));
     if (s.workload == SimScenario::Workload::incast && s.senders == 0)
       return make_error(fmt::format("{}:{}: workload: an incast needs senders", source_, line_of(node)));
     if (s.workload == SimScenario::Workload::poisson && s.cdf.empty())

@@ -19,7 +19,17 @@ Result<std::vector<FlowSpec>> scenario_flows(const SimScenario& s, uint32_t host
       if (s.receiver >= hosts || s.senders >= hosts)
         return make_error(fmt::format("{}: incast of {} senders to host {} needs more than {} hosts",
                                       s.source, s.senders, s.receiver, hosts));
-      return incast_flows(s.senders, s.receiver, s.bytes, s.flows_per_sender);
+      {
+        std::vector<FlowSpec> flows = incast_flows(s.senders, s.receiver, s.bytes, s.flows_per_sender);
+        if (s.start_spread_ps > 0) {
+          // Its own stream, as poisson's below.
+          Rng rng(s.seed ^ 0x57A27579EADULL);
+          // uniform(), not below(): a spread in ps passes 2^32 (4.3 ms) and below() takes 32-bit bounds.
+          for (FlowSpec& f : flows)
+            f.start_ps = static_cast<TimePs>(rng.uniform() * static_cast<double>(s.start_spread_ps));
+        }
+        return flows;
+      }
     case SimScenario::Workload::permutation: {
       Rng rng(s.seed ^ 0x5EED5EED5EED5EEDULL);
       return permutation_flows(hosts, s.bytes, rng);

@@ -19,7 +19,8 @@ namespace megascale::sim {
 
 class SeriesSampler : public EventSource {
  public:
-  // rx_by_host[h]: the connections whose received bytes count as host h's.
+  // rx_by_host[h]: the run's connections into host h; a host with any counts its endpoint's received
+  // payload (the same bytes: run_flows opens every connection of its endpoints).
   SeriesSampler(Fabric& fabric, std::vector<std::vector<const engine::Connection*>> rx_by_host,
                 TimePs interval_ps, RunSeries* out);
 
@@ -34,6 +35,7 @@ class SeriesSampler : public EventSource {
 
  private:
   void sample();
+  uint64_t received_bytes(size_t host) const;  // payload placed by host's endpoint so far
 
   Fabric& fabric_;
   std::vector<std::vector<const engine::Connection*>> rx_by_host_;

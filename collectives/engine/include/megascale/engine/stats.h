@@ -118,6 +118,9 @@ struct EndpointStats {
   uint64_t connections_failed = 0;
   uint64_t receives_completed = 0;  // every connection's receive completions, ok or not (the wire defers
                                     // its send after a round that completed one: udp.h, progress)
+  uint64_t bytes_received = 0;      // payload bytes placed, every connection's (ConnectionStats)
+  uint64_t sends_completed = 0;     // every connection's send completions, ok or not (a simulated
+                                    // workload looks at its requests only after some completed)
   uint64_t connections_polled = 0;  // connections poll_tx asked for a packet: about one per packet sent
                                     // plus one per connection that had an event, never all of them
 };

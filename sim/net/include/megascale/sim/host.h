@@ -37,6 +37,11 @@ class HostListener {
  public:
   virtual ~HostListener() = default;
   virtual void on_host_activity(Host& host) = 0;
+  // Told when an engine call on `host` (an arriving frame, a timer, a kick) completed a send or a
+  // receive, ok or not, before any on_host_activity that follows; `activity_follows`: the call was a
+  // frame or a timer, and on_host_activity(host) comes next (a kick or a free NIC has none). A
+  // workload with thousands of requests per host looks at them only after some completed.
+  virtual void on_requests_completed(Host& /*host*/, bool /*activity_follows*/) {}
 };
 
 // The UDP source port of a lane's path id (the IANA ephemeral range 49152..65535); packets without a
@@ -69,8 +74,10 @@ class Host : public PacketSink, public EventSource, public QueueIdleListener {
   uint64_t frames_received() const { return frames_received_; }
 
  private:
-  // Runs due timers, gives the NIC a packet if it is free, and keeps a timer event at the deadline.
-  void service();
+  // Runs due timers, gives the NIC a packet if it is free, and keeps a timer event at the deadline;
+  // then tells the listener if requests completed since the last call.
+  void service(bool activity_follows = false);
+  void serve_engine();
   void send(const engine::TxPacket& tx);
   void arm(TimePs at_ps);
 
@@ -85,6 +92,7 @@ class Host : public PacketSink, public EventSource, public QueueIdleListener {
   std::vector<TimePs> armed_;
   uint64_t frames_sent_ = 0;
   uint64_t frames_received_ = 0;
+  uint64_t completions_seen_ = 0;  // the endpoint's send + receive completions at the last service()
 };
 
 }  // namespace megascale::sim

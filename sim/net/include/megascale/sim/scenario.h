@@ -26,7 +26,7 @@
 //   lanes: 4
 //   workload: {kind: incast, senders: 64, receiver: 64, bytes: 1000000}   # or kind: permutation
 //     # incast: flows_per_sender: 1 (several flows per sender; give each its own connection with
-//     #   connections_per_pair)
+//     #   connections_per_pair); start_spread_us: 0 (flows start at uniform random times in [0, it))
 //     # or {kind: all-to-all, bytes: 262144, hosts: 32}: hosts 0..31 (omit: every host)
 //     # or {kind: collective, op: all-reduce, algorithm: ring, group: dp, tp: 8, pp: 2, dp: 4,
 //     #     bytes: 67108864, chunks: 4, hosts: 64}: the job on hosts 0..63 (omit: every host);
@@ -82,9 +82,12 @@ struct SimScenario {
   std::string controller = "hybrid";
   uint32_t lanes = 4;
   enum class Workload { incast, permutation, all_to_all, collective, poisson } workload = Workload::incast;
-  uint32_t senders = 0;   // incast
-  uint32_t receiver = 0;  // incast
+  uint32_t senders = 0;           // incast
+  uint32_t receiver = 0;          // incast
   uint32_t flows_per_sender = 1;  // incast: flows from each sender (Swift's 5000-to-1 is 50 x 100)
+  // incast: each flow starts at a time drawn uniformly from [0, spread) (the scenario's seed; flows of
+  // a real incast do not start in the same picosecond); 0: all at once.
+  TimePs start_spread_ps = 0;
   uint64_t bytes = 1'000'000;
   // all-to-all, collective and poisson (scenario_workload.cpp builds their flows)
   int workload_line = 0;        // the workload map's line, for errors found when the run starts
