@@ -11,7 +11,8 @@
 // fragments of dV += P^T dO and dK += dS^T Q (no shuffles). dQ = dS K needs every key of the tile, so
 // dS^T goes through shared memory and each warp then produces 16 query rows of dQ. Query tiles below
 // the diagonal's reach or beyond the window are never visited. A block waits for its turn on a query
-// tile's dQ only after its dS^T is in shared memory, and hands the turn on right after its additions.
+// tile's dQ only after its dS^T is in shared memory, and hands the turn on right after its additions
+// (the peek/fence form of the protocol, attention_internal.cuh).
 #include <cuda_bf16.h>
 
 #include <cmath>
@@ -98,6 +99,8 @@ __global__ void __launch_bounds__(kThreads)
       cp_async_commit();
       load_row_stats(lse_s + (buf ^ 1) * kRows, drow_s + (buf ^ 1) * kRows, lse, drow, bh, q0 + kRows, s.T);
     }
+    const int query_tile = q0 / kRows;
+    const int peeked = attention_peek_turn(&turns[query_tile]);
     const __nv_bfloat16* qs = q_s + buf * kTile;
     const __nv_bfloat16* dos = do_s + buf * kTile;
     const float* lse_b = lse_s + buf * kRows;
@@ -175,8 +178,7 @@ __global__ void __launch_bounds__(kThreads)
             __floats2bfloat162_rn(dpt[n][2 * r], dpt[n][2 * r + 1]);
       }
     }
-    const int query_tile = q0 / kRows;
-    attention_wait_turn(&turns[query_tile], query_tile - key_tile);
+    attention_wait_turn_peeked(&turns[query_tile], query_tile - key_tile, peeked);
     __syncthreads();
 
     // dQ rows q0 + 16 * warp ...: dS (queries x keys, read transposed from dS^T) times K.
@@ -213,10 +215,9 @@ __global__ void __launch_bounds__(kThreads)
           add_to_dq(dst + n * 8, acc[n][2 * r] * s.scale, acc[n][2 * r + 1] * s.scale);
       }
     }
-    attention_release_dq();
     cp_async_wait_all();
-    __syncthreads();  // next tile in; dS^T and this buffer free for reuse; dQ additions done
-    attention_pass_turn_after_sync(&turns[query_tile]);
+    __syncthreads();  // next tile in; dS^T and this buffer free for reuse; dQ additions issued
+    attention_fence_and_pass_turn(&turns[query_tile]);
   }
 
 #pragma unroll

@@ -24,7 +24,7 @@ constexpr int kForwardWarps = 8;
 constexpr int kBackwardWarps = 4;
 constexpr int kBackwardRowsPerBlock = 32;  // 512 blocks on 16384 rows: one wave at 4 blocks per SM
 constexpr int kMaxC = 2048;
-constexpr int kReduceRows = 8;  // thread rows of the partial-sum kernel
+constexpr int kReduceRows = 32;  // thread rows of the partial-sum kernel (32 x 32 threads per block)
 
 __device__ inline void unpack8(const uint4& v, float (&f)[8]) {
   const auto* p = reinterpret_cast<const __nv_bfloat162*>(&v);
@@ -113,12 +113,15 @@ __global__ void __launch_bounds__(kBackwardWarps * 32)
     const uint4* dor = reinterpret_cast<const uint4*>(dout + base);
     const uint4* xr = reinterpret_cast<const uint4*>(x + base);
     const float mean = mean_in[row], rstd = rstd_in[row];
+    uint4* dxr = reinterpret_cast<uint4*>(dx + base);
     float d[kChunks][8], xh[kChunks][8];
+    uint4 dx_old[kChunks];  // loaded with the rest, so the update below waits on no second round trip
     float g_sum = 0.f, gx_sum = 0.f;
 #pragma unroll
     for (int k = 0; k < kChunks; ++k) {
       const int idx = lane + 32 * k;
       if (idx >= chunks) continue;
+      dx_old[k] = dxr[idx];
       float wf[8];
       unpack8(dor[idx], d[k]);
       unpack8(xr[idx], xh[k]);
@@ -135,14 +138,13 @@ __global__ void __launch_bounds__(kBackwardWarps * 32)
     }
     const float g_mean = warp_sum(g_sum) / C;
     const float gx_mean = warp_sum(gx_sum) / C;
-    uint4* dxr = reinterpret_cast<uint4*>(dx + base);
 #pragma unroll
     for (int k = 0; k < kChunks; ++k) {
       const int idx = lane + 32 * k;
       if (idx >= chunks) continue;
       float wf[8], acc[8];
       unpack8(reinterpret_cast<const uint4*>(w)[idx], wf);
-      unpack8(dxr[idx], acc);
+      unpack8(dx_old[k], acc);
 #pragma unroll
       for (int e = 0; e < 8; ++e) acc[e] += rstd * (d[k][e] * wf[e] - g_mean - xh[k][e] * gx_mean);
       dxr[idx] = pack8(acc);
@@ -169,8 +171,8 @@ __global__ void __launch_bounds__(kBackwardWarps * 32)
   for (int i = threadIdx.x; i < 2 * C; i += blockDim.x) out[i] = block_acc[i];
 }
 
-// dw[c] += sum over blocks of partial[block][c], db likewise: thread row r sums blocks r, r + 8, ... in
-// order, then row 0 adds the 8 sums in order.
+// dw[c] += sum over blocks of partial[block][c], db likewise: thread row r sums blocks r, r + 32, ... in
+// order, then row 0 adds the 32 sums in order.
 __global__ void reduce_kernel(float* dw, float* db, const float* partial, int blocks, int C) {
   __shared__ float sums[kReduceRows][32];
   const int col = blockIdx.x * 32 + threadIdx.x;
