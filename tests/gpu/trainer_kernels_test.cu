@@ -178,7 +178,7 @@ TEST(TrainerKernels, EncoderBf16) {
 
 // ---- layernorm ----------------------------------------------------------------------------------------
 
-// (N, C): N not a multiple of the 64-row (generic) or 32-row (bf16) groups; bf16 C = 96, 768, 2048 take
+// (N, C): N not a multiple of the 64-row groups (generic and bf16); bf16 C = 96, 768, 2048 take
 // the vectorized kernels (layernorm_bf16.cu) with 1, 3 and 8 chunks per lane, C = 100 the generic ones.
 template <class T>
 void check_layernorm(int N = 130, int C = 96) {
@@ -223,8 +223,8 @@ void check_layernorm(int N = 130, int C = 96) {
   expect_close(d_db.download(), db_ref, 1e-4, "layernorm db");
   // Deterministic: a second backward from the same dx gives the same bits (dw, db doubled exactly).
   Device<T> d_dx2(dx0);
-  layernorm_backward<T>(d_dx2.ptr, d_dw.ptr, d_db.ptr, d_dout.ptr, d_x.ptr, d_w.ptr, d_mean.ptr, d_rstd.ptr, N,
-                        C, d_scratch.ptr, nullptr);
+  layernorm_backward<T>(d_dx2.ptr, d_dw.ptr, d_db.ptr, d_dout.ptr, d_x.ptr, d_w.ptr, d_mean.ptr, d_rstd.ptr,
+                        N, C, d_scratch.ptr, nullptr);
   sync();
   const auto dx1 = d_dx.download(), dx2 = d_dx2.download();
   EXPECT_EQ(0, std::memcmp(dx1.data(), dx2.data(), dx1.size() * sizeof(dx1[0]))) << "layernorm dx bits";

@@ -131,7 +131,7 @@ void encoder_backward(float* dwte, float* dwpe, const T* dout, const int* bucket
     if (C % 8 == 0 && chunks <= 1024 && reinterpret_cast<uintptr_t>(dout) % 16 == 0) {
       const int rows = std::max(1, std::min(32, 1024 / chunks));
       wte_backward_bf16_kernel<<<num_buckets, dim3(chunks, rows), 0, stream>>>(dwte, dout, bucket_token,
-                                                                              bucket_offset, positions, C);
+                                                                               bucket_offset, positions, C);
       CUDA_CHECK_LAUNCH();
       return;
     }

@@ -22,7 +22,7 @@ using bf16 = __nv_bfloat16;
 constexpr float kEps = 1e-5f;
 constexpr int kForwardWarps = 8;
 constexpr int kBackwardWarps = 4;
-constexpr int kBackwardRowsPerBlock = 32;  // 512 blocks on 16384 rows: one wave at 4 blocks per SM
+constexpr int kBackwardRowsPerBlock = 64;  // 256 blocks on 16384 rows: one wave (3 blocks fit per SM)
 constexpr int kMaxC = 2048;
 constexpr int kReduceRows = 32;  // thread rows of the partial-sum kernel (32 x 32 threads per block)
 

@@ -15,7 +15,7 @@ namespace megascale::trainer::cuda {
 /// C a multiple of 8 in [8, 2048] and every pointer 16-byte aligned (rows are loaded 16 bytes at a time).
 bool layernorm_bf16_supported(int C, std::initializer_list<const void*> pointers);
 
-/// Floats of scratch layernorm_backward_bf16 needs (one partial row of 2C per 32 rows).
+/// Floats of scratch layernorm_backward_bf16 needs (one partial row of 2C per 64 rows).
 size_t layernorm_bf16_scratch_floats(int N, int C);
 
 void layernorm_forward_bf16(__nv_bfloat16* out, float* mean, float* rstd, const __nv_bfloat16* x,

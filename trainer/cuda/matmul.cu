@@ -249,6 +249,12 @@ MatmulContext matmul_create(size_t max_bias_floats) {
   ctx.workspace_bytes = kWorkspaceBytes;
   CUDA_CHECK(cudaMalloc(&ctx.workspace, ctx.workspace_bytes));
   ctx.bias_scratch_floats = max_bias_floats;
+  const auto env_off = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v != nullptr && std::string(v) == "0";
+  };
+  ctx.use_epilogues = !env_off("MEGASCALE_MATMUL_EPILOGUES");
+  ctx.use_bias_grad_epilogue = !env_off("MEGASCALE_MATMUL_BGRADB");
   CUDA_CHECK(cudaMalloc(&ctx.bias_scratch, std::max<size_t>(max_bias_floats, 1) * sizeof(float)));
   return ctx;
 }
@@ -299,7 +305,8 @@ void matmul_backward(const MatmulContext& ctx, T* dinp, float* dweight, float* d
     const Operand a{inp, type, false, K};
     const Operand b{dout, type, true, N};
     bool bias_done = dbias == nullptr;
-    if (!bias_done && ctx.use_epilogues && static_cast<size_t>(N) <= ctx.bias_scratch_floats) {
+    if (!bias_done && ctx.use_epilogues && ctx.use_bias_grad_epilogue &&
+        static_cast<size_t>(N) <= ctx.bias_scratch_floats) {
       if (lt_matmul(ctx, dweight, CUDA_R_32F, K, a, b, K, N, M, 1.0f, CUBLASLT_EPILOGUE_BGRADB,
                     ctx.bias_scratch, nullptr, 0, stream)) {
         accumulate_kernel<<<ceil_div(N, 256), 256, 0, stream>>>(dbias, ctx.bias_scratch, N);
