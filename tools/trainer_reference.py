@@ -269,6 +269,21 @@ def cmd_bench(args):
     dt = sum(times[3:]) / len(times[3:])
     print(f"pytorch (compile, bf16 autocast, SDPA) {B}x{T}: {dt * 1e3:.1f} ms/step, {B * T / dt:,.0f} tok/s, "
           f"{flops * B * T / dt / 989e12 * 100:.1f}% MFU (steps 4..{args.steps})")
+    if args.profile > 0:
+        # Where PyTorch's step goes, to set beside megascale-train --profile: GPU time per kernel over
+        # args.profile more steps (torch.profiler; these steps are not in the figure above).
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(args.profile):
+                with torch.autocast("cuda", dtype=torch.bfloat16):
+                    loss = fwd(idx, idx)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(list(p.values()), 1.0)
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+            torch.cuda.synchronize()
+        print(f"torch.profiler, {args.profile} steps (GPU time summed over them):")
+        print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=40, max_name_column_width=90))
     return 0
 
 
@@ -288,6 +303,7 @@ def main():
     b.add_argument("dump", nargs="?", default="")
     b.add_argument("--config-json", default="")
     b.add_argument("--steps", type=int, default=10)
+    b.add_argument("--profile", type=int, default=0, help="then profile this many steps (torch.profiler)")
     args = ap.parse_args()
     return {"check": cmd_check, "train": cmd_train, "bench": cmd_bench}[args.cmd](args)
 

@@ -12,6 +12,7 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -26,6 +27,7 @@
 #include "megascale/trainer/mfu.h"
 #include "megascale/trainer/schedule.h"
 #include "model.h"
+#include "stage_profiler.h"
 
 namespace megascale::trainer {
 namespace {
@@ -39,7 +41,8 @@ struct Options {
   std::string resume_path;
   std::string dump_step0_dir;
   std::string loss_log_path;
-  int stop_after = 0;  // 0 = run to the end
+  int stop_after = 0;    // 0 = run to the end
+  bool profile = false;  // --profile or MEGASCALE_TRAIN_PROFILE=1
 };
 
 Status apply_overrides(const Options& o, RunConfig& run) {
@@ -261,8 +264,10 @@ int run_training(const Options& options) {
   double timed_ms = 0;
   int64_t timed_tokens = 0;
   int steps_here = 0;
+  StageProfiler* profiler = options.profile ? model.enable_stage_profiler() : nullptr;
   for (int step = start_step; step < train.steps; ++step) {
     const auto t0 = std::chrono::steady_clock::now();
+    if (profiler != nullptr) profiler->begin_step();
     model.zero_grads();
     double loss = 0;
     for (int micro = 0; micro < train.grad_accum_steps; ++micro) {
@@ -275,6 +280,10 @@ int run_training(const Options& options) {
     const double norm = model.grad_norm();
     const double lr = schedule.learning_rate(step);
     model.optimizer_step(train, lr, step + 1, norm);
+    if (profiler != nullptr) {
+      profiler->end_step();
+      if (steps_here == 0) profiler->reset();  // the first step warms up cuBLASLt and the allocator
+    }
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     StepReport report{step, train.steps, loss, norm, lr, ms, train.tokens_per_step()};
@@ -321,6 +330,7 @@ int run_training(const Options& options) {
         achieved_flops_per_s(flops, timed_tokens, seconds) / 1e12,
         100.0 * model_flops_utilization(flops, timed_tokens, seconds));
   }
+  if (profiler != nullptr) fmt::print("{}", profiler->table());
   return 0;
 }
 
@@ -351,6 +361,11 @@ int main(int argc, char** argv) {
   app.add_option("--loss-log", o.loss_log_path, "append 'step loss' lines here");
   app.add_option("--dump-step0", o.dump_step0_dir,
                  "write step 0 (weights, batch, logits, grads) here and exit");
+  app.add_flag("--profile", o.profile,
+               "time each stage of the step with CUDA events and print a table at the end "
+               "(also MEGASCALE_TRAIN_PROFILE=1)");
   CLI11_PARSE(app, argc, argv);
+  if (const char* env = std::getenv("MEGASCALE_TRAIN_PROFILE"); env != nullptr && std::string(env) == "1")
+    o.profile = true;
   return megascale::trainer::run_training(o);
 }

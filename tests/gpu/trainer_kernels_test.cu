@@ -122,9 +122,11 @@ double gelu_grad_ref(double x) {
 
 // ---- encoder ----------------------------------------------------------------------------------------
 
+// bf16 takes the chunked wte backward (encoder.cu) when C % 8 == 0: C = 40 (32 row groups) and 768 with
+// buckets of ~800 rows (8 row groups); C = 36 the generic kernel.
 template <class T>
-void check_encoder() {
-  const int B = 3, S = 7, C = 40, V = 11;
+void check_encoder(int B = 3, int S = 7, int C = 40) {
+  const int V = 11;
   const int N = B * S;
   std::vector<int> tokens(N);
   std::mt19937 rng(1);
@@ -170,13 +172,16 @@ TEST(TrainerKernels, EncoderFp32) {
 TEST(TrainerKernels, EncoderBf16) {
   SKIP_WITHOUT_GPU();
   check_encoder<__nv_bfloat16>();
+  check_encoder<__nv_bfloat16>(4, 1024, 768);
+  check_encoder<__nv_bfloat16>(3, 7, 36);
 }
 
 // ---- layernorm ----------------------------------------------------------------------------------------
 
+// (N, C): N not a multiple of the 64-row groups (generic and bf16); bf16 C = 96, 768, 2048 take
+// the vectorized kernels (layernorm_bf16.cu) with 1, 3 and 8 chunks per lane, C = 100 the generic ones.
 template <class T>
-void check_layernorm() {
-  const int N = 130, C = 96;  // N not a multiple of the 64-row groups
+void check_layernorm(int N = 130, int C = 96) {
   const auto x = random_as<T>(static_cast<size_t>(N) * C, 2.0f, 10);
   auto w = random_as<T>(C, 0.5f, 11);
   for (auto& v : w) v = round_as<T>(v + 1.0f);
@@ -216,6 +221,13 @@ void check_layernorm() {
   // dw and db are fp32 sums of N terms of exact inputs.
   expect_close(d_dw.download(), dw_ref, std::is_same_v<T, float> ? 1e-4 : 1e-3, "layernorm dw");
   expect_close(d_db.download(), db_ref, 1e-4, "layernorm db");
+  // Deterministic: a second backward from the same dx gives the same bits (dw, db doubled exactly).
+  Device<T> d_dx2(dx0);
+  layernorm_backward<T>(d_dx2.ptr, d_dw.ptr, d_db.ptr, d_dout.ptr, d_x.ptr, d_w.ptr, d_mean.ptr, d_rstd.ptr,
+                        N, C, d_scratch.ptr, nullptr);
+  sync();
+  const auto dx1 = d_dx.download(), dx2 = d_dx2.download();
+  EXPECT_EQ(0, std::memcmp(dx1.data(), dx2.data(), dx1.size() * sizeof(dx1[0]))) << "layernorm dx bits";
 }
 TEST(TrainerKernels, LayerNormFp32) {
   SKIP_WITHOUT_GPU();
@@ -224,6 +236,12 @@ TEST(TrainerKernels, LayerNormFp32) {
 TEST(TrainerKernels, LayerNormBf16) {
   SKIP_WITHOUT_GPU();
   check_layernorm<__nv_bfloat16>();
+}
+TEST(TrainerKernels, LayerNormBf16Gpt2Widths) {
+  SKIP_WITHOUT_GPU();
+  check_layernorm<__nv_bfloat16>(130, 768);
+  check_layernorm<__nv_bfloat16>(67, 2048);
+  check_layernorm<__nv_bfloat16>(33, 100);  // generic kernels (C % 8 != 0)
 }
 
 // ---- matmul ----------------------------------------------------------------------------------------
@@ -353,9 +371,10 @@ TEST(TrainerKernels, GeluBf16) {
 
 // ---- classifier ----------------------------------------------------------------------------------------
 
+// bf16 with Vp % 8 == 0 takes the register-row kernel (1024 and 50304: 1 and 7 chunks per thread);
+// Vp = 1001 the generic one.
 template <class T>
-void check_classifier() {
-  const int N = 37, V = 1000, Vp = 1024;
+void check_classifier(int N = 37, int V = 1000, int Vp = 1024) {
   auto logits = random_as<T>(static_cast<size_t>(N) * Vp, 3.0f, 40);
   std::vector<int> targets(N);
   std::mt19937 rng(41);
@@ -391,6 +410,11 @@ TEST(TrainerKernels, ClassifierFp32) {
 TEST(TrainerKernels, ClassifierBf16) {
   SKIP_WITHOUT_GPU();
   check_classifier<__nv_bfloat16>();
+}
+TEST(TrainerKernels, ClassifierBf16Gpt2Vocab) {
+  SKIP_WITHOUT_GPU();
+  check_classifier<__nv_bfloat16>(5, 50257, 50304);
+  check_classifier<__nv_bfloat16>(9, 997, 1001);  // generic kernel
 }
 
 // ---- global norm ----------------------------------------------------------------------------------------

@@ -82,6 +82,38 @@ __device__ inline void attention_pass_turn_after_sync(int* turn) {
   if (threadIdx.x == 0) atomicAdd(turn, 1);
 }
 
+// The tensor-core backward's cheaper form of the same protocol (attention_tc_backward.cu). Per query
+// tile the plain one costs two synchronous round trips to L2 on the block's critical path: thread 0's
+// poll of the turn, and a __threadfence() by every thread after its additions. Here thread 0 reads the
+// turn when the tile's work starts (attention_peek_turn; the load's latency hides behind the tile's
+// matrix products) and spins only if it was not yet its turn; and only thread 0 fences, after the
+// block's barrier, right before handing the turn on (the pattern of cooperative groups' grid sync: the
+// barrier orders the other threads' additions before thread 0's fence, which is cumulative).
+
+/// Thread 0's early read of the turn counter (other threads get 0).
+__device__ inline int attention_peek_turn(const int* turn) {
+  return threadIdx.x == 0 ? *reinterpret_cast<const volatile int*>(turn) : 0;
+}
+
+/// Thread 0 waits until *turn == expected unless its early read already saw it; then acquires. The
+/// caller's next __syncthreads() releases the block.
+__device__ inline void attention_wait_turn_peeked(const int* turn, int expected, int peeked) {
+  if (threadIdx.x == 0) {
+    if (peeked != expected) {
+      while (*reinterpret_cast<const volatile int*>(turn) != expected) __nanosleep(32);
+    }
+    __threadfence();
+  }
+}
+
+/// After the block's dQ additions and a __syncthreads(): thread 0 makes them visible and passes the turn.
+__device__ inline void attention_fence_and_pass_turn(int* turn) {
+  if (threadIdx.x == 0) {
+    __threadfence();
+    atomicAdd(turn, 1);
+  }
+}
+
 /// Aborts with file:line when the last launch failed (the trainer's CUDA_CHECK convention).
 inline void attention_check_launch(const char* what, const char* file, int line) {
   const cudaError_t err = cudaGetLastError();

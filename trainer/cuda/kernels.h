@@ -74,8 +74,11 @@ struct MatmulContext {
   size_t workspace_bytes = 0;
   float* bias_scratch = nullptr;  // fp32 [max_bias] for the BGRADB epilogue's output
   size_t bias_scratch_floats = 0;
-  bool use_epilogues = true;  // false: plain GEMMs + hand kernels (for A/B checks of the fusions)
+  bool use_epilogues = true;           // false: plain GEMMs + hand kernels (for A/B checks of the fusions)
+  bool use_bias_grad_epilogue = true;  // false: the bias gradient by the hand column sums, not BGRADB
 };
+// MEGASCALE_MATMUL_EPILOGUES=0 and MEGASCALE_MATMUL_BGRADB=0 in the environment turn the fusions off
+// (use_epilogues, use_bias_grad_epilogue), to time one form against the other.
 MatmulContext matmul_create(size_t max_bias_floats);
 void matmul_destroy(MatmulContext& ctx);
 

@@ -2,9 +2,14 @@
 // Forward: one warp per row (mean, then variance around it: two passes over a row that stays in L1).
 // Backward: the input gradient one warp per row; the weight and bias gradients as column sums of
 // row groups into scratch, then one ordered sum over the groups, so they are bit-reproducible.
+// These are the generic kernels (fp32, any C); bf16 with C % 8 == 0 takes layernorm_bf16.cu.
+#include <algorithm>
+#include <type_traits>
+
 #include "cuda_check.h"
 #include "device_utils.cuh"
 #include "kernels.h"
+#include "layernorm_bf16.h"
 
 namespace megascale::trainer::cuda {
 namespace {
@@ -101,12 +106,19 @@ __global__ void layernorm_backward_reduce_kernel(float* dw, float* db, const flo
 }  // namespace
 
 size_t layernorm_backward_scratch_floats(int N, int C) {
-  return static_cast<size_t>((N + kRowsPerGroup - 1) / kRowsPerGroup) * 2 * C;
+  return std::max(static_cast<size_t>((N + kRowsPerGroup - 1) / kRowsPerGroup) * 2 * C,
+                  layernorm_bf16_scratch_floats(N, C));
 }
 
 template <class T>
 void layernorm_forward(T* out, float* mean, float* rstd, const T* x, const T* w, const T* b, int N, int C,
                        cudaStream_t stream) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    if (layernorm_bf16_supported(C, {out, x, w, b})) {
+      layernorm_forward_bf16(out, mean, rstd, x, w, b, N, C, stream);
+      return;
+    }
+  }
   constexpr int kWarps = 8;
   layernorm_forward_kernel<<<ceil_div(N, kWarps), kWarps * 32, 0, stream>>>(out, mean, rstd, x, w, b, N, C);
   CUDA_CHECK_LAUNCH();
@@ -115,6 +127,12 @@ void layernorm_forward(T* out, float* mean, float* rstd, const T* x, const T* w,
 template <class T>
 void layernorm_backward(T* dx, float* dw, float* db, const T* dout, const T* x, const T* w, const float* mean,
                         const float* rstd, int N, int C, float* scratch, cudaStream_t stream) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    if (layernorm_bf16_supported(C, {dx, dout, x, w})) {
+      layernorm_backward_bf16(dx, dw, db, dout, x, w, mean, rstd, N, C, scratch, stream);
+      return;
+    }
+  }
   constexpr int kWarps = 8;
   layernorm_backward_dx_kernel<<<ceil_div(N, kWarps), kWarps * 32, 0, stream>>>(dx, dout, x, w, mean, rstd, N,
                                                                                 C);

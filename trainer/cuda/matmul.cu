@@ -101,11 +101,14 @@ const bool algo_cache_enabled = [] {
 std::mutex algo_cache_mutex;
 std::unordered_map<AlgoKey, CachedAlgo, AlgoKeyHash> algo_cache;
 
-// D[m, n] = alpha op(A)[m, k] op(B)[k, n] + beta C (+ epilogue), all column-major; C aliases D.
+// D[m, n] = alpha op(A)[m, k] op(B)[k, n] + beta C (+ epilogue), all column-major; C has D's type and
+// layout and is D itself unless `c` is given (the residual add reads C from the residual stream and
+// writes D elsewhere, with no copy first).
 // Returns false when no algorithm supports the request (only possible with an epilogue).
 bool lt_matmul(const MatmulContext& ctx, void* d, cudaDataType_t d_type, int ldd, const Operand& a,
                const Operand& b, int m, int n, int k, float beta, cublasLtEpilogue_t epilogue,
-               const void* bias, void* aux, int ld_aux, cudaStream_t stream) {
+               const void* bias, void* aux, int ld_aux, cudaStream_t stream, const void* c = nullptr) {
+  if (c == nullptr) c = d;
   cublasLtMatmulDesc_t desc;
   CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t op_a = a.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -131,7 +134,8 @@ bool lt_matmul(const MatmulContext& ctx, void* d, cudaDataType_t d_type, int ldd
       cublasLtMatrixLayoutCreate(&layout_b, b.type, b.transposed ? n : k, b.transposed ? k : n, b.ld));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout_d, d_type, m, n, ldd));
 
-  const uint32_t align_a = alignment_of(a.ptr), align_b = alignment_of(b.ptr), align_d = alignment_of(d);
+  const uint32_t align_a = alignment_of(a.ptr), align_b = alignment_of(b.ptr),
+                 align_d = std::min(alignment_of(d), alignment_of(c));
   const AlgoKey key{ctx.handle,
                     m,
                     n,
@@ -189,7 +193,7 @@ bool lt_matmul(const MatmulContext& ctx, void* d, cudaDataType_t d_type, int ldd
   const cublasStatus_t status = chosen.status;
   if (ok) {
     const float alpha = 1.0f;
-    CUBLAS_CHECK(cublasLtMatmul(ctx.handle, desc, &alpha, a.ptr, layout_a, b.ptr, layout_b, &beta, d,
+    CUBLAS_CHECK(cublasLtMatmul(ctx.handle, desc, &alpha, a.ptr, layout_a, b.ptr, layout_b, &beta, c,
                                 layout_d, d, layout_d, &chosen.algo, ctx.workspace, ctx.workspace_bytes,
                                 stream));
   } else if (epilogue == CUBLASLT_EPILOGUE_DEFAULT) {
@@ -245,6 +249,12 @@ MatmulContext matmul_create(size_t max_bias_floats) {
   ctx.workspace_bytes = kWorkspaceBytes;
   CUDA_CHECK(cudaMalloc(&ctx.workspace, ctx.workspace_bytes));
   ctx.bias_scratch_floats = max_bias_floats;
+  const auto env_off = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v != nullptr && std::string(v) == "0";
+  };
+  ctx.use_epilogues = !env_off("MEGASCALE_MATMUL_EPILOGUES");
+  ctx.use_bias_grad_epilogue = !env_off("MEGASCALE_MATMUL_BGRADB");
   CUDA_CHECK(cudaMalloc(&ctx.bias_scratch, std::max<size_t>(max_bias_floats, 1) * sizeof(float)));
   return ctx;
 }
@@ -262,16 +272,13 @@ void matmul_forward(const MatmulContext& ctx, T* out, const T* inp, const T* wei
   const cudaDataType_t type = data_type<T>();
   const Operand a{weight, type, true, K};
   const Operand b{inp, type, false, K};
-  float beta = 0.0f;
-  if (residual != nullptr) {
-    beta = 1.0f;
-    if (residual != out)
-      CUDA_CHECK(cudaMemcpyAsync(out, residual, sizeof(T) * M * N, cudaMemcpyDeviceToDevice, stream));
-  }
+  // The residual is cuBLASLt's C operand (beta = 1), read in place: no copy into out first.
+  const float beta = residual != nullptr ? 1.0f : 0.0f;
   if (pre_gelu == nullptr) {
     const cublasLtEpilogue_t epi = bias != nullptr ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
-    if (lt_matmul(ctx, out, type, N, a, b, N, M, K, beta, epi, bias, nullptr, 0, stream)) return;
-    lt_matmul(ctx, out, type, N, a, b, N, M, K, beta, CUBLASLT_EPILOGUE_DEFAULT, nullptr, nullptr, 0, stream);
+    if (lt_matmul(ctx, out, type, N, a, b, N, M, K, beta, epi, bias, nullptr, 0, stream, residual)) return;
+    lt_matmul(ctx, out, type, N, a, b, N, M, K, beta, CUBLASLT_EPILOGUE_DEFAULT, nullptr, nullptr, 0, stream,
+              residual);
     const size_t total = static_cast<size_t>(M) * N;
     add_bias_kernel<<<ceil_div(total, 256), 256, 0, stream>>>(out, bias, total, N);
     CUDA_CHECK_LAUNCH();
@@ -298,7 +305,8 @@ void matmul_backward(const MatmulContext& ctx, T* dinp, float* dweight, float* d
     const Operand a{inp, type, false, K};
     const Operand b{dout, type, true, N};
     bool bias_done = dbias == nullptr;
-    if (!bias_done && ctx.use_epilogues && static_cast<size_t>(N) <= ctx.bias_scratch_floats) {
+    if (!bias_done && ctx.use_epilogues && ctx.use_bias_grad_epilogue &&
+        static_cast<size_t>(N) <= ctx.bias_scratch_floats) {
       if (lt_matmul(ctx, dweight, CUDA_R_32F, K, a, b, K, N, M, 1.0f, CUBLASLT_EPILOGUE_BGRADB,
                     ctx.bias_scratch, nullptr, 0, stream)) {
         accumulate_kernel<<<ceil_div(N, 256), 256, 0, stream>>>(dbias, ctx.bias_scratch, N);

@@ -12,6 +12,7 @@
 
 #include "cuda_check.h"
 #include "kernels.h"
+#include "stage_profiler.h"
 
 namespace megascale::trainer {
 namespace {
@@ -163,16 +164,22 @@ class GptImpl final : public GptModel {
 
   double forward(const int32_t* inputs_host, const int32_t* targets_host) override {
     run_forward(inputs_host, targets_host);
-    classifier_forward_backward<T>(logits_, losses_, targets_, N_, cfg_.vocab_size, cfg_.padded_vocab_size,
-                                   0.0f, false, stream_);
+    {
+      StageScope scope(profiler_.get(), Stage::kClassifier);
+      classifier_forward_backward<T>(logits_, losses_, targets_, N_, cfg_.vocab_size, cfg_.padded_vocab_size,
+                                     0.0f, false, stream_);
+    }
     return mean_loss();
   }
 
   double forward_backward(const int32_t* inputs_host, const int32_t* targets_host,
                           float grad_scale) override {
     run_forward(inputs_host, targets_host);
-    classifier_forward_backward<T>(logits_, losses_, targets_, N_, cfg_.vocab_size, cfg_.padded_vocab_size,
-                                   grad_scale / static_cast<float>(N_), true, stream_);
+    {
+      StageScope scope(profiler_.get(), Stage::kClassifier);
+      classifier_forward_backward<T>(logits_, losses_, targets_, N_, cfg_.vocab_size, cfg_.padded_vocab_size,
+                                     grad_scale / static_cast<float>(N_), true, stream_);
+    }
     run_backward(inputs_host);
     return mean_loss();
   }
@@ -188,11 +195,22 @@ class GptImpl final : public GptModel {
     return host;
   }
 
-  void zero_grads() override { CUDA_CHECK(cudaMemsetAsync(grads_, 0, floats_ * sizeof(float), stream_)); }
+  void zero_grads() override {
+    StageScope scope(profiler_.get(), Stage::kZeroGrads);
+    CUDA_CHECK(cudaMemsetAsync(grads_, 0, floats_ * sizeof(float), stream_));
+  }
+
+  StageProfiler* enable_stage_profiler() override {
+    if (!profiler_) profiler_ = std::make_unique<StageProfiler>(stream_);
+    return profiler_.get();
+  }
 
   double grad_norm() override {
     // The padding between tensors holds zeros, so one pass over the whole allocation is exact.
-    global_norm(norm_, grads_, floats_, scratch_, stream_);
+    {
+      StageScope scope(profiler_.get(), Stage::kGradNorm);
+      global_norm(norm_, grads_, floats_, scratch_, stream_);
+    }
     float host = 0;
     CUDA_CHECK(cudaMemcpyAsync(&host, norm_, sizeof(float), cudaMemcpyDeviceToHost, stream_));
     CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -208,6 +226,8 @@ class GptImpl final : public GptModel {
     s.step = step;
     s.grad_scale =
         (train.grad_clip > 0 && norm > train.grad_clip) ? static_cast<float>(train.grad_clip / norm) : 1.0f;
+    StageProfiler* const prof = profiler_.get();
+    if (prof != nullptr) prof->begin(Stage::kOptimizer);
     for (const ModelTensor& t : tensors_) {
       s.weight_decay = t.decayed ? static_cast<float>(train.weight_decay) : 0.0f;
       float* w = masters_ + t.offset;
@@ -220,6 +240,7 @@ class GptImpl final : public GptModel {
                         stream_);
       }
     }
+    if (prof != nullptr) prof->end();
     CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
 
@@ -266,11 +287,18 @@ class GptImpl final : public GptModel {
 
   void run_forward(const int32_t* inputs_host, const int32_t* targets_host) {
     static_assert(sizeof(int32_t) == sizeof(int));
-    CUDA_CHECK(cudaMemcpyAsync(tokens_, inputs_host, N_ * sizeof(int), cudaMemcpyHostToDevice, stream_));
-    CUDA_CHECK(cudaMemcpyAsync(targets_, targets_host, N_ * sizeof(int), cudaMemcpyHostToDevice, stream_));
+    StageProfiler* const prof = profiler_.get();
+    {
+      StageScope scope(prof, Stage::kHostCopies);
+      CUDA_CHECK(cudaMemcpyAsync(tokens_, inputs_host, N_ * sizeof(int), cudaMemcpyHostToDevice, stream_));
+      CUDA_CHECK(cudaMemcpyAsync(targets_, targets_host, N_ * sizeof(int), cudaMemcpyHostToDevice, stream_));
+    }
     const int C = cfg_.d_model, H = cfg_.n_head, D = cfg_.head_dim();
     const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-    encoder_forward<T>(residual_, tokens_, param("wte"), param("wpe"), B_, S_, C, stream_);
+    {
+      StageScope scope(prof, Stage::kEncoderForward);
+      encoder_forward<T>(residual_, tokens_, param("wte"), param("wpe"), B_, S_, C, stream_);
+    }
     for (int l = 0; l < cfg_.n_layer; ++l) {
       const T* x = residual_ + nc(l);
       T* ln1 = ln1_ + nc(l);
@@ -281,39 +309,61 @@ class GptImpl final : public GptModel {
       T* fch_pre = fch_pre_ + nc(l, 4);
       T* fch = fch_ + nc(l, 4);
       T* out = residual_ + nc(l + 1);
-      layernorm_forward<T>(ln1, mean_of(2 * l), rstd_of(2 * l), x, param("ln1w", l), param("ln1b", l), N_, C,
-                           stream_);
-      matmul_forward<T>(matmul_, qkv, ln1, param("qkvw", l), param("qkvb", l), nullptr, nullptr, N_, C, 3 * C,
-                        stream_);
-      attention_forward<T>(atty, lse_ + static_cast<size_t>(l) * N_ * H, qkv, qkv + C, qkv + 2 * C, B_, S_, H,
-                           D, 3 * C, C, cfg_.attention_window, scale, stream_);
-      matmul_forward<T>(matmul_, mid, atty, param("attprojw", l), param("attprojb", l), x, nullptr, N_, C, C,
-                        stream_);
+      staged(Stage::kLayerNormForward, [&] {
+        layernorm_forward<T>(ln1, mean_of(2 * l), rstd_of(2 * l), x, param("ln1w", l), param("ln1b", l), N_,
+                             C, stream_);
+      });
+      staged(Stage::kMatmulQkvForward, [&] {
+        matmul_forward<T>(matmul_, qkv, ln1, param("qkvw", l), param("qkvb", l), nullptr, nullptr, N_, C,
+                          3 * C, stream_);
+      });
+      staged(Stage::kAttentionForward, [&] {
+        attention_forward<T>(atty, lse_ + static_cast<size_t>(l) * N_ * H, qkv, qkv + C, qkv + 2 * C, B_, S_,
+                             H, D, 3 * C, C, cfg_.attention_window, scale, stream_);
+      });
+      staged(Stage::kMatmulAttProjForward, [&] {
+        matmul_forward<T>(matmul_, mid, atty, param("attprojw", l), param("attprojb", l), x, nullptr, N_, C,
+                          C, stream_);
+      });
       // Sequential: the MLP reads the attention's output; parallel: it reads the block's input.
       const T* mlp_in = cfg_.parallel_block ? x : mid;
-      layernorm_forward<T>(ln2, mean_of(2 * l + 1), rstd_of(2 * l + 1), mlp_in, param("ln2w", l),
-                           param("ln2b", l), N_, C, stream_);
-      matmul_forward<T>(matmul_, fch, ln2, param("fcw", l), param("fcb", l), nullptr, fch_pre, N_, C, 4 * C,
-                        stream_);
-      matmul_forward<T>(matmul_, out, fch, param("fcprojw", l), param("fcprojb", l), mid, nullptr, N_, 4 * C,
-                        C, stream_);
+      staged(Stage::kLayerNormForward, [&] {
+        layernorm_forward<T>(ln2, mean_of(2 * l + 1), rstd_of(2 * l + 1), mlp_in, param("ln2w", l),
+                             param("ln2b", l), N_, C, stream_);
+      });
+      staged(Stage::kMatmulFcForward, [&] {
+        matmul_forward<T>(matmul_, fch, ln2, param("fcw", l), param("fcb", l), nullptr, fch_pre, N_, C, 4 * C,
+                          stream_);
+      });
+      staged(Stage::kMatmulFcProjForward, [&] {
+        matmul_forward<T>(matmul_, out, fch, param("fcprojw", l), param("fcprojb", l), mid, nullptr, N_,
+                          4 * C, C, stream_);
+      });
     }
     const int lnf = 2 * cfg_.n_layer;
-    layernorm_forward<T>(lnf_, mean_of(lnf), rstd_of(lnf), residual_ + nc(cfg_.n_layer), param("lnfw"),
-                         param("lnfb"), N_, C, stream_);
-    matmul_forward<T>(matmul_, logits_, lnf_, param("wte"), nullptr, nullptr, nullptr, N_, C,
-                      cfg_.padded_vocab_size, stream_);
+    staged(Stage::kLayerNormForward, [&] {
+      layernorm_forward<T>(lnf_, mean_of(lnf), rstd_of(lnf), residual_ + nc(cfg_.n_layer), param("lnfw"),
+                           param("lnfb"), N_, C, stream_);
+    });
+    staged(Stage::kMatmulLmHeadForward, [&] {
+      matmul_forward<T>(matmul_, logits_, lnf_, param("wte"), nullptr, nullptr, nullptr, N_, C,
+                        cfg_.padded_vocab_size, stream_);
+    });
   }
 
   // Expects dlogits in logits_ (the classifier's in-place gradient).
   void run_backward(const int32_t* inputs_host) {
     const int C = cfg_.d_model, H = cfg_.n_head, D = cfg_.head_dim(), L = cfg_.n_layer;
     const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-    matmul_backward<T>(matmul_, dbuf1_, grad("wte"), nullptr, logits_, lnf_, param("wte"), nullptr, false, N_,
-                       C, cfg_.padded_vocab_size, stream_);
+    staged(Stage::kMatmulLmHeadBackward, [&] {
+      matmul_backward<T>(matmul_, dbuf1_, grad("wte"), nullptr, logits_, lnf_, param("wte"), nullptr, false,
+                         N_, C, cfg_.padded_vocab_size, stream_);
+    });
     CUDA_CHECK(cudaMemsetAsync(dres_, 0, static_cast<size_t>(N_) * C * sizeof(T), stream_));
-    layernorm_backward<T>(dres_, grad("lnfw"), grad("lnfb"), dbuf1_, residual_ + nc(L), param("lnfw"),
-                          mean_of(2 * L), rstd_of(2 * L), N_, C, scratch_, stream_);
+    staged(Stage::kLayerNormBackward, [&] {
+      layernorm_backward<T>(dres_, grad("lnfw"), grad("lnfb"), dbuf1_, residual_ + nc(L), param("lnfw"),
+                            mean_of(2 * L), rstd_of(2 * L), N_, C, scratch_, stream_);
+    });
     for (int l = L - 1; l >= 0; --l) {
       const T* x = residual_ + nc(l);
       const T* mid = mid_ + nc(l);
@@ -321,39 +371,67 @@ class GptImpl final : public GptModel {
       const T* atty = atty_ + nc(l);
       const float* lse = lse_ + static_cast<size_t>(l) * N_ * H;
       // MLP: dres is the gradient of the block output; the DGELU epilogue gives d(fch_pre) directly.
-      matmul_backward<T>(matmul_, dfch_, grad("fcprojw", l), grad("fcprojb", l), dres_, fch_ + nc(l, 4),
-                         param("fcprojw", l), fch_pre_ + nc(l, 4), false, N_, 4 * C, C, stream_);
+      staged(Stage::kMatmulFcProjBackward, [&] {
+        matmul_backward<T>(matmul_, dfch_, grad("fcprojw", l), grad("fcprojb", l), dres_, fch_ + nc(l, 4),
+                           param("fcprojw", l), fch_pre_ + nc(l, 4), false, N_, 4 * C, C, stream_);
+      });
       if (cfg_.parallel_block) {
         // y = x + attproj(...) + fcproj(...): both branches see dres; both LayerNorms feed back into x.
-        matmul_backward<T>(matmul_, dbuf2_, grad("attprojw", l), grad("attprojb", l), dres_, atty,
-                           param("attprojw", l), nullptr, false, N_, C, C, stream_);
+        staged(Stage::kMatmulAttProjBackward, [&] {
+          matmul_backward<T>(matmul_, dbuf2_, grad("attprojw", l), grad("attprojb", l), dres_, atty,
+                             param("attprojw", l), nullptr, false, N_, C, C, stream_);
+        });
+        staged(Stage::kMatmulFcBackward, [&] {
+          matmul_backward<T>(matmul_, dbuf1_, grad("fcw", l), grad("fcb", l), dfch_, ln2_ + nc(l),
+                             param("fcw", l), nullptr, false, N_, C, 4 * C, stream_);
+        });
+        staged(Stage::kAttentionBackward, [&] {
+          attention_backward<T>(dqkv_, dqkv_ + C, dqkv_ + 2 * C, dbuf2_, atty, lse, qkv, qkv + C, qkv + 2 * C,
+                                B_, S_, H, D, 3 * C, C, cfg_.attention_window, scale, attention_workspace_,
+                                stream_);
+        });
+        staged(Stage::kMatmulQkvBackward, [&] {
+          matmul_backward<T>(matmul_, dbuf2_, grad("qkvw", l), grad("qkvb", l), dqkv_, ln1_ + nc(l),
+                             param("qkvw", l), nullptr, false, N_, C, 3 * C, stream_);
+        });
+        staged(Stage::kLayerNormBackward, [&] {
+          layernorm_backward<T>(dres_, grad("ln2w", l), grad("ln2b", l), dbuf1_, x, param("ln2w", l),
+                                mean_of(2 * l + 1), rstd_of(2 * l + 1), N_, C, scratch_, stream_);
+        });
+        staged(Stage::kLayerNormBackward, [&] {
+          layernorm_backward<T>(dres_, grad("ln1w", l), grad("ln1b", l), dbuf2_, x, param("ln1w", l),
+                                mean_of(2 * l), rstd_of(2 * l), N_, C, scratch_, stream_);
+        });
+        continue;
+      }
+      staged(Stage::kMatmulFcBackward, [&] {
         matmul_backward<T>(matmul_, dbuf1_, grad("fcw", l), grad("fcb", l), dfch_, ln2_ + nc(l),
                            param("fcw", l), nullptr, false, N_, C, 4 * C, stream_);
+      });
+      staged(Stage::kLayerNormBackward, [&] {
+        layernorm_backward<T>(dres_, grad("ln2w", l), grad("ln2b", l), dbuf1_, mid, param("ln2w", l),
+                              mean_of(2 * l + 1), rstd_of(2 * l + 1), N_, C, scratch_, stream_);
+      });
+      // dres is now the gradient of mid = x + attproj(atty).
+      staged(Stage::kMatmulAttProjBackward, [&] {
+        matmul_backward<T>(matmul_, dbuf2_, grad("attprojw", l), grad("attprojb", l), dres_, atty,
+                           param("attprojw", l), nullptr, false, N_, C, C, stream_);
+      });
+      staged(Stage::kAttentionBackward, [&] {
         attention_backward<T>(dqkv_, dqkv_ + C, dqkv_ + 2 * C, dbuf2_, atty, lse, qkv, qkv + C, qkv + 2 * C,
                               B_, S_, H, D, 3 * C, C, cfg_.attention_window, scale, attention_workspace_,
                               stream_);
-        matmul_backward<T>(matmul_, dbuf2_, grad("qkvw", l), grad("qkvb", l), dqkv_, ln1_ + nc(l),
+      });
+      staged(Stage::kMatmulQkvBackward, [&] {
+        matmul_backward<T>(matmul_, dbuf1_, grad("qkvw", l), grad("qkvb", l), dqkv_, ln1_ + nc(l),
                            param("qkvw", l), nullptr, false, N_, C, 3 * C, stream_);
-        layernorm_backward<T>(dres_, grad("ln2w", l), grad("ln2b", l), dbuf1_, x, param("ln2w", l),
-                              mean_of(2 * l + 1), rstd_of(2 * l + 1), N_, C, scratch_, stream_);
-        layernorm_backward<T>(dres_, grad("ln1w", l), grad("ln1b", l), dbuf2_, x, param("ln1w", l),
+      });
+      staged(Stage::kLayerNormBackward, [&] {
+        layernorm_backward<T>(dres_, grad("ln1w", l), grad("ln1b", l), dbuf1_, x, param("ln1w", l),
                               mean_of(2 * l), rstd_of(2 * l), N_, C, scratch_, stream_);
-        continue;
-      }
-      matmul_backward<T>(matmul_, dbuf1_, grad("fcw", l), grad("fcb", l), dfch_, ln2_ + nc(l),
-                         param("fcw", l), nullptr, false, N_, C, 4 * C, stream_);
-      layernorm_backward<T>(dres_, grad("ln2w", l), grad("ln2b", l), dbuf1_, mid, param("ln2w", l),
-                            mean_of(2 * l + 1), rstd_of(2 * l + 1), N_, C, scratch_, stream_);
-      // dres is now the gradient of mid = x + attproj(atty).
-      matmul_backward<T>(matmul_, dbuf2_, grad("attprojw", l), grad("attprojb", l), dres_, atty,
-                         param("attprojw", l), nullptr, false, N_, C, C, stream_);
-      attention_backward<T>(dqkv_, dqkv_ + C, dqkv_ + 2 * C, dbuf2_, atty, lse, qkv, qkv + C, qkv + 2 * C, B_,
-                            S_, H, D, 3 * C, C, cfg_.attention_window, scale, attention_workspace_, stream_);
-      matmul_backward<T>(matmul_, dbuf1_, grad("qkvw", l), grad("qkvb", l), dqkv_, ln1_ + nc(l),
-                         param("qkvw", l), nullptr, false, N_, C, 3 * C, stream_);
-      layernorm_backward<T>(dres_, grad("ln1w", l), grad("ln1b", l), dbuf1_, x, param("ln1w", l),
-                            mean_of(2 * l), rstd_of(2 * l), N_, C, scratch_, stream_);
+      });
     }
+    prof_begin(Stage::kHostCopies);
     const TokenBuckets buckets = make_token_buckets(inputs_host, N_);
     const int num_buckets = static_cast<int>(buckets.bucket_token.size());
     CUDA_CHECK(cudaMemcpyAsync(bucket_token_, buckets.bucket_token.data(), num_buckets * sizeof(int),
@@ -362,10 +440,26 @@ class GptImpl final : public GptModel {
                                cudaMemcpyHostToDevice, stream_));
     CUDA_CHECK(cudaMemcpyAsync(positions_, buckets.positions.data(), N_ * sizeof(int), cudaMemcpyHostToDevice,
                                stream_));
-    encoder_backward<T>(grad("wte"), grad("wpe"), dres_, bucket_token_, bucket_offset_, positions_,
-                        num_buckets, B_, S_, C, stream_);
+    prof_end();
+    staged(Stage::kEncoderBackward, [&] {
+      encoder_backward<T>(grad("wte"), grad("wpe"), dres_, bucket_token_, bucket_offset_, positions_,
+                          num_buckets, B_, S_, C, stream_);
+    });
     // The buckets' host memory must outlive the asynchronous copies above.
     CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  // Runs f as one stage of the step profile (just runs it when profiling is off).
+  template <class F>
+  void staged(Stage stage, F&& f) {
+    StageScope scope(profiler_.get(), stage);
+    f();
+  }
+  void prof_begin(Stage stage) {
+    if (profiler_) profiler_->begin(stage);
+  }
+  void prof_end() {
+    if (profiler_) profiler_->end();
   }
 
   double mean_loss() {
@@ -392,6 +486,7 @@ class GptImpl final : public GptModel {
   float *losses_, *scratch_, *norm_, *attention_workspace_;
   MatmulContext matmul_;
   cudaStream_t stream_ = nullptr;
+  std::unique_ptr<StageProfiler> profiler_;  // set by enable_stage_profiler
 };
 
 }  // namespace

@@ -29,6 +29,8 @@
 
 namespace megascale::trainer {
 
+class StageProfiler;  // stage_profiler.h
+
 // One parameter tensor as laid out in the model's allocations.
 struct ModelTensor {
   std::string name;
@@ -80,6 +82,11 @@ class GptModel {
   // Writing masters refreshes the compute copies.
   virtual void upload(Buffer which, const std::vector<float>& values) = 0;
   virtual size_t buffer_floats() const = 0;  // with alignment padding between tensors
+
+  // Turns on per-stage GPU timing (stage_profiler.h) and returns the profiler, owned by the model. The
+  // caller brackets each optimizer step with its begin_step()/end_step(); the model's launches record
+  // their stage's events only inside such a bracket. Profiling adds host work per launch: off by default.
+  virtual StageProfiler* enable_stage_profiler() = 0;
 };
 
 }  // namespace megascale::trainer

@@ -1,0 +1,272 @@
+// The bf16 LayerNorm kernels the model runs (layernorm.cu dispatches here when C % 8 == 0, C <= 2048 and
+// the rows are 16-byte aligned; the generic kernels there cover the rest and fp32).
+//
+// Why a second set: the generic backward read every element with 2-byte loads in two kernels (one warp
+// per row for dx, then one thread per column walking 64 rows for dw/db) and took 0.47 ms per call on
+// GPT-2 124M (16384 x 768), 22.6% of the step (docs/PERFORMANCE.md, "Trainer speed"). Here a warp holds
+// its row in registers, loaded once in 16-byte pieces: lane l owns the 8-column chunks l, l + 32, ...;
+// the backward computes dx and, in the same pass, adds the row's dout * xhat and dout into per-lane
+// column accumulators for dw/db. The block's warps then combine their accumulators in warp order, each
+// block writes one partial row, and a second kernel sums the partials in block order: a fixed order,
+// so dw/db stay bit-reproducible (no float atomics).
+#include <cuda_bf16.h>
+
+#include "cuda_check.h"
+#include "device_utils.cuh"
+#include "layernorm_bf16.h"
+
+namespace megascale::trainer::cuda {
+namespace {
+
+using bf16 = __nv_bfloat16;
+constexpr float kEps = 1e-5f;
+constexpr int kForwardWarps = 8;
+constexpr int kBackwardWarps = 4;
+constexpr int kBackwardRowsPerBlock = 64;  // 256 blocks on 16384 rows: one wave (3 blocks fit per SM)
+constexpr int kMaxC = 2048;
+constexpr int kReduceRows = 32;  // thread rows of the partial-sum kernel (32 x 32 threads per block)
+
+__device__ inline void unpack8(const uint4& v, float (&f)[8]) {
+  const auto* p = reinterpret_cast<const __nv_bfloat162*>(&v);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 t = __bfloat1622float2(p[i]);
+    f[2 * i] = t.x;
+    f[2 * i + 1] = t.y;
+  }
+}
+
+__device__ inline uint4 pack8(const float (&f)[8]) {
+  uint4 v;
+  auto* p = reinterpret_cast<__nv_bfloat162*>(&v);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) p[i] = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
+  return v;
+}
+
+template <int kChunks>
+__global__ void __launch_bounds__(kForwardWarps * 32)
+    forward_kernel(bf16* out, float* mean_out, float* rstd_out, const bf16* x, const bf16* w, const bf16* b,
+                   int N, int C) {
+  const int row = blockIdx.x * kForwardWarps + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= N) return;
+  const int chunks = C / 8;
+  const uint4* xr = reinterpret_cast<const uint4*>(x + static_cast<size_t>(row) * C);
+  float v[kChunks][8];
+  float sum = 0.f;
+#pragma unroll
+  for (int k = 0; k < kChunks; ++k) {
+    const int idx = lane + 32 * k;
+    if (idx < chunks) {
+      unpack8(xr[idx], v[k]);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) sum += v[k][e];
+    }
+  }
+  const float mean = warp_sum(sum) / C;
+  float var = 0.f;
+#pragma unroll
+  for (int k = 0; k < kChunks; ++k) {
+    if (lane + 32 * k < chunks) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) var += (v[k][e] - mean) * (v[k][e] - mean);
+    }
+  }
+  const float rstd = rsqrtf(warp_sum(var) / C + kEps);
+  uint4* orow = reinterpret_cast<uint4*>(out + static_cast<size_t>(row) * C);
+#pragma unroll
+  for (int k = 0; k < kChunks; ++k) {
+    const int idx = lane + 32 * k;
+    if (idx >= chunks) continue;
+    float wf[8], bf[8], y[8];
+    unpack8(reinterpret_cast<const uint4*>(w)[idx], wf);
+    unpack8(reinterpret_cast<const uint4*>(b)[idx], bf);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) y[e] = (v[k][e] - mean) * rstd * wf[e] + bf[e];
+    orow[idx] = pack8(y);
+  }
+  if (lane == 0) {
+    mean_out[row] = mean;
+    rstd_out[row] = rstd;
+  }
+}
+
+// dx += rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dout * w; partial[block] = (sum dout * xhat,
+// sum dout) over the block's rows, columns [0, C) then [C, 2C).
+template <int kChunks>
+__global__ void __launch_bounds__(kBackwardWarps * 32)
+    backward_kernel(bf16* dx, float* partial, const bf16* dout, const bf16* x, const bf16* w,
+                    const float* mean_in, const float* rstd_in, int N, int C) {
+  __shared__ float block_acc[2 * kMaxC];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int chunks = C / 8;
+  float dw[kChunks][8], db[kChunks][8];
+#pragma unroll
+  for (int k = 0; k < kChunks; ++k) {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) dw[k][e] = db[k][e] = 0.f;
+  }
+  const int row_end = min(N, (blockIdx.x + 1) * kBackwardRowsPerBlock);
+  for (int row = blockIdx.x * kBackwardRowsPerBlock + warp; row < row_end; row += kBackwardWarps) {
+    const size_t base = static_cast<size_t>(row) * C;
+    const uint4* dor = reinterpret_cast<const uint4*>(dout + base);
+    const uint4* xr = reinterpret_cast<const uint4*>(x + base);
+    const float mean = mean_in[row], rstd = rstd_in[row];
+    uint4* dxr = reinterpret_cast<uint4*>(dx + base);
+    float d[kChunks][8], xh[kChunks][8];
+    uint4 dx_old[kChunks];  // loaded with the rest, so the update below waits on no second round trip
+    float g_sum = 0.f, gx_sum = 0.f;
+#pragma unroll
+    for (int k = 0; k < kChunks; ++k) {
+      const int idx = lane + 32 * k;
+      if (idx >= chunks) continue;
+      dx_old[k] = dxr[idx];
+      float wf[8];
+      unpack8(dor[idx], d[k]);
+      unpack8(xr[idx], xh[k]);
+      unpack8(reinterpret_cast<const uint4*>(w)[idx], wf);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        xh[k][e] = (xh[k][e] - mean) * rstd;
+        const float g = d[k][e] * wf[e];
+        g_sum += g;
+        gx_sum += g * xh[k][e];
+        dw[k][e] += d[k][e] * xh[k][e];
+        db[k][e] += d[k][e];
+      }
+    }
+    const float g_mean = warp_sum(g_sum) / C;
+    const float gx_mean = warp_sum(gx_sum) / C;
+#pragma unroll
+    for (int k = 0; k < kChunks; ++k) {
+      const int idx = lane + 32 * k;
+      if (idx >= chunks) continue;
+      float wf[8], acc[8];
+      unpack8(reinterpret_cast<const uint4*>(w)[idx], wf);
+      unpack8(dx_old[k], acc);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[e] += rstd * (d[k][e] * wf[e] - g_mean - xh[k][e] * gx_mean);
+      dxr[idx] = pack8(acc);
+    }
+  }
+  // The warps' column sums, added in warp order.
+  for (int turn = 0; turn < kBackwardWarps; ++turn) {
+    if (warp == turn) {
+#pragma unroll
+      for (int k = 0; k < kChunks; ++k) {
+        const int idx = lane + 32 * k;
+        if (idx >= chunks) continue;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          const int c = idx * 8 + e;
+          block_acc[c] = turn == 0 ? dw[k][e] : block_acc[c] + dw[k][e];
+          block_acc[C + c] = turn == 0 ? db[k][e] : block_acc[C + c] + db[k][e];
+        }
+      }
+    }
+    __syncthreads();
+  }
+  float* out = partial + static_cast<size_t>(blockIdx.x) * 2 * C;
+  for (int i = threadIdx.x; i < 2 * C; i += blockDim.x) out[i] = block_acc[i];
+}
+
+// dw[c] += sum over blocks of partial[block][c], db likewise: thread row r sums blocks r, r + 32, ... in
+// order, then row 0 adds the 32 sums in order.
+__global__ void reduce_kernel(float* dw, float* db, const float* partial, int blocks, int C) {
+  __shared__ float sums[kReduceRows][32];
+  const int col = blockIdx.x * 32 + threadIdx.x;
+  float s = 0.f;
+  if (col < 2 * C) {
+    for (int g = threadIdx.y; g < blocks; g += kReduceRows)
+      s += partial[static_cast<size_t>(g) * 2 * C + col];
+  }
+  sums[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y != 0 || col >= 2 * C) return;
+  float total = 0.f;
+#pragma unroll
+  for (int r = 0; r < kReduceRows; ++r) total += sums[r][threadIdx.x];
+  if (col < C) {
+    dw[col] += total;
+  } else {
+    db[col - C] += total;
+  }
+}
+
+template <int kChunks>
+void launch_forward(bf16* out, float* mean, float* rstd, const bf16* x, const bf16* w, const bf16* b, int N,
+                    int C, cudaStream_t stream) {
+  forward_kernel<kChunks>
+      <<<ceil_div(N, kForwardWarps), kForwardWarps * 32, 0, stream>>>(out, mean, rstd, x, w, b, N, C);
+}
+
+template <int kChunks>
+void launch_backward(bf16* dx, float* partial, const bf16* dout, const bf16* x, const bf16* w,
+                     const float* mean, const float* rstd, int N, int C, cudaStream_t stream) {
+  backward_kernel<kChunks><<<ceil_div(N, kBackwardRowsPerBlock), kBackwardWarps * 32, 0, stream>>>(
+      dx, partial, dout, x, w, mean, rstd, N, C);
+}
+
+}  // namespace
+
+bool layernorm_bf16_supported(int C, std::initializer_list<const void*> pointers) {
+  if (C % 8 != 0 || C > kMaxC || C < 8) return false;
+  for (const void* p : pointers) {
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+  }
+  return true;
+}
+
+size_t layernorm_bf16_scratch_floats(int N, int C) {
+  return static_cast<size_t>((N + kBackwardRowsPerBlock - 1) / kBackwardRowsPerBlock) * 2 * C;
+}
+
+// One instantiation per 256 columns (kChunks chunks of 8 per lane): C <= 2048 needs at most 8.
+#define LAYERNORM_DISPATCH(C, LAUNCH, ...) \
+  switch ((C + 255) / 256) {               \
+    case 1:                                \
+      LAUNCH<1>(__VA_ARGS__);              \
+      break;                               \
+    case 2:                                \
+      LAUNCH<2>(__VA_ARGS__);              \
+      break;                               \
+    case 3:                                \
+      LAUNCH<3>(__VA_ARGS__);              \
+      break;                               \
+    case 4:                                \
+      LAUNCH<4>(__VA_ARGS__);              \
+      break;                               \
+    case 5:                                \
+      LAUNCH<5>(__VA_ARGS__);              \
+      break;                               \
+    case 6:                                \
+      LAUNCH<6>(__VA_ARGS__);              \
+      break;                               \
+    case 7:                                \
+      LAUNCH<7>(__VA_ARGS__);              \
+      break;                               \
+    default:                               \
+      LAUNCH<8>(__VA_ARGS__);              \
+      break;                               \
+  }
+
+void layernorm_forward_bf16(bf16* out, float* mean, float* rstd, const bf16* x, const bf16* w, const bf16* b,
+                            int N, int C, cudaStream_t stream) {
+  LAYERNORM_DISPATCH(C, launch_forward, out, mean, rstd, x, w, b, N, C, stream)
+  CUDA_CHECK_LAUNCH();
+}
+
+void layernorm_backward_bf16(bf16* dx, float* dw, float* db, const bf16* dout, const bf16* x, const bf16* w,
+                             const float* mean, const float* rstd, int N, int C, float* scratch,
+                             cudaStream_t stream) {
+  LAYERNORM_DISPATCH(C, launch_backward, dx, scratch, dout, x, w, mean, rstd, N, C, stream)
+  CUDA_CHECK_LAUNCH();
+  const int blocks = static_cast<int>(ceil_div(N, kBackwardRowsPerBlock));
+  reduce_kernel<<<ceil_div(2 * static_cast<size_t>(C), 32), dim3(32, kReduceRows), 0, stream>>>(
+      dw, db, scratch, blocks, C);
+  CUDA_CHECK_LAUNCH();
+}
+#undef LAYERNORM_DISPATCH
+
+}  // namespace megascale::trainer::cuda
