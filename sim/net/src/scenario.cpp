@@ -168,6 +168,26 @@ class Parser {
     return Status{};
   }
 
+  // The hosts' engines' loss detection (EngineConfig::dupthresh, reo_wnd_ns). Per-packet spraying
+  // reorders a lane's packets, which the per-lane rules otherwise take for loss.
+  Status loss_detection(const YAML::Node& node, SimScenario& s) const {
+    for (const auto& kv : node) {
+      const std::string k = kv.first.Scalar();
+      if (k == "dupthresh") {
+        auto v = whole(kv.first, kv.second, 1, 4096);
+        if (!v) return v.error();
+        s.dupthresh = static_cast<uint32_t>(*v);
+      } else if (k == "reorder_window_us") {
+        auto v = number(kv.first, kv.second, 0, 1e6);
+        if (!v) return v.error();
+        s.reorder_window_ns = static_cast<TimeNs>(std::llround(*v * 1e3));
+      } else {
+        return error(kv.first, kv.second, "unknown key (dupthresh, reorder_window_us)");
+      }
+    }
+    return Status{};
+  }
+
   Status workload(const YAML::Node& node, SimScenario& s) const {
     bool have_kind = false;
     s.workload_line = line_of(node);
@@ -447,6 +467,8 @@ class Parser {
         const std::string v = value.IsScalar() ? value.Scalar() : "";
         if (v != "per-flow" && v != "spray") return error(key, value, "must be per-flow or spray");
         s.spray = v == "spray";
+      } else if (k == "loss_detection") {
+        if (st = map_of(key, value); st) st = loss_detection(value, s);
       } else if (k == "lanes") {
         auto v = whole(key, value, 1, 64);
         if (!v) return v.error();
@@ -473,9 +495,10 @@ class Parser {
         if (!v) return v.error();
         s.time_limit_ps = static_cast<TimePs>(*v * 1e9);
       } else {
-        return error(key, value,
-                     "unknown key (name, description, fabric, host_gbps, link_delay_us, switch, ecmp, "
-                     "controller, lanes, workload, seed, time_limit_ms, cc, link_events, reroute, results)");
+        return error(
+            key, value,
+            "unknown key (name, description, fabric, host_gbps, link_delay_us, switch, ecmp, loss_detection, "
+            "controller, lanes, workload, seed, time_limit_ms, cc, link_events, reroute, results)");
       }
       if (!st) return st.error();
     }
@@ -579,6 +602,8 @@ Result<ScenarioRun> run_sim_scenario(const SimScenario& s, const std::string& co
   fc.engine.cc = *cc;
   fc.engine.lanes = s.lanes;
   fc.engine.seed = s.seed;
+  fc.engine.dupthresh = s.dupthresh;
+  fc.engine.reo_wnd_ns = s.reorder_window_ns;
   fc.host_rate_bps = s.host_rate_bps;
   fc.fabric_rate_bps = s.host_rate_bps;
   fc.link_delay_ps = s.link_delay_ps;

@@ -79,6 +79,10 @@ struct SimScenario {
   SharedBufferConfig shared_buffer;  // bytes 0: none
   uint8_t priorities = 1;
   bool spray = false;
+  // loss_detection: the hosts' engines' dupthresh and RACK reordering window (0: min RTT / 4), for
+  // fabrics that reorder a lane's packets (spraying).
+  uint32_t dupthresh = 3;
+  TimeNs reorder_window_ns = 0;
   std::string controller = "hybrid";
   uint32_t lanes = 4;
   enum class Workload { incast, permutation, all_to_all, collective, poisson } workload = Workload::incast;
