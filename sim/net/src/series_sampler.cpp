@@ -35,6 +35,11 @@ SeriesSampler::SeriesSampler(Fabric& fabric, std::vector<std::vector<const engin
 }
 
 void SeriesSampler::start(TimePs start_ps) {
+  start_driven(start_ps);
+  fabric_.sim().schedule_at(start_ps + interval_ps_, this);
+}
+
+void SeriesSampler::start_driven(TimePs start_ps) {
   start_ps_ = last_sample_ps_ = start_ps;
   for (size_t h = 0; h < rx_by_host_.size(); ++h) {
     uint64_t b = 0;
@@ -42,7 +47,6 @@ void SeriesSampler::start(TimePs start_ps) {
     last_rx_bytes_[h] = b;
   }
   for (size_t q = 0; q < fabric_.queue_count(); ++q) last_paused_ps_ += fabric_.queue(q).paused_ps();
-  fabric_.sim().schedule_at(start_ps + interval_ps_, this);
 }
 
 void SeriesSampler::on_event() {

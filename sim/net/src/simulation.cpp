@@ -59,4 +59,12 @@ uint64_t Simulation::run(TimePs until_ps) {
   return ran;
 }
 
+uint64_t Simulation::run_before(TimePs end_ps) {
+  if (end_ps == 0) return 0;
+  // Integer time: "before end" is "at or before end - 1". stop() is not used by partitioned runs.
+  const uint64_t ran = run(end_ps - 1);
+  if (now_ps_ < end_ps) now_ps_ = end_ps;
+  return ran;
+}
+
 }  // namespace megascale::sim

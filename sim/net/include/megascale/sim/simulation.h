@@ -98,6 +98,12 @@ class Simulation {
   uint64_t run(TimePs until_ps = kNeverPs);
   // Ends the current run() after the event that calls it.
   void stop() { stopped_ = true; }
+  // Partitioned runs (partition.h): runs every event before `end_ps` (strictly), then time stands at
+  // end_ps, so frames handed over from other partitions for end_ps or later can still be scheduled.
+  // Returns the events run.
+  uint64_t run_before(TimePs end_ps);
+  // The time of the earliest pending event (kNeverPs when none).
+  TimePs next_event_ps() const { return heap_.empty() ? kNeverPs : heap_.front().at_ps; }
 
   uint64_t events_processed() const { return events_; }
   size_t pending_events() const { return heap_.size(); }
