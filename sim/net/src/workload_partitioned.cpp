@@ -200,21 +200,13 @@ class PartRunner : public HostListener, public EventSource {
 };
 
 // What a partitioned run cannot model, named (workload_partitioned.h).
-Status check_partitionable(const std::vector<FlowSpec>& specs, const RunOptions& options, uint32_t parts) {
-  std::map<std::pair<uint32_t, uint32_t>, uint32_t> per_pair;
+Status check_partitionable(const std::vector<FlowSpec>& specs, uint32_t parts) {
   for (size_t i = 0; i < specs.size(); ++i) {
     if (!specs[i].after.empty()) {
       return make_error("threads " + std::to_string(parts) + ": flow " + std::to_string(i) +
                         " waits for flow " + std::to_string(specs[i].after[0]) +
                         " (a collective's dependent step starts at another host the instant a receive "
                         "completes: a zero-delay interaction between partitions); run it with threads: 1");
-    }
-    const uint32_t n = ++per_pair[{specs[i].src, specs[i].dst}];
-    if (n > 1 && options.connections_per_pair > 1) {
-      return make_error("threads " + std::to_string(parts) + ": connections_per_pair " +
-                        std::to_string(options.connections_per_pair) + " with several flows of the pair " +
-                        std::to_string(specs[i].src) + " -> " + std::to_string(specs[i].dst) +
-                        " (the least-busy connection needs both ends' state at once); use 1 or threads: 1");
     }
   }
   return Status{};
@@ -226,14 +218,17 @@ Result<RunResult> run_flows_partitioned(Fabric& fabric, const std::vector<FlowSp
                                         TimePs time_limit_ps, const RunOptions& options) {
   const uint32_t parts = fabric.partition_count();
   const auto n_hosts = static_cast<uint32_t>(fabric.host_count());
-  if (Status st = check_partitionable(specs, options, parts); !st) return st.error();
+  if (Status st = check_partitionable(specs, parts); !st) return st.error();
   RunResult result;
   std::vector<PFlow> flows(specs.size());
   const TimePs t0 = fabric.sim(0).now();
 
-  // One connection per pair, in order of first appearance (as run_flows).
-  std::map<std::pair<uint32_t, uint32_t>, uint32_t> pair_conn;
-  std::vector<PConn> conns;
+  // Pairs in order of first appearance, and their connections opened in that order, as run_flows does.
+  // A pair's k-th flow takes its connection k mod n (round robin) rather than the least busy one:
+  // "least busy" counts flows done at both ends, which no one partition knows at the flow's start.
+  std::map<std::pair<uint32_t, uint32_t>, uint32_t> pair_index;
+  std::vector<std::pair<uint32_t, uint32_t>> pairs;
+  std::vector<uint32_t> pair_flows, pair_of_flow(specs.size()), nth_of_pair(specs.size());
   for (size_t i = 0; i < specs.size(); ++i) {
     const FlowSpec& s = specs[i];
     if (s.src >= n_hosts || s.dst >= n_hosts || s.src == s.dst) {
@@ -241,16 +236,32 @@ Result<RunResult> run_flows_partitioned(Fabric& fabric, const std::vector<FlowSp
                         std::to_string(s.dst) + " (fabric has " + std::to_string(n_hosts) + ")");
     }
     result.flows.push_back(FlowResult{.spec = s});
-    auto [it, added] = pair_conn.emplace(std::make_pair(s.src, s.dst), static_cast<uint32_t>(conns.size()));
-    flows[i].conn = it->second;
-    if (!added) continue;
-    Host& src = fabric.host(s.src);
-    auto id = src.endpoint().connect(ns_from_ps(fabric.sim(0).now()), s.dst);
-    if (!id.ok())
-      return make_error("connect " + std::to_string(s.src) + " -> " + std::to_string(s.dst) + ": " +
-                        id.error().message);
-    conns.push_back(PConn{.tx = src.endpoint().connection(*id)});
-    src.kick();
+    auto [it, added] = pair_index.emplace(std::make_pair(s.src, s.dst), static_cast<uint32_t>(pairs.size()));
+    if (added) {
+      pairs.emplace_back(s.src, s.dst);
+      pair_flows.push_back(0);
+    }
+    pair_of_flow[i] = it->second;
+    nth_of_pair[i] = pair_flows[it->second]++;
+  }
+  std::vector<PConn> conns;
+  std::vector<std::vector<uint32_t>> pair_conns(pairs.size());
+  const uint32_t per_pair = std::max<uint32_t>(options.connections_per_pair, 1);
+  for (size_t p = 0; p < pairs.size(); ++p) {
+    for (uint32_t k = 0; k < std::min(per_pair, pair_flows[p]); ++k) {
+      Host& src = fabric.host(pairs[p].first);
+      auto id = src.endpoint().connect(ns_from_ps(fabric.sim(0).now()), pairs[p].second);
+      if (!id.ok())
+        return make_error("connect " + std::to_string(pairs[p].first) + " -> " +
+                          std::to_string(pairs[p].second) + ": " + id.error().message);
+      pair_conns[p].push_back(static_cast<uint32_t>(conns.size()));
+      conns.push_back(PConn{.tx = src.endpoint().connection(*id)});
+      src.kick();
+    }
+  }
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const std::vector<uint32_t>& mine = pair_conns[pair_of_flow[i]];
+    flows[i].conn = mine[nth_of_pair[i] % mine.size()];
   }
   result.connections = conns.size();
 
@@ -290,7 +301,9 @@ Result<RunResult> run_flows_partitioned(Fabric& fabric, const std::vector<FlowSp
   std::unique_ptr<SeriesSampler> sampler;
   if (options.series_interval_ps > 0) {
     std::vector<std::vector<const engine::Connection*>> rx_by_host(n_hosts);
-    for (const auto& [pair, c] : pair_conn) rx_by_host[pair.second].push_back(conns[c].rx);
+    for (size_t p = 0; p < pairs.size(); ++p) {
+      for (uint32_t c : pair_conns[p]) rx_by_host[pairs[p].second].push_back(conns[c].rx);
+    }
     sampler = std::make_unique<SeriesSampler>(fabric, std::move(rx_by_host), options.series_interval_ps,
                                               &result.series);
     sampler->start_driven(start);

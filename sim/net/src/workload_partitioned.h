@@ -7,8 +7,9 @@
 //
 // What a partitioned run cannot do, it refuses with an error naming why: flows that wait for other
 // flows (`FlowSpec::after`: collective steps start at another host the instant a receive completes,
-// a zero-delay interaction across partitions, with no lookahead), and several connections per pair
-// when a pair has several flows (the least-busy choice needs both ends' counts at once).
+// a zero-delay interaction across partitions, with no lookahead). One difference: with several
+// connections per pair, a pair's k-th flow takes connection k mod n (round robin) instead of the least
+// busy one, whose choice needs both ends' state at once.
 #pragma once
 
 #include <vector>
