@@ -219,6 +219,10 @@ Result<RunResult> run_flows_partitioned(Fabric& fabric, const std::vector<FlowSp
   const uint32_t parts = fabric.partition_count();
   const auto n_hosts = static_cast<uint32_t>(fabric.host_count());
   if (Status st = check_partitionable(specs, parts); !st) return st.error();
+  if (fabric.partition_links() != nullptr && fabric.partition_links()->lookahead_ps() == 0)
+    return make_error("threads " + std::to_string(parts) +
+                      ": a link between partitions has no delay, so windows would have no length (no "
+                      "lookahead); give links a delay or run with threads: 1");
   RunResult result;
   std::vector<PFlow> flows(specs.size());
   const TimePs t0 = fabric.sim(0).now();

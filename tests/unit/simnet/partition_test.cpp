@@ -245,7 +245,8 @@ std::vector<TimePs> timed_flows(uint32_t partitions, RunResult* out) {
                                        FlowSpec{0, 9, 50'000, 10 * kPsPerUs},
                                        FlowSpec{3, 12, 80'000, 7 * kPsPerUs},
                                        FlowSpec{9, 0, 60'000, 8 * kPsPerUs}};
-  auto r = run_flows(**fabric, flows, kLimit, RunOptions{.connections_per_pair = 2});
+  auto r = run_flows(**fabric, flows, kLimit,
+                     RunOptions{.connections_per_pair = 2, .series_interval_ps = 5 * kPsPerUs});
   EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
   std::vector<TimePs> fct;
   for (const FlowResult& f : r->flows) {
@@ -264,6 +265,16 @@ TEST(Partition, TimedFlowsOnSeveralConnectionsPerPair) {
   EXPECT_EQ(a.completed, 6u);
   EXPECT_EQ(a.connections, 5u);  // (0,9): 2, (9,0): 2, (3,12): 1
   EXPECT_EQ(a.events, b.events);
+  // The series, sampled at the barriers: every 5 us, and every payload byte placed counted once.
+  ASSERT_GT(a.series.points.size(), 2u);
+  ASSERT_EQ(a.series.points.size(), b.series.points.size());
+  uint64_t delivered = 0;
+  for (size_t k = 0; k < a.series.points.size(); ++k) {
+    EXPECT_EQ(a.series.points[k].delivered_bytes, b.series.points[k].delivered_bytes) << k;
+    if (k + 1 < a.series.points.size()) EXPECT_EQ(a.series.points[k].t_ps, (k + 1) * 5 * kPsPerUs) << k;
+    delivered += a.series.points[k].delivered_bytes;
+  }
+  EXPECT_EQ(delivered, 200'000u + 100'000 + 150'000 + 50'000 + 80'000 + 60'000);
 }
 
 TEST(Partition, RefusesWhatItCannotModelByName) {
@@ -274,6 +285,14 @@ TEST(Partition, RefusesWhatItCannotModelByName) {
   auto r = run_flows(**fabric, chained, kLimit);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message.find("flow 1 waits for flow 0"), std::string::npos) << r.error().message;
+
+  FabricConfig zero = config(2);
+  zero.link_delay_ps = 0;
+  auto instant = build_star(zero, 4);
+  ASSERT_TRUE(instant.ok());
+  auto r3 = run_flows(**instant, incast_flows(2, 3, 1000), kLimit);
+  ASSERT_FALSE(r3.ok());
+  EXPECT_NE(r3.error().message.find("no lookahead"), std::string::npos) << r3.error().message;
 
   auto s = parse_sim_scenario(
       "fabric: star:4\nworkload: {kind: incast, senders: 2, receiver: 3, bytes: 1000}\nthreads: 2\n"
