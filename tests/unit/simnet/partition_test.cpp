@@ -271,7 +271,9 @@ TEST(Partition, TimedFlowsOnSeveralConnectionsPerPair) {
   uint64_t delivered = 0;
   for (size_t k = 0; k < a.series.points.size(); ++k) {
     EXPECT_EQ(a.series.points[k].delivered_bytes, b.series.points[k].delivered_bytes) << k;
-    if (k + 1 < a.series.points.size()) EXPECT_EQ(a.series.points[k].t_ps, (k + 1) * 5 * kPsPerUs) << k;
+    if (k + 1 < a.series.points.size()) {
+      EXPECT_EQ(a.series.points[k].t_ps, (k + 1) * 5 * kPsPerUs) << k;
+    }
     delivered += a.series.points[k].delivered_bytes;
   }
   EXPECT_EQ(delivered, 200'000u + 100'000 + 150'000 + 50'000 + 80'000 + 60'000);
