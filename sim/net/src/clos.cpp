@@ -147,7 +147,7 @@ Result<std::unique_ptr<Fabric>> build_clos(const FabricConfig& config, const top
         sw.set_route_group(nic, group_of_pod[model.pod_of_tor(model.tor_of_nic(nic))]);
     }
     if (options.spray) {
-      sw.set_spraying(&f->sim(f->switch_partition(sw.id())).rng());
+      sw.set_spraying(f->spray_rng(sw.id()));
     } else {
       const topo::HashModel hm = info->ecmp.tier[tier_slot(node.tier)];
       const ClosInfo* ci = info.get();

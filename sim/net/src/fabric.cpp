@@ -13,7 +13,8 @@ uint64_t mix64(uint64_t z) {
 }
 }  // namespace
 
-Fabric::Fabric(const FabricConfig& config) : cfg_(config), sim_(config.seed) {
+Fabric::Fabric(const FabricConfig& config)
+    : cfg_(config), sim_(config.seed), canonical_(config.canonical_order || config.partitions > 1) {
   // Partition p > 0 gets its own PRNG stream (partition.h: a partition count fixes the run, as a seed
   // does); partition 0 keeps the seed's, so one partition is the simulation of before.
   for (uint32_t p = 1; p < config.partitions; ++p) {
@@ -21,6 +22,17 @@ Fabric::Fabric(const FabricConfig& config) : cfg_(config), sim_(config.seed) {
     extra_pools_.push_back(std::make_unique<PacketPool>());
   }
   if (config.partitions > 1) cross_ = std::make_unique<PartitionLinks>(config.partitions);
+  sim_.set_canonical_order(canonical_);
+  for (auto& s : extra_sims_) s->set_canonical_order(canonical_);
+}
+
+Rng* Fabric::spray_rng(uint32_t switch_id) {
+  if (!canonical_) return &sim(switch_partition(switch_id)).rng();
+  while (spray_rngs_.size() <= switch_id) {
+    const uint64_t id = spray_rngs_.size();
+    spray_rngs_.emplace_back(mix64(cfg_.seed ^ 0x5B4A7E5EEDULL ^ (id << 32)));
+  }
+  return &spray_rngs_[switch_id];
 }
 
 Status Fabric::set_partition_map(PartitionMap map) {
@@ -68,6 +80,7 @@ Result<Host*> Fabric::add_host() {
   if (!ep.ok()) return make_error("host " + std::to_string(address) + ": " + ep.error().message);
   const uint32_t part = host_partition(address);
   hosts_.push_back(std::make_unique<Host>(sim(part), pool(part), address, std::move(*ep)));
+  number(*hosts_.back());
   return hosts_.back().get();
 }
 
@@ -86,9 +99,12 @@ OutputQueue& Fabric::add_port(const QueueConfig& q, PacketSink* far_end) {
 OutputQueue& Fabric::add_port_between(const QueueConfig& q, PacketSink* far_end, uint32_t from, uint32_t to) {
   // The link delivers in its far end's partition; a queue in another partition posts into the mailbox.
   links_.push_back(std::make_unique<Link>(sim(to), cfg_.link_delay_ps, far_end, &pool(to)));
+  number(*links_.back());
   PacketSink* next = links_.back().get();
   if (from != to) next = &cross_->add_link(sim(from), pool(from), from, to, *links_.back());
   queues_.push_back(std::make_unique<OutputQueue>(sim(from), pool(from), q, next));
+  number(*queues_.back());
+  if (canonical_) queues_.back()->use_own_rng(mix64(cfg_.seed ^ (uint64_t{next_order_id_} << 24)));
   return *queues_.back();
 }
 
@@ -103,8 +119,14 @@ OutputQueue& Fabric::add_port_into_from(const QueueConfig& q, Switch& sw, uint32
                                                        q.rate_bps, cfg_.pfc));
   ingresses_.back()->set_shared_buffer(shared_buffer(sw.id()));
   ingresses_.back()->set_lossless_data_only(cfg_.priorities > 1);
-  if (from != to && cfg_.pfc.enabled)
-    ingresses_.back()->set_remote_upstream(&cross_->add_pause(sim(to), to, from, sim(from), port));
+  const uint32_t ingress_id = next_order_id_;
+  number(*ingresses_.back());
+  // Across partitions the PAUSE/RESUME events are the receiver's, under the ingress's id: the same
+  // events, in the same order, as the ingress's own on one partition.
+  if (from != to && cfg_.pfc.enabled) {
+    ingresses_.back()->set_remote_upstream(
+        &cross_->add_pause(sim(to), to, from, sim(from), port, ingress_id));
+  }
   // Without PFC an ingress only counts (it never pauses or drops, and charges no shared buffer), so the
   // link feeds the switch directly: the same run with two fewer cold objects touched per frame and hop
   // (at 12,288 hosts the simulator is bound by such cache misses). Its counters then stay zero.

@@ -120,9 +120,10 @@ PacketSink& PartitionLinks::add_link(Simulation& from_sim, PacketPool& from_pool
 }
 
 PauseSink& PartitionLinks::add_pause(Simulation& /*from_sim*/, uint32_t from, uint32_t to,
-                                     Simulation& port_sim, OutputQueue& port) {
+                                     Simulation& port_sim, OutputQueue& port, uint32_t order_id) {
   const auto index = static_cast<uint32_t>(receivers_.size());
   receivers_.push_back(std::make_unique<PauseReceiver>(port_sim, port));
+  receivers_.back()->set_order_id(order_id);
   pause_senders_.push_back(std::make_unique<PauseSender>(mail_.pauses(from, to), index));
   return *pause_senders_.back();
 }
@@ -155,7 +156,11 @@ uint64_t run_windows(Fabric& fabric, TimePs until_ps,
                      const std::function<BarrierDecision(TimePs now_ps)>& at_barrier) {
   const uint32_t parts = fabric.partition_count();
   PartitionLinks* cross = fabric.partition_links();
-  const TimePs lookahead = cross != nullptr ? cross->lookahead_ps() : kNeverPs;
+  // Windows of the fabric's link delay even where the crossing links are longer (or absent): the
+  // window boundaries, where flows are settled and samples taken, are then the same for every
+  // partition count.
+  const TimePs lookahead =
+      std::min(cross != nullptr ? cross->lookahead_ps() : kNeverPs, fabric.config().link_delay_ps);
   std::vector<TimePs> next_ps(parts, kNeverPs);  // each written by its partition's thread only
   TimePs now = fabric.sim(0).now();
   TimePs window_end = now;

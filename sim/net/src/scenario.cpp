@@ -205,7 +205,8 @@ class Parser {
         return more.error();
       } else if (!*more) {
         return error(kv.first, kv.second,
-                     "unknown key (kind, senders, receiver, flows_per_sender, bytes, hosts, op, algorithm, group, tp, pp, dp, "
+                     "unknown key (kind, senders, receiver, flows_per_sender, bytes, hosts, op, algorithm, "
+                     "group, tp, pp, dp, "
                      "chunks, phases, cdf, load, duration_ms, connections_per_pair)");
       }
     }
@@ -470,9 +471,10 @@ class Parser {
         if (!v) return v.error();
         s.time_limit_ps = static_cast<TimePs>(*v * 1e9);
       } else {
-        return error(key, value,
-                     "unknown key (name, description, fabric, host_gbps, link_delay_us, switch, ecmp, "
-                     "controller, lanes, workload, seed, time_limit_ms, cc, link_events, reroute, results, threads)");
+        return error(
+            key, value,
+            "unknown key (name, description, fabric, host_gbps, link_delay_us, switch, ecmp, "
+            "controller, lanes, workload, seed, time_limit_ms, cc, link_events, reroute, results, threads)");
       }
       if (!st) return st.error();
     }
@@ -481,9 +483,10 @@ class Parser {
     if (!s.link_events.empty() && s.fabric == "star")
       return make_error(fmt::format("{}: link_events need a CLOS fabric, not star:N", source_));
     if (s.threads > 1 && !s.link_events.empty())
-      return make_error(fmt::format("{}:{}: threads: {}: link_events need threads: 1 (a link's state change is "
-                                    "applied at both ends at once, which partitions do not share)",
-                                    source_, s.threads_line, s.threads));
+      return make_error(
+          fmt::format("{}:{}: threads: {}: link_events need threads: 1 (a link's state change is "
+                      "applied at both ends at once, which partitions do not share)",
+                      source_, s.threads_line, s.threads));
     if (s.name.empty()) s.name = std::filesystem::path(source_).stem().string();
     return s;
   }

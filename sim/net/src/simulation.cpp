@@ -7,7 +7,8 @@
 namespace megascale::sim {
 
 void Simulation::schedule_at(TimePs at_ps, EventSource* source) {
-  heap_.push_back(Entry{at_ps < now_ps_ ? now_ps_ : at_ps, next_seq_++, source});
+  const uint64_t seq = canonical_ ? source->order_key_++ : next_seq_++;
+  heap_.push_back(Entry{at_ps < now_ps_ ? now_ps_ : at_ps, seq, source});
   sift_up(heap_.size() - 1);
 }
 

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <vector>
 
@@ -57,6 +58,10 @@ struct FabricConfig {
   // Partitions run on as many threads (partition.h); 1: the one simulation of before. The builders
   // place the elements (build_clos by ToR blocks, the others in equal blocks).
   uint32_t partitions = 1;
+  // Canonical order (partition.h): same-time ties by element and RED/spraying draws from per-element
+  // PRNG streams, so every partition count gives the same run. On whenever partitions > 1; with one
+  // partition, set it to get that same run on one thread (off: the one-simulation order of before).
+  bool canonical_order = false;
 };
 
 struct LeafSpineShape {
@@ -86,6 +91,10 @@ class Fabric {
   uint32_t switch_partition(uint32_t id) const {
     return id < map_.switch_partition.size() ? map_.switch_partition[id] : 0;
   }
+  // Canonical order in force (FabricConfig::canonical_order, or more than one partition).
+  bool canonical_order() const { return canonical_; }
+  // The PRNG a switch sprays with: its own stream in canonical order, else its partition's PRNG.
+  Rng* spray_rng(uint32_t switch_id);
   // The links between partitions and their mailboxes; nullptr with one partition.
   PartitionLinks* partition_links() { return cross_.get(); }
   // Events run, over every partition.
@@ -155,6 +164,13 @@ class Fabric {
   std::vector<std::unique_ptr<PacketPool>> extra_pools_;
   PartitionMap map_;
   std::unique_ptr<PartitionLinks> cross_;
+  bool canonical_ = false;
+  uint32_t next_order_id_ = 1;  // canonical order: ids of event sources in creation order
+  std::deque<Rng> spray_rngs_;  // canonical order: by switch id (a deque: stable addresses)
+  // Gives `source` the next id (canonical order only).
+  void number(EventSource& source) {
+    if (canonical_) source.set_order_id(next_order_id_++);
+  }
 };
 
 // N hosts on one switch.

@@ -94,8 +94,9 @@ class PartitionLinks {
   PacketSink& add_link(Simulation& from_sim, PacketPool& from_pool, uint32_t from, uint32_t to, Link& link);
   // An ingress in partition `from` whose upstream port (in partition `to`) is `port`: returns where
   // the ingress sends its PAUSE/RESUME instead of scheduling them itself.
+  // `order_id`: the ingress's canonical-order id, which the receiver's events take.
   PauseSink& add_pause(Simulation& from_sim, uint32_t from, uint32_t to, Simulation& port_sim,
-                       OutputQueue& port);
+                       OutputQueue& port, uint32_t order_id = 0);
 
   // The smallest delay of a crossing link (kNeverPs without one): the window length.
   TimePs lookahead_ps() const { return lookahead_ps_; }
