@@ -2,7 +2,9 @@
 # Thread scaling of the packet-level simulator on issue 6's speed target: the 12,288-NIC MegaScale
 # permutation (configs/sim/megascale-permutation.yaml), run as 1, 2, 4, 8 and 16 partitions on as many
 # threads (sim/README.md "Parallel runs"). Prints one row per thread count: wall seconds (the simulator's
-# own, and the process's from /usr/bin/time -v), peak RSS, events, events/s, and flows completed.
+# own, and the process's from /usr/bin/time -v), peak RSS, events, events/s, flows completed, and a
+# digest of the printed results (timing lines left out): every count from 2 up gives the same run, so
+# those rows' digests must agree (1 thread is the one-simulation order, another valid run).
 #
 #   scripts/sim-scaling.sh build                      # 1 2 4 8 16 threads
 #   THREADS="1 6 12" scripts/sim-scaling.sh build     # other counts
@@ -26,7 +28,8 @@ mkdir -p "$out"
 
 echo "scenario $scenario"
 echo "host $(hostname), $(nproc) CPUs, load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '%-8s %10s %10s %12s %14s %10s %12s\n' threads "wall s" "process s" "peak RSS MiB" events "M ev/s" flows
+printf '%-8s %10s %10s %12s %14s %10s %12s  %s\n' threads "wall s" "process s" "peak RSS MiB" events "M ev/s" flows \
+  "results digest"
 for n in $threads; do
   log="$out/threads-$n.txt"
   "$timer" -v "$bin" sim "$scenario" --quiet --threads "$n" >"$log" 2>&1 || true
@@ -37,8 +40,9 @@ for n in $threads; do
   elapsed=$(awk -F': ' '/Elapsed \(wall clock\)/{print $2}' "$log")
   # h:mm:ss or m:ss.cc -> seconds
   process_s=$(echo "$elapsed" | awk -F: '{s=0; for (i=1;i<=NF;i++) s=s*60+$i; printf "%.1f", s}')
+  digest=$(grep -E '^(flows|FCT|slowdown|goodput|drops|retransmits|events|delivered) ' "$log" | md5sum | cut -c1-12)
   rate=$(awk -v e="${events:-0}" -v w="${wall:-0}" 'BEGIN{ if (w > 0) printf "%.2f", e / w / 1e6; else print "-" }')
-  printf '%-8s %10s %10s %12s %14s %10s %12s\n' "$n" "${wall:--}" "${process_s:--}" \
-    "$(awk -v k="${rss_kib:-0}" 'BEGIN{printf "%.0f", k / 1024}')" "${events:--}" "$rate" "${flows:--}"
+  printf '%-8s %10s %10s %12s %14s %10s %12s  %s\n' "$n" "${wall:--}" "${process_s:--}" \
+    "$(awk -v k="${rss_kib:-0}" 'BEGIN{printf "%.0f", k / 1024}')" "${events:--}" "$rate" "${flows:--}" "$digest"
 done
 echo "outputs: $out"
