@@ -10,11 +10,14 @@
 //   auto fabric = build_clos(fc, topo::load_fabric("megascale").value(), {});
 //   run_flows(**fabric, flows, limit_ps, options);           // runs the windows on 4 threads
 //
-// Determinism: a partition's events depend only on its own history and on what it is handed, which is
-// merged in a fixed order (sending partition, then the order it was sent in). So a scenario, seed and
-// partition count give the same run whatever the threads' timing. Different partition counts give
-// different (equally valid) runs: same-time ties and RED/spraying draws (each partition has its own
-// PRNG stream) fall differently, as they would for another seed.
+// Determinism: the same scenario and seed give the same run for every partition count from 2 up, and
+// for one partition with FabricConfig::canonical_order, whatever the threads' timing. Such fabrics run
+// in canonical order (Simulation::set_canonical_order: same-time events by element id, then that
+// element's scheduling count), RED and spraying draw from per-element PRNG streams, and the windows
+// last the link delay whatever the count. Within a window no two partitions interact, so each runs
+// the global canonical order restricted to its elements. A handed-over frame is scheduled by its link
+// just as on one partition (once per distinct arrival time), and a handed-over PAUSE under its
+// ingress's id. Mail is drained in a fixed order (sending partition, then send order).
 #pragma once
 
 #include <cstdint>
