@@ -210,8 +210,8 @@ void add_sim_command(CLI::App& app) {
                   "scripts/plot-sim.py draws them");
   cmd->add_flag("--quiet", o->quiet, "no progress lines");
   cmd->add_option("--threads", o->threads,
-                  "run the fabric as N partitions on N threads (overrides the scenario's threads; "
-                  "same N, same output)")
+                  "run the fabric as N partitions on N threads (overrides the scenario's threads); every "
+                  "N >= 2 gives the same output, 1 the one-simulation order")
       ->check(CLI::Range(1, 1024));
   cmd->callback([o] { exit_code() = run_sim(*o); });
 }

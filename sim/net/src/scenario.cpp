@@ -205,8 +205,7 @@ class Parser {
         return more.error();
       } else if (!*more) {
         return error(kv.first, kv.second,
-                     "unknown key (kind, senders, receiver, flows_per_sender, bytes, hosts, op, algorithm, "
-                     "group, tp, pp, dp, "
+                     "unknown key (kind, senders, receiver, flows_per_sender, bytes, hosts, op, algorithm, group, tp, pp, dp, "
                      "chunks, phases, cdf, load, duration_ms, connections_per_pair)");
       }
     }
