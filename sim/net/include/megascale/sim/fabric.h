@@ -133,8 +133,10 @@ class Fabric {
   Result<Host*> add_host();
   Switch& add_switch();
   // A one-way port: a queue at `q.rate_bps` feeding a link with the fabric's delay into `far_end`.
+  // Both in partition 0 (attach_host and connect_switches place ports by their owners).
   OutputQueue& add_port(const QueueConfig& q, PacketSink* far_end);
-  // A one-way port into a switch: a queue at `q.rate_bps`, a link, and a SwitchIngress of `sw`.
+  // A one-way port into a switch: a queue at `q.rate_bps`, a link, and a SwitchIngress of `sw` (all in
+  // `sw`'s partition).
   OutputQueue& add_port_into(const QueueConfig& q, Switch& sw);
   // Connects host <-> switch: the host's NIC feeds the switch; a new switch port feeds the host.
   // Returns the switch's port index toward the host.
