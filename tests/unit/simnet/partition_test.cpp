@@ -312,6 +312,19 @@ TEST(Partition, RefusesWhatItCannotModelByName) {
       "flap.yaml");
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.error().message.find("star"), std::string::npos) << s.error().message;
+  auto zero_threads = parse_sim_scenario(
+      "fabric: star:4\nworkload: {kind: incast, senders: 2, receiver: 3, bytes: 1000}\nthreads: 0\n",
+      "t.yaml");
+  ASSERT_FALSE(zero_threads.ok());
+  EXPECT_NE(zero_threads.error().message.find("t.yaml:3: threads: 0: must be in [1, 1024]"),
+            std::string::npos)
+      << zero_threads.error().message;
+  auto four = parse_sim_scenario(
+      "fabric: star:4\nworkload: {kind: incast, senders: 2, receiver: 3, bytes: 1000}\nthreads: 4\n",
+      "t.yaml");
+  ASSERT_TRUE(four.ok()) << four.error().message;
+  EXPECT_EQ(four->threads, 4u);
+
   auto s2 = parse_sim_scenario(
       "fabric: small-2tier\nworkload: {kind: permutation, bytes: 1000}\nthreads: 2\n"
       "link_events:\n  - {at_us: 1, link: \"h0:n0\", state: down}\n",
