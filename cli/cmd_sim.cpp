@@ -28,6 +28,7 @@ struct SimOptions {
   std::string out_dir;
   std::string controller;  // override
   bool quiet = false;
+  uint32_t threads = 0;  // 0: the scenario's `threads` (default 1)
 };
 
 // Peak resident set of this process so far (Linux reports ru_maxrss in KiB).
@@ -143,10 +144,13 @@ int run_sim(const SimOptions& o) {
     fmt::print(stderr, "{}\n", s.error().message);
     return kExitUsage;
   }
+  if (o.threads > 0) s->threads = o.threads;
   std::vector<std::string> controllers = split(o.compare);
   if (controllers.empty()) controllers.push_back(o.controller.empty() ? s->controller : o.controller);
   fmt::print("scenario {} ({}): fabric {}, {} lanes, seed {}\n", s->name, o.scenario,
              s->fabric == "star" ? fmt::format("star of {}", s->star_hosts) : s->fabric, s->lanes, s->seed);
+  if (s->threads > 1)
+    fmt::print("threads      {} (partitions, sim/README.md \"Parallel runs\")\n", s->threads);
   std::vector<Timed> runs;
   for (const std::string& c : controllers) {
     auto t = run_one(*s, c, o.quiet);
@@ -205,6 +209,10 @@ void add_sim_command(CLI::App& app) {
                   "folder for flows.csv, summary.json and the results CSVs (one set per controller); "
                   "scripts/plot-sim.py draws them");
   cmd->add_flag("--quiet", o->quiet, "no progress lines");
+  cmd->add_option("--threads", o->threads,
+                  "run the fabric as N partitions on N threads (overrides the scenario's threads); every "
+                  "N >= 2 gives the same output, 1 the one-simulation order")
+      ->check(CLI::Range(1, 1024));
   cmd->callback([o] { exit_code() = run_sim(*o); });
 }
 

@@ -43,6 +43,9 @@ Result<std::unique_ptr<Fabric>> build_clos(const FabricConfig& config, const top
   FabricConfig fc = config;
   fc.host_rate_bps = static_cast<uint64_t>(shape.server_link_bps);
   auto f = std::make_unique<Fabric>(fc);
+  if (fc.partitions > 1) {
+    if (Status st = f->set_partition_map(clos_partition_map(model, fc.partitions)); !st) return st.error();
+  }
 
   auto info = std::make_shared<ClosInfo>(
       ClosInfo{.model = model, .ecmp = options.ecmp.value_or(default_clos_ecmp()), .spray = options.spray});
@@ -144,7 +147,7 @@ Result<std::unique_ptr<Fabric>> build_clos(const FabricConfig& config, const top
         sw.set_route_group(nic, group_of_pod[model.pod_of_tor(model.tor_of_nic(nic))]);
     }
     if (options.spray) {
-      sw.set_spraying(&f->sim().rng());
+      sw.set_spraying(f->spray_rng(sw.id()));
     } else {
       const topo::HashModel hm = info->ecmp.tier[tier_slot(node.tier)];
       const ClosInfo* ci = info.get();

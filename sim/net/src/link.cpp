@@ -38,6 +38,17 @@ void Link::receive(Packet* pkt) {
   if (count_++ == 0) sim_.schedule_at(sim_.now() + delay_ps_, this);
 }
 
+void Link::deliver_at(TimePs arrive_ps, Packet* pkt) {
+  if (!up_) {
+    pool_->release(pkt);
+    ++down_drops_;
+    return;
+  }
+  if (count_ == ring_.size()) grow();
+  ring_[(head_ + count_) & (ring_.size() - 1)] = InFlight{arrive_ps, pkt};
+  if (count_++ == 0) sim_.schedule_at(arrive_ps, this);
+}
+
 void Link::on_event() {
   const TimePs now = sim_.now();
   while (count_ > 0 && ring_[head_].arrive_ps <= now) {

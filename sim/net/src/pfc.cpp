@@ -101,6 +101,10 @@ void SwitchIngress::depart_dynamic(const Packet* pkt) {
 void SwitchIngress::send_control(bool pause) {
   pausing_ = pause;
   ++(pause ? stats_.pauses_sent : stats_.resumes_sent);
+  if (remote_upstream_ != nullptr) {
+    remote_upstream_->send_pause(sim_.now() + delay_ps_, pause);
+    return;
+  }
   in_flight_.push_back(Control{sim_.now() + delay_ps_, pause});
   if (in_flight_.size() == 1) sim_.schedule_at(in_flight_.front().arrive_ps, this);
 }

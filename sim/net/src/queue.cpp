@@ -7,7 +7,7 @@
 namespace megascale::sim {
 
 OutputQueue::OutputQueue(Simulation& sim, PacketPool& pool, const QueueConfig& config, PacketSink* next)
-    : sim_(sim), pool_(pool), cfg_(config), next_(next) {}
+    : sim_(sim), pool_(pool), cfg_(config), next_(next), rng_(&sim.rng()) {}
 
 double OutputQueue::mark_probability(uint64_t q_bytes) const {
   const RedConfig& r = cfg_.red;
@@ -38,7 +38,7 @@ void OutputQueue::receive(Packet* pkt) {
   if (pkt->ect && cfg_.red.enabled && backlog_bytes_ >= cfg_.red.kmin_bytes) {
     const double p = mark_probability(backlog_bytes_);
     // Draw only between Kmin and Kmax, so the PRNG sequence does not depend on traffic elsewhere.
-    if (p >= 1.0 || sim_.rng().uniform() < p) {
+    if (p >= 1.0 || rng_->uniform() < p) {
       if (!pkt->ce) ++stats_.marked;
       pkt->ce = true;
     }

@@ -490,6 +490,12 @@ class Parser {
         auto v = flag(key, value);
         if (!v) return v.error();
         s.reroute = *v;
+      } else if (k == "threads") {
+        // Partitions on as many threads (partition.h); a --threads flag overrides it.
+        auto v = whole(key, value, 1, 1024);
+        if (!v) return v.error();
+        s.threads = static_cast<uint32_t>(*v);
+        s.threads_line = key.Mark().line + 1;
       } else if (k == "time_limit_ms") {
         auto v = number(key, value, 0.001, 1e6);
         if (!v) return v.error();
@@ -498,7 +504,7 @@ class Parser {
         return error(
             key, value,
             "unknown key (name, description, fabric, host_gbps, link_delay_us, switch, ecmp, loss_detection, "
-            "controller, lanes, workload, seed, time_limit_ms, cc, link_events, reroute, results)");
+            "controller, lanes, workload, seed, time_limit_ms, cc, link_events, reroute, results, threads)");
       }
       if (!st) return st.error();
     }
@@ -506,6 +512,11 @@ class Parser {
     if (!have_workload) return make_error(fmt::format("{}: workload is missing", source_));
     if (!s.link_events.empty() && s.fabric == "star")
       return make_error(fmt::format("{}: link_events need a CLOS fabric, not star:N", source_));
+    if (s.threads > 1 && !s.link_events.empty())
+      return make_error(
+          fmt::format("{}:{}: threads: {}: link_events need threads: 1 (a link's state change is "
+                      "applied at both ends at once, which partitions do not share)",
+                      source_, s.threads_line, s.threads));
     if (s.name.empty()) s.name = std::filesystem::path(source_).stem().string();
     return s;
   }
@@ -613,6 +624,9 @@ Result<ScenarioRun> run_sim_scenario(const SimScenario& s, const std::string& co
   fc.shared_buffer = s.shared_buffer;
   fc.priorities = s.priorities;
   fc.seed = s.seed;
+  fc.partitions = s.threads;
+  if (s.threads > 1 && !s.link_events.empty())
+    return make_error(fmt::format("{}: threads {}: link_events need threads: 1", s.source, s.threads));
 
   std::unique_ptr<Fabric> fabric;
   if (s.fabric == "star") {
@@ -664,7 +678,7 @@ Result<ScenarioRun> run_sim_scenario(const SimScenario& s, const std::string& co
                      .connections_per_pair = s.connections_per_pair,
                      .series_interval_ps = s.series_interval_ps};
   auto r = run_flows(*fabric, flows, s.time_limit_ps, options);
-  if (!r) return r.error();
+  if (!r) return s.threads > 1 ? make_error(fmt::format("{}: {}", s.source, r.error().message)) : r.error();
   run.result = std::move(*r);
   return run;
 }

@@ -108,4 +108,15 @@ void SeriesSampler::finish() {
   }
 }
 
+// Partitioned runs (partition.h): start() without the event; samples come from sample_now().
+void SeriesSampler::start_driven(TimePs start_ps) {
+  start_ps_ = last_sample_ps_ = start_ps;
+  for (size_t h = 0; h < rx_by_host_.size(); ++h) {
+    uint64_t b = 0;
+    for (const engine::Connection* c : rx_by_host_[h]) b += c->stats().bytes_received;
+    last_rx_bytes_[h] = b;
+  }
+  for (size_t q = 0; q < fabric_.queue_count(); ++q) last_paused_ps_ += fabric_.queue(q).paused_ps();
+}
+
 }  // namespace megascale::sim

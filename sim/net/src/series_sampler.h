@@ -25,6 +25,10 @@ class SeriesSampler : public EventSource {
                 TimePs interval_ps, RunSeries* out);
 
   void start(TimePs start_ps);
+  // Partitioned runs (partition.h): the caller samples at window barriers with sample_now() instead of
+  // an event in one partition's queue (which would read the others' state while they run).
+  void start_driven(TimePs start_ps);
+  void sample_now() { sample(); }
   // No further samples are scheduled (a pending one fires and returns).
   void stop() { stopped_ = true; }
   // Takes a last sample if time moved since the previous one, and fills the per-port records.

@@ -7,7 +7,8 @@
 namespace megascale::sim {
 
 void Simulation::schedule_at(TimePs at_ps, EventSource* source) {
-  heap_.push_back(Entry{at_ps < now_ps_ ? now_ps_ : at_ps, next_seq_++, source});
+  const uint64_t seq = canonical_ ? source->order_key_++ : next_seq_++;
+  heap_.push_back(Entry{at_ps < now_ps_ ? now_ps_ : at_ps, seq, source});
   sift_up(heap_.size() - 1);
 }
 
@@ -56,6 +57,14 @@ uint64_t Simulation::run(TimePs until_ps) {
     top.source->on_event();
   }
   if (!stopped_ && until_ps != kNeverPs && now_ps_ < until_ps) now_ps_ = until_ps;
+  return ran;
+}
+
+uint64_t Simulation::run_before(TimePs end_ps) {
+  if (end_ps == 0) return 0;
+  // Integer time: "before end" is "at or before end - 1". stop() is not used by partitioned runs.
+  const uint64_t ran = run(end_ps - 1);
+  if (now_ps_ < end_ps) now_ps_ = end_ps;
   return ran;
 }
 

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "series_sampler.h"
+#include "workload_partitioned.h"
 
 namespace megascale::sim {
 
@@ -305,6 +306,8 @@ Result<RunResult> run_flows(Fabric& fabric, const std::vector<FlowSpec>& specs, 
 
 Result<RunResult> run_flows(Fabric& fabric, const std::vector<FlowSpec>& specs, TimePs time_limit_ps,
                             const RunOptions& options) {
+  if (fabric.partition_count() > 1 || fabric.canonical_order())
+    return run_flows_partitioned(fabric, specs, time_limit_ps, options);
   Simulation& sim = fabric.sim();
   const auto n_hosts = static_cast<uint32_t>(fabric.host_count());
   RunResult result;

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <vector>
 
@@ -26,6 +27,7 @@
 #include "megascale/engine/config.h"
 #include "megascale/sim/host.h"
 #include "megascale/sim/link.h"
+#include "megascale/sim/partition.h"
 #include "megascale/sim/pfc.h"
 #include "megascale/sim/queue.h"
 #include "megascale/sim/shared_buffer.h"
@@ -53,6 +55,13 @@ struct FabricConfig {
   uint8_t priorities = 1;  // switch ports: 1 FIFO, or 2 (control strictly before data; packet.h)
   uint64_t seed = 1;       // the simulation's PRNG and the switches' hash seeds
   EcmpHash hash = default_ecmp_hash;
+  // Partitions run on as many threads (partition.h); 1: the one simulation of before. The builders
+  // place the elements (build_clos by ToR blocks, the others in equal blocks).
+  uint32_t partitions = 1;
+  // Canonical order (partition.h): same-time ties by element and RED/spraying draws from per-element
+  // PRNG streams, so every partition count gives the same run. On whenever partitions > 1; with one
+  // partition, set it to get that same run on one thread (off: the one-simulation order of before).
+  bool canonical_order = false;
 };
 
 struct LeafSpineShape {
@@ -69,6 +78,27 @@ class Fabric {
 
   Simulation& sim() { return sim_; }
   PacketPool& pool() { return pool_; }
+
+  // Partitions (partition.h; FabricConfig::partitions). Partition 0's simulation and pool are sim()
+  // and pool(). set_partition_map places the elements added after it (call it before adding any).
+  uint32_t partition_count() const { return static_cast<uint32_t>(extra_sims_.size()) + 1; }
+  Simulation& sim(uint32_t partition) { return partition == 0 ? sim_ : *extra_sims_[partition - 1]; }
+  PacketPool& pool(uint32_t partition) { return partition == 0 ? pool_ : *extra_pools_[partition - 1]; }
+  Status set_partition_map(PartitionMap map);
+  uint32_t host_partition(uint32_t address) const {
+    return address < map_.host_partition.size() ? map_.host_partition[address] : 0;
+  }
+  uint32_t switch_partition(uint32_t id) const {
+    return id < map_.switch_partition.size() ? map_.switch_partition[id] : 0;
+  }
+  // Canonical order in force (FabricConfig::canonical_order, or more than one partition).
+  bool canonical_order() const { return canonical_; }
+  // The PRNG a switch sprays with: its own stream in canonical order, else its partition's PRNG.
+  Rng* spray_rng(uint32_t switch_id);
+  // The links between partitions and their mailboxes; nullptr with one partition.
+  PartitionLinks* partition_links() { return cross_.get(); }
+  // Events run, over every partition.
+  uint64_t events_processed() const;
   const FabricConfig& config() const { return cfg_; }
 
   size_t host_count() const { return hosts_.size(); }
@@ -103,8 +133,10 @@ class Fabric {
   Result<Host*> add_host();
   Switch& add_switch();
   // A one-way port: a queue at `q.rate_bps` feeding a link with the fabric's delay into `far_end`.
+  // Both in partition 0 (attach_host and connect_switches place ports by their owners).
   OutputQueue& add_port(const QueueConfig& q, PacketSink* far_end);
-  // A one-way port into a switch: a queue at `q.rate_bps`, a link, and a SwitchIngress of `sw`.
+  // A one-way port into a switch: a queue at `q.rate_bps`, a link, and a SwitchIngress of `sw` (all in
+  // `sw`'s partition).
   OutputQueue& add_port_into(const QueueConfig& q, Switch& sw);
   // Connects host <-> switch: the host's NIC feeds the switch; a new switch port feeds the host.
   // Returns the switch's port index toward the host.
@@ -115,6 +147,9 @@ class Fabric {
 
  private:
   QueueConfig switch_port(uint64_t rate_bps) const;
+  // add_port and add_port_into with the sending port in partition `from` and the far end in `to`.
+  OutputQueue& add_port_between(const QueueConfig& q, PacketSink* far_end, uint32_t from, uint32_t to);
+  OutputQueue& add_port_into_from(const QueueConfig& q, Switch& sw, uint32_t from);
 
   FabricConfig cfg_;
   Simulation sim_;
@@ -126,6 +161,18 @@ class Fabric {
   std::vector<std::unique_ptr<SwitchIngress>> ingresses_;
   std::vector<std::unique_ptr<SharedBuffer>> buffers_;  // by switch id; empty without shared buffers
   std::shared_ptr<const ClosInfo> clos_;
+  // Partitions 1.. (partition 0 is sim_ and pool_, so a one-partition fabric is the one of before).
+  std::vector<std::unique_ptr<Simulation>> extra_sims_;
+  std::vector<std::unique_ptr<PacketPool>> extra_pools_;
+  PartitionMap map_;
+  std::unique_ptr<PartitionLinks> cross_;
+  bool canonical_ = false;
+  uint32_t next_order_id_ = 1;  // canonical order: ids of event sources in creation order
+  std::deque<Rng> spray_rngs_;  // canonical order: by switch id (a deque: stable addresses)
+  // Gives `source` the next id (canonical order only).
+  void number(EventSource& source) {
+    if (canonical_) source.set_order_id(next_order_id_++);
+  }
 };
 
 // N hosts on one switch.

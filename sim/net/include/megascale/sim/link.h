@@ -33,6 +33,9 @@ class Link : public PacketSink, public EventSource {
   // A frame whose last bit leaves now; it reaches the far end at now + delay_ps.
   void receive(Packet* pkt) override;
   void on_event() override;
+  // A frame handed over from another partition (partition.h) that reaches the far end at arrive_ps
+  // (>= now; a link's frames come in arrival order).
+  void deliver_at(TimePs arrive_ps, Packet* pkt);
 
   // Down: frames in flight now and frames put on the link from now on are lost. Up: delivers again.
   void set_up(bool up);

@@ -66,6 +66,14 @@ struct PfcIngressStats {
   uint64_t max_headroom_bytes = 0;  // dynamic mode: most bytes held in headroom at once
 };
 
+// Where an ingress sends PAUSE/RESUME when its upstream port is in another partition (partition.h):
+// the message reaches the port at arrive_ps.
+class PauseSink {
+ public:
+  virtual ~PauseSink() = default;
+  virtual void send_pause(TimePs arrive_ps, bool pause) = 0;
+};
+
 class SwitchIngress : public PacketSink, public EventSource {
  public:
   // `sw` routes the frames; `upstream` is the port feeding the link (a NIC or another switch's port).
@@ -82,6 +90,8 @@ class SwitchIngress : public PacketSink, public EventSource {
   // The switch's shared buffer: charged with the bytes held here (outside headroom); the dynamic XOFF
   // threshold comes from it. nullptr: none (dynamic mode then behaves as the static one).
   void set_shared_buffer(SharedBuffer* shared) { shared_ = shared; }
+  // The upstream port is in another partition: PAUSE/RESUME go to `remote` (nullptr: scheduled here).
+  void set_remote_upstream(PauseSink* remote) { remote_upstream_ = remote; }
   // Two priorities: count only data frames (control frames are not in the lossless class).
   void set_lossless_data_only(bool on) { data_only_ = on; }
   // The XOFF threshold now: xoff_bytes, or alpha x free shared bytes in dynamic mode.
@@ -108,6 +118,7 @@ class SwitchIngress : public PacketSink, public EventSource {
   PacketPool& pool_;
   PacketSink* switch_;
   OutputQueue* upstream_;
+  PauseSink* remote_upstream_ = nullptr;
   TimePs delay_ps_;
   PfcConfig pfc_;
   uint64_t headroom_bytes_ = 0;

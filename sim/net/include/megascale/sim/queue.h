@@ -81,6 +81,12 @@ class OutputQueue : public PacketSink, public EventSource {
   void set_idle_listener(QueueIdleListener* l) { idle_listener_ = l; }
   // Admission by the switch's shared buffer's dynamic threshold (nullptr: capacity_bytes, as before).
   void set_shared_buffer(SharedBuffer* shared) { shared_ = shared; }
+  // RED draws from a stream of this port's own (canonical order, partition.h) instead of the
+  // simulation's PRNG.
+  void use_own_rng(uint64_t seed) {
+    own_rng_ = Rng(seed);
+    rng_ = &own_rng_;
+  }
   const SharedBuffer* shared_buffer() const { return shared_; }
 
   // A frame arrives: dropped at capacity, else maybe CE-marked, queued, and served when the port frees.
@@ -122,6 +128,8 @@ class OutputQueue : public PacketSink, public EventSource {
   PacketSink* next_;
   QueueIdleListener* idle_listener_ = nullptr;
   SharedBuffer* shared_ = nullptr;
+  Rng* rng_;  // the simulation's PRNG, or own_rng_
+  Rng own_rng_{0};
   Packet* head_[kMaxPriorities] = {};  // first waiting frame of each class
   Packet* tail_[kMaxPriorities] = {};
   Packet* serving_ = nullptr;  // the frame on the wire while in_service_

@@ -130,6 +130,9 @@ struct SimScenario {
   };
   std::vector<LinkEvent> link_events;
   bool reroute = false;
+  // Partitions run on this many threads (partition.h); 1: one simulation, as before.
+  uint32_t threads = 1;
+  int threads_line = 0;
 };
 
 // Parses scenario YAML; `source` names it in errors and anchors relative fabric paths.

@@ -78,6 +78,14 @@ class EventSource {
  public:
   virtual ~EventSource() = default;
   virtual void on_event() = 0;
+
+  // Canonical order (Simulation::set_canonical_order): this source's id, the same whatever the
+  // partitioning (its owner gives it, in creation order). Ids are below 2^24.
+  void set_order_id(uint32_t id) { order_key_ = uint64_t{id} << 40; }
+
+ private:
+  friend class Simulation;
+  uint64_t order_key_ = 0;  // id << 40 | events scheduled for this source so far
 };
 
 class Simulation {
@@ -98,6 +106,17 @@ class Simulation {
   uint64_t run(TimePs until_ps = kNeverPs);
   // Ends the current run() after the event that calls it.
   void stop() { stopped_ = true; }
+  // Partitioned runs (partition.h): runs every event before `end_ps` (strictly), then time stands at
+  // end_ps, so frames handed over from other partitions for end_ps or later can still be scheduled.
+  // Returns the events run.
+  uint64_t run_before(TimePs end_ps);
+  // The time of the earliest pending event (kNeverPs when none).
+  TimePs next_event_ps() const { return heap_.empty() ? kNeverPs : heap_.front().at_ps; }
+
+  // Canonical order: same-time events run by (source id, that source's scheduling count) instead of
+  // the global scheduling order, so the order does not depend on how the fabric is partitioned
+  // (partition.h); off (the default), the order is the one of before. Set before scheduling anything.
+  void set_canonical_order(bool on) { canonical_ = on; }
 
   uint64_t events_processed() const { return events_; }
   size_t pending_events() const { return heap_.size(); }
@@ -122,6 +141,7 @@ class Simulation {
   uint64_t next_seq_ = 0;
   uint64_t events_ = 0;
   bool stopped_ = false;
+  bool canonical_ = false;
   Rng rng_;
 };
 

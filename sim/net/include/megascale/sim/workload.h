@@ -104,7 +104,9 @@ struct RunOptions {
 
 // Runs the flows to completion (or failure) or until `time_limit_ps` after the start. Errors: a host
 // address out of range, a flow to itself, an `after` index not below the flow's own, connections not
-// established within the limit, an engine refusal.
+// established within the limit, an engine refusal. A partitioned fabric (FabricConfig::partitions > 1,
+// partition.h) runs on as many threads; what that refuses or does differently is in
+// sim/net/src/workload_partitioned.h.
 Result<RunResult> run_flows(Fabric& fabric, const std::vector<FlowSpec>& flows, TimePs time_limit_ps,
                             const RunOptions& options);
 
