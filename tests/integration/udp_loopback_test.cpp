@@ -509,8 +509,8 @@ TEST(UdpLoopbackFailure, ConnectToSilentPortFailsWithError) {
 }
 
 // The peer vanishes mid-transfer: the pending send fails with an error once the retry budget is spent.
-TEST(UdpLoopbackFailure, PeerVanishingFailsPendingSendWithinBudget) {
-  Pair p = connect_pair("127.0.0.1", FaultConfig{}, FaultConfig{});
+void vanish_mid_transfer(const UdpConfig& config) {
+  Pair p = connect_pair(config, config);
   ASSERT_TRUE(p.recv_conn);
   std::vector<uint8_t> data(256 * kMiB, 1), sink(256 * kMiB);
   auto rr = p.receiver->post_recv(p.recv_conn, sink.data(), sink.size(), 0);
@@ -537,6 +537,18 @@ TEST(UdpLoopbackFailure, PeerVanishingFailsPendingSendWithinBudget) {
   EXPECT_LT(UdpWire::now() - t0, sec(20)) << "retry budget is 5 s";
   std::printf("[ failure ] after %.1f s: %s\n", static_cast<double>(UdpWire::now() - t0) / 1e9,
               c.error.c_str());
+}
+
+TEST(UdpLoopbackFailure, PeerVanishingFailsPendingSendWithinBudget) {
+  vanish_mid_transfer(wire_config("127.0.0.1", FaultConfig{}));
+}
+
+// The same with I/O threads on both sides (a receive group each): the sender's threads keep sending
+// into a port nobody reads, and the failure still comes from the engine's budget, not a hang.
+TEST(UdpLoopbackFailure, PeerVanishingWithIoThreadsFailsPendingSendWithinBudget) {
+  UdpConfig c = wire_config("127.0.0.1", FaultConfig{});
+  c.io_threads = 2;
+  vanish_mid_transfer(c);
 }
 
 // The peer vanishes before it posted the receive a send waits for: nothing is in flight, so only the
