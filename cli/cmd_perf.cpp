@@ -63,7 +63,7 @@ int run_perf_command(PerfFlags& f, CLI::App* cmd) {
   }
   // One host has no fabric for congestion control to manage, and its scheduling delays look like
   // queueing to a delay-based controller: --loopback measures the datapath with the built-in
-  // `loopback` preset (fixed window, 64 KiB burst, 1 ms RTO floor) and 8 KiB segments unless told
+  // `loopback` preset (fixed window of 32, 64 KiB burst, 5 ms RTO floor) and 8 KiB segments unless told
   // otherwise. The banner names the preset in use.
   if (o.loopback && !given("--cc")) o.cc = "loopback";
   if (o.loopback && !given("--segment")) o.segment_bytes = 8192;
