@@ -2,13 +2,12 @@
 
 #include <algorithm>
 #include <functional>
-#include <map>
 #include <memory>
 #include <queue>
 #include <string>
-#include <unordered_map>
 #include <utility>
 
+#include "flow_setup.h"
 #include "series_sampler.h"
 #include "workload_partitioned.h"
 
@@ -315,49 +314,29 @@ Result<RunResult> run_flows(Fabric& fabric, const std::vector<FlowSpec>& specs, 
   const TimePs t0 = sim.now();
 
   // Pairs in order of first appearance, and how many flows each has.
-  std::map<std::pair<uint32_t, uint32_t>, uint32_t> pair_index;
-  std::vector<std::pair<uint32_t, uint32_t>> pairs;
-  std::vector<uint32_t> pair_flows;
-  for (size_t i = 0; i < specs.size(); ++i) {
-    const FlowSpec& s = specs[i];
-    if (s.src >= n_hosts || s.dst >= n_hosts || s.src == s.dst) {
-      return make_error("flow " + std::to_string(i) + ": bad hosts " + std::to_string(s.src) + " -> " +
-                        std::to_string(s.dst) + " (fabric has " + std::to_string(n_hosts) + ")");
-    }
-    for (uint32_t d : s.after) {
+  auto grouped = detail::group_pairs(specs, n_hosts, result, [&](size_t i) -> std::string {
+    for (uint32_t d : specs[i].after) {
       if (d >= i)
-        return make_error("flow " + std::to_string(i) + ": waits for flow " + std::to_string(d) +
-                          ", which is not an earlier one");
+        return "flow " + std::to_string(i) + ": waits for flow " + std::to_string(d) +
+               ", which is not an earlier one";
     }
-    auto [it, added] = pair_index.emplace(std::make_pair(s.src, s.dst), static_cast<uint32_t>(pairs.size()));
-    if (added) {
-      pairs.emplace_back(s.src, s.dst);
-      pair_flows.push_back(0);
-    }
-    flows[i].pair = it->second;
-    ++pair_flows[it->second];
-    result.flows.push_back(FlowResult{.spec = s});
-  }
+    return {};
+  });
+  if (!grouped) return grouped.error();
+  detail::FlowPairs& g = *grouped;
+  const std::vector<std::pair<uint32_t, uint32_t>>& pairs = g.pairs;
+  for (size_t i = 0; i < specs.size(); ++i) flows[i].pair = g.pair_of_flow[i];
 
   // Connect phase: every pair's connections, in order of first appearance.
+  auto opened =
+      detail::open_connections(fabric, g, std::max<uint32_t>(options.connections_per_pair, 1), sim.now());
+  if (!opened) return opened.error();
   std::vector<Conn> conns;
-  std::vector<std::vector<uint32_t>> pair_conns(pairs.size());
-  const uint32_t per_pair = std::max<uint32_t>(options.connections_per_pair, 1);
-  for (size_t p = 0; p < pairs.size(); ++p) {
-    for (uint32_t k = 0; k < std::min(per_pair, pair_flows[p]); ++k) {
-      Host& src = fabric.host(pairs[p].first);
-      auto id = src.endpoint().connect(ns_from_ps(sim.now()), pairs[p].second);
-      if (!id.ok())
-        return make_error("connect " + std::to_string(pairs[p].first) + " -> " +
-                          std::to_string(pairs[p].second) + ": " + id.error().message);
-      pair_conns[p].push_back(static_cast<uint32_t>(conns.size()));
-      conns.push_back(Conn{.tx = src.endpoint().connection(*id)});
-      src.kick();
-    }
-  }
+  for (engine::Connection* tx : *opened) conns.push_back(Conn{.tx = tx});
+  std::vector<std::vector<uint32_t>> pair_conns = std::move(g.conns_of_pair);
   result.connections = conns.size();
   // Run in short slices until every connection is established, then pair each with the receiver's
-  // accepted end (the accepted connection's local id is the sender's remote id).
+  // accepted end.
   for (;;) {
     bool all = true;
     for (const Conn& c : conns) all &= c.tx->state() == engine::ConnectionState::kEstablished;
@@ -371,18 +350,9 @@ Result<RunResult> run_flows(Fabric& fabric, const std::vector<FlowSpec>& specs, 
       return make_error("connections not established within the time limit");
     sim.run(sim.now() + kPsPerUs);
   }
-  std::unordered_map<engine::ConnId, engine::Connection*> accepted;
-  for (uint32_t h = 0; h < n_hosts; ++h) {
-    while (auto a = fabric.host(h).endpoint().accept()) {
-      accepted.emplace(*a, fabric.host(h).endpoint().connection(*a));
-    }
-  }
-  for (Conn& c : conns) {
-    auto it = accepted.find(c.tx->remote_id());
-    if (it == accepted.end())
-      return make_error("connection to " + std::to_string(c.tx->peer()) + ": not accepted at the receiver");
-    c.rx = it->second;
-  }
+  auto accepted = detail::match_accepted(fabric, *opened);
+  if (!accepted) return accepted.error();
+  for (size_t c = 0; c < conns.size(); ++c) conns[c].rx = (*accepted)[c];
   result.handshake_ps = sim.now() - t0;
 
   // Measure phase.
@@ -417,41 +387,13 @@ Result<RunResult> run_flows(Fabric& fabric, const std::vector<FlowSpec>& specs, 
   if (!runner.error().empty()) return make_error(runner.error());
   if (sampler) sampler->finish();
 
-  uint64_t bytes = 0;
-  TimePs last = 0;
+  std::vector<const engine::Connection*> flow_tx(specs.size(), nullptr), conn_tx;
   for (size_t i = 0; i < specs.size(); ++i) {
-    FlowResult& r = result.flows[i];
-    if (r.failed) ++result.failed;
-    if (!flows[i].started) continue;
-    const engine::ConnectionStats& st = conns[flows[i].conn].tx->stats();
-    // A connection's counters cover every flow it carried: per flow they are the connection's.
-    r.retransmits = st.retransmits();
-    r.timeouts = st.timeouts;
-    r.rtt_samples = st.rtt.count();
-    r.rtt_p50_ps = ps_from_ns(static_cast<uint64_t>(st.rtt.percentile_ns(0.5)));
-    r.rtt_p99_ps = ps_from_ns(static_cast<uint64_t>(st.rtt.percentile_ns(0.99)));
-    if (r.completed) {
-      ++result.completed;
-      bytes += r.spec.bytes;
-      last = std::max(last, r.started_ps + r.fct_ps);
-    }
+    if (flows[i].started) flow_tx[i] = conns[flows[i].conn].tx;
   }
-  for (const Conn& c : conns) {
-    result.retransmits += c.tx->stats().retransmits();
-    result.timeouts += c.tx->stats().timeouts;
-  }
-  // Every flow ended (some may have failed): the run ended when the last one did.
-  result.makespan_ps = result.completed == specs.size() ? last
-                       : runner.remaining() == 0        ? sim.now() - start
-                                                        : time_limit_ps;
-  result.goodput_bps = result.makespan_ps > 0
-                           ? static_cast<double>(bytes) * 8e12 / static_cast<double>(result.makespan_ps)
-                           : 0.0;
-  result.drops = fabric.total_drops();
-  result.link_down_drops = fabric.total_link_down_drops();
-  result.ecn_marks = fabric.total_marks();
-  result.pfc_pauses = fabric.total_pauses();
-  result.pfc_paused_ps = fabric.total_paused_ps();
+  for (const Conn& c : conns) conn_tx.push_back(c.tx);
+  detail::finish_run_result(result, flow_tx, conn_tx, runner.remaining() == 0, sim.now() - start,
+                            time_limit_ps, fabric);
   result.events = sim.events_processed() - (sampler ? sampler->samples() : 0);
   result.simulated_ps = sim.now();
   return result;

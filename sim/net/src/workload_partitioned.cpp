@@ -7,13 +7,12 @@
 
 #include <algorithm>
 #include <functional>
-#include <map>
 #include <memory>
 #include <queue>
 #include <string>
-#include <unordered_map>
 #include <utility>
 
+#include "flow_setup.h"
 #include "megascale/sim/partition.h"
 #include "series_sampler.h"
 
@@ -242,42 +241,19 @@ Result<RunResult> run_flows_partitioned(Fabric& fabric, const std::vector<FlowSp
   // Pairs in order of first appearance, and their connections opened in that order, as run_flows does.
   // A pair's k-th flow takes its connection k mod n (round robin) rather than the least busy one:
   // "least busy" counts flows done at both ends, which no one partition knows at the flow's start.
-  std::map<std::pair<uint32_t, uint32_t>, uint32_t> pair_index;
-  std::vector<std::pair<uint32_t, uint32_t>> pairs;
-  std::vector<uint32_t> pair_flows, pair_of_flow(specs.size()), nth_of_pair(specs.size());
-  for (size_t i = 0; i < specs.size(); ++i) {
-    const FlowSpec& s = specs[i];
-    if (s.src >= n_hosts || s.dst >= n_hosts || s.src == s.dst) {
-      return make_error("flow " + std::to_string(i) + ": bad hosts " + std::to_string(s.src) + " -> " +
-                        std::to_string(s.dst) + " (fabric has " + std::to_string(n_hosts) + ")");
-    }
-    result.flows.push_back(FlowResult{.spec = s});
-    auto [it, added] = pair_index.emplace(std::make_pair(s.src, s.dst), static_cast<uint32_t>(pairs.size()));
-    if (added) {
-      pairs.emplace_back(s.src, s.dst);
-      pair_flows.push_back(0);
-    }
-    pair_of_flow[i] = it->second;
-    nth_of_pair[i] = pair_flows[it->second]++;
-  }
+  auto grouped = detail::group_pairs(specs, n_hosts, result, {});
+  if (!grouped) return grouped.error();
+  detail::FlowPairs& g = *grouped;
+  const std::vector<std::pair<uint32_t, uint32_t>>& pairs = g.pairs;
+  auto opened = detail::open_connections(fabric, g, std::max<uint32_t>(options.connections_per_pair, 1),
+                                         fabric.sim(0).now());
+  if (!opened) return opened.error();
   std::vector<PConn> conns;
-  std::vector<std::vector<uint32_t>> pair_conns(pairs.size());
-  const uint32_t per_pair = std::max<uint32_t>(options.connections_per_pair, 1);
-  for (size_t p = 0; p < pairs.size(); ++p) {
-    for (uint32_t k = 0; k < std::min(per_pair, pair_flows[p]); ++k) {
-      Host& src = fabric.host(pairs[p].first);
-      auto id = src.endpoint().connect(ns_from_ps(fabric.sim(0).now()), pairs[p].second);
-      if (!id.ok())
-        return make_error("connect " + std::to_string(pairs[p].first) + " -> " +
-                          std::to_string(pairs[p].second) + ": " + id.error().message);
-      pair_conns[p].push_back(static_cast<uint32_t>(conns.size()));
-      conns.push_back(PConn{.tx = src.endpoint().connection(*id)});
-      src.kick();
-    }
-  }
+  for (engine::Connection* tx : *opened) conns.push_back(PConn{.tx = tx});
+  const std::vector<std::vector<uint32_t>>& pair_conns = g.conns_of_pair;
   for (size_t i = 0; i < specs.size(); ++i) {
-    const std::vector<uint32_t>& mine = pair_conns[pair_of_flow[i]];
-    flows[i].conn = mine[nth_of_pair[i] % mine.size()];
+    const std::vector<uint32_t>& mine = pair_conns[g.pair_of_flow[i]];
+    flows[i].conn = mine[g.nth_of_pair[i] % mine.size()];
   }
   result.connections = conns.size();
 
@@ -297,17 +273,9 @@ Result<RunResult> run_flows_partitioned(Fabric& fabric, const std::vector<FlowSp
     if (c.tx->state() != engine::ConnectionState::kEstablished)
       return make_error("connections not established within the time limit");
   }
-  std::unordered_map<engine::ConnId, engine::Connection*> accepted;
-  for (uint32_t h = 0; h < n_hosts; ++h) {
-    while (auto a = fabric.host(h).endpoint().accept())
-      accepted.emplace(*a, fabric.host(h).endpoint().connection(*a));
-  }
-  for (PConn& c : conns) {
-    auto it = accepted.find(c.tx->remote_id());
-    if (it == accepted.end())
-      return make_error("connection to " + std::to_string(c.tx->peer()) + ": not accepted at the receiver");
-    c.rx = it->second;
-  }
+  auto accepted = detail::match_accepted(fabric, *opened);
+  if (!accepted) return accepted.error();
+  for (size_t c = 0; c < conns.size(); ++c) conns[c].rx = (*accepted)[c];
   const TimePs start = fabric.sim(0).now();
   result.handshake_ps = start - t0;
   result.start_ps = start;
@@ -374,8 +342,7 @@ Result<RunResult> run_flows_partitioned(Fabric& fabric, const std::vector<FlowSp
   if (!error.empty()) return make_error(error);
   if (sampler) sampler->finish();
 
-  uint64_t bytes = 0;
-  TimePs last = 0;
+  std::vector<const engine::Connection*> flow_tx(specs.size(), nullptr), conn_tx;
   for (size_t i = 0; i < specs.size(); ++i) {
     const PFlow& f = flows[i];
     FlowResult& r = result.flows[i];
@@ -385,35 +352,10 @@ Result<RunResult> run_flows_partitioned(Fabric& fabric, const std::vector<FlowSp
     r.failed = f.send_failed || f.recv_failed;
     r.completed = f.done && !r.failed;
     r.error = !f.recv_error.empty() ? f.recv_error : f.send_error;
-    if (r.failed) ++result.failed;
-    if (!f.send_started) continue;
-    const engine::ConnectionStats& st = conns[f.conn].tx->stats();
-    r.retransmits = st.retransmits();
-    r.timeouts = st.timeouts;
-    r.rtt_samples = st.rtt.count();
-    r.rtt_p50_ps = ps_from_ns(static_cast<uint64_t>(st.rtt.percentile_ns(0.5)));
-    r.rtt_p99_ps = ps_from_ns(static_cast<uint64_t>(st.rtt.percentile_ns(0.99)));
-    if (r.completed) {
-      ++result.completed;
-      bytes += r.spec.bytes;
-      last = std::max(last, r.started_ps + r.fct_ps);
-    }
+    if (f.send_started) flow_tx[i] = conns[f.conn].tx;
   }
-  for (const PConn& c : conns) {
-    result.retransmits += c.tx->stats().retransmits();
-    result.timeouts += c.tx->stats().timeouts;
-  }
-  result.makespan_ps = result.completed == specs.size() ? last
-                       : remaining == 0                 ? ended - start
-                                                        : time_limit_ps;
-  result.goodput_bps = result.makespan_ps > 0
-                           ? static_cast<double>(bytes) * 8e12 / static_cast<double>(result.makespan_ps)
-                           : 0.0;
-  result.drops = fabric.total_drops();
-  result.link_down_drops = fabric.total_link_down_drops();
-  result.ecn_marks = fabric.total_marks();
-  result.pfc_pauses = fabric.total_pauses();
-  result.pfc_paused_ps = fabric.total_paused_ps();
+  for (const PConn& c : conns) conn_tx.push_back(c.tx);
+  detail::finish_run_result(result, flow_tx, conn_tx, remaining == 0, ended - start, time_limit_ps, fabric);
   // Samples are taken at barriers, not as events; the runners' own events are left out (fired()).
   result.events = fabric.events_processed();
   for (const auto& r : runners) result.events -= r->fired();
