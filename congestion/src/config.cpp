@@ -24,9 +24,14 @@
 #include <vector>
 
 #include "config_schema.h"
+#include "megascale/common/yaml_text.h"
 
 namespace megascale::cc {
 namespace {
+
+using yaml::is_plain_scalar;
+using yaml::line_of;
+using yaml::printable;
 
 using schema::Bound;
 
@@ -49,34 +54,6 @@ std::string_view node_kind(const YAML::Node& node) {
     default:
       return "a scalar";
   }
-}
-
-int line_of(const YAML::Node& node) {
-  return node.Mark().is_null() ? 0 : node.Mark().line + 1;
-}
-
-// Quoted scalars are strings in YAML ("25" is text, 25 a number); only plain scalars are numbers or booleans.
-bool is_plain_scalar(const YAML::Node& node) {
-  return node.IsScalar() && node.Tag() != "!";
-}
-
-// Text from the file made safe for a one-line message: control characters escaped, long text cut short.
-std::string printable(std::string_view text) {
-  constexpr size_t kMaxChars = 60;
-  std::string out;
-  for (char c : text.substr(0, kMaxChars)) {
-    if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
-    } else {
-      out += c;
-    }
-  }
-  if (text.size() > kMaxChars) out += "...";
-  return out;
 }
 
 // What the user wrote, for messages: 'fast', the string "25", a mapping.
@@ -347,7 +324,6 @@ Result<CcConfig> parse_document(const std::string& text, std::string_view source
   return make_error(std::move(message));
 }
 
-
 // Every schema key path ("swift.beta", "hybrid.swift.min_cwnd_packets"), in schema order.
 class KeyPaths {
  public:
@@ -386,7 +362,8 @@ std::string blame_variable(const std::string& text, const std::map<std::string, 
   return text;
 }
 
-Result<CcConfig> apply_env_overrides(const CcConfig& base, const std::function<const char*(const char*)>& getenv_fn,
+Result<CcConfig> apply_env_overrides(const CcConfig& base,
+                                     const std::function<const char*(const char*)>& getenv_fn,
                                      std::vector<std::string>* applied) {
   CcConfig config = base;
   CcConfig probe;
@@ -402,11 +379,12 @@ Result<CcConfig> apply_env_overrides(const CcConfig& base, const std::function<c
   };
   if (const char* v = value_of(env_name_of(schema::kControllerKey))) {
     if (Result<ControllerKind> kind = parse_controller_kind(v); !kind) {
-      errors.push_back(fmt::format("{}={}: {}", env_name_of(schema::kControllerKey), printable(v),
-                                   kind.error().message));
+      errors.push_back(
+          fmt::format("{}={}: {}", env_name_of(schema::kControllerKey), printable(v), kind.error().message));
     } else {
       config.kind = *kind;
-      if (applied != nullptr) applied->push_back(fmt::format("{}={}", env_name_of(schema::kControllerKey), v));
+      if (applied != nullptr)
+        applied->push_back(fmt::format("{}={}", env_name_of(schema::kControllerKey), v));
     }
   }
   for (const std::string& path : keys.paths) {

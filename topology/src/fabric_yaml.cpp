@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "megascale/common/yaml_text.h"
 #include "megascale/topology/fabric.h"
 
 namespace megascale::topo {
@@ -21,9 +22,7 @@ const std::vector<std::pair<std::string_view, std::string_view>>& embedded_fabri
 
 namespace {
 
-int line_of(const YAML::Node& node) {
-  return node.Mark().is_null() ? 0 : node.Mark().line + 1;
-}
+using yaml::line_of;
 
 // The line of `key` itself in a mapping (a section's value starts on the line after its key).
 int key_line(const YAML::Node& map, std::string_view key) {

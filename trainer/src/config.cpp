@@ -19,6 +19,8 @@
 #include <utility>
 #include <vector>
 
+#include "megascale/common/yaml_text.h"
+
 namespace megascale::trainer {
 
 int64_t ParameterTensor::numel() const {
@@ -68,6 +70,10 @@ std::string_view to_string(ComputeDtype dtype) {
 }
 
 namespace {
+
+using yaml::is_plain_scalar;
+using yaml::line_of;
+using yaml::printable;
 
 // One problem: the key path it is about ("model.n_head"), the value as written, and why it is wrong.
 struct Violation {
@@ -178,29 +184,6 @@ struct ParseError {
   int line = 0;  // 1-based; 0 = none
   std::string text;
 };
-
-int line_of(const YAML::Node& node) {
-  return node.Mark().is_null() ? 0 : node.Mark().line + 1;
-}
-
-// Quoted scalars are text in YAML ("64" is a string); numbers and booleans must be plain.
-bool is_plain_scalar(const YAML::Node& node) {
-  return node.IsScalar() && node.Tag() != "!";
-}
-
-std::string printable(std::string_view text) {
-  constexpr size_t kMaxChars = 60;
-  std::string out;
-  for (char c : text.substr(0, kMaxChars)) {
-    if (static_cast<unsigned char>(c) < 0x20) {
-      out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
-    } else {
-      out += c;
-    }
-  }
-  if (text.size() > kMaxChars) out += "...";
-  return out;
-}
 
 std::string shown(const YAML::Node& node) {
   switch (node.Type()) {

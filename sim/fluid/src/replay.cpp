@@ -12,18 +12,17 @@
 #include <fstream>
 #include <sstream>
 
+#include "megascale/common/yaml_text.h"
 #include "receiver_cnp.h"
 
 namespace megascale::sim {
 namespace {
 
+using yaml::line_of;
+
 constexpr const char* kEventKeys =
     "t_us, rtt_us, acked_packets, ecn, cnp, loss, rto, send_bytes, timer, repeat, every_us";
 constexpr size_t kMaxEvents = 1'000'000;
-
-int line_of(const YAML::Node& node) {
-  return node.Mark().line + 1;
-}
 
 class Parser {
  public:

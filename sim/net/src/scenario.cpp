@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "megascale/common/yaml_text.h"
 #include "megascale/congestion/config.h"
 #include "megascale/sim/clos.h"
 #include "megascale/sim/faults.h"
@@ -19,9 +20,7 @@
 namespace megascale::sim {
 namespace {
 
-int line_of(const YAML::Node& node) {
-  return node.Mark().line + 1;
-}
+using yaml::line_of;
 
 std::string text(const YAML::Node& n) {
   if (n.IsScalar()) return n.Scalar();
