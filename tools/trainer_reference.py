@@ -254,16 +254,20 @@ def cmd_bench(args):
     idx = torch.randint(0, meta["vocab_size"], (B, T), device=device)
     n_params = sum(int(np.prod(s)) for s in shapes.values())
     flops = 6 * n_params + 6 * L * C * T
-    times = []
-    for step in range(args.steps):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
+
+    def train_step():
         with torch.autocast("cuda", dtype=torch.bfloat16):
             loss = fwd(idx, idx)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(list(p.values()), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
+
+    times = []
+    for step in range(args.steps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        train_step()
         torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
     dt = sum(times[3:]) / len(times[3:])
@@ -275,12 +279,7 @@ def cmd_bench(args):
         from torch.profiler import ProfilerActivity, profile
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             for _ in range(args.profile):
-                with torch.autocast("cuda", dtype=torch.bfloat16):
-                    loss = fwd(idx, idx)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(list(p.values()), 1.0)
-                opt.step()
-                opt.zero_grad(set_to_none=True)
+                train_step()
             torch.cuda.synchronize()
         print(f"torch.profiler, {args.profile} steps (GPU time summed over them):")
         print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=40, max_name_column_width=90))
