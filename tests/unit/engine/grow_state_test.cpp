@@ -38,15 +38,7 @@ Outcome lossy_run(bool grow, uint32_t window_segments) {
   // segments of 1000 bytes in flight.
   std::vector<uint64_t> sizes;
   for (int i = 0; i < 40; ++i) sizes.push_back(i % 8 == 0 ? 200'000 : 3'000 + 977 * static_cast<uint64_t>(i));
-  Batch ab(sizes, 1), ba(sizes, 2);
-  ab.post_recvs(b);
-  ba.post_recvs(a);
-  ab.post_sends(a);
-  ba.post_sends(b);
-  EXPECT_TRUE(ab.run(net, a, b, 60'000'000'000));
-  EXPECT_TRUE(ba.run(net, b, a, 60'000'000'000));
-  ab.expect_intact(b);
-  ba.expect_intact(a);
+  EXPECT_TRUE(exchange_both_ways(net, a, b, sizes, 1, 2, 60'000'000'000));
   out.trace_hash = net.trace_hash();
   out.packets = net.transmitted;
   out.retransmits = a->stats().retransmits() + b->stats().retransmits();

@@ -203,15 +203,7 @@ TEST_F(LossTest, RandomLossReorderDuplicationAndCorruption) {
   };
   std::vector<uint64_t> sizes;
   for (int i = 0; i < 60; ++i) sizes.push_back(static_cast<uint64_t>((i * 104'729) % 30'000));
-  Batch ab(sizes, 40), ba(sizes, 41);
-  ab.post_recvs(b);
-  ba.post_recvs(a);
-  ab.post_sends(a);
-  ba.post_sends(b);
-  ASSERT_TRUE(ab.run(net, a, b, 60'000'000'000));
-  ASSERT_TRUE(ba.run(net, b, a, 60'000'000'000));
-  ab.expect_intact(b);
-  ba.expect_intact(a);
+  ASSERT_TRUE(exchange_both_ways(net, a, b, sizes, 40, 41, 60'000'000'000));
   EXPECT_GT(a->stats().retransmits(), 0u);
   EXPECT_GT(b->stats().corrupt_dropped + a->stats().corrupt_dropped, 0u);
   EXPECT_GT(net.ep[0]->stats().malformed_dropped + net.ep[1]->stats().malformed_dropped, 0u);

@@ -367,4 +367,21 @@ struct Batch {
   }
 };
 
+// The same message sizes both ways at once: a -> b with Batch seed `seed_ab`, b -> a with `seed_ba`,
+// receives posted before sends. Runs both until done (false if either misses `budget`) and checks
+// every byte at both ends.
+inline bool exchange_both_ways(TestNet& net, Connection* a, Connection* b, const std::vector<uint64_t>& sizes,
+                               uint64_t seed_ab, uint64_t seed_ba, TimeNs budget = 20'000'000'000) {
+  Batch ab(sizes, seed_ab), ba(sizes, seed_ba);
+  ab.post_recvs(b);
+  ba.post_recvs(a);
+  ab.post_sends(a);
+  ba.post_sends(b);
+  const bool done_ab = ab.run(net, a, b, budget);
+  const bool done_ba = ba.run(net, b, a, budget);
+  ab.expect_intact(b);
+  ba.expect_intact(a);
+  return done_ab && done_ba;
+}
+
 }  // namespace megascale::engine::testing

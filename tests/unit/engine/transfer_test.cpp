@@ -69,15 +69,7 @@ TEST(Transfer, ManyMessagesInFlightBothDirections) {
   auto [a, b] = net.connect_pair();
   std::vector<uint64_t> sizes;
   for (int i = 0; i < 120; ++i) sizes.push_back(static_cast<uint64_t>((i * 7919) % 9'000));
-  Batch ab(sizes, 4), ba(sizes, 5);
-  ab.post_recvs(b);
-  ba.post_recvs(a);
-  ab.post_sends(a);
-  ba.post_sends(b);
-  ASSERT_TRUE(ab.run(net, a, b));
-  ASSERT_TRUE(ba.run(net, b, a));
-  ab.expect_intact(b);
-  ba.expect_intact(a);
+  ASSERT_TRUE(exchange_both_ways(net, a, b, sizes, 4, 5));
   EXPECT_EQ(a->stats().retransmits() + b->stats().retransmits(), 0u);
 }
 
