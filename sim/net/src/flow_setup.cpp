@@ -72,6 +72,15 @@ Result<std::vector<engine::Connection*>> match_accepted(Fabric& fabric,
   return rx;
 }
 
+std::vector<std::vector<const engine::Connection*>> receivers_by_host(
+    const FlowPairs& g, const std::vector<engine::Connection*>& rx, uint32_t n_hosts) {
+  std::vector<std::vector<const engine::Connection*>> by_host(n_hosts);
+  for (size_t p = 0; p < g.pairs.size(); ++p) {
+    for (uint32_t c : g.conns_of_pair[p]) by_host[g.pairs[p].second].push_back(rx[c]);
+  }
+  return by_host;
+}
+
 void finish_run_result(RunResult& result, const std::vector<const engine::Connection*>& flow_tx,
                        const std::vector<const engine::Connection*>& conn_tx, bool ended, TimePs elapsed_ps,
                        TimePs time_limit_ps, const Fabric& fabric) {

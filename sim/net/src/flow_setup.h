@@ -52,6 +52,11 @@ Result<std::vector<engine::Connection*>> open_connections(Fabric& fabric, FlowPa
 Result<std::vector<engine::Connection*>> match_accepted(Fabric& fabric,
                                                         const std::vector<engine::Connection*>& tx);
 
+// The receiving ends grouped by destination host (for the series sampler): host h's list holds rx[c]
+// for every connection c of every pair into h, pairs in order.
+std::vector<std::vector<const engine::Connection*>> receivers_by_host(
+    const FlowPairs& pairs, const std::vector<engine::Connection*>& rx, uint32_t n_hosts);
+
 // The parts of a finished run's result that do not depend on how it ran. Each flow's started_ps,
 // fct_ps, failed and completed must be set. `flow_tx[i]` is the connection flow i was sent on, or null
 // if it never started (a connection's counters cover every flow it carried: per flow they are the

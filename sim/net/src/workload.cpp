@@ -324,7 +324,6 @@ Result<RunResult> run_flows(Fabric& fabric, const std::vector<FlowSpec>& specs, 
   });
   if (!grouped) return grouped.error();
   detail::FlowPairs& g = *grouped;
-  const std::vector<std::pair<uint32_t, uint32_t>>& pairs = g.pairs;
   for (size_t i = 0; i < specs.size(); ++i) flows[i].pair = g.pair_of_flow[i];
 
   // Connect phase: every pair's connections, in order of first appearance.
@@ -333,7 +332,6 @@ Result<RunResult> run_flows(Fabric& fabric, const std::vector<FlowSpec>& specs, 
   if (!opened) return opened.error();
   std::vector<Conn> conns;
   for (engine::Connection* tx : *opened) conns.push_back(Conn{.tx = tx});
-  std::vector<std::vector<uint32_t>> pair_conns = std::move(g.conns_of_pair);
   result.connections = conns.size();
   // Run in short slices until every connection is established, then pair each with the receiver's
   // accepted end.
@@ -361,15 +359,11 @@ Result<RunResult> run_flows(Fabric& fabric, const std::vector<FlowSpec>& specs, 
   if (options.on_start) options.on_start(start);
   std::unique_ptr<SeriesSampler> sampler;
   if (options.series_interval_ps > 0) {
-    std::vector<std::vector<const engine::Connection*>> rx_by_host(n_hosts);
-    for (size_t p = 0; p < pairs.size(); ++p) {
-      for (uint32_t c : pair_conns[p]) rx_by_host[pairs[p].second].push_back(conns[c].rx);
-    }
-    sampler = std::make_unique<SeriesSampler>(fabric, std::move(rx_by_host), options.series_interval_ps,
-                                              &result.series);
+    sampler = std::make_unique<SeriesSampler>(fabric, detail::receivers_by_host(g, *accepted, n_hosts),
+                                              options.series_interval_ps, &result.series);
     sampler->start(start);
   }
-  Runner runner(fabric, specs, flows, conns, std::move(pair_conns), result, start);
+  Runner runner(fabric, specs, flows, conns, std::move(g.conns_of_pair), result, start);
   for (uint32_t h = 0; h < n_hosts; ++h) fabric.host(h).set_listener(&runner);
   if (Status st = runner.begin(); !st) return st.error();
   const RunProgress* progress = options.progress;

@@ -244,15 +244,13 @@ Result<RunResult> run_flows_partitioned(Fabric& fabric, const std::vector<FlowSp
   auto grouped = detail::group_pairs(specs, n_hosts, result, {});
   if (!grouped) return grouped.error();
   detail::FlowPairs& g = *grouped;
-  const std::vector<std::pair<uint32_t, uint32_t>>& pairs = g.pairs;
   auto opened = detail::open_connections(fabric, g, std::max<uint32_t>(options.connections_per_pair, 1),
                                          fabric.sim(0).now());
   if (!opened) return opened.error();
   std::vector<PConn> conns;
   for (engine::Connection* tx : *opened) conns.push_back(PConn{.tx = tx});
-  const std::vector<std::vector<uint32_t>>& pair_conns = g.conns_of_pair;
   for (size_t i = 0; i < specs.size(); ++i) {
-    const std::vector<uint32_t>& mine = pair_conns[g.pair_of_flow[i]];
+    const std::vector<uint32_t>& mine = g.conns_of_pair[g.pair_of_flow[i]];
     flows[i].conn = mine[g.nth_of_pair[i] % mine.size()];
   }
   result.connections = conns.size();
@@ -284,12 +282,8 @@ Result<RunResult> run_flows_partitioned(Fabric& fabric, const std::vector<FlowSp
   // Measure phase.
   std::unique_ptr<SeriesSampler> sampler;
   if (options.series_interval_ps > 0) {
-    std::vector<std::vector<const engine::Connection*>> rx_by_host(n_hosts);
-    for (size_t p = 0; p < pairs.size(); ++p) {
-      for (uint32_t c : pair_conns[p]) rx_by_host[pairs[p].second].push_back(conns[c].rx);
-    }
-    sampler = std::make_unique<SeriesSampler>(fabric, std::move(rx_by_host), options.series_interval_ps,
-                                              &result.series);
+    sampler = std::make_unique<SeriesSampler>(fabric, detail::receivers_by_host(g, *accepted, n_hosts),
+                                              options.series_interval_ps, &result.series);
     sampler->start_driven(start);
   }
   std::vector<std::unique_ptr<PartRunner>> runners;
