@@ -76,40 +76,32 @@ std::string describe_stall(const engine::Connection& c, const engine::EndpointSt
 
 }  // namespace
 
-bool Session::quick_ok() {
-  const engine::Connection* ctl = control();
-  const engine::Connection* data = conn();
-  if (ctl == nullptr || (data_id_ != 0 && data == nullptr)) return false;
-  for (const engine::Connection* c : {ctl, data}) {
-    if (c == nullptr) continue;
-    const engine::ConnectionState st = c->state();
-    if (st == engine::ConnectionState::kFailed || st == engine::ConnectionState::kClosed) return false;
-  }
-  return wire::UdpWire::now() - last_activity_ns_ <= timeout_ns_;
+Status Session::check(std::string_view what) {
+  return check_lazily([what] { return std::string(what); });
 }
 
-Status Session::check(std::string_view what) {
+Status Session::check_lazily(const std::function<std::string()>& describe) {
   const bool have_data = data_id_ != 0;
   for (engine::Connection* c : {control(), have_data ? conn() : nullptr}) {
     if (c == nullptr) continue;
     const char* which = c == control() ? "control" : "data";
     if (c->state() == engine::ConnectionState::kFailed) {
       return make_error(
-          fmt::format("{} connection failed while waiting for {}: {}", which, what, c->error()));
+          fmt::format("{} connection failed while waiting for {}: {}", which, describe(), c->error()));
     }
     if (c->state() == engine::ConnectionState::kClosed && !(peer_close_expected_ && c != control())) {
-      return make_error(
-          fmt::format("the {} closed the {} connection while we waited for {}", peer_name_, which, what));
+      return make_error(fmt::format("the {} closed the {} connection while we waited for {}", peer_name_,
+                                    which, describe()));
     }
   }
   if (control() == nullptr || (have_data && conn() == nullptr)) {
-    return make_error(fmt::format("connection gone while waiting for {}", what));
+    return make_error(fmt::format("connection gone while waiting for {}", describe()));
   }
   const TimeNs idle_ns = wire::UdpWire::now() - last_activity_ns_;
   if (idle_ns > timeout_ns_) {
     engine::Connection* c = have_data ? conn() : control();
     return make_error(fmt::format("nothing completed for {:.1f} s (--timeout) while waiting for {}; {}",
-                                  static_cast<double>(idle_ns) / 1e9, what,
+                                  static_cast<double>(idle_ns) / 1e9, describe(),
                                   describe_stall(*c, wire_.endpoint().stats(), wire_.stats())));
   }
   return {};

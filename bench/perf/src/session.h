@@ -8,6 +8,7 @@
 // complete would block the ring.
 #pragma once
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -47,11 +48,7 @@ class Session {
   Status check(std::string_view what);
   // The same for polling loops: `what()` builds the text only when there is something to report, so
   // a loop that spins a million times a second formats nothing while all is well.
-  template <class What>
-  Status check_lazily(What&& what) {
-    if (quick_ok()) return {};
-    return check(what());
-  }
+  Status check_lazily(const std::function<std::string()>& what);
 
   // Runs progress()/idle() until done() is true.
   template <class Done>
@@ -119,8 +116,6 @@ class Session {
   engine::Completion control_done_;
   // Tests the control receive (or returns the kept completion): true when one is ready.
   bool poll_control();
-  // True when check() would find nothing wrong (no string built); false means: ask check().
-  bool quick_ok();
   bool note_due(TimeNs start_ns);
   void emit_note(TimeNs start_ns, const std::string& text);
   std::string control_out_;
