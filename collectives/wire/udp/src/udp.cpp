@@ -166,10 +166,11 @@ Result<std::unique_ptr<UdpWire>> UdpWire::create(const UdpConfig& given) {
   const uint32_t group = config.io_threads > 1 ? config.io_threads : 0;
   uint16_t group_port = 0;
   if (group > 0) {
+    const bool chosen = !config.source_ports.empty() || config.bind_port != 0;
     group_port =
         !config.source_ports.empty() ? config.source_ports[0] : static_cast<uint16_t>(config.bind_port);
     for (int attempt = 0;; ++attempt) {
-      if (config.source_ports.empty() && config.bind_port == 0) {
+      if (!chosen) {
         auto free_port = detail::pick_free_port(*bind_addr);
         if (!free_port) return make_error("udp wire: receive group: " + free_port.error().message);
         group_port = *free_port;
@@ -180,9 +181,7 @@ Result<std::unique_ptr<UdpWire>> UdpWire::create(const UdpConfig& given) {
         break;
       }
       // A chosen port can only be taken by another wire: say so. A picked one: pick again.
-      if (group_port == config.bind_port || !config.source_ports.empty() || attempt >= 16) {
-        return make_error("udp wire: receive group: " + claim.error().message);
-      }
+      if (chosen || attempt >= 16) return make_error("udp wire: receive group: " + claim.error().message);
     }
   }
   for (uint32_t i = 0; i < n_sockets; ++i) {
