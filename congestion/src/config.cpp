@@ -29,32 +29,17 @@
 namespace megascale::cc {
 namespace {
 
+using yaml::at_line;
+using yaml::in_file_order;
 using yaml::is_plain_scalar;
 using yaml::line_of;
+using yaml::node_kind;
+using yaml::ParseError;
 using yaml::printable;
 
 using schema::Bound;
 
 constexpr std::string_view kBuiltinPrefix = "builtin:";
-
-// One parse error, with the 1-based line it points at (0 = none), so errors can be listed in file order.
-struct ParseError {
-  int line = 0;
-  std::string text;
-};
-
-std::string_view node_kind(const YAML::Node& node) {
-  switch (node.Type()) {
-    case YAML::NodeType::Map:
-      return "a mapping";
-    case YAML::NodeType::Sequence:
-      return "a list";
-    case YAML::NodeType::Null:
-      return "nothing";
-    default:
-      return "a scalar";
-  }
-}
 
 // What the user wrote, for messages: 'fast', the string "25", a mapping.
 std::string shown(const YAML::Node& node) {
@@ -220,10 +205,6 @@ std::string stem_of(std::string_view source) {
   return stem.empty() ? std::string("default") : stem;
 }
 
-std::string at_line(std::string_view source, int line) {
-  return line > 0 ? fmt::format("{}:{}", source, line) : std::string(source);
-}
-
 // Sees the document starts of a YAML stream without building nodes. yaml-cpp 0.7's LoadAll loops forever
 // on a stray ',' (jbeder/yaml-cpp#1040; fixed upstream by #1319 in 2024): its parser then keeps reporting
 // an empty document at the same position. Two starts at one position mean exactly that.
@@ -313,15 +294,7 @@ Result<CcConfig> parse_document(const std::string& text, std::string_view source
   }
   if (errors.empty()) return config;
   // File order; errors without a line (a missing key) go last.
-  auto order = [](const ParseError& e) { return e.line == 0 ? std::numeric_limits<int>::max() : e.line; };
-  std::stable_sort(errors.begin(), errors.end(),
-                   [&](const ParseError& a, const ParseError& b) { return order(a) < order(b); });
-  std::string message;
-  for (const ParseError& e : errors) {
-    if (!message.empty()) message += '\n';
-    message += fmt::format("{}: {}", at_line(source, e.line), e.text);
-  }
-  return make_error(std::move(message));
+  return make_error(in_file_order(std::move(errors), source));
 }
 
 // Every schema key path ("swift.beta", "hybrid.swift.min_cwnd_packets"), in schema order.

@@ -22,7 +22,9 @@ const std::vector<std::pair<std::string_view, std::string_view>>& embedded_fabri
 
 namespace {
 
+using yaml::at_line;
 using yaml::line_of;
+using yaml::node_kind;
 
 // The line of `key` itself in a mapping (a section's value starts on the line after its key).
 int key_line(const YAML::Node& map, std::string_view key) {
@@ -32,10 +34,9 @@ int key_line(const YAML::Node& map, std::string_view key) {
   return 0;
 }
 
+// What the user wrote, for messages: 'fast', a mapping. Control characters become '?'.
 std::string shown(const YAML::Node& node) {
-  if (node.IsMap()) return "a mapping";
-  if (node.IsSequence()) return "a list";
-  if (node.IsNull()) return "nothing";
+  if (!node.IsScalar()) return std::string(node_kind(node));
   std::string text = node.Scalar().substr(0, 60);
   for (char& c : text) {
     if (static_cast<unsigned char>(c) < 0x20) c = '?';
@@ -53,7 +54,7 @@ class Reader {
 
   void fail(int line, std::string_view key, std::string_view value, std::string_view why) {
     if (failed()) return;  // the first error is the one to fix
-    std::string where = line > 0 ? fmt::format("{}:{}", source_, line) : std::string(source_);
+    const std::string where = at_line(source_, line);
     error_ = value.empty() ? fmt::format("{}: {}: {}", where, key, why)
                            : fmt::format("{}: {}: {}: {}", where, key, value, why);
   }

@@ -71,8 +71,12 @@ std::string_view to_string(ComputeDtype dtype) {
 
 namespace {
 
+using yaml::at_line;
+using yaml::in_file_order;
 using yaml::is_plain_scalar;
 using yaml::line_of;
+using yaml::node_kind;
+using yaml::ParseError;
 using yaml::printable;
 
 // One problem: the key path it is about ("model.n_head"), the value as written, and why it is wrong.
@@ -180,23 +184,11 @@ std::string join_violations(const std::vector<Violation>& v) {
 
 // ---- YAML ---------------------------------------------------------------------------------------------
 
-struct ParseError {
-  int line = 0;  // 1-based; 0 = none
-  std::string text;
-};
-
+// What the user wrote, for messages: fast, "25" (a quoted string), a mapping.
 std::string shown(const YAML::Node& node) {
-  switch (node.Type()) {
-    case YAML::NodeType::Map:
-      return "a mapping";
-    case YAML::NodeType::Sequence:
-      return "a list";
-    case YAML::NodeType::Null:
-      return "nothing";
-    default:
-      return is_plain_scalar(node) ? printable(node.Scalar())
-                                   : fmt::format("\"{}\"", printable(node.Scalar()));
-  }
+  if (!node.IsScalar()) return std::string(node_kind(node));
+  if (is_plain_scalar(node)) return printable(node.Scalar());
+  return fmt::format("\"{}\"", printable(node.Scalar()));
 }
 
 // Reads one mapping: typed fields by key, records each key's line, reports unknown and duplicate keys.
@@ -381,10 +373,6 @@ void read_train(SectionReader& r, TrainConfig& t) {
   r.text("data_dir", t.data_dir);
 }
 
-std::string at_line(std::string_view source, int line) {
-  return line > 0 ? fmt::format("{}:{}", source, line) : std::string(source);
-}
-
 std::string stem_of(std::string_view source) {
   std::string stem = std::filesystem::path(std::string(source)).stem().string();
   return stem.empty() ? std::string("inline") : stem;
@@ -466,15 +454,8 @@ Result<RunConfig> parse_document(std::string_view yaml_text, std::string_view so
     }
   }
   if (errors.empty()) return run;
-  auto order = [](const ParseError& e) { return e.line == 0 ? std::numeric_limits<int>::max() : e.line; };
-  std::stable_sort(errors.begin(), errors.end(),
-                   [&](const ParseError& a, const ParseError& b) { return order(a) < order(b); });
-  std::string message;
-  for (const ParseError& e : errors) {
-    if (!message.empty()) message += '\n';
-    message += fmt::format("{}: {}", at_line(source, e.line), e.text);
-  }
-  return make_error(std::move(message));
+  // File order; errors without a line (a missing section) go last.
+  return make_error(in_file_order(std::move(errors), source));
 }
 
 }  // namespace
