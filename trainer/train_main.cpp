@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "attention.cuh"
 #include "megascale/trainer/checkpoint.h"
 #include "megascale/trainer/config.h"
 #include "megascale/trainer/dataset.h"
@@ -221,9 +222,15 @@ int run_training(const Options& options) {
   }
   GptModel& model = **model_or;
   model.init_gpt2(train.seed);
-  fmt::print("{}\nparameters {} | dtype {} | optimizer {} | attention: {}\n{}\n", describe(run),
-             model.num_parameters(), to_string(train.dtype), to_string(train.optimizer),
-             MEGASCALE_TRAINER_ATTENTION_NAME, mfu_peak_statement());
+  fmt::print(
+      "{}\nparameters {} | dtype {} | optimizer {} | attention: {}, {}\n{}\n", describe(run),
+      model.num_parameters(), to_string(train.dtype), to_string(train.optimizer),
+      MEGASCALE_TRAINER_ATTENTION_NAME,
+      attention_deterministic()
+          ? "deterministic backward"
+          : "unordered backward (MEGASCALE_ATTENTION_DETERMINISTIC=0: faster, not bit-reproducible, so "
+            "a resumed run will not repeat a fresh one's losses exactly)",
+      mfu_peak_statement());
 
   int start_step = 0;
   if (!options.resume_path.empty()) {

@@ -9,7 +9,8 @@
 // PV, 2 FLOPs per multiply-add); for full causal attention the pair count is taken as T*T/2, i.e.
 // 4*B*H*T*T*D/2, the FlashAttention papers' causal convention; for a window w it is the exact count of
 // visible pairs, sum_i min(i + 1, w). Backward = 2.5 x forward (five matrix products instead of two;
-// the recomputation of S is counted).
+// the recomputation of S is counted). The backward is timed twice: deterministic (the default) and with
+// unordered dQ atomics (attention_set_deterministic(false)).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -89,18 +90,29 @@ void bench(const Shape& s, int iterations) {
   BENCH_CHECK(cudaEventRecord(stop));
   BENCH_CHECK(cudaEventSynchronize(stop));
   BENCH_CHECK(cudaEventElapsedTime(&fwd_ms, start, stop));
-  BENCH_CHECK(cudaEventRecord(start));
-  for (int i = 0; i < iterations; ++i) backward();
-  BENCH_CHECK(cudaEventRecord(stop));
-  BENCH_CHECK(cudaEventSynchronize(stop));
-  BENCH_CHECK(cudaEventElapsedTime(&bwd_ms, start, stop));
+  const auto time_backward = [&](bool ordered) {
+    megascale::trainer::attention_set_deterministic(ordered);
+    backward();  // one warm-up in this mode
+    float ms = 0;
+    BENCH_CHECK(cudaEventRecord(start));
+    for (int i = 0; i < iterations; ++i) backward();
+    BENCH_CHECK(cudaEventRecord(stop));
+    BENCH_CHECK(cudaEventSynchronize(stop));
+    BENCH_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    return ms / static_cast<float>(iterations);
+  };
+  bwd_ms = time_backward(true);
+  const float bwd_unordered_ms = time_backward(false);
+  megascale::trainer::attention_set_deterministic(true);
   fwd_ms /= static_cast<float>(iterations);
-  bwd_ms /= static_cast<float>(iterations);
   const double fwd_flops = 4.0 * s.B * s.H * s.D * visible_pairs(s.T, s.window);
   const double bwd_flops = 2.5 * fwd_flops;
-  std::printf("B=%-3d T=%-5d H=%-3d D=%-4d %-10s fwd %8.3f ms %7.1f TFLOP/s   bwd %8.3f ms %7.1f TFLOP/s\n",
-              s.B, s.T, s.H, s.D, s.window == 0 ? "causal" : ("window=" + std::to_string(s.window)).c_str(),
-              fwd_ms, fwd_flops / (fwd_ms * 1e-3) / 1e12, bwd_ms, bwd_flops / (bwd_ms * 1e-3) / 1e12);
+  std::printf(
+      "B=%-3d T=%-5d H=%-3d D=%-4d %-10s fwd %8.3f ms %7.1f TFLOP/s   bwd %8.3f ms %7.1f TFLOP/s   "
+      "bwd unordered %8.3f ms %7.1f TFLOP/s\n",
+      s.B, s.T, s.H, s.D, s.window == 0 ? "causal" : ("window=" + std::to_string(s.window)).c_str(), fwd_ms,
+      fwd_flops / (fwd_ms * 1e-3) / 1e12, bwd_ms, bwd_flops / (bwd_ms * 1e-3) / 1e12, bwd_unordered_ms,
+      bwd_flops / (bwd_unordered_ms * 1e-3) / 1e12);
   BENCH_CHECK(cudaEventDestroy(start));
   BENCH_CHECK(cudaEventDestroy(stop));
   for (void* p : {static_cast<void*>(qkv), static_cast<void*>(dqkv), static_cast<void*>(o),
@@ -129,8 +141,8 @@ int main(int argc, char** argv) {
   std::printf(
       "FLOPs: fwd = 4*B*H*D*pairs, pairs = T*T/2 causal (4*B*H*T*T*D/2), exact visible pairs "
       "for a window; bwd = 2.5 x fwd\n");
-  for (const Shape& s : {Shape{16, 1024, 12, 64, 0}, Shape{16, 1024, 12, 64, 256}, Shape{8, 1024, 16, 128, 0},
-                         Shape{8, 1024, 16, 128, 256}}) {
+  for (const Shape& s : {Shape{16, 1024, 12, 64, 0}, Shape{16, 1024, 12, 64, 256}, Shape{16, 1024, 16, 64, 0},
+                         Shape{8, 1024, 16, 128, 0}, Shape{8, 1024, 16, 128, 256}}) {
     bench(s, iterations);
   }
   return 0;

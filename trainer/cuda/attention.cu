@@ -5,9 +5,11 @@
 //   attention_forward(o, lse, q, k, v, B, T, H, D, 3 * C, C, window, scale, stream);
 #include <cuda_bf16.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <initializer_list>
 #include <type_traits>
 #include <utility>
@@ -100,6 +102,38 @@ __global__ void dq_convert_kernel(T* dq, const float* dq_accum, AttentionShape s
 
 }  // namespace
 
+namespace {
+// -1 until the environment has been read; then 0 or 1.
+std::atomic<int> deterministic_setting{-1};
+}  // namespace
+
+bool attention_deterministic() {
+  int v = deterministic_setting.load(std::memory_order_relaxed);
+  if (v < 0) {
+    const char* env = std::getenv("MEGASCALE_ATTENTION_DETERMINISTIC");
+    v = 1;
+    if (env != nullptr && std::strcmp(env, "1") != 0) {
+      if (std::strcmp(env, "0") != 0) {
+        std::fprintf(
+            stderr,
+            "MEGASCALE_ATTENTION_DETERMINISTIC=\"%s\": must be 1 (ordered dQ, bit-reproducible) or 0 "
+            "(unordered atomics)\n",
+            env);
+        std::abort();
+      }
+      v = 0;
+    }
+    int expected = -1;
+    deterministic_setting.compare_exchange_strong(expected, v, std::memory_order_relaxed);
+    v = deterministic_setting.load(std::memory_order_relaxed);
+  }
+  return v == 1;
+}
+
+void attention_set_deterministic(bool ordered) {
+  deterministic_setting.store(ordered ? 1 : 0, std::memory_order_relaxed);
+}
+
 size_t attention_backward_workspace_bytes(int B, int T_len, int H, int D) {
   const size_t rows = static_cast<size_t>(B) * H * T_len;
   // dQ accumulator, the per-query-tile dQ turns, D_i (attention_internal.cuh, "Deterministic dQ").
@@ -165,7 +199,7 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* o, const fl
     tensor_cores = rows_16_byte_aligned({dk, dv, dout, q, k, v}, ld_qkv, ld_o);
     if (tensor_cores) {
       attention_detail::launch_attention_backward_tc(dk, dv, dq_accum, dq_turns, dout, lse, drow, q, k, v, s,
-                                                     stream);
+                                                     attention_deterministic(), stream);
     }
   }
   if (!tensor_cores) {

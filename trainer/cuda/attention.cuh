@@ -43,8 +43,9 @@ void attention_forward(T* o, float* lse, const T* q, const T* k, const T* v, int
 /// Attention backward from the forward's o and lse: writes dq, dk, dv (strided by ld_qkv; written,
 /// not accumulated, so they may alias the three thirds of one packed dqkv buffer). `workspace` is
 /// device memory of attention_backward_workspace_bytes(B, T, H, D) bytes, reused across calls; its
-/// contents need no initialization and are garbage afterwards. Deterministic: the same inputs give
-/// bit-identical dq, dk, dv on every call (dQ's per-key-tile terms are added in a fixed order).
+/// contents need no initialization and are garbage afterwards. Deterministic by default: the same
+/// inputs give bit-identical dq, dk, dv on every call (dQ's per-key-tile terms are added in a fixed
+/// order); see attention_set_deterministic for the faster unordered form.
 template <class T>
 void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* o, const float* lse, const T* q,
                         const T* k, const T* v, int B, int T_len, int H, int D, int ld_qkv, int ld_o,
@@ -54,5 +55,15 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* o, const fl
 /// contributions in turn, descending), one int turn counter per (b, h, 32 queries) and the fp32
 /// D_i = rowsum(dO * O) [B, H, T].
 size_t attention_backward_workspace_bytes(int B, int T_len, int H, int D);
+
+/// Whether the tensor-core backward adds dQ's per-key-tile terms in a fixed order (true, the default:
+/// bit-reproducible gradients, which the trainer's bit-exact resume relies on) or with unordered fp32
+/// atomics (false: faster, and what PyTorch's flash and cuDNN attention backwards do by default; dq then
+/// differs in its last bits from run to run, within the same tolerances). The CUDA-core path (fp32, odd
+/// strides) is always ordered. The first call reads MEGASCALE_ATTENTION_DETERMINISTIC ("1" or "0"; unset
+/// = 1) and aborts with a message naming the variable on any other value.
+bool attention_deterministic();
+/// Overrides the setting above for the calls that follow (process-wide).
+void attention_set_deterministic(bool ordered);
 
 }  // namespace megascale::trainer

@@ -140,6 +140,6 @@ void launch_attention_forward_tc(__nv_bfloat16* o, float* lse, const __nv_bfloat
 void launch_attention_backward_tc(__nv_bfloat16* dk, __nv_bfloat16* dv, float* dq_accum, int* dq_turns,
                                   const __nv_bfloat16* dout, const float* lse, const float* drow,
                                   const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
-                                  const AttentionShape& s, cudaStream_t stream);
+                                  const AttentionShape& s, bool ordered, cudaStream_t stream);
 
 }  // namespace megascale::trainer::attention_detail

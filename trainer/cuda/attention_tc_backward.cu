@@ -1,6 +1,7 @@
 // Tensor-core flash attention backward for bf16 (FlashAttention-2 backward, Dao 2023, arXiv 2307.08691,
 // Algorithm 2 and sec. 3.2: parallel over key tiles; dK, dV stay in registers, dQ is summed across key
-// tiles into an fp32 workspace, in a fixed order (attention_internal.cuh, "Deterministic dQ"), and
+// tiles into an fp32 workspace, in a fixed order (attention_internal.cuh, "Deterministic dQ") or, when
+// the caller asks for speed over reproducibility (attention_set_deterministic), with unordered atomics;
 // converted afterwards).
 //
 //   launch_attention_backward_tc(dk, dv, dq_accum, dq_turns, dout, lse, drow, q, k, v, shape, stream);
@@ -52,7 +53,8 @@ __device__ inline void add_to_dq(float* dst, float x, float y) {
 // kWarps warps own 16 keys each: a block holds kKeys = 16 * kWarps keys (64 or 128). With 128 keys the
 // Q/dO tiles a block loads serve twice the keys and a query tile gets half as many dQ turns; then the dQ
 // product (64 queries x D) is split over the 8 warps as 4 row blocks x 2 column halves.
-template <int D, int kWarps, int kMinBlocks>
+// kOrdered: dQ terms added in the fixed turn order (bit-reproducible); otherwise with unordered atomics.
+template <int D, int kWarps, int kMinBlocks, bool kOrdered>
 __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
     backward_tc_kernel(__nv_bfloat16* dk, __nv_bfloat16* dv, float* dq_accum, int* dq_turns,
                        const __nv_bfloat16* dout, const float* lse, const float* drow, const __nv_bfloat16* q,
@@ -115,7 +117,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
     // Key tiles that reach this query tile take turns in descending order; the highest is the one
     // holding the tile's last query row (the diagonal), so this block's turn counts down from there.
     const int my_turn = query_tile * kRows / kKeys - key_tile;
-    const int peeked = attention_peek_turn(&turns[query_tile]);
+    const int peeked = kOrdered ? attention_peek_turn(&turns[query_tile]) : 0;
     const __nv_bfloat16* qs = q_s + buf * kTile;
     const __nv_bfloat16* dos = do_s + buf * kTile;
     const float* lse_b = lse_s + buf * kRows;
@@ -201,7 +203,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
             __floats2bfloat162_rn(dpt[n][2 * r], dpt[n][2 * r + 1]);
       }
     }
-    attention_wait_turn_peeked(&turns[query_tile], my_turn, peeked);
+    if constexpr (kOrdered) attention_wait_turn_peeked(&turns[query_tile], my_turn, peeked);
     __syncthreads();
 
     // dQ rows q0 + 16 * row_block ..., columns of this warp's part: dS (queries x keys, read
@@ -242,7 +244,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
     }
     cp_async_wait_all();
     __syncthreads();  // next tile in; dS^T and this buffer free for reuse; dQ additions issued
-    attention_fence_and_pass_turn(&turns[query_tile]);
+    if constexpr (kOrdered) attention_fence_and_pass_turn(&turns[query_tile]);
   }
 
 #pragma unroll
@@ -261,7 +263,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
   }
 }
 
-template <int D, int kWarps, int kMinBlocks = 1>
+template <int D, int kWarps, int kMinBlocks, bool kOrdered>
 void launch(__nv_bfloat16* dk, __nv_bfloat16* dv, float* dq_accum, int* dq_turns, const __nv_bfloat16* dout,
             const float* lse, const float* drow, const __nv_bfloat16* q, const __nv_bfloat16* k,
             const __nv_bfloat16* v, const AttentionShape& s, cudaStream_t stream) {
@@ -269,10 +271,10 @@ void launch(__nv_bfloat16* dk, __nv_bfloat16* dv, float* dq_accum, int* dq_turns
   const size_t bytes =
       (2 * kKeys * (D + 8) + 4 * kRows * (D + 8) + kKeys * kDsStride) * sizeof(__nv_bfloat16) +
       4 * kRows * sizeof(float);
-  cudaFuncSetAttribute(backward_tc_kernel<D, kWarps, kMinBlocks>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                       static_cast<int>(bytes));
+  cudaFuncSetAttribute(backward_tc_kernel<D, kWarps, kMinBlocks, kOrdered>,
+                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
   const dim3 grid((s.T + kKeys - 1) / kKeys, s.H, s.B);
-  backward_tc_kernel<D, kWarps, kMinBlocks>
+  backward_tc_kernel<D, kWarps, kMinBlocks, kOrdered>
       <<<grid, kWarps * 32, bytes, stream>>>(dk, dv, dq_accum, dq_turns, dout, lse, drow, q, k, v, s);
 }
 
@@ -298,28 +300,41 @@ BackwardForm backward_form(int D) {
   return form;
 }
 
+// One block form, ordered or not.
+template <int D, int kWarps, int kMinBlocks>
+void launch_form(bool ordered, __nv_bfloat16* dk, __nv_bfloat16* dv, float* dq_accum, int* dq_turns,
+                 const __nv_bfloat16* dout, const float* lse, const float* drow, const __nv_bfloat16* q,
+                 const __nv_bfloat16* k, const __nv_bfloat16* v, const AttentionShape& s,
+                 cudaStream_t stream) {
+  if (ordered) {
+    launch<D, kWarps, kMinBlocks, true>(dk, dv, dq_accum, dq_turns, dout, lse, drow, q, k, v, s, stream);
+  } else {
+    launch<D, kWarps, kMinBlocks, false>(dk, dv, dq_accum, dq_turns, dout, lse, drow, q, k, v, s, stream);
+  }
+}
+
 }  // namespace
 
 void launch_attention_backward_tc(__nv_bfloat16* dk, __nv_bfloat16* dv, float* dq_accum, int* dq_turns,
                                   const __nv_bfloat16* dout, const float* lse, const float* drow,
                                   const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
-                                  const AttentionShape& s, cudaStream_t stream) {
+                                  const AttentionShape& s, bool ordered, cudaStream_t stream) {
   const BackwardForm form = backward_form(s.D);
   if (s.D == 64) {
     if (form.keys == 64 && form.min_blocks == 3) {
-      launch<64, 4, 3>(dk, dv, dq_accum, dq_turns, dout, lse, drow, q, k, v, s, stream);
+      launch_form<64, 4, 3>(ordered, dk, dv, dq_accum, dq_turns, dout, lse, drow, q, k, v, s, stream);
     } else if (form.keys == 64) {
-      launch<64, 4, 1>(dk, dv, dq_accum, dq_turns, dout, lse, drow, q, k, v, s, stream);
+      launch_form<64, 4, 1>(ordered, dk, dv, dq_accum, dq_turns, dout, lse, drow, q, k, v, s, stream);
     } else if (form.min_blocks == 2) {
-      launch<64, 8, 2>(dk, dv, dq_accum, dq_turns, dout, lse, drow, q, k, v, s, stream);
+      launch_form<64, 8, 2>(ordered, dk, dv, dq_accum, dq_turns, dout, lse, drow, q, k, v, s, stream);
     } else {
-      launch<64, 8, 1>(dk, dv, dq_accum, dq_turns, dout, lse, drow, q, k, v, s, stream);
+      launch_form<64, 8, 1>(ordered, dk, dv, dq_accum, dq_turns, dout, lse, drow, q, k, v, s, stream);
     }
   } else {
     if (form.keys == 128) {
-      launch<128, 8, 1>(dk, dv, dq_accum, dq_turns, dout, lse, drow, q, k, v, s, stream);
+      launch_form<128, 8, 1>(ordered, dk, dv, dq_accum, dq_turns, dout, lse, drow, q, k, v, s, stream);
     } else {
-      launch<128, 4, 1>(dk, dv, dq_accum, dq_turns, dout, lse, drow, q, k, v, s, stream);
+      launch_form<128, 4, 1>(ordered, dk, dv, dq_accum, dq_turns, dout, lse, drow, q, k, v, s, stream);
     }
   }
   ATTENTION_CHECK_LAUNCH("attention backward (tensor cores)");
