@@ -58,6 +58,15 @@ __device__ inline void mma_bf16_16816(float (&c)[4], const uint32_t (&a)[4], uin
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+/// 2^x by the SFU's approximation with subnormal results flushed to 0 (ex2.approx.ftz.f32, the form
+/// nvcc emits for exp2f under --use_fast_math): exp2f without it adds range fix-ups around each MUFU.EX2.
+/// A softmax weight below 2^-126 of its row maximum is 0 either way in bf16 products; 2^-inf = 0.
+__device__ inline float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 /// Two floats as a bf16 pair (low half = first), the register form of A fragments.
 __device__ inline uint32_t pack_bf16(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);

@@ -164,7 +164,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int ii = n * 8 + 2 * c + (e & 1);
-        float p = exp2f(st[n][e] * scale_log2 - lse_b[ii]);
+        float p = exp2_ftz(fmaf(st[n][e], scale_log2, -lse_b[ii]));
         if (edge) {
           const int i = q0 + ii, j = key_j[e >> 1];
           if (i >= s.T || j >= s.T || !attention_visible(i, j, s.window)) p = 0.f;

@@ -4,8 +4,9 @@
 //
 //   launch_attention_forward_tc(o, lse, q, k, v, shape, stream);  // rows 16-byte aligned
 //
-// Per 64-key tile: S = Q K^T (mma.sync, Q fragments kept in registers), the scores scaled into the log2
-// domain so exp2 is one instruction, the running max/sum rescaled, P rounded to bf16 straight from the
+// Per 64-key tile: S = Q K^T (mma.sync, Q fragments kept in registers), the row max taken on the raw
+// scores, each weight exp2(s * scale * log2 e - max) as one FMA and one flush-to-zero SFU exp2 (the
+// running max lives in the log2 domain), the running max/sum rescaled, P rounded to bf16 straight from the
 // S accumulators into A fragments, O += P V. K/V tiles are double-buffered with cp.async, so the next
 // tile's loads overlap this tile's math. Key tiles wholly above the diagonal or left of the window are
 // never visited; the mask is evaluated only on tiles that straddle an edge.
@@ -91,18 +92,17 @@ __global__ void __launch_bounds__(kThreads)
 
     const bool edge =
         k0 + kRows - 1 > q0 || k0 + kRows > s.T || (s.window > 0 && q0 + kRows - 1 - k0 >= s.window);
+    // Raw scores here; the scale goes into the exponent's FMA below (scale > 0, so the max commutes).
     float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int n = 0; n < 8; ++n) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        float x = sc[n][e] * scale_log2;
         if (edge) {
           const int j = k0 + n * 8 + 2 * c + (e & 1);
-          if (j >= s.T || !attention_visible(row_i[e >> 1], j, s.window)) x = -INFINITY;
+          if (j >= s.T || !attention_visible(row_i[e >> 1], j, s.window)) sc[n][e] = -INFINITY;
         }
-        sc[n][e] = x;
-        tile_max[e >> 1] = fmaxf(tile_max[e >> 1], x);
+        tile_max[e >> 1] = fmaxf(tile_max[e >> 1], sc[n][e]);
       }
     }
     float m_use[2];
@@ -110,10 +110,10 @@ __global__ void __launch_bounds__(kThreads)
     for (int r = 0; r < 2; ++r) {
       tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
       tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
-      const float m_new = fmaxf(m[r], tile_max[r]);
+      const float m_new = fmaxf(m[r], tile_max[r] * scale_log2);
       // A row whose keys in this tile are all masked (window start) keeps exp2 off inf - inf.
       m_use[r] = m_new == -INFINITY ? 0.f : m_new;
-      const float correction = exp2f(m[r] - m_use[r]);
+      const float correction = exp2_ftz(m[r] - m_use[r]);
       m[r] = m_new;
       l[r] *= correction;
 #pragma unroll
@@ -126,7 +126,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int n = 0; n < 8; ++n) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        sc[n][e] = exp2f(sc[n][e] - m_use[e >> 1]);
+        sc[n][e] = exp2_ftz(fmaf(sc[n][e], scale_log2, -m_use[e >> 1]));
         l[e >> 1] += sc[n][e];
       }
     }
