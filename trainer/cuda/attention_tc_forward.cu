@@ -13,6 +13,8 @@
 #include <cuda_bf16.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 
 #include "attention_internal.cuh"
 #include "attention_mma.cuh"
@@ -25,8 +27,8 @@ constexpr int kThreads = 128;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
-template <int D>
-__global__ void __launch_bounds__(kThreads)
+template <int D, int kMinBlocks>
+__global__ void __launch_bounds__(kThreads, kMinBlocks)
     forward_tc_kernel(__nv_bfloat16* o, float* lse, const __nv_bfloat16* q, const __nv_bfloat16* k,
                       const __nv_bfloat16* v, AttentionShape s) {
   constexpr int kStride = D + 8;
@@ -165,24 +167,32 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <int D>
+template <int D, int kMinBlocks>
 void launch(__nv_bfloat16* o, float* lse, const __nv_bfloat16* q, const __nv_bfloat16* k,
             const __nv_bfloat16* v, const AttentionShape& s, cudaStream_t stream) {
   const size_t bytes = 5 * kRows * (D + 8) * sizeof(__nv_bfloat16);
-  cudaFuncSetAttribute(forward_tc_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  cudaFuncSetAttribute(forward_tc_kernel<D, kMinBlocks>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                        static_cast<int>(bytes));
   const dim3 grid((s.T + kRows - 1) / kRows, s.H, s.B);
-  forward_tc_kernel<D><<<grid, kThreads, bytes, stream>>>(o, lse, q, k, v, s);
+  forward_tc_kernel<D, kMinBlocks><<<grid, kThreads, bytes, stream>>>(o, lse, q, k, v, s);
 }
 
 }  // namespace
 
 void launch_attention_forward_tc(__nv_bfloat16* o, float* lse, const __nv_bfloat16* q, const __nv_bfloat16* k,
                                  const __nv_bfloat16* v, const AttentionShape& s, cudaStream_t stream) {
+  // Blocks per SM the compiler must fit (a register cap). D=64: 4 (<= 128 registers, an 8-byte spill):
+  // 0.153-0.154 ms against 0.159-0.160 uncapped (132 registers, 3 blocks) at B=16 T=1024 H=12; D=128:
+  // uncapped (172 registers), since the cap spills 368 bytes and costs 28% (docs/PERFORMANCE.md).
+  // MEGASCALE_ATTENTION_FWD=x1 (no cap) or x4 overrides the default, to measure one against the other.
+  static const char* env = std::getenv("MEGASCALE_ATTENTION_FWD");
+  bool four = s.D == 64;
+  if (env != nullptr && std::strcmp(env, "x4") == 0) four = true;
+  if (env != nullptr && std::strcmp(env, "x1") == 0) four = false;
   if (s.D == 64) {
-    launch<64>(o, lse, q, k, v, s, stream);
+    four ? launch<64, 4>(o, lse, q, k, v, s, stream) : launch<64, 0>(o, lse, q, k, v, s, stream);
   } else {
-    launch<128>(o, lse, q, k, v, s, stream);
+    four ? launch<128, 4>(o, lse, q, k, v, s, stream) : launch<128, 0>(o, lse, q, k, v, s, stream);
   }
   ATTENTION_CHECK_LAUNCH("attention forward (tensor cores)");
 }
