@@ -20,7 +20,7 @@ import argparse
 import torch
 import torch.nn.functional as F
 
-SHAPES = [(16, 1024, 12, 64), (8, 1024, 16, 128)]
+SHAPES = [(16, 1024, 12, 64), (16, 1024, 16, 64), (8, 1024, 16, 128)]
 WINDOW = 256
 
 
