@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <initializer_list>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 
@@ -111,20 +111,16 @@ bool attention_deterministic() {
   int v = deterministic_setting.load(std::memory_order_relaxed);
   if (v < 0) {
     const char* env = std::getenv("MEGASCALE_ATTENTION_DETERMINISTIC");
-    v = 1;
-    if (env != nullptr && std::strcmp(env, "1") != 0) {
-      if (std::strcmp(env, "0") != 0) {
-        std::fprintf(
-            stderr,
-            "MEGASCALE_ATTENTION_DETERMINISTIC=\"%s\": must be 1 (ordered dQ, bit-reproducible) or 0 "
-            "(unordered atomics)\n",
-            env);
-        std::abort();
-      }
-      v = 0;
+    const std::string_view value = env != nullptr ? env : "1";
+    if (value != "0" && value != "1") {
+      std::fprintf(stderr,
+                   "MEGASCALE_ATTENTION_DETERMINISTIC=\"%s\": must be 1 (ordered dQ, bit-reproducible) or 0 "
+                   "(unordered atomics)\n",
+                   env);
+      std::abort();
     }
-    int expected = -1;
-    deterministic_setting.compare_exchange_strong(expected, v, std::memory_order_relaxed);
+    int unread = -1;  // a concurrent first call or attention_set_deterministic may have won
+    deterministic_setting.compare_exchange_strong(unread, value == "1" ? 1 : 0, std::memory_order_relaxed);
     v = deterministic_setting.load(std::memory_order_relaxed);
   }
   return v == 1;
