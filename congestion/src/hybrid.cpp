@@ -20,6 +20,7 @@ TimeNs positive_rtt(TimeNs rtt_ns) {
 
 HybridController::HybridController(const HybridParams& params, const FlowParams& flow)
     : p_(params),
+      target_(params.swift),
       flow_(flow),
       cwnd_(std::clamp(params.swift.init_cwnd_packets, params.swift.min_cwnd_packets,
                        params.swift.max_cwnd_packets)),
@@ -70,7 +71,7 @@ void HybridController::decrease(TimeNs now, double factor) {
 
 void HybridController::respond(TimeNs now, bool ecn, double acked_packets) {
   const SwiftParams& s = p_.swift;
-  const double target_ns = swift_target_delay_ns(s, cwnd_, hops_);
+  const double target_ns = target_.ns(cwnd_, hops_);
   const bool over_target = have_delay_ && delay_ns_ >= target_ns;
 
   if (!over_target && !ecn) {
@@ -168,7 +169,7 @@ ControllerState HybridController::state() const {
   ControllerState s;
   s.cwnd_bytes = cwnd_bytes();
   s.pacing_rate_bps = pacing_rate_bps();
-  s.target_delay_ns = swift_target_delay_ns(p_.swift, cwnd_, hops_);
+  s.target_delay_ns = target_.ns(cwnd_, hops_);
   s.alpha = alpha_;
   s.decreases = decreases_;
   return s;

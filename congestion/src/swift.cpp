@@ -17,23 +17,32 @@ TimeNs positive_rtt(TimeNs rtt_ns) {
 
 }  // namespace
 
-double swift_target_delay_ns(const SwiftParams& p, double cwnd_packets, uint8_t hops) {
-  const double topology_ns =
-      static_cast<double>(p.base_target_ns) + static_cast<double>(hops) * static_cast<double>(p.per_hop_ns);
+SwiftTarget::SwiftTarget(const SwiftParams& p)
+    : base_ns_(static_cast<double>(p.base_target_ns)),
+      per_hop_ns_(static_cast<double>(p.per_hop_ns)),
+      fs_range_ns_(static_cast<double>(p.fs_range_ns)),
+      scaling_(p.fs_min_cwnd_packets > 0 && p.fs_max_cwnd_packets > p.fs_min_cwnd_packets && fs_range_ns_ > 0) {
+  if (scaling_) {
+    inv_sqrt_max_ = 1.0 / std::sqrt(p.fs_max_cwnd_packets);
+    span_ = 1.0 / std::sqrt(p.fs_min_cwnd_packets) - inv_sqrt_max_;
+  }
+}
+
+double SwiftTarget::ns(double cwnd_packets, uint8_t hops) const {
+  const double topology_ns = base_ns_ + static_cast<double>(hops) * per_hop_ns_;
 
   // Flow-based scaling (§3.5): alpha / sqrt(cwnd) + beta with
   //   alpha = fs_range / (1/sqrt(fs_min) - 1/sqrt(fs_max)),  beta = -alpha / sqrt(fs_max).
   // Written as fs_range * (1/sqrt(cwnd) - 1/sqrt(fs_max)) / (1/sqrt(fs_min) - 1/sqrt(fs_max)), the same
   // expression, so the term is exactly 0 at fs_max and exactly fs_range at fs_min.
-  const double fs_range_ns = static_cast<double>(p.fs_range_ns);
-  if (!(p.fs_min_cwnd_packets > 0) || !(p.fs_max_cwnd_packets > p.fs_min_cwnd_packets) || fs_range_ns <= 0) {
-    return topology_ns;  // flow scaling disabled or ill-defined
-  }
-  if (!(cwnd_packets > 0)) return topology_ns + fs_range_ns;  // 1/sqrt(0) is infinite: the cap applies
-  const double inv_sqrt_max = 1.0 / std::sqrt(p.fs_max_cwnd_packets);
-  const double span = 1.0 / std::sqrt(p.fs_min_cwnd_packets) - inv_sqrt_max;
-  const double flow_ns = fs_range_ns * (1.0 / std::sqrt(cwnd_packets) - inv_sqrt_max) / span;
-  return topology_ns + std::max(0.0, std::min(flow_ns, fs_range_ns));
+  if (!scaling_) return topology_ns;                            // flow scaling disabled or ill-defined
+  if (!(cwnd_packets > 0)) return topology_ns + fs_range_ns_;  // 1/sqrt(0) is infinite: the cap applies
+  const double flow_ns = fs_range_ns_ * (1.0 / std::sqrt(cwnd_packets) - inv_sqrt_max_) / span_;
+  return topology_ns + std::max(0.0, std::min(flow_ns, fs_range_ns_));
+}
+
+double swift_target_delay_ns(const SwiftParams& p, double cwnd_packets, uint8_t hops) {
+  return SwiftTarget(p).ns(cwnd_packets, hops);
 }
 
 PacingRtt::PacingRtt(TimeNs base_rtt_ns) : rtt_ns_(positive_rtt(base_rtt_ns)) {}
@@ -58,6 +67,7 @@ double PacingRtt::rate_bps(double cwnd_packets, uint32_t mss_bytes, double line_
 
 SwiftController::SwiftController(const SwiftParams& params, const FlowParams& flow)
     : p_(params),
+      target_(params),
       flow_(flow),
       cwnd_(std::min(std::max(params.init_cwnd_packets, params.min_cwnd_packets), params.max_cwnd_packets)),
       rtt_ns_(positive_rtt(flow.base_rtt_ns)),
@@ -98,7 +108,7 @@ void SwiftController::on_ack(TimeNs now, const AckSample& ack) {
   // §3.3: the fabric part of the RTT excludes the receiver's echoed queuing and processing time.
   const TimeNs remote_ns = p_.use_fabric_delay ? std::max<TimeNs>(ack.remote_delay_ns, 0) : 0;
   const double delay_ns = static_cast<double>(std::max<TimeNs>(ack.rtt_ns - remote_ns, 0));
-  const double target_ns = swift_target_delay_ns(p_, cwnd_, hops_);
+  const double target_ns = target_.ns(cwnd_, hops_);
   const double acked_packets = ack.acked_packets != 0
                                    ? static_cast<double>(ack.acked_packets)
                                    : static_cast<double>(ack.acked_bytes) / flow_.mss_bytes;
@@ -151,7 +161,7 @@ ControllerState SwiftController::state() const {
   ControllerState s;
   s.cwnd_bytes = cwnd_bytes();
   s.pacing_rate_bps = pacing_rate_bps();
-  s.target_delay_ns = swift_target_delay_ns(p_, cwnd_, hops_);
+  s.target_delay_ns = target_.ns(cwnd_, hops_);
   s.decreases = decreases_;
   return s;
 }

@@ -63,6 +63,7 @@ class HybridController final : public Controller {
   void decrease(TimeNs now, double factor);
 
   HybridParams p_;
+  SwiftTarget target_;       // p_.swift's target delay curve
   FlowParams flow_;
   double cwnd_;              // packets (fractional below 1)
   TimeNs rtt_ns_;            // latest RTT sample, else FlowParams::base_rtt_ns

@@ -17,6 +17,23 @@ namespace megascale::cc {
 // Shared with the hybrid controller.
 double swift_target_delay_ns(const SwiftParams& p, double cwnd_packets, uint8_t hops);
 
+// The same curve with the parts that depend only on the parameters (two square roots and a division)
+// computed once: controllers evaluate it on every ACK. ns() returns exactly what swift_target_delay_ns
+// returns for the same parameters, bit for bit (the same operations on the same values).
+class SwiftTarget {
+ public:
+  explicit SwiftTarget(const SwiftParams& p);
+  double ns(double cwnd_packets, uint8_t hops) const;
+
+ private:
+  double base_ns_;
+  double per_hop_ns_;
+  double fs_range_ns_;
+  double inv_sqrt_max_ = 0;
+  double span_ = 0;
+  bool scaling_;  // false: flow scaling disabled or ill-defined (the topology term alone)
+};
+
 // The RTT that spaces sends below one packet (§3.4: one packet every rtt/cwnd). The paper's rtt is the
 // latest sample; taken raw, one sample that measured an outage (a segment that sat out a link flap
 // for seconds) would space the next send seconds apart, and the next sample, the one that could
@@ -60,6 +77,7 @@ class SwiftController final : public Controller {
   void clamp_and_note_decrease(TimeNs now, double prev_cwnd);
 
   SwiftParams p_;
+  SwiftTarget target_;
   FlowParams flow_;
   double cwnd_;                 // packets (fractional below 1)
   TimeNs rtt_ns_;               // latest RTT sample (the paper uses instantaneous delay), else base_rtt
