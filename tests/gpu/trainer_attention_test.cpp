@@ -38,6 +38,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -466,6 +467,27 @@ TEST(AttentionArgumentsDeathTest, RejectBadShapes) {
   EXPECT_DEATH(
       attention_backward<float>(f, f, f, f, f, f, f, f, f, 1, 8, 1, 64, 192, 64, 0, 0.1f, nullptr, nullptr),
       "attention_backward: workspace is null");
+}
+
+// The kernel-form knobs read once per process: a value that names no form aborts with a message naming
+// the variable (a typo would otherwise measure the default). Each case runs in a fresh process
+// (threadsafe death tests re-execute the binary), so the variable is read anew there.
+TEST(AttentionArgumentsDeathTest, RejectUnknownKernelForms) {
+  SKIP_WITHOUT_GPU();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const Case c{true, 64, 257, 0, 0, 1, 2};
+  EXPECT_DEATH(
+      {
+        setenv("MEGASCALE_ATTENTION_FWD", "x2", 1);
+        run_case<__nv_bfloat16>(c);
+      },
+      "MEGASCALE_ATTENTION_FWD=\"x2\": must be x1 or x4");
+  EXPECT_DEATH(
+      {
+        setenv("MEGASCALE_ATTENTION_BWD", "64x2", 1);
+        run_case<__nv_bfloat16>(c);
+      },
+      "MEGASCALE_ATTENTION_BWD=\"64x2\": must be 64x1, 64x3, 128x1 or 128x2");
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include <cuda_bf16.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -288,16 +289,22 @@ struct BackwardForm {
   int keys = 0, min_blocks = 0;
 };
 BackwardForm backward_form(int D) {
-  static const char* env = std::getenv("MEGASCALE_ATTENTION_BWD");
-  BackwardForm form = D == 64 ? BackwardForm{64, 3} : BackwardForm{128, 1};
-  if (env != nullptr) {
+  // Read once. Unset: the defaults below; any other value than the four forms aborts, naming the variable
+  // (a typo would otherwise measure the default while the user believes it measured the form named).
+  static const BackwardForm forced = [] {
+    const char* env = std::getenv("MEGASCALE_ATTENTION_BWD");
+    if (env == nullptr) return BackwardForm{};
     const std::string v(env);
-    if (v == "64x1") form = {64, 1};
-    if (v == "64x3") form = {64, 3};
-    if (v == "128x1") form = {128, 1};
-    if (v == "128x2") form = {128, 2};
-  }
-  return form;
+    if (v == "64x1") return BackwardForm{64, 1};
+    if (v == "64x3") return BackwardForm{64, 3};
+    if (v == "128x1") return BackwardForm{128, 1};
+    if (v == "128x2") return BackwardForm{128, 2};
+    std::fprintf(stderr, "MEGASCALE_ATTENTION_BWD=\"%s\": must be 64x1, 64x3, 128x1 or 128x2 (unset: the default)\n",
+                 env);
+    std::abort();
+  }();
+  if (forced.keys != 0) return forced;
+  return D == 64 ? BackwardForm{64, 3} : BackwardForm{128, 1};
 }
 
 // One block form, ordered or not.

@@ -13,6 +13,7 @@
 #include <cuda_bf16.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -185,10 +186,16 @@ void launch_attention_forward_tc(__nv_bfloat16* o, float* lse, const __nv_bfloat
   // 0.153-0.154 ms against 0.159-0.160 uncapped (132 registers, 3 blocks) at B=16 T=1024 H=12; D=128:
   // uncapped (172 registers), since the cap spills 368 bytes and costs 28% (docs/PERFORMANCE.md).
   // MEGASCALE_ATTENTION_FWD=x1 (no cap) or x4 overrides the default, to measure one against the other.
-  static const char* env = std::getenv("MEGASCALE_ATTENTION_FWD");
-  bool four = s.D == 64;
-  if (env != nullptr && std::strcmp(env, "x4") == 0) four = true;
-  if (env != nullptr && std::strcmp(env, "x1") == 0) four = false;
+  // Read once; any other value aborts, naming the variable. 0: unset, 1: x1, 4: x4.
+  static const int forced = [] {
+    const char* env = std::getenv("MEGASCALE_ATTENTION_FWD");
+    if (env == nullptr) return 0;
+    if (std::strcmp(env, "x1") == 0) return 1;
+    if (std::strcmp(env, "x4") == 0) return 4;
+    std::fprintf(stderr, "MEGASCALE_ATTENTION_FWD=\"%s\": must be x1 or x4 (unset: the default)\n", env);
+    std::abort();
+  }();
+  const bool four = forced != 0 ? forced == 4 : s.D == 64;
   if (s.D == 64) {
     four ? launch<64, 4>(o, lse, q, k, v, s, stream) : launch<64, 0>(o, lse, q, k, v, s, stream);
   } else {
