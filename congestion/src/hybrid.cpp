@@ -71,8 +71,7 @@ void HybridController::decrease(TimeNs now, double factor) {
 
 void HybridController::respond(TimeNs now, bool ecn, double acked_packets) {
   const SwiftParams& s = p_.swift;
-  const double target_ns = target_.ns(cwnd_, hops_);
-  const bool over_target = have_delay_ && delay_ns_ >= target_ns;
+  const bool over_target = have_delay_ && !target_.below(delay_ns_, cwnd_, hops_);
 
   if (!over_target && !ecn) {
     // Swift Algorithm 1 additive increase: ai per RTT's worth of ACKs at or above one packet, ai per
@@ -85,6 +84,7 @@ void HybridController::respond(TimeNs now, bool ecn, double acked_packets) {
   if (!can_decrease(now)) return;
   double cut = 0;
   if (over_target && delay_ns_ > 0) {
+    const double target_ns = target_.ns(cwnd_, hops_);
     cut = s.beta * (delay_ns_ - target_ns) / delay_ns_;  // Swift Algorithm 1, delay-proportional
   }
   if (ecn) {

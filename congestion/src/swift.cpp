@@ -108,19 +108,19 @@ void SwiftController::on_ack(TimeNs now, const AckSample& ack) {
   // §3.3: the fabric part of the RTT excludes the receiver's echoed queuing and processing time.
   const TimeNs remote_ns = p_.use_fabric_delay ? std::max<TimeNs>(ack.remote_delay_ns, 0) : 0;
   const double delay_ns = static_cast<double>(std::max<TimeNs>(ack.rtt_ns - remote_ns, 0));
-  const double target_ns = target_.ns(cwnd_, hops_);
   const double acked_packets = ack.acked_packets != 0
                                    ? static_cast<double>(ack.acked_packets)
                                    : static_cast<double>(ack.acked_bytes) / flow_.mss_bytes;
 
   const double prev_cwnd = cwnd_;
-  if (delay_ns < target_ns) {
+  if (target_.below(delay_ns, cwnd_, hops_)) {
     // Additive increase: ai packets per RTT's worth of ACKs above one packet, ai per ACK below it.
     cwnd_ += cwnd_ >= 1 ? p_.ai_packets / cwnd_ * acked_packets : p_.ai_packets * acked_packets;
     cwnd_ = std::min(std::max(cwnd_, p_.min_cwnd_packets), p_.max_cwnd_packets);
   } else if (can_decrease(now)) {
     // Multiplicative decrease proportional to the excess delay, at most max_mdf (Algorithm 1).
     // delay >= target > 0 here unless the target itself is 0; a zero delay has no excess to cut.
+    const double target_ns = target_.ns(cwnd_, hops_);
     const double excess = delay_ns > 0 ? (delay_ns - target_ns) / delay_ns : 0.0;
     cwnd_ *= std::max(1.0 - p_.beta * excess, 1.0 - p_.max_mdf);
     clamp_and_note_decrease(now, prev_cwnd);

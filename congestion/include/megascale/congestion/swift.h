@@ -24,6 +24,11 @@ class SwiftTarget {
  public:
   explicit SwiftTarget(const SwiftParams& p);
   double ns(double cwnd_packets, uint8_t hops) const;
+  // delay_ns < ns(cwnd_packets, hops), without the square root when the delay is below the topology
+  // term, which the target never is (the flow term is >= 0): the common case of an uncongested path.
+  bool below(double delay_ns, double cwnd_packets, uint8_t hops) const {
+    return delay_ns < base_ns_ + static_cast<double>(hops) * per_hop_ns_ || delay_ns < ns(cwnd_packets, hops);
+  }
 
  private:
   double base_ns_;
