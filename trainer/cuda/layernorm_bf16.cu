@@ -5,10 +5,10 @@
 // per row for dx, then one thread per column walking 64 rows for dw/db) and took 0.47 ms per call on
 // GPT-2 124M (16384 x 768), 22.6% of the step (docs/PERFORMANCE.md, "Trainer speed"). Here a warp holds
 // its row in registers, loaded once in 16-byte pieces: lane l owns the 8-column chunks l, l + 32, ...;
-// the backward computes dx and, in the same pass, adds the row's dout * xhat and dout into per-lane
-// column accumulators for dw/db. The block's warps then combine their accumulators in warp order, each
-// block writes one partial row, and a second kernel sums the partials in block order: a fixed order,
-// so dw/db stay bit-reproducible (no float atomics).
+// the backward computes dx and, in the same pass, adds the row's dout * xhat and dout into the warp's
+// column accumulators for dw/db (in shared memory). The block's warps then combine their accumulators in
+// warp order, each block writes one partial row, and a second kernel sums the partials in block order: a
+// fixed order, so dw/db stay bit-reproducible (no float atomics).
 #include <cuda_bf16.h>
 
 #include "cuda_check.h"
@@ -22,7 +22,8 @@ using bf16 = __nv_bfloat16;
 constexpr float kEps = 1e-5f;
 constexpr int kForwardWarps = 8;
 constexpr int kBackwardWarps = 4;
-constexpr int kBackwardRowsPerBlock = 64;  // 256 blocks on 16384 rows: one wave (3 blocks fit per SM)
+constexpr int kBackwardRowsPerBlock = 32;  // 512 blocks on 16384 rows: one wave (96-128 registers at C
+                                           // 768-1024, 24-32 KiB shared: 4 blocks fit per SM)
 constexpr int kMaxC = 2048;
 constexpr int kReduceRows = 32;  // thread rows of the partial-sum kernel (32 x 32 threads per block)
 
@@ -94,19 +95,24 @@ __global__ void __launch_bounds__(kForwardWarps * 32)
 
 // dx += rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dout * w; partial[block] = (sum dout * xhat,
 // sum dout) over the block's rows, columns [0, C) then [C, 2C).
+//
+// Each warp keeps its dw/db column sums in shared memory, not registers: in registers they took 16 per
+// 8 columns a lane owns, which held a block to ~150-250 registers a thread, the grid to ~2 blocks per SM,
+// and spilled at C = 2048 (the shared-memory form: 1.58 -> 1.34 ms per 124M step, 4.02 -> 3.33 at 350M,
+// 7.91 -> 4.45 at 1.3B; docs/PERFORMANCE.md). A warp's accumulator rows hold element (chunk, e) at
+// e * chunks + chunk, so its 32 lanes touch 32 consecutive floats; it adds its rows in row order, and the
+// warps are combined in warp order, so dw/db stay bit-reproducible.
 template <int kChunks>
 __global__ void __launch_bounds__(kBackwardWarps * 32)
     backward_kernel(bf16* dx, float* partial, const bf16* dout, const bf16* x, const bf16* w,
                     const float* mean_in, const float* rstd_in, int N, int C) {
-  __shared__ float block_acc[2 * kMaxC];
+  extern __shared__ float warp_acc[];  // [kBackwardWarps][2][C]: dw then db
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int chunks = C / 8;
-  float dw[kChunks][8], db[kChunks][8];
-#pragma unroll
-  for (int k = 0; k < kChunks; ++k) {
-#pragma unroll
-    for (int e = 0; e < 8; ++e) dw[k][e] = db[k][e] = 0.f;
-  }
+  float* acc_w = warp_acc + static_cast<size_t>(warp) * 2 * C;
+  float* acc_b = acc_w + C;
+  for (int i = lane; i < 2 * C; i += 32) acc_w[i] = 0.f;
+  __syncwarp();
   const int row_end = min(N, (blockIdx.x + 1) * kBackwardRowsPerBlock);
   for (int row = blockIdx.x * kBackwardRowsPerBlock + warp; row < row_end; row += kBackwardWarps) {
     const size_t base = static_cast<size_t>(row) * C;
@@ -115,7 +121,7 @@ __global__ void __launch_bounds__(kBackwardWarps * 32)
     const float mean = mean_in[row], rstd = rstd_in[row];
     uint4* dxr = reinterpret_cast<uint4*>(dx + base);
     float d[kChunks][8], xh[kChunks][8];
-    uint4 dx_old[kChunks];  // loaded with the rest, so the update below waits on no second round trip
+    uint4 dx_old[kChunks];
     float g_sum = 0.f, gx_sum = 0.f;
 #pragma unroll
     for (int k = 0; k < kChunks; ++k) {
@@ -132,8 +138,8 @@ __global__ void __launch_bounds__(kBackwardWarps * 32)
         const float g = d[k][e] * wf[e];
         g_sum += g;
         gx_sum += g * xh[k][e];
-        dw[k][e] += d[k][e] * xh[k][e];
-        db[k][e] += d[k][e];
+        acc_w[e * chunks + idx] += d[k][e] * xh[k][e];
+        acc_b[e * chunks + idx] += d[k][e];
       }
     }
     const float g_mean = warp_sum(g_sum) / C;
@@ -150,25 +156,17 @@ __global__ void __launch_bounds__(kBackwardWarps * 32)
       dxr[idx] = pack8(acc);
     }
   }
-  // The warps' column sums, added in warp order.
-  for (int turn = 0; turn < kBackwardWarps; ++turn) {
-    if (warp == turn) {
-#pragma unroll
-      for (int k = 0; k < kChunks; ++k) {
-        const int idx = lane + 32 * k;
-        if (idx >= chunks) continue;
-#pragma unroll
-        for (int e = 0; e < 8; ++e) {
-          const int c = idx * 8 + e;
-          block_acc[c] = turn == 0 ? dw[k][e] : block_acc[c] + dw[k][e];
-          block_acc[C + c] = turn == 0 ? db[k][e] : block_acc[C + c] + db[k][e];
-        }
-      }
-    }
-    __syncthreads();
-  }
+  __syncthreads();
+  // Column c of the block: the warps' sums in warp order.
   float* out = partial + static_cast<size_t>(blockIdx.x) * 2 * C;
-  for (int i = threadIdx.x; i < 2 * C; i += blockDim.x) out[i] = block_acc[i];
+  for (int i = threadIdx.x; i < 2 * C; i += blockDim.x) {
+    const int half = i < C ? 0 : C;  // dw or db
+    const int c = i - half;
+    const int at = half + (c % 8) * chunks + c / 8;
+    float total = warp_acc[at];
+    for (int k = 1; k < kBackwardWarps; ++k) total += warp_acc[static_cast<size_t>(k) * 2 * C + at];
+    out[i] = total;
+  }
 }
 
 // dw[c] += sum over blocks of partial[block][c], db likewise: thread row r sums blocks r, r + 32, ... in
@@ -204,7 +202,14 @@ void launch_forward(bf16* out, float* mean, float* rstd, const bf16* x, const bf
 template <int kChunks>
 void launch_backward(bf16* dx, float* partial, const bf16* dout, const bf16* x, const bf16* w,
                      const float* mean, const float* rstd, int N, int C, cudaStream_t stream) {
-  backward_kernel<kChunks><<<ceil_div(N, kBackwardRowsPerBlock), kBackwardWarps * 32, 0, stream>>>(
+  static bool attribute_set = false;  // per instantiation: C = 2048 needs 64 KiB
+  if (!attribute_set) {
+    CUDA_CHECK(cudaFuncSetAttribute(backward_kernel<kChunks>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(kBackwardWarps * 2 * kMaxC * sizeof(float))));
+    attribute_set = true;
+  }
+  const size_t smem = static_cast<size_t>(kBackwardWarps) * 2 * C * sizeof(float);
+  backward_kernel<kChunks><<<ceil_div(N, kBackwardRowsPerBlock), kBackwardWarps * 32, smem, stream>>>(
       dx, partial, dout, x, w, mean, rstd, N, C);
 }
 
