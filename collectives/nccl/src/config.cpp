@@ -173,7 +173,7 @@ Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
     c.io_threads = static_cast<uint32_t>(*v);
   }
   echo("MEGASCALE_IO_THREADS",
-       io_threads ? std::to_string(c.io_threads) : "2 (system calls, CRCs and copies off each wire's progress thread)",
+       io_threads ? std::to_string(c.io_threads) : "0 (each wire's progress thread makes its system calls)",
        io_threads != nullptr);
 
   // MEGASCALE_SOURCE_PORTS: one wire's pool binds them, so they need one wire per device (several
