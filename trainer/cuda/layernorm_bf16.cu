@@ -121,7 +121,7 @@ __global__ void __launch_bounds__(kBackwardWarps * 32)
     const float mean = mean_in[row], rstd = rstd_in[row];
     uint4* dxr = reinterpret_cast<uint4*>(dx + base);
     float d[kChunks][8], xh[kChunks][8];
-    uint4 dx_old[kChunks];
+    uint4 dx_old[kChunks];  // loaded with the rest, so the update below waits on no second round trip
     float g_sum = 0.f, gx_sum = 0.f;
 #pragma unroll
     for (int k = 0; k < kChunks; ++k) {
@@ -202,13 +202,10 @@ void launch_forward(bf16* out, float* mean, float* rstd, const bf16* x, const bf
 template <int kChunks>
 void launch_backward(bf16* dx, float* partial, const bf16* dout, const bf16* x, const bf16* w,
                      const float* mean, const float* rstd, int N, int C, cudaStream_t stream) {
-  static bool attribute_set = false;  // per instantiation: C = 2048 needs 64 KiB
-  if (!attribute_set) {
-    CUDA_CHECK(cudaFuncSetAttribute(backward_kernel<kChunks>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(kBackwardWarps * 2 * kMaxC * sizeof(float))));
-    attribute_set = true;
-  }
+  // Per launch, as the attention launchers do: the attribute is per device (and C = 2048 needs 64 KiB).
   const size_t smem = static_cast<size_t>(kBackwardWarps) * 2 * C * sizeof(float);
+  CUDA_CHECK(cudaFuncSetAttribute(backward_kernel<kChunks>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(smem)));
   backward_kernel<kChunks><<<ceil_div(N, kBackwardRowsPerBlock), kBackwardWarps * 32, smem, stream>>>(
       dx, partial, dout, x, w, mean, rstd, N, C);
 }
