@@ -1,6 +1,7 @@
 // The attention entry points (attention.cuh): argument checks, the choice between the tensor-core and
-// the CUDA-core kernels, and the two small passes around the backward: D_i = rowsum(dO o O) before it
-// (FlashAttention-2, Dao 2023, Algorithm 2 line 4) and the fp32 dQ accumulator's conversion after it.
+// the CUDA-core kernels, and the small passes around the backward: D_i = rowsum(dO o O) before it
+// (FlashAttention-2, Dao 2023, Algorithm 2 line 4) and the fp32 dQ accumulator's conversion after it
+// (except in the ordered tensor-core backward, which writes dQ itself: attention_tc_backward.cu).
 //
 //   attention_forward(o, lse, q, k, v, B, T, H, D, 3 * C, C, window, scale, stream);
 #include <cuda_bf16.h>
@@ -79,6 +80,40 @@ __global__ void row_dot_kernel(float* drow, const T* dout, const T* o, Attention
   if (lane == 0) drow[(static_cast<size_t>(b) * s.H + h) * s.T + t] = sum;
 }
 
+// The same for bf16 rows that are 16-byte aligned: D / 8 threads per row, 8 elements each, 16-byte loads
+// (the warp-per-row form above issued 2-byte loads, two per lane, and was launch-bound).
+template <int D>
+__global__ void row_dot_bf16_kernel(float* drow, const __nv_bfloat16* dout, const __nv_bfloat16* o,
+                                    AttentionShape s) {
+  constexpr int kPerRow = D / 8;
+  const long long t_id = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const long long row = t_id / kPerRow;
+  const int part = static_cast<int>(t_id % kPerRow);
+  const bool live = row < static_cast<long long>(s.B) * s.T * s.H;
+  float sum = 0.f;
+  int b = 0, t = 0, h = 0;
+  if (live) {
+    h = static_cast<int>(row % s.H);
+    t = static_cast<int>(row / s.H % s.T);
+    b = static_cast<int>(row / s.H / s.T);
+    const size_t at = attention_detail::attention_row(b, t, h, s, s.ld_o) + part * 8;
+    const uint4 dv = *reinterpret_cast<const uint4*>(dout + at);
+    const uint4 ov = *reinterpret_cast<const uint4*>(o + at);
+    const auto* d2 = reinterpret_cast<const __nv_bfloat162*>(&dv);
+    const auto* o2 = reinterpret_cast<const __nv_bfloat162*>(&ov);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float2 x = __bfloat1622float2(d2[e]), y = __bfloat1622float2(o2[e]);
+      sum += x.x * y.x;
+      sum += x.y * y.y;
+    }
+  }
+  // A row's kPerRow threads are consecutive lanes of one warp (32 % kPerRow == 0).
+#pragma unroll
+  for (int offset = kPerRow / 2; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  if (live && part == 0) drow[(static_cast<size_t>(b) * s.H + h) * s.T + t] = sum;
+}
+
 template <class T>
 __device__ inline T from_float(float x) {
   if constexpr (std::is_same_v<T, float>) {
@@ -98,6 +133,25 @@ __global__ void dq_convert_kernel(T* dq, const float* dq_accum, AttentionShape s
   const int t = static_cast<int>(bht % s.T), h = static_cast<int>(bht / s.T % s.H),
             b = static_cast<int>(bht / s.T / s.H);
   dq[attention_detail::attention_row(b, t, h, s, s.ld_qkv) + d] = from_float<T>(dq_accum[idx]);
+}
+
+// The same for bf16 dq with 16-byte aligned rows: 8 elements per thread (two 16-byte loads, one store).
+__global__ void dq_convert_bf16_kernel(__nv_bfloat16* dq, const float* dq_accum, AttentionShape s) {
+  const long long idx = (static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) * 8;
+  if (idx >= static_cast<long long>(s.B) * s.H * s.T * s.D) return;
+  const int d = static_cast<int>(idx % s.D);
+  const long long bht = idx / s.D;
+  const int t = static_cast<int>(bht % s.T), h = static_cast<int>(bht / s.T % s.H),
+            b = static_cast<int>(bht / s.T / s.H);
+  const float4 lo = *reinterpret_cast<const float4*>(dq_accum + idx);
+  const float4 hi = *reinterpret_cast<const float4*>(dq_accum + idx + 4);
+  uint4 out;
+  auto* o2 = reinterpret_cast<__nv_bfloat162*>(&out);
+  o2[0] = __floats2bfloat162_rn(lo.x, lo.y);
+  o2[1] = __floats2bfloat162_rn(lo.z, lo.w);
+  o2[2] = __floats2bfloat162_rn(hi.x, hi.y);
+  o2[3] = __floats2bfloat162_rn(hi.z, hi.w);
+  *reinterpret_cast<uint4*>(dq + attention_detail::attention_row(b, t, h, s, s.ld_qkv) + d) = out;
 }
 
 }  // namespace
@@ -183,29 +237,52 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* o, const fl
   int* dq_turns = reinterpret_cast<int*>(workspace + rows * D);  // [B, H, ceil(T / 32)]
   float* drow = workspace + rows * D + turn_words;               // [B, H, T]
 
-  cudaMemsetAsync(dq_accum, 0, (rows * D + turn_words) * sizeof(float), stream);  // accumulator and turns
-  constexpr int kRowThreads = 256;                                                // 8 rows per block
-  row_dot_kernel<T>
-      <<<static_cast<unsigned>((rows * 32 + kRowThreads - 1) / kRowThreads), kRowThreads, 0, stream>>>(
-          drow, dout, o, s);
-  ATTENTION_CHECK_LAUNCH("attention backward rowsum(dO * O)");
-
-  bool tensor_cores = false;
+  bool tensor_cores = false, ordered = false;
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    tensor_cores = rows_16_byte_aligned({dk, dv, dout, q, k, v}, ld_qkv, ld_o);
+    tensor_cores = rows_16_byte_aligned({dq, dk, dv, dout, o, q, k, v}, ld_qkv, ld_o);
+    ordered = tensor_cores && attention_deterministic();
+  }
+  // The turns always start at 0; the accumulator only when something adds into it from zero (the
+  // ordered tensor-core backward stores its first terms).
+  if (ordered) {
+    cudaMemsetAsync(dq_turns, 0, turn_words * sizeof(float), stream);
+  } else {
+    cudaMemsetAsync(dq_accum, 0, (rows * D + turn_words) * sizeof(float), stream);
+  }
+  constexpr int kThreads = 256;
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
     if (tensor_cores) {
-      attention_detail::launch_attention_backward_tc(dk, dv, dq_accum, dq_turns, dout, lse, drow, q, k, v, s,
-                                                     attention_deterministic(), stream);
+      const size_t threads = rows * (D / 8);
+      const auto grid = static_cast<unsigned>((threads + kThreads - 1) / kThreads);
+      if (D == 64) {
+        row_dot_bf16_kernel<64><<<grid, kThreads, 0, stream>>>(drow, dout, o, s);
+      } else {
+        row_dot_bf16_kernel<128><<<grid, kThreads, 0, stream>>>(drow, dout, o, s);
+      }
     }
   }
   if (!tensor_cores) {
-    attention_detail::launch_attention_backward_simple(dk, dv, dq_accum, dq_turns, dout, lse, drow, q, k, v,
-                                                       s, stream);
+    row_dot_kernel<T><<<static_cast<unsigned>((rows * 32 + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+        drow, dout, o, s);
   }
+  ATTENTION_CHECK_LAUNCH("attention backward rowsum(dO * O)");
 
-  constexpr int kConvertThreads = 256;
-  dq_convert_kernel<T><<<static_cast<unsigned>((rows * D + kConvertThreads - 1) / kConvertThreads),
-                         kConvertThreads, 0, stream>>>(dq, dq_accum, s);
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    if (tensor_cores) {
+      attention_detail::launch_attention_backward_tc(dq, dk, dv, dq_accum, dq_turns, dout, lse, drow, q, k, v,
+                                                     s, ordered, stream);
+      if (!ordered) {
+        dq_convert_bf16_kernel<<<static_cast<unsigned>((rows * D / 8 + kThreads - 1) / kThreads), kThreads, 0,
+                                 stream>>>(dq, dq_accum, s);
+        ATTENTION_CHECK_LAUNCH("attention backward dQ conversion");
+      }
+      return;
+    }
+  }
+  attention_detail::launch_attention_backward_simple(dk, dv, dq_accum, dq_turns, dout, lse, drow, q, k, v, s,
+                                                     stream);
+  dq_convert_kernel<T><<<static_cast<unsigned>((rows * D + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+      dq, dq_accum, s);
   ATTENTION_CHECK_LAUNCH("attention backward dQ conversion");
 }
 
