@@ -55,6 +55,9 @@ class SlotRing {
   }
   // Consumer: gives the oldest slot back.
   void release() { tail_.fetch_add(1, std::memory_order_release); }
+  // Any thread: slots published, and slots released, so far.
+  uint64_t published() const { return head_.load(std::memory_order_acquire); }
+  uint64_t released() const { return tail_.load(std::memory_order_acquire); }
 
  private:
   std::vector<std::unique_ptr<T>> slots_;
@@ -152,6 +155,9 @@ class IoThread {
   CopyQueue& copies() { return copies_; }
   // After publishing a TxBatch: wakes the thread if it sleeps.
   void wake();
+  // Waits until the thread has sent (or dropped) its first `published` TX batches, i.e. no longer reads
+  // their payloads; returns at once if the thread is stopped (it will never read them). Needs no lock.
+  void wait_tx_released(uint64_t published);
 
   const IoThreadCounters& counters() const { return counters_; }
   // Datagrams sent per pool socket (only this thread's sockets are non-zero).

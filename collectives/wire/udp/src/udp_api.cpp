@@ -228,21 +228,43 @@ Result<engine::RequestId> UdpWire::post_recv(engine::ConnId conn, void* buf, uin
   return r;
 }
 
+std::vector<uint64_t> UdpWire::tx_fence_locked() const {
+  std::vector<uint64_t> fence;
+  fence.reserve(io_->threads.size());
+  for (const auto& t : io_->threads) fence.push_back(t->tx().published());
+  return fence;
+}
+
+void UdpWire::wait_tx_fence(const std::vector<uint64_t>& fence) {
+  for (size_t t = 0; t < fence.size(); ++t) io_->threads[t]->wait_tx_released(fence[t]);
+}
+
 engine::Completion UdpWire::test(engine::ConnId conn, engine::RequestId req) {
-  std::lock_guard<WireMutex> lock(mu_);
+  std::unique_lock<WireMutex> lock(mu_);
   engine::Connection* c = endpoint_->connection(conn);
   if (c == nullptr) return engine::Completion{true, false, 0, 0, "unknown connection"};
-  return c->test(req);
+  engine::Completion result = c->test(req);
+  if (result.done && !io_->threads.empty()) {
+    const std::vector<uint64_t> fence = tx_fence_locked();
+    lock.unlock();
+    wait_tx_fence(fence);
+  }
+  return result;
 }
 
 void UdpWire::close(engine::ConnId conn, bool release) {
-  std::lock_guard<WireMutex> lock(mu_);
+  std::unique_lock<WireMutex> lock(mu_);
   if (release) {
     endpoint_->release(conn);
   } else if (engine::Connection* c = endpoint_->connection(conn)) {
     c->close(now());
   }
   wake_locked();
+  if (!io_->threads.empty()) {
+    const std::vector<uint64_t> fence = tx_fence_locked();
+    lock.unlock();
+    wait_tx_fence(fence);
+  }
 }
 
 engine::ConnectionState UdpWire::state(engine::ConnId conn) {
@@ -274,6 +296,11 @@ engine::Completion UdpWire::wait(engine::ConnId conn, engine::RequestId req, Tim
                                          : "progress thread stopped: " + thread_error_;
   } else if (!result.ok) {
     result.error += peer_suffix_locked(conn);
+  }
+  if (result.done && !io_->threads.empty()) {
+    const std::vector<uint64_t> fence = tx_fence_locked();
+    lock.unlock();
+    wait_tx_fence(fence);
   }
   return result;
 }

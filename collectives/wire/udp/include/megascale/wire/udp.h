@@ -339,6 +339,14 @@ class UdpWire {
   TimeNs next_deadline_locked() const;
   void wake_locked();
   uint64_t completion_signature_locked(engine::ConnId conn) const;
+  // The TX fence. With I/O threads, a packet's payload (an application buffer) is read by an I/O
+  // thread after the engine call that released it, so before the caller learns that a send finished,
+  // failed or was closed (and may free its buffer), every TX batch published so far must be sent.
+  // tx_fence_locked() notes each thread's published count under the lock; wait_tx_fence() waits for
+  // them without it (later batches cannot hold that request's segments: the engine sends nothing more
+  // of a finished request or a closed connection).
+  std::vector<uint64_t> tx_fence_locked() const;
+  void wait_tx_fence(const std::vector<uint64_t>& fence);
   std::string peer_suffix_locked(engine::ConnId conn) const;
   void thread_main();
   // Waits until pred() holds (under the lock) or `timeout_ns` passes; true if it holds.
