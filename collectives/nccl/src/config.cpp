@@ -1,6 +1,7 @@
 // MEGASCALE_* environment variables: parsing, validation and the INFO echo (see config.h).
 #include "config.h"
 
+#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -60,6 +61,15 @@ std::string seconds_text(TimeNs ns) {
 }
 
 }  // namespace
+
+// CPUs this process may run on (its affinity mask: NCCL ranks are often pinned), at least 1.
+unsigned usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  const long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<unsigned>(n) : 1u;
+}
 
 uint32_t default_segment_bytes(int mtu_bytes, bool ipv6) {
   const int overhead = (ipv6 ? 40 : 20) + 8 + static_cast<int>(engine::kSegHeaderBytes);
@@ -171,10 +181,17 @@ Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
     auto v = parse_int("MEGASCALE_IO_THREADS", io_threads, 0, 64);
     if (!v) return v.error();
     c.io_threads = static_cast<uint32_t>(*v);
+    echo("MEGASCALE_IO_THREADS", std::to_string(c.io_threads), true);
+  } else {
+    // Unset: 2 where the process may run on enough CPUs for them (with the 4 default wires that is 8
+    // more threads), else 0 (docs/CONFIG.md).
+    const unsigned cpus = usable_cpus();
+    c.io_threads = cpus >= kIoThreadsMinCpus ? 2 : 0;
+    echo("MEGASCALE_IO_THREADS",
+         std::to_string(c.io_threads) + " (" + std::to_string(cpus) + " usable CPUs; 2 from " +
+             std::to_string(kIoThreadsMinCpus) + ")",
+         false);
   }
-  echo("MEGASCALE_IO_THREADS",
-       io_threads ? std::to_string(c.io_threads) : "0 (each wire's progress thread makes its system calls)",
-       io_threads != nullptr);
 
   // MEGASCALE_SOURCE_PORTS: one wire's pool binds them, so they need one wire per device (several
   // wires cannot bind the same ports, and wires left on ephemeral ports would carry a share of the

@@ -18,6 +18,8 @@
 
 namespace megascale::nccl {
 
+inline constexpr unsigned kIoThreadsMinCpus = 8;
+
 struct PluginConfig {
   std::string cc_source = "hybrid";         // MEGASCALE_CC as given: a preset name or a YAML path
   cc::CcConfig cc;                          // the resolved preset (retry budget already applied)
@@ -29,7 +31,9 @@ struct PluginConfig {
   std::string stats_dir;   // MEGASCALE_STATS_DIR: where counters go; empty = none
   TimeNs stats_interval_ns = 5 * kNsPerSec;  // MEGASCALE_STATS_INTERVAL_S
   uint32_t threads_per_device = 4;           // MEGASCALE_NTHREADS: UDP wires (progress threads) per device
-  uint32_t io_threads = 0;  // MEGASCALE_IO_THREADS: I/O threads per wire (UdpConfig::io_threads)
+  // MEGASCALE_IO_THREADS: I/O threads per wire (UdpConfig::io_threads). Unset: 2 when the process may
+  // run on at least kIoThreadsMinCpus CPUs, else 0.
+  uint32_t io_threads = 0;
   // MEGASCALE_SOURCE_PORTS: the UDP source ports of every device's wire (one per lane; lane i sends from
   // port i), e.g. as `megascale topo ports` prints them for one destination; empty = ephemeral ports.
   // Needs MEGASCALE_NTHREADS=1 (one wire per device, whose pool every connection shares).

@@ -49,6 +49,8 @@ TEST(Transfer, ZeroLengthMessageCompletesWithZeroBytes) {
   ASSERT_TRUE(wait_done(net, b, *r, &rc));
   ASSERT_TRUE(wait_done(net, a, *s, &sc));
   EXPECT_TRUE(rc.ok && sc.ok);
+  EXPECT_TRUE(sc.send);  // a wire fences its send path on these (collectives/wire/README.md, "TX fence")
+  EXPECT_FALSE(rc.send);
   EXPECT_EQ(rc.bytes, 0u);
   EXPECT_EQ(rc.tag, 3);
   EXPECT_EQ(dummy, 'x');
@@ -136,6 +138,8 @@ TEST(Transfer, MessageLargerThanReceiveFailsBothSides) {
   ASSERT_TRUE(wait_done(net, a, *s, &sc));
   EXPECT_FALSE(sc.ok);
   EXPECT_FALSE(rc.ok);
+  EXPECT_TRUE(sc.send);  // failed sends too
+  EXPECT_FALSE(rc.send);
   EXPECT_NE(sc.error.find("larger than the peer's receive buffer of 4999 bytes"), std::string::npos)
       << sc.error;
   EXPECT_NE(rc.error.find("message of 5000 bytes is larger"), std::string::npos) << rc.error;

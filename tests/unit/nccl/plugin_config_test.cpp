@@ -2,8 +2,10 @@
 // its field, and every bad value refused with a message naming the variable, the value and what is
 // allowed (NCCL shows it as the WARN that explains a failed init).
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -61,6 +63,44 @@ TEST(PluginConfig, DefaultsWithAnEmptyEnvironment) {
     EXPECT_EQ(line.rfind("MEGASCALE_", 0), 0u) << line;
     EXPECT_NE(line.find("(default)"), std::string::npos) << line;
   }
+}
+
+// Unset, MEGASCALE_IO_THREADS follows the CPUs the calling thread may run on: 0 below
+// kIoThreadsMinCpus, 2 from there. The count is set through this thread's affinity, then restored.
+uint32_t default_io_threads_with_cpus(int n) {
+  cpu_set_t saved, set;
+  EXPECT_EQ(sched_getaffinity(0, sizeof(saved), &saved), 0);
+  CPU_ZERO(&set);
+  for (int cpu = 0, added = 0; cpu < CPU_SETSIZE && added < n; ++cpu) {
+    if (CPU_ISSET(cpu, &saved)) {
+      CPU_SET(cpu, &set);
+      ++added;
+    }
+  }
+  EXPECT_EQ(CPU_COUNT(&set), n);
+  EXPECT_EQ(sched_setaffinity(0, sizeof(set), &set), 0);
+  auto c = load({});
+  EXPECT_EQ(sched_setaffinity(0, sizeof(saved), &saved), 0);
+  EXPECT_TRUE(c) << c.error().message;
+  return c ? c->io_threads : 99u;
+}
+
+int usable_cpus_now() {
+  cpu_set_t set;
+  return sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+}
+
+TEST(PluginConfig, IoThreadsDefaultIsZeroOnFewCpus) {
+  EXPECT_EQ(default_io_threads_with_cpus(1), 0u);
+  const int below = std::min(usable_cpus_now(), static_cast<int>(kIoThreadsMinCpus) - 1);
+  EXPECT_EQ(default_io_threads_with_cpus(below), 0u);
+}
+
+TEST(PluginConfig, IoThreadsDefaultIsTwoOnEnoughCpus) {
+  if (usable_cpus_now() < static_cast<int>(kIoThreadsMinCpus)) {
+    GTEST_SKIP() << "needs " << kIoThreadsMinCpus << " usable CPUs, this host gives " << usable_cpus_now();
+  }
+  EXPECT_EQ(default_io_threads_with_cpus(static_cast<int>(kIoThreadsMinCpus)), 2u);
 }
 
 TEST(PluginConfig, EveryKnobReachesItsField) {

@@ -244,7 +244,7 @@ engine::Completion UdpWire::test(engine::ConnId conn, engine::RequestId req) {
   engine::Connection* c = endpoint_->connection(conn);
   if (c == nullptr) return engine::Completion{true, false, 0, 0, "unknown connection"};
   engine::Completion result = c->test(req);
-  if (result.done && !io_->threads.empty()) {
+  if (result.done && result.send && !io_->threads.empty()) {
     const std::vector<uint64_t> fence = tx_fence_locked();
     lock.unlock();
     wait_tx_fence(fence);
@@ -297,7 +297,7 @@ engine::Completion UdpWire::wait(engine::ConnId conn, engine::RequestId req, Tim
   } else if (!result.ok) {
     result.error += peer_suffix_locked(conn);
   }
-  if (result.done && !io_->threads.empty()) {
+  if (result.done && result.send && !io_->threads.empty()) {
     const std::vector<uint64_t> fence = tx_fence_locked();
     lock.unlock();
     wait_tx_fence(fence);

@@ -52,6 +52,7 @@ struct Completion {
   uint64_t bytes = 0;  // send: bytes sent; receive: the message's size (<= the posted capacity)
   int32_t tag = 0;     // send: its tag; receive: the matched send's tag
   std::string error;   // when done && !ok: why ("peer unreachable: ...", "unknown request", ...)
+  bool send = false;   // when done: the request was a send (its buffer is the caller's again)
 };
 
 // What was left unfinished when the connection closed (both sides' counts, from the FIN exchange).
