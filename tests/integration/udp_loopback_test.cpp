@@ -288,7 +288,8 @@ void caller_driven_transfer(const std::string& host_, uint32_t io_threads) {
   recv_req = *receiver.endpoint().connection(*accepted)->post_recv(sink.data(), size, 5);
   while (!(send_done.done && recv_done.done) && UdpWire::now() - t0 < sec(20)) {
     pump();
-    if (!send_done.done) send_done = sender.endpoint().connection(*conn)->test(send_req);
+    // The wire's test(): with I/O threads it holds the send back until they no longer read its buffer.
+    if (!send_done.done) send_done = sender.test(*conn, send_req);
     if (!recv_done.done) recv_done = receiver.endpoint().connection(*accepted)->test(recv_req);
   }
   ASSERT_TRUE(send_done.done && recv_done.done) << "not done within 20 s";
@@ -351,6 +352,65 @@ TEST_P(UdpLoopback, IoThreadsMoveEveryLaneAndKeepEveryByte) {
   TransferResult r2;
   ASSERT_NO_FATAL_FAILURE(transfer(back, {3, 5 * kMiB}, sec(30), r2));
   EXPECT_EQ(r2.bytes, 5 * kMiB + 3);
+}
+
+// With I/O threads a finished send is held back by UdpWire::test() until the threads have sent every
+// batch they held when it finished (the TX fence, which keeps them from reading a buffer the caller may
+// free): polled, each send still completes exactly once, its buffer freed the moment it does (caught
+// by AddressSanitizer otherwise), and wait() finds a send that test() held back.
+TEST_P(UdpLoopback, IoThreadsReportEachSendOnceThroughTheTxFence) {
+  UdpConfig c = wire_config(host_, FaultConfig{});
+  c.io_threads = 2;
+  Pair p = connect_pair(c, c);
+  ASSERT_TRUE(p.recv_conn);
+  constexpr int kMessages = 48;
+  constexpr uint64_t kSize = 96 * 1024 + 5;
+  std::vector<std::vector<uint8_t>> sinks(kMessages, std::vector<uint8_t>(kSize));
+  std::vector<std::unique_ptr<std::vector<uint8_t>>> sources(kMessages);
+  std::vector<engine::RequestId> sends(kMessages), recvs(kMessages);
+  for (int i = 0; i < kMessages; ++i) {
+    sources[i] = std::make_unique<std::vector<uint8_t>>(kSize);
+    fill(*sources[i], kSize, 500 + i);
+    auto r = p.receiver->post_recv(p.recv_conn, sinks[i].data(), kSize, i);
+    auto sr = p.sender->post_send(p.send_conn, sources[i]->data(), kSize, i);
+    ASSERT_TRUE(r && sr);
+    recvs[i] = *r;
+    sends[i] = *sr;
+  }
+  // The last send through wait(), after test() has had a chance to hold it back.
+  int done = 0, held_looks = 0;
+  std::vector<bool> reported(kMessages, false);
+  const TimeNs t0 = UdpWire::now();
+  while (done < kMessages - 1 && UdpWire::now() - t0 < sec(30)) {
+    for (int i = 0; i < kMessages - 1; ++i) {
+      if (reported[i]) continue;
+      const engine::Completion sc = p.sender->test(p.send_conn, sends[i]);
+      if (!sc.done) {
+        ++held_looks;
+        continue;
+      }
+      ASSERT_TRUE(sc.ok) << sc.error;
+      EXPECT_TRUE(sc.send);
+      EXPECT_EQ(sc.bytes, kSize);
+      reported[i] = true;
+      ++done;
+      sources[i].reset();  // the caller's buffer is its own again
+      const engine::Completion again = p.sender->test(p.send_conn, sends[i]);
+      EXPECT_TRUE(again.done && !again.ok) << "a send reported twice";
+    }
+  }
+  ASSERT_EQ(done, kMessages - 1) << "sends not reported within 30 s";
+  engine::Completion last = p.sender->test(p.send_conn, sends[kMessages - 1]);
+  if (!last.done) last = p.sender->wait(p.send_conn, sends[kMessages - 1], sec(30));  // held back or in flight
+  ASSERT_TRUE(last.done && last.ok) << last.error;
+  sources[kMessages - 1].reset();
+  for (int i = 0; i < kMessages; ++i) {
+    const engine::Completion rc = p.receiver->wait(p.recv_conn, recvs[i], sec(30));
+    ASSERT_TRUE(rc.done && rc.ok) << rc.error;
+    EXPECT_EQ(rc.bytes, kSize);
+    EXPECT_EQ(first_mismatch(sinks[i], kSize, 500 + i), -1) << "message " << i;
+  }
+  std::printf("[   INFO   ] %d looks at sends not yet reported (in flight or held for the fence)\n", held_looks);
 }
 
 // A receive group's port (SO_REUSEPORT) is claimed: a second wire asking for it is refused with a

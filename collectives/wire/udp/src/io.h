@@ -8,7 +8,9 @@
 
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "io_thread.h"
@@ -93,6 +95,13 @@ struct UdpWire::Io {
   std::vector<std::unique_ptr<detail::IoThread>> threads;
   detail::CallerWake caller_wake;
   std::vector<detail::TxBatch*> tx_open;  // transmit_to_threads_locked: the batch being filled per thread
+  // test(): finished sends held back until the I/O threads have sent every batch handed to them when
+  // the engine reported them (the TX fence, without blocking the caller), by (connection, request).
+  struct FencedSend {
+    std::vector<uint64_t> fence;
+    engine::Completion completion;
+  };
+  std::map<std::pair<engine::ConnId, engine::RequestId>, FencedSend> fenced_sends;
   ThreadCopier copier;
   std::vector<uint32_t> rx_taken;  // receive_from_threads_locked: batches taken per thread this round
   std::vector<RxCursor> rx_cursor;

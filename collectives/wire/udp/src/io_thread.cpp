@@ -128,6 +128,10 @@ void IoThread::wake() {
   if (sleeping_.load(std::memory_order_seq_cst)) eventfd_write(wakefd_, 1);
 }
 
+bool IoThread::tx_released(uint64_t published) const {
+  return tx_.released() >= published || !thread_.joinable() || stop_.load(std::memory_order_relaxed);
+}
+
 void IoThread::wait_tx_released(uint64_t published) {
   while (tx_.released() < published && thread_.joinable() && !stop_.load(std::memory_order_relaxed)) {
     wake();

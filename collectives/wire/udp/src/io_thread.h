@@ -158,6 +158,8 @@ class IoThread {
   // Waits until the thread has sent (or dropped) its first `published` TX batches, i.e. no longer reads
   // their payloads; returns at once if the thread is stopped (it will never read them). Needs no lock.
   void wait_tx_released(uint64_t published);
+  // Whether it has (or is stopped); never waits.
+  bool tx_released(uint64_t published) const;
 
   const IoThreadCounters& counters() const { return counters_; }
   // Datagrams sent per pool socket (only this thread's sockets are non-zero).

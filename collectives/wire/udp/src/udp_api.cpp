@@ -239,15 +239,33 @@ void UdpWire::wait_tx_fence(const std::vector<uint64_t>& fence) {
   for (size_t t = 0; t < fence.size(); ++t) io_->threads[t]->wait_tx_released(fence[t]);
 }
 
+bool UdpWire::tx_fence_passed(const std::vector<uint64_t>& fence) const {
+  for (size_t t = 0; t < fence.size(); ++t) {
+    if (!io_->threads[t]->tx_released(fence[t])) return false;
+  }
+  return true;
+}
+
 engine::Completion UdpWire::test(engine::ConnId conn, engine::RequestId req) {
-  std::unique_lock<WireMutex> lock(mu_);
+  std::lock_guard<WireMutex> lock(mu_);
+  const auto key = std::make_pair(conn, req);
+  if (auto it = io_->fenced_sends.find(key); it != io_->fenced_sends.end()) {
+    if (!tx_fence_passed(it->second.fence)) return engine::Completion{};
+    engine::Completion result = std::move(it->second.completion);
+    io_->fenced_sends.erase(it);
+    return result;
+  }
   engine::Connection* c = endpoint_->connection(conn);
   if (c == nullptr) return engine::Completion{true, false, 0, 0, "unknown connection"};
   engine::Completion result = c->test(req);
   if (result.done && result.send && !io_->threads.empty()) {
-    const std::vector<uint64_t> fence = tx_fence_locked();
-    lock.unlock();
-    wait_tx_fence(fence);
+    // The TX fence without blocking: the send is reported once its segments have left (a later test).
+    std::vector<uint64_t> fence = tx_fence_locked();
+    if (!tx_fence_passed(fence)) {
+      io_->fenced_sends.emplace(key, Io::FencedSend{std::move(fence), std::move(result)});
+      for (const auto& t : io_->threads) t->wake();
+      return engine::Completion{};
+    }
   }
   return result;
 }
@@ -256,6 +274,9 @@ void UdpWire::close(engine::ConnId conn, bool release) {
   std::unique_lock<WireMutex> lock(mu_);
   if (release) {
     endpoint_->release(conn);
+    // Its held-back sends go with it (the fence below covers their segments).
+    auto& held = io_->fenced_sends;
+    held.erase(held.lower_bound({conn, 0}), held.upper_bound({conn, ~engine::RequestId{0}}));
   } else if (engine::Connection* c = endpoint_->connection(conn)) {
     c->close(now());
   }
@@ -281,6 +302,14 @@ std::string UdpWire::connection_error(engine::ConnId conn) {
 
 engine::Completion UdpWire::wait(engine::ConnId conn, engine::RequestId req, TimeNs timeout_ns) {
   std::unique_lock<WireMutex> lock(mu_);
+  if (auto it = io_->fenced_sends.find({conn, req}); it != io_->fenced_sends.end()) {
+    // An earlier test() saw it finish and holds it back for the fence: wait for that fence.
+    Io::FencedSend held = std::move(it->second);
+    io_->fenced_sends.erase(it);
+    lock.unlock();
+    wait_tx_fence(held.fence);
+    return held.completion;
+  }
   engine::Completion result;
   const bool done = wait_until(
       lock, timeout_ns,

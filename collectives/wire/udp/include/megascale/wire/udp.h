@@ -345,8 +345,10 @@ class UdpWire {
   // tx_fence_locked() notes each thread's published count under the lock; wait_tx_fence() waits for
   // them without it (later batches cannot hold that request's segments: the engine sends nothing more
   // of a finished request or a closed connection).
+  // test() does not wait: it holds a finished send back until tx_fence_passed() (Io::fenced_sends).
   std::vector<uint64_t> tx_fence_locked() const;
   void wait_tx_fence(const std::vector<uint64_t>& fence);
+  bool tx_fence_passed(const std::vector<uint64_t>& fence) const;
   std::string peer_suffix_locked(engine::ConnId conn) const;
   void thread_main();
   // Waits until pred() holds (under the lock) or `timeout_ns` passes; true if it holds.
