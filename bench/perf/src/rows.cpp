@@ -138,7 +138,7 @@ Result<BwRow> client_bw_row(Session& s, const PerfOptions& o, uint64_t row, uint
     if (Status st = s.progress(); !st) return st.error();
     const uint64_t reaped_from = done;
     while (done < next) {
-      const engine::Completion comp = c->test(ring[done % window]);
+      const engine::Completion comp = s.test_send(ring[done % window]);
       if (!comp.done) break;
       if (Status st = completion_error(comp, fmt::format("send of message {} ({} B)", done, size), c); !st) {
         return st.error();
@@ -194,7 +194,7 @@ Result<LatRow> client_lat_row(Session& s, const PerfOptions& o, uint64_t row, ui
     // The ping buffer of two round trips ago must be released by its send before it is rewritten.
     if (engine::RequestId& prev = sends[i % 2]; prev != 0) {
       engine::Completion comp;
-      if (Status st = s.drive([&] { return (comp = s.conn()->test(prev)).done; }, "a ping's acknowledgement");
+      if (Status st = s.drive([&] { return (comp = s.test_send(prev)).done; }, "a ping's acknowledgement");
           !st) {
         return st.error();
       }
@@ -233,7 +233,7 @@ Result<LatRow> client_lat_row(Session& s, const PerfOptions& o, uint64_t row, ui
   for (engine::RequestId& prev : sends) {
     if (prev == 0) continue;
     engine::Completion comp;
-    if (Status st = s.drive([&] { return (comp = s.conn()->test(prev)).done; }, "a ping's acknowledgement");
+    if (Status st = s.drive([&] { return (comp = s.test_send(prev)).done; }, "a ping's acknowledgement");
         !st) {
       return st.error();
     }
@@ -348,7 +348,7 @@ Status serve_lat(Session& s, const PerfOptions& o, uint64_t row, uint64_t size, 
     ++out.verified;
     if (engine::RequestId& prev = sends[i % 2]; prev != 0) {
       engine::Completion sc;
-      if (Status st = s.drive([&] { return (sc = s.conn()->test(prev)).done; }, "a pong's acknowledgement");
+      if (Status st = s.drive([&] { return (sc = s.test_send(prev)).done; }, "a pong's acknowledgement");
           !st) {
         return st;
       }
@@ -368,7 +368,7 @@ Status serve_lat(Session& s, const PerfOptions& o, uint64_t row, uint64_t size, 
   for (engine::RequestId& prev : sends) {
     if (prev == 0) continue;
     engine::Completion sc;
-    if (Status st = s.drive([&] { return (sc = s.conn()->test(prev)).done; }, "a pong's acknowledgement");
+    if (Status st = s.drive([&] { return (sc = s.test_send(prev)).done; }, "a pong's acknowledgement");
         !st) {
       return st;
     }

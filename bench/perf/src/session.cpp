@@ -135,7 +135,7 @@ Status Session::send_control(const nlohmann::json& msg) {
   engine::Completion done;
   const engine::RequestId req = *r;
   const std::string what = fmt::format("the peer to take the '{}' message", msg.value("type", std::string()));
-  if (Status s = drive([&] { return (done = control()->test(req)).done; }, what); !s) return s;
+  if (Status s = drive([&] { return (done = wire_.test(control_id_, req)).done; }, what); !s) return s;
   return completion_error(done, "control send", control());
 }
 
@@ -189,8 +189,7 @@ void Session::send_error(const std::string& text) {
   // Give it a moment to leave; the peer may already be gone, so do not wait for its answer long.
   const TimeNs until = wire::UdpWire::now() + 200 * kNsPerMs;
   while (wire::UdpWire::now() < until && progress()) {
-    engine::Connection* now_c = control();
-    if (now_c == nullptr || now_c->test(*r).done) return;
+    if (control() == nullptr || wire_.test(control_id_, *r).done) return;
   }
 }
 

@@ -33,6 +33,10 @@ class Session {
   engine::ConnId id() const { return data_id_; }
   // The data connection (nullptr before set_data and once released); use only from the driving thread.
   engine::Connection* conn() { return data_id_ ? wire_.endpoint().connection(data_id_) : nullptr; }
+  // A send's completion on the data connection, through the wire rather than conn(): with I/O threads
+  // the wire holds it back until they no longer read the buffer (collectives/wire/README.md, "The TX
+  // fence"). Receives may be tested on conn() directly.
+  engine::Completion test_send(engine::RequestId id) { return wire_.test(data_id_, id); }
   engine::Connection* control() { return wire_.endpoint().connection(control_id_); }
 
   // One progress round (receive, engine, timers, send).

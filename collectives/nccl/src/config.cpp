@@ -60,8 +60,6 @@ std::string seconds_text(TimeNs ns) {
   return text;
 }
 
-}  // namespace
-
 // CPUs this process may run on (its affinity mask: NCCL ranks are often pinned), at least 1.
 unsigned usable_cpus() {
   cpu_set_t set;
@@ -70,6 +68,8 @@ unsigned usable_cpus() {
   const long n = sysconf(_SC_NPROCESSORS_ONLN);
   return n > 0 ? static_cast<unsigned>(n) : 1u;
 }
+
+}  // namespace
 
 uint32_t default_segment_bytes(int mtu_bytes, bool ipv6) {
   const int overhead = (ipv6 ? 40 : 20) + 8 + static_cast<int>(engine::kSegHeaderBytes);
