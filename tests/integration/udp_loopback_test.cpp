@@ -401,7 +401,9 @@ TEST_P(UdpLoopback, IoThreadsReportEachSendOnceThroughTheTxFence) {
   }
   ASSERT_EQ(done, kMessages - 1) << "sends not reported within 30 s";
   engine::Completion last = p.sender->test(p.send_conn, sends[kMessages - 1]);
-  if (!last.done) last = p.sender->wait(p.send_conn, sends[kMessages - 1], sec(30));  // held back or in flight
+  if (!last.done) {  // held back for the fence, or still in flight
+    last = p.sender->wait(p.send_conn, sends[kMessages - 1], sec(30));
+  }
   ASSERT_TRUE(last.done && last.ok) << last.error;
   sources[kMessages - 1].reset();
   for (int i = 0; i < kMessages; ++i) {
@@ -410,7 +412,8 @@ TEST_P(UdpLoopback, IoThreadsReportEachSendOnceThroughTheTxFence) {
     EXPECT_EQ(rc.bytes, kSize);
     EXPECT_EQ(first_mismatch(sinks[i], kSize, 500 + i), -1) << "message " << i;
   }
-  std::printf("[   INFO   ] %d looks at sends not yet reported (in flight or held for the fence)\n", held_looks);
+  std::printf("[   INFO   ] %d looks at sends not yet reported (in flight or held for the fence)\n",
+              held_looks);
 }
 
 // A receive group's port (SO_REUSEPORT) is claimed: a second wire asking for it is refused with a

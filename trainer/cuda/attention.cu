@@ -252,26 +252,16 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* o, const fl
   constexpr int kThreads = 256;
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
     if (tensor_cores) {
-      const size_t threads = rows * (D / 8);
-      const auto grid = static_cast<unsigned>((threads + kThreads - 1) / kThreads);
+      const auto row_grid = static_cast<unsigned>((rows * (D / 8) + kThreads - 1) / kThreads);
       if (D == 64) {
-        row_dot_bf16_kernel<64><<<grid, kThreads, 0, stream>>>(drow, dout, o, s);
+        row_dot_bf16_kernel<64><<<row_grid, kThreads, 0, stream>>>(drow, dout, o, s);
       } else {
-        row_dot_bf16_kernel<128><<<grid, kThreads, 0, stream>>>(drow, dout, o, s);
+        row_dot_bf16_kernel<128><<<row_grid, kThreads, 0, stream>>>(drow, dout, o, s);
       }
-    }
-  }
-  if (!tensor_cores) {
-    row_dot_kernel<T><<<static_cast<unsigned>((rows * 32 + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
-        drow, dout, o, s);
-  }
-  ATTENTION_CHECK_LAUNCH("attention backward rowsum(dO * O)");
-
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    if (tensor_cores) {
+      ATTENTION_CHECK_LAUNCH("attention backward rowsum(dO * O)");
       attention_detail::launch_attention_backward_tc(dq, dk, dv, dq_accum, dq_turns, dout, lse, drow, q, k, v,
                                                      s, ordered, stream);
-      if (!ordered) {
+      if (!ordered) {  // the ordered backward wrote dq itself
         dq_convert_bf16_kernel<<<static_cast<unsigned>((rows * D / 8 + kThreads - 1) / kThreads), kThreads, 0,
                                  stream>>>(dq, dq_accum, s);
         ATTENTION_CHECK_LAUNCH("attention backward dQ conversion");
@@ -279,10 +269,13 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* o, const fl
       return;
     }
   }
+  row_dot_kernel<T><<<static_cast<unsigned>((rows * 32 + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+      drow, dout, o, s);
+  ATTENTION_CHECK_LAUNCH("attention backward rowsum(dO * O)");
   attention_detail::launch_attention_backward_simple(dk, dv, dq_accum, dq_turns, dout, lse, drow, q, k, v, s,
                                                      stream);
-  dq_convert_kernel<T><<<static_cast<unsigned>((rows * D + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
-      dq, dq_accum, s);
+  dq_convert_kernel<T>
+      <<<static_cast<unsigned>((rows * D + kThreads - 1) / kThreads), kThreads, 0, stream>>>(dq, dq_accum, s);
   ATTENTION_CHECK_LAUNCH("attention backward dQ conversion");
 }
 

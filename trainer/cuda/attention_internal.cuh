@@ -140,8 +140,9 @@ void launch_attention_forward_tc(__nv_bfloat16* o, float* lse, const __nv_bfloat
 // The backward: `ordered` writes dq itself and needs only `dq_turns` zeroed; unordered, it adds into a
 // zeroed `dq_accum` ([B, H, T, D] fp32) and leaves the conversion to dq to the caller.
 void launch_attention_backward_tc(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, float* dq_accum,
-                                  int* dq_turns, const __nv_bfloat16* dout, const float* lse, const float* drow,
-                                  const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
-                                  const AttentionShape& s, bool ordered, cudaStream_t stream);
+                                  int* dq_turns, const __nv_bfloat16* dout, const float* lse,
+                                  const float* drow, const __nv_bfloat16* q, const __nv_bfloat16* k,
+                                  const __nv_bfloat16* v, const AttentionShape& s, bool ordered,
+                                  cudaStream_t stream);
 
 }  // namespace megascale::trainer::attention_detail

@@ -60,9 +60,10 @@ __device__ inline void add_to_dq(float* dst, float x, float y) {
 // kOrdered: dQ terms added in the fixed turn order (bit-reproducible); otherwise with unordered atomics.
 template <int D, int kWarps, int kMinBlocks, bool kOrdered>
 __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
-    backward_tc_kernel(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, float* dq_accum, int* dq_turns,
-                       const __nv_bfloat16* dout, const float* lse, const float* drow, const __nv_bfloat16* q,
-                       const __nv_bfloat16* k, const __nv_bfloat16* v, AttentionShape s) {
+    backward_tc_kernel(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, float* dq_accum,
+                       int* dq_turns, const __nv_bfloat16* dout, const float* lse, const float* drow,
+                       const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
+                       AttentionShape s) {
   constexpr int kThreads = kWarps * 32;
   constexpr int kKeys = kWarps * 16;
   constexpr int kStride = D + 8;
@@ -263,13 +264,15 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
                    make_float2(0.f + acc[n][2 * r] * s.scale, 0.f + acc[n][2 * r + 1] * s.scale));
         } else {
 #pragma unroll
-          for (int n = 0; n < 4; ++n) add_to_dq(dst + n * 8, acc[n][2 * r] * s.scale, acc[n][2 * r + 1] * s.scale);
+          for (int n = 0; n < 4; ++n)
+            add_to_dq(dst + n * 8, acc[n][2 * r] * s.scale, acc[n][2 * r + 1] * s.scale);
         }
       }
     }
     cp_async_wait_all();
     __syncthreads();  // next tile in; dS^T and this buffer free for reuse; dQ additions issued
-    if (kOrdered && !last_turn) attention_fence_and_pass_turn(&turns[query_tile]);  // none waits after the last
+    if (kOrdered && !last_turn)
+      attention_fence_and_pass_turn(&turns[query_tile]);  // none waits after the last
   }
 
 #pragma unroll
@@ -289,9 +292,9 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
 }
 
 template <int D, int kWarps, int kMinBlocks, bool kOrdered>
-void launch(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, float* dq_accum, int* dq_turns, const __nv_bfloat16* dout,
-            const float* lse, const float* drow, const __nv_bfloat16* q, const __nv_bfloat16* k,
-            const __nv_bfloat16* v, const AttentionShape& s, cudaStream_t stream) {
+void launch(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, float* dq_accum, int* dq_turns,
+            const __nv_bfloat16* dout, const float* lse, const float* drow, const __nv_bfloat16* q,
+            const __nv_bfloat16* k, const __nv_bfloat16* v, const AttentionShape& s, cudaStream_t stream) {
   constexpr int kKeys = kWarps * 16;
   const size_t bytes =
       (2 * kKeys * (D + 8) + 4 * kRows * (D + 8) + kKeys * kDsStride) * sizeof(__nv_bfloat16) +
@@ -333,10 +336,10 @@ BackwardForm backward_form(int D) {
 
 // One block form, ordered or not.
 template <int D, int kWarps, int kMinBlocks>
-void launch_form(bool ordered, __nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, float* dq_accum, int* dq_turns,
-                 const __nv_bfloat16* dout, const float* lse, const float* drow, const __nv_bfloat16* q,
-                 const __nv_bfloat16* k, const __nv_bfloat16* v, const AttentionShape& s,
-                 cudaStream_t stream) {
+void launch_form(bool ordered, __nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, float* dq_accum,
+                 int* dq_turns, const __nv_bfloat16* dout, const float* lse, const float* drow,
+                 const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
+                 const AttentionShape& s, cudaStream_t stream) {
   if (ordered) {
     launch<D, kWarps, kMinBlocks, true>(dq, dk, dv, dq_accum, dq_turns, dout, lse, drow, q, k, v, s, stream);
   } else {
@@ -346,10 +349,11 @@ void launch_form(bool ordered, __nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat
 
 }  // namespace
 
-void launch_attention_backward_tc(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, float* dq_accum, int* dq_turns,
-                                  const __nv_bfloat16* dout, const float* lse, const float* drow,
-                                  const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
-                                  const AttentionShape& s, bool ordered, cudaStream_t stream) {
+void launch_attention_backward_tc(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, float* dq_accum,
+                                  int* dq_turns, const __nv_bfloat16* dout, const float* lse,
+                                  const float* drow, const __nv_bfloat16* q, const __nv_bfloat16* k,
+                                  const __nv_bfloat16* v, const AttentionShape& s, bool ordered,
+                                  cudaStream_t stream) {
   const BackwardForm form = backward_form(s.D);
   if (s.D == 64) {
     if (form.keys == 64 && form.min_blocks == 3) {

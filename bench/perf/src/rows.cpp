@@ -368,8 +368,7 @@ Status serve_lat(Session& s, const PerfOptions& o, uint64_t row, uint64_t size, 
   for (engine::RequestId& prev : sends) {
     if (prev == 0) continue;
     engine::Completion sc;
-    if (Status st = s.drive([&] { return (sc = s.test_send(prev)).done; }, "a pong's acknowledgement");
-        !st) {
+    if (Status st = s.drive([&] { return (sc = s.test_send(prev)).done; }, "a pong's acknowledgement"); !st) {
       return st;
     }
     if (Status st = completion_error(sc, "pong send", s.conn()); !st) return st;

@@ -183,8 +183,12 @@ Completion ConnectionCore::test(RequestId id) {
   const auto idx = static_cast<uint32_t>(low - 1);
   Request& r = reqs_[idx];
   if (!r.done) return Completion{};
-  Completion c{
-      .done = true, .ok = r.ok, .bytes = r.bytes, .tag = r.tag, .error = std::move(r.error), .send = r.is_send};
+  Completion c{.done = true,
+               .ok = r.ok,
+               .bytes = r.bytes,
+               .tag = r.tag,
+               .error = std::move(r.error),
+               .send = r.is_send};
   if (r.is_send) {
     --sends_outstanding_;
   } else {
