@@ -250,7 +250,12 @@ engine::Completion UdpWire::test(engine::ConnId conn, engine::RequestId req) {
   std::lock_guard<WireMutex> lock(mu_);
   const auto key = std::make_pair(conn, req);
   if (auto it = io_->fenced_sends.find(key); it != io_->fenced_sends.end()) {
-    if (!tx_fence_passed(it->second.fence)) return engine::Completion{};
+    if (!tx_fence_passed(it->second.fence)) {
+      // Wake them on every look, not only the first: a thread that went to sleep between that look and
+      // this one must not leave the caller polling until its sleep times out.
+      for (const auto& t : io_->threads) t->wake();
+      return engine::Completion{};
+    }
     engine::Completion result = std::move(it->second.completion);
     io_->fenced_sends.erase(it);
     return result;
