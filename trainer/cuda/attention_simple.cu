@@ -195,8 +195,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int x = 0; x < D / 4; ++x) atomicAdd(dst + sub + 4 * x, dq[x] * s.scale);
     }
-    attention_release_dq();
-    __syncthreads();
+    __syncthreads();  // every thread's additions issued before thread 0's release
     attention_pass_turn_after_sync(&turns[query_tile]);
   }
 

@@ -17,7 +17,7 @@
 // dS^T goes through shared memory and each warp then produces 16 query rows of dQ. Query tiles below
 // the diagonal's reach or beyond the window are never visited. A block waits for its turn on a query
 // tile's dQ only after its dS^T is in shared memory, and hands the turn on right after its additions
-// (the peek/fence form of the protocol, attention_internal.cuh).
+// (the peek and acquire/release form of the protocol, attention_internal.cuh).
 #include <cuda_bf16.h>
 
 #include <cmath>
@@ -272,7 +272,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
     cp_async_wait_all();
     __syncthreads();  // next tile in; dS^T and this buffer free for reuse; dQ additions issued
     if (kOrdered && !last_turn)
-      attention_fence_and_pass_turn(&turns[query_tile]);  // none waits after the last
+      attention_pass_turn_after_sync(&turns[query_tile]);  // none waits after the last
   }
 
 #pragma unroll
