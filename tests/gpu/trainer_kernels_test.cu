@@ -303,6 +303,19 @@ void check_matmul(bool use_epilogues) {
   expect_close(d_dw.download(), dw_ref, 1e-4, "matmul dweight");
   expect_close(d_db.download(), db_ref, 1e-4, "matmul dbias");
 
+  // dweight overwritten (beta = 0): what was there, even a NaN, does not matter.
+  {
+    std::vector<float> garbage(w.size(), 7.0f);
+    garbage[0] = NAN;
+    Device<float> d_dw_over(garbage);
+    matmul_backward<T>(ctx, nullptr, d_dw_over.ptr, nullptr, d_dout.ptr, d_x.ptr, d_w.ptr, nullptr, false, M,
+                       K, N, nullptr, /*overwrite_dweight=*/true);
+    sync();
+    std::vector<double> dw_only(w.size(), 0.0);
+    for (size_t i = 0; i < dw_only.size(); ++i) dw_only[i] = dw_ref[i] - dw0[i];
+    expect_close(d_dw_over.download(), dw_only, 1e-4, "matmul dweight overwritten");
+  }
+
   // dinp accumulated onto what is there.
   const auto dinp0 = random_as<T>(x.size(), 1.0f, 27);
   d_dinp.upload(dinp0);

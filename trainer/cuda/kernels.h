@@ -94,10 +94,12 @@ void matmul_forward(const MatmulContext& ctx, T* out, const T* inp, const T* wei
 //   dinp[M, K] = dout W, or += when accumulate_dinp.
 // With inp_pre_gelu non-null, inp was gelu(inp_pre_gelu) and dinp receives the gradient with respect
 // to inp_pre_gelu instead (the DGELU epilogue); accumulate_dinp must then be false.
+// overwrite_dweight: dweight = dout^T inp instead of += (the GEMM's beta = 0), for the first backward after
+// the gradients were last cleared, which then need not clear dweight.
 template <class T>
 void matmul_backward(const MatmulContext& ctx, T* dinp, float* dweight, float* dbias, const T* dout,
                      const T* inp, const T* weight, const T* inp_pre_gelu, bool accumulate_dinp, int M, int K,
-                     int N, cudaStream_t stream);
+                     int N, cudaStream_t stream, bool overwrite_dweight = false);
 
 // ---- gelu.cu: the stand-alone GELU, used when an epilogue is unavailable ---------------------------
 

@@ -297,17 +297,18 @@ void matmul_forward(const MatmulContext& ctx, T* out, const T* inp, const T* wei
 template <class T>
 void matmul_backward(const MatmulContext& ctx, T* dinp, float* dweight, float* dbias, const T* dout,
                      const T* inp, const T* weight, const T* inp_pre_gelu, bool accumulate_dinp, int M, int K,
-                     int N, cudaStream_t stream) {
+                     int N, cudaStream_t stream, bool overwrite_dweight) {
   const cudaDataType_t type = data_type<T>();
   // dweight (row-major [N, K] = column-major [K, N]) += inp^T dout, with the bias gradient of dout
   // (a reduction over the GEMM's k = M dimension) fused where cuBLASLt offers BGRADB.
   {
     const Operand a{inp, type, false, K};
     const Operand b{dout, type, true, N};
+    const float dw_beta = overwrite_dweight ? 0.0f : 1.0f;
     bool bias_done = dbias == nullptr;
     if (!bias_done && ctx.use_epilogues && ctx.use_bias_grad_epilogue &&
         static_cast<size_t>(N) <= ctx.bias_scratch_floats) {
-      if (lt_matmul(ctx, dweight, CUDA_R_32F, K, a, b, K, N, M, 1.0f, CUBLASLT_EPILOGUE_BGRADB,
+      if (lt_matmul(ctx, dweight, CUDA_R_32F, K, a, b, K, N, M, dw_beta, CUBLASLT_EPILOGUE_BGRADB,
                     ctx.bias_scratch, nullptr, 0, stream)) {
         accumulate_kernel<<<ceil_div(N, 256), 256, 0, stream>>>(dbias, ctx.bias_scratch, N);
         CUDA_CHECK_LAUNCH();
@@ -315,8 +316,8 @@ void matmul_backward(const MatmulContext& ctx, T* dinp, float* dweight, float* d
       }
     }
     if (!bias_done) {
-      lt_matmul(ctx, dweight, CUDA_R_32F, K, a, b, K, N, M, 1.0f, CUBLASLT_EPILOGUE_DEFAULT, nullptr, nullptr,
-                0, stream);
+      lt_matmul(ctx, dweight, CUDA_R_32F, K, a, b, K, N, M, dw_beta, CUBLASLT_EPILOGUE_DEFAULT, nullptr,
+                nullptr, 0, stream);
       const int groups = (M + kBiasRowsPerGroup - 1) / kBiasRowsPerGroup;
       if (static_cast<size_t>(groups) * N > ctx.bias_scratch_floats) {
         std::fprintf(stderr, "matmul_backward: bias scratch of %zu floats < %d x %d\n",
@@ -328,8 +329,8 @@ void matmul_backward(const MatmulContext& ctx, T* dinp, float* dweight, float* d
       bias_reduce_kernel<<<ceil_div(N, 256), 256, 0, stream>>>(dbias, ctx.bias_scratch, groups, N);
       CUDA_CHECK_LAUNCH();
     } else if (dbias == nullptr) {
-      lt_matmul(ctx, dweight, CUDA_R_32F, K, a, b, K, N, M, 1.0f, CUBLASLT_EPILOGUE_DEFAULT, nullptr, nullptr,
-                0, stream);
+      lt_matmul(ctx, dweight, CUDA_R_32F, K, a, b, K, N, M, dw_beta, CUBLASLT_EPILOGUE_DEFAULT, nullptr,
+                nullptr, 0, stream);
     }
   }
   // dinp (column-major [K, M]) = W (column-major [K, N]) dout (column-major [N, M]).
@@ -355,7 +356,7 @@ void matmul_backward(const MatmulContext& ctx, T* dinp, float* dweight, float* d
   template void matmul_forward<T>(const MatmulContext&, T*, const T*, const T*, const T*, const T*, T*, int, \
                                   int, int, cudaStream_t);                                                   \
   template void matmul_backward<T>(const MatmulContext&, T*, float*, float*, const T*, const T*, const T*,   \
-                                   const T*, bool, int, int, int, cudaStream_t);
+                                   const T*, bool, int, int, int, cudaStream_t, bool);
 INSTANTIATE(float)
 INSTANTIATE(__nv_bfloat16)
 #undef INSTANTIATE

@@ -9,6 +9,8 @@
 #include <initializer_list>
 #include <string>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "cuda_check.h"
 #include "kernels.h"
@@ -59,6 +61,15 @@ class GptImpl final : public GptModel {
       num_parameters_ += static_cast<int64_t>(mt.numel);
     }
     floats_ = offset;
+    // zero_grads() clears everything but the matmul weights' gradients (~98% of the floats): their first
+    // backward GEMM of a step writes them with beta = 0. These are the ranges it still clears.
+    size_t from = 0;
+    for (const ModelTensor& t : tensors_) {
+      if (!is_matmul_weight(t.name)) continue;
+      if (t.offset > from) zero_ranges_.emplace_back(from, t.offset - from);
+      from = t.offset + t.numel;
+    }
+    if (floats_ > from) zero_ranges_.emplace_back(from, floats_ - from);
     masters_ = device_alloc<float>(floats_);
     grads_ = device_alloc<float>(floats_);
     moment1_ = device_alloc<float>(floats_);
@@ -197,7 +208,9 @@ class GptImpl final : public GptModel {
 
   void zero_grads() override {
     StageScope scope(profiler_.get(), Stage::kZeroGrads);
-    CUDA_CHECK(cudaMemsetAsync(grads_, 0, floats_ * sizeof(float), stream_));
+    for (const auto& [from, count] : zero_ranges_)
+      CUDA_CHECK(cudaMemsetAsync(grads_ + from, 0, count * sizeof(float), stream_));
+    weight_grads_stale_ = true;  // the next backward overwrites them (matmul_backward's overwrite_dweight)
   }
 
   StageProfiler* enable_stage_profiler() override {
@@ -206,6 +219,7 @@ class GptImpl final : public GptModel {
   }
 
   double grad_norm() override {
+    zero_stale_weight_grads();
     // The padding between tensors holds zeros, so one pass over the whole allocation is exact.
     {
       StageScope scope(profiler_.get(), Stage::kGradNorm);
@@ -218,6 +232,7 @@ class GptImpl final : public GptModel {
   }
 
   void optimizer_step(const TrainConfig& train, double lr, int step, double norm) override {
+    zero_stale_weight_grads();
     OptimizerStep s;
     s.learning_rate = static_cast<float>(lr);
     s.beta1 = static_cast<float>(train.beta1);
@@ -245,6 +260,7 @@ class GptImpl final : public GptModel {
   }
 
   std::vector<float> download(Buffer which) const override {
+    if (which == Buffer::kGrads) zero_stale_weight_grads();
     std::vector<float> host(floats_);
     CUDA_CHECK(cudaMemcpyAsync(host.data(), buffer(which), floats_ * sizeof(float), cudaMemcpyDeviceToHost,
                                stream_));
@@ -253,6 +269,7 @@ class GptImpl final : public GptModel {
   }
 
   void upload(Buffer which, const std::vector<float>& values) override {
+    if (which == Buffer::kGrads) weight_grads_stale_ = false;  // overwritten below (the padding stays 0)
     CUDA_CHECK(cudaMemcpyAsync(buffer(which), values.data(), std::min(values.size(), floats_) * sizeof(float),
                                cudaMemcpyHostToDevice, stream_));
     if (which == Buffer::kMasters) copy_to_compute<T>(params_, masters_, floats_, stream_);
@@ -260,6 +277,16 @@ class GptImpl final : public GptModel {
   }
 
  private:
+  static bool is_matmul_weight(const std::string& name) {
+    return name == "wte" || name == "qkvw" || name == "attprojw" || name == "fcw" || name == "fcprojw";
+  }
+  // After zero_grads() and before any backward: makes the weight gradients the zeros they stand for.
+  void zero_stale_weight_grads() const {
+    if (!weight_grads_stale_) return;
+    CUDA_CHECK(cudaMemsetAsync(grads_, 0, floats_ * sizeof(float), stream_));
+    weight_grads_stale_ = false;
+  }
+
   float* buffer(Buffer which) const {
     switch (which) {
       case Buffer::kMasters:
@@ -355,9 +382,12 @@ class GptImpl final : public GptModel {
   void run_backward(const int32_t* inputs_host) {
     const int C = cfg_.d_model, H = cfg_.n_head, D = cfg_.head_dim(), L = cfg_.n_layer;
     const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+    // The first backward after zero_grads() writes the weight gradients rather than adding to them.
+    const bool overwrite = weight_grads_stale_;
+    weight_grads_stale_ = false;
     staged(Stage::kMatmulLmHeadBackward, [&] {
       matmul_backward<T>(matmul_, dbuf1_, grad("wte"), nullptr, logits_, lnf_, param("wte"), nullptr, false,
-                         N_, C, cfg_.padded_vocab_size, stream_);
+                         N_, C, cfg_.padded_vocab_size, stream_, overwrite);
     });
     CUDA_CHECK(cudaMemsetAsync(dres_, 0, static_cast<size_t>(N_) * C * sizeof(T), stream_));
     staged(Stage::kLayerNormBackward, [&] {
@@ -373,17 +403,17 @@ class GptImpl final : public GptModel {
       // MLP: dres is the gradient of the block output; the DGELU epilogue gives d(fch_pre) directly.
       staged(Stage::kMatmulFcProjBackward, [&] {
         matmul_backward<T>(matmul_, dfch_, grad("fcprojw", l), grad("fcprojb", l), dres_, fch_ + nc(l, 4),
-                           param("fcprojw", l), fch_pre_ + nc(l, 4), false, N_, 4 * C, C, stream_);
+                           param("fcprojw", l), fch_pre_ + nc(l, 4), false, N_, 4 * C, C, stream_, overwrite);
       });
       if (cfg_.parallel_block) {
         // y = x + attproj(...) + fcproj(...): both branches see dres; both LayerNorms feed back into x.
         staged(Stage::kMatmulAttProjBackward, [&] {
           matmul_backward<T>(matmul_, dbuf2_, grad("attprojw", l), grad("attprojb", l), dres_, atty,
-                             param("attprojw", l), nullptr, false, N_, C, C, stream_);
+                             param("attprojw", l), nullptr, false, N_, C, C, stream_, overwrite);
         });
         staged(Stage::kMatmulFcBackward, [&] {
           matmul_backward<T>(matmul_, dbuf1_, grad("fcw", l), grad("fcb", l), dfch_, ln2_ + nc(l),
-                             param("fcw", l), nullptr, false, N_, C, 4 * C, stream_);
+                             param("fcw", l), nullptr, false, N_, C, 4 * C, stream_, overwrite);
         });
         staged(Stage::kAttentionBackward, [&] {
           attention_backward<T>(dqkv_, dqkv_ + C, dqkv_ + 2 * C, dbuf2_, atty, lse, qkv, qkv + C, qkv + 2 * C,
@@ -392,7 +422,7 @@ class GptImpl final : public GptModel {
         });
         staged(Stage::kMatmulQkvBackward, [&] {
           matmul_backward<T>(matmul_, dbuf2_, grad("qkvw", l), grad("qkvb", l), dqkv_, ln1_ + nc(l),
-                             param("qkvw", l), nullptr, false, N_, C, 3 * C, stream_);
+                             param("qkvw", l), nullptr, false, N_, C, 3 * C, stream_, overwrite);
         });
         staged(Stage::kLayerNormBackward, [&] {
           layernorm_backward<T>(dres_, grad("ln2w", l), grad("ln2b", l), dbuf1_, x, param("ln2w", l),
@@ -406,7 +436,7 @@ class GptImpl final : public GptModel {
       }
       staged(Stage::kMatmulFcBackward, [&] {
         matmul_backward<T>(matmul_, dbuf1_, grad("fcw", l), grad("fcb", l), dfch_, ln2_ + nc(l),
-                           param("fcw", l), nullptr, false, N_, C, 4 * C, stream_);
+                           param("fcw", l), nullptr, false, N_, C, 4 * C, stream_, overwrite);
       });
       staged(Stage::kLayerNormBackward, [&] {
         layernorm_backward<T>(dres_, grad("ln2w", l), grad("ln2b", l), dbuf1_, mid, param("ln2w", l),
@@ -415,7 +445,7 @@ class GptImpl final : public GptModel {
       // dres is now the gradient of mid = x + attproj(atty).
       staged(Stage::kMatmulAttProjBackward, [&] {
         matmul_backward<T>(matmul_, dbuf2_, grad("attprojw", l), grad("attprojb", l), dres_, atty,
-                           param("attprojw", l), nullptr, false, N_, C, C, stream_);
+                           param("attprojw", l), nullptr, false, N_, C, C, stream_, overwrite);
       });
       staged(Stage::kAttentionBackward, [&] {
         attention_backward<T>(dqkv_, dqkv_ + C, dqkv_ + 2 * C, dbuf2_, atty, lse, qkv, qkv + C, qkv + 2 * C,
@@ -424,7 +454,7 @@ class GptImpl final : public GptModel {
       });
       staged(Stage::kMatmulQkvBackward, [&] {
         matmul_backward<T>(matmul_, dbuf1_, grad("qkvw", l), grad("qkvb", l), dqkv_, ln1_ + nc(l),
-                           param("qkvw", l), nullptr, false, N_, C, 3 * C, stream_);
+                           param("qkvw", l), nullptr, false, N_, C, 3 * C, stream_, overwrite);
       });
       staged(Stage::kLayerNormBackward, [&] {
         layernorm_backward<T>(dres_, grad("ln1w", l), grad("ln1b", l), dbuf1_, x, param("ln1w", l),
@@ -477,6 +507,8 @@ class GptImpl final : public GptModel {
   std::unordered_map<std::string, size_t> index_;
   int64_t num_parameters_ = 0;
   size_t floats_ = 0;
+  std::vector<std::pair<size_t, size_t>> zero_ranges_;  // (offset, count): what zero_grads() clears
+  mutable bool weight_grads_stale_ = false;  // zero_grads() ran and no backward has written them since
   float *masters_, *grads_, *moment1_, *moment2_;
   T* params_;
   T *residual_, *mid_, *ln1_, *ln2_, *qkv_, *atty_, *fch_pre_, *fch_, *lnf_, *logits_;
