@@ -228,6 +228,22 @@ void check_layernorm(int N = 130, int C = 96) {
   sync();
   const auto dx1 = d_dx.download(), dx2 = d_dx2.download();
   EXPECT_EQ(0, std::memcmp(dx1.data(), dx2.data(), dx1.size() * sizeof(dx1[0]))) << "layernorm dx bits";
+
+  // With dx_colsum: the same dx bits, and dx_colsum += the column sums of dx as stored.
+  Device<T> d_dx3(dx0);
+  const auto dsum0 = random_vector(C, 1.0f, 15);
+  Device<float> d_dsum(dsum0);
+  layernorm_backward<T>(d_dx3.ptr, d_dw.ptr, d_db.ptr, d_dout.ptr, d_x.ptr, d_w.ptr, d_mean.ptr, d_rstd.ptr,
+                        N, C, d_scratch.ptr, nullptr, d_dsum.ptr);
+  sync();
+  const auto dx3 = d_dx3.download();
+  EXPECT_EQ(0, std::memcmp(dx1.data(), dx3.data(), dx1.size() * sizeof(dx1[0])))
+      << "layernorm dx bits (sums)";
+  std::vector<double> dsum_ref(dsum0.begin(), dsum0.end());
+  for (int n = 0; n < N; ++n) {
+    for (int c = 0; c < C; ++c) dsum_ref[c] += dx1[n * C + c];
+  }
+  expect_close(d_dsum.download(), dsum_ref, 1e-4, "layernorm dx column sums");
 }
 TEST(TrainerKernels, LayerNormFp32) {
   SKIP_WITHOUT_GPU();

@@ -59,10 +59,13 @@ void layernorm_forward(T* out, float* mean, float* rstd, const T* x, const T* w,
                        cudaStream_t stream);
 
 // dx += LN'(dout) (accumulated: dx is the residual stream's gradient), dw += sum_n dout * xhat,
-// db += sum_n dout. scratch holds layernorm_backward_scratch_floats(N, C) floats.
+// db += sum_n dout. scratch holds layernorm_backward_scratch_floats(N, C) floats. With dx_colsum non-null,
+// also dx_colsum += sum_n dx (the new dx, as stored): the bias gradient of the projection whose output was
+// added to this residual, so that projection's backward need not read dx again (pass it a null dbias).
 template <class T>
 void layernorm_backward(T* dx, float* dw, float* db, const T* dout, const T* x, const T* w, const float* mean,
-                        const float* rstd, int N, int C, float* scratch, cudaStream_t stream);
+                        const float* rstd, int N, int C, float* scratch, cudaStream_t stream,
+                        float* dx_colsum = nullptr);
 size_t layernorm_backward_scratch_floats(int N, int C);
 
 // ---- matmul.cu: every linear layer through cuBLASLt (fp32 accumulate) ------------------------------

@@ -70,9 +70,10 @@ __global__ void layernorm_backward_dx_kernel(T* dx, const T* dout, const T* x, c
   }
 }
 
-// partial[group][c] = sum over the group's rows of dout * xhat; partial[group][C + c] = sum of dout.
+// partial[group][c] = sum over the group's rows of dout * xhat; partial[group][C + c] = sum of dout; with
+// dx non-null (the new dx, after the dx kernel), partial[group][2C + c] = sum of dx. Rows of 3C floats.
 template <class T>
-__global__ void layernorm_backward_partial_kernel(float* partial, const T* dout, const T* x,
+__global__ void layernorm_backward_partial_kernel(float* partial, const T* dout, const T* x, const T* dx,
                                                   const float* mean_in, const float* rstd_in, int N, int C) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   const int group = blockIdx.y;
@@ -80,33 +81,34 @@ __global__ void layernorm_backward_partial_kernel(float* partial, const T* dout,
   const int row_end = min(N, (group + 1) * kRowsPerGroup);
   float dw = 0.0f;
   float db = 0.0f;
+  float ds = 0.0f;
   for (int row = group * kRowsPerGroup; row < row_end; ++row) {
     const size_t i = static_cast<size_t>(row) * C + c;
     const float d = to_float(dout[i]);
     dw += d * (to_float(x[i]) - mean_in[row]) * rstd_in[row];
     db += d;
+    if (dx != nullptr) ds += to_float(dx[i]);
   }
-  partial[static_cast<size_t>(group) * 2 * C + c] = dw;
-  partial[static_cast<size_t>(group) * 2 * C + C + c] = db;
+  float* out = partial + static_cast<size_t>(group) * 3 * C;
+  out[c] = dw;
+  out[C + c] = db;
+  out[2 * C + c] = ds;
 }
 
-__global__ void layernorm_backward_reduce_kernel(float* dw, float* db, const float* partial, int groups,
-                                                 int C) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;  // over 2C: weight then bias
-  if (i >= 2 * C) return;
+__global__ void layernorm_backward_reduce_kernel(float* dw, float* db, float* dsum, const float* partial,
+                                                 int groups, int C) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;  // over 3C: weight, bias, dx sum
+  if (i >= 3 * C || (i >= 2 * C && dsum == nullptr)) return;
   float sum = 0.0f;
-  for (int g = 0; g < groups; ++g) sum += partial[static_cast<size_t>(g) * 2 * C + i];
-  if (i < C) {
-    dw[i] += sum;
-  } else {
-    db[i - C] += sum;
-  }
+  for (int g = 0; g < groups; ++g) sum += partial[static_cast<size_t>(g) * 3 * C + i];
+  float* dst[3] = {dw, db, dsum};
+  dst[i / C][i % C] += sum;
 }
 
 }  // namespace
 
 size_t layernorm_backward_scratch_floats(int N, int C) {
-  return std::max(static_cast<size_t>((N + kRowsPerGroup - 1) / kRowsPerGroup) * 2 * C,
+  return std::max(static_cast<size_t>((N + kRowsPerGroup - 1) / kRowsPerGroup) * 3 * C,
                   layernorm_bf16_scratch_floats(N, C));
 }
 
@@ -126,10 +128,11 @@ void layernorm_forward(T* out, float* mean, float* rstd, const T* x, const T* w,
 
 template <class T>
 void layernorm_backward(T* dx, float* dw, float* db, const T* dout, const T* x, const T* w, const float* mean,
-                        const float* rstd, int N, int C, float* scratch, cudaStream_t stream) {
+                        const float* rstd, int N, int C, float* scratch, cudaStream_t stream,
+                        float* dx_colsum) {
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
     if (layernorm_bf16_supported(C, {dx, dout, x, w})) {
-      layernorm_backward_bf16(dx, dw, db, dout, x, w, mean, rstd, N, C, scratch, stream);
+      layernorm_backward_bf16(dx, dw, db, dx_colsum, dout, x, w, mean, rstd, N, C, scratch, stream);
       return;
     }
   }
@@ -139,10 +142,11 @@ void layernorm_backward(T* dx, float* dw, float* db, const T* dout, const T* x, 
   CUDA_CHECK_LAUNCH();
   const int groups = (N + kRowsPerGroup - 1) / kRowsPerGroup;
   const dim3 grid(ceil_div(C, 128), groups);
-  layernorm_backward_partial_kernel<<<grid, 128, 0, stream>>>(scratch, dout, x, mean, rstd, N, C);
+  layernorm_backward_partial_kernel<<<grid, 128, 0, stream>>>(
+      scratch, dout, x, dx_colsum != nullptr ? dx : nullptr, mean, rstd, N, C);
   CUDA_CHECK_LAUNCH();
-  layernorm_backward_reduce_kernel<<<ceil_div(2 * static_cast<size_t>(C), 256), 256, 0, stream>>>(
-      dw, db, scratch, groups, C);
+  layernorm_backward_reduce_kernel<<<ceil_div(3 * static_cast<size_t>(C), 256), 256, 0, stream>>>(
+      dw, db, dx_colsum, scratch, groups, C);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -150,7 +154,7 @@ void layernorm_backward(T* dx, float* dw, float* db, const T* dout, const T* x, 
   template void layernorm_forward<T>(T*, float*, float*, const T*, const T*, const T*, int, int,      \
                                      cudaStream_t);                                                   \
   template void layernorm_backward<T>(T*, float*, float*, const T*, const T*, const T*, const float*, \
-                                      const float*, int, int, float*, cudaStream_t);
+                                      const float*, int, int, float*, cudaStream_t, float*);
 INSTANTIATE(float)
 INSTANTIATE(__nv_bfloat16)
 #undef INSTANTIATE

@@ -94,7 +94,8 @@ __global__ void __launch_bounds__(kForwardWarps * 32)
 }
 
 // dx += rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dout * w; partial[block] = (sum dout * xhat,
-// sum dout) over the block's rows, columns [0, C) then [C, 2C).
+// sum dout) over the block's rows, columns [0, C) then [C, 2C); with kSumDx also the sum of the new dx (as
+// stored, in bf16) in [2C, 3C): the bias gradient of the projection whose output this residual took.
 //
 // Each warp keeps its dw/db column sums in shared memory, not registers: in registers they took 16 per
 // 8 columns a lane owns, which held a block to ~150-250 registers a thread, the grid to ~2 blocks per SM,
@@ -102,20 +103,22 @@ __global__ void __launch_bounds__(kForwardWarps * 32)
 // 7.91 -> 4.45 at 1.3B; docs/PERFORMANCE.md). A warp's accumulator rows hold element (chunk, e) at
 // e * chunks + chunk, so its 32 lanes touch 32 consecutive floats; it adds its rows in row order, and the
 // warps are combined in warp order, so dw/db stay bit-reproducible.
-template <int kChunks>
+template <int kChunks, bool kSumDx>
 __global__ void __launch_bounds__(kBackwardWarps * 32)
     backward_kernel(bf16* dx, float* partial, const bf16* dout, const bf16* x, const bf16* w,
                     const float* mean_in, const float* rstd_in, int N, int C) {
-  extern __shared__ float warp_acc[];  // [kBackwardWarps][2][C]: dw then db
+  constexpr int kSums = kSumDx ? 3 : 2;
+  extern __shared__ float warp_acc[];  // [kBackwardWarps][kSums][C]: dw, db (and the dx sum)
   // Up to C = 1024 a warp loads its next row while it works on this one (the rows' 16-byte pieces held
   // packed: 2 x 12 registers per chunk); one row at a time, it sat idle through every load's round trip
   // (the kernel moved ~1.9 TB/s). Wider rows would spill, so they keep the one-row form.
   constexpr bool kPrefetch = kChunks <= 4;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int chunks = C / 8;
-  float* acc_w = warp_acc + static_cast<size_t>(warp) * 2 * C;
+  float* acc_w = warp_acc + static_cast<size_t>(warp) * kSums * C;
   float* acc_b = acc_w + C;
-  for (int i = lane; i < 2 * C; i += 32) acc_w[i] = 0.f;
+  float* acc_s = acc_b + C;  // used only with kSumDx
+  for (int i = lane; i < kSums * C; i += 32) acc_w[i] = 0.f;
   __syncwarp();
   const int row_end = min(N, (blockIdx.x + 1) * kBackwardRowsPerBlock);
   struct Row {
@@ -180,7 +183,14 @@ __global__ void __launch_bounds__(kBackwardWarps * 32)
         const float xhat = (xh[e] - mean) * rstd;
         acc[e] += rstd * (d[e] * wf[e] - g_mean - xhat * gx_mean);
       }
-      dxr[idx] = pack8(acc);
+      const uint4 packed = pack8(acc);
+      dxr[idx] = packed;
+      if constexpr (kSumDx) {
+        float stored[8];
+        unpack8(packed, stored);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc_s[e * chunks + idx] += stored[e];
+      }
     }
     if constexpr (kPrefetch) {
       cur = next;
@@ -190,38 +200,37 @@ __global__ void __launch_bounds__(kBackwardWarps * 32)
   }
   __syncthreads();
   // Column c of the block: the warps' sums in warp order.
-  float* out = partial + static_cast<size_t>(blockIdx.x) * 2 * C;
-  for (int i = threadIdx.x; i < 2 * C; i += blockDim.x) {
-    const int half = i < C ? 0 : C;  // dw or db
-    const int c = i - half;
-    const int at = half + (c % 8) * chunks + c / 8;
+  float* out = partial + static_cast<size_t>(blockIdx.x) * kSums * C;
+  for (int i = threadIdx.x; i < kSums * C; i += blockDim.x) {
+    const int part = i / C * C;  // dw, db or the dx sum
+    const int c = i - part;
+    const int at = part + (c % 8) * chunks + c / 8;
     float total = warp_acc[at];
-    for (int k = 1; k < kBackwardWarps; ++k) total += warp_acc[static_cast<size_t>(k) * 2 * C + at];
+    for (int k = 1; k < kBackwardWarps; ++k) total += warp_acc[static_cast<size_t>(k) * kSums * C + at];
     out[i] = total;
   }
 }
 
-// dw[c] += sum over blocks of partial[block][c], db likewise: thread row r sums blocks r, r + 32, ... in
-// order, then row 0 adds the 32 sums in order.
-__global__ void reduce_kernel(float* dw, float* db, const float* partial, int blocks, int C) {
+// dw[c] += sum over blocks of partial[block][c], db (and dsum, with 3 sums) likewise: thread row r sums
+// blocks r, r + 32, ... in order, then row 0 adds the 32 sums in order.
+__global__ void reduce_kernel(float* dw, float* db, float* dsum, const float* partial, int blocks, int C,
+                              int num_sums) {
   __shared__ float sums[kReduceRows][32];
   const int col = blockIdx.x * 32 + threadIdx.x;
+  const int width = num_sums * C;
   float s = 0.f;
-  if (col < 2 * C) {
+  if (col < width) {
     for (int g = threadIdx.y; g < blocks; g += kReduceRows)
-      s += partial[static_cast<size_t>(g) * 2 * C + col];
+      s += partial[static_cast<size_t>(g) * width + col];
   }
   sums[threadIdx.y][threadIdx.x] = s;
   __syncthreads();
-  if (threadIdx.y != 0 || col >= 2 * C) return;
+  if (threadIdx.y != 0 || col >= width) return;
   float total = 0.f;
 #pragma unroll
   for (int r = 0; r < kReduceRows; ++r) total += sums[r][threadIdx.x];
-  if (col < C) {
-    dw[col] += total;
-  } else {
-    db[col - C] += total;
-  }
+  float* dst[3] = {dw, db, dsum};
+  dst[col / C][col % C] += total;
 }
 
 template <int kChunks>
@@ -231,15 +240,25 @@ void launch_forward(bf16* out, float* mean, float* rstd, const bf16* x, const bf
       <<<ceil_div(N, kForwardWarps), kForwardWarps * 32, 0, stream>>>(out, mean, rstd, x, w, b, N, C);
 }
 
-template <int kChunks>
-void launch_backward(bf16* dx, float* partial, const bf16* dout, const bf16* x, const bf16* w,
-                     const float* mean, const float* rstd, int N, int C, cudaStream_t stream) {
-  // Per launch, as the attention launchers do: the attribute is per device (and C = 2048 needs 64 KiB).
-  const size_t smem = static_cast<size_t>(kBackwardWarps) * 2 * C * sizeof(float);
-  CUDA_CHECK(cudaFuncSetAttribute(backward_kernel<kChunks>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  static_cast<int>(smem)));
-  backward_kernel<kChunks><<<ceil_div(N, kBackwardRowsPerBlock), kBackwardWarps * 32, smem, stream>>>(
+template <int kChunks, bool kSumDx>
+void launch_backward_form(bf16* dx, float* partial, const bf16* dout, const bf16* x, const bf16* w,
+                          const float* mean, const float* rstd, int N, int C, cudaStream_t stream) {
+  // Per launch, as the attention launchers do: the attribute is per device (and C = 2048 needs 96 KiB).
+  const size_t smem = static_cast<size_t>(kBackwardWarps) * (kSumDx ? 3 : 2) * C * sizeof(float);
+  CUDA_CHECK(cudaFuncSetAttribute(backward_kernel<kChunks, kSumDx>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  backward_kernel<kChunks, kSumDx><<<ceil_div(N, kBackwardRowsPerBlock), kBackwardWarps * 32, smem, stream>>>(
       dx, partial, dout, x, w, mean, rstd, N, C);
+}
+
+template <int kChunks>
+void launch_backward(bool sum_dx, bf16* dx, float* partial, const bf16* dout, const bf16* x, const bf16* w,
+                     const float* mean, const float* rstd, int N, int C, cudaStream_t stream) {
+  if (sum_dx) {
+    launch_backward_form<kChunks, true>(dx, partial, dout, x, w, mean, rstd, N, C, stream);
+  } else {
+    launch_backward_form<kChunks, false>(dx, partial, dout, x, w, mean, rstd, N, C, stream);
+  }
 }
 
 }  // namespace
@@ -253,7 +272,7 @@ bool layernorm_bf16_supported(int C, std::initializer_list<const void*> pointers
 }
 
 size_t layernorm_bf16_scratch_floats(int N, int C) {
-  return static_cast<size_t>((N + kBackwardRowsPerBlock - 1) / kBackwardRowsPerBlock) * 2 * C;
+  return static_cast<size_t>((N + kBackwardRowsPerBlock - 1) / kBackwardRowsPerBlock) * 3 * C;
 }
 
 // One instantiation per 256 columns (kChunks chunks of 8 per lane): C <= 2048 needs at most 8.
@@ -291,14 +310,16 @@ void layernorm_forward_bf16(bf16* out, float* mean, float* rstd, const bf16* x, 
   CUDA_CHECK_LAUNCH();
 }
 
-void layernorm_backward_bf16(bf16* dx, float* dw, float* db, const bf16* dout, const bf16* x, const bf16* w,
-                             const float* mean, const float* rstd, int N, int C, float* scratch,
-                             cudaStream_t stream) {
-  LAYERNORM_DISPATCH(C, launch_backward, dx, scratch, dout, x, w, mean, rstd, N, C, stream)
+void layernorm_backward_bf16(bf16* dx, float* dw, float* db, float* dx_colsum, const bf16* dout,
+                             const bf16* x, const bf16* w, const float* mean, const float* rstd, int N, int C,
+                             float* scratch, cudaStream_t stream) {
+  const bool sum_dx = dx_colsum != nullptr;
+  LAYERNORM_DISPATCH(C, launch_backward, sum_dx, dx, scratch, dout, x, w, mean, rstd, N, C, stream)
   CUDA_CHECK_LAUNCH();
   const int blocks = static_cast<int>(ceil_div(N, kBackwardRowsPerBlock));
-  reduce_kernel<<<ceil_div(2 * static_cast<size_t>(C), 32), dim3(32, kReduceRows), 0, stream>>>(
-      dw, db, scratch, blocks, C);
+  const int sums = sum_dx ? 3 : 2;
+  reduce_kernel<<<ceil_div(sums * static_cast<size_t>(C), 32), dim3(32, kReduceRows), 0, stream>>>(
+      dw, db, dx_colsum, scratch, blocks, C, sums);
   CUDA_CHECK_LAUNCH();
 }
 #undef LAYERNORM_DISPATCH

@@ -390,9 +390,15 @@ class GptImpl final : public GptModel {
                          N_, C, cfg_.padded_vocab_size, stream_, overwrite);
     });
     CUDA_CHECK(cudaMemsetAsync(dres_, 0, static_cast<size_t>(N_) * C * sizeof(T), stream_));
+    // Sequential blocks: each LayerNorm backward also sums the residual gradient it leaves, which is the
+    // bias gradient of the projection that added into that residual (fcproj of the block below, attproj
+    // of its own block), so those projections' backwards skip cuBLASLt's separate bias-gradient pass.
+    const bool sequential = !cfg_.parallel_block;
+    auto proj_bias = [&](const char* name, int layer) { return sequential ? grad(name, layer) : nullptr; };
     staged(Stage::kLayerNormBackward, [&] {
       layernorm_backward<T>(dres_, grad("lnfw"), grad("lnfb"), dbuf1_, residual_ + nc(L), param("lnfw"),
-                            mean_of(2 * L), rstd_of(2 * L), N_, C, scratch_, stream_);
+                            mean_of(2 * L), rstd_of(2 * L), N_, C, scratch_, stream_,
+                            proj_bias("fcprojb", L - 1));
     });
     for (int l = L - 1; l >= 0; --l) {
       const T* x = residual_ + nc(l);
@@ -402,8 +408,9 @@ class GptImpl final : public GptModel {
       const float* lse = lse_ + static_cast<size_t>(l) * N_ * H;
       // MLP: dres is the gradient of the block output; the DGELU epilogue gives d(fch_pre) directly.
       staged(Stage::kMatmulFcProjBackward, [&] {
-        matmul_backward<T>(matmul_, dfch_, grad("fcprojw", l), grad("fcprojb", l), dres_, fch_ + nc(l, 4),
-                           param("fcprojw", l), fch_pre_ + nc(l, 4), false, N_, 4 * C, C, stream_, overwrite);
+        matmul_backward<T>(matmul_, dfch_, grad("fcprojw", l), sequential ? nullptr : grad("fcprojb", l),
+                           dres_, fch_ + nc(l, 4), param("fcprojw", l), fch_pre_ + nc(l, 4), false, N_, 4 * C,
+                           C, stream_, overwrite);
       });
       if (cfg_.parallel_block) {
         // y = x + attproj(...) + fcproj(...): both branches see dres; both LayerNorms feed back into x.
@@ -440,12 +447,13 @@ class GptImpl final : public GptModel {
       });
       staged(Stage::kLayerNormBackward, [&] {
         layernorm_backward<T>(dres_, grad("ln2w", l), grad("ln2b", l), dbuf1_, mid, param("ln2w", l),
-                              mean_of(2 * l + 1), rstd_of(2 * l + 1), N_, C, scratch_, stream_);
+                              mean_of(2 * l + 1), rstd_of(2 * l + 1), N_, C, scratch_, stream_,
+                              grad("attprojb", l));
       });
       // dres is now the gradient of mid = x + attproj(atty).
       staged(Stage::kMatmulAttProjBackward, [&] {
-        matmul_backward<T>(matmul_, dbuf2_, grad("attprojw", l), grad("attprojb", l), dres_, atty,
-                           param("attprojw", l), nullptr, false, N_, C, C, stream_, overwrite);
+        matmul_backward<T>(matmul_, dbuf2_, grad("attprojw", l), nullptr, dres_, atty, param("attprojw", l),
+                           nullptr, false, N_, C, C, stream_, overwrite);
       });
       staged(Stage::kAttentionBackward, [&] {
         attention_backward<T>(dqkv_, dqkv_ + C, dqkv_ + 2 * C, dbuf2_, atty, lse, qkv, qkv + C, qkv + 2 * C,
@@ -458,7 +466,8 @@ class GptImpl final : public GptModel {
       });
       staged(Stage::kLayerNormBackward, [&] {
         layernorm_backward<T>(dres_, grad("ln1w", l), grad("ln1b", l), dbuf1_, x, param("ln1w", l),
-                              mean_of(2 * l), rstd_of(2 * l), N_, C, scratch_, stream_);
+                              mean_of(2 * l), rstd_of(2 * l), N_, C, scratch_, stream_,
+                              l > 0 ? grad("fcprojb", l - 1) : nullptr);
       });
     }
     prof_begin(Stage::kHostCopies);
