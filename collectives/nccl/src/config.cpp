@@ -182,6 +182,20 @@ Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
     if (!v) return v.error();
     c.io_threads = static_cast<uint32_t>(*v);
     echo("MEGASCALE_IO_THREADS", std::to_string(c.io_threads), true);
+    // Each wire's progress thread and its I/O threads all spin while traffic flows. With fewer CPUs than
+    // that, starved threads let datagrams overflow the sockets and every loss waits for an RTO (on 2
+    // CPUs with 2 x 4 I/O threads one connection fell from 1.89 to 0.13 GB/s, docs/PERFORMANCE.md).
+    const unsigned cpus = usable_cpus();
+    const uint64_t spinning = static_cast<uint64_t>(c.threads_per_device) * (1 + c.io_threads);
+    if (c.io_threads > 0 && spinning > cpus) {
+      c.warnings.push_back(
+          "MEGASCALE_IO_THREADS=" + std::string(io_threads) + ": " + std::to_string(spinning) +
+          " wire threads (MEGASCALE_NTHREADS=" + std::to_string(c.threads_per_device) + " x (1 + " +
+          std::to_string(c.io_threads) + ")) per device on " + std::to_string(cpus) +
+          " usable CPUs; starved threads drop datagrams and goodput falls to what "
+          "retransmission timeouts allow. Unset it (0 below " +
+          std::to_string(kIoThreadsMinCpus) + " CPUs) or give the process more CPUs");
+    }
   } else {
     // Unset: 2 where the process may run on enough CPUs for them (with the 4 default wires that is 8
     // more threads), else 0 (docs/CONFIG.md).

@@ -48,6 +48,8 @@ struct PluginConfig {
 
   // "NAME=value (source)" for every knob, in table order, for the INFO echo.
   std::vector<std::string> echo;
+  // Settings that are valid but likely to hurt, each a sentence naming the variable, logged at WARN.
+  std::vector<std::string> warnings;
 };
 
 using GetEnvFn = wire::GetEnv;

@@ -60,6 +60,7 @@ Status Registry::ensure_ready() {
 
   for (const std::string& line : config_.echo)
     MS_INFO(abi::kSubsysInit | abi::kSubsysEnv, "%s", line.c_str());
+  for (const std::string& line : config_.warnings) MS_WARN("%s", line.c_str());
   std::string using_text;
   for (size_t i = 0; i < devices_.size(); ++i) {
     const InterfaceInfo& f = devices_[i].iface;

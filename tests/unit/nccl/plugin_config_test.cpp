@@ -65,9 +65,8 @@ TEST(PluginConfig, DefaultsWithAnEmptyEnvironment) {
   }
 }
 
-// Unset, MEGASCALE_IO_THREADS follows the CPUs the calling thread may run on: 0 below
-// kIoThreadsMinCpus, 2 from there. The count is set through this thread's affinity, then restored.
-uint32_t default_io_threads_with_cpus(int n) {
+// The config loaded while this thread may run on n CPUs only (its affinity, restored afterwards).
+Result<PluginConfig> load_with_cpus(int n, const std::map<std::string, std::string>& vars) {
   cpu_set_t saved, set;
   EXPECT_EQ(sched_getaffinity(0, sizeof(saved), &saved), 0);
   CPU_ZERO(&set);
@@ -79,8 +78,15 @@ uint32_t default_io_threads_with_cpus(int n) {
   }
   EXPECT_EQ(CPU_COUNT(&set), n);
   EXPECT_EQ(sched_setaffinity(0, sizeof(set), &set), 0);
-  auto c = load({});
+  auto c = load(vars);
   EXPECT_EQ(sched_setaffinity(0, sizeof(saved), &saved), 0);
+  return c;
+}
+
+// Unset, MEGASCALE_IO_THREADS follows the CPUs the calling thread may run on: 0 below
+// kIoThreadsMinCpus, 2 from there.
+uint32_t default_io_threads_with_cpus(int n) {
+  auto c = load_with_cpus(n, {});
   EXPECT_TRUE(c) << c.error().message;
   return c ? c->io_threads : 99u;
 }
@@ -101,6 +107,28 @@ TEST(PluginConfig, IoThreadsDefaultIsTwoOnEnoughCpus) {
     GTEST_SKIP() << "needs " << kIoThreadsMinCpus << " usable CPUs, this host gives " << usable_cpus_now();
   }
   EXPECT_EQ(default_io_threads_with_cpus(static_cast<int>(kIoThreadsMinCpus)), 2u);
+}
+
+// Set by hand to more spinning wire threads than CPUs: valid, but warned about, naming the variable.
+TEST(PluginConfig, IoThreadsBeyondTheCpusAreWarnedAbout) {
+  auto over = load_with_cpus(1, {{"MEGASCALE_IO_THREADS", "2"}, {"MEGASCALE_NTHREADS", "1"}});
+  ASSERT_TRUE(over) << over.error().message;
+  EXPECT_EQ(over->io_threads, 2u);
+  ASSERT_EQ(over->warnings.size(), 1u);
+  EXPECT_NE(over->warnings[0].find("MEGASCALE_IO_THREADS=2: 3 wire threads"), std::string::npos)
+      << over->warnings[0];
+  EXPECT_NE(over->warnings[0].find("on 1 usable CPUs"), std::string::npos) << over->warnings[0];
+  auto off = load_with_cpus(1, {{"MEGASCALE_IO_THREADS", "0"}});
+  ASSERT_TRUE(off) << off.error().message;
+  EXPECT_TRUE(off->warnings.empty());
+  auto unset = load_with_cpus(1, {});
+  ASSERT_TRUE(unset) << unset.error().message;
+  EXPECT_TRUE(unset->warnings.empty());
+  if (usable_cpus_now() >= 3) {  // 1 wire x (1 + 2) threads fit
+    auto fits = load_with_cpus(3, {{"MEGASCALE_IO_THREADS", "2"}, {"MEGASCALE_NTHREADS", "1"}});
+    ASSERT_TRUE(fits) << fits.error().message;
+    EXPECT_TRUE(fits->warnings.empty());
+  }
 }
 
 TEST(PluginConfig, EveryKnobReachesItsField) {
