@@ -11,7 +11,9 @@ figure then draws them side by side. Reads (sim/README.md, "Outputs"):
   queues*.csv      switch port backlog histogram (with CDF)   -> queue_cdf.png
 
 Needs python3 with matplotlib (Debian: python3-matplotlib, installed by scripts/install-deps.sh; where
-`python3` is not the system one, run it with /usr/bin/python3).
+`python3` is another interpreter without it, the script runs itself again under /usr/bin/python3).
+Long throughput series are drawn as means of equal groups of samples (at most 1,000 points; the legend
+says how many).
 """
 
 import argparse
@@ -20,13 +22,23 @@ import glob
 import os
 import sys
 
+SYSTEM_PYTHON = "/usr/bin/python3"
+
 try:
     import matplotlib
 
     matplotlib.use("Agg")  # files only, no display
     import matplotlib.pyplot as plt
 except ImportError:
+    # Debian's python3-matplotlib lives in the system interpreter; a pyenv or venv `python3` first on
+    # PATH does not see it. Run again under the system one, once.
+    if os.path.realpath(sys.executable) != os.path.realpath(SYSTEM_PYTHON) and os.access(SYSTEM_PYTHON, os.X_OK):
+        os.execv(SYSTEM_PYTHON, [SYSTEM_PYTHON] + sys.argv)
     sys.exit("plot-sim: matplotlib is missing (apt-get install python3-matplotlib, or scripts/install-deps.sh)")
+
+# Throughput rows beyond this many are averaged in equal groups: 10 us samples of a 200 ms run are
+# 20,000 points, each a whole number of frames, which draws as a solid band.
+MAX_POINTS = 1000
 
 
 def read_csv(path):
@@ -83,6 +95,11 @@ def plot_fct(folder, runs, out):
     return True
 
 
+def binned(values, group):
+    """Means of consecutive groups of `group` values (the last group may be shorter)."""
+    return [sum(values[i : i + group]) / len(values[i : i + group]) for i in range(0, len(values), group)]
+
+
 def plot_throughput(folder, runs, out):
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 6), sharex=True, gridspec_kw={"height_ratios": [3, 1]})
     drew = False
@@ -94,8 +111,15 @@ def plot_throughput(folder, runs, out):
         if not rows:
             continue
         t = [float(r["t_us"]) for r in rows]
-        top.plot(t, [float(r["gbps"]) for r in rows], label=label)
-        bottom.plot(t, [int(r["paused_ports"]) for r in rows], label=label)
+        gbps = [float(r["gbps"]) for r in rows]
+        paused = [int(r["paused_ports"]) for r in rows]
+        group = -(-len(rows) // MAX_POINTS)  # ceil
+        if group > 1:
+            t, gbps, paused = (binned(v, group) for v in (t, gbps, paused))
+            step = float(rows[1]["t_us"]) - float(rows[0]["t_us"]) if len(rows) > 1 else 0
+            label = f"{label} (mean of {group} samples, {step * group:g} us)"
+        top.plot(t, gbps, label=label)
+        bottom.plot(t, paused, label=label)
         drew = True
     if not drew:
         plt.close(fig)
