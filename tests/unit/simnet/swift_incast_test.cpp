@@ -106,6 +106,36 @@ TEST(SwiftIncast, StaggeredStartsLoseNothingAndTheDelayFollowsTheTarget) {
   EXPECT_GT(sh.goodput_gbps, 45.0);
 }
 
+// configs/sim/swift-target-sweep.yaml (Swift's Fig. 17): with flow scaling off the queue settles at the
+// base target, so the RTT moves with it, and a target below ~25 us leaves the 50G link partly idle.
+TEST(SwiftIncast, TheDelayTracksTheBaseTargetAndThroughputSaturatesAbove25us) {
+  auto sweep = load_sim_scenario(kDir + "swift-target-sweep.yaml");
+  ASSERT_TRUE(sweep) << sweep.error().message;
+  auto with_target = [&](const char* us) {
+    SimScenario s = *sweep;
+    s.cc_overrides.emplace_back("swift.base_target_us", us);
+    auto run = run_sim_scenario(s, "", nullptr);
+    if (!run) {
+      ADD_FAILURE() << us << " us: " << run.error().message;
+      return ScenarioSummary{};
+    }
+    EXPECT_EQ(run->result.completed, 100u) << us << " us";
+    return summarize_run(*run);
+  };
+  const ScenarioSummary t10 = with_target("10");
+  const ScenarioSummary t15 = with_target("15");
+  const ScenarioSummary t50 = with_target("50");
+  for (const ScenarioSummary* s : {&t10, &t15, &t50}) EXPECT_EQ(s->drops, 0u);
+  // Measured 11.4, 17.5 and 55.0 us: at or a little above each target (the queue plus ~5 us of links).
+  EXPECT_GT(t15.rtt_p50_mean_us, 15.0);
+  EXPECT_LT(t15.rtt_p50_mean_us, 15.0 * 1.3 + 5.0);
+  EXPECT_GT(t50.rtt_p50_mean_us, 50.0);
+  EXPECT_LT(t50.rtt_p50_mean_us, 50.0 * 1.3 + 5.0);
+  // Over the makespan (ramp and tail included): 41.7 Gbit/s at 10 us, 48.1 at 50 us.
+  EXPECT_GT(t50.goodput_gbps, t10.goodput_gbps + 3.0);
+  EXPECT_GT(t50.goodput_gbps, 46.0);
+}
+
 // start_spread_us: every incast flow starts at its own time in [0, spread), spread over the whole
 // range (a spread past 2^32 ps, 4.3 ms, included), the same times for the same seed; other kinds refuse it.
 TEST(SwiftIncast, StartSpreadDrawsStartTimesOverTheWholeRange) {
