@@ -95,6 +95,10 @@ int run_perf_command(PerfFlags& f, CLI::App* cmd) {
   }
   o.buffer_budget_bytes = f.buffer_mib << 20;
 
+  for (const std::string& w : perf::perf_warnings(o, wire::usable_cpus())) {
+    fmt::print(stderr, "megascale perf: warning: {}\n", w);
+  }
+
   perf::PerfSink sink;
   sink.out = [](const std::string& line) {
     fmt::print("{}\n", line);

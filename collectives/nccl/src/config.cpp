@@ -1,7 +1,6 @@
 // MEGASCALE_* environment variables: parsing, validation and the INFO echo (see config.h).
 #include "config.h"
 
-#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -58,15 +57,6 @@ std::string seconds_text(TimeNs ns) {
   char text[32];
   std::snprintf(text, sizeof text, "%g", static_cast<double>(ns) / 1e9);
   return text;
-}
-
-// CPUs this process may run on (its affinity mask: NCCL ranks are often pinned), at least 1.
-unsigned usable_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-  const long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 ? static_cast<unsigned>(n) : 1u;
 }
 
 }  // namespace
@@ -185,7 +175,7 @@ Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
     // Each wire's progress thread and its I/O threads all spin while traffic flows. With fewer CPUs than
     // that, starved threads let datagrams overflow the sockets and every loss waits for an RTO (on 2
     // CPUs with 2 x 4 I/O threads one connection fell from 1.89 to 0.13 GB/s, docs/PERFORMANCE.md).
-    const unsigned cpus = usable_cpus();
+    const unsigned cpus = wire::usable_cpus();
     const uint64_t spinning = static_cast<uint64_t>(c.threads_per_device) * (1 + c.io_threads);
     if (c.io_threads > 0 && spinning > cpus) {
       c.warnings.push_back(
@@ -199,7 +189,7 @@ Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
   } else {
     // Unset: 2 where the process may run on enough CPUs for them (with the 4 default wires that is 8
     // more threads), else 0 (docs/CONFIG.md).
-    const unsigned cpus = usable_cpus();
+    const unsigned cpus = wire::usable_cpus();
     c.io_threads = cpus >= kIoThreadsMinCpus ? 2 : 0;
     echo("MEGASCALE_IO_THREADS",
          std::to_string(c.io_threads) + " (" + std::to_string(cpus) + " usable CPUs; 2 from " +

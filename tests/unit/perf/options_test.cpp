@@ -115,6 +115,25 @@ TEST(PerfValidate, ConflictingAndOutOfRangeFlagsNameTheFlag) {
   EXPECT_NE(error_of(high).find("past 65535"), std::string::npos);
 }
 
+// I/O threads beyond the CPUs run, with a warning that names the counts; none without I/O threads.
+TEST(PerfWarnings, IoThreadsBeyondTheCpusAreNamed) {
+  PerfOptions o;
+  o.loopback = true;
+  o.io_threads = 2;  // 2 sides x (1 + 2) = 6 spinning threads
+  auto w = perf_warnings(o, 2);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_NE(w[0].find("--io-threads 2: 6 spinning threads"), std::string::npos) << w[0];
+  EXPECT_NE(w[0].find("on 2 usable CPUs"), std::string::npos) << w[0];
+  EXPECT_TRUE(perf_warnings(o, 6).empty());
+  o.loopback = false;  // a server or client is one side: 3 threads
+  o.server = "10.0.0.1";
+  EXPECT_TRUE(perf_warnings(o, 3).empty());
+  ASSERT_EQ(perf_warnings(o, 2).size(), 1u);
+  EXPECT_NE(perf_warnings(o, 2)[0].find("3 spinning threads (1 side x"), std::string::npos);
+  o.io_threads = 0;  // the progress thread alone: nothing to warn about, even on one CPU
+  EXPECT_TRUE(perf_warnings(o, 1).empty());
+}
+
 TEST(PerfValidate, RolesFollowTheArguments) {
   PerfOptions o;
   EXPECT_EQ(role_of(o), PerfRole::kServer);

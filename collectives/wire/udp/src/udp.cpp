@@ -1,9 +1,11 @@
 // The UDP wire: creation, and the progress round (receive -> engine -> timers -> send).
 #include "megascale/wire/udp.h"
 
+#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -19,6 +21,16 @@ TimeNs UdpWire::now() {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<TimeNs>(ts.tv_sec) * kNsPerSec + ts.tv_nsec;
+}
+
+unsigned usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    return static_cast<unsigned>(std::max(1, CPU_COUNT(&set)));
+  }
+  const long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<unsigned>(n) : 1u;
 }
 
 Status validate_udp_config(const UdpConfig& c) {

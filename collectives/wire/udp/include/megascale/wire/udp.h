@@ -153,6 +153,10 @@ Status validate_udp_config(const UdpConfig& config);
 // their flag or variable (--source-ports, MEGASCALE_SOURCE_PORTS).
 Result<std::vector<uint16_t>> parse_source_ports(std::string_view text);
 
+// CPUs this process may run on (its affinity mask: NCCL ranks are often pinned), at least 1. A wire's
+// progress and I/O threads spin while traffic flows; callers compare their count with this.
+unsigned usable_cpus();
+
 // What the kernel granted when the sockets opened (GSO may later turn off if a send is refused).
 struct UdpCapabilities {
   bool ipv6 = false;
