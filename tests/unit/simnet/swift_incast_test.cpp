@@ -30,6 +30,17 @@ SimScenario cut(const SimScenario& full) {
   return s;
 }
 
+// Runs a scenario that must complete all `flows` flows; a failed run is a test failure and an empty summary.
+ScenarioSummary run_all(const SimScenario& s, size_t flows, const std::string& what) {
+  auto run = run_sim_scenario(s, "", nullptr);
+  if (!run) {
+    ADD_FAILURE() << what << ": " << run.error().message;
+    return ScenarioSummary{};
+  }
+  EXPECT_EQ(run->result.completed, flows) << what;
+  return summarize_run(*run);
+}
+
 TEST(SwiftIncast, WindowsBelowOnePacketBeatAFloorOfOneOnLossDelayAndGoodput) {
   auto full = load_sim_scenario(kDir + "swift-incast-5000.yaml");
   ASSERT_TRUE(full) << full.error().message;
@@ -39,14 +50,8 @@ TEST(SwiftIncast, WindowsBelowOnePacketBeatAFloorOfOneOnLossDelayAndGoodput) {
   SimScenario floor_one = fractional;
   floor_one.cc_overrides.emplace_back("swift.min_cwnd_packets", "1");
 
-  auto a = run_sim_scenario(fractional, "", nullptr);
-  ASSERT_TRUE(a) << a.error().message;
-  auto b = run_sim_scenario(floor_one, "", nullptr);
-  ASSERT_TRUE(b) << b.error().message;
-  ASSERT_EQ(a->result.completed, 500u);
-  ASSERT_EQ(b->result.completed, 500u);
-  const ScenarioSummary sa = summarize_run(*a);
-  const ScenarioSummary sb = summarize_run(*b);
+  const ScenarioSummary sa = run_all(fractional, 500, "fractional windows");
+  const ScenarioSummary sb = run_all(floor_one, 500, "a floor of one packet");
 
   // Loss: both lose the start-up burst (500 flows x 10 packets of initial window into 1.5 MB); only
   // the floor of one keeps losing after it, and recovers by timeouts.
@@ -80,16 +85,10 @@ TEST(SwiftIncast, StaggeredStartsLoseNothingAndTheDelayFollowsTheTarget) {
   auto with_fs_range = [&](const char* us) {
     SimScenario s = base;
     s.cc_overrides.emplace_back("swift.fs_range_us", us);
-    return s;
+    return run_all(s, 500, std::string("fs_range ") + us + " us");
   };
-  auto low = run_sim_scenario(with_fs_range("60"), "", nullptr);
-  ASSERT_TRUE(low) << low.error().message;
-  auto high = run_sim_scenario(with_fs_range("125"), "", nullptr);
-  ASSERT_TRUE(high) << high.error().message;
-  ASSERT_EQ(low->result.completed, 500u);
-  ASSERT_EQ(high->result.completed, 500u);
-  const ScenarioSummary sl = summarize_run(*low);
-  const ScenarioSummary sh = summarize_run(*high);
+  const ScenarioSummary sl = with_fs_range("60");
+  const ScenarioSummary sh = with_fs_range("125");
 
   EXPECT_EQ(sl.drops, 0u);
   EXPECT_EQ(sh.drops, 0u);
@@ -114,13 +113,7 @@ TEST(SwiftIncast, TheDelayTracksTheBaseTargetAndThroughputSaturatesAbove25us) {
   auto with_target = [&](const char* us) {
     SimScenario s = *sweep;
     s.cc_overrides.emplace_back("swift.base_target_us", us);
-    auto run = run_sim_scenario(s, "", nullptr);
-    if (!run) {
-      ADD_FAILURE() << us << " us: " << run.error().message;
-      return ScenarioSummary{};
-    }
-    EXPECT_EQ(run->result.completed, 100u) << us << " us";
-    return summarize_run(*run);
+    return run_all(s, 100, std::string("base target ") + us + " us");
   };
   const ScenarioSummary t10 = with_target("10");
   const ScenarioSummary t15 = with_target("15");
