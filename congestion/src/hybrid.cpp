@@ -103,6 +103,7 @@ void HybridController::on_send(TimeNs now, uint64_t /*bytes*/) {
 void HybridController::on_ack(TimeNs now, const AckSample& ack) {
   close_rounds(now);
   retransmit_cnt_ = 0;
+  cwnd_before_rtos_ = 0;  // the run of timeouts is over; only the ACK that ends it may undo it
   if (ack.hops != 0) hops_ = ack.hops;
 
   const double acked_packets = ack.acked_packets != 0
@@ -143,6 +144,7 @@ void HybridController::on_fast_recovery(TimeNs now) {
 
 void HybridController::on_rto(TimeNs now) {
   close_rounds(now);
+  if (retransmit_cnt_ == 0) cwnd_before_rtos_ = cwnd_;
   ++retransmit_cnt_;
   if (retransmit_cnt_ >= p_.swift.retx_reset_threshold) {
     // Swift Algorithm 1: repeated timeouts mean the path is likely gone; restart from the floor.
@@ -150,6 +152,17 @@ void HybridController::on_rto(TimeNs now) {
   } else if (can_decrease(now)) {
     decrease(now, 1 - p_.swift.max_mdf);
   }
+}
+
+void HybridController::on_spurious_rto(TimeNs now) {
+  close_rounds(now);
+  // As Swift's: the window before the run of timeouts, and the count toward the floor from zero.
+  if (cwnd_before_rtos_ > 0) {
+    cwnd_ =
+        std::clamp(std::max(cwnd_, cwnd_before_rtos_), p_.swift.min_cwnd_packets, p_.swift.max_cwnd_packets);
+  }
+  retransmit_cnt_ = 0;
+  cwnd_before_rtos_ = 0;
 }
 
 void HybridController::on_timer(TimeNs now) {

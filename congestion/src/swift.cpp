@@ -99,6 +99,7 @@ void SwiftController::clamp_and_note_decrease(TimeNs now, double prev_cwnd) {
 
 void SwiftController::on_ack(TimeNs now, const AckSample& ack) {
   retransmit_cnt_ = 0;
+  cwnd_before_rtos_ = 0;       // the run of timeouts is over; only the ACK that ends it may undo it
   if (ack.rtt_ns < 0) return;  // no delay sample: nothing to compare with the target
 
   rtt_ns_ = positive_rtt(ack.rtt_ns);
@@ -128,6 +129,7 @@ void SwiftController::on_ack(TimeNs now, const AckSample& ack) {
 }
 
 void SwiftController::on_rto(TimeNs now) {
+  if (retransmit_cnt_ == 0) cwnd_before_rtos_ = cwnd_;
   ++retransmit_cnt_;
   const double prev_cwnd = cwnd_;
   if (retransmit_cnt_ >= p_.retx_reset_threshold) {
@@ -138,6 +140,14 @@ void SwiftController::on_rto(TimeNs now) {
     return;
   }
   clamp_and_note_decrease(now, prev_cwnd);
+}
+
+void SwiftController::on_spurious_rto(TimeNs /*now*/) {
+  // Back to the window before the run (never below what it has grown to since), and the count that
+  // leads to the floor starts again. Later delay samples cut it as usual if the path is congested.
+  if (cwnd_before_rtos_ > 0) cwnd_ = std::min(std::max(cwnd_, cwnd_before_rtos_), p_.max_cwnd_packets);
+  retransmit_cnt_ = 0;
+  cwnd_before_rtos_ = 0;
 }
 
 void SwiftController::on_fast_recovery(TimeNs now) {

@@ -200,6 +200,7 @@ class ConnectionCore {
   // `rx_ns`: when the ACK arrived (<= now): RTT samples for the controllers end there.
   void on_ack(TimeNs now, TimeNs rx_ns, const Packet& pkt);
   void on_cnp(TimeNs now, const Packet& pkt);
+  void undo_spurious_rtos(TimeNs now);  // an ACK showed the timeouts' originals arrived (Eifel)
   void deliver(uint64_t seq, TxSeg& s, TimeNs now);
   // Delivers every unsacked segment below `cum_ack` (<= snd_nxt_) and moves snd_una_ up to it; true if
   // it moved. An ACK's cumulative point and a FIN's receive point both go through here.

@@ -257,6 +257,10 @@ void ConnectionCore::on_ack(TimeNs now, TimeNs rx_ns, const Packet& pkt) {
   // delay would fire before ACKs that arrived in time are read.
   TimeNs rtt_ns = -1;
   TimeNs rto_rtt_ns = -1;
+  // A timeout declared this segment lost, and the echo is of its first transmission: the original
+  // arrived, so the timeout was spurious (Eifel detection with timestamps, RFC 3522). On a host that
+  // stalls, every lane then sits in a run of such timeouts; its cuts are undone below.
+  bool spurious_rto = false;
   if (a.echo_seq >= snd_una_ && a.echo_seq < snd_nxt_) {
     const TxSeg& e = ring_[a.echo_seq & ring_mask_];
     const bool attributable = e.retx == 0 ? e.sent_ns == a.echo_ts_ns
@@ -266,6 +270,7 @@ void ConnectionCore::on_ack(TimeNs now, TimeNs rx_ns, const Packet& pkt) {
       rtt_ns = rx_ns - a.echo_ts_ns;
       rto_rtt_ns = now - a.echo_ts_ns;
     }
+    spurious_rto = !e.sacked && e.lost_by_rto && (e.retx > 0 || e.lost) && e.first_sent_ns == a.echo_ts_ns;
   }
 
   bool progress = advance_cum_ack(a.cum_ack, now);
@@ -283,6 +288,7 @@ void ConnectionCore::on_ack(TimeNs now, TimeNs rx_ns, const Packet& pkt) {
     rto_.on_progress(now);
     last_progress_ns_ = now;
   }
+  if (spurious_rto) undo_spurious_rtos(now);
   if (rtt_ns >= 0) {
     rto_.on_rtt_sample(rto_rtt_ns);
     stats_.rtt.add(rtt_ns);
@@ -454,6 +460,21 @@ void ConnectionCore::on_rto(TimeNs now) {
     if (cfg_.repath_rto_threshold > 0 && lane.consecutive_rtos >= cfg_.repath_rto_threshold) repath(lane);
   }
   rto_deadline_ = now + rto_.timeout_ns();
+}
+
+void ConnectionCore::undo_spurious_rtos(TimeNs now) {
+  // Eifel's response (RFC 4015) for every lane still in a run of timeouts (no acknowledgment since):
+  // the controller restores its window. What was queued for retransmission is skipped as the late
+  // originals are acknowledged; the backoff ended with the progress this ACK made.
+  bool any = false;
+  for (Lane& lane : lanes_) {
+    if (lane.consecutive_rtos == 0) continue;
+    lane.cc->on_spurious_rto(now);
+    lane_refresh(now, lane);
+    lane.consecutive_rtos = 0;
+    any = true;
+  }
+  if (any) ++stats_.timeouts_spurious;
 }
 
 void ConnectionCore::on_cnp(TimeNs now, const Packet& pkt) {

@@ -74,6 +74,11 @@ class Controller {
   virtual void on_fast_recovery(TimeNs now) = 0;
   // The retransmission timer fired.
   virtual void on_rto(TimeNs now) = 0;
+  // The timeouts since this lane's last acknowledgment were spurious: the original copies arrived (the
+  // ACK echoed a first transmission's timestamp; Eifel, RFC 3522 / 4015). Undo what those timeouts cut.
+  // A host that stalls for tens of RTOs (a descheduled receiver) otherwise leaves a delay-based lane at
+  // its floor, paced at rtt/min_cwnd. Controllers that cut nothing on a timeout keep the default.
+  virtual void on_spurious_rto(TimeNs /*now*/) {}
   // Process timer expiries up to `now` (also done implicitly by every other call).
   virtual void on_timer(TimeNs now) = 0;
 

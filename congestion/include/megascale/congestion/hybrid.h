@@ -40,6 +40,7 @@ class HybridController final : public Controller {
   void on_fast_recovery(TimeNs now) override;
   // Swift: cut by max_mdf at most once per RTT; after retx_reset_threshold consecutive RTOs, min_cwnd.
   void on_rto(TimeNs now) override;
+  void on_spurious_rto(TimeNs now) override;
   // Closes elapsed alpha rounds; the window never changes by itself.
   void on_timer(TimeNs now) override;
   TimeNs next_timer_ns() const override { return kNever; }
@@ -80,6 +81,7 @@ class HybridController final : public Controller {
   TimeNs t_last_decrease_ = 0;  // set only when a cut is taken
   bool decreased_once_ = false;
   uint32_t retransmit_cnt_ = 0;
+  double cwnd_before_rtos_ = 0;  // the window when this run of timeouts began; 0 outside a run
   uint8_t hops_;  // last nonzero AckSample::hops, else FlowParams::hops
   uint64_t decreases_ = 0;
 };

@@ -68,6 +68,7 @@ class SwiftController final : public Controller {
   void on_cnp(TimeNs now) override;  // Swift ignores ECN/CNPs
   void on_fast_recovery(TimeNs now) override;
   void on_rto(TimeNs now) override;
+  void on_spurious_rto(TimeNs now) override;
   void on_timer(TimeNs now) override;
   TimeNs next_timer_ns() const override { return kNever; }
   double cwnd_bytes() const override;
@@ -90,6 +91,7 @@ class SwiftController final : public Controller {
   TimeNs t_last_decrease_ = 0;  // set only by a decrease branch, never by an increase or a hold
   bool decreased_once_ = false;
   uint32_t retransmit_cnt_ = 0;
+  double cwnd_before_rtos_ = 0;  // the window when this run of timeouts began; 0 outside a run
   uint8_t hops_ = 0;  // last nonzero AckSample::hops, else FlowParams::hops
   uint64_t decreases_ = 0;
 };

@@ -72,6 +72,7 @@ struct ConnectionStats {
   uint64_t retransmits_fast = 0;
   uint64_t retransmits_rto = 0;
   uint64_t timeouts = 0;   // RTO expiries (each may retransmit several segments)
+  uint64_t timeouts_spurious = 0;  // runs of timeouts undone: the original copies arrived (Eifel)
   uint64_t ecn_marks = 0;  // CE marks echoed by the peer
   uint64_t cnps_received = 0;
   uint64_t repaths = 0;
