@@ -49,6 +49,8 @@ ConnectionCore::ConnectionCore(const EngineConfig& cfg, ConnId id, uint32_t peer
       rng_(seed),
       state_(initiator ? ConnectionState::kConnecting : ConnectionState::kEstablished),
       seg_bytes_(cfg.segment_bytes),
+      pacing_floor_bps_(8.0 * static_cast<double>(cfg.segment_bytes + kSegHeaderBytes) * 1e9 /
+                        static_cast<double>(std::max<TimeNs>(cfg.cc.rto.max_rto_ns, 1))),
       window_(cfg.window_segments),
       rcv_window_(cfg.window_segments),
       tx_queue_(initial_entries(cfg, cfg.max_posted_sends)),

@@ -248,6 +248,7 @@ class ConnectionCore {
 
   // Negotiated at the handshake.
   uint32_t seg_bytes_;
+  double pacing_floor_bps_;  // one segment per RTO ceiling: no lane waits longer (lane_refresh)
   uint32_t window_;      // sender window (segments)
   uint32_t rcv_window_;  // our reorder window (what we advertised)
   uint8_t peer_cc_kind_ = 0;

@@ -27,10 +27,7 @@ void ConnectionCore::lane_refresh(TimeNs now, Lane& lane) {
   // Swift paces one segment per rtt/cwnd below one packet; at its 0.001-packet floor that is 1,000 RTTs,
   // and with an RTT inflated by a stalled host (milliseconds) a lane went silent for tens of seconds.
   // In a fabric (RTTs of microseconds) the cap never binds: Swift's gaps stay far below it.
-  const double segment_bits = 8.0 * static_cast<double>(seg_bytes_ + kSegHeaderBytes);
-  const double floor_bps =
-      segment_bits * 1e9 / static_cast<double>(std::max<TimeNs>(cfg_.cc.rto.max_rto_ns, 1));
-  const double rate = std::max(lane.cc->pacing_rate_bps(), floor_bps);
+  const double rate = std::max(lane.cc->pacing_rate_bps(), pacing_floor_bps_);
   if (rate != lane.pacer.rate_bps()) lane.pacer.set_rate(now, rate);
   lane.stats.cwnd_bytes = lane.cwnd_bytes;
   lane.stats.pacing_rate_bps = rate;
