@@ -3,6 +3,7 @@
 // (drop 0.1% / 1% / 10% plus reordering, duplication and corruption, on both directions) every message
 // still arrives exactly once and intact; a peer that does not answer makes calls fail with an error,
 // never hang. Every wait has a deadline.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -655,6 +656,45 @@ TEST(UdpWireConfig, ConsecutivePortsFromBindPort) {
   ASSERT_FALSE(again);
   EXPECT_NE(again.error().message.find(std::to_string(c.bind_port)), std::string::npos)
       << again.error().message;
+}
+
+// Without I/O threads a streaming home socket is read without asking epoll, and the rest of the pool
+// only every few rounds: a datagram that arrives on another pool socket meanwhile is still read (here
+// junk, which the engine counts and drops), not left in its buffer while the home socket stays busy.
+TEST(UdpWireReceive, OtherPoolSocketsAreReadWhileTheHomeSocketStreams) {
+  UdpConfig c;
+  c.bind_host = "127.0.0.1";
+  c.engine.lanes = 4;  // four sockets
+  auto w = UdpWire::create(c);
+  ASSERT_TRUE(w) << w.error().message;
+  const std::vector<uint16_t>& ports = (*w)->capabilities().ports;
+  ASSERT_EQ(ports.size(), 4u);
+  const int tx = socket(AF_INET, SOCK_DGRAM, 0);
+  ASSERT_GE(tx, 0);
+  // Junk to the home port is 32 bytes, the one datagram to socket 2 is 1,000 (1,000 % 32 = 8): the
+  // bytes received say whether it was read.
+  auto send_to = [&](uint16_t port, size_t len) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const std::vector<uint8_t> junk(len, 0xAB);
+    ASSERT_EQ(sendto(tx, junk.data(), len, 0, reinterpret_cast<sockaddr*>(&a), sizeof a),
+              static_cast<ssize_t>(len));
+  };
+  // 200 rounds, each with a datagram waiting on the home socket: it never runs dry. The stray comes
+  // once the home socket streams.
+  for (int round = 0; round < 200; ++round) {
+    if (round == 5) send_to(ports[2], 1000);
+    send_to(ports[0], 32);
+    ASSERT_TRUE((*w)->progress());
+  }
+  close(tx);
+  const UdpWireStats st = (*w)->stats();
+  EXPECT_EQ(st.bytes_received % 32, 8u) << "the datagram on socket 2 was not read in 200 busy rounds ("
+                                         << st.datagrams_received << " datagrams, " << st.bytes_received
+                                         << " bytes received)";
+  EXPECT_GE(st.datagrams_received, 150u);
 }
 
 // The software-path floors (collectives/wire/README.md has the measurements) are raised onto the engine's

@@ -32,6 +32,9 @@ inline constexpr uint32_t kWakeToken = UINT32_MAX;
 // busy direction cannot starve the other (ACKs must get in while data goes out).
 inline constexpr int kRxRoundsPerSocket = 4;
 inline constexpr int kTxRoundsPerProgress = 8;
+// Without I/O threads: streaming rounds that read only the home socket before epoll is asked about the
+// rest of the pool (receive_locked).
+inline constexpr uint32_t kEpollEveryRounds = 16;
 // Batches in each direction between the engine's thread and one I/O thread.
 inline constexpr size_t kIoThreadSlots = 8;
 // Messages per recvmmsg on an I/O thread: with GRO up to 64 KiB each, so 1 MiB per batch and 8 MiB per
@@ -112,6 +115,8 @@ struct UdpWire::Io {
   int wakefd = -1;
   bool gso = false;       // in use now (cleared if the kernel refuses a GSO send)
   TimeNs last_io_ns = 0;  // when a round last received or sent a datagram
+  bool home_streaming = false;      // receive_locked: the last round read datagrams from socket 0
+  uint32_t rounds_since_epoll = 0;  // receive_locked: rounds that read socket 0 without epoll
 
   // Counters the wire keeps itself (the sender and receiver keep theirs).
   uint64_t datagrams_received = 0;

@@ -331,6 +331,7 @@ class UdpWire {
   UdpWire(const UdpConfig& config, std::unique_ptr<engine::Endpoint> endpoint, std::unique_ptr<Io> io);
   Status progress_locked(TimeNs now, bool read_clock);
   void receive_locked(TimeNs now, bool read_clock);
+  bool read_socket_locked(TimeNs& now, bool read_clock, int fd);  // true if it got datagrams
   void receive_from_threads_locked(TimeNs now, bool read_clock);
   // One received message (a datagram or a GRO aggregate). `verified`, if not null, has a flag per
   // datagram (1: an I/O thread found its CRCs good) and is advanced past this message's.
