@@ -691,9 +691,9 @@ TEST(UdpWireReceive, OtherPoolSocketsAreReadWhileTheHomeSocketStreams) {
   }
   close(tx);
   const UdpWireStats st = (*w)->stats();
-  EXPECT_EQ(st.bytes_received % 32, 8u) << "the datagram on socket 2 was not read in 200 busy rounds ("
-                                         << st.datagrams_received << " datagrams, " << st.bytes_received
-                                         << " bytes received)";
+  EXPECT_EQ(st.bytes_received % 32, 8u)
+      << "the datagram on socket 2 was not read in 200 busy rounds (" << st.datagrams_received
+      << " datagrams, " << st.bytes_received << " bytes received)";
   EXPECT_GE(st.datagrams_received, 150u);
 }
 
