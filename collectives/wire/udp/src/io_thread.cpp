@@ -20,6 +20,8 @@ namespace {
 constexpr uint32_t kWake = UINT32_MAX;
 // Receive batches per socket per loop, so that one busy socket cannot starve the sends.
 constexpr int kRxRoundsPerSocket = 4;
+// Loops between reads of the sockets peers do not send to (see rx_fds_).
+constexpr uint32_t kOtherSocketsEvery = 16;
 constexpr int kTxBatchesPerRound = 2;
 // Longest sleep: a stop() that loses its wake-up is still noticed.
 constexpr int kMaxSleepMs = 100;
@@ -75,11 +77,14 @@ IoThread::IoThread(uint32_t index, uint32_t threads, std::span<const UdpSocket> 
       copies_(slots * rx_batch * 64),
       sender_(tx_batch),
       per_socket_(new std::atomic<uint64_t>[sockets.size()]) {
+  // Peers send every lane to the pool's socket 0, whose receive group gives thread t member t (socket 0
+  // itself for thread 0, `group_fd` for the others): that one is read every loop. The thread's other
+  // sockets are lane source ports, which receive nothing but ICMP errors and strays.
+  if (group_fd >= 0) rx_fds_.push_back(group_fd);
   for (uint32_t i = 0; i < sockets.size(); ++i) {
     if (i % threads == index) rx_fds_.push_back(sockets[i].fd);
     per_socket_[i].store(0);
   }
-  if (group_fd >= 0) rx_fds_.push_back(group_fd);
 }
 
 IoThread::~IoThread() {
@@ -186,7 +191,13 @@ bool IoThread::send_ready() {
 
 bool IoThread::receive_ready(bool& rx_full) {
   bool received = false;
-  for (const int fd : rx_fds_) {
+  // The first socket every loop, the others every kOtherSocketsEvery loops: an empty recvmmsg is a
+  // system call all the same, and with 4 lanes on 2 threads two of a thread's three looks found nothing
+  // (5-6 recvmmsg per datagram received under NCCL, docs/PERFORMANCE.md).
+  const size_t looks =
+      ++loops_ % kOtherSocketsEvery == 0 ? rx_fds_.size() : std::min<size_t>(1, rx_fds_.size());
+  for (size_t k = 0; k < looks; ++k) {
+    const int fd = rx_fds_[k];
     for (int round = 0; round < kRxRoundsPerSocket; ++round) {
       RxBatch* b = rx_.producer_slot();
       if (b == nullptr) {

@@ -172,7 +172,8 @@ class IoThread {
   void publish_tx_counters();
 
   uint32_t index_;
-  std::vector<int> rx_fds_;  // the sockets this thread receives on
+  std::vector<int> rx_fds_;  // the sockets this thread receives on, the one peers send to first
+  uint64_t loops_ = 0;       // receive_ready calls
   std::span<const UdpSocket> sockets_;
   size_t rx_batch_;
   bool gso_;
