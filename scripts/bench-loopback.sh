@@ -3,8 +3,8 @@
 # and 4 lanes (64 MiB messages) next to iperf3's single TCP stream over 127.0.0.1, and the 8-byte
 # latency; one table (goodput, ratio to iperf3, kernel drops, p50 latency) and JSON under out/bench/.
 #
-#   scripts/bench-loopback.sh                       # default preset (hybrid), 4 KiB segments
-#   CC=configs/cc/loopback.yaml SEGMENT=8192 scripts/bench-loopback.sh
+#   scripts/bench-loopback.sh                       # perf --loopback's defaults (loopback preset, 16 KiB)
+#   CC=hybrid SEGMENT=4096 scripts/bench-loopback.sh
 #   SECONDS_PER_RUN=5 MEGASCALE=build/cli/megascale scripts/bench-loopback.sh
 #   IO_THREADS=4 scripts/bench-loopback.sh          # adds bw rows with the wire's I/O threads
 #
@@ -16,8 +16,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 megascale=${MEGASCALE:-build/cli/megascale}
-cc=${CC:-hybrid}
-segment=${SEGMENT:-4096}
+cc=${CC:-}            # empty: perf --loopback's own default (each run's JSON names what it used)
+segment=${SEGMENT:-}
 poll=${POLL:-adaptive}
 secs=${SECONDS_PER_RUN:-10}
 out=${OUT:-out/bench}
@@ -54,7 +54,9 @@ if ! iperf_gbps=$(jq -e '.end.sum_received.bits_per_second / 1e9' "$run_dir/iper
 fi
 iperf_retx=$(jq '.end.sum_sent.retransmits // 0' "$run_dir/iperf3.json")
 
-perf_common=(--loopback --cc "$cc" --segment "$segment" --poll "$poll")
+perf_common=(--loopback --poll "$poll")
+[ -n "$cc" ] && perf_common+=(--cc "$cc")
+[ -n "$segment" ] && perf_common+=(--segment "$segment")
 status=0
 run_perf() {  # name, extra flags...
   local name=$1
@@ -105,7 +107,7 @@ row() {  # name, kind
 } | { if command -v column >/dev/null; then column -t -s $'\t'; else cat; fi; } | tee "$run_dir/summary.txt"
 
 jq -n --arg stamp "$stamp" --arg kernel "$(uname -r)" --arg cpu "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)" \
-  --argjson cores "$(nproc)" --arg load "$(cut -d' ' -f1-3 /proc/loadavg)" --arg cc "$cc" --argjson segment "$segment" \
+  --argjson cores "$(nproc)" --arg load "$(cut -d' ' -f1-3 /proc/loadavg)" --arg cc "${cc:-perf --loopback default}" --arg segment "${segment:-perf --loopback default}" \
   --arg poll "$poll" --argjson secs "$secs" --slurpfile iperf "$run_dir/iperf3.json" \
   --slurpfile bw1 <(cat "$run_dir/bw-1lane.json" 2>/dev/null || echo null) \
   --slurpfile bw4 <(cat "$run_dir/bw-4lanes.json" 2>/dev/null || echo null) \
