@@ -173,7 +173,8 @@ void add_perf_command(CLI::App& app) {
   cmd->add_option("--cc", o.cc,
                   "Congestion-control preset: a built-in name or a YAML file (--loopback: loopback)")
       ->capture_default_str();
-  cmd->add_option("--segment", o.segment_bytes, "Payload bytes per datagram (keep + 100 B within the MTU; --loopback: 16384)")
+  cmd->add_option("--segment", o.segment_bytes,
+                  "Payload bytes per datagram (keep + 100 B within the MTU; --loopback: 16384)")
       ->capture_default_str();
   cmd->add_option("--dscp", f->dscp, "DSCP code point of every packet (0..63)")->capture_default_str();
   cmd->add_flag("--check", o.check, "Fill and verify every byte of every message (else both ends of each)");

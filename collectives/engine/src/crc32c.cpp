@@ -250,8 +250,8 @@ bool crc32c_avx512_available() {
 }
 
 uint32_t crc32c_hw_extend(uint32_t crc, const void* data, size_t len) {
-  if (kHaveAvx512Clmul && len >= kAvx512MinBytes) return crc32c_avx512_extend(crc, data, len);
-  return crc32c_sse42_extend(crc, data, len);
+  // crc32c_avx512_extend takes short buffers through the SSE4.2 path itself.
+  return kHaveAvx512Clmul ? crc32c_avx512_extend(crc, data, len) : crc32c_sse42_extend(crc, data, len);
 }
 
 bool crc32c_hw_available() {
