@@ -41,7 +41,10 @@ nranks=${NRANKS:-$(( ngpus >= 2 ? ngpus : 2 ))}
 mkdir -p "$out"
 echo "check-nccl-plugin: $nranks ranks on $ngpus GPU(s), plugin $plugin, logs in $out"
 
-common_env=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NVLS_ENABLE=0 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,ENV)
+# LOCAL_WORLD_SIZE as torchrun sets it: every rank runs on this host, so the plugin sizes its threads
+# by the CPUs each rank gets (MEGASCALE_LOCAL_RANKS in collectives/nccl/README.md).
+common_env=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NVLS_ENABLE=0 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,ENV
+  LOCAL_WORLD_SIZE="$nranks")
 megascale_env=(NCCL_NET_PLUGIN="$plugin" NCCL_NET=MegaScale MEGASCALE_IFNAME="$ifname")
 socket_env=(NCCL_NET_PLUGIN=none NCCL_NET=Socket)
 

@@ -1,6 +1,7 @@
 // MEGASCALE_* environment variables: parsing, validation and the INFO echo (see config.h).
 #include "config.h"
 
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -65,6 +66,76 @@ uint32_t default_segment_bytes(int mtu_bytes, bool ipv6) {
   const int overhead = (ipv6 ? 40 : 20) + 8 + static_cast<int>(engine::kSegHeaderBytes);
   const int fit = mtu_bytes - overhead;
   return static_cast<uint32_t>(std::clamp(fit, 512, 32768));
+}
+
+unsigned count_nvidia_gpus(const std::string& pci_devices_dir) {
+  DIR* dir = ::opendir(pci_devices_dir.c_str());
+  if (dir == nullptr) return 0;
+  auto read_hex = [](const std::string& path) -> long {
+    std::FILE* f = std::fopen(path.c_str(), "r");
+    if (f == nullptr) return -1;
+    char text[32] = {};
+    const bool ok = std::fgets(text, sizeof text, f) != nullptr;
+    std::fclose(f);
+    return ok ? std::strtol(text, nullptr, 16) : -1;
+  };
+  unsigned n = 0;
+  while (const dirent* e = ::readdir(dir)) {
+    if (e->d_name[0] == '.') continue;
+    const std::string dev = pci_devices_dir + "/" + e->d_name;
+    if (read_hex(dev + "/vendor") != 0x10de) continue;  // NVIDIA
+    const long cls = read_hex(dev + "/class") >> 8;     // base class and subclass
+    if (cls == 0x0300 || cls == 0x0302) ++n;            // VGA or 3D controller
+  }
+  ::closedir(dir);
+  return n;
+}
+
+LocalRanks local_ranks_from_env(const GetEnvFn& getenv_fn, const std::string& pci_devices_dir) {
+  // Ours first, then what the common launchers export: torchrun, Open MPI, MPICH/Hydra.
+  for (const char* name :
+       {"MEGASCALE_LOCAL_RANKS", "LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}) {
+    const char* text = getenv_fn(name);
+    if (text == nullptr || *text == '\0') continue;
+    char* end = nullptr;
+    errno = 0;
+    const long v = std::strtol(text, &end, 10);
+    if (*end == '\0' && errno == 0 && v >= 1 && v <= 4096) return {static_cast<unsigned>(v), name};
+  }
+  const unsigned gpus = count_nvidia_gpus(pci_devices_dir);
+  if (gpus > 0) return {gpus, std::to_string(gpus) + " NVIDIA GPUs on this host"};
+  return {1, "no launcher variable, no GPU found"};
+}
+
+ThreadLayout thread_layout(unsigned usable_cpus, unsigned local_ranks, uint32_t lanes, int wires_set,
+                           int io_set) {
+  ThreadLayout t;
+  local_ranks = std::max(1u, local_ranks);
+  t.cpu_share = std::max(1u, usable_cpus / local_ranks);
+  t.share_text = std::to_string(usable_cpus) + " usable CPUs / " + std::to_string(local_ranks) +
+                 (local_ranks == 1 ? " local rank" : " local ranks");
+  // NCCL's own busy threads (the rank's main thread and its proxy) keep two CPUs of the share.
+  const unsigned budget = t.cpu_share > kNcclBusyThreads ? t.cpu_share - kNcclBusyThreads : 0;
+  const uint32_t io_full = std::min<uint32_t>(lanes, kMaxDefaultIoThreads);  // one per lane socket
+  if (io_set >= 0) {
+    t.io_threads = static_cast<uint32_t>(io_set);
+  } else if (wires_set >= 0) {
+    const unsigned per_wire = budget / static_cast<unsigned>(wires_set);
+    t.io_threads = per_wire >= 2 ? std::min<uint32_t>(per_wire - 1, io_full) : 0;
+  } else {
+    t.io_threads = budget >= 1 + io_full ? io_full : 0;
+  }
+  if (wires_set >= 0) {
+    t.wires = static_cast<uint32_t>(wires_set);
+  } else if (t.io_threads == 0) {
+    t.wires = kMaxDefaultWires;  // threads that sleep in epoll when idle: spread the connections
+  } else {
+    t.wires = std::clamp<uint32_t>(budget / (1 + t.io_threads), 1, kMaxDefaultWires);
+  }
+  t.why = t.share_text + " = " + std::to_string(t.cpu_share) + " each, " + std::to_string(kNcclBusyThreads) +
+          " left to NCCL: " + std::to_string(t.wires) + (t.wires == 1 ? " wire" : " wires") + " x (1 + " +
+          std::to_string(t.io_threads) + " I/O threads)";
+  return t;
 }
 
 Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
@@ -158,43 +229,57 @@ Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
   }
   echo("MEGASCALE_STATS_INTERVAL_S", seconds_text(c.stats_interval_ns), interval != nullptr);
 
+  // The thread layout: MEGASCALE_NTHREADS wires per device, each with MEGASCALE_IO_THREADS I/O threads.
+  // Unset, they follow the CPUs this process may use and how many ranks share them (thread_layout).
   const char* threads = env("MEGASCALE_NTHREADS");
+  int wires_set = -1;
   if (threads != nullptr) {
     auto v = parse_int("MEGASCALE_NTHREADS", threads, 1, 16);
     if (!v) return v.error();
-    c.threads_per_device = static_cast<uint32_t>(*v);
+    wires_set = static_cast<int>(*v);
   }
-  echo("MEGASCALE_NTHREADS", std::to_string(c.threads_per_device), threads != nullptr);
-
   const char* io_threads = env("MEGASCALE_IO_THREADS");
+  int io_set = -1;
   if (io_threads != nullptr) {
     auto v = parse_int("MEGASCALE_IO_THREADS", io_threads, 0, 64);
     if (!v) return v.error();
-    c.io_threads = static_cast<uint32_t>(*v);
-    echo("MEGASCALE_IO_THREADS", std::to_string(c.io_threads), true);
-    // Each wire's progress thread and its I/O threads all spin while traffic flows. With fewer CPUs than
-    // that, starved threads let datagrams overflow the sockets and every loss waits for an RTO (on 2
-    // CPUs with 2 x 4 I/O threads one connection fell from 1.89 to 0.13 GB/s, docs/PERFORMANCE.md).
-    const unsigned cpus = wire::usable_cpus();
-    const uint64_t spinning = static_cast<uint64_t>(c.threads_per_device) * (1 + c.io_threads);
-    if (c.io_threads > 0 && spinning > cpus) {
-      c.warnings.push_back(
-          "MEGASCALE_IO_THREADS=" + std::string(io_threads) + ": " + std::to_string(spinning) +
-          " wire threads (MEGASCALE_NTHREADS=" + std::to_string(c.threads_per_device) + " x (1 + " +
-          std::to_string(c.io_threads) + ")) per device on " + std::to_string(cpus) +
-          " usable CPUs; starved threads drop datagrams and goodput falls to what "
-          "retransmission timeouts allow. Unset it (0 below " +
-          std::to_string(kIoThreadsMinCpus) + " CPUs) or give the process more CPUs");
-    }
-  } else {
-    // Unset: 2 where the process may run on enough CPUs for them (with the 4 default wires that is 8
-    // more threads), else 0 (docs/CONFIG.md).
-    const unsigned cpus = wire::usable_cpus();
-    c.io_threads = cpus >= kIoThreadsMinCpus ? 2 : 0;
-    echo("MEGASCALE_IO_THREADS",
-         std::to_string(c.io_threads) + " (" + std::to_string(cpus) + " usable CPUs; 2 from " +
-             std::to_string(kIoThreadsMinCpus) + ")",
-         false);
+    io_set = static_cast<int>(*v);
+  }
+  const char* local_text = env("MEGASCALE_LOCAL_RANKS");
+  if (local_text != nullptr) {
+    auto v = parse_int("MEGASCALE_LOCAL_RANKS", local_text, 1, 4096);
+    if (!v) return v.error();
+  }
+  const LocalRanks local = local_ranks_from_env(getenv_fn);
+  echo("MEGASCALE_LOCAL_RANKS", std::to_string(local.count) + " (" + local.source + ")",
+       local_text != nullptr);
+  // Source ports are bound by one wire per device: unset, MEGASCALE_NTHREADS is then 1.
+  if (wires_set < 0 && env("MEGASCALE_SOURCE_PORTS") != nullptr) wires_set = 1;
+  const ThreadLayout layout = thread_layout(wire::usable_cpus(), local.count, c.lanes, wires_set, io_set);
+  c.threads_per_device = layout.wires;
+  c.io_threads = layout.io_threads;
+  echo("MEGASCALE_NTHREADS",
+       std::to_string(c.threads_per_device) + (threads != nullptr ? "" : " (" + layout.why + ")"),
+       threads != nullptr);
+  echo("MEGASCALE_IO_THREADS",
+       std::to_string(c.io_threads) + (io_threads != nullptr ? "" : " (" + layout.why + ")"),
+       io_threads != nullptr);
+  // Each wire's progress thread and its I/O threads all spin while traffic flows. With fewer CPUs than
+  // that, starved threads let datagrams overflow the sockets and every loss waits for an RTO (on 2
+  // CPUs with 2 x 4 I/O threads one connection fell from 1.89 to 0.13 GB/s; with 2 ranks on 16 CPUs,
+  // 4 x 3 threads each gave a third of what 1 x 5 gave: docs/PERFORMANCE.md).
+  const uint64_t spinning = static_cast<uint64_t>(c.threads_per_device) * (1 + c.io_threads);
+  if ((threads != nullptr || io_threads != nullptr) && c.io_threads > 0 && spinning > layout.cpu_share) {
+    c.warnings.push_back(
+        std::string(io_threads != nullptr ? "MEGASCALE_IO_THREADS=" + std::string(io_threads)
+                                          : "MEGASCALE_NTHREADS=" + std::string(threads)) +
+        ": " + std::to_string(spinning) +
+        " wire threads (MEGASCALE_NTHREADS=" + std::to_string(c.threads_per_device) + " x (1 + " +
+        std::to_string(c.io_threads) + " I/O threads)) per device on " + std::to_string(layout.cpu_share) +
+        " usable CPUs (" + layout.share_text +
+        "); starved threads drop datagrams and goodput falls to what "
+        "retransmission timeouts allow. Unset both (the default fits the CPUs) or give the process "
+        "more CPUs");
   }
 
   // MEGASCALE_SOURCE_PORTS: one wire's pool binds them, so they need one wire per device (several

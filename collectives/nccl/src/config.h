@@ -18,7 +18,11 @@
 
 namespace megascale::nccl {
 
-inline constexpr unsigned kIoThreadsMinCpus = 8;
+// The default thread layout (thread_layout): NCCL's busy threads per rank left out of its CPU share,
+// and the most I/O threads per wire and wires per device it picks.
+inline constexpr unsigned kNcclBusyThreads = 2;
+inline constexpr uint32_t kMaxDefaultIoThreads = 4;
+inline constexpr uint32_t kMaxDefaultWires = 4;
 
 struct PluginConfig {
   std::string cc_source = "hybrid";         // MEGASCALE_CC as given: a preset name or a YAML path
@@ -31,8 +35,7 @@ struct PluginConfig {
   std::string stats_dir;   // MEGASCALE_STATS_DIR: where counters go; empty = none
   TimeNs stats_interval_ns = 5 * kNsPerSec;  // MEGASCALE_STATS_INTERVAL_S
   uint32_t threads_per_device = 4;           // MEGASCALE_NTHREADS: UDP wires (progress threads) per device
-  // MEGASCALE_IO_THREADS: I/O threads per wire (UdpConfig::io_threads). Unset: 2 when the process may
-  // run on at least kIoThreadsMinCpus CPUs, else 0.
+  // MEGASCALE_IO_THREADS: I/O threads per wire (UdpConfig::io_threads). Unset (both): thread_layout.
   uint32_t io_threads = 0;
   // MEGASCALE_SOURCE_PORTS: the UDP source ports of every device's wire (one per lane; lane i sends from
   // port i), e.g. as `megascale topo ports` prints them for one destination; empty = ephemeral ports.
@@ -57,6 +60,35 @@ using GetEnvFn = wire::GetEnv;
 // Reads and validates every MEGASCALE_* variable through `getenv_fn`. The error names the variable,
 // the value and what is allowed: "MEGASCALE_LANES=0: must be an integer in 1..64".
 Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn);
+
+// How many ranks share this host's CPUs: MEGASCALE_LOCAL_RANKS, else a launcher's variable
+// (LOCAL_WORLD_SIZE from torchrun, OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS), else the NVIDIA GPUs
+// on the PCI bus (one rank per GPU), else 1. `source` says which.
+struct LocalRanks {
+  unsigned count = 1;
+  std::string source;
+};
+LocalRanks local_ranks_from_env(const GetEnvFn& getenv_fn,
+                                const std::string& pci_devices_dir = "/sys/bus/pci/devices");
+// NVIDIA display and 3D controllers (vendor 0x10de, class 0x0300 / 0x0302) under a sysfs PCI directory.
+unsigned count_nvidia_gpus(const std::string& pci_devices_dir);
+
+// The wires per device and I/O threads per wire, from the rank's share of the CPUs (usable CPUs /
+// local ranks) less kNcclBusyThreads: with room for one wire and an I/O thread per lane socket (at most
+// kMaxDefaultIoThreads), that many I/O threads and as many such wires as fit (1..kMaxDefaultWires);
+// with less room, no I/O threads and kMaxDefaultWires wires, which sleep when idle. A value the user
+// set (wires_set / io_set >= 0) is kept and the other fitted around it. Measured on 2 ranks sharing
+// 16 CPUs: 1 x (1 + 4) threads gave 4.5-4.9 GB/s all-reduce, the former 4 x (1 + 2) 1.6
+// (docs/PERFORMANCE.md).
+struct ThreadLayout {
+  uint32_t wires = kMaxDefaultWires;
+  uint32_t io_threads = 0;
+  unsigned cpu_share = 1;  // usable CPUs / local ranks
+  std::string share_text;  // "16 usable CPUs / 2 local ranks"
+  std::string why;         // the echo: share, what NCCL keeps, the layout
+};
+ThreadLayout thread_layout(unsigned usable_cpus, unsigned local_ranks, uint32_t lanes, int wires_set,
+                           int io_set);
 
 // The engine segment size for an interface MTU when MEGASCALE_SEGMENT_BYTES is not set: the largest
 // payload whose datagram (IP + UDP + engine header) fits the MTU, capped at 32 KiB, and at least 512.

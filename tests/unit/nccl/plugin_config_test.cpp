@@ -29,6 +29,11 @@ struct FakeEnv {
   }
 };
 
+int usable_cpus_now() {
+  cpu_set_t set;
+  return sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+}
+
 Result<PluginConfig> load(const std::map<std::string, std::string>& vars) {
   FakeEnv env{vars};
   return load_plugin_config(env.fn());
@@ -52,13 +57,17 @@ TEST(PluginConfig, DefaultsWithAnEmptyEnvironment) {
   EXPECT_EQ(c->traffic_class, -1);
   EXPECT_TRUE(c->ifname.empty());
   EXPECT_TRUE(c->stats_dir.empty());
-  EXPECT_EQ(c->threads_per_device, 4u);
+  const ThreadLayout layout =
+      thread_layout(static_cast<unsigned>(usable_cpus_now()),
+                    local_ranks_from_env([](const char*) { return nullptr; }).count, 4, -1, -1);
+  EXPECT_EQ(c->threads_per_device, layout.wires);
+  EXPECT_EQ(c->io_threads, layout.io_threads);
   EXPECT_FALSE(c->busy_poll);
   EXPECT_EQ(c->test_poll_ns, 8'000);
   EXPECT_FALSE(c->fault.enabled());
   // Every knob is echoed once, marked as a default.
   EXPECT_TRUE(c->source_ports.empty());
-  ASSERT_EQ(c->echo.size(), 14u);
+  ASSERT_EQ(c->echo.size(), 15u);
   for (const std::string& line : c->echo) {
     EXPECT_EQ(line.rfind("MEGASCALE_", 0), 0u) << line;
     EXPECT_NE(line.find("(default)"), std::string::npos) << line;
@@ -83,30 +92,118 @@ Result<PluginConfig> load_with_cpus(int n, const std::map<std::string, std::stri
   return c;
 }
 
-// Unset, MEGASCALE_IO_THREADS follows the CPUs the calling thread may run on: 0 below
-// kIoThreadsMinCpus, 2 from there.
-uint32_t default_io_threads_with_cpus(int n) {
-  auto c = load_with_cpus(n, {});
-  EXPECT_TRUE(c) << c.error().message;
-  return c ? c->io_threads : 99u;
-}
-
-int usable_cpus_now() {
-  cpu_set_t set;
-  return sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
-}
-
-TEST(PluginConfig, IoThreadsDefaultIsZeroOnFewCpus) {
-  EXPECT_EQ(default_io_threads_with_cpus(1), 0u);
-  const int below = std::min(usable_cpus_now(), static_cast<int>(kIoThreadsMinCpus) - 1);
-  EXPECT_EQ(default_io_threads_with_cpus(below), 0u);
-}
-
-TEST(PluginConfig, IoThreadsDefaultIsTwoOnEnoughCpus) {
-  if (usable_cpus_now() < static_cast<int>(kIoThreadsMinCpus)) {
-    GTEST_SKIP() << "needs " << kIoThreadsMinCpus << " usable CPUs, this host gives " << usable_cpus_now();
+// The default layout from the rank's share of the CPUs, less the 2 NCCL keeps busy.
+TEST(ThreadLayout, FollowsTheCpuShareOfEachLocalRank) {
+  struct Case {
+    unsigned cpus, ranks;
+    uint32_t wires, io;
+  };
+  for (const Case& k : {
+           Case{2, 1, 4, 0},    // the CI VM: no I/O threads, 4 wires that sleep when idle
+           Case{6, 1, 4, 0},    // 4 to spare: not room for 1 + 4
+           Case{7, 1, 1, 4},    // 5 to spare: one wire with an I/O thread per lane
+           Case{16, 2, 1, 4},   // 2 ranks on the 16-CPU H100 host (the best layout measured there)
+           Case{16, 1, 2, 4},   // 14 to spare: two such wires
+           Case{32, 2, 2, 4},   // 2 ranks on the 32-CPU H200 host
+           Case{128, 8, 2, 4},  // an 8-GPU node
+           Case{256, 1, 4, 4},  // at most 4 wires
+           Case{16, 16, 4, 0},  // one CPU each
+           Case{16, 64, 4, 0},  // more ranks than CPUs: a share of 1
+       }) {
+    const ThreadLayout t = thread_layout(k.cpus, k.ranks, 4, -1, -1);
+    EXPECT_EQ(t.wires, k.wires) << k.cpus << " CPUs, " << k.ranks << " ranks: " << t.why;
+    EXPECT_EQ(t.io_threads, k.io) << k.cpus << " CPUs, " << k.ranks << " ranks: " << t.why;
+    EXPECT_LE(t.io_threads == 0 ? 0u : t.wires * (1 + t.io_threads), std::max(1u, k.cpus / k.ranks))
+        << "the default never spins more threads than the share";
   }
-  EXPECT_EQ(default_io_threads_with_cpus(static_cast<int>(kIoThreadsMinCpus)), 2u);
+  // One I/O thread per lane socket at most.
+  EXPECT_EQ(thread_layout(64, 1, 2, -1, -1).io_threads, 2u);
+  EXPECT_EQ(thread_layout(64, 1, 2, -1, -1).wires, 4u);
+  // The echo says why.
+  const ThreadLayout t = thread_layout(16, 2, 4, -1, -1);
+  EXPECT_EQ(t.why, "16 usable CPUs / 2 local ranks = 8 each, 2 left to NCCL: 1 wire x (1 + 4 I/O threads)");
+}
+
+TEST(ThreadLayout, ASetValueIsKeptAndTheOtherFittedAroundIt) {
+  // MEGASCALE_NTHREADS=2 on a share of 16 (14 to spare): 7 threads a wire, so 4 I/O threads (one per lane).
+  EXPECT_EQ(thread_layout(16, 1, 4, 2, -1).io_threads, 4u);
+  // MEGASCALE_NTHREADS=4 on a share of 8 (6 to spare): 1 thread a wire, no I/O threads.
+  EXPECT_EQ(thread_layout(16, 2, 4, 4, -1).io_threads, 0u);
+  // MEGASCALE_NTHREADS=3 on a share of 8: 2 threads a wire, 1 I/O thread.
+  EXPECT_EQ(thread_layout(16, 2, 4, 3, -1).io_threads, 1u);
+  // MEGASCALE_IO_THREADS=2 on a share of 32 (30 to spare): as many 3-thread wires as fit, at most 4.
+  EXPECT_EQ(thread_layout(32, 1, 4, -1, 2).wires, 4u);
+  EXPECT_EQ(thread_layout(16, 2, 4, -1, 2).wires, 2u);
+  EXPECT_EQ(thread_layout(2, 1, 4, -1, 2).wires, 1u);
+  // MEGASCALE_IO_THREADS=0: 4 wires, as always.
+  EXPECT_EQ(thread_layout(2, 1, 4, -1, 0).wires, 4u);
+  // Both set: both kept.
+  const ThreadLayout both = thread_layout(2, 1, 4, 8, 3);
+  EXPECT_EQ(both.wires, 8u);
+  EXPECT_EQ(both.io_threads, 3u);
+}
+
+TEST(LocalRanks, LauncherVariablesThenGpusThenOne) {
+  namespace fs = std::filesystem;
+  const fs::path pci = fs::temp_directory_path() / ("ms-pci-" + std::to_string(::getpid()));
+  fs::remove_all(pci);
+  auto device = [&](const std::string& name, const char* vendor, const char* cls) {
+    fs::create_directories(pci / name);
+    std::ofstream(pci / name / "vendor") << vendor << "\n";
+    std::ofstream(pci / name / "class") << cls << "\n";
+  };
+  device("0000:00:01.0", "0x8086", "0x060400");  // a bridge
+  device("0000:17:00.0", "0x10de", "0x030200");  // NVIDIA 3D controller (H100)
+  device("0000:2a:00.0", "0x10de", "0x030000");  // NVIDIA VGA controller
+  device("0000:2b:00.0", "0x10de", "0x068000");  // NVIDIA bridge (NVSwitch): not a GPU
+  device("0000:3c:00.0", "0x15b3", "0x020700");  // a ConnectX NIC
+  EXPECT_EQ(count_nvidia_gpus(pci.string()), 2u);
+  EXPECT_EQ(count_nvidia_gpus((pci / "missing").string()), 0u);
+
+  auto ranks = [&](const std::map<std::string, std::string>& vars, const fs::path& dir) {
+    FakeEnv env{vars};
+    return local_ranks_from_env(env.fn(), dir.string());
+  };
+  EXPECT_EQ(ranks({}, pci).count, 2u);
+  EXPECT_EQ(ranks({}, pci).source, "2 NVIDIA GPUs on this host");
+  EXPECT_EQ(ranks({}, pci / "missing").count, 1u);
+  EXPECT_EQ(ranks({{"LOCAL_WORLD_SIZE", "8"}}, pci).count, 8u);
+  EXPECT_EQ(ranks({{"LOCAL_WORLD_SIZE", "8"}}, pci).source, "LOCAL_WORLD_SIZE");
+  EXPECT_EQ(ranks({{"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}}, pci).count, 4u);
+  EXPECT_EQ(ranks({{"MPI_LOCALNRANKS", "3"}}, pci).count, 3u);
+  // Ours wins; a launcher's value that is not a count is passed over.
+  EXPECT_EQ(ranks({{"MEGASCALE_LOCAL_RANKS", "2"}, {"LOCAL_WORLD_SIZE", "8"}}, pci).count, 2u);
+  EXPECT_EQ(ranks({{"LOCAL_WORLD_SIZE", "8(x2)"}, {"MPI_LOCALNRANKS", "6"}}, pci).count, 6u);
+  EXPECT_EQ(ranks({{"LOCAL_WORLD_SIZE", "0"}}, pci).count, 2u);
+  fs::remove_all(pci);
+}
+
+// Through the environment: MEGASCALE_LOCAL_RANKS reaches the layout, and a bad value is refused.
+TEST(PluginConfig, LocalRanksShapeTheDefaultThreads) {
+  if (usable_cpus_now() < 7) {
+    GTEST_SKIP() << "needs 7 usable CPUs for a layout with I/O threads, this host gives "
+                 << usable_cpus_now();
+  }
+  auto alone = load({{"MEGASCALE_LOCAL_RANKS", "1"}});
+  ASSERT_TRUE(alone) << alone.error().message;
+  EXPECT_EQ(alone->io_threads, 4u);
+  auto crowded = load({{"MEGASCALE_LOCAL_RANKS", std::to_string(usable_cpus_now())}});
+  ASSERT_TRUE(crowded) << crowded.error().message;
+  EXPECT_EQ(crowded->io_threads, 0u);
+  EXPECT_EQ(crowded->threads_per_device, 4u);
+}
+
+TEST(PluginConfig, FewCpusGetNoIoThreads) {
+  auto c = load({{"MEGASCALE_LOCAL_RANKS", "1"}});
+  ASSERT_TRUE(c) << c.error().message;
+  if (usable_cpus_now() < 7) {
+    EXPECT_EQ(c->io_threads, 0u);
+    EXPECT_EQ(c->threads_per_device, 4u);
+  }
+  EXPECT_NE(
+      error_for("MEGASCALE_LOCAL_RANKS", "0").find("MEGASCALE_LOCAL_RANKS=0: must be an integer in 1..4096"),
+      std::string::npos)
+      << error_for("MEGASCALE_LOCAL_RANKS", "0");
 }
 
 // Set by hand to more spinning wire threads than CPUs: valid, but warned about, naming the variable.
@@ -234,13 +331,19 @@ TEST(PluginConfig, SourcePortsNeedOnePerLaneAndOneWirePerDevice) {
     echoed |= line == "MEGASCALE_SOURCE_PORTS=49152,49170,50001,60000 (environment)";
   }
   EXPECT_TRUE(echoed);
+  // MEGASCALE_NTHREADS unset: one wire per device, whatever the CPUs.
+  auto one = load({{"MEGASCALE_SOURCE_PORTS", "49152,49170,50001,60000"}});
+  ASSERT_TRUE(one) << one.error().message;
+  EXPECT_EQ(one->threads_per_device, 1u);
   struct Case {
     std::map<std::string, std::string> vars;
     const char* value;
     const char* why;
   };
   const Case cases[] = {
-      {{{"MEGASCALE_SOURCE_PORTS", "1,2,3,4"}}, "1,2,3,4", "MEGASCALE_NTHREADS=1 (now 4)"},
+      {{{"MEGASCALE_SOURCE_PORTS", "1,2,3,4"}, {"MEGASCALE_NTHREADS", "4"}},
+       "1,2,3,4",
+       "MEGASCALE_NTHREADS=1 (now 4)"},
       {{{"MEGASCALE_SOURCE_PORTS", "1,2,3"}, {"MEGASCALE_NTHREADS", "1"}},
        "1,2,3",
        "3 ports for MEGASCALE_LANES=4"},
