@@ -150,6 +150,12 @@ void seal_seg_payload_crc(TxPacket& packet) {
   packet.payload_crc_pending = false;
 }
 
+void add_tx_wait(TxPacket& packet, TimeNs waited_ns) {
+  if (waited_ns <= 0) return;
+  add_ack_remote_delay(packet.header, packet.header_len,
+                       static_cast<uint32_t>(std::min<TimeNs>(waited_ns, 0xFFFFFFFFLL)));
+}
+
 Endpoint::Endpoint(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Endpoint::~Endpoint() = default;
 

@@ -1,6 +1,7 @@
 // Packet encoding and validating decoding (layouts: packet.h).
 #include "megascale/engine/packet.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 
@@ -132,6 +133,15 @@ void set_seg_payload_crc(uint8_t* seg_header, uint32_t payload_crc) {
   put<uint32_t>(seg_header, 44, payload_crc);
   put<uint32_t>(seg_header, kCrcOffset, 0);
   seal(seg_header, kSegHeaderBytes);
+}
+
+bool add_ack_remote_delay(uint8_t* header, size_t header_len, uint32_t delay_ns) {
+  if (header_len < kAckFixedBytes || header[5] != static_cast<uint8_t>(PacketType::kAck)) return false;
+  const uint64_t sum = uint64_t{get<uint32_t>(header, 48)} + delay_ns;
+  put<uint32_t>(header, 48, static_cast<uint32_t>(std::min<uint64_t>(sum, 0xFFFFFFFFu)));
+  put<uint32_t>(header, kCrcOffset, 0);
+  seal(header, header_len);
+  return true;
 }
 
 size_t encode_seg(CommonHeader hdr, const SegHeader& seg, uint8_t* out) {

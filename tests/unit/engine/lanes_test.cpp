@@ -209,6 +209,39 @@ LateRun run_late(TimeNs sender_late_ns, TimeNs receiver_late_ns) {
   return r;
 }
 
+// The receiver's wire sends each ACK 300 us after its engine built it (an I/O thread's queue). Told
+// of the wait (add_tx_wait), the wire puts it into the ACK's remote delay and the sender's fabric delay
+// stays the link's 10 us; not told, those 300 us read as fabric queueing and Swift cuts the window.
+TEST(Lanes, AckWaitInTheWireIsNotFabricDelay) {
+  auto run = [](bool tell) {
+    EngineConfig cfg = lanes_config(cc::ControllerKind::kSwift, 1);
+    cfg.cc.rto.initial_rto_ns = 5'000'000;
+    cfg.cc.rto.first_jitter = 0;
+    TestNet net(cfg);
+    auto [a, b] = net.connect_pair();
+    net.tx_wait = [](int from, const TxPacket& tx) -> TimeNs {
+      return from == 1 && tx.header[5] == static_cast<uint8_t>(PacketType::kAck) ? 300'000 : 0;
+    };
+    net.tell_engine_tx_wait = tell;
+    // 100 segments; untold, the window falls below one packet and pacing stretches the run.
+    send_one(net, a, b, 100'000, 9, 600'000'000'000);
+    LateRun r;
+    r.rtt = a->stats().rtt;
+    r.fabric = a->stats().fabric_delay;
+    r.cwnd_bytes = a->lane_stats(0).cwnd_bytes;
+    r.timeouts = a->stats().timeouts;
+    return r;
+  };
+  const LateRun told = run(true);
+  EXPECT_GT(told.rtt.count(), 30u);
+  EXPECT_EQ(told.rtt.min_ns(), 310'000);
+  EXPECT_EQ(told.fabric.max_ns(), 10'000);
+  EXPECT_GT(told.cwnd_bytes, 10 * 1000.0);  // every sample under target: the window grew
+  const LateRun untold = run(false);
+  EXPECT_EQ(untold.fabric.min_ns(), 310'000);
+  EXPECT_LT(untold.cwnd_bytes, told.cwnd_bytes / 4);
+}
+
 TEST(Lanes, LateProcessingIsNotFabricDelay) {
   const LateRun prompt = run_late(0, 0);
   EXPECT_EQ(prompt.fabric.max_ns(), 10'000);

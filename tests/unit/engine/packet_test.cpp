@@ -302,5 +302,36 @@ TEST(PacketDecode, OversizedHeaderCountsAreRejectedNotCopied) {
   EXPECT_EQ(decode_packet(b0.data(), b0.size(), out), DecodeResult::kBadLength);
 }
 
+// A wire that sends an ACK late adds the wait to its remote delay: the CRC stays valid, the sum
+// saturates, and anything but an ACK is left alone.
+TEST(Packet, AckRemoteDelayGrowsInPlace) {
+  uint8_t buf[kAckMaxBytes];
+  AckHeader a;
+  a.cum_ack = 9;
+  a.echo_seq = 8;
+  a.echo_ts_ns = 1234;
+  a.remote_delay_ns = 7'000;
+  a.nsack = 2;
+  a.sack[0] = {11, 12};
+  a.sack[1] = {14, 20};
+  const size_t h = encode_ack(CommonHeader{.lane = 1, .dst_conn_id = 5}, a, buf);
+  ASSERT_TRUE(add_ack_remote_delay(buf, h, 50'000));
+  Packet p;
+  ASSERT_EQ(decode_packet(buf, h, p), DecodeResult::kOk);
+  EXPECT_EQ(p.ack.remote_delay_ns, 57'000u);
+  EXPECT_EQ(p.ack.cum_ack, 9u);
+  EXPECT_EQ(p.ack.nsack, 2);
+  EXPECT_EQ(p.ack.sack[1].end, 20u);
+  ASSERT_TRUE(add_ack_remote_delay(buf, h, 0xFFFFFFFFu));
+  ASSERT_EQ(decode_packet(buf, h, p), DecodeResult::kOk);
+  EXPECT_EQ(p.ack.remote_delay_ns, 0xFFFFFFFFu);
+
+  const std::vector<uint8_t> seg = make_data_seg(42, {1, 2, 3}, 0, 3);
+  std::vector<uint8_t> copy = seg;
+  EXPECT_FALSE(add_ack_remote_delay(copy.data(), kSegHeaderBytes, 50'000));
+  EXPECT_EQ(copy, seg);
+  EXPECT_FALSE(add_ack_remote_delay(buf, kAckFixedBytes - 1, 1));
+}
+
 }  // namespace
 }  // namespace megascale::engine

@@ -87,6 +87,11 @@ class TestNet {
   bool header_only = false;
   // EngineConfig::wire_seals_payload_crc: seal each packet's payload CRC before it leaves, as a wire must.
   bool seal_payload_crc = false;
+  // A wire that holds packets before sending them (an I/O thread's queue): each packet leaves this
+  // long after poll_tx produced it. With tell_engine_tx_wait, the wait is passed on (add_tx_wait), as
+  // the UDP wire's I/O threads do.
+  std::function<TimeNs(int from, const TxPacket&)> tx_wait;
+  bool tell_engine_tx_wait = false;
   // Deliver everything due at one instant before either side sends (a wire's receive batch): one
   // coalesced ACK answers them. Default: each delivery is answered before the next.
   bool coalesce = false;
@@ -150,13 +155,18 @@ class TestNet {
     bool operator>(const InFlight& o) const { return at != o.at ? at > o.at : order > o.order; }
   };
 
+  TimeNs wait_ = 0;  // the tx_wait of the packet being transmitted
+
   void pump() {
     TxPacket tx;
     for (int side = 0; side < 2; ++side) {
       while (ep[side]->poll_tx(now, tx)) {
         pending_crc_packets += tx.payload_crc_pending ? 1 : 0;
         if (seal_payload_crc) seal_seg_payload_crc(tx);
+        wait_ = tx_wait ? tx_wait(side, tx) : 0;
+        if (tell_engine_tx_wait) add_tx_wait(tx, wait_);
         transmit(side, tx);
+        wait_ = 0;
       }
     }
   }
@@ -198,7 +208,7 @@ class TestNet {
       if (f.corrupt_header) b[30] ^= 0x10;
       if (f.corrupt_payload && b.size() > s.pkt.header_len)
         b[s.pkt.header_len + (b.size() - s.pkt.header_len) / 2] ^= 0x01;
-      const TimeNs at = now + link_delay_ns + f.extra_delay_ns;
+      const TimeNs at = now + wait_ + link_delay_ns + f.extra_delay_ns;
       for (int d = 0; d <= f.duplicates; ++d) {
         const TimeNs rx = f.processing_delay_ns > 0 ? at + d : kRxTimeNow;
         queue_.push(

@@ -178,8 +178,13 @@ bool IoThread::send_ready() {
     TxBatch* b = tx_.consumer_slot();
     if (b == nullptr) break;
     // The payload CRCs the engine left to the wire (EngineConfig::wire_seals_payload_crc): here, off the
-    // engine's thread, and in parallel with the other I/O threads.
-    for (size_t i = 0; i < b->count; ++i) engine::seal_seg_payload_crc(b->packets[i]);
+    // engine's thread, and in parallel with the other I/O threads. The time the batch waited for this
+    // thread goes into its ACKs' remote delay: it is this host's queueing, not the fabric's.
+    const TimeNs waited = UdpWire::now() - b->polled_ns;
+    for (size_t i = 0; i < b->count; ++i) {
+      engine::seal_seg_payload_crc(b->packets[i]);
+      engine::add_tx_wait(b->packets[i], waited);
+    }
     sender_.send(std::span<const TxItem>(b->items.data(), b->count), sockets_, b->peers, gso_);
     tx_.release();
     sent = true;

@@ -116,6 +116,7 @@ struct TxBatch {
   std::vector<SockAddr> peers;            // destinations of this batch (a copy: the peer table may grow)
   std::vector<uint32_t> peer_ids;         // the wire's peer id of each entry of `peers`
   size_t count = 0;
+  TimeNs polled_ns = 0;  // the engine's time at the poll_tx calls that filled it
 };
 
 // Counters an I/O thread publishes after each send or receive (it is their only writer).

@@ -531,6 +531,7 @@ void UdpWire::transmit_to_threads_locked(TimeNs now, bool read_clock) {
       open[t]->count = 0;
       open[t]->peers.clear();
       open[t]->peer_ids.clear();
+      open[t]->polled_ns = now;
     }
     size_t polled = 0;
     bool full = false;

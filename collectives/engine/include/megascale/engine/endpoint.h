@@ -108,6 +108,12 @@ struct TxPacket {
 // payload_crc_pending (EngineConfig::wire_seals_payload_crc). Clears the flag.
 void seal_seg_payload_crc(TxPacket& packet);
 
+// For a wire that sends `packet` `waited_ns` after the poll_tx that produced it (a hand-over to another
+// thread): an ACK's remote delay then grows by that much (add_ack_remote_delay, packet.h), so the
+// peer's delay-based controller does not read this host's queueing as fabric delay. Other packets
+// are left alone.
+void add_tx_wait(TxPacket& packet, TimeNs waited_ns);
+
 class Endpoint {
  public:
   // Validates `config` (validate_engine_config) and creates an endpoint with no connections.

@@ -123,7 +123,8 @@ struct AckHeader {
   uint64_t cum_ack = 0;          // every seq < cum_ack was received
   uint64_t echo_seq = 0;         // the segment that triggered this ACK
   TimeNs echo_ts_ns = 0;         // its send_ts_ns, echoed (the sender's clock)
-  uint32_t remote_delay_ns = 0;  // its arrival -> this ACK's departure, on the receiver
+  uint32_t remote_delay_ns = 0;  // its arrival -> this ACK's departure, on the receiver (a wire that
+                                 // sends the ACK late adds its wait: add_ack_remote_delay)
   uint16_t ce_count = 0;         // CE-marked segments since the previous ACK
   uint8_t echo_lane = 0;         // lane the triggering segment arrived on
   uint8_t nsack = 0;             // <= kMaxSackRanges
@@ -211,6 +212,12 @@ DecodeResult decode_packet_header_only(const uint8_t* header, size_t header_len,
 size_t encode_seg(CommonHeader hdr, const SegHeader& seg, uint8_t* out);
 // Writes `payload_crc` into a header encode_seg wrote and re-seals its header CRC.
 void set_seg_payload_crc(uint8_t* seg_header, uint32_t payload_crc);
+
+// Adds `delay_ns` to the remote_delay_ns of an ACK header encode_ack wrote (saturating at the field's
+// 4.29 s) and re-seals its header CRC: for a wire that sends an ACK later than the engine built it, so
+// the field stays what it says, arrival -> this ACK's departure. Returns false (and changes nothing)
+// if the header is not an ACK.
+bool add_ack_remote_delay(uint8_t* header, size_t header_len, uint32_t delay_ns);
 size_t encode_ack(CommonHeader hdr, const AckHeader& ack, uint8_t* out);
 size_t encode_cnp(CommonHeader hdr, const CnpBody& cnp, uint8_t* out);
 // type must be kSyn or kSynAck (the only encoder that keeps hdr.type).
