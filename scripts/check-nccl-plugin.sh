@@ -16,6 +16,8 @@
 #
 # Ranks: NRANKS (default: the number of GPUs, at least 2). With fewer GPUs than ranks, ranks share GPUs
 # and each gets its own NCCL_HOSTID, so NCCL sees separate hosts (no "Duplicate GPU") and uses the net.
+# Ranks sharing a GPU time-slice it unless MPS runs (nvidia-cuda-mps-control -d): the checks pass either
+# way, but without MPS every net's bandwidth stops near 1.8 GB/s.
 # Other knobs: MAX_BYTES (1G), FAULT_MAX_BYTES (64M), BENCH_MIN_BYTES (64M), ITERS (5), TIMEOUT_S (1800 per
 # run), MEGASCALE_IFNAME (lo: one host talks to itself over loopback). Exit status 0 when steps 1, 2 and 4
 # pass (the Socket runs are the baseline and only reported).
