@@ -52,6 +52,12 @@ size_t seal(uint8_t* p, size_t header_len) {
   return header_len;
 }
 
+// A sealed header whose fields were changed after encoding: clear the old CRC, then seal again.
+void reseal(uint8_t* p, size_t header_len) {
+  put<uint32_t>(p, kCrcOffset, 0);
+  seal(p, header_len);
+}
+
 bool all_zero(const uint8_t* p, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     if (p[i] != 0) return false;
@@ -131,16 +137,14 @@ std::string_view to_string(PacketType t) {
 
 void set_seg_payload_crc(uint8_t* seg_header, uint32_t payload_crc) {
   put<uint32_t>(seg_header, 44, payload_crc);
-  put<uint32_t>(seg_header, kCrcOffset, 0);
-  seal(seg_header, kSegHeaderBytes);
+  reseal(seg_header, kSegHeaderBytes);
 }
 
 bool add_ack_remote_delay(uint8_t* header, size_t header_len, uint32_t delay_ns) {
   if (header_len < kAckFixedBytes || header[5] != static_cast<uint8_t>(PacketType::kAck)) return false;
   const uint64_t sum = uint64_t{get<uint32_t>(header, 48)} + delay_ns;
   put<uint32_t>(header, 48, static_cast<uint32_t>(std::min<uint64_t>(sum, 0xFFFFFFFFu)));
-  put<uint32_t>(header, kCrcOffset, 0);
-  seal(header, header_len);
+  reseal(header, header_len);
   return true;
 }
 

@@ -155,23 +155,21 @@ class TestNet {
     bool operator>(const InFlight& o) const { return at != o.at ? at > o.at : order > o.order; }
   };
 
-  TimeNs wait_ = 0;  // the tx_wait of the packet being transmitted
-
   void pump() {
     TxPacket tx;
     for (int side = 0; side < 2; ++side) {
       while (ep[side]->poll_tx(now, tx)) {
         pending_crc_packets += tx.payload_crc_pending ? 1 : 0;
         if (seal_payload_crc) seal_seg_payload_crc(tx);
-        wait_ = tx_wait ? tx_wait(side, tx) : 0;
-        if (tell_engine_tx_wait) add_tx_wait(tx, wait_);
-        transmit(side, tx);
-        wait_ = 0;
+        const TimeNs wait = tx_wait ? tx_wait(side, tx) : 0;
+        if (tell_engine_tx_wait) add_tx_wait(tx, wait);
+        transmit(side, tx, wait);
       }
     }
   }
 
-  void transmit(int from, const TxPacket& tx) {
+  // `wait_ns`: how long the wire held the packet after poll_tx (tx_wait) before it left.
+  void transmit(int from, const TxPacket& tx, TimeNs wait_ns) {
     Sent s;
     s.from = from;
     s.index = transmitted++;
@@ -208,7 +206,7 @@ class TestNet {
       if (f.corrupt_header) b[30] ^= 0x10;
       if (f.corrupt_payload && b.size() > s.pkt.header_len)
         b[s.pkt.header_len + (b.size() - s.pkt.header_len) / 2] ^= 0x01;
-      const TimeNs at = now + wait_ + link_delay_ns + f.extra_delay_ns;
+      const TimeNs at = now + wait_ns + link_delay_ns + f.extra_delay_ns;
       for (int d = 0; d <= f.duplicates; ++d) {
         const TimeNs rx = f.processing_delay_ns > 0 ? at + d : kRxTimeNow;
         queue_.push(
