@@ -100,7 +100,7 @@ LocalRanks local_ranks_from_env(const GetEnvFn& getenv_fn, const std::string& pc
     char* end = nullptr;
     errno = 0;
     const long v = std::strtol(text, &end, 10);
-    if (*end == '\0' && errno == 0 && v >= 1 && v <= 4096) return {static_cast<unsigned>(v), name};
+    if (*end == '\0' && errno == 0 && v >= 1 && v <= kMaxLocalRanks) return {static_cast<unsigned>(v), name};
   }
   const unsigned gpus = count_nvidia_gpus(pci_devices_dir);
   if (gpus > 0) return {gpus, std::to_string(gpus) + " NVIDIA GPUs on this host"};
@@ -247,7 +247,7 @@ Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
   }
   const char* local_text = env("MEGASCALE_LOCAL_RANKS");
   if (local_text != nullptr) {
-    auto v = parse_int("MEGASCALE_LOCAL_RANKS", local_text, 1, 4096);
+    auto v = parse_int("MEGASCALE_LOCAL_RANKS", local_text, 1, kMaxLocalRanks);
     if (!v) return v.error();
   }
   const LocalRanks local = local_ranks_from_env(getenv_fn);

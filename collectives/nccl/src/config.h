@@ -23,6 +23,8 @@ namespace megascale::nccl {
 inline constexpr unsigned kNcclBusyThreads = 2;
 inline constexpr uint32_t kMaxDefaultIoThreads = 4;
 inline constexpr uint32_t kMaxDefaultWires = 4;
+// MEGASCALE_LOCAL_RANKS and the launchers' counts are taken in 1..kMaxLocalRanks.
+inline constexpr long kMaxLocalRanks = 4096;
 
 struct PluginConfig {
   std::string cc_source = "hybrid";         // MEGASCALE_CC as given: a preset name or a YAML path
