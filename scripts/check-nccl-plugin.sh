@@ -10,16 +10,22 @@
 #                        channel line must say "via NET/MegaScale"; stats in $OUT/stats
 #   2. megascale-drop1   the same with MEGASCALE_FAULT_DROP=0.01 (1% of datagrams dropped on receive) up to
 #                        FAULT_MAX_BYTES: loss recovery under NCCL
-#   3. bandwidth         64 MiB .. MAX_BYTES (x2 steps), fp32: MegaScale, Socket as it comes, Socket with
-#                        NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4; table in $OUT/bandwidth.md
+#   3. bandwidth         64 MiB .. MAX_BYTES (x2 steps), fp32, BENCH_OPS (default every collective):
+#                        MegaScale, Socket as it comes, Socket with NCCL_SOCKET_NTHREADS=4
+#                        NCCL_NSOCKS_PERTHREAD=4, one after another, ROUNDS times (default 2); table in
+#                        $OUT/bandwidth.md (scripts/nccl-bandwidth-table.py: medians, and MegaScale's
+#                        ratios to each Socket net round by round, since on a shared host two calls can
+#                        differ by more than the nets do)
 #   4. torch             tests/gpu/torch_allreduce.py through the plugin, when PyTorch is installed
+# STEPS picks steps by name (default "check fault bench torch"); STEPS=bench measures bandwidth only.
 #
 # Ranks: NRANKS (default: the number of GPUs, at least 2). With fewer GPUs than ranks, ranks share GPUs
 # and each gets its own NCCL_HOSTID, so NCCL sees separate hosts (no "Duplicate GPU") and uses the net.
-# Ranks sharing a GPU time-slice it unless MPS runs (nvidia-cuda-mps-control -d): the checks pass either
-# way, but without MPS every net's bandwidth stops near 1.8 GB/s.
+# Ranks sharing a GPU time-slice it unless MPS runs: the checks pass either way, but without MPS every
+# net's bandwidth stops near 1.8 GB/s. MPS=1 starts an MPS control daemon of the script's own for the run
+# (pipe and log folders under $OUT) and stops it at the end.
 # Other knobs: MAX_BYTES (1G), FAULT_MAX_BYTES (64M), BENCH_MIN_BYTES (64M), ITERS (5), TIMEOUT_S (1800 per
-# run), MEGASCALE_IFNAME (lo: one host talks to itself over loopback). Exit status 0 when steps 1, 2 and 4
+# run), MEGASCALE_IFNAME (lo: one host talks to itself over loopback). Exit status 0 when the steps run
 # pass (the Socket runs are the baseline and only reported).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -40,8 +46,26 @@ die() { echo "check-nccl-plugin: $*" >&2; exit 2; }
 ngpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 (( ngpus >= 1 )) || die "no GPU visible (nvidia-smi -L)"
 nranks=${NRANKS:-$(( ngpus >= 2 ? ngpus : 2 ))}
+rounds=${ROUNDS:-2}
+steps=" ${STEPS:-check fault bench torch} "
+bench_ops=${BENCH_OPS:-}
+[[ $rounds =~ ^[1-9][0-9]*$ ]] || die "ROUNDS=$rounds: a number of rounds, 1 or more"
+for s in $steps; do
+  [[ $s == check || $s == fault || $s == bench || $s == torch ]] ||
+    die "STEPS has '$s': the steps are check, fault, bench and torch"
+done
+want() { [[ $steps == *" $1 "* ]]; }
 mkdir -p "$out"
-echo "check-nccl-plugin: $nranks ranks on $ngpus GPU(s), plugin $plugin, logs in $out"
+echo "check-nccl-plugin: $nranks ranks on $ngpus GPU(s), plugin $plugin, steps:${steps% }, logs in $out"
+
+if [[ ${MPS:-0} == 1 ]]; then
+  command -v nvidia-cuda-mps-control > /dev/null || die "MPS=1 but no nvidia-cuda-mps-control on PATH"
+  export CUDA_MPS_PIPE_DIRECTORY=$(readlink -f "$out")/mps-pipe CUDA_MPS_LOG_DIRECTORY=$(readlink -f "$out")/mps-log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  nvidia-cuda-mps-control -d || die "MPS=1: nvidia-cuda-mps-control -d failed (see $CUDA_MPS_LOG_DIRECTORY)"
+  trap 'echo quit | nvidia-cuda-mps-control' EXIT
+  echo "check-nccl-plugin: MPS started (pipe $CUDA_MPS_PIPE_DIRECTORY)"
+fi
 
 # LOCAL_WORLD_SIZE as torchrun sets it: every rank runs on this host, so the plugin sizes its threads
 # by the CPUs each rank gets (MEGASCALE_LOCAL_RANKS in collectives/nccl/README.md).
@@ -95,42 +119,50 @@ every_channel_via() {
 }
 
 verdict=0
-run megascale "${megascale_env[@]}" MEGASCALE_STATS_DIR="$out/stats" -- --max-bytes "$max" \
-  --csv "$out/megascale.csv" || verdict=1
-every_channel_via megascale MegaScale || verdict=1
+if want check; then
+  run megascale "${megascale_env[@]}" MEGASCALE_STATS_DIR="$out/stats" -- --max-bytes "$max" \
+    --csv "$out/megascale.csv" || verdict=1
+  every_channel_via megascale MegaScale || verdict=1
+fi
 
-run megascale-drop1 "${megascale_env[@]}" MEGASCALE_FAULT_DROP=0.01 -- --max-bytes "$fault_max" \
-  --csv "$out/megascale-drop1.csv" || verdict=1
-every_channel_via megascale-drop1 MegaScale || verdict=1
+if want fault; then
+  run megascale-drop1 "${megascale_env[@]}" MEGASCALE_FAULT_DROP=0.01 -- --max-bytes "$fault_max" \
+    --csv "$out/megascale-drop1.csv" || verdict=1
+  every_channel_via megascale-drop1 MegaScale || verdict=1
+fi
 
-bench=(--min-bytes "$bench_min" --max-bytes "$max" --factor 2 --types float)
-run bench-megascale "${megascale_env[@]}" -- "${bench[@]}" --csv "$out/bench-megascale.csv" || verdict=1
-run bench-socket "${socket_env[@]}" -- "${bench[@]}" --csv "$out/bench-socket.csv" || true
-every_channel_via bench-socket Socket || true
-run bench-socket-4x4 "${socket_env[@]}" NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4 -- "${bench[@]}" \
-  --csv "$out/bench-socket-4x4.csv" || true
+if want bench; then
+  bench=(--min-bytes "$bench_min" --max-bytes "$max" --factor 2 --types float ${bench_ops:+--ops "$bench_ops"})
+  ms_csv=() sk_csv=() sk4_csv=()
+  for ((k = 1; k <= rounds; k++)); do
+    run bench-megascale-r$k "${megascale_env[@]}" -- "${bench[@]}" --csv "$out/bench-megascale-r$k.csv" || verdict=1
+    every_channel_via bench-megascale-r$k MegaScale || verdict=1
+    run bench-socket-r$k "${socket_env[@]}" -- "${bench[@]}" --csv "$out/bench-socket-r$k.csv" || true
+    every_channel_via bench-socket-r$k Socket || true
+    run bench-socket-4x4-r$k "${socket_env[@]}" NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4 -- "${bench[@]}" \
+      --csv "$out/bench-socket-4x4-r$k.csv" || true
+    every_channel_via bench-socket-4x4-r$k Socket || true
+    ms_csv+=("$out/bench-megascale-r$k.csv")
+    [[ -s $out/bench-socket-r$k.csv ]] && sk_csv+=("$out/bench-socket-r$k.csv")
+    [[ -s $out/bench-socket-4x4-r$k.csv ]] && sk4_csv+=("$out/bench-socket-4x4-r$k.csv")
+  done
+  join() { local IFS=,; echo "$*"; }
+  nets=("megascale=$(join "${ms_csv[@]}")")
+  # A Socket net is compared only when every round has its CSV (pairs are taken round by round).
+  (( ${#sk_csv[@]} == rounds )) && nets+=("socket=$(join "${sk_csv[@]}")")
+  (( ${#sk4_csv[@]} == rounds )) && nets+=("socket-4x4=$(join "${sk4_csv[@]}")")
+  if python3 scripts/nccl-bandwidth-table.py --ranks "$nranks" "${nets[@]}" > "$out/bandwidth.md"; then
+    echo "== bandwidth ($out/bandwidth.md)"
+    cat "$out/bandwidth.md"
+  else
+    echo "!! bandwidth: no table (see above)"
+    verdict=1
+  fi
+fi
 
-# Bandwidth table: busbw per (collective, size) for the three nets.
-awk -F, -v ranks="$nranks" '
-  FNR == 1 { file++; next }
-  { key = $1 "," $3; if (!(key in seen)) { seen[key] = 1; order[n++] = key } bw[file, key] = $7 }
-  END {
-    print "# Bus bandwidth (GB/s), " ranks " ranks, fp32, one host over the net (P2P/SHM off)"
-    print ""
-    print "| collective | size (B) | MegaScale | Socket | Socket 4x4 | MegaScale / best Socket |"
-    print "|---|---:|---:|---:|---:|---:|"
-    for (i = 0; i < n; i++) {
-      split(order[i], k, ",")
-      m = bw[1, order[i]]; s = bw[2, order[i]]; s4 = bw[3, order[i]]
-      best = (s4 + 0 > s + 0) ? s4 : s
-      ratio = (best + 0 > 0) ? sprintf("%.2f", m / best) : "-"
-      printf "| %s | %s | %s | %s | %s | %s |\n", k[1], k[2], m == "" ? "-" : m, s == "" ? "-" : s, s4 == "" ? "-" : s4, ratio
-    }
-  }' "$out/bench-megascale.csv" "$out/bench-socket.csv" "$out/bench-socket-4x4.csv" > "$out/bandwidth.md" 2>/dev/null
-echo "== bandwidth ($out/bandwidth.md)"
-cat "$out/bandwidth.md"
-
-if python3 -c "import torch, torch.distributed" 2>/dev/null; then
+if ! want torch; then
+  :
+elif python3 -c "import torch, torch.distributed" 2>/dev/null; then
   echo "== torch"
   env NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NVLS_ENABLE=0 "${megascale_env[@]}" NCCL_DEBUG=INFO \
     NCCL_DEBUG_FILE="$out/torch.nccl.%p.log" WORLD_SIZE="$nranks" \

@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""Bus-bandwidth table of MegaScale against NCCL's Socket net, from nccl_check CSVs of interleaved rounds.
+
+    nccl-bandwidth-table.py --ranks 2 --goal 1.5 \\
+        megascale=r1.csv,r2.csv socket=s1.csv,s2.csv socket-4x4=t1.csv,t2.csv
+
+Each NET=CSV,... names one CSV per round (tests/gpu/nccl_check --csv), in round order; the nets were run
+one after another within each round (scripts/check-nccl-plugin.sh). Round k of MegaScale is compared with
+round k of each Socket net: on a shared host two calls can differ by more than the nets do, so a ratio is
+only taken between runs made minutes apart. Per collective and size the table gives each net's median
+over the rounds, and MegaScale's ratio to each Socket net as the median of the per-round ratios with
+their range. The summary gives, per collective, the range of MegaScale / tuned Socket ("socket-4x4")
+over every size and round, and whether it reaches --goal in every pair.
+
+Only the Python standard library; prints Markdown.
+"""
+import argparse
+import csv
+import statistics
+import sys
+
+NETS = ("megascale", "socket", "socket-4x4")
+
+
+def read_round(path):
+    """{(op, size_bytes): busbw_gbps} of one nccl_check CSV (the first type listed for a pair)."""
+    rows = {}
+    try:
+        f = open(path, newline="")
+    except OSError as e:
+        sys.exit(f"nccl-bandwidth-table: {path}: {e.strerror}")
+    with f:
+        reader = csv.DictReader(f)
+        missing = {"op", "size_bytes", "busbw_gbps"} - set(reader.fieldnames or [])
+        if missing:
+            sys.exit(f"nccl-bandwidth-table: {path}: not an nccl_check CSV (no column {sorted(missing)[0]})")
+        for row in reader:
+            key = (row["op"], int(row["size_bytes"]))
+            rows.setdefault(key, float(row["busbw_gbps"]))
+    return rows
+
+
+def fmt(x):
+    return "-" if x is None else f"{x:.2f}"
+
+
+def ratio_cell(pairs):
+    if not pairs:
+        return "-"
+    med = statistics.median(pairs)
+    if len(pairs) == 1:
+        return f"{med:.2f}"
+    return f"{med:.2f} ({min(pairs):.2f}-{max(pairs):.2f})"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--ranks", type=int, required=True)
+    ap.add_argument("--goal", type=float, default=1.5, help="MegaScale / tuned Socket to reach (default 1.5)")
+    ap.add_argument("nets", nargs="+", metavar="NET=CSV,...")
+    args = ap.parse_args()
+
+    rounds = {}
+    for item in args.nets:
+        net, sep, files = item.partition("=")
+        if not sep or net not in NETS or not files:
+            sys.exit(f"nccl-bandwidth-table: '{item}': expected NET=CSV[,CSV...] with NET one of {', '.join(NETS)}")
+        rounds[net] = [read_round(p) for p in files.split(",")]
+    if "megascale" not in rounds:
+        sys.exit("nccl-bandwidth-table: no megascale=... CSVs given")
+
+    keys = []
+    for r in rounds["megascale"]:
+        for k in r:
+            if k not in keys:
+                keys.append(k)
+
+    def values(net, key):
+        return [r[key] for r in rounds.get(net, []) if key in r]
+
+    def paired(net, key):
+        """MegaScale / NET, round by round, for the rounds where both have the row and NET is > 0."""
+        out = []
+        for m, s in zip(rounds["megascale"], rounds.get(net, [])):
+            if key in m and key in s and s[key] > 0:
+                out.append(m[key] / s[key])
+        return out
+
+    n_rounds = len(rounds["megascale"])
+    print(f"# Bus bandwidth (GB/s), {args.ranks} ranks, fp32, over the net (P2P/SHM off), "
+          f"median of {n_rounds} round{'s' if n_rounds != 1 else ''}")
+    print()
+    print("| collective | size (B) | MegaScale | Socket | Socket 4x4 | MegaScale / Socket | MegaScale / Socket 4x4 |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for key in keys:
+        op, size = key
+        med = {net: (statistics.median(values(net, key)) if values(net, key) else None) for net in NETS}
+        print(f"| {op} | {size} | {fmt(med['megascale'])} | {fmt(med['socket'])} | {fmt(med['socket-4x4'])} | "
+              f"{ratio_cell(paired('socket', key))} | {ratio_cell(paired('socket-4x4', key))} |")
+
+    if "socket-4x4" not in rounds:
+        return
+    print()
+    print(f"MegaScale / Socket 4x4 (the tuned baseline), every size and round, against the goal of {args.goal}x:")
+    print()
+    for op in dict.fromkeys(op for op, _ in keys):
+        pairs = [x for key in keys if key[0] == op for x in paired("socket-4x4", key)]
+        if not pairs:
+            continue
+        below = sum(1 for x in pairs if x < args.goal)
+        verdict = (f"reaches {args.goal}x in all {len(pairs)} pairs" if below == 0 else
+                   f"below {args.goal}x in {below} of {len(pairs)} pairs")
+        print(f"- {op}: {min(pairs):.2f}-{max(pairs):.2f}x (median {statistics.median(pairs):.2f}); {verdict}")
+
+
+if __name__ == "__main__":
+    main()

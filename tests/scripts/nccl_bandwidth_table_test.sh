@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# scripts/nccl-bandwidth-table.py on hand-made nccl_check CSVs of two rounds: medians per net, MegaScale's
+# ratios paired round by round, the verdict against the goal, and clear errors for bad input.
+# Usage: nccl_bandwidth_table_test.sh SOURCE_DIR
+set -uo pipefail
+table=$1/scripts/nccl-bandwidth-table.py
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+header=op,type,size_bytes,count,time_us,algbw_gbps,busbw_gbps,wrong
+csv() {  # FILE ALLREDUCE_BUSBW ALLGATHER_BUSBW
+  printf '%s\nAllReduce,float,1073741824,268435456,1,1,%s,0\nAllGather,float,1073741824,268435456,1,1,%s,0\n' \
+    "$header" "$2" "$3" > "$dir/$1"
+}
+csv m1.csv 6.00 4.00
+csv m2.csv 5.00 4.50
+csv s1.csv 3.00 2.00
+csv s2.csv 2.00 3.00
+csv t1.csv 4.00 4.00
+csv t2.csv 2.50 3.00
+
+out=$(python3 "$table" --ranks 2 --goal 1.5 megascale="$dir/m1.csv,$dir/m2.csv" socket="$dir/s1.csv,$dir/s2.csv" \
+  socket-4x4="$dir/t1.csv,$dir/t2.csv") || fail "exit $? on good input"
+echo "$out"
+# Medians 5.50 / 2.50 / 3.25; ratios to Socket 2.00 and 2.50, to Socket 4x4 1.50 and 2.00.
+grep -qF '| AllReduce | 1073741824 | 5.50 | 2.50 | 3.25 | 2.25 (2.00-2.50) | 1.75 (1.50-2.00) |' <<< "$out" ||
+  fail "AllReduce row"
+# Ratios to Socket 4x4: 1.00 and 1.50.
+grep -qF '| AllGather | 1073741824 | 4.25 | 2.50 | 3.50 | 1.75 (1.50-2.00) | 1.25 (1.00-1.50) |' <<< "$out" ||
+  fail "AllGather row"
+grep -qF -- '- AllReduce: 1.50-2.00x (median 1.75); reaches 1.5x in all 2 pairs' <<< "$out" || fail "AllReduce verdict"
+grep -qF -- '- AllGather: 1.00-1.50x (median 1.25); below 1.5x in 1 of 2 pairs' <<< "$out" || fail "AllGather verdict"
+
+# Bad input: an unknown net, a missing file, a file that is not an nccl_check CSV. Each exits non-zero
+# with a message that names the problem.
+expect_error() {  # PATTERN ARGS...
+  local pattern=$1 err
+  shift
+  err=$(python3 "$table" --ranks 2 "$@" 2>&1 >/dev/null) && fail "exit 0 for: $*"
+  grep -qF -- "$pattern" <<< "$err" || fail "for '$*' expected '$pattern', got: $err"
+}
+expect_error "'tcp=$dir/m1.csv': expected NET=CSV" megascale="$dir/m1.csv" tcp="$dir/m1.csv"
+expect_error "$dir/none.csv: No such file" megascale="$dir/none.csv"
+echo "a,b" > "$dir/bad.csv"
+expect_error "$dir/bad.csv: not an nccl_check CSV" megascale="$dir/bad.csv"
+expect_error "no megascale=" socket="$dir/s1.csv"
+echo "PASS"
