@@ -75,8 +75,10 @@ def main():
             if k not in keys:
                 keys.append(k)
 
-    def values(net, key):
-        return [r[key] for r in rounds.get(net, []) if key in r]
+    def median(net, key):
+        """NET's median over the rounds that have the row, or None."""
+        values = [r[key] for r in rounds.get(net, []) if key in r]
+        return statistics.median(values) if values else None
 
     def paired(net, key):
         """MegaScale / NET, round by round, for the rounds where both have the row and NET is > 0."""
@@ -94,7 +96,7 @@ def main():
     print("|---|---:|---:|---:|---:|---:|---:|")
     for key in keys:
         op, size = key
-        med = {net: (statistics.median(values(net, key)) if values(net, key) else None) for net in NETS}
+        med = {net: median(net, key) for net in NETS}
         print(f"| {op} | {size} | {fmt(med['megascale'])} | {fmt(med['socket'])} | {fmt(med['socket-4x4'])} | "
               f"{ratio_cell(paired('socket', key))} | {ratio_cell(paired('socket-4x4', key))} |")
 
