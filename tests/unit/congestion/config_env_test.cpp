@@ -61,6 +61,18 @@ TEST(CcEnvOverrides, EachVariableSetsItsFieldInYamlUnits) {
   EXPECT_EQ(c->kind, ControllerKind::kHybrid);
 }
 
+// A rule between two keys, broken by setting one of them: the message names the variable that was set,
+// not only the key it pushed out of range.
+TEST(CcEnvOverrides, ACrossKeyRuleNamesTheVariableThatBrokeIt) {
+  FakeEnv env{{{"MEGASCALE_CC_RTO_MIN_RTO_US", "5000"}, {"MEGASCALE_CC_SWIFT_BETA", "0.5"}}};
+  auto c = apply_cc_env_overrides(hybrid(), env.fn());
+  ASSERT_FALSE(c.ok());
+  const std::string& m = c.error().message;
+  EXPECT_NE(m.find("rto.initial_rto_us"), std::string::npos) << m;
+  EXPECT_NE(m.find("(the environment set MEGASCALE_CC_RTO_MIN_RTO_US=5000)"), std::string::npos) << m;
+  EXPECT_EQ(m.find("SWIFT_BETA"), std::string::npos) << m;  // another section's variable is not blamed
+}
+
 TEST(CcEnvOverrides, ControllerCanBeChosen) {
   FakeEnv env{{{"MEGASCALE_CC_CONTROLLER", "swift"}}};
   auto c = apply_cc_env_overrides(hybrid(), env.fn());

@@ -113,6 +113,9 @@ TEST_F(NcclPluginEnvironment, BadValuesFailInitNamingTheVariable) {
   EXPECT_EXIT(init_with("MEGASCALE_RETRY_BUDGET_S", "-1", "MEGASCALE_RETRY_BUDGET_S=-1"),
               ::testing::ExitedWithCode(0), "");
   EXPECT_EXIT(init_with("MEGASCALE_TC", "300", "MEGASCALE_TC=300"), ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(
+      init_with("MEGASCALE_CC_RTO_MIN_RTO_US", "5000", "environment set MEGASCALE_CC_RTO_MIN_RTO_US=5000"),
+      ::testing::ExitedWithCode(0), "");
   EXPECT_EXIT(init_with("MEGASCALE_FAULT_DROP", "1.5", "MEGASCALE_FAULT_DROP=1.5"),
               ::testing::ExitedWithCode(0), "");
   EXPECT_EXIT(init_with("MEGASCALE_IFNAME", "=no-such-if0", "no-such-if0"), ::testing::ExitedWithCode(0), "");
@@ -122,6 +125,8 @@ TEST_F(NcclPluginEnvironment, BadValuesFailInitNamingTheVariable) {
 [[noreturn]] void stats_run(const std::string& dir) {
   ::setenv("MEGASCALE_STATS_DIR", dir.c_str(), 1);
   ::setenv("MEGASCALE_LANES", "2", 1);
+  ::setenv("MEGASCALE_CC_RTO_MIN_RTO_US", "2500", 1);
+  ::setenv("MEGASCALE_CC_RTO_INITIAL_RTO_US", "2500", 1);
   Options o = plugin_options();
   o.cases = {"steps_in_flight"};
   const Report r = run(o);
@@ -135,6 +140,8 @@ TEST_F(NcclPluginEnvironment, BadValuesFailInitNamingTheVariable) {
   expect(r.load_error.empty() && r.cases.size() == 1 && r.cases[0].passed, "the case passes");
   expect(log_has(r, "MEGASCALE_LANES=2 (environment)"), "MEGASCALE_LANES echoed at INFO");
   expect(log_has(r, "MEGASCALE_CC=hybrid"), "MEGASCALE_CC echoed at INFO");
+  // The preset's floor reaches the wires (above the wire's own 1 ms), and their INFO lines say so.
+  expect(log_has(r, "RTO >= 2500 us"), "each wire's INFO line gives the RTO floor that was set");
   std::string jsonl, prom;
   for (const auto& e : std::filesystem::directory_iterator(dir)) {
     std::ifstream in(e.path());
