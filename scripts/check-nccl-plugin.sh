@@ -10,7 +10,8 @@
 #                        channel line must say "via NET/MegaScale"; stats in $OUT/stats
 #   2. megascale-drop1   the same with MEGASCALE_FAULT_DROP=0.01 (1% of datagrams dropped on receive) up to
 #                        FAULT_MAX_BYTES: loss recovery under NCCL
-#   3. bandwidth         64 MiB .. MAX_BYTES (x2 steps), fp32, BENCH_OPS (default every collective):
+#   3. bandwidth         64 MiB .. MAX_BYTES (x2 steps, nccl-tests' exact sizes), fp32, BENCH_OPS (default
+#                        every collective):
 #                        MegaScale, Socket as it comes, Socket with NCCL_SOCKET_NTHREADS=4
 #                        NCCL_NSOCKS_PERTHREAD=4, one after another (each round starting with the next
 #                        net; an untimed warm-up run first), ROUNDS times (default 2); table in
@@ -134,7 +135,8 @@ if want fault; then
 fi
 
 if want bench; then
-  bench=(--min-bytes "$bench_min" --max-bytes "$max" --factor 2 --types float ${bench_ops:+--ops "$bench_ops"})
+  bench=(--min-bytes "$bench_min" --max-bytes "$max" --factor 2 --types float --exact-sizes
+    ${bench_ops:+--ops "$bench_ops"})
   # bench_net NET ROUND: one timed run of NET (megascale, socket or socket-4x4). Only MegaScale's
   # failures fail the script: the Socket runs are the baseline.
   bench_net() {

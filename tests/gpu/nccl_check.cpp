@@ -9,12 +9,14 @@
 //   nccl_check --rank 1 --nranks 2 --id-file /tmp/id --gpu 1
 //   options: --ops allreduce,allgather,reducescatter,alltoall,broadcast,sendrecv  --types float,bfloat16
 //            --min-bytes 0 --max-bytes 1G --factor 4 --iters 5 --warmup 2 --csv rows.csv --no-check
+//            --exact-sizes
 //
 // Sizes run from 0 B to --max-bytes (x --factor per step, plus the maximum itself); element counts are
-// odd. Inputs are integers 1..5, so sums over up to 51 ranks are exact in fp32 and bf16 (see
-// nccl_check_data.h). All-to-all and the send/recv ring are grouped ncclSend/ncclRecv. Bus bandwidth
-// uses nccl-tests' factors. Exit status: 0 if every element of every result was right, 1 if not, 2 on
-// errors (bad arguments, a CUDA or NCCL call that failed).
+// odd, so that a chunk boundary never falls on a round count, unless --exact-sizes takes them from the
+// sizes as nccl-tests does (a 256 MiB row is then 268435456 B, not 268435460). Inputs are integers 1..5, so
+// sums over up to 51 ranks are exact in fp32 and bf16 (see nccl_check_data.h). All-to-all and the send/recv
+// ring are grouped ncclSend/ncclRecv. Bus bandwidth uses nccl-tests' factors. Exit status: 0 if every element
+// of every result was right, 1 if not, 2 on errors (bad arguments, a CUDA or NCCL call that failed).
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <unistd.h>
@@ -66,6 +68,7 @@ struct Args {
   int iters = 5;
   int warmup = 2;
   bool check = true;
+  bool odd_counts = true;  // false: --exact-sizes
   std::string csv;
 };
 
@@ -103,6 +106,10 @@ Args parse(int argc, char** argv) {
     const std::string k = argv[i];
     if (k == "--no-check") {
       a.check = false;
+      continue;
+    }
+    if (k == "--exact-sizes") {
+      a.odd_counts = false;
       continue;
     }
     if (i + 1 >= argc) usage(("missing value for " + k).c_str());
@@ -287,7 +294,7 @@ int run(const Args& a) {
     }
     for (DataType t : a.types) {
       for (size_t bytes : sizes_of(a)) {
-        const Shape s = shape_for(op, t, bytes, n);
+        const Shape s = shape_for(op, t, bytes, n, a.odd_counts);
         const std::vector<uint8_t> in = make_input(s, t, a.rank);
         CUDA_CHECK(cudaMemcpy(d_send, in.data(), in.size(), cudaMemcpyHostToDevice));
         // Stale or untouched output shows as NaN bytes.

@@ -17,7 +17,7 @@ uint16_t to_bf16(int v) {
   return static_cast<uint16_t>(float_bits(static_cast<float>(v)) >> 16);
 }
 
-size_t make_odd(size_t n) {
+size_t odd(size_t n) {
   return n == 0 ? 0 : (n | 1);
 }
 
@@ -68,32 +68,33 @@ int input_value(int rank, size_t index) {
   return static_cast<int>((index * 7 + static_cast<size_t>(rank) * 3) % 5) + 1;
 }
 
-Shape shape_for(Op op, DataType type, size_t bytes, int n) {
+Shape shape_for(Op op, DataType type, size_t bytes, int n, bool odd_counts) {
   const size_t elems = bytes / element_bytes(type);
   const auto un = static_cast<size_t>(n);
+  auto count_of = [odd_counts](size_t count) { return odd_counts ? odd(count) : count; };
   Shape s;
   switch (op) {
     case Op::kAllReduce:
     case Op::kBroadcast:
     case Op::kSendRecv:
-      s.count = make_odd(elems);
+      s.count = count_of(elems);
       s.send_elems = s.recv_elems = s.count;
       s.printed_bytes = s.count * element_bytes(type);
       break;
     case Op::kAllGather:  // count per rank; the receive buffer holds n of them
-      s.count = make_odd(elems / un);
+      s.count = count_of(elems / un);
       s.send_elems = s.count;
       s.recv_elems = s.count * un;
       s.printed_bytes = s.recv_elems * element_bytes(type);
       break;
     case Op::kReduceScatter:  // count per rank of the result; the send buffer holds n of them
-      s.count = make_odd(elems / un);
+      s.count = count_of(elems / un);
       s.send_elems = s.count * un;
       s.recv_elems = s.count;
       s.printed_bytes = s.send_elems * element_bytes(type);
       break;
     case Op::kAlltoAll:  // count per peer
-      s.count = make_odd(elems / un);
+      s.count = count_of(elems / un);
       s.send_elems = s.recv_elems = s.count * un;
       s.printed_bytes = s.send_elems * element_bytes(type);
       break;

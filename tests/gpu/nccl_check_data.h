@@ -30,14 +30,15 @@ double busbw_factor(Op op, int nranks);
 int input_value(int rank, size_t index);
 
 // The element counts one collective works on, for a printed size of `bytes` (nccl-tests' "size"):
-// `count` is NCCL's count argument, send/recv are the buffer lengths in elements. Counts are odd.
+// `count` is NCCL's count argument, send/recv are the buffer lengths in elements. Counts are odd unless
+// `odd_counts` is false; then they are nccl-tests' (bytes / element size, per rank where NCCL's count is).
 struct Shape {
   size_t count = 0;
   size_t send_elems = 0;
   size_t recv_elems = 0;
   size_t printed_bytes = 0;  // the size column: the full buffer, as nccl-tests prints it
 };
-Shape shape_for(Op op, DataType type, size_t bytes, int nranks);
+Shape shape_for(Op op, DataType type, size_t bytes, int nranks, bool odd_counts = true);
 
 // The send buffer of `rank` (s.send_elems elements of `type`, raw bytes).
 std::vector<uint8_t> make_input(const Shape& s, DataType type, int rank);

@@ -2,6 +2,7 @@
 # scripts/check-nccl-plugin.sh without a GPU: a stand-in nvidia-smi (one GPU) and nccl_check (writes the
 # CSV and the NCCL channel lines a real run would, at fixed bandwidths per net) drive its bandwidth step.
 # Checks the untimed warm-up, the order of the nets in each round (each round starts with the next net),
+# that the timed runs ask for nccl-tests' exact sizes (--exact-sizes),
 # the table and verdict, that a MegaScale run whose channels are not on NET/MegaScale fails the script,
 # and that a bad STEPS or ROUNDS is refused with a message naming it.
 # Usage: check_nccl_plugin_test.sh SOURCE_DIR
@@ -17,18 +18,19 @@ printf '#!/bin/sh\necho "GPU 0: stand-in (UUID: GPU-0)"\n' > "$dir/bin/nvidia-sm
 cat > "$dir/build/tests/gpu/nccl_check" <<'FAKE'
 #!/usr/bin/env bash
 # Stand-in for tests/gpu/nccl_check: --rank R --csv FILE --ops OPS ...; NCCL_NET picks the bandwidth.
-rank=0 csv= ops=allreduce
+rank=0 csv= ops=allreduce exact=
 while (( $# )); do
   case $1 in
     --rank) rank=$2; shift ;;
     --csv) csv=$2; shift ;;
     --ops) ops=$2; shift ;;
+    --exact-sizes) exact=1; shift; continue ;;
   esac
   shift
 done
 net=$NCCL_NET
 [[ $net == Socket && ${NCCL_SOCKET_NTHREADS:-} == 4 ]] && net=Socket4x4
-[[ $rank == 0 ]] && echo "$net${csv:+ timed}" >> "$ORDER_LOG"
+[[ $rank == 0 ]] && echo "$net${csv:+ timed}${exact:+ exact}" >> "$ORDER_LOG"
 via=$NCCL_NET
 [[ $NCCL_NET == MegaScale && -n ${FAKE_WRONG_NET:-} ]] && via=Socket
 echo "host:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/$via/0" > "$NCCL_DEBUG_FILE"
@@ -49,7 +51,7 @@ check() {  # runs the script; its output in $dir/out.log
 }
 
 check STEPS=bench ROUNDS=2 BENCH_OPS=allreduce,allgather || { cat "$dir/out.log"; fail "exit $? on a good run"; }
-expected=$'Socket\nMegaScale timed\nSocket timed\nSocket4x4 timed\nSocket timed\nSocket4x4 timed\nMegaScale timed'
+expected=$'Socket\nMegaScale timed exact\nSocket timed exact\nSocket4x4 timed exact\nSocket timed exact\nSocket4x4 timed exact\nMegaScale timed exact'
 [[ $(cat "$ORDER_LOG") == "$expected" ]] || fail "runs in this order: $(tr '\n' ' ' < "$ORDER_LOG")"
 table=$dir/out/bandwidth.md
 grep -qF '| AllReduce | 67108864 | 6.00 | 3.00 | 4.00 | 2.00 (2.00-2.00) | 1.50 (1.50-1.50) |' "$table" ||
