@@ -191,6 +191,25 @@ Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
   c.cc.rto.retry_budget_ns = c.retry_budget_ns;
   echo("MEGASCALE_RETRY_BUDGET_S", seconds_text(c.retry_budget_ns), budget != nullptr);
 
+  // MEGASCALE_RTO_FLOOR_US: no retransmission timeout is shorter (UdpConfig::min_rto_floor_ns, raised
+  // onto the preset's min_rto). Beside NCCL's busy threads a host can stall ACKs for 5-18 ms: with the
+  // wire's own 1 ms floor, such hosts ran thousands of timeouts per run, every retransmission a duplicate,
+  // and the windows they cut took all-reduce from ~4.5 to 1.0-1.7 GB/s. A 5 ms floor kept them at 0-7
+  // and the bandwidth steady; its cost is a later repair of a lost last segment (docs/PERFORMANCE.md,
+  // "RTO storms").
+  const char* floor = env("MEGASCALE_RTO_FLOOR_US");
+  const long long max_rto_us = c.cc.rto.max_rto_ns / kNsPerUs;
+  c.rto_floor_ns = std::min(c.rto_floor_ns, c.cc.rto.max_rto_ns);
+  if (floor != nullptr) {
+    auto v = parse_int("MEGASCALE_RTO_FLOOR_US", floor, 0, max_rto_us);
+    if (!v) return make_error(v.error().message + " (the preset's max_rto)");
+    c.rto_floor_ns = static_cast<TimeNs>(*v) * kNsPerUs;
+  }
+  echo("MEGASCALE_RTO_FLOOR_US",
+       std::to_string(c.rto_floor_ns / kNsPerUs) + " (timeouts at least " +
+           std::to_string(std::max(c.rto_floor_ns, c.cc.rto.min_rto_ns) / kNsPerUs) + " us)",
+       floor != nullptr);
+
   const char* tc = env("MEGASCALE_TC");
   if (tc != nullptr) {
     auto v = parse_int("MEGASCALE_TC", tc, 0, 255);

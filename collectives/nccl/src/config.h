@@ -32,6 +32,9 @@ struct PluginConfig {
   uint32_t lanes = 4;                       // MEGASCALE_LANES: lanes (UDP source ports) per connection
   uint32_t segment_bytes = 0;               // MEGASCALE_SEGMENT_BYTES: payload per segment; 0 = from the MTU
   TimeNs retry_budget_ns = 30 * kNsPerSec;  // MEGASCALE_RETRY_BUDGET_S: fail a silent peer after this
+  // MEGASCALE_RTO_FLOOR_US: no retransmission timeout is shorter (the wire's min_rto_floor_ns); at most
+  // the preset's max_rto.
+  TimeNs rto_floor_ns = 5 * kNsPerMs;
   int traffic_class = -1;  // MEGASCALE_TC: IP traffic class byte 0..255; -1 = NCCL's config or 0
   std::string ifname;      // MEGASCALE_IFNAME: interface selection (see interfaces.h)
   std::string stats_dir;   // MEGASCALE_STATS_DIR: where counters go; empty = none

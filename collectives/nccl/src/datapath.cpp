@@ -138,12 +138,14 @@ NetResult isend(void* send_comm, void* data, size_t size, int tag, void* mhandle
     MS_WARN("isend: bad arguments (data %p, size %zu, tag %d)", data, size, tag);
     return abi::kNetInvalidArgument;
   }
-  Registry::get().tick(wire::UdpWire::now());
+  const TimeNs now = wire::UdpWire::now();
+  Registry::get().tick(now);
   Request* r = comm->alloc_request();
   if (r == nullptr) {
     ++comm->retry_later;
     return abi::kNetSuccess;
   }
+  r->posted_ns = now;
   auto id = comm->wire->udp().post_send(comm->conn, data, size, tag);
   if (!id) {
     comm->free_request(r);
@@ -179,13 +181,15 @@ NetResult irecv(void* recv_comm, int n, void** data, const size_t* sizes, const 
       return abi::kNetInvalidArgument;
     }
   }
-  Registry::get().tick(wire::UdpWire::now());
+  const TimeNs now = wire::UdpWire::now();
+  Registry::get().tick(now);
   if (NetResult code = reap_deferred(comm); code != abi::kNetSuccess) return code;
   Request* r = comm->alloc_request();
   if (r == nullptr) {
     ++comm->retry_later;
     return abi::kNetSuccess;
   }
+  r->posted_ns = now;
   for (int i = 0; i < n; ++i) {
     auto id = comm->wire->udp().post_recv(comm->conn, data[i], sizes[i], tags[i]);
     if (!id) {
@@ -256,6 +260,7 @@ NetResult test(void* request, int* done, int* sizes) {
   // the engine request is kept and freed when it finishes).
   *done = 1;
   ++comm->completed;
+  comm->request_latency.add(now - r->posted_ns);
   if (sizes != nullptr) {
     for (int i = 0; i < r->n; ++i) sizes[i] = finished ? clamp_int(r->bytes[i]) : 0;
   }

@@ -87,6 +87,7 @@ wire::UdpConfig Registry::udp_config(const Device& d, uint8_t dscp, uint32_t ind
   u.dscp = dscp;
   u.busy_poll = config_.busy_poll;
   u.io_threads = config_.io_threads;
+  u.min_rto_floor_ns = config_.rto_floor_ns;
   u.fault = config_.fault;
   u.fault.seed = config_.fault.seed + index;
   u.engine.cc = config_.cc;

@@ -98,6 +98,11 @@ const std::vector<Metric>& metrics() {
        [](S s) { return double(s.comm->completed); }},
       {"nccl_retry_later", "isend/irecv calls answered 'retry later' (no free request).", true,
        [](S s) { return double(s.comm->retry_later); }},
+      {"request_latency_p50_seconds",
+       "Median time from isend/irecv to test() reporting done (a send's includes its acknowledgment).", false,
+       [](S s) { return double(s.comm->request_latency.percentile_ns(0.5)) / 1e9; }},
+      {"request_latency_p99_seconds", "99th percentile time from isend/irecv to test() reporting done.",
+       false, [](S s) { return double(s.comm->request_latency.percentile_ns(0.99)) / 1e9; }},
       {"rtt_p50_seconds", "Median RTT sample.", false,
        [](S s) { return double(s.stats.rtt.percentile_ns(0.5)) / 1e9; }},
       {"rtt_p99_seconds", "99th percentile RTT sample.", false,
@@ -134,9 +139,15 @@ nlohmann::json to_json(const Snapshot& s, const char* event, TimeNs now) {
   j["conn"] = hex(c.conn);
   j["peer"] = c.peer;
   j["open_s"] = static_cast<double>(now - c.opened_ns) / 1e9;
-  j["nccl"] = {{"posted", c.posted},         {"posted_buffers", c.posted_buffers},
-               {"completed", c.completed},   {"retry_later", c.retry_later},
-               {"bytes_done", c.bytes_done}, {"requests_in_use", c.requests_in_use()}};
+  j["nccl"] = {{"posted", c.posted},
+               {"posted_buffers", c.posted_buffers},
+               {"completed", c.completed},
+               {"retry_later", c.retry_later},
+               {"bytes_done", c.bytes_done},
+               {"requests_in_use", c.requests_in_use()},
+               {"request_latency_p50_ns", c.request_latency.percentile_ns(0.5)},
+               {"request_latency_p99_ns", c.request_latency.percentile_ns(0.99)},
+               {"request_latency_max_ns", c.request_latency.max_ns()}};
   if (!s.found) {
     j["state"] = "released";
     return j;

@@ -19,6 +19,7 @@
 
 #include "handle.h"
 #include "megascale/engine/connection.h"
+#include "megascale/engine/stats.h"
 #include "megascale/nccl/abi/common.h"
 #include "megascale/wire/udp.h"
 
@@ -81,6 +82,7 @@ struct Request {
   bool reported = false;  // NCCL was told done; the engine request may still be pending (optional)
   uint8_t n = 0;
   uint8_t done_mask = 0;  // subs the engine reported done
+  TimeNs posted_ns = 0;   // when isend/irecv posted it
   engine::RequestId ids[kMaxRecvs] = {};
   uint64_t bytes[kMaxRecvs] = {};
 };
@@ -107,6 +109,10 @@ struct CommBase {
   uint64_t completed = 0;       // requests reported done to NCCL
   uint64_t retry_later = 0;     // isend/irecv answered with request = NULL (no free request)
   uint64_t bytes_done = 0;      // bytes of completed requests
+  // Post to done as NCCL sees it (isend/irecv until test() says done): a send's includes its
+  // acknowledgment, a receive's the wait for the peer's send. The figure to look at when bandwidth is
+  // low and the transport's own counters (RTT, retransmissions) look healthy.
+  engine::RttHistogram request_latency;
   // test() looks into the engine at most this often while nothing completes (see MEGASCALE_TEST_POLL_US).
   TimeNs next_poll_ns = 0;
   TimeNs poll_backoff_ns = 0;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -113,6 +114,8 @@ TEST_F(NcclPluginEnvironment, BadValuesFailInitNamingTheVariable) {
   EXPECT_EXIT(init_with("MEGASCALE_RETRY_BUDGET_S", "-1", "MEGASCALE_RETRY_BUDGET_S=-1"),
               ::testing::ExitedWithCode(0), "");
   EXPECT_EXIT(init_with("MEGASCALE_TC", "300", "MEGASCALE_TC=300"), ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(init_with("MEGASCALE_RTO_FLOOR_US", "5ms", "MEGASCALE_RTO_FLOOR_US=5ms"),
+              ::testing::ExitedWithCode(0), "");
   EXPECT_EXIT(
       init_with("MEGASCALE_CC_RTO_MIN_RTO_US", "5000", "environment set MEGASCALE_CC_RTO_MIN_RTO_US=5000"),
       ::testing::ExitedWithCode(0), "");
@@ -125,8 +128,7 @@ TEST_F(NcclPluginEnvironment, BadValuesFailInitNamingTheVariable) {
 [[noreturn]] void stats_run(const std::string& dir) {
   ::setenv("MEGASCALE_STATS_DIR", dir.c_str(), 1);
   ::setenv("MEGASCALE_LANES", "2", 1);
-  ::setenv("MEGASCALE_CC_RTO_MIN_RTO_US", "2500", 1);
-  ::setenv("MEGASCALE_CC_RTO_INITIAL_RTO_US", "2500", 1);
+  ::setenv("MEGASCALE_RTO_FLOOR_US", "2500", 1);
   Options o = plugin_options();
   o.cases = {"steps_in_flight"};
   const Report r = run(o);
@@ -140,7 +142,7 @@ TEST_F(NcclPluginEnvironment, BadValuesFailInitNamingTheVariable) {
   expect(r.load_error.empty() && r.cases.size() == 1 && r.cases[0].passed, "the case passes");
   expect(log_has(r, "MEGASCALE_LANES=2 (environment)"), "MEGASCALE_LANES echoed at INFO");
   expect(log_has(r, "MEGASCALE_CC=hybrid"), "MEGASCALE_CC echoed at INFO");
-  // The preset's floor reaches the wires (above the wire's own 1 ms), and their INFO lines say so.
+  // The floor reaches the wires (hybrid's own min_rto is 100 us), and their INFO lines say so.
   expect(log_has(r, "RTO >= 2500 us"), "each wire's INFO line gives the RTO floor that was set");
   std::string jsonl, prom;
   for (const auto& e : std::filesystem::directory_iterator(dir)) {
@@ -162,6 +164,16 @@ TEST_F(NcclPluginEnvironment, BadValuesFailInitNamingTheVariable) {
   expect(prom.find("# TYPE megascale_nccl_bytes_sent_total counter") != std::string::npos,
          "Prometheus metadata in the textfile");
   expect(prom.find("conn=\"closed\"") != std::string::npos, "closed-connection totals in the textfile");
+  // Every message of the case took time from post to done: a close record's median is above zero.
+  const size_t close_at = jsonl.find("\"event\":\"close\"");
+  const size_t p50_at =
+      jsonl.find("\"request_latency_p50_ns\":", close_at == std::string::npos ? 0 : close_at);
+  const long long p50 = p50_at == std::string::npos
+                            ? 0
+                            : std::atoll(jsonl.c_str() + p50_at + std::strlen("\"request_latency_p50_ns\":"));
+  expect(p50 > 0, "a request latency median in the close record");
+  expect(prom.find("# TYPE megascale_nccl_request_latency_p99_seconds gauge") != std::string::npos,
+         "the request latency in the textfile");
   std::_Exit(bad == 0 ? 0 : 1);
 }
 

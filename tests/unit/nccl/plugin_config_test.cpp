@@ -39,10 +39,13 @@ Result<PluginConfig> load(const std::map<std::string, std::string>& vars) {
   return load_plugin_config(env.fn());
 }
 
-// The error for one variable set to one value.
-std::string error_for(const std::string& name, const std::string& value) {
-  auto c = load({{name, value}});
+// The error for these variables, or for one variable set to one value.
+std::string error_for_all(const std::map<std::string, std::string>& vars) {
+  auto c = load(vars);
   return c ? std::string("(accepted)") : c.error().message;
+}
+std::string error_for(const std::string& name, const std::string& value) {
+  return error_for_all({{name, value}});
 }
 
 TEST(PluginConfig, DefaultsWithAnEmptyEnvironment) {
@@ -54,6 +57,7 @@ TEST(PluginConfig, DefaultsWithAnEmptyEnvironment) {
   EXPECT_EQ(c->segment_bytes, 0u);  // from the MTU
   EXPECT_EQ(c->retry_budget_ns, cc::RtoParams{}.retry_budget_ns);
   EXPECT_EQ(c->cc.rto.retry_budget_ns, c->retry_budget_ns);
+  EXPECT_EQ(c->rto_floor_ns, 5 * kNsPerMs);
   EXPECT_EQ(c->traffic_class, -1);
   EXPECT_TRUE(c->ifname.empty());
   EXPECT_TRUE(c->stats_dir.empty());
@@ -67,7 +71,7 @@ TEST(PluginConfig, DefaultsWithAnEmptyEnvironment) {
   EXPECT_FALSE(c->fault.enabled());
   // Every knob is echoed once, marked as a default.
   EXPECT_TRUE(c->source_ports.empty());
-  ASSERT_EQ(c->echo.size(), 15u);
+  ASSERT_EQ(c->echo.size(), 16u);
   for (const std::string& line : c->echo) {
     EXPECT_EQ(line.rfind("MEGASCALE_", 0), 0u) << line;
     EXPECT_NE(line.find("(default)"), std::string::npos) << line;
@@ -233,6 +237,7 @@ TEST(PluginConfig, EveryKnobReachesItsField) {
                  {"MEGASCALE_LANES", "8"},
                  {"MEGASCALE_SEGMENT_BYTES", "4000"},
                  {"MEGASCALE_RETRY_BUDGET_S", "2.5"},
+                 {"MEGASCALE_RTO_FLOOR_US", "1000"},
                  {"MEGASCALE_TC", "106"},
                  {"MEGASCALE_IFNAME", "^docker,lo"},
                  {"MEGASCALE_STATS_INTERVAL_S", "0.5"},
@@ -248,6 +253,7 @@ TEST(PluginConfig, EveryKnobReachesItsField) {
   EXPECT_EQ(c->segment_bytes, 4000u);
   EXPECT_EQ(c->retry_budget_ns, 2'500'000'000);
   EXPECT_EQ(c->cc.rto.retry_budget_ns, 2'500'000'000);  // the engine's RTO gives up on this budget
+  EXPECT_EQ(c->rto_floor_ns, kNsPerMs);
   EXPECT_EQ(c->traffic_class, 106);
   EXPECT_EQ(c->ifname, "^docker,lo");
   EXPECT_EQ(c->stats_interval_ns, 500'000'000);
@@ -260,6 +266,25 @@ TEST(PluginConfig, EveryKnobReachesItsField) {
   bool lanes_echoed = false;
   for (const std::string& line : c->echo) lanes_echoed |= line == "MEGASCALE_LANES=8 (environment)";
   EXPECT_TRUE(lanes_echoed);
+}
+
+// The floor never exceeds the preset's ceiling: by default it shrinks to it, and a larger value is
+// refused naming the ceiling. The echo gives the timeout's real floor, the larger of it and min_rto.
+TEST(PluginConfig, RtoFloorStaysUnderThePresetsCeiling) {
+  auto c = load({{"MEGASCALE_CC_RTO_MAX_RTO_MS", "2"}});
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->rto_floor_ns, 2 * kNsPerMs);
+  const std::string message =
+      error_for_all({{"MEGASCALE_CC_RTO_MAX_RTO_MS", "2"}, {"MEGASCALE_RTO_FLOOR_US", "3000"}});
+  EXPECT_NE(message.find("MEGASCALE_RTO_FLOOR_US=3000: must be an integer in 0..2000"), std::string::npos)
+      << message;
+  auto low = load({{"MEGASCALE_RTO_FLOOR_US", "0"}, {"MEGASCALE_CC_RTO_MIN_RTO_US", "300"}});
+  ASSERT_TRUE(low) << low.error().message;
+  EXPECT_EQ(low->rto_floor_ns, 0);
+  bool echoed = false;
+  for (const std::string& line : low->echo)
+    echoed |= line == "MEGASCALE_RTO_FLOOR_US=0 (timeouts at least 300 us) (environment)";
+  EXPECT_TRUE(echoed);
 }
 
 TEST(PluginConfig, CcTakesAYamlFile) {
@@ -305,6 +330,9 @@ TEST(PluginConfig, BadValuesAreRefusedNamingVariableAndValue) {
       {"MEGASCALE_RETRY_BUDGET_S", "-1", "seconds"},
       {"MEGASCALE_RETRY_BUDGET_S", "nan", "seconds"},
       {"MEGASCALE_RETRY_BUDGET_S", "1e9", "seconds"},
+      {"MEGASCALE_RTO_FLOOR_US", "-1", "0..1000000"},
+      {"MEGASCALE_RTO_FLOOR_US", "1000001", "0..1000000 (the preset's max_rto)"},
+      {"MEGASCALE_RTO_FLOOR_US", "5ms", "0..1000000"},
       {"MEGASCALE_TC", "256", "0..255"},
       {"MEGASCALE_TC", "-3", "0..255"},
       {"MEGASCALE_STATS_INTERVAL_S", "soon", "seconds"},
