@@ -17,7 +17,8 @@
 #                        net; an untimed warm-up run first), ROUNDS times (default 2); table in
 #                        $OUT/bandwidth.md (scripts/nccl-bandwidth-table.py: medians, and MegaScale's
 #                        ratios to each Socket net round by round, since on a shared host two calls can
-#                        differ by more than the nets do)
+#                        differ by more than the nets do), and MegaScale's timeouts and retransmissions
+#                        per run (scripts/megascale-stats-summary.py over each run's MEGASCALE_STATS_DIR)
 #   4. torch             tests/gpu/torch_allreduce.py through the plugin, when PyTorch is installed
 # STEPS picks steps by name (default "check fault bench torch"); STEPS=bench measures bandwidth only.
 #
@@ -142,7 +143,7 @@ if want bench; then
   bench_net() {
     local label=bench-$1-r$2 envs=("${socket_env[@]}") via=Socket failed=0
     case $1 in
-      megascale) envs=("${megascale_env[@]}") via=MegaScale ;;
+      megascale) envs=("${megascale_env[@]}" MEGASCALE_STATS_DIR="$out/stats-$label") via=MegaScale ;;
       socket-4x4) envs+=(NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4) ;;
     esac
     run "$label" "${envs[@]}" -- "${bench[@]}" --csv "$out/$label.csv" || failed=1
@@ -167,7 +168,13 @@ if want bench; then
   # A Socket net is compared only when every round has its CSV (pairs are taken round by round).
   (( ${#sk_csv[@]} == rounds )) && nets+=("socket=$(join "${sk_csv[@]}")")
   (( ${#sk4_csv[@]} == rounds )) && nets+=("socket-4x4=$(join "${sk4_csv[@]}")")
-  if python3 scripts/nccl-bandwidth-table.py --ranks "$nranks" "${nets[@]}" > "$out/bandwidth.md"; then
+  # MegaScale's transport per run: timeouts whose retransmissions all arrived as duplicates are a host
+  # stalling ACKs, not loss (collectives/nccl/README.md, "Stats").
+  stats_args=()
+  for ((k = 1; k <= rounds; k++)); do stats_args+=("bench-megascale-r$k=$out/stats-bench-megascale-r$k"); done
+  if python3 scripts/nccl-bandwidth-table.py --ranks "$nranks" "${nets[@]}" > "$out/bandwidth.md" &&
+    { printf "\nMegaScale's transport in each run (its stats files):\n\n"
+      python3 scripts/megascale-stats-summary.py "${stats_args[@]}"; } >> "$out/bandwidth.md"; then
     echo "== bandwidth ($out/bandwidth.md)"
     cat "$out/bandwidth.md"
   else

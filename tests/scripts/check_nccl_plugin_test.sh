@@ -2,7 +2,8 @@
 # scripts/check-nccl-plugin.sh without a GPU: a stand-in nvidia-smi (one GPU) and nccl_check (writes the
 # CSV and the NCCL channel lines a real run would, at fixed bandwidths per net) drive its bandwidth step.
 # Checks the untimed warm-up, the order of the nets in each round (each round starts with the next net),
-# that the timed runs ask for nccl-tests' exact sizes (--exact-sizes),
+# that the timed runs ask for nccl-tests' exact sizes (--exact-sizes), that MegaScale's runs (only they)
+# write stats whose timeouts and retransmissions the table lists per run,
 # the table and verdict, that a MegaScale run whose channels are not on NET/MegaScale fails the script,
 # and that a bad STEPS or ROUNDS is refused with a message naming it.
 # Usage: check_nccl_plugin_test.sh SOURCE_DIR
@@ -40,6 +41,12 @@ if [[ -n $csv && $rank == 0 ]]; then
   [[ $ops == *allreduce* ]] && echo "AllReduce,float,67108864,16777216,1,1,$bw,0" >> "$csv"
   [[ $ops == *allgather* ]] && echo "AllGather,float,67108864,16777216,1,1,$bw,0" >> "$csv"
 fi
+if [[ -n ${MEGASCALE_STATS_DIR:-} && $rank == 0 ]]; then
+  [[ $NCCL_NET == MegaScale ]] || echo "stats dir set for $NCCL_NET" >> "$ORDER_LOG"
+  mkdir -p "$MEGASCALE_STATS_DIR"
+  echo '{"event":"close","engine":{"timeouts":4,"timeouts_spurious":1,"retransmits_rto":9,"retransmits_fast":0,"duplicates_dropped":9,"rtt_max_ns":6000000}}' \
+    > "$MEGASCALE_STATS_DIR/stand-in.jsonl"
+fi
 echo "# stand-in nccl_check rank $rank via $via"
 FAKE
 chmod +x "$dir/bin/nvidia-smi" "$dir/build/tests/gpu/nccl_check"
@@ -58,6 +65,10 @@ grep -qF '| AllReduce | 67108864 | 6.00 | 3.00 | 4.00 | 2.00 (2.00-2.00) | 1.50 
   fail "table: $(cat "$table")"
 grep -qF -- '- AllGather: 1.50-1.50x (median 1.50); reaches 1.5x in all 2 pairs' "$table" || fail "verdict"
 grep -q '^check-nccl-plugin: PASS' "$dir/out.log" || fail "no PASS line"
+for k in 1 2; do
+  grep -qF -- "- bench-megascale-r$k: 4 timeouts (1 undone as spurious), 9 RTO and 0 fast retransmissions" \
+    "$table" || fail "round $k's transport line: $(cat "$table")"
+done
 
 rm -f "$ORDER_LOG"
 check STEPS=bench ROUNDS=1 FAKE_WRONG_NET=1 && fail "exit 0 with MegaScale's channels on NET/Socket"
