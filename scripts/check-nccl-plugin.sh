@@ -138,12 +138,13 @@ fi
 if want bench; then
   bench=(--min-bytes "$bench_min" --max-bytes "$max" --factor 2 --types float --exact-sizes
     ${bench_ops:+--ops "$bench_ops"})
+  bench_stats_dir() { echo "$out/stats-bench-megascale-r$1"; }  # ROUND: MegaScale's stats of that run
   # bench_net NET ROUND: one timed run of NET (megascale, socket or socket-4x4). Only MegaScale's
   # failures fail the script: the Socket runs are the baseline.
   bench_net() {
     local label=bench-$1-r$2 envs=("${socket_env[@]}") via=Socket failed=0
     case $1 in
-      megascale) envs=("${megascale_env[@]}" MEGASCALE_STATS_DIR="$out/stats-$label") via=MegaScale ;;
+      megascale) envs=("${megascale_env[@]}" MEGASCALE_STATS_DIR="$(bench_stats_dir "$2")") via=MegaScale ;;
       socket-4x4) envs+=(NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4) ;;
     esac
     run "$label" "${envs[@]}" -- "${bench[@]}" --csv "$out/$label.csv" || failed=1
@@ -156,10 +157,11 @@ if want bench; then
   run bench-warmup "${socket_env[@]}" -- --min-bytes 64M --max-bytes 64M --types float --iters 2 \
     --ops allreduce --no-check > /dev/null || true
   order=(megascale socket socket-4x4)
-  ms_csv=() sk_csv=() sk4_csv=()
+  ms_csv=() sk_csv=() sk4_csv=() ms_stats=()
   for ((k = 1; k <= rounds; k++)); do
     for ((j = 0; j < 3; j++)); do bench_net "${order[(k - 1 + j) % 3]}" "$k"; done
     ms_csv+=("$out/bench-megascale-r$k.csv")
+    ms_stats+=("bench-megascale-r$k=$(bench_stats_dir "$k")")
     [[ -s $out/bench-socket-r$k.csv ]] && sk_csv+=("$out/bench-socket-r$k.csv")
     [[ -s $out/bench-socket-4x4-r$k.csv ]] && sk4_csv+=("$out/bench-socket-4x4-r$k.csv")
   done
@@ -168,13 +170,12 @@ if want bench; then
   # A Socket net is compared only when every round has its CSV (pairs are taken round by round).
   (( ${#sk_csv[@]} == rounds )) && nets+=("socket=$(join "${sk_csv[@]}")")
   (( ${#sk4_csv[@]} == rounds )) && nets+=("socket-4x4=$(join "${sk4_csv[@]}")")
-  # MegaScale's transport per run: timeouts whose retransmissions all arrived as duplicates are a host
-  # stalling ACKs, not loss (collectives/nccl/README.md, "Stats").
-  stats_args=()
-  for ((k = 1; k <= rounds; k++)); do stats_args+=("bench-megascale-r$k=$out/stats-bench-megascale-r$k"); done
-  if python3 scripts/nccl-bandwidth-table.py --ranks "$nranks" "${nets[@]}" > "$out/bandwidth.md" &&
+  if python3 scripts/nccl-bandwidth-table.py --ranks "$nranks" "${nets[@]}" > "$out/bandwidth.md"; then
+    # MegaScale's transport per run: timeouts whose retransmissions all arrived as duplicates are a host
+    # stalling ACKs, not loss (collectives/nccl/README.md, "Stats").
     { printf "\nMegaScale's transport in each run (its stats files):\n\n"
-      python3 scripts/megascale-stats-summary.py "${stats_args[@]}"; } >> "$out/bandwidth.md"; then
+      python3 scripts/megascale-stats-summary.py "${ms_stats[@]}"; } >> "$out/bandwidth.md" ||
+      { echo "!! bandwidth: no transport lines (see above)"; verdict=1; }
     echo "== bandwidth ($out/bandwidth.md)"
     cat "$out/bandwidth.md"
   else

@@ -334,11 +334,11 @@ std::string blame_variable(const std::string& text, const std::map<std::string, 
   }
   // A rule between keys (min_rto <= initial_rto) broken by a variable that set the other key: name what
   // the environment set in the same section, or the message blames a key nobody touched.
-  const std::string section = text.substr(0, text.find('.') + 1);
+  const std::string section = text.substr(0, text.find('.') + 1);  // "rto.", or "" without a key path
+  if (section.empty()) return text;
   std::string set_here;
   for (const auto& [path, assignment] : set_by_env) {
-    if (!section.empty() && path.rfind(section, 0) == 0)
-      set_here += (set_here.empty() ? "" : ", ") + assignment;
+    if (path.rfind(section, 0) == 0) set_here += (set_here.empty() ? "" : ", ") + assignment;
   }
   return set_here.empty() ? text : fmt::format("{} (the environment set {})", text, set_here);
 }

@@ -3,7 +3,7 @@
 # CSV and the NCCL channel lines a real run would, at fixed bandwidths per net) drive its bandwidth step.
 # Checks the untimed warm-up, the order of the nets in each round (each round starts with the next net),
 # that the timed runs ask for nccl-tests' exact sizes (--exact-sizes), that MegaScale's runs (only they)
-# write stats whose timeouts and retransmissions the table lists per run,
+# write stats whose timeouts and retransmissions the table lists per run (a broken record fails the run),
 # the table and verdict, that a MegaScale run whose channels are not on NET/MegaScale fails the script,
 # and that a bad STEPS or ROUNDS is refused with a message naming it.
 # Usage: check_nccl_plugin_test.sh SOURCE_DIR
@@ -46,6 +46,7 @@ if [[ -n ${MEGASCALE_STATS_DIR:-} && $rank == 0 ]]; then
   mkdir -p "$MEGASCALE_STATS_DIR"
   echo '{"event":"close","engine":{"timeouts":4,"timeouts_spurious":1,"retransmits_rto":9,"retransmits_fast":0,"duplicates_dropped":9,"rtt_max_ns":6000000}}' \
     > "$MEGASCALE_STATS_DIR/stand-in.jsonl"
+  [[ -n ${FAKE_BAD_STATS:-} ]] && echo '{"event":' >> "$MEGASCALE_STATS_DIR/stand-in.jsonl"
 fi
 echo "# stand-in nccl_check rank $rank via $via"
 FAKE
@@ -69,6 +70,11 @@ for k in 1 2; do
   grep -qF -- "- bench-megascale-r$k: 4 timeouts (1 undone as spurious), 9 RTO and 0 fast retransmissions" \
     "$table" || fail "round $k's transport line: $(cat "$table")"
 done
+
+rm -f "$ORDER_LOG"
+check STEPS=bench ROUNDS=1 FAKE_BAD_STATS=1 && fail "exit 0 with a broken stats record"
+grep -q '!! bandwidth: no transport lines' "$dir/out.log" || fail "no message for the broken stats record"
+grep -qF '| AllReduce | 67108864 |' "$dir/out.log" || fail "the table is not printed beside it"
 
 rm -f "$ORDER_LOG"
 check STEPS=bench ROUNDS=1 FAKE_WRONG_NET=1 && fail "exit 0 with MegaScale's channels on NET/Socket"
