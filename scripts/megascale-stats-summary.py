@@ -5,7 +5,7 @@
 
 DIR is a run's MEGASCALE_STATS_DIR. The "close" records of every *.jsonl file in it (one per connection
 that NCCL closed) are summed: timeouts, those undone as spurious, RTO and fast retransmissions,
-duplicates received, the largest RTT. Retransmissions that all arrive as duplicates mean the host
+tail-loss probes, duplicates received, the largest RTT. Retransmissions that all arrive as duplicates mean the host
 stalled ACKs rather than lost data (collectives/nccl/README.md, "Stats"). Prints a markdown list; a
 directory without records says so. Exit status 2 on a bad argument or an unreadable record.
 """
@@ -14,7 +14,8 @@ import json
 import os
 import sys
 
-FIELDS = ("timeouts", "timeouts_spurious", "retransmits_rto", "retransmits_fast", "duplicates_dropped")
+FIELDS = ("timeouts", "timeouts_spurious", "retransmits_rto", "retransmits_fast", "tail_probes",
+          "duplicates_dropped")
 
 
 def summarize(directory):
@@ -45,6 +46,7 @@ def line(label, directory):
     timeouts = "1 timeout" if t["timeouts"] == 1 else f"{t['timeouts']} timeouts"
     return (f"- {label}: {timeouts} ({t['timeouts_spurious']} undone as spurious), "
             f"{t['retransmits_rto']} RTO and {t['retransmits_fast']} fast retransmissions, "
+            f"{t['tail_probes']} tail probes, "
             f"{t['duplicates_dropped']} duplicates received, RTT max {rtt_max_ns / 1e6:.1f} ms "
             f"({records} connections)")
 

@@ -247,7 +247,8 @@ void ConnectionCore::fail(std::string message) {
   error_ = std::move(message);
   state_ = ConnectionState::kFailed;
   ++ep_stats_->connections_failed;
-  rto_deadline_ = ctl_deadline_ = ack_deadline_ = pace_wake_ns_ = kNever;
+  rto_deadline_ = ctl_deadline_ = ack_deadline_ = pace_wake_ns_ = tlp_deadline_ = kNever;
+  tlp_seqs_.clear();
   syn_pending_ = synack_pending_ = fin_pending_ = fin_reply_pending_ = ack_now_ = false;
   probe_pending_ = probe_outstanding_ = false;
   cnp_pending_mask_ = 0;
@@ -429,6 +430,7 @@ void ConnectionCore::on_fin(TimeNs now, const Packet& pkt) {
   retx_queue_.clear();
   snd_una_ = snd_nxt_;
   rto_deadline_ = kNever;
+  tlp_deadline_ = kNever;
   ctl_deadline_ = kNever;
   fin_pending_ = false;
   fin_reply_pending_ = true;
@@ -577,7 +579,8 @@ bool ConnectionCore::poll_tx(TimeNs now, TxPacket& out) {
 }
 
 TimeNs ConnectionCore::next_deadline() const {
-  return std::min({ctl_deadline_, rto_deadline_, ack_deadline_, pace_wake_ns_, keepalive_deadline()});
+  return std::min(
+      {ctl_deadline_, rto_deadline_, tlp_deadline_, ack_deadline_, pace_wake_ns_, keepalive_deadline()});
 }
 
 void ConnectionCore::on_timer(TimeNs now) {
@@ -603,6 +606,7 @@ void ConnectionCore::on_timer(TimeNs now) {
   }
   if (rto_deadline_ <= now) on_rto(now);
   if (state_ == ConnectionState::kFailed) return;
+  if (tlp_deadline_ <= now) on_tail_probe(now);
   if (keepalive_deadline() <= now) {
     probe_pending_ = true;
     probe_outstanding_ = true;

@@ -209,7 +209,13 @@ class ConnectionCore {
   void mark_lost(uint64_t seq, TxSeg& s, bool by_rto);
   void on_rto(TimeNs now);
   void push_retx(uint64_t seq);
-  void emit_seg(TimeNs now, uint64_t seq, TxSeg& s, uint32_t lane, bool retransmit, TxPacket& out);
+  // `probe`: a tail-loss probe, a copy of a segment still counted in flight (no second count).
+  void emit_seg(TimeNs now, uint64_t seq, TxSeg& s, uint32_t lane, bool retransmit, TxPacket& out,
+                bool probe = false);
+  // Tail-loss probe (EngineConfig::tail_probe): (re)arms the probe timer after new data left or an ACK
+  // made progress; on_tail_probe picks the newest unacknowledged segment of each lane.
+  void arm_tail_probe(TimeNs now);
+  void on_tail_probe(TimeNs now);
   TimeNs reo_wnd_ns() const;
 
   // receiver.cpp
@@ -279,6 +285,9 @@ class ConnectionCore {
   cc::RtoEstimator rto_;
   TimeNs rto_deadline_ = kNever;
   TimeNs last_progress_ns_ = 0;
+  TimeNs tlp_deadline_ = kNever;    // the probe timeout (EngineConfig::tail_probe)
+  bool tlp_out_ = false;            // a probe went out and no ACK has made progress since
+  std::vector<uint64_t> tlp_seqs_;  // probes still to send: one seq per lane (reserved at setup)
   std::vector<Lane> lanes_;
   uint32_t lane_rr_ = 0;
   bool poll_again_ = false;  // see poll_again()

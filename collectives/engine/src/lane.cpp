@@ -10,6 +10,7 @@ namespace megascale::engine::detail {
 void ConnectionCore::init_lanes(TimeNs now) {
   cc::FlowParams flow = cfg_.cc.flow;
   flow.mss_bytes = seg_bytes_;
+  if (cfg_.tail_probe) tlp_seqs_.reserve(lanes_.size());  // never allocates on the probe path
   for (size_t i = 0; i < lanes_.size(); ++i) {
     Lane& lane = lanes_[i];
     lane.cc = cc::make_controller(cfg_.cc, flow);

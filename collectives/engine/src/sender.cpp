@@ -47,14 +47,14 @@ void ConnectionCore::try_match() {
 }
 
 void ConnectionCore::emit_seg(TimeNs now, uint64_t seq, TxSeg& s, uint32_t lane_index, bool retransmit,
-                              TxPacket& out) {
+                              TxPacket& out, bool probe) {
   Lane& lane = lanes_[lane_index];
   s.lane = static_cast<uint8_t>(lane_index);
   s.sent_ns = now;
   if (!retransmit) s.first_sent_ns = now;
   s.lane_seq = lane.next_lane_seq++;
   if (retransmit && s.retx < 255) ++s.retx;
-  lane.in_flight += s.len;
+  if (!probe) lane.in_flight += s.len;
   lane.pacer.on_send(now, uint64_t{s.len} + kSegHeaderBytes);
   lane.cc->on_send(now, s.len);
 
@@ -97,6 +97,50 @@ void ConnectionCore::emit_seg(TimeNs now, uint64_t seq, TxSeg& s, uint32_t lane_
     rto_deadline_ = now + rto_.timeout_ns();
     last_progress_ns_ = now;
   }
+  if (cfg_.tail_probe && !retransmit) arm_tail_probe(now);
+}
+
+void ConnectionCore::arm_tail_probe(TimeNs now) {
+  // RFC 8985 §7.2: after new data leaves or an ACK makes progress, unless a probe is already out or a
+  // timeout episode is running (the RTO is in charge then). Without an RTT sample there is no PTO.
+  tlp_deadline_ = kNever;
+  if (tlp_out_ || snd_una_ == snd_nxt_ || rto_.in_episode()) return;
+  const TimeNs srtt = rto_.srtt_ns();
+  if (srtt <= 0) return;
+  const TimeNs at = now + std::max(2 * srtt + cfg_.ack_delay_ns, cfg_.tail_probe_min_ns);
+  if (at < rto_deadline_) tlp_deadline_ = at;
+}
+
+void ConnectionCore::on_tail_probe(TimeNs /*now*/) {
+  tlp_deadline_ = kNever;
+  if (snd_una_ == snd_nxt_ || rto_.in_episode()) return;
+  // A segment already declared lost and waiting for its retransmission: recovery is under way.
+  for (size_t i = 0; i < retx_queue_.size(); ++i) {
+    const uint64_t seq = retx_queue_.at(i);
+    const TxSeg& s = ring_[seq & ring_mask_];
+    if (seq >= snd_una_ && s.lost && !s.sacked) return;
+  }
+  // The newest transmission of each lane still in flight: the one whose loss nothing would reveal.
+  uint64_t newest_lane_seq[kMaxLanes];
+  uint64_t newest_seq[kMaxLanes];
+  uint64_t lanes_seen = 0;
+  for (uint64_t seq = snd_una_; seq < snd_nxt_; ++seq) {
+    const TxSeg& s = ring_[seq & ring_mask_];
+    if (s.sacked || s.lost) continue;
+    const uint64_t bit = uint64_t{1} << s.lane;
+    if (!(lanes_seen & bit) || s.lane_seq > newest_lane_seq[s.lane]) {
+      lanes_seen |= bit;
+      newest_lane_seq[s.lane] = s.lane_seq;
+      newest_seq[s.lane] = seq;
+    }
+  }
+  tlp_seqs_.clear();
+  while (lanes_seen != 0) {
+    const auto i = static_cast<uint32_t>(__builtin_ctzll(lanes_seen));
+    lanes_seen &= lanes_seen - 1;
+    tlp_seqs_.push_back(newest_seq[i]);
+  }
+  tlp_out_ = !tlp_seqs_.empty();
 }
 
 bool ConnectionCore::poll_data(TimeNs now, TxPacket& out) {
@@ -125,6 +169,17 @@ bool ConnectionCore::poll_data(TimeNs now, TxPacket& out) {
       ++l.stats.retransmits_fast;
       ++stats_.retransmits_fast;
     }
+    return true;
+  }
+  // Tail-loss probes: on their own lanes, outside window and pacer (RFC 8985 §7.3).
+  while (!tlp_seqs_.empty()) {
+    const uint64_t seq = tlp_seqs_.back();
+    tlp_seqs_.pop_back();
+    TxSeg& s = ring_[seq & ring_mask_];
+    if (seq < snd_una_ || s.sacked || s.lost) continue;
+    emit_seg(now, seq, s, s.lane, true, out, /*probe=*/true);
+    ++lanes_[s.lane].stats.tail_probes;
+    ++stats_.tail_probes;
     return true;
   }
   if (snd_nxt_ - snd_una_ >= window_) return false;  // the ACK that opens the window wakes us
@@ -261,6 +316,9 @@ void ConnectionCore::on_ack(TimeNs now, TimeNs rx_ns, const Packet& pkt) {
   // arrived, so the timeout was spurious (Eifel detection with timestamps, RFC 3522). On a host that
   // stalls, every lane then sits in a run of such timeouts; its cuts are undone below.
   bool spurious_rto = false;
+  uint32_t echo_copy_lane = kMaxLanes;
+  uint64_t echo_copy_lane_seq = 0;
+  TimeNs echo_copy_sent_ns = 0;
   if (a.echo_seq >= snd_una_ && a.echo_seq < snd_nxt_) {
     const TxSeg& e = ring_[a.echo_seq & ring_mask_];
     const bool attributable = e.retx == 0 ? e.sent_ns == a.echo_ts_ns
@@ -271,6 +329,16 @@ void ConnectionCore::on_ack(TimeNs now, TimeNs rx_ns, const Packet& pkt) {
       rto_rtt_ns = now - a.echo_ts_ns;
     }
     spurious_rto = !e.sacked && e.lost_by_rto && (e.retx > 0 || e.lost) && e.first_sent_ns == a.echo_ts_ns;
+    // RACK-TLP: the echo names the latest copy of a retransmitted segment (a probe's, or a
+    // retransmission's): that copy, on its lane, is what arrived, so RACK may learn from it, which
+    // deliver() cannot for a retransmitted segment. The probe's ACK then shows the earlier segments of
+    // its lane that are still missing as lost (RFC 8985 §6.2 uses timestamps the same way).
+    if (cfg_.tail_probe && !e.sacked && e.retx > 0 && e.sent_ns == a.echo_ts_ns &&
+        e.sent_ns != e.first_sent_ns) {
+      echo_copy_lane = e.lane;
+      echo_copy_lane_seq = e.lane_seq;
+      echo_copy_sent_ns = e.sent_ns;
+    }
   }
 
   bool progress = advance_cum_ack(a.cum_ack, now);
@@ -289,6 +357,11 @@ void ConnectionCore::on_ack(TimeNs now, TimeNs rx_ns, const Packet& pkt) {
     last_progress_ns_ = now;
   }
   if (spurious_rto) undo_spurious_rtos(now);
+  if (echo_copy_lane < kMaxLanes) {
+    Lane& lane = lanes_[echo_copy_lane];
+    lane.delivered_lane_seq_end = std::max(lane.delivered_lane_seq_end, echo_copy_lane_seq + 1);
+    lane.rack_sent_ns = std::max(lane.rack_sent_ns, echo_copy_sent_ns);
+  }
   if (rtt_ns >= 0) {
     rto_.on_rtt_sample(rto_rtt_ns);
     stats_.rtt.add(rtt_ns);
@@ -345,6 +418,10 @@ void ConnectionCore::on_ack(TimeNs now, TimeNs rx_ns, const Packet& pkt) {
     rto_deadline_ = kNever;
   } else if (progress) {
     rto_deadline_ = now + rto_.timeout_ns();
+  }
+  if (cfg_.tail_probe && (progress || snd_una_ == snd_nxt_)) {
+    tlp_out_ = false;
+    arm_tail_probe(now);
   }
   maybe_finish_drain(now);
 }
@@ -438,6 +515,8 @@ void ConnectionCore::on_rto(TimeNs now) {
     return;
   }
   ++stats_.timeouts;
+  tlp_deadline_ = kNever;  // the timeout is in charge until an ACK makes progress
+  tlp_seqs_.clear();
   // Everything unacknowledged that has been out for a whole base RTO is presumed lost (the oldest
   // always is); younger segments on other lanes may still arrive.
   const TimeNs age = rto_.base_rto_ns();

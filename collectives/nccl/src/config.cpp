@@ -210,6 +210,24 @@ Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
            std::to_string(std::max(c.rto_floor_ns, c.cc.rto.min_rto_ns) / kNsPerUs) + " us)",
        floor != nullptr);
 
+  // MEGASCALE_TAIL_PROBE: tail-loss probes (EngineConfig::tail_probe, RACK-TLP). The 5 ms floor above
+  // would otherwise be the repair time of every lost last segment: 2-9x the time of collectives of
+  // 64 KiB or less under 1% loss.
+  const char* tlp = env("MEGASCALE_TAIL_PROBE");
+  if (tlp != nullptr) {
+    auto v = parse_bool("MEGASCALE_TAIL_PROBE", tlp);
+    if (!v) return v.error();
+    c.tail_probe = *v;
+  }
+  echo("MEGASCALE_TAIL_PROBE", c.tail_probe ? "1" : "0", tlp != nullptr);
+  const char* tlp_min = env("MEGASCALE_TAIL_PROBE_MIN_US");
+  if (tlp_min != nullptr) {
+    auto v = parse_int("MEGASCALE_TAIL_PROBE_MIN_US", tlp_min, 0, 1'000'000);
+    if (!v) return v.error();
+    c.tail_probe_min_ns = static_cast<TimeNs>(*v) * kNsPerUs;
+  }
+  echo("MEGASCALE_TAIL_PROBE_MIN_US", std::to_string(c.tail_probe_min_ns / kNsPerUs), tlp_min != nullptr);
+
   const char* tc = env("MEGASCALE_TC");
   if (tc != nullptr) {
     auto v = parse_int("MEGASCALE_TC", tc, 0, 255);

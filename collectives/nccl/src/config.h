@@ -35,6 +35,13 @@ struct PluginConfig {
   // MEGASCALE_RTO_FLOOR_US: no retransmission timeout is shorter (the wire's min_rto_floor_ns); at most
   // the preset's max_rto.
   TimeNs rto_floor_ns = 5 * kNsPerMs;
+  // MEGASCALE_TAIL_PROBE: a lost last segment is probed for after 2 * SRTT instead of waiting for the
+  // RTO (EngineConfig::tail_probe).
+  bool tail_probe = true;
+  // MEGASCALE_TAIL_PROBE_MIN_US: the probe timeout is at least this (EngineConfig::tail_probe_min_ns).
+  // At 0 (2 * SRTT alone) a calm H100 host sent ~650-880 duplicate probes per bandwidth run; at 1 ms,
+  // 0-16, and small collectives under 1% loss still recovered 2-3x sooner than without probes.
+  TimeNs tail_probe_min_ns = kNsPerMs;
   int traffic_class = -1;  // MEGASCALE_TC: IP traffic class byte 0..255; -1 = NCCL's config or 0
   std::string ifname;      // MEGASCALE_IFNAME: interface selection (see interfaces.h)
   std::string stats_dir;   // MEGASCALE_STATS_DIR: where counters go; empty = none

@@ -93,6 +93,8 @@ wire::UdpConfig Registry::udp_config(const Device& d, uint8_t dscp, uint32_t ind
   u.engine.cc = config_.cc;
   if (d.iface.speed_mbps > 0) u.engine.cc.flow.line_rate_bps = static_cast<double>(d.iface.speed_mbps) * 1e6;
   u.engine.lanes = config_.lanes;
+  u.engine.tail_probe = config_.tail_probe;
+  u.engine.tail_probe_min_ns = config_.tail_probe_min_ns;
   u.engine.segment_bytes = d.segment_bytes;
   u.engine.max_posted_recvs = kEngineMaxRecvs;
   u.engine.connect_timeout_ns = config_.retry_budget_ns;
@@ -129,11 +131,15 @@ Result<DeviceWire*> Registry::wire_for(int dev, uint8_t dscp) {
     if (!udp)
       return make_error("device " + d.iface.name + " (" + d.iface.address + "): " + udp.error().message);
     if (Status s = (*udp)->start(); !s) return make_error(s.error().message);
+    const engine::EngineConfig& ec = (*udp)->config().engine;
+    const std::string probe_text =
+        ec.tail_probe ? "after max(2 x SRTT, " + std::to_string(ec.tail_probe_min_ns / kNsPerUs) + " us)"
+                      : "off";
     MS_INFO(abi::kSubsysNet | abi::kSubsysInit,
-            "device %d %s wire %u: %s, dscp %u, %u lanes, segment %u B, %s, RTO >= %lld us", dev,
-            d.iface.name.c_str(), index, (*udp)->capabilities().describe().c_str(), dscp, config_.lanes,
+            "device %d %s wire %u: %s, dscp %u, %u lanes, segment %u B, %s, RTO >= %lld us, tail probes %s",
+            dev, d.iface.name.c_str(), index, (*udp)->capabilities().describe().c_str(), dscp, config_.lanes,
             d.segment_bytes, config_.cc.name.c_str(),
-            static_cast<long long>((*udp)->config().engine.cc.rto.min_rto_ns / kNsPerUs));
+            static_cast<long long>((*udp)->config().engine.cc.rto.min_rto_ns / kNsPerUs), probe_text.c_str());
     set.wires.push_back(
         std::make_unique<DeviceWire>(dev, dscp, index, std::move(*udp), config_.retry_budget_ns + kNsPerSec));
     return set.wires.back().get();

@@ -71,6 +71,8 @@ const std::vector<Metric>& metrics() {
       {"retransmits_rto", "Segments retransmitted after a retransmission timeout.", true,
        [](S s) { return double(s.stats.retransmits_rto); }},
       {"timeouts", "Retransmission timeouts.", true, [](S s) { return double(s.stats.timeouts); }},
+      {"tail_probes", "Segments sent again as tail-loss probes (not counted as retransmissions).", true,
+       [](S s) { return double(s.stats.tail_probes); }},
       {"timeouts_spurious", "Runs of retransmission timeouts undone: the original copies arrived after all.",
        true, [](S s) { return double(s.stats.timeouts_spurious); }},
       {"ecn_marks", "CE marks echoed by the peer.", true, [](S s) { return double(s.stats.ecn_marks); }},

@@ -167,7 +167,7 @@ class Parser {
     return Status{};
   }
 
-  // The hosts' engines' loss detection (EngineConfig::dupthresh, reo_wnd_ns). Per-packet spraying
+  // The hosts' engines' loss detection (EngineConfig::dupthresh, reo_wnd_ns, tail_probe). Per-packet spraying
   // reorders a lane's packets, which the per-lane rules otherwise take for loss.
   Status loss_detection(const YAML::Node& node, SimScenario& s) const {
     for (const auto& kv : node) {
@@ -180,8 +180,12 @@ class Parser {
         auto v = number(kv.first, kv.second, 0, 1e6);
         if (!v) return v.error();
         s.reorder_window_ns = static_cast<TimeNs>(std::llround(*v * 1e3));
+      } else if (k == "tail_probe") {
+        auto v = flag(kv.first, kv.second);
+        if (!v) return v.error();
+        s.tail_probe = *v;
       } else {
-        return error(kv.first, kv.second, "unknown key (dupthresh, reorder_window_us)");
+        return error(kv.first, kv.second, "unknown key (dupthresh, reorder_window_us, tail_probe)");
       }
     }
     return Status{};
@@ -614,6 +618,7 @@ Result<ScenarioRun> run_sim_scenario(const SimScenario& s, const std::string& co
   fc.engine.seed = s.seed;
   fc.engine.dupthresh = s.dupthresh;
   fc.engine.reo_wnd_ns = s.reorder_window_ns;
+  fc.engine.tail_probe = s.tail_probe;
   fc.host_rate_bps = s.host_rate_bps;
   fc.fabric_rate_bps = s.host_rate_bps;
   fc.link_delay_ps = s.link_delay_ps;

@@ -33,6 +33,7 @@ TEST(EngineConfig, BadValuesAreNamed) {
          c.ack_delay_ns = 0;
        }},
       {"keepalive_interval_ns", [](EngineConfig& c) { c.keepalive_interval_ns = 0; }},
+      {"tail_probe_min_ns", [](EngineConfig& c) { c.tail_probe_min_ns = -1; }},
       {"version_min",
        [](EngineConfig& c) {
          c.version_min = 2;

@@ -129,6 +129,7 @@ TEST_F(NcclPluginEnvironment, BadValuesFailInitNamingTheVariable) {
   ::setenv("MEGASCALE_STATS_DIR", dir.c_str(), 1);
   ::setenv("MEGASCALE_LANES", "2", 1);
   ::setenv("MEGASCALE_RTO_FLOOR_US", "2500", 1);
+  ::setenv("MEGASCALE_TAIL_PROBE", "0", 1);
   Options o = plugin_options();
   o.cases = {"steps_in_flight"};
   const Report r = run(o);
@@ -143,7 +144,8 @@ TEST_F(NcclPluginEnvironment, BadValuesFailInitNamingTheVariable) {
   expect(log_has(r, "MEGASCALE_LANES=2 (environment)"), "MEGASCALE_LANES echoed at INFO");
   expect(log_has(r, "MEGASCALE_CC=hybrid"), "MEGASCALE_CC echoed at INFO");
   // The floor reaches the wires (hybrid's own min_rto is 100 us), and their INFO lines say so.
-  expect(log_has(r, "RTO >= 2500 us"), "each wire's INFO line gives the RTO floor that was set");
+  expect(log_has(r, "RTO >= 2500 us, tail probes off"),
+         "each wire's INFO line gives the RTO floor and tail-probe setting that were set");
   std::string jsonl, prom;
   for (const auto& e : std::filesystem::directory_iterator(dir)) {
     std::ifstream in(e.path());

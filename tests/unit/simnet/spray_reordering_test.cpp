@@ -55,8 +55,22 @@ TEST(SprayReordering, LossDetectionKeysAreChecked) {
       "workload: {kind: permutation, bytes: 1000}\n",
       "inline.yaml");
   ASSERT_FALSE(unknown);
-  EXPECT_NE(unknown.error().message.find("unknown key (dupthresh, reorder_window_us)"), std::string::npos)
+  EXPECT_NE(unknown.error().message.find("unknown key (dupthresh, reorder_window_us, tail_probe)"),
+            std::string::npos)
       << unknown.error().message;
+  auto probe = parse_sim_scenario(
+      "name: x\nfabric: small-2tier\nloss_detection: {tail_probe: true}\n"
+      "workload: {kind: permutation, bytes: 1000}\n",
+      "inline.yaml");
+  ASSERT_TRUE(probe) << probe.error().message;
+  EXPECT_TRUE(probe->tail_probe);
+  auto not_bool = parse_sim_scenario(
+      "name: x\nfabric: small-2tier\nloss_detection: {tail_probe: 2}\n"
+      "workload: {kind: permutation, bytes: 1000}\n",
+      "inline.yaml");
+  ASSERT_FALSE(not_bool);
+  EXPECT_NE(not_bool.error().message.find("tail_probe"), std::string::npos) << not_bool.error().message;
+  EXPECT_NE(not_bool.error().message.find("true or false"), std::string::npos) << not_bool.error().message;
 }
 
 }  // namespace

@@ -36,6 +36,20 @@ struct EngineConfig {
   // Loss detection.
   uint32_t dupthresh = 3;  // a hole is lost once a segment this many seqs above it is SACKed
   TimeNs reo_wnd_ns = 0;   // RACK reordering window; 0 = min RTT / 4
+  // Tail-loss probe (RACK-TLP, RFC 8985 §7). When the last segments of a flight are lost, no later
+  // segment reveals the hole and only the RTO would, and a wire's RTO floor (the UDP wire's plugin
+  // uses 5 ms against host stalls) makes that slow. With this on, a connection that has segments
+  // unacknowledged and has had no ACK of new data for the probe timeout, PTO = 2 * SRTT + ack_delay_ns
+  // (when that comes before the RTO), sends a probe: the newest unacknowledged segment of each lane
+  // again, on that lane, ignoring window and pacer, with no congestion response, once until an ACK
+  // makes progress. Its ACK echoes the probe's send time, and RACK takes a delivery whose echo names
+  // the latest copy of a retransmitted segment as that copy's, on its lane (without this, retransmitted
+  // copies never advance RACK): the segments sent on that lane before it and still missing are lost
+  // and fast-retransmitted. Off by default: the simulator's published results predate it.
+  bool tail_probe = false;
+  // The probe timeout is at least this (a host whose ACKs stall for a few SRTTs at a time would
+  // otherwise probe at every stall, each probe a duplicate). 0: 2 * SRTT + ack_delay_ns alone.
+  TimeNs tail_probe_min_ns = 0;
   // A lane takes a new path id after this many consecutive RTOs on it (0 = never) ...
   uint32_t repath_rto_threshold = 3;
   // ... or after its RTT stayed above its controller's delay target, with ECN marks, for this many

@@ -51,6 +51,7 @@ struct LaneStats {
   uint64_t segments_acked = 0;
   uint64_t retransmits_fast = 0;  // retransmissions sent on this lane after SACK/RACK loss detection
   uint64_t retransmits_rto = 0;   // retransmissions sent on this lane after a timeout
+  uint64_t tail_probes = 0;       // tail-loss probes sent on this lane (EngineConfig::tail_probe)
   uint64_t timeouts = 0;          // RTOs that found a segment of this lane lost
   uint64_t losses = 0;            // segments sent on this lane that were declared lost
   uint64_t ecn_marks = 0;         // CE marks echoed back for segments of this lane
@@ -73,6 +74,7 @@ struct ConnectionStats {
   uint64_t retransmits_rto = 0;
   uint64_t timeouts = 0;   // RTO expiries (each may retransmit several segments)
   uint64_t timeouts_spurious = 0;  // runs of timeouts undone: the original copies arrived (Eifel)
+  uint64_t tail_probes = 0;        // segments sent again as tail-loss probes (not in retransmits())
   uint64_t ecn_marks = 0;  // CE marks echoed by the peer
   uint64_t cnps_received = 0;
   uint64_t repaths = 0;

@@ -80,9 +80,10 @@ struct SimScenario {
   uint8_t priorities = 1;
   bool spray = false;
   // loss_detection: the hosts' engines' dupthresh and RACK reordering window (0: min RTT / 4), for
-  // fabrics that reorder a lane's packets (spraying).
+  // fabrics that reorder a lane's packets (spraying), and tail-loss probes.
   uint32_t dupthresh = 3;
   TimeNs reorder_window_ns = 0;
+  bool tail_probe = false;  // loss_detection.tail_probe: EngineConfig::tail_probe (RACK-TLP)
   std::string controller = "hybrid";
   uint32_t lanes = 4;
   enum class Workload { incast, permutation, all_to_all, collective, poisson } workload = Workload::incast;
