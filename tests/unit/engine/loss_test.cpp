@@ -4,21 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <random>
-#include <set>
 
 #include "test_net.h"
 
 namespace megascale::engine::testing {
 namespace {
-
-// Drops the first transmission of the DATA segments with these message offsets.
-std::function<Fate(const Sent&)> drop_first_copy_of(std::set<uint64_t> offsets) {
-  return [offsets](const Sent& s) {
-    Fate f;
-    f.drop = s.is_data() && s.copy == 0 && offsets.count(s.pkt.seg.offset) > 0;
-    return f;
-  };
-}
 
 class LossTest : public ::testing::Test {
  protected:

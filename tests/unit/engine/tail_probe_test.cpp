@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 
 #include <random>
-#include <set>
 
 #include "test_net.h"
 
@@ -23,15 +22,6 @@ EngineConfig probe_config(bool tail_probe, TimeNs min_ns = 0) {
   c.cc.rto.min_rto_ns = kRtoFloor;
   c.cc.rto.initial_rto_ns = kRtoFloor;
   return c;
-}
-
-// Drops the first transmission of the DATA segments with these message offsets.
-std::function<Fate(const Sent&)> drop_first_copy_of(std::set<uint64_t> offsets) {
-  return [offsets](const Sent& s) {
-    Fate f;
-    f.drop = s.is_data() && s.copy == 0 && offsets.count(s.pkt.seg.offset) > 0;
-    return f;
-  };
 }
 
 struct Outcome {
@@ -155,16 +145,7 @@ TEST(TailProbe, RandomLossBothWaysDeliversEverythingIntact) {
   };
   std::vector<uint64_t> sizes;
   for (int i = 0; i < 60; ++i) sizes.push_back(1 + rng() % 9'000);
-  Batch ab(sizes, 3);
-  Batch ba(sizes, 4);
-  ab.post_recvs(b);
-  ba.post_recvs(a);
-  ab.post_sends(a);
-  ba.post_sends(b);
-  ASSERT_TRUE(ab.run(net, a, b));
-  ASSERT_TRUE(ba.run(net, b, a));
-  ab.expect_intact(b);
-  ba.expect_intact(a);
+  ASSERT_TRUE(exchange_both_ways(net, a, b, sizes, 3, 4));
   EXPECT_GT(a->stats().tail_probes + b->stats().tail_probes, 0u);
 }
 

@@ -19,6 +19,7 @@
 #include <memory>
 #include <queue>
 #include <random>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -374,6 +375,15 @@ struct Batch {
     EXPECT_EQ(rx->stats().bytes_received - rx_bytes_before, total_bytes);
   }
 };
+
+// Drops the first transmission of the DATA segments with these message offsets.
+std::function<Fate(const Sent&)> drop_first_copy_of(std::set<uint64_t> offsets) {
+  return [offsets](const Sent& s) {
+    Fate f;
+    f.drop = s.is_data() && s.copy == 0 && offsets.count(s.pkt.seg.offset) > 0;
+    return f;
+  };
+}
 
 // The same message sizes both ways at once: a -> b with Batch seed `seed_ab`, b -> a with `seed_ba`,
 // receives posted before sends. Runs both until done (false if either misses `budget`) and checks
