@@ -606,7 +606,7 @@ void ConnectionCore::on_timer(TimeNs now) {
   }
   if (rto_deadline_ <= now) on_rto(now);
   if (state_ == ConnectionState::kFailed) return;
-  if (tlp_deadline_ <= now) on_tail_probe(now);
+  if (tlp_deadline_ <= now) on_tail_probe();
   if (keepalive_deadline() <= now) {
     probe_pending_ = true;
     probe_outstanding_ = true;

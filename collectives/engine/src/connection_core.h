@@ -215,7 +215,7 @@ class ConnectionCore {
   // Tail-loss probe (EngineConfig::tail_probe): (re)arms the probe timer after new data left or an ACK
   // made progress; on_tail_probe picks the newest unacknowledged segment of each lane.
   void arm_tail_probe(TimeNs now);
-  void on_tail_probe(TimeNs now);
+  void on_tail_probe();
   TimeNs reo_wnd_ns() const;
 
   // receiver.cpp

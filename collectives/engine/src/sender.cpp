@@ -111,7 +111,7 @@ void ConnectionCore::arm_tail_probe(TimeNs now) {
   if (at < rto_deadline_) tlp_deadline_ = at;
 }
 
-void ConnectionCore::on_tail_probe(TimeNs /*now*/) {
+void ConnectionCore::on_tail_probe() {
   tlp_deadline_ = kNever;
   if (snd_una_ == snd_nxt_ || rto_.in_episode()) return;
   // A segment already declared lost and waiting for its retransmission: recovery is under way.
@@ -316,9 +316,6 @@ void ConnectionCore::on_ack(TimeNs now, TimeNs rx_ns, const Packet& pkt) {
   // arrived, so the timeout was spurious (Eifel detection with timestamps, RFC 3522). On a host that
   // stalls, every lane then sits in a run of such timeouts; its cuts are undone below.
   bool spurious_rto = false;
-  uint32_t echo_copy_lane = kMaxLanes;
-  uint64_t echo_copy_lane_seq = 0;
-  TimeNs echo_copy_sent_ns = 0;
   if (a.echo_seq >= snd_una_ && a.echo_seq < snd_nxt_) {
     const TxSeg& e = ring_[a.echo_seq & ring_mask_];
     const bool attributable = e.retx == 0 ? e.sent_ns == a.echo_ts_ns
@@ -332,12 +329,13 @@ void ConnectionCore::on_ack(TimeNs now, TimeNs rx_ns, const Packet& pkt) {
     // RACK-TLP: the echo names the latest copy of a retransmitted segment (a probe's, or a
     // retransmission's): that copy, on its lane, is what arrived, so RACK may learn from it, which
     // deliver() cannot for a retransmitted segment. The probe's ACK then shows the earlier segments of
-    // its lane that are still missing as lost (RFC 8985 §6.2 uses timestamps the same way).
+    // its lane that are still missing as lost (RFC 8985 §6.2 uses timestamps the same way). Both are
+    // maxima, as deliver()'s updates below are, so the order does not matter.
     if (cfg_.tail_probe && !e.sacked && e.retx > 0 && e.sent_ns == a.echo_ts_ns &&
         e.sent_ns != e.first_sent_ns) {
-      echo_copy_lane = e.lane;
-      echo_copy_lane_seq = e.lane_seq;
-      echo_copy_sent_ns = e.sent_ns;
+      Lane& lane = lanes_[e.lane];
+      lane.delivered_lane_seq_end = std::max(lane.delivered_lane_seq_end, e.lane_seq + 1);
+      lane.rack_sent_ns = std::max(lane.rack_sent_ns, e.sent_ns);
     }
   }
 
@@ -357,11 +355,6 @@ void ConnectionCore::on_ack(TimeNs now, TimeNs rx_ns, const Packet& pkt) {
     last_progress_ns_ = now;
   }
   if (spurious_rto) undo_spurious_rtos(now);
-  if (echo_copy_lane < kMaxLanes) {
-    Lane& lane = lanes_[echo_copy_lane];
-    lane.delivered_lane_seq_end = std::max(lane.delivered_lane_seq_end, echo_copy_lane_seq + 1);
-    lane.rack_sent_ns = std::max(lane.rack_sent_ns, echo_copy_sent_ns);
-  }
   if (rtt_ns >= 0) {
     rto_.on_rtt_sample(rto_rtt_ns);
     stats_.rtt.add(rtt_ns);

@@ -138,8 +138,8 @@ Result<DeviceWire*> Registry::wire_for(int dev, uint8_t dscp) {
     MS_INFO(abi::kSubsysNet | abi::kSubsysInit,
             "device %d %s wire %u: %s, dscp %u, %u lanes, segment %u B, %s, RTO >= %lld us, tail probes %s",
             dev, d.iface.name.c_str(), index, (*udp)->capabilities().describe().c_str(), dscp, config_.lanes,
-            d.segment_bytes, config_.cc.name.c_str(),
-            static_cast<long long>((*udp)->config().engine.cc.rto.min_rto_ns / kNsPerUs), probe_text.c_str());
+            d.segment_bytes, config_.cc.name.c_str(), static_cast<long long>(ec.cc.rto.min_rto_ns / kNsPerUs),
+            probe_text.c_str());
     set.wires.push_back(
         std::make_unique<DeviceWire>(dev, dscp, index, std::move(*udp), config_.retry_budget_ns + kNsPerSec));
     return set.wires.back().get();

@@ -43,31 +43,26 @@ TEST(SprayReordering, TolerantLossDetectionRemovesSpuriousRetransmissions) {
   EXPECT_LT(sa.fct_p99_us, sb.fct_p99_us);
 }
 
+// A minimal scenario whose loss_detection key is `value` (a YAML flow map).
+Result<SimScenario> with_loss_detection(const std::string& value) {
+  return parse_sim_scenario("name: x\nfabric: small-2tier\nloss_detection: " + value +
+                                "\nworkload: {kind: permutation, bytes: 1000}\n",
+                            "inline.yaml");
+}
+
 TEST(SprayReordering, LossDetectionKeysAreChecked) {
-  auto bad = parse_sim_scenario(
-      "name: x\nfabric: small-2tier\nloss_detection: {dupthresh: 0}\n"
-      "workload: {kind: permutation, bytes: 1000}\n",
-      "inline.yaml");
+  auto bad = with_loss_detection("{dupthresh: 0}");
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().message.find("dupthresh"), std::string::npos) << bad.error().message;
-  auto unknown = parse_sim_scenario(
-      "name: x\nfabric: small-2tier\nloss_detection: {dupthresh2: 4}\n"
-      "workload: {kind: permutation, bytes: 1000}\n",
-      "inline.yaml");
+  auto unknown = with_loss_detection("{dupthresh2: 4}");
   ASSERT_FALSE(unknown);
   EXPECT_NE(unknown.error().message.find("unknown key (dupthresh, reorder_window_us, tail_probe)"),
             std::string::npos)
       << unknown.error().message;
-  auto probe = parse_sim_scenario(
-      "name: x\nfabric: small-2tier\nloss_detection: {tail_probe: true}\n"
-      "workload: {kind: permutation, bytes: 1000}\n",
-      "inline.yaml");
+  auto probe = with_loss_detection("{tail_probe: true}");
   ASSERT_TRUE(probe) << probe.error().message;
   EXPECT_TRUE(probe->tail_probe);
-  auto not_bool = parse_sim_scenario(
-      "name: x\nfabric: small-2tier\nloss_detection: {tail_probe: 2}\n"
-      "workload: {kind: permutation, bytes: 1000}\n",
-      "inline.yaml");
+  auto not_bool = with_loss_detection("{tail_probe: 2}");
   ASSERT_FALSE(not_bool);
   EXPECT_NE(not_bool.error().message.find("tail_probe"), std::string::npos) << not_bool.error().message;
   EXPECT_NE(not_bool.error().message.find("true or false"), std::string::npos) << not_bool.error().message;
