@@ -105,6 +105,7 @@ struct Lane {
   uint64_t recovery_end_seq = 0;        // fast-recovery episode: until snd_una passes this
   bool in_recovery = false;
   uint32_t consecutive_rtos = 0;
+  TimeNs path_since_ns = 0;  // the latest repath: copies sent before it took another path
   // Delay-driven repathing: RTT rounds that were over target with ECN.
   TimeNs round_end_ns = 0;
   bool round_over_target = false;
@@ -200,11 +201,19 @@ class ConnectionCore {
   // `rx_ns`: when the ACK arrived (<= now): RTT samples for the controllers end there.
   void on_ack(TimeNs now, TimeNs rx_ns, const Packet& pkt);
   void on_cnp(TimeNs now, const Packet& pkt);
-  void undo_spurious_rtos(TimeNs now);  // an ACK showed the timeouts' originals arrived (Eifel)
-  void deliver(uint64_t seq, TxSeg& s, TimeNs now);
+  // An ACK showed the timeouts' originals arrived (Eifel); `run`: the timeouts since the last progress.
+  void undo_spurious_rtos(TimeNs now, uint32_t run);
+  // What an ACK (or a FIN) says about the copies it acknowledges (original_arrived()).
+  struct AckNews {
+    TimeNs rx_ns = 0;                // when it arrived (a FIN: when it was processed)
+    TimeNs echo_ts_ns = kNever;      // the send time of the copy it echoes (a FIN: none)
+    uint32_t echo_lane = kMaxLanes;  // that copy's lane
+  };
+  bool original_arrived(const TxSeg& s, const AckNews& news) const;
+  void deliver(TxSeg& s, const AckNews& news);
   // Delivers every unsacked segment below `cum_ack` (<= snd_nxt_) and moves snd_una_ up to it; true if
   // it moved. An ACK's cumulative point and a FIN's receive point both go through here.
-  bool advance_cum_ack(uint64_t cum_ack, TimeNs now);
+  bool advance_cum_ack(uint64_t cum_ack, const AckNews& news);
   void detect_losses(TimeNs now, uint64_t scan_end);
   void mark_lost(uint64_t seq, TxSeg& s, bool by_rto);
   void on_rto(TimeNs now);
@@ -236,7 +245,7 @@ class ConnectionCore {
   // *wake is lowered to when a pacer would release one.
   int pick_lane(TimeNs now, uint32_t len, TimeNs* wake);
   void lane_rtt_sample(TimeNs now, Lane& lane, TimeNs rtt_ns, bool ce);
-  void repath(Lane& lane);
+  void repath(TimeNs now, Lane& lane);
 
   const EngineConfig& cfg_;
   Schedule* schedule_ = nullptr;  // the owning endpoint's (nullptr: none)
@@ -297,6 +306,7 @@ class ConnectionCore {
   uint64_t ack_lane_bytes_[kMaxLanes] = {};
   uint32_t ack_lane_pkts_[kMaxLanes] = {};
   TimeNs ack_lane_newest_sent_[kMaxLanes] = {};  // newest first-transmission send time delivered (0: none)
+  bool rto_original_acked_ = false;  // the ACK being processed showed a timeout spurious (deliver())
 
   // --- receiver ---
   std::vector<uint32_t> recv_slots_;  // request index by slot & recv_mask_ (kNoRequest = free)

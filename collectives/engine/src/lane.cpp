@@ -75,7 +75,7 @@ void ConnectionCore::lane_rtt_sample(TimeNs now, Lane& lane, TimeNs rtt_ns, bool
   // ECN marked it; repeated bad rounds mean its path is congested while others may not be (PLB).
   if (lane.round_end_ns != 0) {
     lane.bad_rounds = (lane.round_over_target && lane.round_ce) ? lane.bad_rounds + 1 : 0;
-    if (lane.bad_rounds >= cfg_.repath_delay_rtts) repath(lane);
+    if (lane.bad_rounds >= cfg_.repath_delay_rtts) repath(now, lane);
   }
   lane.round_over_target = false;
   lane.round_ce = false;
@@ -83,10 +83,11 @@ void ConnectionCore::lane_rtt_sample(TimeNs now, Lane& lane, TimeNs rtt_ns, bool
   lane.target_delay_ns = static_cast<TimeNs>(lane.cc->state().target_delay_ns);
 }
 
-void ConnectionCore::repath(Lane& lane) {
+void ConnectionCore::repath(TimeNs now, Lane& lane) {
   uint32_t next = lane.stats.path_id;
   while (next == lane.stats.path_id || next == kHomePathId) next = static_cast<uint32_t>(splitmix64(rng_));
   lane.stats.path_id = next;
+  lane.path_since_ns = now;
   ++lane.stats.repaths;
   ++stats_.repaths;
   lane.consecutive_rtos = 0;

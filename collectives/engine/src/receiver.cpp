@@ -36,12 +36,12 @@ void ConnectionCore::on_seg(TimeNs now, TimeNs rx_ns, const Packet& pkt, bool ce
     return;
   }
   if (h.seq < rcv_nxt_ || (h.seq < rcv_highest_end_ && rcv_has(h.seq))) {
-    // Already placed. Ack again: the first ACK may have been lost.
+    // Already placed. Ack again: the first ACK may have been lost. The echo stays on the latest new
+    // segment: echoing this copy would tell the sender that its retransmission arrived, where an
+    // earlier copy did. After a stall the originals and their retransmissions are read in one batch,
+    // and the batch's ACK then names an original, which shows the sender its timeout was spurious
+    // (Eifel); naming the duplicate hid it.
     ++stats_.duplicates_dropped;
-    echo_seq_ = h.seq;
-    echo_ts_ns_ = h.send_ts_ns;
-    echo_arrival_ns_ = rx_ns;
-    echo_lane_ = pkt.hdr.lane;
     ack_now_ = true;
     return;
   }

@@ -241,9 +241,29 @@ bool ConnectionCore::poll_data(TimeNs now, TxPacket& out) {
   return true;
 }
 
-void ConnectionCore::deliver(uint64_t seq, TxSeg& s, TimeNs now) {
-  (void)seq;
-  (void)now;
+// A segment a timeout declared lost, newly acknowledged: was it the original that arrived? Then the
+// timeout was spurious (Eifel's question, RFC 3522, answered without the echo naming that segment,
+// which it often does not: it names one segment, perhaps one no timeout marked, sent within the last
+// base RTO). Yes when no copy but the original could have been received before the ACK left the
+// receiver:
+// - its retransmission has not left (queued behind the cut window);
+// - its one retransmission left after the ACK arrived (the wire's receive timestamp: an I/O thread
+//   read the ACK late while the engine's timer fired);
+// - its one retransmission left after the copy the ACK echoes, on the same lane and path, by more
+//   than the reordering window. Such copies arrive in order (RACK's own premise, detect_losses), and
+//   the echo names the receiver's newest new segment (receiver.cpp never moves it to a duplicate):
+//   had the retransmission arrived before the ACK left, it would have arrived after the echoed copy,
+//   and been either a duplicate (the original was there) or the echo itself.
+bool ConnectionCore::original_arrived(const TxSeg& s, const AckNews& news) const {
+  if (s.retx == 0) return true;
+  if (s.retx != 1) return false;  // an earlier retransmission may be what arrived
+  if (news.rx_ns < s.sent_ns) return true;
+  return news.echo_lane == s.lane && news.echo_ts_ns >= lanes_[s.lane].path_since_ns &&
+         news.echo_ts_ns + reo_wnd_ns() < s.sent_ns;
+}
+
+void ConnectionCore::deliver(TxSeg& s, const AckNews& news) {
+  if (s.lost_by_rto && original_arrived(s, news)) rto_original_acked_ = true;
   s.sacked = true;
   Lane& lane = lanes_[s.lane];
   if (s.lost) {
@@ -275,10 +295,10 @@ void ConnectionCore::deliver(uint64_t seq, TxSeg& s, TimeNs now) {
   }
 }
 
-bool ConnectionCore::advance_cum_ack(uint64_t cum_ack, TimeNs now) {
+bool ConnectionCore::advance_cum_ack(uint64_t cum_ack, const AckNews& news) {
   for (uint64_t seq = snd_una_; seq < cum_ack; ++seq) {
     TxSeg& s = ring_[seq & ring_mask_];
-    if (!s.sacked) deliver(seq, s, now);
+    if (!s.sacked) deliver(s, news);
   }
   if (cum_ack <= snd_una_) return false;
   snd_una_ = cum_ack;
@@ -339,12 +359,15 @@ void ConnectionCore::on_ack(TimeNs now, TimeNs rx_ns, const Packet& pkt) {
     }
   }
 
-  bool progress = advance_cum_ack(a.cum_ack, now);
+  rto_original_acked_ = false;
+  const uint32_t rto_run = rto_.backoff_count();  // timeouts since the last progress
+  const AckNews news{rx_ns, a.echo_ts_ns, a.echo_lane};
+  bool progress = advance_cum_ack(a.cum_ack, news);
   for (uint32_t i = 0; i < a.nsack; ++i) {
     for (uint64_t seq = std::max(a.sack[i].start, snd_una_); seq < a.sack[i].end; ++seq) {
       TxSeg& s = ring_[seq & ring_mask_];
       if (!s.sacked) {
-        deliver(seq, s, now);
+        deliver(s, news);
         progress = true;
       }
     }
@@ -354,7 +377,7 @@ void ConnectionCore::on_ack(TimeNs now, TimeNs rx_ns, const Packet& pkt) {
     rto_.on_progress(now);
     last_progress_ns_ = now;
   }
-  if (spurious_rto) undo_spurious_rtos(now);
+  if (spurious_rto || rto_original_acked_) undo_spurious_rtos(now, rto_run);
   if (rtt_ns >= 0) {
     rto_.on_rtt_sample(rto_rtt_ns);
     stats_.rtt.add(rtt_ns);
@@ -529,12 +552,13 @@ void ConnectionCore::on_rto(TimeNs now) {
     lane.cc->on_rto(now);
     lane_refresh(now, lane);
     ++lane.consecutive_rtos;
-    if (cfg_.repath_rto_threshold > 0 && lane.consecutive_rtos >= cfg_.repath_rto_threshold) repath(lane);
+    if (cfg_.repath_rto_threshold > 0 && lane.consecutive_rtos >= cfg_.repath_rto_threshold)
+      repath(now, lane);
   }
   rto_deadline_ = now + rto_.timeout_ns();
 }
 
-void ConnectionCore::undo_spurious_rtos(TimeNs now) {
+void ConnectionCore::undo_spurious_rtos(TimeNs now, uint32_t run) {
   // Eifel's response (RFC 4015) for every lane still in a run of timeouts (no acknowledgment since):
   // the controller restores its window. What was queued for retransmission is skipped as the late
   // originals are acknowledged; the backoff ended with the progress this ACK made.
@@ -546,7 +570,10 @@ void ConnectionCore::undo_spurious_rtos(TimeNs now) {
     lane.consecutive_rtos = 0;
     any = true;
   }
-  if (any) ++stats_.timeouts_spurious;
+  // Counted in timeouts, as ConnectionStats::timeouts is: the run's length (the RTO's backoff count
+  // before this ACK's progress), at least 1 (an earlier ACK's progress on other lanes may have ended
+  // the connection's run before this lane's).
+  if (any) stats_.timeouts_spurious += std::max<uint32_t>(run, 1);
 }
 
 void ConnectionCore::on_cnp(TimeNs now, const Packet& pkt) {

@@ -73,7 +73,7 @@ struct ConnectionStats {
   uint64_t retransmits_fast = 0;
   uint64_t retransmits_rto = 0;
   uint64_t timeouts = 0;   // RTO expiries (each may retransmit several segments)
-  uint64_t timeouts_spurious = 0;  // runs of timeouts undone: the original copies arrived (Eifel)
+  uint64_t timeouts_spurious = 0;  // of those, undone: the original copies arrived (Eifel)
   uint64_t tail_probes = 0;        // segments sent again as tail-loss probes (not in retransmits())
   uint64_t ecn_marks = 0;  // CE marks echoed by the peer
   uint64_t cnps_received = 0;
