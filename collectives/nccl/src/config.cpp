@@ -128,7 +128,11 @@ ThreadLayout thread_layout(unsigned usable_cpus, unsigned local_ranks, uint32_t 
   if (wires_set >= 0) {
     t.wires = static_cast<uint32_t>(wires_set);
   } else if (t.io_threads == 0) {
-    t.wires = kMaxDefaultWires;  // threads that sleep in epoll when idle: spread the connections
+    // One thread a wire, which sleeps in epoll when idle: as many as the budget holds, so that with
+    // NCCL's two they do not outnumber the share, but at least kMinDefaultWires. 4 ranks on 16 CPUs
+    // (budget 2): 2 wires gave 8-28% more than 4 in every round, 3 no more than 4, 1 about half
+    // (docs/PERFORMANCE.md, "Wires for a small CPU share").
+    t.wires = std::clamp<uint32_t>(budget, kMinDefaultWires, kMaxDefaultWires);
   } else {
     t.wires = std::clamp<uint32_t>(budget / (1 + t.io_threads), 1, kMaxDefaultWires);
   }

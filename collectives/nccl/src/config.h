@@ -22,6 +22,7 @@ namespace megascale::nccl {
 // and the most I/O threads per wire and wires per device it picks.
 inline constexpr unsigned kNcclBusyThreads = 2;
 inline constexpr uint32_t kMaxDefaultIoThreads = 4;
+inline constexpr uint32_t kMinDefaultWires = 2;  // without I/O threads
 inline constexpr uint32_t kMaxDefaultWires = 4;
 // MEGASCALE_LOCAL_RANKS and the launchers' counts are taken in 1..kMaxLocalRanks.
 inline constexpr long kMaxLocalRanks = 4096;
@@ -88,7 +89,8 @@ unsigned count_nvidia_gpus(const std::string& pci_devices_dir);
 // The wires per device and I/O threads per wire, from the rank's share of the CPUs (usable CPUs /
 // local ranks) less kNcclBusyThreads: with room for one wire and an I/O thread per lane socket (at most
 // kMaxDefaultIoThreads), that many I/O threads and as many such wires as fit (1..kMaxDefaultWires);
-// with less room, no I/O threads and kMaxDefaultWires wires, which sleep when idle. A value the user
+// with less room, no I/O threads and a wire per CPU of the room (kMinDefaultWires..kMaxDefaultWires),
+// whose threads sleep when idle. A value the user
 // set (wires_set / io_set >= 0) is kept and the other fitted around it. Measured on 2 ranks sharing
 // 16 CPUs: 1 x (1 + 4) threads gave 4.5-4.9 GB/s all-reduce, the former 4 x (1 + 2) 1.6
 // (docs/PERFORMANCE.md).

@@ -105,22 +105,27 @@ TEST(ThreadLayout, FollowsTheCpuShareOfEachLocalRank) {
     uint32_t wires, io;
   };
   for (const Case& k : {
-           Case{2, 1, 4, 0},    // the CI VM: no I/O threads, 4 wires that sleep when idle
-           Case{6, 1, 4, 0},    // 4 to spare: not room for 1 + 4
+           Case{2, 1, 2, 0},    // the CI VM: no I/O threads, at least 2 wires (they sleep when idle)
+           Case{16, 4, 2, 0},   // 4 ranks on the 16-CPU H100 host: 2 to spare, 2 wires (measured best)
+           Case{5, 1, 3, 0},    // 3 to spare: a wire each
+           Case{6, 1, 4, 0},    // 4 to spare: not room for 1 + 4, so 4 wires of one thread
            Case{7, 1, 1, 4},    // 5 to spare: one wire with an I/O thread per lane
            Case{16, 2, 1, 4},   // 2 ranks on the 16-CPU H100 host (the best layout measured there)
            Case{16, 1, 2, 4},   // 14 to spare: two such wires
            Case{32, 2, 2, 4},   // 2 ranks on the 32-CPU H200 host
            Case{128, 8, 2, 4},  // an 8-GPU node
            Case{256, 1, 4, 4},  // at most 4 wires
-           Case{16, 16, 4, 0},  // one CPU each
-           Case{16, 64, 4, 0},  // more ranks than CPUs: a share of 1
+           Case{16, 16, 2, 0},  // one CPU each
+           Case{16, 64, 2, 0},  // more ranks than CPUs: a share of 1
        }) {
     const ThreadLayout t = thread_layout(k.cpus, k.ranks, 4, -1, -1);
     EXPECT_EQ(t.wires, k.wires) << k.cpus << " CPUs, " << k.ranks << " ranks: " << t.why;
     EXPECT_EQ(t.io_threads, k.io) << k.cpus << " CPUs, " << k.ranks << " ranks: " << t.why;
     EXPECT_LE(t.io_threads == 0 ? 0u : t.wires * (1 + t.io_threads), std::max(1u, k.cpus / k.ranks))
         << "the default never spins more threads than the share";
+    if (t.io_threads == 0 && t.wires > kMinDefaultWires) {
+      EXPECT_LE(t.wires + kNcclBusyThreads, k.cpus / k.ranks) << "more wires only where the share holds them";
+    }
   }
   // One I/O thread per lane socket at most.
   EXPECT_EQ(thread_layout(64, 1, 2, -1, -1).io_threads, 2u);
@@ -141,8 +146,10 @@ TEST(ThreadLayout, ASetValueIsKeptAndTheOtherFittedAroundIt) {
   EXPECT_EQ(thread_layout(32, 1, 4, -1, 2).wires, 4u);
   EXPECT_EQ(thread_layout(16, 2, 4, -1, 2).wires, 2u);
   EXPECT_EQ(thread_layout(2, 1, 4, -1, 2).wires, 1u);
-  // MEGASCALE_IO_THREADS=0: 4 wires, as always.
-  EXPECT_EQ(thread_layout(2, 1, 4, -1, 0).wires, 4u);
+  // MEGASCALE_IO_THREADS=0: a wire per CPU to spare, 2..4.
+  EXPECT_EQ(thread_layout(2, 1, 4, -1, 0).wires, 2u);
+  EXPECT_EQ(thread_layout(16, 4, 4, -1, 0).wires, 2u);
+  EXPECT_EQ(thread_layout(64, 1, 4, -1, 0).wires, 4u);
   // Both set: both kept.
   const ThreadLayout both = thread_layout(2, 1, 4, 8, 3);
   EXPECT_EQ(both.wires, 8u);
@@ -196,7 +203,7 @@ TEST(PluginConfig, LocalRanksShapeTheDefaultThreads) {
   auto crowded = load({{"MEGASCALE_LOCAL_RANKS", std::to_string(usable_cpus_now())}});
   ASSERT_TRUE(crowded) << crowded.error().message;
   EXPECT_EQ(crowded->io_threads, 0u);
-  EXPECT_EQ(crowded->threads_per_device, 4u);
+  EXPECT_EQ(crowded->threads_per_device, kMinDefaultWires);  // a share of 1
 }
 
 TEST(PluginConfig, FewCpusGetNoIoThreads) {
@@ -204,7 +211,8 @@ TEST(PluginConfig, FewCpusGetNoIoThreads) {
   ASSERT_TRUE(c) << c.error().message;
   if (usable_cpus_now() < 7) {
     EXPECT_EQ(c->io_threads, 0u);
-    EXPECT_EQ(c->threads_per_device, 4u);
+    const unsigned spare = usable_cpus_now() > 2 ? usable_cpus_now() - 2 : 0;
+    EXPECT_EQ(c->threads_per_device, std::clamp(spare, kMinDefaultWires, kMaxDefaultWires));
   }
   EXPECT_NE(
       error_for("MEGASCALE_LOCAL_RANKS", "0").find("MEGASCALE_LOCAL_RANKS=0: must be an integer in 1..4096"),
