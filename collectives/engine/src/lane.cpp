@@ -90,7 +90,6 @@ void ConnectionCore::repath(TimeNs now, Lane& lane) {
   lane.path_since_ns = now;
   ++lane.stats.repaths;
   ++stats_.repaths;
-  lane.consecutive_rtos = 0;
   lane.bad_rounds = 0;
 }
 

@@ -552,7 +552,9 @@ void ConnectionCore::on_rto(TimeNs now) {
     lane.cc->on_rto(now);
     lane_refresh(now, lane);
     ++lane.consecutive_rtos;
-    if (cfg_.repath_rto_threshold > 0 && lane.consecutive_rtos >= cfg_.repath_rto_threshold)
+    // Every repath_rto_threshold-th timeout in a row moves the lane. The count runs on through the
+    // repath: the lane is still in its run of timeouts, which an ACK may yet show spurious.
+    if (cfg_.repath_rto_threshold > 0 && lane.consecutive_rtos % cfg_.repath_rto_threshold == 0)
       repath(now, lane);
   }
   rto_deadline_ = now + rto_.timeout_ns();

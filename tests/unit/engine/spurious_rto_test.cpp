@@ -37,13 +37,15 @@ struct Outcome {
   // young_echo: the lane of the copy the late ACK echoes, and of the old segment's retransmission
   int echo_lane = -1;
   int retransmission_lane = -1;
+  uint64_t repaths = 0;
 };
 
 // One 4-segment message. `stall`: every first copy arrives 40 ms late and every retransmission is lost
 // (the receiver stalled; its data was never lost). Otherwise: every first copy is lost and every
 // retransmission arrives 40 ms late (a real loss, and a slow path for the repairs).
-Outcome transfer(cc::ControllerKind kind, bool stall) {
-  const EngineConfig cfg = one_lane(kind);
+Outcome transfer(cc::ControllerKind kind, bool stall, uint32_t repath_rto_threshold = 3) {
+  EngineConfig cfg = one_lane(kind);
+  cfg.repath_rto_threshold = repath_rto_threshold;
   TestNet net(cfg);
   auto [a, b] = net.connect_pair();
   EXPECT_NE(b, nullptr);
@@ -69,6 +71,7 @@ Outcome transfer(cc::ControllerKind kind, bool stall) {
   Outcome o;
   o.timeouts = a->stats().timeouts;
   o.spurious = a->stats().timeouts_spurious;
+  o.repaths = a->stats().repaths;
   o.cwnd_packets = a->lane_stats(0).cwnd_bytes / cfg.segment_bytes;
   return o;
 }
@@ -80,6 +83,17 @@ TEST_P(SpuriousRto, AStalledReceiverDoesNotLeaveTheLaneAtItsFloor) {
   EXPECT_GE(o.timeouts, 5u);  // enough for the reset to the floor
   EXPECT_EQ(o.spurious, o.timeouts);  // every one of them undone
   // Back at the window the run of timeouts began with (at least), not 0.001 packets.
+  EXPECT_GE(o.cwnd_packets, kInitPackets * 0.99)
+      << o.cwnd_packets << " packets after " << o.timeouts << " timeouts";
+}
+
+// Timeouts that moved the lane to a new path are undone all the same: the path change does not end
+// the run of timeouts (here every timeout repaths).
+TEST_P(SpuriousRto, TimeoutsThatRepathedAreUndoneToo) {
+  const Outcome o = transfer(GetParam(), /*stall=*/true, /*repath_rto_threshold=*/1);
+  EXPECT_GE(o.timeouts, 5u);
+  EXPECT_EQ(o.repaths, o.timeouts);
+  EXPECT_EQ(o.spurious, o.timeouts);
   EXPECT_GE(o.cwnd_packets, kInitPackets * 0.99)
       << o.cwnd_packets << " packets after " << o.timeouts << " timeouts";
 }
@@ -135,11 +149,15 @@ struct YoungEcho {
   bool read_late = false;
   uint32_t retx_reset_threshold = 5;
   uint32_t lanes = 1;
+  TimeNs reo_wnd_ns = 0;              // EngineConfig::reo_wnd_ns
+  uint32_t repath_rto_threshold = 3;  // EngineConfig::repath_rto_threshold
 };
 
 Outcome young_echo(cc::ControllerKind kind, const YoungEcho& how) {
   EngineConfig cfg = one_lane(kind);
   cfg.lanes = how.lanes;
+  cfg.reo_wnd_ns = how.reo_wnd_ns;
+  cfg.repath_rto_threshold = how.repath_rto_threshold;
   cfg.cc.rto.min_rto_ns = 1'000'000;
   for (cc::SwiftParams* s : {&cfg.cc.swift, &cfg.cc.hybrid.swift})
     s->retx_reset_threshold = how.retx_reset_threshold;
@@ -179,6 +197,7 @@ Outcome young_echo(cc::ControllerKind kind, const YoungEcho& how) {
   Outcome o;
   o.timeouts = a->stats().timeouts;
   o.spurious = a->stats().timeouts_spurious;
+  o.repaths = a->stats().repaths;
   o.cwnd_packets = a->lane_stats(0).cwnd_bytes / cfg.segment_bytes;  // (else the retransmission's lane)
   for (const Sent& s : net.trace) {
     if (s.from == 0 && s.is_data() && s.pkt.seg.seq == young_seq && s.copy == 0) o.echo_lane = s.tx_meta.lane;
@@ -216,6 +235,27 @@ TEST_P(SpuriousRto, AnAckEchoingAnotherLaneKeepsTheCut) {
   EXPECT_EQ(o.timeouts, 1u);
   EXPECT_EQ(o.spurious, 0u);
   EXPECT_LT(o.cwnd_packets, kInitPackets * 0.99) << o.cwnd_packets << " packets";
+}
+
+// Copies sent closer together than the reordering window may arrive in either order (RACK's premise
+// too): the young segment left 0.7 ms before the retransmission, inside a 1 ms window, so the cut stands.
+TEST_P(SpuriousRto, AnEchoWithinTheReorderingWindowKeepsTheCut) {
+  const Outcome o = young_echo(GetParam(), {.old_segments = 1, .read_late = false, .reo_wnd_ns = 1'000'000});
+  EXPECT_EQ(o.echo_lane, o.retransmission_lane);
+  EXPECT_EQ(o.timeouts, 1u);
+  EXPECT_EQ(o.spurious, 0u);
+}
+
+// The timeout moves the lane to another path (repathing after 1 timeout) before the retransmission
+// leaves: the echoed copy took the old path, which says nothing of the new one's order, so the cut
+// stands.
+TEST_P(SpuriousRto, AnEchoFromBeforeTheLanesRepathKeepsTheCut) {
+  const Outcome o =
+      young_echo(GetParam(), {.old_segments = 1, .read_late = false, .repath_rto_threshold = 1});
+  EXPECT_EQ(o.echo_lane, o.retransmission_lane);
+  EXPECT_EQ(o.repaths, 1u);
+  EXPECT_EQ(o.timeouts, 1u);
+  EXPECT_EQ(o.spurious, 0u);
 }
 
 // The timeout's first cut drops the window to its floor (RETX_RESET_THRESHOLD 1), so the marked segments

@@ -50,7 +50,7 @@ struct EngineConfig {
   // The probe timeout is at least this (a host whose ACKs stall for a few SRTTs at a time would
   // otherwise probe at every stall, each probe a duplicate). 0: 2 * SRTT + ack_delay_ns alone.
   TimeNs tail_probe_min_ns = 0;
-  // A lane takes a new path id after this many consecutive RTOs on it (0 = never) ...
+  // A lane takes a new path id at every this-many-th consecutive RTO on it (0 = never) ...
   uint32_t repath_rto_threshold = 3;
   // ... or after its RTT stayed above its controller's delay target, with ECN marks, for this many
   // consecutive RTTs (0 = never).
