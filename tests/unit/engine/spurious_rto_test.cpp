@@ -40,6 +40,16 @@ struct Outcome {
   uint64_t repaths = 0;
 };
 
+// The sender's counters after a run, and the window of its lane `lane`.
+Outcome sender_outcome(Connection* a, const EngineConfig& cfg, uint32_t lane = 0) {
+  Outcome o;
+  o.timeouts = a->stats().timeouts;
+  o.spurious = a->stats().timeouts_spurious;
+  o.repaths = a->stats().repaths;
+  o.cwnd_packets = a->lane_stats(lane).cwnd_bytes / cfg.segment_bytes;
+  return o;
+}
+
 // One 4-segment message. `stall`: every first copy arrives 40 ms late and every retransmission is lost
 // (the receiver stalled; its data was never lost). Otherwise: every first copy is lost and every
 // retransmission arrives 40 ms late (a real loss, and a slow path for the repairs).
@@ -68,12 +78,7 @@ Outcome transfer(cc::ControllerKind kind, bool stall, uint32_t repath_rto_thresh
   batch.post_sends(a);
   EXPECT_TRUE(batch.run(net, a, b, 60'000'000'000));
   batch.expect_intact(b);
-  Outcome o;
-  o.timeouts = a->stats().timeouts;
-  o.spurious = a->stats().timeouts_spurious;
-  o.repaths = a->stats().repaths;
-  o.cwnd_packets = a->lane_stats(0).cwnd_bytes / cfg.segment_bytes;
-  return o;
+  return sender_outcome(a, cfg);
 }
 
 class SpuriousRto : public ::testing::TestWithParam<cc::ControllerKind> {};
@@ -194,18 +199,17 @@ Outcome young_echo(cc::ControllerKind kind, const YoungEcho& how) {
   send(batch.msgs[1]);
   EXPECT_TRUE(batch.run(net, a, b, 10'000'000'000));
   batch.expect_intact(b);
-  Outcome o;
-  o.timeouts = a->stats().timeouts;
-  o.spurious = a->stats().timeouts_spurious;
-  o.repaths = a->stats().repaths;
-  o.cwnd_packets = a->lane_stats(0).cwnd_bytes / cfg.segment_bytes;  // (else the retransmission's lane)
+  int echo_lane = -1;
+  int retransmission_lane = -1;
   for (const Sent& s : net.trace) {
-    if (s.from == 0 && s.is_data() && s.pkt.seg.seq == young_seq && s.copy == 0) o.echo_lane = s.tx_meta.lane;
-    if (s.from == 0 && s.is_data() && s.pkt.seg.seq < young_seq && s.copy == 1) {
-      o.retransmission_lane = s.tx_meta.lane;
-      o.cwnd_packets = a->lane_stats(s.tx_meta.lane).cwnd_bytes / cfg.segment_bytes;
-    }
+    if (s.from == 0 && s.is_data() && s.pkt.seg.seq == young_seq && s.copy == 0) echo_lane = s.tx_meta.lane;
+    if (s.from == 0 && s.is_data() && s.pkt.seg.seq < young_seq && s.copy == 1)
+      retransmission_lane = s.tx_meta.lane;
   }
+  // The window of the lane the retransmission took (lane 0 when none left).
+  Outcome o = sender_outcome(a, cfg, static_cast<uint32_t>(std::max(retransmission_lane, 0)));
+  o.echo_lane = echo_lane;
+  o.retransmission_lane = retransmission_lane;
   return o;
 }
 
