@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   megascale::cli::add_cc_command(app);
 #ifdef MEGASCALE_HAVE_PERF
   megascale::cli::add_perf_command(app);
+  megascale::cli::add_ceiling_command(app);
 #endif
 #ifdef MEGASCALE_HAVE_PLUGIN_CHECK
   megascale::cli::add_plugin_check_command(app);
