@@ -401,7 +401,8 @@ void ConnectionCore::on_fin(TimeNs now, const Packet& pkt) {
   }
   // The FIN acknowledges what the peer received: sends whose ACKs were lost complete, not fail.
   if (state_ == ConnectionState::kEstablished || state_ == ConnectionState::kClosing) {
-    advance_cum_ack(f.cum_ack, AckNews{.rx_ns = now});
+    AckNews news{.rx_ns = now};
+    advance_cum_ack(f.cum_ack, news);
   }
   if (pkt.hdr.flags & kFlagFinReply) {
     if (state_ == ConnectionState::kClosing && fin_sent_) {

@@ -203,17 +203,19 @@ class ConnectionCore {
   void on_cnp(TimeNs now, const Packet& pkt);
   // An ACK showed the timeouts' originals arrived (Eifel); `run`: the timeouts since the last progress.
   void undo_spurious_rtos(TimeNs now, uint32_t run);
-  // What an ACK (or a FIN) says about the copies it acknowledges (original_arrived()).
+  // What an ACK (or a FIN) says about the copies it acknowledges (original_arrived()), and what the
+  // deliveries found.
   struct AckNews {
     TimeNs rx_ns = 0;                // when it arrived (a FIN: when it was processed)
     TimeNs echo_ts_ns = kNever;      // the send time of the copy it echoes (a FIN: none)
     uint32_t echo_lane = kMaxLanes;  // that copy's lane
+    bool rto_original_arrived = false;  // set by deliver(): a timed-out segment came through its original
   };
   bool original_arrived(const TxSeg& s, const AckNews& news) const;
-  void deliver(TxSeg& s, const AckNews& news);
+  void deliver(TxSeg& s, AckNews& news);
   // Delivers every unsacked segment below `cum_ack` (<= snd_nxt_) and moves snd_una_ up to it; true if
   // it moved. An ACK's cumulative point and a FIN's receive point both go through here.
-  bool advance_cum_ack(uint64_t cum_ack, const AckNews& news);
+  bool advance_cum_ack(uint64_t cum_ack, AckNews& news);
   void detect_losses(TimeNs now, uint64_t scan_end);
   void mark_lost(uint64_t seq, TxSeg& s, bool by_rto);
   void on_rto(TimeNs now);
@@ -306,7 +308,6 @@ class ConnectionCore {
   uint64_t ack_lane_bytes_[kMaxLanes] = {};
   uint32_t ack_lane_pkts_[kMaxLanes] = {};
   TimeNs ack_lane_newest_sent_[kMaxLanes] = {};  // newest first-transmission send time delivered (0: none)
-  bool rto_original_acked_ = false;  // the ACK being processed showed a timeout spurious (deliver())
 
   // --- receiver ---
   std::vector<uint32_t> recv_slots_;  // request index by slot & recv_mask_ (kNoRequest = free)

@@ -262,8 +262,8 @@ bool ConnectionCore::original_arrived(const TxSeg& s, const AckNews& news) const
          news.echo_ts_ns + reo_wnd_ns() < s.sent_ns;
 }
 
-void ConnectionCore::deliver(TxSeg& s, const AckNews& news) {
-  if (s.lost_by_rto && original_arrived(s, news)) rto_original_acked_ = true;
+void ConnectionCore::deliver(TxSeg& s, AckNews& news) {
+  if (s.lost_by_rto && original_arrived(s, news)) news.rto_original_arrived = true;
   s.sacked = true;
   Lane& lane = lanes_[s.lane];
   if (s.lost) {
@@ -295,7 +295,7 @@ void ConnectionCore::deliver(TxSeg& s, const AckNews& news) {
   }
 }
 
-bool ConnectionCore::advance_cum_ack(uint64_t cum_ack, const AckNews& news) {
+bool ConnectionCore::advance_cum_ack(uint64_t cum_ack, AckNews& news) {
   for (uint64_t seq = snd_una_; seq < cum_ack; ++seq) {
     TxSeg& s = ring_[seq & ring_mask_];
     if (!s.sacked) deliver(s, news);
@@ -359,9 +359,8 @@ void ConnectionCore::on_ack(TimeNs now, TimeNs rx_ns, const Packet& pkt) {
     }
   }
 
-  rto_original_acked_ = false;
   const uint32_t rto_run = rto_.backoff_count();  // timeouts since the last progress
-  const AckNews news{rx_ns, a.echo_ts_ns, a.echo_lane};
+  AckNews news{rx_ns, a.echo_ts_ns, a.echo_lane};
   bool progress = advance_cum_ack(a.cum_ack, news);
   for (uint32_t i = 0; i < a.nsack; ++i) {
     for (uint64_t seq = std::max(a.sack[i].start, snd_una_); seq < a.sack[i].end; ++seq) {
@@ -377,7 +376,7 @@ void ConnectionCore::on_ack(TimeNs now, TimeNs rx_ns, const Packet& pkt) {
     rto_.on_progress(now);
     last_progress_ns_ = now;
   }
-  if (spurious_rto || rto_original_acked_) undo_spurious_rtos(now, rto_run);
+  if (spurious_rto || news.rto_original_arrived) undo_spurious_rtos(now, rto_run);
   if (rtt_ns >= 0) {
     rto_.on_rtt_sample(rto_rtt_ns);
     stats_.rtt.add(rtt_ns);
