@@ -139,7 +139,8 @@ Result<RequestId> ConnectionCore::post_send(const void* data, uint64_t size, int
   ++stats_.sends_posted;
   unmatched_sends_.push_back(idx);
   try_match();
-  return make_request_id(idx, r.gen);
+  if (!reqs_[idx].matched) ++stats_.sends_waited_for_credit;
+  return make_request_id(idx, reqs_[idx].gen);
 }
 
 Result<RequestId> ConnectionCore::post_recv(void* buf, uint64_t capacity, int32_t tag) {

@@ -94,6 +94,10 @@ const std::vector<Metric>& metrics() {
       {"sends_completed", "Messages sent and acknowledged.", true,
        [](S s) { return double(s.stats.sends_completed); }},
       {"sends_failed", "Sends that failed.", true, [](S s) { return double(s.stats.sends_failed); }},
+      {"sends_waited_for_credit",
+       "Sends posted before the peer's receive had arrived (its credit): each waited a one-way trip at "
+       "least.",
+       true, [](S s) { return double(s.stats.sends_waited_for_credit); }},
       {"recvs_completed", "Messages received.", true, [](S s) { return double(s.stats.recvs_completed); }},
       {"recvs_failed", "Receives that failed.", true, [](S s) { return double(s.stats.recvs_failed); }},
       {"nccl_requests_completed", "Requests reported done to NCCL.", true,

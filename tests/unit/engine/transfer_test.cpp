@@ -86,6 +86,31 @@ TEST(Transfer, ReceivePostedLateReleasesTheSend) {
   batch.post_recvs(b);
   ASSERT_TRUE(batch.run(net, a, b));
   batch.expect_intact(b);
+  EXPECT_EQ(a->stats().sends_waited_for_credit, 1u);
+}
+
+TEST(Transfer, SendsPostedBeforeTheirCreditArrivedAreCounted) {
+  TestNet net(test_config());
+  auto [a, b] = net.connect_pair();
+  const auto m = pattern(5, 1500);
+  std::vector<uint8_t> r1(1500), r2(1500);
+  // The receive is posted, but its credit is still on the way when the send is posted.
+  auto q1 = b->post_recv(r1.data(), r1.size(), -1);
+  auto s1 = a->post_send(m.data(), m.size(), 0);
+  ASSERT_TRUE(q1.ok() && s1.ok());
+  EXPECT_EQ(a->stats().sends_waited_for_credit, 1u);
+  Completion c;
+  ASSERT_TRUE(wait_done(net, a, *s1, &c));
+  // This time the credit arrives first.
+  auto q2 = b->post_recv(r2.data(), r2.size(), -1);
+  ASSERT_TRUE(q2.ok());
+  net.run_for(10'000'000);
+  auto s2 = a->post_send(m.data(), m.size(), 0);
+  ASSERT_TRUE(s2.ok());
+  ASSERT_TRUE(wait_done(net, b, *q2, &c));
+  EXPECT_TRUE(std::equal(m.begin(), m.end(), r2.begin()));
+  EXPECT_EQ(a->stats().sends_waited_for_credit, 1u);
+  EXPECT_EQ(a->stats().sends_posted, 2u);
 }
 
 TEST(Transfer, TagsMatchInPostOrderAndAnyTagTakesTheEarliest) {

@@ -96,6 +96,8 @@ struct ConnectionStats {
   uint64_t out_of_window_dropped = 0;  // seq beyond the reorder window
   // Requests.
   uint64_t sends_posted = 0;
+  uint64_t sends_waited_for_credit = 0;  // posted before the peer's receive (its CREDIT) had arrived: the
+                                         // data waits at least a one-way trip for it
   uint64_t sends_completed = 0;
   uint64_t sends_failed = 0;
   uint64_t recvs_posted = 0;
