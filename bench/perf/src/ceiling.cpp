@@ -114,7 +114,7 @@ struct Pair {
   RxCheck check;
   double tx_cpu = 0, rx_cpu = 0;
   Clock::time_point last_rx{};
-  std::string error;
+  std::string tx_error, rx_error;  // each written by its own thread only
 
   ~Pair() {
     for (int fd : {tx, rx, listener}) {
@@ -213,7 +213,7 @@ void udp_sender(const CeilingOptions& o, Pair& p, const std::atomic<bool>& stop)
     const int sent = ::sendmmsg(p.tx, msgs.data(), n, 0);
     if (sent < 0) {
       if (errno == EINTR || errno == ENOBUFS || errno == EAGAIN) continue;
-      p.error = sys_error("sendmmsg");
+      p.tx_error = sys_error("sendmmsg");
       break;
     }
     seq += static_cast<uint64_t>(sent);
@@ -248,7 +248,7 @@ void udp_receiver(const CeilingOptions& o, Pair& p) {
     const int n = ::recvmmsg(p.rx, msgs.data(), o.batch, MSG_WAITFORONE, nullptr);
     if (n <= 0) {
       if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-        p.error = sys_error("recvmmsg");
+        p.rx_error = sys_error("recvmmsg");
         break;
       }
       // The drain's clock starts once the sender has stopped: before that a quiet spell is the sender's.
@@ -278,18 +278,18 @@ void tcp_sender(const CeilingOptions& o, Pair& p, const std::atomic<bool>& stop)
   std::vector<uint8_t> buf(o.bytes);
   for (size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<uint8_t>(i * 131 + 7);
   uint64_t seq = 0;
-  while (!stop.load(std::memory_order_relaxed) && p.error.empty()) {
+  while (!stop.load(std::memory_order_relaxed) && p.tx_error.empty()) {
     stamp(buf.data(), o.bytes, seq, o.crc);
     for (size_t off = 0; off < o.bytes;) {
       const ssize_t k = ::send(p.tx, buf.data() + off, o.bytes - off, MSG_NOSIGNAL);
       if (k < 0) {
         if (errno == EINTR) continue;
-        p.error = sys_error("send(tcp)");
+        p.tx_error = sys_error("send(tcp)");
         break;
       }
       off += static_cast<size_t>(k);
     }
-    if (!p.error.empty()) break;
+    if (!p.tx_error.empty()) break;
     ++seq;
     p.bytes_sent += o.bytes;
   }
@@ -307,7 +307,8 @@ void tcp_receiver(const CeilingOptions& o, Pair& p) {
     if (k == 0) break;  // end of stream
     if (k < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) continue;
-      p.error = sys_error("recv(tcp)");
+      p.rx_error = sys_error("recv(tcp)");
+      ::shutdown(p.rx, SHUT_RDWR);  // a sender blocked on a full socket buffer then fails instead of hanging
       break;
     }
     have += static_cast<size_t>(k);
@@ -380,7 +381,9 @@ CeilingResult run_ceiling(const CeilingOptions& o) {
   if (host_before >= 0 && host_after >= host_before) r.host_cpu_seconds = host_after - host_before;
   Clock::time_point last = start;
   for (const auto& p : pairs) {
-    if (!p->error.empty() && r.error.empty()) r.error = p->error;
+    for (const std::string* e : {&p->tx_error, &p->rx_error}) {
+      if (!e->empty() && r.error.empty()) r.error = *e;
+    }
     r.messages_sent += p->sent_final.load();
     r.messages_received += p->messages_received;
     r.bytes_sent += p->bytes_sent;
