@@ -113,6 +113,16 @@ const std::vector<Metric>& metrics() {
        [](S s) { return double(s.stats.rtt.percentile_ns(0.5)) / 1e9; }},
       {"rtt_p99_seconds", "99th percentile RTT sample.", false,
        [](S s) { return double(s.stats.rtt.percentile_ns(0.99)) / 1e9; }},
+      {"fabric_delay_p50_seconds",
+       "Median RTT sample less the receiver's echoed delay: the delay the delay-based controllers compare "
+       "with their targets.",
+       false, [](S s) { return double(s.stats.fabric_delay.percentile_ns(0.5)) / 1e9; }},
+      {"rx_delay_p50_seconds",
+       "Median time from a packet's kernel receive timestamp to the engine processing it: this host's "
+       "hand-overs (I/O thread, wire thread), not the network.",
+       false, [](S s) { return double(s.stats.rx_delay.percentile_ns(0.5)) / 1e9; }},
+      {"rx_delay_p99_seconds", "99th percentile of the same.", false,
+       [](S s) { return double(s.stats.rx_delay.percentile_ns(0.99)) / 1e9; }},
       {"cwnd_bytes", "Sum of the lanes' congestion windows.", false,
        [](S s) { return lanes_sum(s, &engine::LaneStats::cwnd_bytes); }},
       {"pacing_rate_bps", "Sum of the lanes' pacing rates.", false,

@@ -176,6 +176,11 @@ TEST_F(NcclPluginEnvironment, BadValuesFailInitNamingTheVariable) {
   expect(p50 > 0, "a request latency median in the close record");
   expect(prom.find("# TYPE megascale_nccl_request_latency_p99_seconds gauge") != std::string::npos,
          "the request latency in the textfile");
+  expect(prom.find("# TYPE megascale_nccl_rx_delay_p50_seconds gauge") != std::string::npos &&
+             jsonl.find("\"rx_delay_p99_seconds\":") != std::string::npos,
+         "this host's receive delay in both files");
+  expect(prom.find("# TYPE megascale_nccl_sends_waited_for_credit_total counter") != std::string::npos,
+         "the sends that waited for a credit in the textfile");
   std::_Exit(bad == 0 ? 0 : 1);
 }
 
