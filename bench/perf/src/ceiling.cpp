@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "megascale/engine/crc32c.h"
+#include "megascale/perf/pattern.h"
 
 namespace megascale::perf {
 namespace {
@@ -68,6 +69,18 @@ void stamp(uint8_t* p, size_t n, uint64_t seq, bool crc) {
   std::memset(p + kCrcOffset, 0, 4);
   const uint32_t c = engine::crc32c(p, n);
   std::memcpy(p + kCrcOffset, &c, 4);
+}
+
+// mmsghdrs for `batch` slots of `bytes` each in `buf`, one iovec per slot: built once, since neither
+// sendmmsg nor recvmmsg (no addresses, no control data) changes what they point to.
+void point_batch(std::vector<uint8_t>& buf, size_t bytes, std::vector<mmsghdr>& msgs,
+                 std::vector<iovec>& iov) {
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    iov[i] = {buf.data() + i * bytes, bytes};
+    msgs[i] = {};
+    msgs[i].msg_hdr.msg_iov = &iov[i];
+    msgs[i].msg_hdr.msg_iovlen = 1;
+  }
 }
 
 // What a receiver checks and keeps of each message.
@@ -184,9 +197,10 @@ std::string open_pair(const CeilingOptions& o, Pair& p, uint32_t& rcvbuf) {
 
 void udp_sender(const CeilingOptions& o, Pair& p, const std::atomic<bool>& stop) {
   std::vector<uint8_t> buf(size_t{o.batch} * o.bytes);
-  for (size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<uint8_t>(i * 131 + 7);
+  fill_pattern(buf.data(), buf.size(), 0);
   std::vector<mmsghdr> msgs(o.batch);
   std::vector<iovec> iov(o.batch);
+  point_batch(buf, o.bytes, msgs, iov);
   uint64_t seq = 0;
   while (!stop.load(std::memory_order_relaxed)) {
     const uint64_t in_flight = seq - p.received.load(std::memory_order_seq_cst);
@@ -202,14 +216,7 @@ void udp_sender(const CeilingOptions& o, Pair& p, const std::atomic<bool>& stop)
       continue;
     }
     const auto n = static_cast<unsigned>(std::min<uint64_t>(room, o.batch));
-    for (unsigned i = 0; i < n; ++i) {
-      uint8_t* d = buf.data() + size_t{i} * o.bytes;
-      stamp(d, o.bytes, seq + i, o.crc);
-      iov[i] = {d, o.bytes};
-      msgs[i] = {};
-      msgs[i].msg_hdr.msg_iov = &iov[i];
-      msgs[i].msg_hdr.msg_iovlen = 1;
-    }
+    for (unsigned i = 0; i < n; ++i) stamp(buf.data() + size_t{i} * o.bytes, o.bytes, seq + i, o.crc);
     const int sent = ::sendmmsg(p.tx, msgs.data(), n, 0);
     if (sent < 0) {
       if (errno == EINTR || errno == ENOBUFS || errno == EAGAIN) continue;
@@ -228,6 +235,7 @@ void udp_receiver(const CeilingOptions& o, Pair& p) {
   std::vector<uint8_t> buf(size_t{o.batch} * o.bytes);
   std::vector<mmsghdr> msgs(o.batch);
   std::vector<iovec> iov(o.batch);
+  point_batch(buf, o.bytes, msgs, iov);
   Clock::time_point quiet_since{};
   while (true) {
     if (p.sender_done.load(std::memory_order_acquire)) {
@@ -237,12 +245,6 @@ void udp_receiver(const CeilingOptions& o, Pair& p) {
         p.lost = sent - p.messages_received;
         break;
       }
-    }
-    for (unsigned i = 0; i < o.batch; ++i) {
-      iov[i] = {buf.data() + size_t{i} * o.bytes, o.bytes};
-      msgs[i] = {};
-      msgs[i].msg_hdr.msg_iov = &iov[i];
-      msgs[i].msg_hdr.msg_iovlen = 1;
     }
     // Blocks for the first datagram (up to kRecvTimeout), then takes whatever else is queued.
     const int n = ::recvmmsg(p.rx, msgs.data(), o.batch, MSG_WAITFORONE, nullptr);
@@ -276,7 +278,7 @@ void udp_receiver(const CeilingOptions& o, Pair& p) {
 
 void tcp_sender(const CeilingOptions& o, Pair& p, const std::atomic<bool>& stop) {
   std::vector<uint8_t> buf(o.bytes);
-  for (size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<uint8_t>(i * 131 + 7);
+  fill_pattern(buf.data(), buf.size(), 0);
   uint64_t seq = 0;
   while (!stop.load(std::memory_order_relaxed) && p.tx_error.empty()) {
     stamp(buf.data(), o.bytes, seq, o.crc);
