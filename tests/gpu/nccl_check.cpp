@@ -9,7 +9,7 @@
 //   nccl_check --rank 1 --nranks 2 --id-file /tmp/id --gpu 1
 //   options: --ops allreduce,allgather,reducescatter,alltoall,broadcast,sendrecv  --types float,bfloat16
 //            --min-bytes 0 --max-bytes 1G --factor 4 --iters 5 --warmup 2 --csv rows.csv --no-check
-//            --exact-sizes
+//            --exact-sizes --gap-us 0
 //
 // Sizes run from 0 B to --max-bytes (x --factor per step, plus the maximum itself); element counts are
 // odd, so that a chunk boundary never falls on a round count, unless --exact-sizes takes them from the
@@ -17,6 +17,9 @@
 // sums over up to 51 ranks are exact in fp32 and bf16 (see nccl_check_data.h). All-to-all and the send/recv
 // ring are grouped ncclSend/ncclRecv. Bus bandwidth uses nccl-tests' factors. Exit status: 0 if every element
 // of every result was right, 1 if not, 2 on errors (bad arguments, a CUDA or NCCL call that failed).
+// --gap-us N leaves the stream idle for N us before each timed iteration (as a training step's compute
+// would: the net goes quiet between collectives) and times each iteration on its own; the time column is
+// then their mean, the gaps excluded.
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <unistd.h>
@@ -67,6 +70,7 @@ struct Args {
   size_t factor = 4;
   int iters = 5;
   int warmup = 2;
+  int gap_us = 0;
   bool check = true;
   bool odd_counts = true;  // false: --exact-sizes
   std::string csv;
@@ -134,6 +138,8 @@ Args parse(int argc, char** argv) {
       a.warmup = std::atoi(v.c_str());
     else if (k == "--csv")
       a.csv = v;
+    else if (k == "--gap-us")
+      a.gap_us = std::atoi(v.c_str());
     else if (k == "--types") {
       a.types.clear();
       for (const std::string& t : split(v)) {
@@ -170,6 +176,7 @@ Args parse(int argc, char** argv) {
     usage("need --rank, --nranks, --id-file");
   if (a.nranks > 51) usage("at most 51 ranks: larger sums are not exact in bf16");
   if (a.factor < 2 || a.iters < 1 || a.warmup < 0) usage("need --factor >= 2, --iters >= 1, --warmup >= 0");
+  if (a.gap_us < 0 || a.gap_us > 10'000'000) usage("need --gap-us in 0..10000000");
   return a;
 }
 
@@ -301,12 +308,25 @@ int run(const Args& a) {
         CUDA_CHECK(cudaMemset(d_recv, 0xFF, s.recv_elems * element_bytes(t)));
         for (int w = 0; w < a.warmup; ++w) launch(op, s, t, d_send, d_recv, a.rank, n, comm, stream);
         CUDA_CHECK(cudaStreamSynchronize(stream));
-        CUDA_CHECK(cudaEventRecord(start, stream));
-        for (int i = 0; i < a.iters; ++i) launch(op, s, t, d_send, d_recv, a.rank, n, comm, stream);
-        CUDA_CHECK(cudaEventRecord(stop, stream));
-        CUDA_CHECK(cudaStreamSynchronize(stream));
         float ms = 0;
-        CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+        if (a.gap_us == 0) {
+          CUDA_CHECK(cudaEventRecord(start, stream));
+          for (int i = 0; i < a.iters; ++i) launch(op, s, t, d_send, d_recv, a.rank, n, comm, stream);
+          CUDA_CHECK(cudaEventRecord(stop, stream));
+          CUDA_CHECK(cudaStreamSynchronize(stream));
+          CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+        } else {
+          for (int i = 0; i < a.iters; ++i) {
+            std::this_thread::sleep_for(std::chrono::microseconds(a.gap_us));
+            CUDA_CHECK(cudaEventRecord(start, stream));
+            launch(op, s, t, d_send, d_recv, a.rank, n, comm, stream);
+            CUDA_CHECK(cudaEventRecord(stop, stream));
+            CUDA_CHECK(cudaStreamSynchronize(stream));
+            float one = 0;
+            CUDA_CHECK(cudaEventElapsedTime(&one, start, stop));
+            ms += one;
+          }
+        }
         int64_t wrong = 0;
         if (a.check) {
           out.resize(s.recv_elems * element_bytes(t));
