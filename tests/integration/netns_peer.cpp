@@ -62,9 +62,9 @@ struct Args {
   TimeNs start_at_ns = 0;   // send: CLOCK_MONOTONIC time to start sending at
   double deadline_s = 60;   // the whole run ends by then, whatever happens
   double timeline_ms = 0;   // send: > 0 prints the connection's state to stderr this often
-  // The wire's idle polling after traffic (UdpConfig::idle_poll_ns). Off by default here: the netns
-  // tests run five transport processes on a 2-core host, where one process's polling is CPU another
-  // needs.
+  // The wire's polling after traffic (UdpConfig::idle_poll_ns, and pending_poll_ns, which is set to
+  // the same). Off by default here: the netns tests run five transport processes on a 2-core host,
+  // where one process's polling is CPU another needs.
   double idle_poll_us = 0;
 };
 
@@ -188,6 +188,7 @@ megascale::Result<std::unique_ptr<UdpWire>> make_wire(const Args& a, uint16_t bi
   cfg.engine.seed = seed;
   cfg.engine.connect_timeout_ns = megascale::sec(std::min(10.0, a.deadline_s));
   cfg.idle_poll_ns = megascale::us(a.idle_poll_us);
+  cfg.pending_poll_ns = cfg.idle_poll_ns;
   cc_summary = cc->name;
   auto wire = UdpWire::create(cfg);
   if (!wire) return wire.error();

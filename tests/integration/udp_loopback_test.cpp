@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -16,6 +17,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "megascale/wire/udp.h"
@@ -459,6 +461,63 @@ TEST_P(UdpLoopback, CeMarksReachTheEngineAndAreEchoed) {
   EXPECT_GE(ce_received, kMiB / 8192);  // every data segment arrived marked
   EXPECT_GT(echoed, 0u);
   EXPECT_GT(p.receiver->stats().fault.ce_marked, 0u);
+}
+
+// pending_poll_ns: while a receive is posted the receiving wire's threads (progress and I/O) poll
+// instead of sleeping, however long its message takes; once nothing is outstanding they sleep again
+// after idle_poll_ns. With the window equal to idle_poll_ns (off) they sleep while the receive waits:
+// the progress thread then runs a small fraction of the rounds it runs polling.
+TEST_P(UdpLoopback, ThreadsPollWhileRequestsArePendingAndSleepWhenNoneAre) {
+  for (const uint32_t io_threads : {0u, 2u}) {
+    uint64_t rounds_polling = 0;
+    for (const bool on : {true, false}) {
+      SCOPED_TRACE(testing::Message() << "io_threads " << io_threads << ", pending polling " << on);
+      UdpConfig c = wire_config(host_, FaultConfig{});
+      c.io_threads = io_threads;
+      c.idle_poll_ns = 50 * kNsPerUs;
+      c.pending_poll_ns = on ? sec(10) : c.idle_poll_ns;
+      Pair p = connect_pair(c, c);
+      ASSERT_TRUE(p.recv_conn);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the handshake's traffic is over
+      std::vector<uint8_t> sink(4096);
+      auto r = p.receiver->post_recv(p.recv_conn, sink.data(), sink.size(), 3);
+      ASSERT_TRUE(r) << r.error().message;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the threads have seen it
+      const UdpWireStats posted = p.receiver->stats();
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the sender is silent meanwhile
+      const UdpWireStats waited = p.receiver->stats();
+      const uint64_t rounds = waited.progress_calls - posted.progress_calls;
+      std::printf(
+          "[ io_threads %u, pending polling %s ] %llu progress rounds, %llu + %llu sleeps in 300 ms "
+          "with a receive posted\n",
+          io_threads, on ? "on " : "off", static_cast<unsigned long long>(rounds),
+          static_cast<unsigned long long>(waited.sleeps - posted.sleeps),
+          static_cast<unsigned long long>(waited.io_thread_sleeps - posted.io_thread_sleeps));
+      if (on) {
+        EXPECT_EQ(waited.sleeps, posted.sleeps) << "the progress thread slept while a receive was posted";
+        EXPECT_EQ(waited.io_thread_sleeps, posted.io_thread_sleeps)
+            << "an I/O thread slept while a receive was posted";
+        rounds_polling = rounds;
+      } else {
+        EXPECT_LT(rounds * 10, rounds_polling) << "with the window off the threads should sleep meanwhile";
+      }
+      std::vector<uint8_t> data(4096, 0x5A);
+      auto s = p.sender->post_send(p.send_conn, data.data(), data.size(), 3);
+      ASSERT_TRUE(s) << s.error().message;
+      ASSERT_TRUE(p.sender->wait(p.send_conn, *s, sec(10)).ok);
+      const engine::Completion got = p.receiver->wait(p.recv_conn, *r, sec(10));
+      ASSERT_TRUE(got.done && got.ok) << got.error;
+      EXPECT_EQ(sink, data);
+      EXPECT_EQ(p.receiver->with_endpoint([](engine::Endpoint& ep) { return ep.requests_pending(); }), 0u);
+      // Nothing outstanding: the progress thread goes back to sleep.
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      const UdpWireStats idle_a = p.receiver->stats();
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      const UdpWireStats idle_b = p.receiver->stats();
+      EXPECT_LT((idle_b.progress_calls - idle_a.progress_calls) * 10, rounds_polling)
+          << "with nothing outstanding the progress thread should not poll";
+    }
+  }
 }
 
 // Faults on both wires' receive paths: data segments, credits and ACKs are all hit.

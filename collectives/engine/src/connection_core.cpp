@@ -100,6 +100,7 @@ uint32_t ConnectionCore::alloc_request() {
   r.in_use = true;
   ++requests_in_use_;
   ++requests_pending_;
+  ++ep_stats_->requests_posted;
   return idx;
 }
 

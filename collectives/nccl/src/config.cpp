@@ -352,6 +352,22 @@ Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
   }
   echo("MEGASCALE_BUSY_POLL", c.busy_poll ? "1" : "0", busy != nullptr);
 
+  const char* idle = env("MEGASCALE_IDLE_POLL_US");
+  if (idle != nullptr) {
+    auto v = parse_int("MEGASCALE_IDLE_POLL_US", idle, 0, 1000000);
+    if (!v) return v.error();
+    c.idle_poll_ns = static_cast<TimeNs>(*v) * kNsPerUs;
+  }
+  echo("MEGASCALE_IDLE_POLL_US", std::to_string(c.idle_poll_ns / kNsPerUs), idle != nullptr);
+
+  const char* pending = env("MEGASCALE_PENDING_POLL_US");
+  if (pending != nullptr) {
+    auto v = parse_int("MEGASCALE_PENDING_POLL_US", pending, 0, 10000000);
+    if (!v) return v.error();
+    c.pending_poll_ns = static_cast<TimeNs>(*v) * kNsPerUs;
+  }
+  echo("MEGASCALE_PENDING_POLL_US", std::to_string(c.pending_poll_ns / kNsPerUs), pending != nullptr);
+
   const char* poll = env("MEGASCALE_TEST_POLL_US");
   if (poll != nullptr) {
     auto v = parse_int("MEGASCALE_TEST_POLL_US", poll, 0, 10000);

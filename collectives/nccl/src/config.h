@@ -55,6 +55,12 @@ struct PluginConfig {
   // Needs MEGASCALE_NTHREADS=1 (one wire per device, whose pool every connection shares).
   std::vector<uint16_t> source_ports;
   bool busy_poll = false;  // MEGASCALE_BUSY_POLL: wire threads spin instead of sleeping
+  // MEGASCALE_IDLE_POLL_US: how long a wire's threads keep polling after their last packet before they
+  // sleep in epoll (UdpConfig::idle_poll_ns).
+  TimeNs idle_poll_ns = 50 * kNsPerUs;
+  // MEGASCALE_PENDING_POLL_US: the same while NCCL has requests outstanding on the wire
+  // (UdpConfig::pending_poll_ns).
+  TimeNs pending_poll_ns = 1 * kNsPerMs;
   // MEGASCALE_TEST_POLL_US: longest pause between two looks into the engine from test() on one comm
   // while its requests are not done (the pause doubles from 0.25 us up to this); 0 = look every time.
   // NCCL's progress thread calls test() in a tight loop, and every look takes the wire's lock, which

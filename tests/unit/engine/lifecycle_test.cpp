@@ -143,6 +143,8 @@ TEST(Lifecycle, PeerClosesMidwayAndPendingWorkFailsWithReport) {
   // Now B posts another receive and closes before any data for it could come.
   std::vector<uint8_t> late(10'000);
   auto r_late = b->post_recv(late.data(), late.size(), 6);
+  EXPECT_EQ(net.ep[0]->requests_pending(), 2u);  // the orphan send and the receive from B
+  EXPECT_EQ(net.ep[1]->requests_pending(), 1u);
   b->close(net.now);
   ASSERT_TRUE(net.run_until(
       [&] { return a->state() == ConnectionState::kClosed && b->state() == ConnectionState::kClosed; },
@@ -162,6 +164,9 @@ TEST(Lifecycle, PeerClosesMidwayAndPendingWorkFailsWithReport) {
   EXPECT_EQ(a->close_report().peer_unfinished_recvs, 1u);
   EXPECT_EQ(b->close_report().peer_unfinished_sends, 1u);
   EXPECT_EQ(b->close_report().unfinished_recvs, 1u);
+  // Failed requests are completed ones: nothing is left pending for a wire to poll for.
+  EXPECT_EQ(net.ep[0]->requests_pending(), 0u);
+  EXPECT_EQ(net.ep[1]->requests_pending(), 0u);
 }
 
 // The last message before a close: B takes it and closes at once, and every ACK B sends is lost. B's
@@ -410,11 +415,16 @@ TEST(Lifecycle, ReleaseWhileOpenResetsThePeer) {
   auto [a, b] = net.connect_pair();
   std::vector<uint8_t> buf(100);
   auto r = b->post_recv(buf.data(), buf.size(), 0);
+  std::vector<uint8_t> mine(100);
+  ASSERT_TRUE(a->post_recv(mine.data(), mine.size(), 0).ok());
+  EXPECT_EQ(net.ep[0]->requests_pending(), 1u);
   net.ep[0]->release(a->id());
+  EXPECT_EQ(net.ep[0]->requests_pending(), 0u);  // released with the connection, not left pending
   ASSERT_TRUE(net.run_until([&] { return b->state() == ConnectionState::kFailed; }, net.now + 1'000'000'000));
   EXPECT_NE(b->error().find("released the connection"), std::string::npos) << b->error();
   Completion c = b->test(*r);
   EXPECT_TRUE(c.done && !c.ok);
+  EXPECT_EQ(net.ep[1]->requests_pending(), 0u);
   EXPECT_EQ(net.ep[0]->connection_count(), 0u);
 }
 

@@ -69,11 +69,13 @@ TEST(PluginConfig, DefaultsWithAnEmptyEnvironment) {
   EXPECT_EQ(c->threads_per_device, layout.wires);
   EXPECT_EQ(c->io_threads, layout.io_threads);
   EXPECT_FALSE(c->busy_poll);
+  EXPECT_EQ(c->idle_poll_ns, 50'000);
+  EXPECT_EQ(c->pending_poll_ns, 1'000'000);
   EXPECT_EQ(c->test_poll_ns, 8'000);
   EXPECT_FALSE(c->fault.enabled());
   // Every knob is echoed once, marked as a default.
   EXPECT_TRUE(c->source_ports.empty());
-  ASSERT_EQ(c->echo.size(), 18u);
+  ASSERT_EQ(c->echo.size(), 20u);
   for (const std::string& line : c->echo) {
     EXPECT_EQ(line.rfind("MEGASCALE_", 0), 0u) << line;
     EXPECT_NE(line.find("(default)"), std::string::npos) << line;
@@ -256,6 +258,8 @@ TEST(PluginConfig, EveryKnobReachesItsField) {
                  {"MEGASCALE_NTHREADS", "3"},
                  {"MEGASCALE_IO_THREADS", "2"},
                  {"MEGASCALE_BUSY_POLL", "1"},
+                 {"MEGASCALE_IDLE_POLL_US", "2000"},
+                 {"MEGASCALE_PENDING_POLL_US", "30000"},
                  {"MEGASCALE_TEST_POLL_US", "0"},
                  {"MEGASCALE_FAULT_DROP", "0.01"},
                  {"MEGASCALE_FAULT_SEED", "7"}});
@@ -274,6 +278,8 @@ TEST(PluginConfig, EveryKnobReachesItsField) {
   EXPECT_EQ(c->threads_per_device, 3u);
   EXPECT_EQ(c->io_threads, 2u);
   EXPECT_TRUE(c->busy_poll);
+  EXPECT_EQ(c->idle_poll_ns, 2'000'000);
+  EXPECT_EQ(c->pending_poll_ns, 30'000'000);
   EXPECT_EQ(c->test_poll_ns, 0);
   EXPECT_DOUBLE_EQ(c->fault.drop, 0.01);
   EXPECT_EQ(c->fault.seed, 7u);
@@ -356,6 +362,10 @@ TEST(PluginConfig, BadValuesAreRefusedNamingVariableAndValue) {
       {"MEGASCALE_NTHREADS", "0", "1..16"},
       {"MEGASCALE_IO_THREADS", "65", "0..64"},
       {"MEGASCALE_BUSY_POLL", "maybe", "0 or 1"},
+      {"MEGASCALE_IDLE_POLL_US", "-1", "0..1000000"},
+      {"MEGASCALE_IDLE_POLL_US", "1000001", "0..1000000"},
+      {"MEGASCALE_PENDING_POLL_US", "-5", "0..10000000"},
+      {"MEGASCALE_PENDING_POLL_US", "10000001", "0..10000000"},
       {"MEGASCALE_TEST_POLL_US", "-1", "0..10000"},
       {"MEGASCALE_CC", "no-such-preset", ""},
       {"MEGASCALE_FAULT_DROP", "1.5", "[0, 1]"},

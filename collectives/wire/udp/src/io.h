@@ -113,9 +113,9 @@ struct UdpWire::Io {
   std::vector<epoll_event> events = std::vector<epoll_event>(64);
   int epfd = -1;
   int wakefd = -1;
-  bool gso = false;       // in use now (cleared if the kernel refuses a GSO send)
-  TimeNs last_io_ns = 0;  // when a round last received or sent a datagram
-  bool home_streaming = false;      // receive_locked: the last round read datagrams from socket 0
+  bool gso = false;             // in use now (cleared if the kernel refuses a GSO send)
+  TimeNs last_io_ns = 0;        // when a round last received or sent a datagram, or requests became pending
+  bool home_streaming = false;  // receive_locked: the last round read datagrams from socket 0
   uint32_t rounds_since_epoll = 0;  // receive_locked: rounds that read socket 0 without epoll
 
   // Counters the wire keeps itself (the sender and receiver keep theirs).

@@ -63,14 +63,13 @@ void CopyQueue::finish() {
 }
 
 IoThread::IoThread(uint32_t index, uint32_t threads, std::span<const UdpSocket> sockets, int group_fd,
-                   size_t tx_batch, size_t rx_batch, size_t slots, bool gso, bool busy_poll,
-                   TimeNs idle_poll_ns, CallerWake* caller)
+                   size_t tx_batch, size_t rx_batch, size_t slots, bool gso, PollPolicy poll,
+                   CallerWake* caller)
     : index_(index),
       sockets_(sockets),
       rx_batch_(rx_batch),
       gso_(gso),
-      busy_poll_(busy_poll),
-      idle_poll_ns_(idle_poll_ns),
+      poll_(poll),
       caller_(caller),
       rx_(make_slots<RxBatch>(slots, rx_batch)),
       tx_(make_slots<TxBatch>(slots, tx_batch)),
@@ -257,16 +256,23 @@ void IoThread::run() {
       last_work_ns = UdpWire::now();
       continue;
     }
-    if (busy_poll_ || rx_full || UdpWire::now() - last_work_ns < idle_poll_ns_) {
-      // Traffic is flowing (or the engine's thread has batches of ours to process): more is due within
-      // microseconds, and waking from epoll costs tens of them.
+    const bool pending = caller_->pending.load(std::memory_order_seq_cst);
+    const TimeNs window = pending ? poll_.pending_ns : poll_.idle_ns;
+    if (poll_.busy || rx_full || UdpWire::now() - last_work_ns < window) {
+      // Traffic is flowing (or the engine's thread has batches of ours to process, or the application
+      // waits for an answer): more is due within microseconds, and waking from epoll costs tens of them.
       continue;
     }
     sleeping_.store(true, std::memory_order_seq_cst);
-    if (tx_.consumer_slot() == nullptr && !stop_.load()) {
+    // Looked at again after `sleeping_` is set: requests that became pending meanwhile were published
+    // with a wake() this thread may have missed; it polls for them instead of sleeping.
+    const bool now_pending = !pending && caller_->pending.load(std::memory_order_seq_cst);
+    if (tx_.consumer_slot() == nullptr && !stop_.load() && !now_pending) {
       add(counters_.sleeps, 1);
       epoll_event events[8];
       const int rc = epoll_wait(epfd_, events, 8, kMaxSleepMs);
+      // Woken (a packet, a batch to send, requests posted): the polling window restarts here.
+      if (rc > 0) last_work_ns = UdpWire::now();
       for (int i = 0; i < rc; ++i) {
         if (events[i].data.u32 == kWake) {
           eventfd_t drained = 0;
@@ -275,6 +281,7 @@ void IoThread::run() {
       }
     }
     sleeping_.store(false, std::memory_order_relaxed);
+    if (now_pending) last_work_ns = UdpWire::now();
   }
 }
 

@@ -127,11 +127,22 @@ struct IoThreadCounters {
   std::atomic<uint64_t> sleeps{0};
 };
 
-// Where the engine's thread sleeps: an I/O thread that published received datagrams writes `fd` when
-// `sleeping` is set.
+// Shared with the engine's thread. Where it sleeps: an I/O thread that published received datagrams
+// writes `fd` when `sleeping` is set. `pending`: the application has requests outstanding (the engine's
+// thread sets it after each round; PollPolicy::pending_ns applies while it is set).
 struct CallerWake {
   int fd = -1;
   std::atomic<bool> sleeping{false};
+  std::atomic<bool> pending{false};
+};
+
+// When a thread with nothing to do sleeps in epoll (UdpConfig::busy_poll, idle_poll_ns, pending_poll_ns):
+// never when `busy`; else once `idle_ns` passed since its last work, or `pending_ns` while
+// CallerWake::pending is set.
+struct PollPolicy {
+  bool busy = false;
+  TimeNs idle_ns = 0;
+  TimeNs pending_ns = 0;
 };
 
 class IoThread {
@@ -141,8 +152,7 @@ class IoThread {
   // group, socket.h). `tx_batch`: packets per TxBatch; `rx_batch`: messages per recvmmsg (each RxBatch
   // holds rx_batch x 64 KiB); `slots`: batches in each direction.
   IoThread(uint32_t index, uint32_t threads, std::span<const UdpSocket> sockets, int group_fd,
-           size_t tx_batch, size_t rx_batch, size_t slots, bool gso, bool busy_poll, TimeNs idle_poll_ns,
-           CallerWake* caller);
+           size_t tx_batch, size_t rx_batch, size_t slots, bool gso, PollPolicy poll, CallerWake* caller);
   ~IoThread();  // stops the thread
   IoThread(const IoThread&) = delete;
   IoThread& operator=(const IoThread&) = delete;
@@ -178,8 +188,7 @@ class IoThread {
   std::span<const UdpSocket> sockets_;
   size_t rx_batch_;
   bool gso_;
-  bool busy_poll_;
-  TimeNs idle_poll_ns_;
+  PollPolicy poll_;
   CallerWake* caller_;
   SlotRing<RxBatch> rx_;
   SlotRing<TxBatch> tx_;

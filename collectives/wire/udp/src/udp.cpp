@@ -70,6 +70,9 @@ Status validate_udp_config(const UdpConfig& c) {
   if (c.io_threads > 64) return bad("io_threads=" + std::to_string(c.io_threads) + ": at most 64");
   if (c.spin_ns < 0) return bad("spin_ns=" + std::to_string(c.spin_ns) + ": must be >= 0");
   if (c.idle_poll_ns < 0) return bad("idle_poll_ns=" + std::to_string(c.idle_poll_ns) + ": must be >= 0");
+  if (c.pending_poll_ns < 0 || c.pending_poll_ns > 10 * kNsPerSec) {
+    return bad("pending_poll_ns=" + std::to_string(c.pending_poll_ns) + ": must be in 0..10 s");
+  }
   if (Status s = validate_fault_config(c.fault, "udp config"); !s) return s;
   if (c.pacer_burst_floor_bytes > (64ULL << 20)) {
     return bad("pacer_burst_floor_bytes=" + std::to_string(c.pacer_burst_floor_bytes) + ": at most 64 MiB");
@@ -268,7 +271,10 @@ Result<std::unique_ptr<UdpWire>> UdpWire::create(const UdpConfig& given) {
       const int group_fd = t > 0 && t <= io->rx_group.size() ? io->rx_group[t - 1].fd : -1;
       io->threads.push_back(std::make_unique<detail::IoThread>(
           t, n, io->sockets, group_fd, config.batch, std::min<size_t>(config.batch, kIoThreadRxBatch),
-          kIoThreadSlots, io->gso, config.busy_poll, config.idle_poll_ns, &io->caller_wake));
+          kIoThreadSlots, io->gso,
+          detail::PollPolicy{config.busy_poll, config.idle_poll_ns,
+                             std::max(config.idle_poll_ns, config.pending_poll_ns)},
+          &io->caller_wake));
       if (Status s = io->threads.back()->start(); !s) return s.error();
     }
     io->tx_open.resize(n, nullptr);
@@ -320,7 +326,20 @@ Status UdpWire::progress_locked(TimeNs now, bool read_clock) {
     io_->paths.sweep(now, kPathIdleNs);
     io_->last_sweep_ns = now;
   }
+  publish_pending_locked(now);
   return {};
+}
+
+void UdpWire::publish_pending_locked(TimeNs now) {
+  Io& io = *io_;
+  const bool pending = endpoint_->requests_pending() > 0;
+  if (pending == io.caller_wake.pending.load(std::memory_order_relaxed)) return;
+  io.caller_wake.pending.store(pending, std::memory_order_seq_cst);
+  if (!pending) return;
+  // Work was posted after a quiet spell: the polling window starts now, not at the last packet, and
+  // I/O threads asleep in epoll wake to poll for the answer (one eventfd write each, once per burst).
+  io.last_io_ns = now;
+  for (const auto& t : io.threads) t->wake();
 }
 
 void UdpWire::deliver_locked(TimeNs now, uint32_t peer, uint8_t* data, size_t len, bool ce, TimeNs rx_ns,

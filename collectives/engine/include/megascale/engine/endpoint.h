@@ -187,6 +187,12 @@ class Endpoint {
 
   const EndpointStats& stats() const;
   const EngineConfig& config() const;
+  // Requests posted on any connection and not yet completed (ok or failed; failing a connection or
+  // releasing it completes its requests). A wire polls rather than sleeps while this is non-zero.
+  uint64_t requests_pending() const {
+    const EndpointStats& s = stats();
+    return s.requests_posted - s.sends_completed - s.receives_completed;
+  }
 
  private:
   struct Impl;

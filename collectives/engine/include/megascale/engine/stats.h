@@ -72,10 +72,10 @@ struct ConnectionStats {
   uint64_t bytes_acked = 0;
   uint64_t retransmits_fast = 0;
   uint64_t retransmits_rto = 0;
-  uint64_t timeouts = 0;   // RTO expiries (each may retransmit several segments)
+  uint64_t timeouts = 0;           // RTO expiries (each may retransmit several segments)
   uint64_t timeouts_spurious = 0;  // of those, undone: the original copies arrived (Eifel)
   uint64_t tail_probes = 0;        // segments sent again as tail-loss probes (not in retransmits())
-  uint64_t ecn_marks = 0;  // CE marks echoed by the peer
+  uint64_t ecn_marks = 0;          // CE marks echoed by the peer
   uint64_t cnps_received = 0;
   uint64_t repaths = 0;
   uint64_t acks_received = 0;
@@ -121,6 +121,7 @@ struct EndpointStats {
   uint64_t connections_initiated = 0;
   uint64_t connections_accepted = 0;
   uint64_t connections_failed = 0;
+  uint64_t requests_posted = 0;     // every connection's post_send and post_recv that were accepted
   uint64_t receives_completed = 0;  // every connection's receive completions, ok or not (the wire defers
                                     // its send after a round that completed one: udp.h, progress)
   uint64_t bytes_received = 0;      // payload bytes placed, every connection's (ConnectionStats)

@@ -119,6 +119,12 @@ struct UdpConfig {
   // Threaded mode: after a round that moved packets, keep polling this long before sleeping. Waking
   // from epoll costs tens of microseconds, which a delay-based controller would see as queueing.
   TimeNs idle_poll_ns = 50 * kNsPerUs;
+  // Threaded mode, while the application has requests outstanding (posted, not yet completed): keep
+  // polling this long after the last packet or post instead. A receive waiting for a peer's message
+  // then finds the threads awake when it comes (small messages: each wake-up would be on the critical
+  // path); with nothing outstanding (between collectives, during compute) the threads sleep after
+  // idle_poll_ns as before. 0..10 s; never shorter than idle_poll_ns (at most that turns it off).
+  TimeNs pending_poll_ns = 1 * kNsPerMs;
   // I/O threads: 0 = the thread that drives progress() makes every system call itself (lowest latency:
   // no hand-over between threads). N > 0 = N threads of the wire's own take the sockets (socket i:
   // thread i % N; at most one per socket): they receive, check CRCs and send, so lanes on different
@@ -342,6 +348,8 @@ class UdpWire {
   void transmit_to_threads_locked(TimeNs now, bool read_clock);
   uint32_t socket_for(const engine::TxPacket& p, TimeNs now);  // pool index a packet leaves from
   TimeNs next_deadline_locked() const;
+  // Whether the application has requests outstanding, for the threads' polling (pending_poll_ns).
+  void publish_pending_locked(TimeNs now);
   void wake_locked();
   uint64_t completion_signature_locked(engine::ConnId conn) const;
   // The TX fence. With I/O threads, a packet's payload (an application buffer) is read by an I/O
