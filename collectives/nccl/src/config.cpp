@@ -151,6 +151,28 @@ Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
   auto echo = [&](const char* name, const std::string& value, bool from_env) {
     c.echo.push_back(std::string(name) + "=" + value + (from_env ? " (environment)" : " (default)"));
   };
+  // A knob in whole microseconds, lo..hi, into a TimeNs field; echoed in microseconds.
+  auto micros = [&](const char* name, long long lo, long long hi, TimeNs& field) -> Status {
+    const char* text = env(name);
+    if (text != nullptr) {
+      auto v = parse_int(name, text, lo, hi);
+      if (!v) return v.error();
+      field = static_cast<TimeNs>(*v) * kNsPerUs;
+    }
+    echo(name, std::to_string(field / kNsPerUs), text != nullptr);
+    return {};
+  };
+  // A 0/1 knob.
+  auto flag = [&](const char* name, bool& field) -> Status {
+    const char* text = env(name);
+    if (text != nullptr) {
+      auto v = parse_bool(name, text);
+      if (!v) return v.error();
+      field = *v;
+    }
+    echo(name, field ? "1" : "0", text != nullptr);
+    return {};
+  };
 
   // MEGASCALE_CC: a built-in preset name or a YAML file.
   const char* cc_text = env("MEGASCALE_CC");
@@ -217,20 +239,9 @@ Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
   // MEGASCALE_TAIL_PROBE: tail-loss probes (EngineConfig::tail_probe, RACK-TLP). The 5 ms floor above
   // would otherwise be the repair time of every lost last segment: 2-9x the time of collectives of
   // 64 KiB or less under 1% loss.
-  const char* tlp = env("MEGASCALE_TAIL_PROBE");
-  if (tlp != nullptr) {
-    auto v = parse_bool("MEGASCALE_TAIL_PROBE", tlp);
-    if (!v) return v.error();
-    c.tail_probe = *v;
-  }
-  echo("MEGASCALE_TAIL_PROBE", c.tail_probe ? "1" : "0", tlp != nullptr);
-  const char* tlp_min = env("MEGASCALE_TAIL_PROBE_MIN_US");
-  if (tlp_min != nullptr) {
-    auto v = parse_int("MEGASCALE_TAIL_PROBE_MIN_US", tlp_min, 0, 1'000'000);
-    if (!v) return v.error();
-    c.tail_probe_min_ns = static_cast<TimeNs>(*v) * kNsPerUs;
-  }
-  echo("MEGASCALE_TAIL_PROBE_MIN_US", std::to_string(c.tail_probe_min_ns / kNsPerUs), tlp_min != nullptr);
+  if (Status s = flag("MEGASCALE_TAIL_PROBE", c.tail_probe); !s) return s.error();
+  if (Status s = micros("MEGASCALE_TAIL_PROBE_MIN_US", 0, 1'000'000, c.tail_probe_min_ns); !s)
+    return s.error();
 
   const char* tc = env("MEGASCALE_TC");
   if (tc != nullptr) {
@@ -344,37 +355,10 @@ Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
   }
   echo("MEGASCALE_SOURCE_PORTS", sports ? std::string(sports) : "unset (ephemeral ports)", sports != nullptr);
 
-  const char* busy = env("MEGASCALE_BUSY_POLL");
-  if (busy != nullptr) {
-    auto v = parse_bool("MEGASCALE_BUSY_POLL", busy);
-    if (!v) return v.error();
-    c.busy_poll = *v;
-  }
-  echo("MEGASCALE_BUSY_POLL", c.busy_poll ? "1" : "0", busy != nullptr);
-
-  const char* idle = env("MEGASCALE_IDLE_POLL_US");
-  if (idle != nullptr) {
-    auto v = parse_int("MEGASCALE_IDLE_POLL_US", idle, 0, 1000000);
-    if (!v) return v.error();
-    c.idle_poll_ns = static_cast<TimeNs>(*v) * kNsPerUs;
-  }
-  echo("MEGASCALE_IDLE_POLL_US", std::to_string(c.idle_poll_ns / kNsPerUs), idle != nullptr);
-
-  const char* pending = env("MEGASCALE_PENDING_POLL_US");
-  if (pending != nullptr) {
-    auto v = parse_int("MEGASCALE_PENDING_POLL_US", pending, 0, 10000000);
-    if (!v) return v.error();
-    c.pending_poll_ns = static_cast<TimeNs>(*v) * kNsPerUs;
-  }
-  echo("MEGASCALE_PENDING_POLL_US", std::to_string(c.pending_poll_ns / kNsPerUs), pending != nullptr);
-
-  const char* poll = env("MEGASCALE_TEST_POLL_US");
-  if (poll != nullptr) {
-    auto v = parse_int("MEGASCALE_TEST_POLL_US", poll, 0, 10000);
-    if (!v) return v.error();
-    c.test_poll_ns = static_cast<TimeNs>(*v) * kNsPerUs;
-  }
-  echo("MEGASCALE_TEST_POLL_US", std::to_string(c.test_poll_ns / kNsPerUs), poll != nullptr);
+  if (Status s = flag("MEGASCALE_BUSY_POLL", c.busy_poll); !s) return s.error();
+  if (Status s = micros("MEGASCALE_IDLE_POLL_US", 0, 1'000'000, c.idle_poll_ns); !s) return s.error();
+  if (Status s = micros("MEGASCALE_PENDING_POLL_US", 0, 10'000'000, c.pending_poll_ns); !s) return s.error();
+  if (Status s = micros("MEGASCALE_TEST_POLL_US", 0, 10'000, c.test_poll_ns); !s) return s.error();
 
   // MEGASCALE_FAULT_*: the wire validates and names the variable itself.
   auto fault = wire::fault_config_from_env(wire::FaultConfig{}, getenv_fn);
