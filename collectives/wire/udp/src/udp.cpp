@@ -117,7 +117,8 @@ Result<std::vector<uint16_t>> parse_source_ports(std::string_view text) {
 
 namespace {
 
-// The software-path floors of UdpConfig, raised onto the engine's congestion settings.
+// The software-path floors of UdpConfig, raised onto the engine's congestion settings, and the floor of
+// pending_poll_ns (idle_poll_ns): config() reports what the wire uses.
 UdpConfig with_software_floors(UdpConfig c) {
   cc::PacerParams& pacer = c.engine.cc.pacer;
   pacer.burst_bytes = std::max(pacer.burst_bytes, c.pacer_burst_floor_bytes);
@@ -126,6 +127,8 @@ UdpConfig with_software_floors(UdpConfig c) {
   rto.initial_rto_ns = std::max(rto.initial_rto_ns, rto.min_rto_ns);
   // I/O threads compute the payload CRCs of what they send.
   c.engine.wire_seals_payload_crc = c.io_threads > 0;
+  // Polling while requests are pending is never shorter than polling after traffic.
+  c.pending_poll_ns = std::max(c.pending_poll_ns, c.idle_poll_ns);
   return c;
 }
 
@@ -272,8 +275,7 @@ Result<std::unique_ptr<UdpWire>> UdpWire::create(const UdpConfig& given) {
       io->threads.push_back(std::make_unique<detail::IoThread>(
           t, n, io->sockets, group_fd, config.batch, std::min<size_t>(config.batch, kIoThreadRxBatch),
           kIoThreadSlots, io->gso,
-          detail::PollPolicy{config.busy_poll, config.idle_poll_ns,
-                             std::max(config.idle_poll_ns, config.pending_poll_ns)},
+          detail::PollPolicy{config.busy_poll, config.idle_poll_ns, config.pending_poll_ns},
           &io->caller_wake));
       if (Status s = io->threads.back()->start(); !s) return s.error();
     }

@@ -110,9 +110,8 @@ void UdpWire::thread_main() {
     // Sleep unless busy-polling, the deadline is due or close enough to spin for, or packets moved
     // a moment ago (more are likely on their way; longer while the application waits for requests).
     const TimeNs t = now();
-    const TimeNs window = io_->caller_wake.pending.load(std::memory_order_relaxed)
-                              ? std::max(config_.idle_poll_ns, config_.pending_poll_ns)
-                              : config_.idle_poll_ns;
+    const TimeNs window = io_->caller_wake.pending.load(std::memory_order_relaxed) ? config_.pending_poll_ns
+                                                                                   : config_.idle_poll_ns;
     const bool sleep = !config_.busy_poll && deadline > t + config_.spin_ns && t - io_->last_io_ns > window;
     if (sleep) {
       // Set under the lock: a post that takes the lock after this sees it and writes the eventfd.
