@@ -806,6 +806,11 @@ TEST(UdpWireConfig, BadValuesAreErrors) {
   ASSERT_FALSE(w);
   EXPECT_NE(w.error().message.find("batch=0"), std::string::npos);
   c = UdpConfig{};
+  c.pending_poll_ns = -1;
+  w = UdpWire::create(c);
+  ASSERT_FALSE(w);
+  EXPECT_NE(w.error().message.find("pending_poll_ns=-1"), std::string::npos) << w.error().message;
+  c = UdpConfig{};
   c.bind_port = 65534;
   c.sockets = 4;
   w = UdpWire::create(c);
