@@ -45,6 +45,9 @@ Status validate_engine_config(const EngineConfig& c) {
   if (c.keepalive_interval_ns <= 0) {
     return bad("keepalive_interval_ns", std::to_string(c.keepalive_interval_ns), "must be > 0");
   }
+  if (c.port_closed_fail_ns < 0) {
+    return bad("port_closed_fail_ns", std::to_string(c.port_closed_fail_ns), "must be >= 0 (0 = off)");
+  }
   if (c.ack_every_segments > 1 && c.ack_delay_ns == 0) {
     return bad("ack_delay_ns", "0",
                "must be > 0 when ack_every_segments > 1 (a partial batch would wait forever)");

@@ -257,6 +257,17 @@ void ConnectionCore::fail(std::string message) {
   retx_queue_.clear();
 }
 
+void ConnectionCore::on_port_unreachable(TimeNs now) {
+  if (!is_open() || cfg_.port_closed_fail_ns == 0) return;
+  if (port_closed_since_ns_ == kNever || last_rx_ns_ >= port_closed_since_ns_) {
+    port_closed_since_ns_ = now;  // the first report, or the peer has spoken since the earlier ones
+    return;
+  }
+  if (now - port_closed_since_ns_ < cfg_.port_closed_fail_ns) return;
+  fail("peer " + std::to_string(peer_) + " gone: its port is closed (ICMP port unreachable for " +
+       duration_text(now - port_closed_since_ns_) + ", nothing heard from it since)");
+}
+
 // --- handshake ---
 
 HandshakeBody ConnectionCore::handshake_body() const {

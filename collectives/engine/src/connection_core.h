@@ -156,6 +156,8 @@ class ConnectionCore {
   void on_timer(TimeNs now);
   // Fails every pending request and stops all traffic.
   void fail(std::string message);
+  // The wire reported ICMP port unreachable for our peer's address (Endpoint::on_port_unreachable).
+  void on_port_unreachable(TimeNs now);
   bool initiator() const { return initiator_; }
   // After a poll_tx that found nothing: whether a later poll may find a packet without any event or
   // deadline in between (a pacer blocked by a rate that a controller's own timers raise, as DCQCN's
@@ -349,6 +351,7 @@ class ConnectionCore {
   bool probe_pending_ = false;      // a keepalive probe to send
   bool probe_outstanding_ = false;  // a probe is unanswered (the RTO schedule retries it)
   TimeNs keepalive_deadline() const;
+  TimeNs port_closed_since_ns_ = kNever;  // the first port-unreachable report since the peer was heard
 };
 
 }  // namespace megascale::engine::detail

@@ -437,6 +437,18 @@ const Connection* Endpoint::connection(ConnId id) const {
   return e == nullptr ? nullptr : e->conn.get();
 }
 
+void Endpoint::on_port_unreachable(TimeNs now, uint32_t peer) {
+  Impl& im = *impl_;
+  ++im.stats.port_unreachable_reports;
+  // Rare (one per datagram sent to a closed port): a scan of the connections is fine.
+  for (size_t i = 0; i < im.conns.size(); ++i) {
+    ConnectionCore& core = *im.conns[i].core;
+    if (core.peer() != peer || !core.is_open()) continue;
+    core.on_port_unreachable(now);
+    im.touch(i);
+  }
+}
+
 void Endpoint::release(ConnId id) {
   Impl& im = *impl_;
   Impl::Entry* e = im.find(id);

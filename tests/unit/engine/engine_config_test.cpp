@@ -33,6 +33,7 @@ TEST(EngineConfig, BadValuesAreNamed) {
          c.ack_delay_ns = 0;
        }},
       {"keepalive_interval_ns", [](EngineConfig& c) { c.keepalive_interval_ns = 0; }},
+      {"port_closed_fail_ns", [](EngineConfig& c) { c.port_closed_fail_ns = -1; }},
       {"tail_probe_min_ns", [](EngineConfig& c) { c.tail_probe_min_ns = -1; }},
       {"version_min",
        [](EngineConfig& c) {

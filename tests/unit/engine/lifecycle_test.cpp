@@ -295,6 +295,119 @@ TEST(Lifecycle, IdlePeerVanishesPendingReceiveFailsByKeepalive) {
   EXPECT_EQ(c.error, a->error());
 }
 
+// What a UDP wire sees when the peer process is gone but its host is up: every datagram A sends to B
+// comes back as ICMP port unreachable, which the wire reports (Endpoint::on_port_unreachable).
+struct ClosedPort {
+  TestNet& net;
+  bool closed = false;     // B's port is closed: A's packets are lost and reported
+  bool forged = false;     // reports for A's packets although B still answers (a forged ICMP)
+  uint64_t unreported = 0;
+  uint64_t reported = 0;
+
+  explicit ClosedPort(TestNet& n) : net(n) {
+    net.rule = [this](const Sent& s) {
+      Fate f;
+      if (s.from == 0 && (closed || forged)) ++unreported;
+      f.drop = closed;
+      return f;
+    };
+  }
+  // Hands the reports to A's endpoint; call between events (a run_until predicate).
+  void report() {
+    for (; unreported > 0; --unreported, ++reported) net.ep[0]->on_port_unreachable(net.now, kPeerB);
+  }
+};
+
+TEST(Lifecycle, PeerWhosePortClosedFailsAfterTheGraceNotTheRetryBudget) {
+  EngineConfig cfg = test_config();
+  cfg.cc.rto.retry_budget_ns = 30'000'000'000;
+  TestNet net(cfg);
+  auto [a, b] = net.connect_pair();
+  ClosedPort port(net);
+  Batch batch({200'000}, 6);
+  batch.post_recvs(b);
+  std::vector<uint8_t> back(10);
+  auto r_back = a->post_recv(back.data(), back.size(), 0);
+  batch.post_sends(a);
+  net.run_for(20'000);  // some data flows, then B's process is gone
+  port.closed = true;
+  const TimeNs gone = net.now;
+  ASSERT_TRUE(net.run_until(
+      [&] {
+        port.report();
+        return a->state() == ConnectionState::kFailed;
+      },
+      net.now + 60'000'000'000));
+  EXPECT_NE(a->error().find("gone: its port is closed (ICMP port unreachable for"), std::string::npos)
+      << a->error();
+  // After the grace, within a few backed-off retransmissions of it; far inside the retry budget.
+  EXPECT_GE(net.now - gone, cfg.port_closed_fail_ns);
+  EXPECT_LE(net.now - gone, 2 * cfg.port_closed_fail_ns + cfg.cc.rto.min_rto_ns);
+  EXPECT_GE(port.reported, 2u);
+  EXPECT_EQ(net.ep[0]->stats().port_unreachable_reports, port.reported);
+  Completion s = a->test(batch.msgs[0].send_id), r = a->test(*r_back);
+  EXPECT_TRUE(s.done && !s.ok);
+  EXPECT_TRUE(r.done && !r.ok);
+  EXPECT_EQ(s.error, a->error());
+  EXPECT_EQ(net.ep[0]->next_deadline(), kNever);
+}
+
+TEST(Lifecycle, PortUnreachableFromAPeerThatStillAnswersFailsNothing) {
+  EngineConfig cfg = test_config();
+  TestNet net(cfg);
+  auto [a, b] = net.connect_pair();
+  ClosedPort port(net);
+  port.forged = true;  // every packet of A's is "reported", but B receives and answers them all
+  Batch batch({2'000'000}, 8);
+  batch.post_recvs(b);
+  batch.post_sends(a);
+  ASSERT_TRUE(net.run_until(
+      [&] {
+        port.report();
+        bool all = true;
+        for (Batch::Msg& m : batch.msgs) {
+          if (!m.sc.done) m.sc = a->test(m.send_id);
+          if (!m.rc.done) m.rc = b->test(m.recv_id);
+          all = all && m.sc.done && m.rc.done;
+        }
+        return all;
+      },
+      net.now + 10'000'000'000));
+  EXPECT_GT(port.reported, 10u);
+  EXPECT_EQ(a->state(), ConnectionState::kEstablished);
+  batch.expect_intact(b);
+}
+
+TEST(Lifecycle, OneReportAloneOrTheReportsTurnedOffLeaveItToTheRetryBudget) {
+  for (const bool off : {false, true}) {
+    EngineConfig cfg = test_config();
+    cfg.cc.rto.retry_budget_ns = 2'000'000'000;
+    if (off) cfg.port_closed_fail_ns = 0;
+    TestNet net(cfg);
+    auto [a, b] = net.connect_pair();
+    ClosedPort port(net);
+    Batch batch({200'000}, 9);
+    batch.post_recvs(b);
+    batch.post_sends(a);
+    net.run_for(20'000);
+    port.closed = true;
+    bool once = false;
+    ASSERT_TRUE(net.run_until(
+        [&] {
+          // One report (off: all of them); later packets are lost without a word, as on a path that
+          // drops ICMP.
+          if (off || !once) port.report();
+          once = once || port.reported > 0;
+          port.unreported = 0;
+          return a->state() == ConnectionState::kFailed;
+        },
+        net.now + 60'000'000'000))
+        << "off=" << off;
+    EXPECT_GE(port.reported, 1u);
+    EXPECT_NE(a->error().find("unreachable: no progress for"), std::string::npos) << a->error();
+  }
+}
+
 TEST(Lifecycle, PacketsForUnknownConnectionsGetARateLimitedReset) {
   TestNet net(test_config());
   auto [a, b] = net.connect_pair();

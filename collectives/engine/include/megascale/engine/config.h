@@ -67,6 +67,14 @@ struct EngineConfig {
   // receive waiting on a vanished peer errors out instead of hanging.
   TimeNs keepalive_interval_ns = 1'000'000'000;
 
+  // A closed port: the wire reports that datagrams to a connection's peer met ICMP port unreachable
+  // (Endpoint::on_port_unreachable): the peer's host is up and nothing listens at that address any
+  // more, as when the peer process exited or was killed. When such reports keep coming for this long
+  // with nothing heard from the peer since the first, the connection fails at once ("peer N gone: its
+  // port is closed ...") instead of after the retry budget. One report alone never fails it (ICMP can
+  // be forged, and a firewall's reject rule may come and go). 0 = ignore the reports.
+  TimeNs port_closed_fail_ns = 200'000'000;
+
   // Connection setup: SYN retransmitted with cc.rto's initial timeout and backoff until this budget
   // is spent, then connect fails ("connect to peer N: no answer ...").
   TimeNs connect_timeout_ns = 10'000'000'000;

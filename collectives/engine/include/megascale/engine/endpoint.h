@@ -50,6 +50,9 @@
 //     copied. New on_packet_header_only(now, peer, header, header_len, absent_payload_bytes, ce,
 //     rx_time_ns) takes a datagram whose payload is absent, and packet.h's decode_packet_header_only
 //     decodes one. With virtual_payload false nothing changes.
+//   - (portclosed) on_port_unreachable: a peer whose port is closed fails its connections after
+//     EngineConfig::port_closed_fail_ns (200 ms) rather than the retry budget (30 s);
+//     EndpointStats::port_unreachable_reports.
 //   - (epscale) poll_tx, next_deadline and on_timer no longer scan every connection (a ready set and a
 //     deadline heap; README "Serving many connections"); the packets are the same. New
 //     EndpointStats::connections_polled.
@@ -149,6 +152,13 @@ class Endpoint {
   // injection) must go through on_packet instead.
   void on_verified_packet(TimeNs now, uint32_t peer, const uint8_t* data, size_t len, bool ce,
                           TimeNs rx_time_ns = kRxTimeNow);
+
+  // Datagrams sent to `peer` met a closed port: its host answered ICMP port unreachable, so nothing
+  // listens at that address any more (the peer process exited or was killed). The connections whose
+  // peer it is fail once such reports have kept coming for config.port_closed_fail_ns with nothing
+  // heard from the peer since the first (EngineConfig). A wire reports nothing else: host and network
+  // unreachable (a link that flaps, a route that moves) are left to the retry budget.
+  void on_port_unreachable(TimeNs now, uint32_t peer);
 
   // The copier for payload of the packets that follow (nullptr: memcpy during on_packet; see
   // PayloadCopier for the caller's obligations).

@@ -121,6 +121,7 @@ struct EndpointStats {
   uint64_t connections_initiated = 0;
   uint64_t connections_accepted = 0;
   uint64_t connections_failed = 0;
+  uint64_t port_unreachable_reports = 0;  // on_port_unreachable calls (ICMP port unreachable, from the wire)
   uint64_t requests_posted = 0;     // every connection's post_send and post_recv that were accepted
   uint64_t receives_completed = 0;  // every connection's receive completions, ok or not (the wire defers
                                     // its send after a round that completed one: udp.h, progress)
