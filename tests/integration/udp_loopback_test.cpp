@@ -631,8 +631,11 @@ TEST(UdpLoopbackFailure, ConnectToSilentPortFailsWithError) {
   close(silent);
 }
 
-// The peer vanishes mid-transfer: the pending send fails with an error once the retry budget is spent.
-void vanish_mid_transfer(const UdpConfig& config) {
+// The peer vanishes mid-transfer: its wire, and so its sockets, are gone. Its host answers the datagrams
+// sent to it with ICMP port unreachable, so the pending send fails with an error that says so within
+// about port_closed_fail_ns (0.2 s); with that turned off, once the retry budget is spent. `expect`: a
+// part of the error; `within`: how long it may take.
+void vanish_mid_transfer(const UdpConfig& config, const std::string& expect, TimeNs within) {
   Pair p = connect_pair(config, config);
   ASSERT_TRUE(p.recv_conn);
   std::vector<uint8_t> data(256 * kMiB, 1), sink(256 * kMiB);
@@ -656,14 +659,29 @@ void vanish_mid_transfer(const UdpConfig& config) {
   engine::Completion c = p.sender->wait(p.send_conn, *sr, sec(30));
   ASSERT_TRUE(c.done) << "hung: " << c.error;
   EXPECT_FALSE(c.ok);
-  EXPECT_FALSE(c.error.empty());
-  EXPECT_LT(UdpWire::now() - t0, sec(20)) << "retry budget is 5 s";
-  std::printf("[ failure ] after %.1f s: %s\n", static_cast<double>(UdpWire::now() - t0) / 1e9,
+  EXPECT_NE(c.error.find(expect), std::string::npos) << c.error;
+  EXPECT_LT(UdpWire::now() - t0, within) << c.error;
+  std::printf("[ failure ] after %.2f s: %s\n", static_cast<double>(UdpWire::now() - t0) / 1e9,
               c.error.c_str());
+  if (config.engine.port_closed_fail_ns > 0) {
+    EXPECT_GE(p.sender->stats().port_unreachable, 2u);
+  }
 }
 
+TEST(UdpLoopbackFailure, PeerVanishingFailsPendingSendOnItsClosedPort) {
+  vanish_mid_transfer(wire_config("127.0.0.1", FaultConfig{}), "gone: its port is closed", sec(2));
+}
+
+TEST(UdpLoopbackFailure, PeerVanishingOnIpv6FailsPendingSendOnItsClosedPort) {
+  if (!ipv6_loopback_available()) GTEST_SKIP() << "no IPv6 loopback (::1) on this host";
+  vanish_mid_transfer(wire_config("::1", FaultConfig{}), "gone: its port is closed", sec(2));
+}
+
+// Closed ports ignored (port_closed_fail_ns = 0): the retry budget (5 s here) fails the send.
 TEST(UdpLoopbackFailure, PeerVanishingFailsPendingSendWithinBudget) {
-  vanish_mid_transfer(wire_config("127.0.0.1", FaultConfig{}));
+  UdpConfig c = wire_config("127.0.0.1", FaultConfig{});
+  c.engine.port_closed_fail_ns = 0;
+  vanish_mid_transfer(c, "unreachable: no progress", sec(20));
 }
 
 // The same with I/O threads on both sides (a receive group each): the sender's threads keep sending
@@ -671,11 +689,12 @@ TEST(UdpLoopbackFailure, PeerVanishingFailsPendingSendWithinBudget) {
 TEST(UdpLoopbackFailure, PeerVanishingWithIoThreadsFailsPendingSendWithinBudget) {
   UdpConfig c = wire_config("127.0.0.1", FaultConfig{});
   c.io_threads = 2;
-  vanish_mid_transfer(c);
+  vanish_mid_transfer(c, "gone: its port is closed", sec(2));
 }
 
 // The peer vanishes before it posted the receive a send waits for: nothing is in flight, so only the
-// engine's keepalive probes can notice; the send fails within keepalive interval + retry budget.
+// engine's keepalive probes can notice; they meet its closed port, and the send fails soon after the
+// keepalive interval (within interval + retry budget, were the ICMP errors lost).
 TEST(UdpLoopbackFailure, PeerVanishingBeforeItsReceiveFailsWaitingSend) {
   UdpConfig c = wire_config("127.0.0.1", FaultConfig{});
   c.engine.keepalive_interval_ns = ms(200);
@@ -689,7 +708,8 @@ TEST(UdpLoopbackFailure, PeerVanishingBeforeItsReceiveFailsWaitingSend) {
   engine::Completion done = p.sender->wait(p.send_conn, *sr, sec(30));
   ASSERT_TRUE(done.done) << "hung: " << done.error;
   EXPECT_FALSE(done.ok);
-  EXPECT_LT(UdpWire::now() - t0, sec(20));
+  EXPECT_NE(done.error.find("gone: its port is closed"), std::string::npos) << done.error;
+  EXPECT_LT(UdpWire::now() - t0, sec(3));
   std::printf("[ failure ] after %.1f s: %s\n", static_cast<double>(UdpWire::now() - t0) / 1e9,
               done.error.c_str());
 }

@@ -355,6 +355,17 @@ Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
   }
   echo("MEGASCALE_SOURCE_PORTS", sports ? std::string(sports) : "unset (ephemeral ports)", sports != nullptr);
 
+  const char* closed = env("MEGASCALE_PORT_CLOSED_MS");
+  if (closed != nullptr) {
+    auto v = parse_int("MEGASCALE_PORT_CLOSED_MS", closed, 0, 3'600'000);
+    if (!v) return v.error();
+    c.port_closed_fail_ns = static_cast<TimeNs>(*v) * kNsPerMs;
+  }
+  echo("MEGASCALE_PORT_CLOSED_MS",
+       c.port_closed_fail_ns == 0 ? std::string("0 (off: a vanished peer fails after the retry budget)")
+                                  : std::to_string(c.port_closed_fail_ns / kNsPerMs),
+       closed != nullptr);
+
   if (Status s = flag("MEGASCALE_BUSY_POLL", c.busy_poll); !s) return s.error();
   if (Status s = micros("MEGASCALE_IDLE_POLL_US", 0, 1'000'000, c.idle_poll_ns); !s) return s.error();
   if (Status s = micros("MEGASCALE_PENDING_POLL_US", 0, 10'000'000, c.pending_poll_ns); !s) return s.error();

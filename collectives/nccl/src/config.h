@@ -33,6 +33,9 @@ struct PluginConfig {
   uint32_t lanes = 4;                       // MEGASCALE_LANES: lanes (UDP source ports) per connection
   uint32_t segment_bytes = 0;               // MEGASCALE_SEGMENT_BYTES: payload per segment; 0 = from the MTU
   TimeNs retry_budget_ns = 30 * kNsPerSec;  // MEGASCALE_RETRY_BUDGET_S: fail a silent peer after this
+  // MEGASCALE_PORT_CLOSED_MS: a peer whose port answers ICMP port unreachable this long, with nothing
+  // heard from it since, fails its connections (EngineConfig::port_closed_fail_ns); 0 = off.
+  TimeNs port_closed_fail_ns = 200 * kNsPerMs;
   // MEGASCALE_RTO_FLOOR_US: no retransmission timeout is shorter (the wire's min_rto_floor_ns); at most
   // the preset's max_rto.
   TimeNs rto_floor_ns = 5 * kNsPerMs;

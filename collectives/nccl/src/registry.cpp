@@ -96,6 +96,7 @@ wire::UdpConfig Registry::udp_config(const Device& d, uint8_t dscp, uint32_t ind
   if (d.iface.speed_mbps > 0) u.engine.cc.flow.line_rate_bps = static_cast<double>(d.iface.speed_mbps) * 1e6;
   u.engine.lanes = config_.lanes;
   u.engine.tail_probe = config_.tail_probe;
+  u.engine.port_closed_fail_ns = config_.port_closed_fail_ns;
   u.engine.tail_probe_min_ns = config_.tail_probe_min_ns;
   u.engine.segment_bytes = d.segment_bytes;
   u.engine.max_posted_recvs = kEngineMaxRecvs;

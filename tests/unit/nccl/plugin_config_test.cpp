@@ -72,10 +72,11 @@ TEST(PluginConfig, DefaultsWithAnEmptyEnvironment) {
   EXPECT_EQ(c->idle_poll_ns, 50'000);
   EXPECT_EQ(c->pending_poll_ns, 1'000'000);
   EXPECT_EQ(c->test_poll_ns, 8'000);
+  EXPECT_EQ(c->port_closed_fail_ns, 200 * kNsPerMs);
   EXPECT_FALSE(c->fault.enabled());
   // Every knob is echoed once, marked as a default.
   EXPECT_TRUE(c->source_ports.empty());
-  ASSERT_EQ(c->echo.size(), 20u);
+  ASSERT_EQ(c->echo.size(), 21u);
   for (const std::string& line : c->echo) {
     EXPECT_EQ(line.rfind("MEGASCALE_", 0), 0u) << line;
     EXPECT_NE(line.find("(default)"), std::string::npos) << line;
@@ -261,6 +262,7 @@ TEST(PluginConfig, EveryKnobReachesItsField) {
                  {"MEGASCALE_IDLE_POLL_US", "2000"},
                  {"MEGASCALE_PENDING_POLL_US", "30000"},
                  {"MEGASCALE_TEST_POLL_US", "0"},
+                 {"MEGASCALE_PORT_CLOSED_MS", "1500"},
                  {"MEGASCALE_FAULT_DROP", "0.01"},
                  {"MEGASCALE_FAULT_SEED", "7"}});
   ASSERT_TRUE(c) << c.error().message;
@@ -281,6 +283,7 @@ TEST(PluginConfig, EveryKnobReachesItsField) {
   EXPECT_EQ(c->idle_poll_ns, 2'000'000);
   EXPECT_EQ(c->pending_poll_ns, 30'000'000);
   EXPECT_EQ(c->test_poll_ns, 0);
+  EXPECT_EQ(c->port_closed_fail_ns, 1'500'000'000);
   EXPECT_DOUBLE_EQ(c->fault.drop, 0.01);
   EXPECT_EQ(c->fault.seed, 7u);
   bool lanes_echoed = false;
@@ -367,6 +370,8 @@ TEST(PluginConfig, BadValuesAreRefusedNamingVariableAndValue) {
       {"MEGASCALE_PENDING_POLL_US", "-5", "0..10000000"},
       {"MEGASCALE_PENDING_POLL_US", "10000001", "0..10000000"},
       {"MEGASCALE_TEST_POLL_US", "-1", "0..10000"},
+      {"MEGASCALE_PORT_CLOSED_MS", "-1", "0..3600000"},
+      {"MEGASCALE_PORT_CLOSED_MS", "0.5", "0..3600000"},
       {"MEGASCALE_CC", "no-such-preset", ""},
       {"MEGASCALE_FAULT_DROP", "1.5", "[0, 1]"},
   };

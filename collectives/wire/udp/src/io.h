@@ -125,6 +125,8 @@ struct UdpWire::Io {
   uint64_t rx_timestamped = 0;
   uint64_t rx_timestamps_rejected = 0;
   uint64_t recv_errors = 0;
+  uint64_t port_unreachable = 0;  // ICMP port unreachable for a known peer, reported to the engine
+  std::vector<detail::SockAddr> unreachable;  // closed ports read from the sockets, not yet reported
   uint64_t peer_table_full = 0;
   uint64_t tx_bad_peer = 0;  // engine packets for a peer id the table does not have
   uint64_t progress_calls = 0;

@@ -166,6 +166,15 @@ void IoThread::publish_tx_counters() {
   }
 }
 
+void IoThread::read_errors() {
+  unreachable_.clear();
+  for (int fd : rx_fds_) read_port_unreachable(fd, unreachable_);
+  if (unreachable_.empty()) return;
+  std::lock_guard<std::mutex> lock(caller_->unreachable_mu);
+  caller_->unreachable.insert(caller_->unreachable.end(), unreachable_.begin(), unreachable_.end());
+  caller_->has_unreachable.store(true, std::memory_order_release);
+}
+
 bool IoThread::send_ready() {
   bool sent = false;
   // A bounded number of batches per call, then the sockets are read: while the engine's thread keeps
@@ -184,8 +193,11 @@ bool IoThread::send_ready() {
       engine::seal_seg_payload_crc(b->packets[i]);
       engine::add_tx_wait(b->packets[i], waited);
     }
+    const uint64_t errors_before = sender_.counters().dropped_error;
     sender_.send(std::span<const TxItem>(b->items.data(), b->count), sockets_, b->peers, gso_);
     tx_.release();
+    // A send that failed may have failed on a queued ICMP error (a peer's closed port).
+    if (sender_.counters().dropped_error != errors_before) read_errors();
     sent = true;
     copies_.run();  // the engine's thread may be waiting for these
   }
@@ -216,6 +228,7 @@ bool IoThread::receive_ready(bool& rx_full) {
       add(counters_.rx_messages, after.messages - before.messages);
       if (n < 0) {
         add(counters_.rx_errors, 1);  // e.g. an ICMP error queued on the socket
+        read_errors();
         continue;
       }
       if (n == 0) break;
@@ -273,12 +286,16 @@ void IoThread::run() {
       const int rc = epoll_wait(epfd_, events, 8, kMaxSleepMs);
       // Woken (a packet, a batch to send, requests posted): the polling window restarts here.
       if (rc > 0) last_work_ns = UdpWire::now();
+      bool errors = false;
       for (int i = 0; i < rc; ++i) {
+        // An error queue that is not empty keeps a socket ready (EPOLLERR) until it is read.
+        errors = errors || (events[i].events & EPOLLERR) != 0;
         if (events[i].data.u32 == kWake) {
           eventfd_t drained = 0;
           eventfd_read(wakefd_, &drained);
         }
       }
+      if (errors) read_errors();
     }
     sleeping_.store(false, std::memory_order_relaxed);
     if (now_pending) last_work_ns = UdpWire::now();

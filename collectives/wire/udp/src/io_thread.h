@@ -21,6 +21,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <thread>
 #include <vector>
@@ -134,6 +135,11 @@ struct CallerWake {
   int fd = -1;
   std::atomic<bool> sleeping{false};
   std::atomic<bool> pending{false};
+  // Destinations whose datagrams met ICMP port unreachable (read_port_unreachable), for the engine's
+  // thread to report (Endpoint::on_port_unreachable). Rare: a mutex, and a flag to skip it.
+  std::mutex unreachable_mu;
+  std::vector<SockAddr> unreachable;
+  std::atomic<bool> has_unreachable{false};
 };
 
 // When a thread with nothing to do sleeps in epoll (UdpConfig::busy_poll, idle_poll_ns, pending_poll_ns):
@@ -181,6 +187,8 @@ class IoThread {
   bool send_ready();
   bool receive_ready(bool& rx_full);
   void publish_tx_counters();
+  // Reads the ICMP errors queued on this thread's sockets and hands closed ports to the engine's thread.
+  void read_errors();
 
   uint32_t index_;
   std::vector<int> rx_fds_;  // the sockets this thread receives on, the one peers send to first
@@ -195,6 +203,7 @@ class IoThread {
   CopyQueue copies_;
   UdpSender sender_;
   engine::Packet scratch_;  // decode_packet's output while checking CRCs
+  std::vector<SockAddr> unreachable_;  // read_errors' scratch
   ReceiveCounters rx_totals_;
   IoThreadCounters counters_;
   std::unique_ptr<std::atomic<uint64_t>[]> per_socket_;

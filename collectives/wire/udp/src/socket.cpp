@@ -2,6 +2,7 @@
 #include "socket.h"
 
 #include <arpa/inet.h>
+#include <linux/errqueue.h>
 #include <linux/filter.h>
 #include <netdb.h>
 #include <netinet/ip.h>
@@ -154,6 +155,9 @@ Result<UdpSocket> open_udp_socket(const SockAddr& bind_addr, const SocketOptions
   // per message. Reading the byte back on receive gives the CE mark.
   const int tos = tos_byte(options.dscp, options.ecn ? kEcnEct0 : 0);
   s.tos = tos;
+  // ICMP errors to the error queue: a peer whose port closed is then known at once (read_port_unreachable).
+  s.recv_err = family == AF_INET ? set_int(s.fd, IPPROTO_IP, IP_RECVERR, 1)
+                                 : set_int(s.fd, IPPROTO_IPV6, IPV6_RECVERR, 1);
   if (family == AF_INET) {
     const bool tos_ok = set_int(s.fd, IPPROTO_IP, IP_TOS, tos);
     s.ect = options.ecn && tos_ok;
@@ -174,6 +178,39 @@ Result<UdpSocket> open_udp_socket(const SockAddr& bind_addr, const SocketOptions
   // aggregate once), so delay-based control sees the path and not how late this process reads it.
   if (options.rx_timestamps) s.rx_timestamps = set_int(s.fd, SOL_SOCKET, SO_TIMESTAMPNS, 1);
   return s;
+}
+
+size_t read_port_unreachable(int fd, std::vector<SockAddr>& out) {
+  size_t errors = 0;
+  for (;;) {
+    SockAddr dest;
+    uint8_t data[64];  // the start of the datagram that failed; not needed
+    alignas(cmsghdr) uint8_t control[512];
+    iovec iov{data, sizeof data};
+    msghdr m{};
+    m.msg_name = dest.addr();
+    m.msg_namelen = sizeof dest.storage;
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = control;
+    m.msg_controllen = sizeof control;
+    if (::recvmsg(fd, &m, MSG_ERRQUEUE | MSG_DONTWAIT) < 0) {
+      if (errno == EINTR) continue;
+      return errors;  // EAGAIN: the queue is empty
+    }
+    ++errors;
+    dest.len = m.msg_namelen;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&m); c != nullptr; c = CMSG_NXTHDR(&m, c)) {
+      const bool v4 = c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_RECVERR;
+      const bool v6 = c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_RECVERR;
+      if (!v4 && !v6) continue;
+      sock_extended_err e;
+      std::memcpy(&e, CMSG_DATA(c), sizeof e);
+      const bool port_closed = (v4 && e.ee_origin == SO_EE_ORIGIN_ICMP && e.ee_type == 3 && e.ee_code == 3) ||
+                               (v6 && e.ee_origin == SO_EE_ORIGIN_ICMP6 && e.ee_type == 1 && e.ee_code == 4);
+      if (port_closed && m.msg_namelen > 0) out.push_back(dest);
+    }
+  }
 }
 
 void close_udp_socket(UdpSocket& s) {

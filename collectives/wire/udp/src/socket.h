@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "megascale/common/result.h"
 
@@ -61,6 +62,7 @@ struct UdpSocket {
   bool recv_tos = false;       // IP_RECVTOS / IPV6_RECVTCLASS accepted
   bool rx_timestamps = false;  // SO_TIMESTAMPNS accepted: every message carries its arrival time
   bool ect = false;            // ECT(0) set in the socket's TOS / traffic class
+  bool recv_err = false;       // IP_RECVERR / IPV6_RECVERR accepted: ICMP errors are queued (read_port_unreachable)
   int tos = 0;                 // the TOS / traffic class byte the socket sends with
   int sndbuf_bytes = 0;        // as the kernel reports them
   int rcvbuf_bytes = 0;
@@ -79,6 +81,14 @@ inline constexpr int kEcnEct0 = 2;
 Result<UdpSocket> open_udp_socket(const SockAddr& bind, const SocketOptions& options);
 
 void close_udp_socket(UdpSocket& s);
+
+// ICMP errors (IP_RECVERR / IPV6_RECVERR, which open_udp_socket turns on): each one the kernel queues
+// also fails the socket's next send or receive once (ECONNREFUSED for a closed port; a failed send loses
+// its datagram). Reads the socket's error queue to the end, without blocking, and appends to `out` the
+// destination of every datagram that met ICMP port unreachable (v4 type 3 code 3, v6 type 1 code 4):
+// its host is up and nothing listens on that port. Other errors (host or network unreachable, a link or
+// route that comes and goes) are read and dropped. Returns how many errors it read.
+size_t read_port_unreachable(int fd, std::vector<SockAddr>& out);
 
 // Receive groups. A wire's peers send every lane to one port (the pool's socket 0), so one socket, and
 // one I/O thread, would receive everything. With I/O threads the wire opens that port as an

@@ -305,6 +305,7 @@ Status UdpWire::progress_locked(TimeNs now, bool read_clock) {
   transmit_locked(now, read_clock);
   const uint64_t receives_before = endpoint_->stats().receives_completed;
   receive_locked(now, read_clock);
+  report_port_errors_locked(now);
   if (io_->fault) {
     // Held datagrams stand for packets delayed in the network: they arrive when released.
     HeldDatagram held;
@@ -330,6 +331,25 @@ Status UdpWire::progress_locked(TimeNs now, bool read_clock) {
   }
   publish_pending_locked(now);
   return {};
+}
+
+void UdpWire::report_port_errors_locked(TimeNs now) {
+  Io& io = *io_;
+  detail::CallerWake& w = io.caller_wake;
+  if (w.has_unreachable.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lock(w.unreachable_mu);
+    io.unreachable.insert(io.unreachable.end(), w.unreachable.begin(), w.unreachable.end());
+    w.unreachable.clear();
+    w.has_unreachable.store(false, std::memory_order_relaxed);
+  }
+  for (const detail::SockAddr& a : io.unreachable) {
+    // Only addresses we sent to are known; an ICMP message about anything else says nothing of ours.
+    if (const std::optional<uint32_t> peer = io.peers.find(a)) {
+      ++io.port_unreachable;
+      endpoint_->on_port_unreachable(now, *peer);
+    }
+  }
+  io.unreachable.clear();
 }
 
 void UdpWire::publish_pending_locked(TimeNs now) {
@@ -399,6 +419,7 @@ bool UdpWire::read_socket_locked(TimeNs& now, bool read_clock, int fd) {
     const int n = io.receiver.receive(fd);
     if (n < 0) {
       ++io.recv_errors;  // e.g. an ICMP error queued on the socket; the next call reads on
+      detail::read_port_unreachable(fd, io.unreachable);
       continue;
     }
     if (n > 0) {
@@ -437,6 +458,10 @@ void UdpWire::receive_locked(TimeNs now, bool read_clock) {
   const int n_ready = epoll_wait(io.epfd, io.events.data(), static_cast<int>(io.events.size()), 0);
   for (int e = 0; e < n_ready; ++e) {
     const uint32_t token = io.events[static_cast<size_t>(e)].data.u32;
+    if (token != kWakeToken && (io.events[static_cast<size_t>(e)].events & EPOLLERR) != 0) {
+      // An error queue that is not empty keeps the socket ready until it is read.
+      detail::read_port_unreachable(io.sockets[token].fd, io.unreachable);
+    }
     if (token == kWakeToken) {
       eventfd_t drained = 0;
       eventfd_read(io.wakefd, &drained);
@@ -521,7 +546,15 @@ void UdpWire::transmit_locked(TimeNs now, bool read_clock) {
     }
     // The payload pointers stay valid until the next engine call other than poll_tx: send now.
     if (k > 0) io.last_io_ns = now;
-    if (k > 0) io.sender.send(std::span(io.items.data(), k), io.sockets, io.peers.addresses(), io.gso);
+    if (k > 0) {
+      const uint64_t errors_before = io.sender.counters().dropped_error;
+      io.sender.send(std::span(io.items.data(), k), io.sockets, io.peers.addresses(), io.gso);
+      // A send that failed may have failed on a queued ICMP error (a peer's closed port): the next
+      // round reports it.
+      if (io.sender.counters().dropped_error != errors_before) {
+        for (const detail::UdpSocket& s : io.sockets) detail::read_port_unreachable(s.fd, io.unreachable);
+      }
+    }
     if (n < config_.batch) {
       more_tx_ = false;
       return;
@@ -661,6 +694,7 @@ UdpWireStats UdpWire::stats() const {
   s.recv_syscalls += rx.syscalls;
   s.recv_truncated += rx.truncated;
   s.recv_errors += io.recv_errors;
+  s.port_unreachable = io.port_unreachable;
   s.ce_received = io.ce_received;
   s.rx_timestamped = io.rx_timestamped;
   s.rx_timestamps_rejected = io.rx_timestamps_rejected;

@@ -204,6 +204,8 @@ struct UdpWireStats {
   uint64_t recv_syscalls = 0;
   uint64_t recv_truncated = 0;
   uint64_t recv_errors = 0;
+  // ICMP port unreachable from a known peer's address: its process is gone (Endpoint::on_port_unreachable).
+  uint64_t port_unreachable = 0;
   uint64_t ce_received = 0;             // datagrams that arrived CE-marked (before fault injection)
   uint64_t rx_timestamped = 0;          // datagrams handed to the engine with their kernel receive timestamp
   uint64_t rx_timestamps_rejected = 0;  // stamps implausible against the clock (a realtime step):
@@ -345,6 +347,8 @@ class UdpWire {
   void deliver_locked(TimeNs now, uint32_t peer, uint8_t* data, size_t len, bool ce, TimeNs rx_ns,
                       bool verified);
   void transmit_locked(TimeNs now, bool read_clock);
+  // Hands the closed ports read from the sockets (here or by the I/O threads) to the engine.
+  void report_port_errors_locked(TimeNs now);
   void transmit_to_threads_locked(TimeNs now, bool read_clock);
   uint32_t socket_for(const engine::TxPacket& p, TimeNs now);  // pool index a packet leaves from
   TimeNs next_deadline_locked() const;
