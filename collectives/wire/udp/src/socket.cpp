@@ -156,8 +156,13 @@ Result<UdpSocket> open_udp_socket(const SockAddr& bind_addr, const SocketOptions
   const int tos = tos_byte(options.dscp, options.ecn ? kEcnEct0 : 0);
   s.tos = tos;
   // ICMP errors to the error queue: a peer whose port closed is then known at once (read_port_unreachable).
-  s.recv_err = family == AF_INET ? set_int(s.fd, IPPROTO_IP, IP_RECVERR, 1)
-                                 : set_int(s.fd, IPPROTO_IPV6, IPV6_RECVERR, 1);
+  // Best effort: where the kernel refuses it, the error queue stays empty and the retry budget alone
+  // fails a vanished peer.
+  if (family == AF_INET) {
+    set_int(s.fd, IPPROTO_IP, IP_RECVERR, 1);
+  } else {
+    set_int(s.fd, IPPROTO_IPV6, IPV6_RECVERR, 1);
+  }
   if (family == AF_INET) {
     const bool tos_ok = set_int(s.fd, IPPROTO_IP, IP_TOS, tos);
     s.ect = options.ecn && tos_ok;

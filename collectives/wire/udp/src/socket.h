@@ -62,7 +62,6 @@ struct UdpSocket {
   bool recv_tos = false;       // IP_RECVTOS / IPV6_RECVTCLASS accepted
   bool rx_timestamps = false;  // SO_TIMESTAMPNS accepted: every message carries its arrival time
   bool ect = false;            // ECT(0) set in the socket's TOS / traffic class
-  bool recv_err = false;       // IP_RECVERR / IPV6_RECVERR accepted: ICMP errors are queued (read_port_unreachable)
   int tos = 0;                 // the TOS / traffic class byte the socket sends with
   int sndbuf_bytes = 0;        // as the kernel reports them
   int rcvbuf_bytes = 0;
