@@ -249,7 +249,7 @@ void ConnectionCore::fail(std::string message) {
   error_ = std::move(message);
   state_ = ConnectionState::kFailed;
   ++ep_stats_->connections_failed;
-  rto_deadline_ = ctl_deadline_ = ack_deadline_ = pace_wake_ns_ = tlp_deadline_ = kNever;
+  rto_deadline_ = ctl_deadline_ = ack_deadline_ = pace_wake_ns_ = tlp_deadline_ = port_probe_ns_ = kNever;
   tlp_seqs_.clear();
   syn_pending_ = synack_pending_ = fin_pending_ = fin_reply_pending_ = ack_now_ = false;
   probe_pending_ = probe_outstanding_ = false;
@@ -261,6 +261,7 @@ void ConnectionCore::on_port_unreachable(TimeNs now) {
   if (!is_open() || cfg_.port_closed_fail_ns == 0) return;
   if (port_closed_since_ns_ == kNever || last_rx_ns_ >= port_closed_since_ns_) {
     port_closed_since_ns_ = now;  // the first report, or the peer has spoken since the earlier ones
+    port_probe_ns_ = now + cfg_.port_closed_fail_ns;
     return;
   }
   if (now - port_closed_since_ns_ < cfg_.port_closed_fail_ns) return;
@@ -593,8 +594,8 @@ bool ConnectionCore::poll_tx(TimeNs now, TxPacket& out) {
 }
 
 TimeNs ConnectionCore::next_deadline() const {
-  return std::min(
-      {ctl_deadline_, rto_deadline_, tlp_deadline_, ack_deadline_, pace_wake_ns_, keepalive_deadline()});
+  return std::min({ctl_deadline_, rto_deadline_, tlp_deadline_, ack_deadline_, pace_wake_ns_, port_probe_ns_,
+                   keepalive_deadline()});
 }
 
 void ConnectionCore::on_timer(TimeNs now) {
@@ -629,6 +630,12 @@ void ConnectionCore::on_timer(TimeNs now) {
   if (ack_deadline_ <= now) {
     ack_now_ = true;
     ack_deadline_ = kNever;
+  }
+  if (port_probe_ns_ <= now) {
+    port_probe_ns_ = kNever;
+    // Still nothing heard since the first report: ask once more. A closed port answers with another
+    // report, which now fails the connection; a live peer answers the probe.
+    if (last_rx_ns_ < port_closed_since_ns_) probe_pending_ = true;
   }
   if (pace_wake_ns_ <= now) pace_wake_ns_ = kNever;
 }

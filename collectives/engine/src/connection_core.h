@@ -352,6 +352,9 @@ class ConnectionCore {
   bool probe_outstanding_ = false;  // a probe is unanswered (the RTO schedule retries it)
   TimeNs keepalive_deadline() const;
   TimeNs port_closed_since_ns_ = kNever;  // the first port-unreachable report since the peer was heard
+  // When the grace after that first report ends, a probe goes to the peer: its report (or its answer)
+  // settles the matter then, not at a retransmission that backoff may have put seconds later.
+  TimeNs port_probe_ns_ = kNever;
 };
 
 }  // namespace megascale::engine::detail

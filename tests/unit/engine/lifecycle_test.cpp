@@ -352,6 +352,36 @@ TEST(Lifecycle, PeerWhosePortClosedFailsAfterTheGraceNotTheRetryBudget) {
   EXPECT_EQ(net.ep[0]->next_deadline(), kNever);
 }
 
+// The port closes while the retransmissions are already backed off to the 1 s ceiling (the process took
+// a while to die, and its socket swallowed them until then): the next retransmission after the first
+// report is up to a second away, so the connection probes the peer itself once the grace is over, and
+// that probe's report fails it.
+TEST(Lifecycle, ClosedPortIsConfirmedByAProbeAtTheGraceNotAtTheNextBackedOffRetransmission) {
+  EngineConfig cfg = test_config();
+  cfg.cc.rto.retry_budget_ns = 30'000'000'000;
+  TestNet net(cfg);
+  auto [a, b] = net.connect_pair();
+  ClosedPort port(net);
+  Batch batch({200'000}, 10);
+  batch.post_recvs(b);
+  batch.post_sends(a);
+  net.run_for(20'000);
+  port.closed = true;  // silently at first: lost, never reported
+  net.run_until([&] { port.unreported = 0; return false; }, net.now + 4'000'000'000);
+  ASSERT_EQ(a->state(), ConnectionState::kEstablished);
+  TimeNs first = kNever;
+  ASSERT_TRUE(net.run_until(
+      [&] {
+        if (port.unreported > 0 && first == kNever) first = net.now;
+        port.report();
+        return a->state() == ConnectionState::kFailed;
+      },
+      net.now + 10'000'000'000));
+  EXPECT_NE(a->error().find("gone: its port is closed"), std::string::npos) << a->error();
+  EXPECT_GE(net.now - first, cfg.port_closed_fail_ns);
+  EXPECT_LE(net.now - first, cfg.port_closed_fail_ns + 1'000'000);  // the probe's report, not 1 s later
+}
+
 TEST(Lifecycle, PortUnreachableFromAPeerThatStillAnswersFailsNothing) {
   EngineConfig cfg = test_config();
   TestNet net(cfg);

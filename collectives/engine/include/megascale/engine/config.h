@@ -72,7 +72,10 @@ struct EngineConfig {
   // more, as when the peer process exited or was killed. When such reports keep coming for this long
   // with nothing heard from the peer since the first, the connection fails at once ("peer N gone: its
   // port is closed ...") instead of after the retry budget. One report alone never fails it (ICMP can
-  // be forged, and a firewall's reject rule may come and go). 0 = ignore the reports.
+  // be forged, and a firewall's reject rule may come and go). When the grace after the first report
+  // ends with nothing heard, the connection sends the peer a probe (an ACK asking for an answer), so
+  // the confirming report comes then and not at a retransmission that backoff has put up to
+  // cc.rto.max_rto_ns later. 0 = ignore the reports.
   TimeNs port_closed_fail_ns = 200'000'000;
 
   // Connection setup: SYN retransmitted with cc.rto's initial timeout and backoff until this budget
