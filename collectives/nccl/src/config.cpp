@@ -142,6 +142,12 @@ ThreadLayout thread_layout(unsigned usable_cpus, unsigned local_ranks, uint32_t 
   return t;
 }
 
+TimeNs PluginConfig::keepalive_interval_ns() const {
+  TimeNs k = std::clamp<TimeNs>(retry_budget_ns / 4, 10 * kNsPerMs, kNsPerSec);
+  if (port_closed_fail_ns > 0) k = std::min(k, std::max<TimeNs>(port_closed_fail_ns, 10 * kNsPerMs));
+  return k;
+}
+
 Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
   PluginConfig c;
   auto env = [&](const char* name) -> const char* {

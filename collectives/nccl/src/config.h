@@ -71,6 +71,13 @@ struct PluginConfig {
   TimeNs test_poll_ns = 8 * kNsPerUs;
   wire::FaultConfig fault;  // MEGASCALE_FAULT_* (the wire's fault injection)
 
+  // How long a connection with requests pending waits on a silent peer before it probes it
+  // (EngineConfig::keepalive_interval_ns): a quarter of the retry budget, within 10 ms..1 s, and with
+  // closed-port reports on no longer than their grace. A rank that dies when its peers have nothing of
+  // theirs unacknowledged leaves them silent: only a probe draws the ICMP port unreachable from its host,
+  // and waiting 1 s for it would make the closed-port check four times slower than it need be.
+  TimeNs keepalive_interval_ns() const;
+
   // "NAME=value (source)" for every knob, in table order, for the INFO echo.
   std::vector<std::string> echo;
   // Settings that are valid but likely to hurt, each a sentence naming the variable, logged at WARN.

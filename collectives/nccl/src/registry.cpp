@@ -101,8 +101,7 @@ wire::UdpConfig Registry::udp_config(const Device& d, uint8_t dscp, uint32_t ind
   u.engine.segment_bytes = d.segment_bytes;
   u.engine.max_posted_recvs = kEngineMaxRecvs;
   u.engine.connect_timeout_ns = config_.retry_budget_ns;
-  // A receive waiting on a silent peer probes it this often; the retry budget then decides.
-  u.engine.keepalive_interval_ns = std::clamp<TimeNs>(config_.retry_budget_ns / 4, 10 * kNsPerMs, kNsPerSec);
+  u.engine.keepalive_interval_ns = config_.keepalive_interval_ns();
   u.engine.seed = std::random_device{}() ^ (uint64_t{std::random_device{}()} << 32);
   return u;
 }

@@ -291,6 +291,24 @@ TEST(PluginConfig, EveryKnobReachesItsField) {
   EXPECT_TRUE(lanes_echoed);
 }
 
+// A silent peer is probed after a quarter of the retry budget (10 ms..1 s), and no later than the
+// closed-port grace while that is on: the probe is what draws a dead peer's ICMP port unreachable.
+TEST(PluginConfig, KeepaliveFollowsTheBudgetAndNeverOutwaitsTheClosedPortGrace) {
+  struct Case {
+    const char* budget_s;
+    const char* port_closed_ms;
+    TimeNs want;
+  };
+  for (const Case& k : {Case{"30", "0", kNsPerSec}, Case{"30", "200", 200 * kNsPerMs},
+                        Case{"0.4", "0", 100 * kNsPerMs}, Case{"0.4", "50", 50 * kNsPerMs},
+                        Case{"0.01", "0", 10 * kNsPerMs}, Case{"30", "1", 10 * kNsPerMs},
+                        Case{"30", "5000", kNsPerSec}}) {
+    auto c = load({{"MEGASCALE_RETRY_BUDGET_S", k.budget_s}, {"MEGASCALE_PORT_CLOSED_MS", k.port_closed_ms}});
+    ASSERT_TRUE(c) << c.error().message;
+    EXPECT_EQ(c->keepalive_interval_ns(), k.want) << k.budget_s << " s, " << k.port_closed_ms << " ms";
+  }
+}
+
 // The floor never exceeds the preset's ceiling: by default it shrinks to it, and a larger value is
 // refused naming the ceiling. The echo gives the timeout's real floor, the larger of it and min_rto.
 TEST(PluginConfig, RtoFloorStaysUnderThePresetsCeiling) {
