@@ -324,6 +324,52 @@ TEST_P(UdpIo, RefusedGsoFallsBackToOneDatagramPerMessage) {
   for (size_t i = 0; i < ds.size(); ++i) EXPECT_EQ(r.datagrams[i], flatten(ds[i]));
 }
 
+// A datagram to a closed port draws an ICMP port unreachable, which the kernel also reports once on the
+// socket's next send, whatever its destination: that send fails without sending anything. The sender
+// tries such a message once more, so the live peer's datagrams all arrive and none is dropped.
+TEST_P(UdpIo, ClosedPortOfOnePeerCostsAnotherPeerNoDatagram) {
+  SocketOptions no_offload;
+  no_offload.gso = no_offload.gro = false;
+  UdpSocket tx = open(no_offload);
+  UdpSocket live = open(no_offload);
+  SockAddr closed_addr;
+  {
+    auto a = resolve_address(GetParam(), 0);
+    ASSERT_TRUE(a);
+    auto gone = open_udp_socket(*a, no_offload);
+    ASSERT_TRUE(gone);
+    closed_addr = gone->local;
+    close_udp_socket(*gone);  // nothing listens there any more
+  }
+  std::vector<SockAddr> peers = {closed_addr, live.local};
+  std::vector<UdpSocket> pool = {tx};
+  UdpSender sender(64);
+  bool gso = false;
+  Datagram d0 = make_datagram(0, 72, 100);
+  std::vector<TxItem> to_closed = {TxItem{d0.header.data(), 72, d0.payload.data(), 100, 0, 0, true}};
+  sender.send(to_closed, pool, peers, gso);
+  pollfd p{tx.fd, 0, 0};  // POLLERR is always reported: the ICMP message is queued
+  ASSERT_EQ(poll(&p, 1, 1000), 1) << "no ICMP port unreachable within 1 s";
+  ASSERT_TRUE(p.revents & POLLERR);
+  std::vector<Datagram> ds;
+  std::vector<TxItem> to_live;
+  for (uint32_t i = 1; i <= 3; ++i) ds.push_back(make_datagram(i, 72, 100 + i));
+  for (const Datagram& d : ds) {
+    to_live.push_back(TxItem{d.header.data(), 72, d.payload.data(), static_cast<uint32_t>(d.payload.size()), 0, 1, true});
+  }
+  sender.send(to_live, pool, peers, gso);
+  EXPECT_EQ(sender.counters().error_retries, 1u);
+  EXPECT_EQ(sender.counters().dropped_error, 0u);
+  Received r = receive(live, ds.size());
+  ASSERT_EQ(r.datagrams.size(), ds.size());
+  for (size_t i = 0; i < ds.size(); ++i) EXPECT_EQ(r.datagrams[i], flatten(ds[i])) << "datagram " << i;
+  // The error queue still names the closed port (the wire hands it to the engine).
+  std::vector<SockAddr> unreachable;
+  EXPECT_EQ(read_port_unreachable(tx.fd, unreachable), 1u);
+  ASSERT_EQ(unreachable.size(), 1u);
+  EXPECT_EQ(unreachable[0], closed_addr);
+}
+
 TEST_P(UdpIo, EctZeroDscpAndNotEctPerPacket) {
   SocketOptions o;
   o.dscp = 26;  // AF31

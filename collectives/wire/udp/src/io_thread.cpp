@@ -159,6 +159,7 @@ void IoThread::publish_tx_counters() {
   p.tx_syscalls.store(c.syscalls, std::memory_order_relaxed);
   p.tx_dropped_full.store(c.dropped_full, std::memory_order_relaxed);
   p.tx_dropped_error.store(c.dropped_error, std::memory_order_relaxed);
+  p.tx_error_retries.store(c.error_retries, std::memory_order_relaxed);
   p.tx_gso_fallbacks.store(c.gso_fallbacks, std::memory_order_relaxed);
   const std::vector<uint64_t>& sent = sender_.per_socket();
   for (size_t i = 0; i < sent.size() && i < sockets_.size(); ++i) {
@@ -193,11 +194,11 @@ bool IoThread::send_ready() {
       engine::seal_seg_payload_crc(b->packets[i]);
       engine::add_tx_wait(b->packets[i], waited);
     }
-    const uint64_t errors_before = sender_.counters().dropped_error;
+    const uint64_t errors_before = sender_.counters().error_retries;
     sender_.send(std::span<const TxItem>(b->items.data(), b->count), sockets_, b->peers, gso_);
     tx_.release();
     // A send that failed may have failed on a queued ICMP error (a peer's closed port).
-    if (sender_.counters().dropped_error != errors_before) read_errors();
+    if (sender_.counters().error_retries != errors_before) read_errors();
     sent = true;
     copies_.run();  // the engine's thread may be waiting for these
   }

@@ -123,7 +123,7 @@ struct TxBatch {
 // Counters an I/O thread publishes after each send or receive (it is their only writer).
 struct IoThreadCounters {
   std::atomic<uint64_t> tx_datagrams{0}, tx_bytes{0}, tx_messages{0}, tx_gso_messages{0}, tx_syscalls{0},
-      tx_dropped_full{0}, tx_dropped_error{0}, tx_gso_fallbacks{0};
+      tx_dropped_full{0}, tx_dropped_error{0}, tx_error_retries{0}, tx_gso_fallbacks{0};
   std::atomic<uint64_t> rx_messages{0}, rx_gro_messages{0}, rx_syscalls{0}, rx_truncated{0}, rx_errors{0};
   std::atomic<uint64_t> sleeps{0};
 };

@@ -103,6 +103,7 @@ void UdpSender::send_socket(size_t first, size_t last, std::span<const TxItem> i
                             uint32_t socket_index, std::span<const SockAddr> peers, bool& gso) {
   size_t n_msgs = build(first, last, items, peers, socket, gso);
   size_t k = 0;
+  size_t retried = SIZE_MAX;  // the message last retried after an error
   while (k < n_msgs) {
     const int rc = sendmmsg(socket.fd, &msgs_[k], static_cast<unsigned>(n_msgs - k), MSG_DONTWAIT);
     ++counters_.syscalls;
@@ -132,9 +133,17 @@ void UdpSender::send_socket(size_t first, size_t last, std::span<const TxItem> i
       const size_t rest_first = info_[k].first_item;
       n_msgs = build(rest_first, last, items, peers, socket, false);
       k = 0;
+      retried = SIZE_MAX;
       continue;
     }
-    // Anything else (EMSGSIZE, an unreachable destination) loses this message only.
+    if (retried != k) {
+      // Maybe the socket's pending error (an ICMP port unreachable from another peer, say), which this
+      // call reported and cleared without sending anything: once more.
+      retried = k;
+      ++counters_.error_retries;
+      continue;
+    }
+    // Failed twice (EMSGSIZE, an unreachable destination): this message only is lost.
     counters_.dropped_error += info_[k].datagrams;
     ++k;
   }

@@ -41,6 +41,10 @@ struct SendCounters {
   uint64_t syscalls = 0;       // sendmmsg calls
   uint64_t dropped_full = 0;   // datagrams dropped because the socket was full (EAGAIN, ENOBUFS)
   uint64_t dropped_error = 0;  // datagrams dropped on another error (EMSGSIZE, ...)
+  // Messages sent again after a send failed: a socket's pending error (an ICMP message about an earlier
+  // datagram, possibly to another peer, which the kernel reports once on the next send) fails that
+  // send without sending it, so a failed message gets one retry before it is dropped.
+  uint64_t error_retries = 0;
   uint64_t gso_fallbacks = 0;  // times the kernel refused a GSO send and GSO was turned off
 };
 

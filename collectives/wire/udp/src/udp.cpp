@@ -547,11 +547,11 @@ void UdpWire::transmit_locked(TimeNs now, bool read_clock) {
     // The payload pointers stay valid until the next engine call other than poll_tx: send now.
     if (k > 0) io.last_io_ns = now;
     if (k > 0) {
-      const uint64_t errors_before = io.sender.counters().dropped_error;
+      const uint64_t errors_before = io.sender.counters().error_retries;
       io.sender.send(std::span(io.items.data(), k), io.sockets, io.peers.addresses(), io.gso);
       // A send that failed may have failed on a queued ICMP error (a peer's closed port): the next
       // round reports it.
-      if (io.sender.counters().dropped_error != errors_before) {
+      if (io.sender.counters().error_retries != errors_before) {
         for (const detail::UdpSocket& s : io.sockets) detail::read_port_unreachable(s.fd, io.unreachable);
       }
     }
@@ -660,6 +660,7 @@ UdpWireStats UdpWire::stats() const {
   s.send_syscalls = tx.syscalls;
   s.send_dropped_full = tx.dropped_full;
   s.send_dropped_error = tx.dropped_error + io.tx_bad_peer;
+  s.send_error_retries = tx.error_retries;
   s.gso_fallbacks = tx.gso_fallbacks;
   s.datagrams_per_port = io.sender.per_socket();
   s.datagrams_per_port.resize(io.sockets.size(), 0);
@@ -674,6 +675,7 @@ UdpWireStats UdpWire::stats() const {
     s.send_syscalls += get(c.tx_syscalls);
     s.send_dropped_full += get(c.tx_dropped_full);
     s.send_dropped_error += get(c.tx_dropped_error);
+    s.send_error_retries += get(c.tx_error_retries);
     s.gso_fallbacks += get(c.tx_gso_fallbacks);
     s.recv_messages += get(c.rx_messages);
     s.gro_messages += get(c.rx_gro_messages);

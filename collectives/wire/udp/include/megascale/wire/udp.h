@@ -194,6 +194,9 @@ struct UdpWireStats {
   uint64_t send_syscalls = 0;
   uint64_t send_dropped_full = 0;   // datagrams lost because a socket buffer was full
   uint64_t send_dropped_error = 0;  // datagrams lost to another send error
+  // Sends retried once after an error: mostly a socket's pending ICMP error (a closed port of some peer)
+  // reported on an unrelated send, which the retry then delivers.
+  uint64_t send_error_retries = 0;
   uint64_t gso_fallbacks = 0;
   std::vector<uint64_t> datagrams_per_port;  // datagrams sent from each pool socket (capabilities().ports)
   // Receiving.
