@@ -5,12 +5,21 @@
 #   scripts/check-nccl-plugin.sh [BUILD_DIR]          # BUILD_DIR defaults to build/
 #
 # Steps (every log under $OUT, default out/nccl-plugin):
-#   1. megascale         all collectives, fp32 and bf16, 0 B .. MAX_BYTES, every element checked, through
+#   1. kill              a peer killed mid-collective: ranks run 64 MiB all-reduces, one at a time, through
+#                        MegaScale and then through Socket (as it comes); once data flows the last rank is
+#                        SIGKILLed. Every other rank must stop within KILL_DEADLINE_S (default 20) with NCCL's
+#                        asynchronous error (nccl_check exits 3: it polls ncclCommGetAsyncError, prints the
+#                        error and aborts the communicator), never hang. The seconds from SIGKILL to each
+#                        survivor's exit are printed for both nets; only MegaScale's outcome fails the script.
+#                        Runs first, before MPS starts: MPS does not isolate a client killed mid-kernel from
+#                        the others on its GPU (the survivor then fails with "an illegal memory access" on
+#                        the GPU, whatever the net; Wu et al., "Safe Process Quitting for GPU MPS", ICDCS 2020)
+#   2. megascale         all collectives, fp32 and bf16, 0 B .. MAX_BYTES, every element checked, through
 #                        NCCL_NET_PLUGIN=<abs path>/libnccl-net-megascale.so NCCL_NET=MegaScale; every NCCL
 #                        channel line must say "via NET/MegaScale"; stats in $OUT/stats
-#   2. megascale-drop1   the same with MEGASCALE_FAULT_DROP=0.01 (1% of datagrams dropped on receive) up to
+#   3. megascale-drop1   the same with MEGASCALE_FAULT_DROP=0.01 (1% of datagrams dropped on receive) up to
 #                        FAULT_MAX_BYTES: loss recovery under NCCL
-#   3. bandwidth         64 MiB .. MAX_BYTES (x2 steps, nccl-tests' exact sizes), fp32, BENCH_OPS (default
+#   4. bandwidth         64 MiB .. MAX_BYTES (x2 steps, nccl-tests' exact sizes), fp32, BENCH_OPS (default
 #                        every collective):
 #                        MegaScale, Socket as it comes, Socket with NCCL_SOCKET_NTHREADS=4
 #                        NCCL_NSOCKS_PERTHREAD=4, one after another (each round starting with the next
@@ -19,8 +28,8 @@
 #                        ratios to each Socket net round by round, since on a shared host two calls can
 #                        differ by more than the nets do), and MegaScale's timeouts and retransmissions
 #                        per run (scripts/megascale-stats-summary.py over each run's MEGASCALE_STATS_DIR)
-#   4. torch             tests/gpu/torch_allreduce.py through the plugin, when PyTorch is installed
-# STEPS picks steps by name (default "check fault bench torch"); STEPS=bench measures bandwidth only.
+#   5. torch             tests/gpu/torch_allreduce.py through the plugin, when PyTorch is installed
+# STEPS picks steps by name (default "kill check fault bench torch"); STEPS=bench measures bandwidth only.
 #
 # Ranks: NRANKS (default: the number of GPUs, at least 2). With fewer GPUs than ranks, ranks share GPUs
 # and each gets its own NCCL_HOSTID, so NCCL sees separate hosts (no "Duplicate GPU") and uses the net.
@@ -50,25 +59,17 @@ ngpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 (( ngpus >= 1 )) || die "no GPU visible (nvidia-smi -L)"
 nranks=${NRANKS:-$(( ngpus >= 2 ? ngpus : 2 ))}
 rounds=${ROUNDS:-2}
-steps=" ${STEPS:-check fault bench torch} "
+steps=" ${STEPS:-kill check fault bench torch} "
 bench_ops=${BENCH_OPS:-}
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || die "ROUNDS=$rounds: a number of rounds, 1 or more"
 for s in $steps; do
-  [[ $s == check || $s == fault || $s == bench || $s == torch ]] ||
-    die "STEPS has '$s': the steps are check, fault, bench and torch"
+  [[ $s == kill || $s == check || $s == fault || $s == bench || $s == torch ]] ||
+    die "STEPS has '$s': the steps are kill, check, fault, bench and torch"
 done
 want() { [[ $steps == *" $1 "* ]]; }
 mkdir -p "$out"
 echo "check-nccl-plugin: $nranks ranks on $ngpus GPU(s), plugin $plugin, steps:${steps% }, logs in $out"
 
-if [[ ${MPS:-0} == 1 ]]; then
-  command -v nvidia-cuda-mps-control > /dev/null || die "MPS=1 but no nvidia-cuda-mps-control on PATH"
-  export CUDA_MPS_PIPE_DIRECTORY=$(readlink -f "$out")/mps-pipe CUDA_MPS_LOG_DIRECTORY=$(readlink -f "$out")/mps-log
-  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-  nvidia-cuda-mps-control -d || die "MPS=1: nvidia-cuda-mps-control -d failed (see $CUDA_MPS_LOG_DIRECTORY)"
-  trap 'echo quit | nvidia-cuda-mps-control' EXIT
-  echo "check-nccl-plugin: MPS started (pipe $CUDA_MPS_PIPE_DIRECTORY)"
-fi
 
 # LOCAL_WORLD_SIZE as torchrun sets it: every rank runs on this host, so the plugin sizes its threads
 # by the CPUs each rank gets (MEGASCALE_LOCAL_RANKS in collectives/nccl/README.md).
@@ -123,6 +124,84 @@ every_channel_via() {
 }
 
 verdict=0
+if want kill; then
+  deadline=${KILL_DEADLINE_S:-20}
+  # kill_run LABEL [VAR=VALUE ...] --: prints one line per survivor; returns 1 unless each exited 3 in time.
+  kill_run() {
+    local label=$1
+    shift
+    local envs=()
+    while [[ $1 != -- ]]; do envs+=("$1"); shift; done
+    local idfile=$out/$label.id pids=() r victim=$((nranks - 1)) ok=0
+    rm -f "$idfile" "$out/$label".*.log "$out/$label".*.out
+    for ((r = 0; r < nranks; r++)); do
+      local hostid=()
+      (( ngpus < nranks )) && hostid=(NCCL_HOSTID="megascale-check-rank$r")
+      # No timeout(1) in front: env execs nccl_check, so $! is the process to kill. --gap-us waits for
+      # each all-reduce before the next is launched, so no rank is ever blocked in a launch.
+      env "${common_env[@]}" "${envs[@]}" "${hostid[@]}" NCCL_DEBUG_FILE="$out/$label.nccl.rank$r.log" \
+        "$check" --rank "$r" --nranks "$nranks" --id-file "$idfile" --gpu $((r % ngpus)) --ops allreduce \
+        --types float --min-bytes 64M --max-bytes 64M --warmup 0 --iters 1000000 --gap-us 1 --no-check \
+        > "$out/$label.rank$r.out" 2>&1 &
+      pids+=($!)
+    done
+    for ((r = 0; r < 1200; r++)); do grep -q ' via NET/' "$out/$label.nccl.rank0.log" 2>/dev/null && break; sleep 0.1; done
+    sleep 3  # data flowing
+    if ! kill -0 "${pids[victim]}" 2> /dev/null; then
+      echo "!! $label: rank $victim was gone before the kill (see $out/$label.rank$victim.out)"
+      kill -9 "${pids[@]}" 2> /dev/null; wait 2> /dev/null
+      return 1
+    fi
+    # Every rank's exit is timed from the kill, the victim's too: a CUDA process can take a while to
+    # die (its GPU work is torn down first), and its sockets stay open until it has.
+    local t0=$EPOCHREALTIME left=$nranks
+    local -A took=() status=()
+    kill -9 "${pids[victim]}"
+    while :; do
+      for ((r = 0; r < nranks; r++)); do
+        [[ -n ${took[$r]:-} ]] && continue
+        kill -0 "${pids[r]}" 2> /dev/null && continue
+        took[$r]=$(awk -v t0="$t0" -v now="$EPOCHREALTIME" 'BEGIN { printf "%.2f", now - t0 }')
+        wait "${pids[r]}" 2> /dev/null
+        status[$r]=$?
+        left=$((left - 1))
+      done
+      (( left == 0 )) && break
+      awk -v t0="$t0" -v now="$EPOCHREALTIME" -v d="$deadline" 'BEGIN { exit !(now - t0 > d) }' && break
+      sleep 0.02
+    done
+    echo "   $label: rank $victim (SIGKILLed) gone after ${took[$victim]:-more than $deadline} s"
+    for ((r = 0; r < victim; r++)); do
+      local why=$(grep -m1 'nccl_check: rank' "$out/$label.rank$r.out" || true)
+      if [[ -z ${took[$r]:-} ]]; then
+        echo "!! $label: rank $r still running ${deadline} s after rank $victim was SIGKILLed (killed now)"
+        ok=1
+      elif [[ ${status[$r]} == 3 ]]; then
+        echo "ok $label: rank $r stopped ${took[$r]} s after rank $victim was SIGKILLed: ${why#nccl_check: }"
+      else
+        echo "!! $label: rank $r exited ${status[$r]} (want 3, NCCL's asynchronous error) ${took[$r]} s after the kill: $why"
+        ok=1
+      fi
+    done
+    kill -9 "${pids[@]}" 2> /dev/null
+    wait 2> /dev/null
+    return $ok
+  }
+  echo "== kill (rank $((nranks - 1)) SIGKILLed mid all-reduce; survivors must stop within ${deadline} s)"
+  # stderr aside: bash's own "Killed" notice for the victim says nothing the lines above do not
+  kill_run kill-megascale "${megascale_env[@]}" -- 2> /dev/null || verdict=1
+  kill_run kill-socket "${socket_env[@]}" -- 2> /dev/null || true  # the baseline: reported only
+fi
+
+if [[ ${MPS:-0} == 1 ]]; then
+  command -v nvidia-cuda-mps-control > /dev/null || die "MPS=1 but no nvidia-cuda-mps-control on PATH"
+  export CUDA_MPS_PIPE_DIRECTORY=$(readlink -f "$out")/mps-pipe CUDA_MPS_LOG_DIRECTORY=$(readlink -f "$out")/mps-log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  nvidia-cuda-mps-control -d || die "MPS=1: nvidia-cuda-mps-control -d failed (see $CUDA_MPS_LOG_DIRECTORY)"
+  trap 'echo quit | nvidia-cuda-mps-control' EXIT
+  echo "check-nccl-plugin: MPS started (pipe $CUDA_MPS_PIPE_DIRECTORY)"
+fi
+
 if want check; then
   run megascale "${megascale_env[@]}" MEGASCALE_STATS_DIR="$out/stats" -- --max-bytes "$max" \
     --csv "$out/megascale.csv" || verdict=1

@@ -9,17 +9,24 @@
 //   nccl_check --rank 1 --nranks 2 --id-file /tmp/id --gpu 1
 //   options: --ops allreduce,allgather,reducescatter,alltoall,broadcast,sendrecv  --types float,bfloat16
 //            --min-bytes 0 --max-bytes 1G --factor 4 --iters 5 --warmup 2 --csv rows.csv --no-check
-//            --exact-sizes --gap-us 0
+//            --exact-sizes --gap-us 0 --timeout-s 0
 //
 // Sizes run from 0 B to --max-bytes (x --factor per step, plus the maximum itself); element counts are
 // odd, so that a chunk boundary never falls on a round count, unless --exact-sizes takes them from the
 // sizes as nccl-tests does (a 256 MiB row is then 268435456 B, not 268435460). Inputs are integers 1..5, so
 // sums over up to 51 ranks are exact in fp32 and bf16 (see nccl_check_data.h). All-to-all and the send/recv
 // ring are grouped ncclSend/ncclRecv. Bus bandwidth uses nccl-tests' factors. Exit status: 0 if every element
-// of every result was right, 1 if not, 2 on errors (bad arguments, a CUDA or NCCL call that failed).
+// of every result was right, 1 if not, 2 on errors (bad arguments, a CUDA or NCCL call that failed), 3 when
+// NCCL reported an asynchronous error, 4 on --timeout-s.
 // --gap-us N leaves the stream idle for N us before each timed iteration (as a training step's compute
 // would: the net goes quiet between collectives) and times each iteration on its own; the time column is
 // then their mean, the gaps excluded.
+//
+// Waiting never hangs on a failed net: instead of cudaStreamSynchronize, every wait polls the stream and
+// ncclCommGetAsyncError (as PyTorch's NCCL watchdog does). When NCCL reports an asynchronous error (a net
+// plugin's test() failing, say, because a peer died), the rank prints it with ncclGetLastError, aborts the
+// communicator and exits with status 3. --timeout-s N (default 0: none) does the same, with status 4, when
+// one wait lasts N seconds with no error reported.
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <unistd.h>
@@ -71,6 +78,7 @@ struct Args {
   int iters = 5;
   int warmup = 2;
   int gap_us = 0;
+  double timeout_s = 0;  // 0: wait as long as it takes
   bool check = true;
   bool odd_counts = true;  // false: --exact-sizes
   std::string csv;
@@ -140,6 +148,11 @@ Args parse(int argc, char** argv) {
       a.csv = v;
     else if (k == "--gap-us")
       a.gap_us = std::atoi(v.c_str());
+    else if (k == "--timeout-s") {
+      char* end = nullptr;
+      a.timeout_s = std::strtod(v.c_str(), &end);
+      if (end == v.c_str() || *end != '\0') usage(("bad --timeout-s " + v).c_str());
+    }
     else if (k == "--types") {
       a.types.clear();
       for (const std::string& t : split(v)) {
@@ -177,6 +190,7 @@ Args parse(int argc, char** argv) {
   if (a.nranks > 51) usage("at most 51 ranks: larger sums are not exact in bf16");
   if (a.factor < 2 || a.iters < 1 || a.warmup < 0) usage("need --factor >= 2, --iters >= 1, --warmup >= 0");
   if (a.gap_us < 0 || a.gap_us > 10'000'000) usage("need --gap-us in 0..10000000");
+  if (!(a.timeout_s >= 0 && a.timeout_s <= 86400)) usage("need --timeout-s in 0..86400 (0: no limit)");
   return a;
 }
 
@@ -199,6 +213,38 @@ ncclUniqueId exchange_id(const Args& a) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   usage("rank 0 wrote no id file within 60 s");
+}
+
+// Waits for STREAM like cudaStreamSynchronize, but gives up when NCCL reports an asynchronous error on
+// COMM (exit 3) or when a.timeout_s passes (exit 4), aborting the communicator first so that no NCCL
+// thread is left spinning on a dead peer.
+void wait_for(cudaStream_t stream, ncclComm_t comm, const Args& a) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (;;) {
+    const cudaError_t e = cudaStreamQuery(stream);
+    if (e == cudaSuccess) return;
+    if (e != cudaErrorNotReady) {
+      std::fprintf(stderr, "nccl_check: rank %d: the stream failed: %s\n", a.rank, cudaGetErrorString(e));
+      std::exit(2);
+    }
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ncclResult_t async = ncclSuccess;
+    NCCL_CHECK(ncclCommGetAsyncError(comm, &async));
+    if (async != ncclSuccess && async != ncclInProgress) {
+      std::fprintf(stderr, "nccl_check: rank %d: NCCL reported an asynchronous error after %.3f s of waiting: %s (%s); "
+                   "aborting the communicator\n", a.rank, waited, ncclGetErrorString(async),
+                   ncclGetLastError(comm));
+      ncclCommAbort(comm);
+      std::exit(3);
+    }
+    if (a.timeout_s > 0 && waited >= a.timeout_s) {
+      std::fprintf(stderr, "nccl_check: rank %d: no completion and no error in %.1f s (--timeout-s); "
+                   "aborting the communicator\n", a.rank, waited);
+      ncclCommAbort(comm);
+      std::exit(4);
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
 }
 
 ncclDataType_t nccl_type(DataType t) {
@@ -307,13 +353,13 @@ int run(const Args& a) {
         // Stale or untouched output shows as NaN bytes.
         CUDA_CHECK(cudaMemset(d_recv, 0xFF, s.recv_elems * element_bytes(t)));
         for (int w = 0; w < a.warmup; ++w) launch(op, s, t, d_send, d_recv, a.rank, n, comm, stream);
-        CUDA_CHECK(cudaStreamSynchronize(stream));
+        wait_for(stream, comm, a);
         float ms = 0;
         if (a.gap_us == 0) {
           CUDA_CHECK(cudaEventRecord(start, stream));
           for (int i = 0; i < a.iters; ++i) launch(op, s, t, d_send, d_recv, a.rank, n, comm, stream);
           CUDA_CHECK(cudaEventRecord(stop, stream));
-          CUDA_CHECK(cudaStreamSynchronize(stream));
+          wait_for(stream, comm, a);
           CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
         } else {
           for (int i = 0; i < a.iters; ++i) {
@@ -321,7 +367,7 @@ int run(const Args& a) {
             CUDA_CHECK(cudaEventRecord(start, stream));
             launch(op, s, t, d_send, d_recv, a.rank, n, comm, stream);
             CUDA_CHECK(cudaEventRecord(stop, stream));
-            CUDA_CHECK(cudaStreamSynchronize(stream));
+            wait_for(stream, comm, a);
             float one = 0;
             CUDA_CHECK(cudaEventElapsedTime(&one, start, stop));
             ms += one;
@@ -343,7 +389,7 @@ int run(const Args& a) {
         NCCL_CHECK(ncclGroupEnd());
         CUDA_CHECK(cudaMemcpyAsync(&wrong, d_wrong, sizeof wrong, cudaMemcpyDeviceToHost, stream));
         CUDA_CHECK(cudaMemcpyAsync(&time_us, d_time, sizeof time_us, cudaMemcpyDeviceToHost, stream));
-        CUDA_CHECK(cudaStreamSynchronize(stream));
+        wait_for(stream, comm, a);
         total_wrong += wrong;
         const double algbw =
             time_us > 0 ? static_cast<double>(s.printed_bytes) / (time_us * 1e3) : 0;  // GB/s
