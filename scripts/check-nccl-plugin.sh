@@ -13,7 +13,8 @@
 #                        survivor's exit are printed for both nets; only MegaScale's outcome fails the script.
 #                        Runs first, before MPS starts: MPS does not isolate a client killed mid-kernel from
 #                        the others on its GPU (the survivor then fails with "an illegal memory access" on
-#                        the GPU, whatever the net; Wu et al., "Safe Process Quitting for GPU MPS", ICDCS 2020)
+#                        the GPU, whatever the net; Wu et al., "Safe Process Quitting for GPU MPS", ICDCS 2020).
+#                        Under an MPS daemon of your own, leave kill out of STEPS
 #   2. megascale         all collectives, fp32 and bf16, 0 B .. MAX_BYTES, every element checked, through
 #                        NCCL_NET_PLUGIN=<abs path>/libnccl-net-megascale.so NCCL_NET=MegaScale; every NCCL
 #                        channel line must say "via NET/MegaScale"; stats in $OUT/stats
