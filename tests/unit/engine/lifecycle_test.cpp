@@ -352,10 +352,10 @@ TEST(Lifecycle, PeerWhosePortClosedFailsAfterTheGraceNotTheRetryBudget) {
   EXPECT_EQ(net.ep[0]->next_deadline(), kNever);
 }
 
-// The port closes while the retransmissions are already backed off to the 1 s ceiling (the process took
-// a while to die, and its socket swallowed them until then): the next retransmission after the first
-// report is up to a second away, so the connection probes the peer itself once the grace is over, and
-// that probe's report fails it.
+// The reports begin only after the retransmissions have backed off to the 1 s ceiling (until then the
+// peer's socket swallowed them: a process still dying, say). The next retransmission after the first
+// report is then up to a second away, so the connection probes the peer itself once the grace is over,
+// and that probe's report fails it.
 TEST(Lifecycle, ClosedPortIsConfirmedByAProbeAtTheGraceNotAtTheNextBackedOffRetransmission) {
   EngineConfig cfg = test_config();
   cfg.cc.rto.retry_budget_ns = 30'000'000'000;
