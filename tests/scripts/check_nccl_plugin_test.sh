@@ -5,7 +5,9 @@
 # that the timed runs ask for nccl-tests' exact sizes (--exact-sizes), that MegaScale's runs (only they)
 # write stats whose timeouts and retransmissions the table lists per run (a broken record fails the run),
 # the table and verdict, that a MegaScale run whose channels are not on NET/MegaScale fails the script,
-# and that a bad STEPS or ROUNDS is refused with a message naming it.
+# and that a bad STEPS or ROUNDS is refused with a message naming it. Then the kill step: the last rank
+# is SIGKILLed; a survivor that stops with exit 3 passes, one that hangs past KILL_DEADLINE_S or exits
+# otherwise fails the script when it runs MegaScale, and is only reported when it runs Socket.
 # Usage: check_nccl_plugin_test.sh SOURCE_DIR
 set -uo pipefail
 src=$1
@@ -19,16 +21,31 @@ printf '#!/bin/sh\necho "GPU 0: stand-in (UUID: GPU-0)"\n' > "$dir/bin/nvidia-sm
 cat > "$dir/build/tests/gpu/nccl_check" <<'FAKE'
 #!/usr/bin/env bash
 # Stand-in for tests/gpu/nccl_check: --rank R --csv FILE --ops OPS ...; NCCL_NET picks the bandwidth.
-rank=0 csv= ops=allreduce exact=
+rank=0 nranks=2 csv= ops=allreduce exact= kill_mode=
 while (( $# )); do
   case $1 in
     --rank) rank=$2; shift ;;
+    --nranks) nranks=$2; shift ;;
+    --gap-us) kill_mode=1; shift ;;  # the kill step's long all-reduce loop
     --csv) csv=$2; shift ;;
     --ops) ops=$2; shift ;;
     --exact-sizes) exact=1; shift; continue ;;
   esac
   shift
 done
+if [[ -n $kill_mode ]]; then
+  echo "host:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/$NCCL_NET/0" > "$NCCL_DEBUG_FILE"
+  pidfile=$KILL_DIR/victim.$NCCL_NET.pid
+  if (( rank == nranks - 1 )); then echo $$ > "$pidfile"; exec -a "$KILL_DIR/stand-in-rank" sleep 1000; fi  # the rank to be killed
+  while [[ ! -s $pidfile ]]; do sleep 0.05; done
+  while kill -0 "$(cat "$pidfile")" 2> /dev/null; do sleep 0.05; done
+  if [[ $NCCL_NET == "${FAKE_KILL_NET:-MegaScale}" ]]; then
+    [[ ${FAKE_KILL:-} == hang ]] && exec -a "$KILL_DIR/stand-in-rank" sleep 1000
+    [[ ${FAKE_KILL:-} == exit2 ]] && { echo "nccl_check: rank $rank: the stream failed: stand-in" >&2; exit 2; }
+  fi
+  echo "nccl_check: rank $rank: NCCL reported an asynchronous error after 0.1 s of waiting: stand-in" >&2
+  exit 3
+fi
 net=$NCCL_NET
 [[ $net == Socket && ${NCCL_SOCKET_NTHREADS:-} == 4 ]] && net=Socket4x4
 [[ $rank == 0 ]] && echo "$net${csv:+ timed}${exact:+ exact}" >> "$ORDER_LOG"
@@ -51,7 +68,7 @@ fi
 echo "# stand-in nccl_check rank $rank via $via"
 FAKE
 chmod +x "$dir/bin/nvidia-smi" "$dir/build/tests/gpu/nccl_check"
-export PATH=$dir/bin:$PATH ORDER_LOG=$dir/order.log
+export PATH=$dir/bin:$PATH ORDER_LOG=$dir/order.log KILL_DIR=$dir
 
 check() {  # runs the script; its output in $dir/out.log
   env OUT="$dir/out" NRANKS=2 MAX_BYTES=64M BENCH_MIN_BYTES=64M "$@" \
@@ -87,4 +104,29 @@ grep -qF "STEPS has 'tune'" "$dir/out.log" || fail "STEPS message: $(cat "$dir/o
 check ROUNDS=0
 (( $? == 2 )) || fail "ROUNDS=0: exit status"
 grep -qF "ROUNDS=0" "$dir/out.log" || fail "ROUNDS message"
+
+# kill_check [VAR=VALUE ...]: the kill step alone, fresh victim pid files.
+kill_check() {
+  rm -f "$dir"/victim.*.pid
+  check STEPS=kill "$@"
+}
+kill_check || { cat "$dir/out.log"; fail "kill step: exit $? on a good run"; }
+for net in megascale socket; do
+  grep -q "^   kill-$net: rank 1 (SIGKILLed) gone after " "$dir/out.log" || fail "kill-$net: victim line"
+  grep -q "^ok kill-$net: rank 0 stopped .* s after rank 1 was SIGKILLed: rank 0: NCCL reported" "$dir/out.log" ||
+    fail "kill-$net: survivor line: $(cat "$dir/out.log")"
+done
+kill_check NRANKS=3 || { cat "$dir/out.log"; fail "kill step, 3 ranks: exit $?"; }
+(( $(grep -c "^ok kill-megascale: rank [01] stopped .* after rank 2 was SIGKILLed" "$dir/out.log") == 2 )) ||
+  fail "kill step, 3 ranks: $(cat "$dir/out.log")"
+kill_check KILL_DEADLINE_S=1 FAKE_KILL=hang && fail "exit 0 with a MegaScale survivor that hangs"
+grep -q '^!! kill-megascale: rank 0 still running 1 s after rank 1 was SIGKILLed' "$dir/out.log" ||
+  fail "no message for the hang: $(cat "$dir/out.log")"
+grep -q '^check-nccl-plugin: FAIL' "$dir/out.log" || fail "no FAIL line after the hang"
+kill_check FAKE_KILL=exit2 && fail "exit 0 with a MegaScale survivor that exits 2"
+grep -q '^!! kill-megascale: rank 0 exited 2 (want 3' "$dir/out.log" || fail "no message for exit 2"
+kill_check KILL_DEADLINE_S=1 FAKE_KILL=hang FAKE_KILL_NET=Socket || fail "Socket's hang failed the script"
+grep -q '^!! kill-socket: rank 0 still running' "$dir/out.log" || fail "Socket's hang not reported"
+# A stand-in rank that waits does so as "$dir/stand-in-rank" (exec -a): none may outlive the script.
+pgrep -f "$dir/stand-in-rank" > /dev/null && fail "stand-in ranks left running: $(pgrep -fa "$dir/stand-in-rank")"
 echo PASS
