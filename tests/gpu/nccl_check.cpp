@@ -152,8 +152,7 @@ Args parse(int argc, char** argv) {
       char* end = nullptr;
       a.timeout_s = std::strtod(v.c_str(), &end);
       if (end == v.c_str() || *end != '\0') usage(("bad --timeout-s " + v).c_str());
-    }
-    else if (k == "--types") {
+    } else if (k == "--types") {
       a.types.clear();
       for (const std::string& t : split(v)) {
         if (t == "float" || t == "fp32")
@@ -231,15 +230,19 @@ void wait_for(cudaStream_t stream, ncclComm_t comm, const Args& a) {
     ncclResult_t async = ncclSuccess;
     NCCL_CHECK(ncclCommGetAsyncError(comm, &async));
     if (async != ncclSuccess && async != ncclInProgress) {
-      std::fprintf(stderr, "nccl_check: rank %d: NCCL reported an asynchronous error after %.3f s of waiting: %s (%s); "
-                   "aborting the communicator\n", a.rank, waited, ncclGetErrorString(async),
-                   ncclGetLastError(comm));
+      std::fprintf(
+          stderr,
+          "nccl_check: rank %d: NCCL reported an asynchronous error after %.3f s of waiting: %s (%s); "
+          "aborting the communicator\n",
+          a.rank, waited, ncclGetErrorString(async), ncclGetLastError(comm));
       ncclCommAbort(comm);
       std::exit(3);
     }
     if (a.timeout_s > 0 && waited >= a.timeout_s) {
-      std::fprintf(stderr, "nccl_check: rank %d: no completion and no error in %.1f s (--timeout-s); "
-                   "aborting the communicator\n", a.rank, waited);
+      std::fprintf(stderr,
+                   "nccl_check: rank %d: no completion and no error in %.1f s (--timeout-s); "
+                   "aborting the communicator\n",
+                   a.rank, waited);
       ncclCommAbort(comm);
       std::exit(4);
     }

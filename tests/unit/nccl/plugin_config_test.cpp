@@ -299,10 +299,10 @@ TEST(PluginConfig, KeepaliveFollowsTheBudgetAndNeverOutwaitsTheClosedPortGrace) 
     const char* port_closed_ms;
     TimeNs want;
   };
-  for (const Case& k : {Case{"30", "0", kNsPerSec}, Case{"30", "200", 200 * kNsPerMs},
-                        Case{"0.4", "0", 100 * kNsPerMs}, Case{"0.4", "50", 50 * kNsPerMs},
-                        Case{"0.01", "0", 10 * kNsPerMs}, Case{"30", "1", 10 * kNsPerMs},
-                        Case{"30", "5000", kNsPerSec}}) {
+  for (const Case& k :
+       {Case{"30", "0", kNsPerSec}, Case{"30", "200", 200 * kNsPerMs}, Case{"0.4", "0", 100 * kNsPerMs},
+        Case{"0.4", "50", 50 * kNsPerMs}, Case{"0.01", "0", 10 * kNsPerMs}, Case{"30", "1", 10 * kNsPerMs},
+        Case{"30", "5000", kNsPerSec}}) {
     auto c = load({{"MEGASCALE_RETRY_BUDGET_S", k.budget_s}, {"MEGASCALE_PORT_CLOSED_MS", k.port_closed_ms}});
     ASSERT_TRUE(c) << c.error().message;
     EXPECT_EQ(c->keepalive_interval_ns(), k.want) << k.budget_s << " s, " << k.port_closed_ms << " ms";

@@ -90,6 +90,13 @@ Received receive(const UdpSocket& s, size_t want) {
   return out;
 }
 
+// Plain sockets: one datagram per message each way (no GSO, no GRO).
+SocketOptions without_offload() {
+  SocketOptions o;
+  o.gso = o.gro = false;
+  return o;
+}
+
 class UdpIo : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
@@ -148,8 +155,7 @@ TEST_P(UdpIo, KernelGrantsGsoGroAndEcnOnLoopback) {
 }
 
 TEST_P(UdpIo, PlainBatchArrivesIntactAndInOrder) {
-  SocketOptions no_offload;
-  no_offload.gso = no_offload.gro = false;
+  const SocketOptions no_offload = without_offload();
   UdpSocket tx = open(no_offload);
   UdpSocket rx = open(no_offload);
   SendCounters c;
@@ -328,8 +334,7 @@ TEST_P(UdpIo, RefusedGsoFallsBackToOneDatagramPerMessage) {
 // socket's next send, whatever its destination: that send fails without sending anything. The sender
 // tries such a message once more, so the live peer's datagrams all arrive and none is dropped.
 TEST_P(UdpIo, ClosedPortOfOnePeerCostsAnotherPeerNoDatagram) {
-  SocketOptions no_offload;
-  no_offload.gso = no_offload.gro = false;
+  const SocketOptions no_offload = without_offload();
   UdpSocket tx = open(no_offload);
   UdpSocket live = open(no_offload);
   SockAddr closed_addr;
@@ -355,7 +360,8 @@ TEST_P(UdpIo, ClosedPortOfOnePeerCostsAnotherPeerNoDatagram) {
   std::vector<TxItem> to_live;
   for (uint32_t i = 1; i <= 3; ++i) ds.push_back(make_datagram(i, 72, 100 + i));
   for (const Datagram& d : ds) {
-    to_live.push_back(TxItem{d.header.data(), 72, d.payload.data(), static_cast<uint32_t>(d.payload.size()), 0, 1, true});
+    to_live.push_back(
+        TxItem{d.header.data(), 72, d.payload.data(), static_cast<uint32_t>(d.payload.size()), 0, 1, true});
   }
   sender.send(to_live, pool, peers, gso);
   EXPECT_EQ(sender.counters().error_retries, 1u);
