@@ -79,6 +79,26 @@ common_env=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NVLS_ENABLE=0 NCCL_DEBUG=
 megascale_env=(NCCL_NET_PLUGIN="$plugin" NCCL_NET=MegaScale MEGASCALE_IFNAME="$ifname")
 socket_env=(NCCL_NET_PLUGIN=none NCCL_NET=Socket)
 
+# start_ranks LABEL [timeout] -- NCCL_CHECK_ARGS...: starts one nccl_check per rank in the background
+# with common_env, the caller's envs (VAR=VALUE ...) and, when ranks share GPUs, an NCCL_HOSTID each; the
+# pids go to the caller's pids. "timeout" puts timeout(1) in front; without it env execs nccl_check, so
+# each pid is the rank's own process (one a signal can reach).
+start_ranks() {
+  local label=$1 wrap=() r
+  [[ $2 == timeout ]] && wrap=(timeout "${TIMEOUT_S:-1800}")
+  while [[ $1 != -- ]]; do shift; done
+  shift
+  rm -f "$out/$label.id" "$out/$label".*.log "$out/$label".*.out
+  for ((r = 0; r < nranks; r++)); do
+    local hostid=()
+    (( ngpus < nranks )) && hostid=(NCCL_HOSTID="megascale-check-rank$r")
+    env "${common_env[@]}" "${envs[@]}" "${hostid[@]}" NCCL_DEBUG_FILE="$out/$label.nccl.rank$r.log" \
+      "${wrap[@]}" "$check" --rank "$r" --nranks "$nranks" --id-file "$out/$label.id" --gpu $((r % ngpus)) \
+      "$@" > "$out/$label.rank$r.out" 2>&1 &
+    pids+=($!)
+  done
+}
+
 # run LABEL [VAR=VALUE ...] -- NCCL_CHECK_ARGS...: starts one nccl_check per rank and waits for all.
 run() {
   local label=$1
@@ -86,16 +106,8 @@ run() {
   local envs=()
   while [[ $1 != -- ]]; do envs+=("$1"); shift; done
   shift
-  local idfile=$out/$label.id pids=() status=0 r
-  rm -f "$idfile" "$out/$label".*.log "$out/$label".*.out
-  for ((r = 0; r < nranks; r++)); do
-    local hostid=()
-    (( ngpus < nranks )) && hostid=(NCCL_HOSTID="megascale-check-rank$r")
-    env "${common_env[@]}" "${envs[@]}" "${hostid[@]}" NCCL_DEBUG_FILE="$out/$label.nccl.rank$r.log" \
-      timeout "${TIMEOUT_S:-1800}" "$check" --rank "$r" --nranks "$nranks" --id-file "$idfile" \
-      --gpu $((r % ngpus)) --iters "$iters" "$@" > "$out/$label.rank$r.out" 2>&1 &
-    pids+=($!)
-  done
+  local pids=() status=0 r p
+  start_ranks "$label" timeout -- --iters "$iters" "$@"
   for p in "${pids[@]}"; do wait "$p" || status=1; done
   echo "== $label (exit $status)"
   cat "$out/$label.rank0.out"
@@ -133,19 +145,11 @@ if want kill; then
     shift
     local envs=()
     while [[ $1 != -- ]]; do envs+=("$1"); shift; done
-    local idfile=$out/$label.id pids=() r victim=$((nranks - 1)) ok=0
-    rm -f "$idfile" "$out/$label".*.log "$out/$label".*.out
-    for ((r = 0; r < nranks; r++)); do
-      local hostid=()
-      (( ngpus < nranks )) && hostid=(NCCL_HOSTID="megascale-check-rank$r")
-      # No timeout(1) in front: env execs nccl_check, so $! is the process to kill. --gap-us waits for
-      # each all-reduce before the next is launched, so no rank is ever blocked in a launch.
-      env "${common_env[@]}" "${envs[@]}" "${hostid[@]}" NCCL_DEBUG_FILE="$out/$label.nccl.rank$r.log" \
-        "$check" --rank "$r" --nranks "$nranks" --id-file "$idfile" --gpu $((r % ngpus)) --ops allreduce \
-        --types float --min-bytes 64M --max-bytes 64M --warmup 0 --iters 1000000 --gap-us 1 --no-check \
-        > "$out/$label.rank$r.out" 2>&1 &
-      pids+=($!)
-    done
+    local pids=() r victim=$((nranks - 1)) ok=0
+    # No timeout(1) in front, so the victim's pid is nccl_check's own. --gap-us waits for each all-reduce
+    # before the next is launched, so no rank is ever blocked in a launch.
+    start_ranks "$label" -- --ops allreduce --types float --min-bytes 64M --max-bytes 64M --warmup 0 \
+      --iters 1000000 --gap-us 1 --no-check
     for ((r = 0; r < 1200; r++)); do grep -q ' via NET/' "$out/$label.nccl.rank0.log" 2>/dev/null && break; sleep 0.1; done
     sleep 3  # data flowing
     if ! kill -0 "${pids[victim]}" 2> /dev/null; then
