@@ -6,6 +6,8 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -518,6 +520,81 @@ TEST_P(UdpLoopback, ThreadsPollWhileRequestsArePendingAndSleepWhenNoneAre) {
           << "with nothing outstanding the progress thread should not poll";
     }
   }
+}
+
+// Polling threads that outnumber the CPUs give way to each other. Pinned to one CPU: two wires with an
+// I/O thread each, and the test's own thread polling test() as NCCL's proxy thread does (yielding after
+// a round that finished nothing: NVIDIA/nccl src/proxy.cc, the progress loop), are five threads that
+// poll while requests are pending. Before the wire's threads yielded in rounds that found nothing, the
+// thread holding the next packet waited out scheduler slices of milliseconds, the delay-based
+// controller cut its window for them and RTOs fired: `megascale perf --io-threads 1` pinned to one CPU
+// moved 8 messages of 512 KiB in 2 s (0.02 Gb/s; 10-11 Gb/s with the yields). Here 16 MiB must move in
+// less than 4 s.
+TEST_P(UdpLoopback, PollingThreadsOnOneCpuGiveWayToEachOther) {
+  cpu_set_t before;
+  ASSERT_EQ(pthread_getaffinity_np(pthread_self(), sizeof before, &before), 0);
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  const int cpu = sched_getcpu();
+  ASSERT_GE(cpu, 0);
+  CPU_SET(cpu, &one);
+  ASSERT_EQ(pthread_setaffinity_np(pthread_self(), sizeof one, &one), 0);
+  // Threads inherit the creating thread's CPUs: the wires' threads all run on `cpu`.
+  struct Restore {
+    cpu_set_t set;
+    ~Restore() { pthread_setaffinity_np(pthread_self(), sizeof set, &set); }
+  } restore{before};
+  // The default controller, as the plugin and `megascale perf` run it: its delay target is what a
+  // thread kept off the CPU for milliseconds makes it cut the window for.
+  UdpConfig c;
+  c.bind_host = host_;
+  c.io_threads = 1;
+  c.engine.cc.rto.retry_budget_ns = sec(10);
+  Pair p = connect_pair(c, c);
+  ASSERT_TRUE(p.recv_conn);
+  constexpr size_t kMessages = 16, kWindow = 4;
+  std::vector<uint8_t> data(kMiB, 0x3C);
+  std::vector<std::vector<uint8_t>> sinks(kWindow, std::vector<uint8_t>(kMiB));
+  std::vector<engine::RequestId> sends(kWindow), recvs(kWindow);
+  const TimeNs start = UdpWire::now();
+  const TimeNs give_up = start + sec(30);
+  size_t posted = 0, done = 0;
+  bool send_done[kWindow] = {}, recv_done[kWindow] = {};
+  while (done < kMessages && UdpWire::now() < give_up) {
+    for (; posted < kMessages && posted < done + kWindow; ++posted) {
+      const size_t k = posted % kWindow;
+      auto rr = p.receiver->post_recv(p.recv_conn, sinks[k].data(), kMiB, 1);
+      ASSERT_TRUE(rr) << rr.error().message;
+      auto sr = p.sender->post_send(p.send_conn, data.data(), kMiB, 1);
+      ASSERT_TRUE(sr) << sr.error().message;
+      recvs[k] = *rr;
+      sends[k] = *sr;
+      send_done[k] = recv_done[k] = false;
+    }
+    // Poll the oldest message, never blocking.
+    const size_t k = done % kWindow;
+    if (!send_done[k]) {
+      const engine::Completion sc = p.sender->test(p.send_conn, sends[k]);
+      ASSERT_TRUE(!sc.done || sc.ok) << sc.error;
+      send_done[k] = sc.done;
+    }
+    if (!recv_done[k]) {
+      const engine::Completion rc = p.receiver->test(p.recv_conn, recvs[k]);
+      ASSERT_TRUE(!rc.done || rc.ok) << rc.error;
+      recv_done[k] = rc.done;
+    }
+    if (send_done[k] && recv_done[k]) {
+      ASSERT_EQ(sinks[k], data) << "message " << done;
+      ++done;
+    } else {
+      std::this_thread::yield();  // as NCCL's proxy thread does after a round with nothing done
+    }
+  }
+  const double seconds = static_cast<double>(UdpWire::now() - start) / 1e9;
+  ASSERT_EQ(done, kMessages) << "gave up after 30 s";
+  const TransferResult r{kMessages * kMiB, seconds};
+  report((host_ + " 5 polling threads on one CPU").c_str(), r, p);
+  EXPECT_LT(seconds, 4.0) << "16 MiB took " << seconds << " s with every polling thread on one CPU";
 }
 
 // Faults on both wires' receive paths: data segments, credits and ACKs are all hit.

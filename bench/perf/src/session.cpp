@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <thread>
+
 #include "megascale/perf/protocol.h"
 
 namespace megascale::perf::detail {
@@ -41,7 +43,12 @@ void Session::idle() {
       last_io_count_ = io;
       last_io_ns_ = now;
     }
-    if (now - last_io_ns_ < kAdaptiveSpinNs) return;
+    if (now - last_io_ns_ < kAdaptiveSpinNs) {
+      // Spinning, but give the CPU to any thread waiting for one (the wire's I/O threads on a small
+      // host: see UdpWire's own polling threads).
+      std::this_thread::yield();
+      return;
+    }
   }
   const TimeNs deadline = std::min(wire_.next_deadline(), now + kMaxSleepNs);
   if (deadline > now + kSpinNs) wire_.wait_for_io(deadline);

@@ -57,7 +57,9 @@ size_t CopyQueue::run() {
 void CopyQueue::finish() {
   run();
   while (done_.load(std::memory_order_acquire) < pushed_) {
-    // The I/O thread is in the middle of a copy it claimed: a few hundred nanoseconds.
+    // The I/O thread is in the middle of a copy it claimed: a few hundred nanoseconds, unless the
+    // scheduler took its CPU away mid-copy.
+    std::this_thread::yield();
   }
   round_base_ = pushed_;
 }
@@ -275,6 +277,12 @@ void IoThread::run() {
     if (poll_.busy || rx_full || UdpWire::now() - last_work_ns < window) {
       // Traffic is flowing (or the engine's thread has batches of ours to process, or the application
       // waits for an answer): more is due within microseconds, and waking from epoll costs tens of them.
+      // But this round found nothing: give the CPU to any thread waiting for one. With more polling
+      // threads than CPUs, the thread that holds the next packet otherwise waits out a scheduler slice
+      // (milliseconds), and RTOs follow: `megascale perf --io-threads 1` on 2 CPUs moved 0.4 Gb/s, and
+      // 12-13 with the yield (docs/PERFORMANCE.md, "Polling threads that give way"). With a CPU to
+      // spare, the yield returns at once.
+      std::this_thread::yield();
       continue;
     }
     sleeping_.store(true, std::memory_order_seq_cst);

@@ -95,7 +95,8 @@ void UdpWire::thread_main() {
   prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
   while (!stop_.load(std::memory_order_relaxed)) {
     std::unique_lock<WireMutex> lock(mu_);
-    if (Status s = progress_locked(now(), true); !s) {
+    const TimeNs round_ns = now();
+    if (Status s = progress_locked(round_ns, true); !s) {
       thread_error_ = s.error().message;
       progressed_.notify_all();
       return;
@@ -122,6 +123,9 @@ void UdpWire::thread_main() {
     if (notify) progressed_.notify_all();
     // Step aside while application threads wait for the lock (a post, a test, a woken waiter).
     for (int i = 0; i < 1000 && mu_.waiting() > 0; ++i) std::this_thread::yield();
+    // A round that moved nothing and does not sleep gives the CPU to any thread waiting for one, as the
+    // I/O threads do (io_thread.cpp).
+    if (!sleep && io_->last_io_ns < round_ns) std::this_thread::yield();
     if (sleep) {
       // stop() sets the flag, then writes the eventfd; this round's receive may have drained that
       // write already. Looking at the flag again after the drain closes the gap: a stop() it misses
