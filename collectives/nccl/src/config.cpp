@@ -108,11 +108,12 @@ LocalRanks local_ranks_from_env(const GetEnvFn& getenv_fn, const std::string& pc
 }
 
 ThreadLayout thread_layout(unsigned usable_cpus, unsigned local_ranks, uint32_t lanes, int wires_set,
-                           int io_set) {
+                           int io_set, const std::string& cpus_note) {
   ThreadLayout t;
   local_ranks = std::max(1u, local_ranks);
   t.cpu_share = std::max(1u, usable_cpus / local_ranks);
-  t.share_text = std::to_string(usable_cpus) + " usable CPUs / " + std::to_string(local_ranks) +
+  t.share_text = std::to_string(usable_cpus) + " usable CPUs" +
+                 (cpus_note.empty() ? "" : " (" + cpus_note + ")") + " / " + std::to_string(local_ranks) +
                  (local_ranks == 1 ? " local rank" : " local ranks");
   // NCCL's own busy threads (the rank's main thread and its proxy) keep two CPUs of the share.
   const unsigned budget = t.cpu_share > kNcclBusyThreads ? t.cpu_share - kNcclBusyThreads : 0;
@@ -313,7 +314,9 @@ Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
        local_text != nullptr);
   // Source ports are bound by one wire per device: unset, MEGASCALE_NTHREADS is then 1.
   if (wires_set < 0 && env("MEGASCALE_SOURCE_PORTS") != nullptr) wires_set = 1;
-  const ThreadLayout layout = thread_layout(wire::usable_cpus(), local.count, c.lanes, wires_set, io_set);
+  const wire::CpuBudget cpus = wire::cpu_budget();
+  const ThreadLayout layout =
+      thread_layout(cpus.usable, local.count, c.lanes, wires_set, io_set, cpus.note());
   c.threads_per_device = layout.wires;
   c.io_threads = layout.io_threads;
   echo("MEGASCALE_NTHREADS",

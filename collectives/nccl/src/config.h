@@ -109,7 +109,8 @@ unsigned count_nvidia_gpus(const std::string& pci_devices_dir);
 // whose threads sleep when idle. A value the user
 // set (wires_set / io_set >= 0) is kept and the other fitted around it. Measured on 2 ranks sharing
 // 16 CPUs: 1 x (1 + 4) threads gave 4.5-4.9 GB/s all-reduce, the former 4 x (1 + 2) 1.6
-// (docs/PERFORMANCE.md).
+// (docs/PERFORMANCE.md). `usable_cpus` is wire::cpu_budget().usable; `cpus_note` (its note(), e.g. a
+// cgroup quota that limits it) goes into the echoed text.
 struct ThreadLayout {
   uint32_t wires = kMaxDefaultWires;
   uint32_t io_threads = 0;
@@ -118,7 +119,7 @@ struct ThreadLayout {
   std::string why;         // the echo: share, what NCCL keeps, the layout
 };
 ThreadLayout thread_layout(unsigned usable_cpus, unsigned local_ranks, uint32_t lanes, int wires_set,
-                           int io_set);
+                           int io_set, const std::string& cpus_note = {});
 
 // The engine segment size for an interface MTU when MEGASCALE_SEGMENT_BYTES is not set: the largest
 // payload whose datagram (IP + UDP + engine header) fits the MTU, capped at 32 KiB, and at least 512.

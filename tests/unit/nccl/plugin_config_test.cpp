@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "config.h"
+#include "megascale/wire/udp.h"
 
 namespace megascale::nccl {
 namespace {
@@ -30,8 +31,7 @@ struct FakeEnv {
 };
 
 int usable_cpus_now() {
-  cpu_set_t set;
-  return sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+  return static_cast<int>(wire::usable_cpus());
 }
 
 Result<PluginConfig> load(const std::map<std::string, std::string>& vars) {
@@ -136,6 +136,17 @@ TEST(ThreadLayout, FollowsTheCpuShareOfEachLocalRank) {
   // The echo says why.
   const ThreadLayout t = thread_layout(16, 2, 4, -1, -1);
   EXPECT_EQ(t.why, "16 usable CPUs / 2 local ranks = 8 each, 2 left to NCCL: 1 wire x (1 + 4 I/O threads)");
+  // A cgroup quota that limits the CPUs is named (wire::CpuBudget::note()): a pod limited to 8 CPUs on
+  // a 128-CPU host with 8 ranks gets two wire threads per rank that sleep when idle, not 2 x (1 + 4).
+  const ThreadLayout pod = thread_layout(8, 8, 4, -1, -1,
+                                         "cgroup CPU quota 8 in /sys/fs/cgroup/cpu.max, 128 in "
+                                         "the affinity mask");
+  EXPECT_EQ(
+      pod.why,
+      "8 usable CPUs (cgroup CPU quota 8 in /sys/fs/cgroup/cpu.max, 128 in the affinity mask) / 8 local "
+      "ranks = 1 each, 2 left to NCCL: 2 wires x (1 + 0 I/O threads)");
+  EXPECT_EQ(thread_layout(128, 8, 4, -1, -1).why,
+            "128 usable CPUs / 8 local ranks = 16 each, 2 left to NCCL: 2 wires x (1 + 4 I/O threads)");
 }
 
 TEST(ThreadLayout, ASetValueIsKeptAndTheOtherFittedAroundIt) {

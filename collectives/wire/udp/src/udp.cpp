@@ -23,16 +23,6 @@ TimeNs UdpWire::now() {
   return static_cast<TimeNs>(ts.tv_sec) * kNsPerSec + ts.tv_nsec;
 }
 
-unsigned usable_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
-    return static_cast<unsigned>(std::max(1, CPU_COUNT(&set)));
-  }
-  const long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 ? static_cast<unsigned>(n) : 1u;
-}
-
 Status validate_udp_config(const UdpConfig& c) {
   auto bad = [](const std::string& what) { return make_error("udp config: " + what); };
   if (c.bind_host.empty()) return bad("bind_host is empty");

@@ -159,9 +159,28 @@ Status validate_udp_config(const UdpConfig& config);
 // their flag or variable (--source-ports, MEGASCALE_SOURCE_PORTS).
 Result<std::vector<uint16_t>> parse_source_ports(std::string_view text);
 
-// CPUs this process may run on (its affinity mask: NCCL ranks are often pinned), at least 1. A wire's
-// progress and I/O threads spin while traffic flows; callers compare their count with this.
+// The CPUs this process can use. A wire's progress and I/O threads poll while traffic flows; callers
+// size them by this. The affinity mask (NCCL ranks are often pinned), capped by the cgroup's CPU quota
+// rounded up: a container limited to 8 CPUs on a 128-CPU host may run on all 128 but gets 8 CPU-seconds
+// a second, and polling threads sized for 128 would spend the quota and leave the whole cgroup
+// throttled for the rest of each period.
+struct CpuBudget {
+  unsigned affinity = 1;     // CPUs in the affinity mask
+  double quota_cpus = 0;     // the cgroup quota in CPUs (quota / period); 0 when none is set
+  std::string quota_source;  // the file that set it, e.g. /sys/fs/cgroup/cpu.max
+  unsigned usable = 1;       // min(affinity, ceil(quota_cpus)), at least 1
+  // "cgroup CPU quota 8 in /sys/fs/cgroup/cpu.max, 32 in the affinity mask" when the quota is what
+  // limits; empty otherwise.
+  std::string note() const;
+};
+CpuBudget cpu_budget();
+// cpu_budget().usable, at least 1.
 unsigned usable_cpus();
+// The smallest CPU quota (in CPUs) set on this process's cgroup or its ancestors, cgroup v2 (cpu.max)
+// or v1 (cpu.cfs_quota_us / cpu.cfs_period_us), found through /proc/self/cgroup and
+// /proc/self/mountinfo; 0 when none is set. `prefix` is prepended to every path read (tests give a
+// fake tree); `source`, when not null, gets the file that set the quota (without the prefix).
+double cgroup_cpu_quota(const std::string& prefix, std::string* source);
 
 // What the kernel granted when the sockets opened (GSO may later turn off if a send is refused).
 struct UdpCapabilities {
