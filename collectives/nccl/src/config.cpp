@@ -325,10 +325,11 @@ Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
   echo("MEGASCALE_IO_THREADS",
        std::to_string(c.io_threads) + (io_threads != nullptr ? "" : " (" + layout.why + ")"),
        io_threads != nullptr);
-  // Each wire's progress thread and its I/O threads all spin while traffic flows. With fewer CPUs than
-  // that, starved threads let datagrams overflow the sockets and every loss waits for an RTO (on 2
-  // CPUs with 2 x 4 I/O threads one connection fell from 1.89 to 0.13 GB/s; with 2 ranks on 16 CPUs,
-  // 4 x 3 threads each gave a third of what 1 x 5 gave: docs/PERFORMANCE.md).
+  // Each wire's progress thread and its I/O threads all poll while traffic flows. With fewer CPUs than
+  // that they take turns (they yield in rounds that find nothing) and each packet waits for its thread's
+  // turn: `megascale plugin-check --case throughput` on 2 CPUs, MEGASCALE_NTHREADS=1, gave 0.44 GB/s
+  // with 2 I/O threads against 0.67 with none (before the yields, 0.01-0.11, and 4-5 ms a message);
+  // with 2 ranks on 16 CPUs, 4 x 3 threads each gave a third of what 1 x 5 gave (docs/PERFORMANCE.md).
   const uint64_t spinning = static_cast<uint64_t>(c.threads_per_device) * (1 + c.io_threads);
   if ((threads != nullptr || io_threads != nullptr) && c.io_threads > 0 && spinning > layout.cpu_share) {
     c.warnings.push_back(
@@ -338,9 +339,8 @@ Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
         " wire threads (MEGASCALE_NTHREADS=" + std::to_string(c.threads_per_device) + " x (1 + " +
         std::to_string(c.io_threads) + " I/O threads)) per device on " + std::to_string(layout.cpu_share) +
         " usable CPUs (" + layout.share_text +
-        "); starved threads drop datagrams and goodput falls to what "
-        "retransmission timeouts allow. Unset both (the default fits the CPUs) or give the process "
-        "more CPUs");
+        "); the threads take turns on the CPUs and each packet waits for its thread's turn, so goodput "
+        "falls. Unset both (the default fits the CPUs) or give the process more CPUs");
   }
 
   // MEGASCALE_SOURCE_PORTS: one wire's pool binds them, so they need one wire per device (several

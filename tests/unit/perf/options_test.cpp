@@ -122,14 +122,14 @@ TEST(PerfWarnings, IoThreadsBeyondTheCpusAreNamed) {
   o.io_threads = 2;  // 2 sides x (1 + 2) = 6 spinning threads
   auto w = perf_warnings(o, 2);
   ASSERT_EQ(w.size(), 1u);
-  EXPECT_NE(w[0].find("--io-threads 2: 6 spinning threads"), std::string::npos) << w[0];
+  EXPECT_NE(w[0].find("--io-threads 2: 6 polling threads"), std::string::npos) << w[0];
   EXPECT_NE(w[0].find("on 2 usable CPUs"), std::string::npos) << w[0];
   EXPECT_TRUE(perf_warnings(o, 6).empty());
   o.loopback = false;  // a server or client is one side: 3 threads
   o.server = "10.0.0.1";
   EXPECT_TRUE(perf_warnings(o, 3).empty());
   ASSERT_EQ(perf_warnings(o, 2).size(), 1u);
-  EXPECT_NE(perf_warnings(o, 2)[0].find("3 spinning threads (1 side x"), std::string::npos);
+  EXPECT_NE(perf_warnings(o, 2)[0].find("3 polling threads (1 side x"), std::string::npos);
   o.io_threads = 0;  // the progress thread alone: nothing to warn about, even on one CPU
   EXPECT_TRUE(perf_warnings(o, 1).empty());
 }

@@ -127,8 +127,8 @@ Status validate_perf_options(const PerfOptions& o);
 
 // Settings that run but are likely to measure the host rather than the transport, one sentence each:
 // I/O threads whose spinning threads (each side's progress thread and its --io-threads; two sides with
-// --loopback) outnumber `usable_cpus` (wire::usable_cpus()). Starved threads let datagrams overflow the
-// sockets, and each loss then waits for a retransmission timeout.
+// --loopback) outnumber `usable_cpus` (wire::usable_cpus()). The threads yield in rounds that find
+// nothing, so they take turns rather than starve one another, but each packet waits for its thread's turn.
 std::vector<std::string> perf_warnings(const PerfOptions& o, unsigned usable_cpus);
 
 // The message sizes of a row list: -s, -a (2, 4, ... 2^23, or 2^26 for bw) or the test's default.
