@@ -3,6 +3,7 @@ option(MEGASCALE_BUILD_TESTS "Build unit and integration tests" ON)
 option(MEGASCALE_BUILD_BENCH "Build Google Benchmark micro-benchmarks" ON)
 option(MEGASCALE_WERROR "Treat warnings as errors (CI turns this on)" OFF)
 option(MEGASCALE_SANITIZE "Build with AddressSanitizer and UndefinedBehaviorSanitizer" OFF)
+option(MEGASCALE_TSAN "Build with ThreadSanitizer (not with MEGASCALE_SANITIZE or MEGASCALE_FUZZ)" OFF)
 option(MEGASCALE_FUZZ "Build libFuzzer targets (needs clang)" OFF)
 option(MEGASCALE_ENABLE_CUDA "Build CUDA parts when a toolkit is found" ON)
 
@@ -17,6 +18,16 @@ endif()
 if(MEGASCALE_SANITIZE)
   add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
   add_link_options(-fsanitize=address,undefined)
+endif()
+
+# ThreadSanitizer: data races between the wire's threads (progress thread, I/O threads) and the callers
+# that post and test from theirs (NCCL's proxy threads in the plugin). Cannot be combined with ASan.
+if(MEGASCALE_TSAN)
+  if(MEGASCALE_SANITIZE OR MEGASCALE_FUZZ)
+    message(FATAL_ERROR "MEGASCALE_TSAN=ON cannot be combined with MEGASCALE_SANITIZE or MEGASCALE_FUZZ")
+  endif()
+  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=thread)
 endif()
 
 # Fuzzing (tests/fuzz): every target gets libFuzzer's coverage instrumentation and the sanitizers; the
