@@ -23,10 +23,17 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 
 jobs=$(nproc)
-stages=${MEGASCALE_TEST_STAGES:-test asan tsan fuzz}
+all_stages="test asan tsan fuzz"  # in the order they run
+stages=${MEGASCALE_TEST_STAGES:-$all_stages}
 fuzz_seconds=${MEGASCALE_FUZZ_SECONDS:-60}
 started=$SECONDS
 failed=()
+
+# The ctest -L pattern that matches exactly these labels: ^(a|b|c)$.
+label_regex() {
+  local IFS='|'
+  echo "^($*)\$"
+}
 
 stage_test() {
   local build=build/test
@@ -59,7 +66,7 @@ stage_asan() {
   cmake --build "$build" -j"$jobs" --target "${targets[@]}"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir "$build" --output-on-failure -j"$jobs" -L "^($(IFS='|'; echo "${labels[*]}"))\$"
+    ctest --test-dir "$build" --output-on-failure -j"$jobs" -L "$(label_regex "${labels[@]}")"
 }
 
 stage_tsan() {
@@ -74,7 +81,7 @@ stage_tsan() {
   # (33 bytes a lane, 0.3 Mb/s) and an 8 MiB message did not finish in 60 s. The threads, rings and
   # locks under test are the same whatever the controller.
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 MEGASCALE_CC=fixed \
-    ctest --test-dir "$build" --output-on-failure -j"$jobs" -L "^($(IFS='|'; echo "${labels[*]}"))\$"
+    ctest --test-dir "$build" --output-on-failure -j"$jobs" -L "$(label_regex "${labels[@]}")"
 }
 
 stage_fuzz() {
@@ -102,7 +109,7 @@ stage_fuzz() {
   fi
 }
 
-for s in test asan tsan fuzz; do
+for s in $all_stages; do
   [[ " $stages " == *" $s "* ]] || continue
   echo
   echo "=== test.sh: stage $s ($((SECONDS - started)) s so far)"
