@@ -57,7 +57,7 @@ int run_perf_command(PerfFlags& f, CLI::App* cmd) {
       {"--test", flag::kTest},   {"-a", flag::kAll},      {"-s", flag::kSize},
       {"-n", flag::kIters},      {"-D", flag::kDuration}, {"-t", flag::kWindow},
       {"--lanes", flag::kLanes}, {"--cc", flag::kCc},     {"--segment", flag::kSegment},
-      {"--check", flag::kCheck}, {"--dscp", flag::kDscp}};
+      {"--check", flag::kCheck}, {"--dscp", flag::kDscp}, {"-b", flag::kBidirectional}};
   for (const auto& [cli_name, key] : names) {
     if (given(cli_name)) o.explicit_flags.insert(std::string(key));
   }
@@ -177,6 +177,10 @@ void add_perf_command(CLI::App& app) {
                   "Payload bytes per datagram (keep + 100 B within the MTU; --loopback: 16384)")
       ->capture_default_str();
   cmd->add_option("--dscp", f->dscp, "DSCP code point of every packet (0..63)")->capture_default_str();
+  cmd->add_flag(
+      "-b,--bidirectional", o.bidirectional,
+      "bw rows both ways at once (perftest's -b; give it on both sides): BW is the sum of both sides' "
+      "sends");
   cmd->add_flag("--check", o.check, "Fill and verify every byte of every message (else both ends of each)");
   cmd->add_option(
          "--poll", f->poll,

@@ -40,9 +40,11 @@ struct ServerInfo {
 
 std::vector<std::string> banner(const PerfOptions& o, const UdpWire& w, const ClientSetup& setup,
                                 const ServerInfo& srv, uint32_t segment, const std::string& where) {
-  const char* title = o.test == PerfTest::kBw    ? "send bandwidth"
-                      : o.test == PerfTest::kLat ? "latency (ping-pong, RTT/2)"
-                                                 : "send bandwidth and latency (ping-pong, RTT/2)";
+  const char* bw =
+      o.bidirectional ? "bidirectional bandwidth (-b: the sum of both sides' sends)" : "send bandwidth";
+  const std::string title = o.test == PerfTest::kBw    ? std::string(bw)
+                            : o.test == PerfTest::kLat ? std::string("latency (ping-pong, RTT/2)")
+                                                       : fmt::format("{} and latency (ping-pong, RTT/2)", bw);
   std::vector<std::string> b;
   b.push_back(rule_line());
   b.push_back(fmt::format("                    megascale perf: {}", title));
@@ -54,9 +56,9 @@ std::vector<std::string> banner(const PerfOptions& o, const UdpWire& w, const Cl
   b.push_back(fmt::format(" Congestion ctl  : {} (server {})", setup.cc_name, srv.cc));
   b.push_back(
       fmt::format(" Segment         : {} B payload per datagram (--segment {})", segment, o.segment_bytes));
-  b.push_back(
-      fmt::format(" Window          : {} messages in flight (bw, perftest's tx-depth; buffers <= {} MiB)",
-                  o.window, o.buffer_budget_bytes >> 20));
+  b.push_back(fmt::format(
+      " Window          : {} messages in flight{} (bw, perftest's tx-depth; buffers <= {} MiB{})", o.window,
+      o.bidirectional ? " each way" : "", o.buffer_budget_bytes >> 20, o.bidirectional ? " each way" : ""));
   b.push_back(fmt::format(" Iterations      : {}", iterations_text(o)));
   b.push_back(fmt::format(" Check           : {}", o.check
                                                        ? "every byte of every message"
@@ -80,6 +82,7 @@ json config_json(const PerfOptions& o, const UdpWire& w, const ClientSetup& setu
               {"duration_s", o.duration_s},
               {"window", o.window},
               {"check", o.check},
+              {"bidirectional", o.bidirectional},
               {"lanes", o.lanes},
               {"server_lanes", srv.lanes},
               {"cc", setup.cc_name},
@@ -237,8 +240,9 @@ PerfRun run_client_on(UdpWire& w, const std::string& host, uint16_t port, const 
       if (r->bw) {
         run.report.bw.push_back(*r->bw);
         lines.push_back(bw_row_line(*r->bw));
-        payload = size * r->bw->iterations;
-        messages = r->bw->iterations;
+        const uint64_t ways = r->bw->bidirectional ? 2 : 1;
+        payload = ways * size * r->bw->iterations;
+        messages = ways * r->bw->iterations;
         counters = &run.report.bw.back().counters;
       } else {
         run.report.lat.push_back(*r->lat);

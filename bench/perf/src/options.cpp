@@ -58,6 +58,9 @@ Status validate_perf_options(const PerfOptions& o) {
     return bad(fmt::format("-s {}: a message size must be 1 .. {} bytes", o.size_bytes, kMaxSizeBytes));
   }
   if (o.is_explicit(flag::kIters) && o.iterations < 1) return bad("-n 0: at least one iteration");
+  if (o.bidirectional && o.test == PerfTest::kLat) {
+    return bad("-b with --test lat: -b runs the bandwidth rows both ways; a ping-pong already does");
+  }
   if (o.is_explicit(flag::kIters) && o.is_explicit(flag::kDuration)) {
     return bad("-n and -D: give a count or a duration, not both");
   }

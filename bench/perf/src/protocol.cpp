@@ -20,6 +20,7 @@ PerfParams params_from(const PerfOptions& o, const std::string& cc_name) {
   p.cc = cc_name;
   p.segment_bytes = o.segment_bytes;
   p.dscp = o.dscp;
+  p.bidirectional = o.bidirectional;
   return p;
 }
 
@@ -32,6 +33,7 @@ PerfOptions adopt_params(const PerfOptions& server, const PerfParams& p) {
   o.duration_s = p.duration_s;
   o.window = p.window;
   o.check = p.check;
+  o.bidirectional = p.bidirectional;
   return o;
 }
 
@@ -48,7 +50,8 @@ json to_json(const PerfParams& p) {
               {"lanes", p.lanes},
               {"cc", p.cc},
               {"segment_bytes", p.segment_bytes},
-              {"dscp", p.dscp}};
+              {"dscp", p.dscp},
+              {"bidirectional", p.bidirectional}};
 }
 
 Result<PerfParams> params_from_json(const json& j) {
@@ -72,6 +75,7 @@ Result<PerfParams> params_from_json(const json& j) {
     p.cc = j.at("cc").get<std::string>();
     p.segment_bytes = j.at("segment_bytes").get<uint32_t>();
     p.dscp = j.at("dscp").get<uint8_t>();
+    p.bidirectional = j.at("bidirectional").get<bool>();
     // The server runs with these: hold them to the same ranges as its own flags.
     PerfOptions check;
     check.test = p.test;
@@ -83,6 +87,7 @@ Result<PerfParams> params_from_json(const json& j) {
     check.lanes = p.lanes;
     check.segment_bytes = p.segment_bytes;
     check.dscp = p.dscp;
+    check.bidirectional = p.bidirectional;
     if (p.size_bytes > 0) check.explicit_flags.insert(std::string(flag::kSize));
     if (Status s = validate_perf_options(check); !s)
       return make_error("client's parameters: " + s.error().message);
@@ -125,6 +130,9 @@ Status check_agreement(const PerfOptions& s, const std::string& server_cc_name, 
   }
   if (s.is_explicit(flag::kCheck)) differ(flag::kCheck, s.check ? "on" : "off", c.check ? "on" : "off");
   if (s.is_explicit(flag::kDscp)) differ(flag::kDscp, std::to_string(s.dscp), std::to_string(c.dscp));
+  if (s.is_explicit(flag::kBidirectional)) {
+    differ(flag::kBidirectional, s.bidirectional ? "on" : "off", c.bidirectional ? "on" : "off");
+  }
   if (diffs.empty()) return {};
   std::string text =
       "server and client flags differ (give both sides the same flags, or the server only -p):";

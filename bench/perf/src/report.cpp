@@ -36,6 +36,31 @@ BwFigures bw_figures(uint64_t size_bytes, const std::vector<TimeNs>& posted,
   return f;
 }
 
+BwFigures sum_directions(const BwFigures& a, const BwFigures& b) {
+  BwFigures f;
+  f.bw_peak_gbps = a.bw_peak_gbps + b.bw_peak_gbps;
+  f.bw_average_gbps = a.bw_average_gbps + b.bw_average_gbps;
+  f.msg_rate_mpps = a.msg_rate_mpps + b.msg_rate_mpps;
+  f.seconds = std::max(a.seconds, b.seconds);
+  return f;
+}
+
+json to_json(const BwFigures& f) {
+  return json{{"BW_peak", f.bw_peak_gbps},
+              {"BW_average", f.bw_average_gbps},
+              {"MsgRate", f.msg_rate_mpps},
+              {"seconds", f.seconds}};
+}
+
+BwFigures bw_figures_from_json(const json& j) {
+  BwFigures f;
+  f.bw_peak_gbps = j.at("BW_peak").get<double>();
+  f.bw_average_gbps = j.at("BW_average").get<double>();
+  f.msg_rate_mpps = j.at("MsgRate").get<double>();
+  f.seconds = j.at("seconds").get<double>();
+  return f;
+}
+
 LatFigures lat_figures(std::vector<TimeNs> v) {
   LatFigures f;
   if (v.empty()) return f;
@@ -160,15 +185,21 @@ json counters_json(const RowCounters& c) {
 }  // namespace
 
 json bw_row_json(const BwRow& r) {
-  return json{{"MsgSize", r.size_bytes},
-              {"n_iterations", r.iterations},
-              {"BW_peak", r.figures.bw_peak_gbps},
-              {"BW_average", r.figures.bw_average_gbps},
-              {"MsgRate", r.figures.msg_rate_mpps},
-              {"window", r.window},
-              {"seconds", r.figures.seconds},
-              {"verified_messages", r.verified_messages},
-              {"counters", counters_json(r.counters)}};
+  json j{{"MsgSize", r.size_bytes},
+         {"n_iterations", r.iterations},
+         {"BW_peak", r.figures.bw_peak_gbps},
+         {"BW_average", r.figures.bw_average_gbps},
+         {"MsgRate", r.figures.msg_rate_mpps},
+         {"window", r.window},
+         {"seconds", r.figures.seconds},
+         {"bidirectional", r.bidirectional},
+         {"verified_messages", r.verified_messages},
+         {"counters", counters_json(r.counters)}};
+  if (r.bidirectional) {
+    j["client_to_server"] = to_json(r.forward);
+    j["server_to_client"] = to_json(r.reverse);
+  }
+  return j;
 }
 
 json lat_row_json(const LatRow& r) {

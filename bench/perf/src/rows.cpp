@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 
 #include "megascale/perf/pattern.h"
 #include "megascale/perf/protocol.h"
@@ -66,12 +67,20 @@ Status verify(const uint8_t* buf, uint64_t got_bytes, uint64_t size, uint64_t ke
 struct ServerResult {
   SideCounters counters;
   uint64_t verified = 0;
+  std::optional<BwFigures> sends;  // -b: the server's own send figures
 };
 
 Result<ServerResult> parse_result(const json& j) {
   ServerResult r;
   r.verified = j.value("verified", uint64_t{0});
   if (j.contains("counters")) r.counters = side_counters_from_json(j["counters"]);
+  if (j.contains("sends")) {
+    try {
+      r.sends = bw_figures_from_json(j["sends"]);
+    } catch (const json::exception& e) {
+      return make_error(std::string("malformed send figures in the server's result: ") + e.what());
+    }
+  }
   return r;
 }
 
@@ -105,60 +114,169 @@ Result<ServerResult> finish_row(Session& s) {
   return parse_result(*msg);
 }
 
+// One side's part of a bw row. Without -b the client sends `count` messages and the server receives
+// them; with -b (perftest's bidirectional test) each side also does the other's part, sending its own
+// numbered messages (keyed apart by `server`) while it receives the other's, at most the window of
+// each in flight. Each side times its own sends.
+class BwSide {
+ public:
+  BwSide(Session& s, const PerfOptions& o, uint64_t row, uint64_t size, uint64_t count, bool server)
+      : s_(s),
+        o_(o),
+        row_(row),
+        size_(size),
+        window_(buffers_for(o, size)),
+        server_(server),
+        n_send_(!server || o.bidirectional ? count : 0),
+        n_recv_(server || o.bidirectional ? count : 0),
+        tx_(n_send_ ? window_ : 0, size),
+        rx_(n_recv_ ? window_ : 0, size),
+        tx_ring_(window_),
+        rx_ring_(window_) {}
+
+  uint32_t window() const { return window_; }
+  uint64_t verified() const { return verified_; }
+  BwFigures send_figures() const { return bw_figures(size_, posted_, completed_, window_); }
+
+  Status allocate() {
+    if ((n_send_ && !tx_.ok()) || (n_recv_ && !rx_.ok())) return out_of_memory(window_, size_);
+    posted_.resize(n_send_);
+    completed_.resize(n_send_);
+    // Without --check only the ends of each message are stamped per message: the rest is filled once.
+    if (!o_.check) {
+      for (uint32_t b = 0; b < window_ && n_send_ > 0; ++b) fill_pattern(tx_[b], size_, key(b, server_));
+    }
+    return {};
+  }
+
+  // The first window of receives.
+  Status post_receives() {
+    engine::Connection* c = s_.conn();
+    if (c == nullptr && n_recv_ > 0) return make_error("connection gone");
+    for (; rx_posted_ < n_recv_ && rx_posted_ < window_; ++rx_posted_) {
+      auto r = c->post_recv(rx_[rx_posted_], size_, kTagData);
+      if (!r) return make_error("posting a receive: " + r.error().message);
+      rx_ring_[rx_posted_ % window_] = *r;
+    }
+    return {};
+  }
+
+  // Until every send and receive of the row has completed.
+  Status run() {
+    const TimeNs start = UdpWire::now();
+    while (tx_done_ < n_send_ || rx_done_ < n_recv_) {
+      engine::Connection* c = s_.conn();
+      if (c == nullptr) return make_error("connection gone");
+      if (Status st = post_sends(c); !st) return st;
+      if (Status st = s_.progress(); !st) return st;
+      c = s_.conn();
+      if (c == nullptr) return make_error("connection gone");
+      const uint64_t before = tx_done_ + rx_done_;
+      if (Status st = reap_sends(c); !st) return st;
+      if (Status st = reap_receives(c); !st) return st;
+      const bool moved = tx_done_ + rx_done_ > before;
+      if (moved) s_.touch();
+      // Also while nothing completes: a stalled row says so every second (the client's sink prints).
+      if (!server_) s_.progress_note(start, [&] { return fmt::format("bw {} B: {}", size_, done_text()); });
+      if (moved) continue;
+      if (Status st = s_.check_peer_abort(); !st) return st;
+      if (Status st = s_.check_lazily([&] { return fmt::format("bw {} B ({})", size_, done_text()); }); !st)
+        return st;
+      s_.idle();
+    }
+    return {};
+  }
+
+ private:
+  uint64_t key(uint64_t index, bool from_server) const { return message_key(row_, index, from_server); }
+
+  std::string done_text() const {
+    std::string t;
+    if (n_send_) t = fmt::format("{} of {} sends", tx_done_, n_send_);
+    if (n_send_ && n_recv_) t += ", ";
+    if (n_recv_) t += fmt::format("{} of {} receives", rx_done_, n_recv_);
+    return t;
+  }
+
+  Status post_sends(engine::Connection* c) {
+    while (tx_next_ < n_send_ && tx_next_ - tx_done_ < window_) {
+      uint8_t* buf = tx_[tx_next_];
+      prepare(buf, size_, key(tx_next_, server_), o_.check);
+      auto r = c->post_send(buf, size_, kTagData);
+      if (!r) return make_error(fmt::format("posting send {}: {}", tx_next_, r.error().message));
+      posted_[tx_next_] = UdpWire::now();
+      tx_ring_[tx_next_ % window_] = *r;
+      ++tx_next_;
+    }
+    return {};
+  }
+
+  Status reap_sends(engine::Connection* c) {
+    while (tx_done_ < tx_next_) {
+      const engine::Completion comp = s_.test_send(tx_ring_[tx_done_ % window_]);
+      if (!comp.done) break;
+      if (Status st = completion_error(comp, fmt::format("send of message {} ({} B)", tx_done_, size_), c);
+          !st) {
+        return st;
+      }
+      completed_[tx_done_] = UdpWire::now();
+      ++tx_done_;
+    }
+    return {};
+  }
+
+  Status reap_receives(engine::Connection* c) {
+    while (rx_done_ < rx_posted_) {
+      const engine::Completion comp = c->test(rx_ring_[rx_done_ % window_]);
+      if (!comp.done) break;
+      if (Status st = completion_error(comp, fmt::format("receive of message {} ({} B)", rx_done_, size_), c);
+          !st) {
+        return st;
+      }
+      if (Status st = verify(rx_[rx_done_], comp.bytes, size_, key(rx_done_, !server_), o_.check, rx_done_);
+          !st) {
+        s_.send_error(st.error().message);
+        return st;
+      }
+      ++verified_;
+      ++rx_done_;
+      if (rx_posted_ < n_recv_) {
+        auto r = c->post_recv(rx_[rx_posted_], size_, kTagData);
+        if (!r) return make_error("posting a receive: " + r.error().message);
+        rx_ring_[rx_posted_ % window_] = *r;
+        ++rx_posted_;
+      }
+    }
+    return {};
+  }
+
+  Session& s_;
+  const PerfOptions& o_;
+  uint64_t row_, size_;
+  uint32_t window_;
+  bool server_;
+  uint64_t n_send_, n_recv_;
+  Buffers tx_, rx_;
+  std::vector<engine::RequestId> tx_ring_, rx_ring_;
+  std::vector<TimeNs> posted_, completed_;
+  uint64_t tx_next_ = 0, tx_done_ = 0;
+  uint64_t rx_posted_ = 0, rx_done_ = 0;
+  uint64_t verified_ = 0;
+};
+
 }  // namespace
 
 Result<BwRow> client_bw_row(Session& s, const PerfOptions& o, uint64_t row, uint64_t size, uint64_t count,
                             bool same_host) {
-  const uint32_t window = buffers_for(o, size);
-  Buffers bufs(window, size);
-  if (!bufs.ok()) return out_of_memory(window, size);
+  BwSide side(s, o, row, size, count, /*server=*/false);
+  if (Status st = side.allocate(); !st) return st.error();
   AbortGuard guard(s);
-  if (!o.check) {
-    for (uint32_t b = 0; b < window; ++b) fill_pattern(bufs[b], size, message_key(row, b, false));
-  }
   if (Status st = start_row(s, PerfTest::kBw, row, size, count); !st) return st.error();
-
   const SideSnapshot before = take_snapshot(s.wire(), s.id());
-  std::vector<TimeNs> posted(count), completed(count);
-  std::vector<engine::RequestId> ring(window);
-  uint64_t next = 0, done = 0;
-  const TimeNs start = UdpWire::now();
-  while (done < count) {
-    engine::Connection* c = s.conn();
-    if (c == nullptr) return make_error("connection gone");
-    while (next < count && next - done < window) {
-      uint8_t* buf = bufs[next];
-      prepare(buf, size, message_key(row, next, false), o.check);
-      auto r = c->post_send(buf, size, kTagData);
-      if (!r) return make_error(fmt::format("posting send {}: {}", next, r.error().message));
-      posted[next] = UdpWire::now();
-      ring[next % window] = *r;
-      ++next;
-    }
-    if (Status st = s.progress(); !st) return st.error();
-    const uint64_t reaped_from = done;
-    while (done < next) {
-      const engine::Completion comp = s.test_send(ring[done % window]);
-      if (!comp.done) break;
-      if (Status st = completion_error(comp, fmt::format("send of message {} ({} B)", done, size), c); !st) {
-        return st.error();
-      }
-      completed[done] = UdpWire::now();
-      ++done;
-    }
-    if (done > reaped_from) s.touch();
-    // Also while nothing completes: a stalled row says so every second.
-    s.progress_note(start, [&] { return fmt::format("bw {} B: {} of {} messages", size, done, count); });
-    if (done > reaped_from) continue;
-    if (Status st = s.check_peer_abort(); !st) return st.error();
-    if (Status st = s.check_lazily(
-            [&] { return fmt::format("send completions (bw {} B, {} of {} done)", size, done, count); });
-        !st) {
-      return st.error();
-    }
-    s.idle();
-  }
-  guard.disarm();  // every send completed: nothing refers to the buffers any more
+  // With -b the server's messages may arrive before these are posted: its sends wait for credit.
+  if (Status st = side.post_receives(); !st) return st.error();
+  if (Status st = side.run(); !st) return st.error();
+  guard.disarm();  // every send and receive completed: nothing refers to the buffers any more
   const SideSnapshot after = take_snapshot(s.wire(), s.id());
   auto server = finish_row(s);
   if (!server) return server.error();
@@ -166,9 +284,16 @@ Result<BwRow> client_bw_row(Session& s, const PerfOptions& o, uint64_t row, uint
   BwRow r;
   r.size_bytes = size;
   r.iterations = count;
-  r.window = window;
-  r.figures = bw_figures(size, posted, completed, window);
-  r.verified_messages = server->verified;
+  r.window = side.window();
+  r.figures = side.send_figures();
+  if (o.bidirectional) {
+    if (!server->sends) return make_error("the server's result has no send figures for a -b row");
+    r.bidirectional = true;
+    r.forward = r.figures;
+    r.reverse = *server->sends;
+    r.figures = sum_directions(r.forward, r.reverse);
+  }
+  r.verified_messages = server->verified + side.verified();
   r.counters = combine(side_delta(before, after), server->counters, same_host);
   return r;
 }
@@ -256,61 +381,19 @@ Result<LatRow> client_lat_row(Session& s, const PerfOptions& o, uint64_t row, ui
 
 namespace {
 
-// Server side of a bw row: keep up to `window` receives posted, check each message, repost.
+// Server side of a bw row: receives posted before "ready", then the row (with -b, sends too).
 Status serve_bw(Session& s, const PerfOptions& o, uint64_t row, uint64_t size, uint64_t count,
                 ServerResult& out, SideSnapshot& before) {
-  const uint32_t window = buffers_for(o, size);
-  Buffers bufs(window, size);
-  if (!bufs.ok()) return out_of_memory(window, size);
+  BwSide side(s, o, row, size, count, /*server=*/true);
+  if (Status st = side.allocate(); !st) return st;
   AbortGuard guard(s);
-  std::vector<engine::RequestId> ring(window);
-  uint64_t posted = 0, done = 0;
-  engine::Connection* c = s.conn();
-  for (; posted < count && posted < window; ++posted) {
-    auto r = c->post_recv(bufs[posted], size, kTagData);
-    if (!r) return make_error("posting a receive: " + r.error().message);
-    ring[posted % window] = *r;
-  }
+  if (Status st = side.post_receives(); !st) return st;
   before = take_snapshot(s.wire(), s.id());
   if (Status st = s.send_control(json{{"type", "ready"}}); !st) return st;
-  while (done < count) {
-    if (Status st = s.progress(); !st) return st;
-    c = s.conn();
-    if (c == nullptr) return make_error("connection gone");
-    const uint64_t from = done;
-    while (done < posted) {
-      const engine::Completion comp = c->test(ring[done % window]);
-      if (!comp.done) break;
-      if (Status st = completion_error(comp, fmt::format("receive of message {} ({} B)", done, size), c);
-          !st) {
-        return st;
-      }
-      if (Status st = verify(bufs[done], comp.bytes, size, message_key(row, done, false), o.check, done);
-          !st) {
-        s.send_error(st.error().message);
-        return st;
-      }
-      ++out.verified;
-      ++done;
-      if (posted < count) {
-        auto r = c->post_recv(bufs[posted], size, kTagData);
-        if (!r) return make_error("posting a receive: " + r.error().message);
-        ring[posted % window] = *r;
-        ++posted;
-      }
-    }
-    if (done > from) {
-      s.touch();
-      continue;
-    }
-    if (Status st = s.check_peer_abort(); !st) return st;
-    if (Status st = s.check_lazily(
-            [&] { return fmt::format("bw messages ({} B, {} of {} received)", size, done, count); });
-        !st)
-      return st;
-    s.idle();
-  }
+  if (Status st = side.run(); !st) return st;
   guard.disarm();
+  out.verified = side.verified();
+  if (o.bidirectional) out.sends = side.send_figures();
   return {};
 }
 
@@ -403,8 +486,9 @@ Status server_row(Session& s, const PerfOptions& o, const json& msg) {
   if (!st) return st;
   const SideSnapshot after = take_snapshot(s.wire(), s.id());
   result.counters = side_delta(before, after);
-  return s.send_control(
-      json{{"type", "result"}, {"verified", result.verified}, {"counters", to_json(result.counters)}});
+  json reply{{"type", "result"}, {"verified", result.verified}, {"counters", to_json(result.counters)}};
+  if (result.sends) reply["sends"] = to_json(*result.sends);
+  return s.send_control(reply);
 }
 
 }  // namespace megascale::perf::detail

@@ -86,6 +86,34 @@ TEST(PerfLoopback, BandwidthRowsCheckEveryByteAndReportCounters) {
   EXPECT_EQ(r.report.config["negotiated_segment_bytes"], 4096);
 }
 
+TEST(PerfLoopback, BidirectionalRowsCheckBothDirectionsAndSumThem) {
+  PerfOptions o = loopback({"-s", "-n", "--check", "--test", "-b"});
+  o.test = PerfTest::kBw;
+  o.bidirectional = true;
+  o.size_bytes = 10000;
+  o.iterations = 200;
+  o.window = 16;
+  o.check = true;
+  Captured out;
+  const PerfRun r = run_perf(o, out.sink());
+  ASSERT_EQ(r.status, PerfStatus::kOk) << r.error;
+  const BwRow& row = r.report.bw.at(0);
+  EXPECT_TRUE(row.bidirectional);
+  // Each side checked every byte of the other's 200 messages (keyed apart by direction).
+  EXPECT_EQ(row.verified_messages, 400u);
+  EXPECT_GT(row.forward.bw_average_gbps, 0);
+  EXPECT_GT(row.reverse.bw_average_gbps, 0);
+  EXPECT_DOUBLE_EQ(row.figures.bw_average_gbps, row.forward.bw_average_gbps + row.reverse.bw_average_gbps);
+  // Both wires sent and received the row's bytes.
+  EXPECT_GE(row.counters.client.bytes_sent, 200u * 10000u);
+  EXPECT_GE(row.counters.server.bytes_sent, 200u * 10000u);
+  EXPECT_GE(row.counters.client.bytes_received, 200u * 10000u);
+  EXPECT_GE(row.counters.server.bytes_received, 200u * 10000u);
+  EXPECT_TRUE(out.has_line_starting("                    megascale perf: bidirectional bandwidth"));
+  EXPECT_TRUE(out.has_line_starting(" 10000      200 "));
+  EXPECT_EQ(r.report.config["bidirectional"], true);
+}
+
 TEST(PerfLoopback, LatencyRowsAndSizeList) {
   PerfOptions o = loopback({"-n", "--test"});
   o.test = PerfTest::kLat;
@@ -162,6 +190,13 @@ TEST(PerfLoopback, BadOptionsAreUsageErrors) {
   unsetenv("MEGASCALE_FAULT_DROP");
   EXPECT_EQ(r.status, PerfStatus::kUsage);
   EXPECT_NE(r.error.find("MEGASCALE_FAULT_DROP"), std::string::npos);
+
+  PerfOptions lat_b = loopback({"--test", "-b"});
+  lat_b.test = PerfTest::kLat;
+  lat_b.bidirectional = true;
+  r = run_perf(lat_b, PerfSink{});
+  EXPECT_EQ(r.status, PerfStatus::kUsage);
+  EXPECT_NE(r.error.find("-b with --test lat"), std::string::npos) << r.error;
 }
 
 TEST(PerfServerClient, DisagreeingFlagsStopBothSidesWithTheFlagNamed) {

@@ -2,6 +2,7 @@
 // that differ are refused with the flag named, and control messages decode or explain why not.
 #include "megascale/perf/protocol.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -50,11 +51,22 @@ TEST(PerfParams, MalformedOrOutOfRangeOrOtherVersionIsRefused) {
   ASSERT_FALSE(range);
   EXPECT_NE(range.error().message.find("--window 100000"), std::string::npos);
 
-  nlohmann::json v2 = to_json(sample_params());
-  v2["version"] = 2;
-  auto version = params_from_json(v2);
+  nlohmann::json other = to_json(sample_params());
+  other["version"] = kProtocolVersion + 1;
+  auto version = params_from_json(other);
   ASSERT_FALSE(version);
-  EXPECT_NE(version.error().message.find("version 2"), std::string::npos);
+  EXPECT_NE(version.error().message.find(fmt::format("version {}", kProtocolVersion + 1)), std::string::npos);
+
+  // Version 1 peers knew no -b: a proposal without it is malformed, not silently one-way.
+  nlohmann::json old = to_json(sample_params());
+  old.erase("bidirectional");
+  EXPECT_FALSE(params_from_json(old));
+  nlohmann::json lat_b = to_json(sample_params());
+  lat_b["test"] = "lat";
+  lat_b["bidirectional"] = true;
+  auto lat = params_from_json(lat_b);
+  ASSERT_FALSE(lat);
+  EXPECT_NE(lat.error().message.find("-b with --test lat"), std::string::npos) << lat.error().message;
 }
 
 TEST(PerfAgreement, ServerWithOnlyAPortAcceptsAnything) {
@@ -87,6 +99,26 @@ TEST(PerfAgreement, EachDifferingExplicitFlagIsNamedWithBothValues) {
   EXPECT_NE(m.find("--lanes: 4 on the server, 2 on the client"), std::string::npos) << m;
   EXPECT_NE(m.find("--cc: builtin:hybrid on the server, builtin:swift on the client"), std::string::npos)
       << m;
+}
+
+TEST(PerfAgreement, BidirectionalIsAdoptedOrMustAgree) {
+  PerfParams client = sample_params();
+  client.bidirectional = true;
+  auto back = params_from_json(nlohmann::json::parse(to_json(client).dump()));
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_TRUE(back->bidirectional);
+  // A server with only -p adopts the client's -b; one given -b itself needs the client's.
+  PerfOptions plain;
+  EXPECT_TRUE(check_agreement(plain, "x", client));
+  EXPECT_TRUE(adopt_params(plain, client).bidirectional);
+  PerfOptions with_b;
+  with_b.bidirectional = true;
+  with_b.explicit_flags = {std::string(flag::kBidirectional)};
+  EXPECT_TRUE(check_agreement(with_b, "x", client));
+  Status s = check_agreement(with_b, "x", sample_params());
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message.find("-b: on on the server, off on the client"), std::string::npos)
+      << s.error().message;
 }
 
 TEST(PerfAgreement, SweepAgainstSizeDiffers) {

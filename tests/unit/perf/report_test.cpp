@@ -53,6 +53,19 @@ TEST(PerfBwFigures, EmptyRowIsZero) {
   EXPECT_EQ(f.bw_peak_gbps, 0);
 }
 
+TEST(PerfBwFigures, BothDirectionsAddUpAndLastAsLongAsTheLongerSide) {
+  BwFigures a{.bw_peak_gbps = 12, .bw_average_gbps = 10, .msg_rate_mpps = 0.5, .seconds = 2};
+  BwFigures b{.bw_peak_gbps = 9, .bw_average_gbps = 8, .msg_rate_mpps = 0.25, .seconds = 3};
+  const BwFigures s = sum_directions(a, b);
+  EXPECT_DOUBLE_EQ(s.bw_peak_gbps, 21);
+  EXPECT_DOUBLE_EQ(s.bw_average_gbps, 18);
+  EXPECT_DOUBLE_EQ(s.msg_rate_mpps, 0.75);
+  EXPECT_DOUBLE_EQ(s.seconds, 3);
+  const BwFigures back = bw_figures_from_json(to_json(b));
+  EXPECT_DOUBLE_EQ(back.bw_average_gbps, 8);
+  EXPECT_DOUBLE_EQ(back.seconds, 3);
+}
+
 TEST(PerfLatFigures, StatisticsOfKnownSamples) {
   // 1..1000 us one-way (shuffled order must not matter).
   std::vector<TimeNs> v;
@@ -142,6 +155,14 @@ TEST(PerfJson, RowsUsePerftestsKeys) {
   EXPECT_EQ(jb["MsgSize"], 4096);
   EXPECT_EQ(jb["BW_average"], 3.5);
   EXPECT_EQ(jb["counters"]["retransmits"], 2);
+  EXPECT_EQ(jb["bidirectional"], false);
+  EXPECT_FALSE(jb.contains("server_to_client"));
+  BwRow both = b;
+  both.bidirectional = true;
+  both.reverse.bw_average_gbps = 1.5;
+  const nlohmann::json jboth = bw_row_json(both);
+  EXPECT_EQ(jboth["server_to_client"]["BW_average"], 1.5);
+  EXPECT_TRUE(jboth.contains("client_to_server"));
 
   LatRow l;
   l.figures = lat_figures({2000, 4000});

@@ -72,6 +72,7 @@ inline constexpr std::string_view kCc = "--cc";
 inline constexpr std::string_view kSegment = "--segment";
 inline constexpr std::string_view kCheck = "--check";
 inline constexpr std::string_view kDscp = "--dscp";
+inline constexpr std::string_view kBidirectional = "-b";
 }  // namespace flag
 
 struct PerfOptions {
@@ -83,6 +84,10 @@ struct PerfOptions {
   double duration_s = 0;    // -D: seconds per row instead of a count (0 = off)
   uint32_t window = 128;    // --window: bw messages in flight (perftest's tx-depth)
   bool check = false;       // --check: fill and verify every byte (else the ends of each message)
+  // -b: bw rows in both directions at once, perftest's bidirectional test. Each side sends its own
+  // messages while it receives the other's (a NCCL ring's pattern: every rank sends and receives on
+  // one wire); the BW columns are the sum of both sides' send rates, as perftest's -b reports them.
+  bool bidirectional = false;
 
   // Where.
   std::string server;            // client mode: the server's host; empty = server (or loopback)

@@ -8,6 +8,8 @@
 //                                    <- ready
 //   ... count data messages (bw), or count ping-pongs (lat) ...
 //                                    <- result {received, verify errors, server's counters}
+//   (with -b both sides send `count` messages and receive the other's `count`; the result also
+//    carries the server's own send figures)
 //   report {row's table lines}       -> (the server prints them)
 //   ... more rows (a -D row is preceded by unprinted calibration rows) ...
 //   done                             -> both close
@@ -32,7 +34,8 @@ namespace megascale::perf {
 inline constexpr int32_t kTagData = 1;
 inline constexpr int32_t kTagControl = 7;
 inline constexpr uint64_t kMaxControlBytes = 64 * 1024;
-inline constexpr int kProtocolVersion = 1;
+// 2: -b (PerfParams::bidirectional, and the server's own send figures in a bw row's result).
+inline constexpr int kProtocolVersion = 2;
 
 // The test parameters the client proposes.
 struct PerfParams {
@@ -48,6 +51,7 @@ struct PerfParams {
   std::string cc;  // the preset's name as loaded (a file's stem, or the built-in name)
   uint32_t segment_bytes = 4096;
   uint8_t dscp = 0;
+  bool bidirectional = false;
 };
 
 // The client's proposal from its options; `cc_name` is its resolved preset name.

@@ -33,6 +33,12 @@ struct BwFigures {
 // The peak is never below the average.
 BwFigures bw_figures(uint64_t size_bytes, const std::vector<TimeNs>& posted_ns,
                      const std::vector<TimeNs>& completed_ns, uint64_t peak_run);
+// Both directions of a -b row, perftest's way: rates and message rates add up (each side timed its
+// own sends), the row lasted as long as the longer side.
+BwFigures sum_directions(const BwFigures& a, const BwFigures& b);
+
+nlohmann::json to_json(const BwFigures& f);
+BwFigures bw_figures_from_json(const nlohmann::json& j);
 
 struct LatFigures {
   double t_min_us = 0, t_max_us = 0, t_typical_us = 0, t_avg_us = 0, t_stdev_us = 0;
@@ -54,8 +60,12 @@ struct BwRow {
   uint64_t size_bytes = 0;
   uint64_t iterations = 0;
   uint32_t window = 0;  // messages in flight (min of --window and the buffers that fit the budget)
+  // What the row shows: the client's sends, or with -b the sum of both directions (sum_directions).
   BwFigures figures;
-  uint64_t verified_messages = 0;  // checked by the receiver
+  bool bidirectional = false;
+  BwFigures forward;               // -b: client -> server, timed by the client
+  BwFigures reverse;               // -b: server -> client, timed by the server
+  uint64_t verified_messages = 0;  // checked by the receiver (-b: by both)
   RowCounters counters;
 };
 
