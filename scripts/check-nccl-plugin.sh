@@ -28,7 +28,9 @@
 #                        $OUT/bandwidth.md (scripts/nccl-bandwidth-table.py: medians, and MegaScale's
 #                        ratios to each Socket net round by round, since on a shared host two calls can
 #                        differ by more than the nets do), and MegaScale's timeouts and retransmissions
-#                        per run (scripts/megascale-stats-summary.py over each run's MEGASCALE_STATS_DIR)
+#                        per run (scripts/megascale-stats-summary.py over each run's MEGASCALE_STATS_DIR),
+#                        then the wire alone both ways on the same CPUs with the plugin's thread layout
+#                        (scripts/wire-both-ways.sh: GB/s each way per rank, comparable with busbw)
 #   5. torch             tests/gpu/torch_allreduce.py through the plugin, when PyTorch is installed
 # STEPS picks steps by name (default "kill check fault bench torch"); STEPS=bench measures bandwidth only.
 #
@@ -260,6 +262,16 @@ if want bench; then
     { printf "\nMegaScale's transport in each run (its stats files):\n\n"
       python3 scripts/megascale-stats-summary.py "${ms_stats[@]}"; } >> "$out/bandwidth.md" ||
       { echo "!! bandwidth: no transport lines (see above)"; verdict=1; }
+    # The transport alone on the same CPUs with the layout the plugin chose, for reading the table
+    # against: scripts/wire-both-ways.sh (exit 2: it could not run here, e.g. no megascale CLI built).
+    printf "\nThe wire alone, both directions at once on these CPUs (scripts/wire-both-ways.sh):\n\n" >> "$out/bandwidth.md"
+    OUT="$out/wire" scripts/wire-both-ways.sh "$out/bench-megascale-r1.nccl.rank0.log" "$nranks" "$build" \
+      >> "$out/bandwidth.md" 2>&1
+    case $? in
+      0) ;;
+      2) echo "(not measured: see the line above)" >> "$out/bandwidth.md" ;;
+      *) echo "!! bandwidth: the wire-alone run failed ($out/wire)"; verdict=1 ;;
+    esac
     echo "== bandwidth ($out/bandwidth.md)"
     cat "$out/bandwidth.md"
   else

@@ -3,7 +3,7 @@
 # command, and exactly what CI runs (.ci/run). Tests that need a GPU, an RDMA NIC or root network
 # namespaces skip with a one-line reason; ctest lists them as skipped, not passed.
 #
-# Three stages, each in its own build directory under build/; every stage runs even when an earlier
+# Four stages, each in its own build directory under build/; every stage runs even when an earlier
 # one failed (one CI run reports everything), and the script fails at the end if any stage did:
 #   test  build/test   Release, every part; ctest runs every test, then the netns tests alone
 #                      (they time a shared link) with their measured figures printed.
