@@ -192,6 +192,9 @@ void add_perf_command(CLI::App& app) {
          "I/O threads per side: 0 = the polling thread makes every system call (lowest latency); N = "
          "N threads own the lanes' sockets (send, receive, CRC checks) so lanes move in parallel")
       ->capture_default_str();
+  cmd->add_flag("!--no-payload-crc", o.payload_crc,
+                "This side's payloads leave without their CRC32C (protocol version 2; the header CRC stays): "
+                "measures what the payload CRC costs");
   cmd->add_option("--timeout", o.timeout_s, "Fail when nothing completes for this many seconds")
       ->capture_default_str();
   cmd->add_option("--buffer-mib", f->buffer_mib,

@@ -48,6 +48,18 @@ std::vector<std::pair<std::string, Bytes>> packets() {
   Bytes data = header(encode_seg({.lane = 1, .flags = kFlagLast, .dst_conn_id = id}, seg, h), h);
   data.insert(data.end(), payload.begin(), payload.end());
   out.emplace_back("seg_data_last", data);
+  // The same in protocol version 1, and in version 2 without its payload CRC (kFlagNoPayloadCrc).
+  data = header(encode_seg({.version = 1, .lane = 1, .flags = kFlagLast, .dst_conn_id = id}, seg, h), h);
+  data.insert(data.end(), payload.begin(), payload.end());
+  out.emplace_back("seg_data_last_v1", data);
+  SegHeader unchecked = seg;
+  unchecked.payload_crc = 0;
+  data =
+      header(encode_seg({.version = 2, .lane = 1, .flags = kFlagLast | kFlagNoPayloadCrc, .dst_conn_id = id},
+                        unchecked, h),
+             h);
+  data.insert(data.end(), payload.begin(), payload.end());
+  out.emplace_back("seg_data_unchecked", data);
 
   seg.msg_len = 4096;
   seg.offset = 1024;

@@ -68,6 +68,7 @@ std::vector<std::string> banner(const PerfOptions& o, const UdpWire& w, const Cl
                           : o.poll == PerfPoll::kSleep
                               ? "sleep in epoll when idle"
                               : "adaptive (spin while traffic flows, sleep in epoll after 1 ms without)"));
+  if (!o.payload_crc) b.push_back(" Payload CRC     : off on this side (--no-payload-crc)");
   b.push_back(fmt::format(" Faults          : {}", describe_faults(setup.fault)));
   b.push_back(rule_line());
   return b;
@@ -83,6 +84,7 @@ json config_json(const PerfOptions& o, const UdpWire& w, const ClientSetup& setu
               {"window", o.window},
               {"check", o.check},
               {"bidirectional", o.bidirectional},
+              {"payload_crc", o.payload_crc},
               {"lanes", o.lanes},
               {"server_lanes", srv.lanes},
               {"cc", setup.cc_name},

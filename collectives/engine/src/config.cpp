@@ -62,6 +62,10 @@ Status validate_engine_config(const EngineConfig& c) {
                std::to_string(c.version_min) + ".." + std::to_string(c.version_max),
                "must be a non-empty range starting at >= 1");
   }
+  if (!c.payload_crc && c.version_max < 2) {
+    return bad("payload_crc", "false",
+               "needs version_max >= 2 (version 1 has no segments without a payload CRC)");
+  }
   if (Status s = cc::validate_cc_config(c.cc, "engine config cc"); !s) return s.error();
   const cc::RtoParams& r = c.cc.rto;
   if (r.initial_rto_ns <= 0 || r.min_rto_ns <= 0 || r.max_rto_ns < r.min_rto_ns || r.retry_budget_ns <= 0) {

@@ -247,14 +247,15 @@ void Endpoint::dispatch(TimeNs now, uint32_t peer, DecodeResult r, bool ce, Time
     }
     const uint16_t lo = std::max(hs.version_min, im.cfg.version_min);
     const uint16_t hi = std::min(hs.version_max, im.cfg.version_max);
-    if (lo > hi || hi != kVersion) {
+    if (lo > hi || hi < kVersionMin || hi > kVersion) {
       ++im.stats.version_mismatches;
       const std::string text =
           lo > hi ? "version mismatch: acceptor speaks " + std::to_string(im.cfg.version_min) + ".." +
                         std::to_string(im.cfg.version_max) + ", initiator speaks " +
                         std::to_string(hs.version_min) + ".." + std::to_string(hs.version_max)
                   : "version mismatch: the highest common version " + std::to_string(hi) +
-                        " is not implemented (this engine implements " + std::to_string(kVersion) + ")";
+                        " is not implemented (this engine implements " + std::to_string(kVersionMin) + ".." +
+                        std::to_string(kVersion) + ")";
       im.queue_rst(peer, hs.src_conn_id, hs.src_conn_id, RstReason::kVersionMismatch, text);
       return;
     }

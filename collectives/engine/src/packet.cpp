@@ -255,7 +255,7 @@ DecodeResult decode_impl(const uint8_t* p, size_t len, Packet& out, bool verify_
 
   const bool handshake_layout =
       type == PacketType::kSyn || type == PacketType::kSynAck || type == PacketType::kRst;
-  if (!handshake_layout && p[4] != kVersion) return DecodeResult::kBadVersion;
+  if (!handshake_layout && (p[4] < kVersionMin || p[4] > kVersion)) return DecodeResult::kBadVersion;
   if (get<uint32_t>(p, 16) != 0) return DecodeResult::kBadField;
 
   out.hdr.version = p[4];
@@ -278,7 +278,8 @@ DecodeResult decode_impl(const uint8_t* p, size_t len, Packet& out, bool verify_
       s.payload_len = get<uint32_t>(p, 40);
       s.payload_crc = get<uint32_t>(p, 44);
       s.slot = get<uint32_t>(p, 48);
-      const uint8_t known = kFlagRetransmit | kFlagLast | kFlagCredit | kFlagTooLarge;
+      const uint8_t known =
+          kFlagRetransmit | kFlagLast | kFlagCredit | kFlagTooLarge | (p[4] >= 2 ? kFlagNoPayloadCrc : 0);
       if (out.hdr.flags & ~known) return DecodeResult::kBadField;
       if (payload_absent ? (len != hlen || absent_payload_bytes != s.payload_len)
                          : (len - hlen != s.payload_len)) {
@@ -292,7 +293,7 @@ DecodeResult decode_impl(const uint8_t* p, size_t len, Packet& out, bool verify_
         s.offset = 0;
         s.msg_len = 0;
         if (s.payload_len != 0 || s.tag < -1 || get<uint64_t>(p, 64) != 0 ||
-            (out.hdr.flags & (kFlagLast | kFlagTooLarge))) {
+            (out.hdr.flags & (kFlagLast | kFlagTooLarge | kFlagNoPayloadCrc))) {
           return DecodeResult::kBadField;
         }
       } else {
@@ -317,7 +318,10 @@ DecodeResult decode_impl(const uint8_t* p, size_t len, Packet& out, bool verify_
       out.payload = payload_absent ? nullptr : p + hlen;
       out.payload_len = s.payload_len;
       if (s.payload_len == 0 && s.payload_crc != 0) return DecodeResult::kBadField;
-      if (verify_payload_crc && !payload_absent && s.payload_len > 0 &&
+      // An unchecked payload (version 2) has one to leave unchecked, and a CRC field of 0.
+      const bool unchecked = (out.hdr.flags & kFlagNoPayloadCrc) != 0;
+      if (unchecked && (s.payload_len == 0 || s.payload_crc != 0)) return DecodeResult::kBadField;
+      if (verify_payload_crc && !unchecked && !payload_absent && s.payload_len > 0 &&
           crc32c(out.payload, s.payload_len) != s.payload_crc) {
         return DecodeResult::kBadPayloadCrc;
       }

@@ -56,6 +56,7 @@ void ConnectionCore::on_seg(TimeNs now, TimeNs rx_ns, const Packet& pkt, bool ce
   }
   rcv_mark(h.seq);
   ++stats_.segments_received;
+  if (pkt.hdr.flags & kFlagNoPayloadCrc) ++stats_.segments_unchecked;
   if (ce) {
     ++stats_.ce_received;
     ++pending_ce_;

@@ -65,6 +65,7 @@ void ConnectionCore::emit_seg(TimeNs now, uint64_t seq, TxSeg& s, uint32_t lane_
   h.slot = static_cast<uint32_t>(s.slot);
   h.tag = s.tag;
   const uint8_t* payload = nullptr;
+  bool unchecked = false;  // a DATA payload sent without its CRC (version 2, EngineConfig::payload_crc)
   if (s.flags & kFlagCredit) {
     h.capacity_bytes = s.offset;
   } else {
@@ -73,20 +74,22 @@ void ConnectionCore::emit_seg(TimeNs now, uint64_t seq, TxSeg& s, uint32_t lane_
     // Virtual payload: the bytes do not exist; the packet leaves with payload nullptr and CRC 0.
     if (s.len > 0 && !cfg_.virtual_payload) {
       payload = reqs_[s.req].data + s.offset;
-      if (!cfg_.wire_seals_payload_crc) h.payload_crc = crc32c(payload, s.len);
+      unchecked = !cfg_.payload_crc && version_ >= 2;
+      if (!unchecked && !cfg_.wire_seals_payload_crc) h.payload_crc = crc32c(payload, s.len);
     }
   }
   const CommonHeader ch{.version = static_cast<uint8_t>(version_),
                         .type = PacketType::kSeg,
                         .lane = static_cast<uint8_t>(lane_index),
-                        .flags = static_cast<uint8_t>(s.flags | (retransmit ? kFlagRetransmit : 0)),
+                        .flags = static_cast<uint8_t>(s.flags | (retransmit ? kFlagRetransmit : 0) |
+                                                      (unchecked ? kFlagNoPayloadCrc : 0)),
                         .dst_conn_id = remote_id_};
   out.header_len = static_cast<uint16_t>(encode_seg(ch, h, out.header));
   fill_common(out, static_cast<uint8_t>(lane_index));
   out.payload = payload;
   out.payload_len = s.len;
   out.ect = true;
-  out.payload_crc_pending = payload != nullptr && cfg_.wire_seals_payload_crc;
+  out.payload_crc_pending = payload != nullptr && cfg_.wire_seals_payload_crc && !unchecked;
 
   ++lane.stats.segments_sent;
   lane.stats.bytes_sent += s.len;

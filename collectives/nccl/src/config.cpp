@@ -250,6 +250,11 @@ Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
   if (Status s = micros("MEGASCALE_TAIL_PROBE_MIN_US", 0, 1'000'000, c.tail_probe_min_ns); !s)
     return s.error();
 
+  // MEGASCALE_PAYLOAD_CRC: 0 saves a pass over every payload byte at both ends (the I/O threads' largest
+  // cost above the kernel's: docs/PERFORMANCE.md); the header CRC, the UDP checksum and the NIC's FCS
+  // still apply. Payloads from a peer that keeps its CRC are checked whatever this says.
+  if (Status s = flag("MEGASCALE_PAYLOAD_CRC", c.payload_crc); !s) return s.error();
+
   const char* tc = env("MEGASCALE_TC");
   if (tc != nullptr) {
     auto v = parse_int("MEGASCALE_TC", tc, 0, 255);

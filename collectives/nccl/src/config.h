@@ -42,6 +42,9 @@ struct PluginConfig {
   // MEGASCALE_TAIL_PROBE: a lost last segment is probed for after 2 * SRTT instead of waiting for the
   // RTO (EngineConfig::tail_probe).
   bool tail_probe = true;
+  // MEGASCALE_PAYLOAD_CRC: CRC32C over every payload this rank sends (EngineConfig::payload_crc). 0 sends
+  // payloads unchecked on connections whose peer speaks protocol version 2.
+  bool payload_crc = true;
   // MEGASCALE_TAIL_PROBE_MIN_US: the probe timeout is at least this (EngineConfig::tail_probe_min_ns).
   // At 0 (2 * SRTT alone) a calm H100 host sent ~650-880 duplicate probes per bandwidth run; at 1 ms,
   // 0-16, and small collectives under 1% loss still recovered 2-3x sooner than without probes.

@@ -96,6 +96,7 @@ wire::UdpConfig Registry::udp_config(const Device& d, uint8_t dscp, uint32_t ind
   if (d.iface.speed_mbps > 0) u.engine.cc.flow.line_rate_bps = static_cast<double>(d.iface.speed_mbps) * 1e6;
   u.engine.lanes = config_.lanes;
   u.engine.tail_probe = config_.tail_probe;
+  u.engine.payload_crc = config_.payload_crc;
   u.engine.port_closed_fail_ns = config_.port_closed_fail_ns;
   u.engine.tail_probe_min_ns = config_.tail_probe_min_ns;
   u.engine.segment_bytes = d.segment_bytes;
@@ -138,10 +139,11 @@ Result<DeviceWire*> Registry::wire_for(int dev, uint8_t dscp) {
         ec.tail_probe ? "after max(2 x SRTT, " + std::to_string(ec.tail_probe_min_ns / kNsPerUs) + " us)"
                       : "off";
     MS_INFO(abi::kSubsysNet | abi::kSubsysInit,
-            "device %d %s wire %u: %s, dscp %u, %u lanes, segment %u B, %s, RTO >= %lld us, tail probes %s",
+            "device %d %s wire %u: %s, dscp %u, %u lanes, segment %u B, %s, RTO >= %lld us, tail probes %s, "
+            "payload CRC %s",
             dev, d.iface.name.c_str(), index, (*udp)->capabilities().describe().c_str(), dscp, config_.lanes,
             d.segment_bytes, config_.cc.name.c_str(), static_cast<long long>(ec.cc.rto.min_rto_ns / kNsPerUs),
-            probe_text.c_str());
+            probe_text.c_str(), ec.payload_crc ? "on" : "off (unchecked to version-2 peers)");
     set.wires.push_back(
         std::make_unique<DeviceWire>(dev, dscp, index, std::move(*udp), config_.retry_budget_ns + kNsPerSec));
     return set.wires.back().get();

@@ -51,8 +51,8 @@ TEST(Lifecycle, NegotiatesTheSmallerSegmentSize) {
 
 TEST(Lifecycle, VersionMismatchFailsConnectWithClearError) {
   EngineConfig future = test_config(2);
-  future.version_min = 2;
-  future.version_max = 2;
+  future.version_min = 3;
+  future.version_max = 3;
   TestNet net(test_config(), future);
   auto id = net.ep[0]->connect(net.now, kPeerB);
   ASSERT_TRUE(id.ok());
@@ -60,7 +60,7 @@ TEST(Lifecycle, VersionMismatchFailsConnectWithClearError) {
   uint8_t buf[4] = {};
   auto s = a->post_send(buf, 4, 0);
   ASSERT_TRUE(net.run_until([&] { return a->state() == ConnectionState::kFailed; }, net.now + 1'000'000'000));
-  EXPECT_NE(a->error().find("version mismatch: acceptor speaks 2..2, initiator speaks 1..1"),
+  EXPECT_NE(a->error().find("version mismatch: acceptor speaks 3..3, initiator speaks 1..2"),
             std::string::npos)
       << a->error();
   Completion c = a->test(*s);
@@ -75,13 +75,45 @@ TEST(Lifecycle, VersionMismatchFailsConnectWithClearError) {
 
 TEST(Lifecycle, VersionMismatchTheOtherWay) {
   EngineConfig future = test_config(2);
-  future.version_min = 2;
-  future.version_max = 3;
+  future.version_min = 3;
+  future.version_max = 4;
   TestNet net(future, test_config());
   auto id = net.ep[0]->connect(net.now, kPeerB);
   Connection* a = net.ep[0]->connection(*id);
   ASSERT_TRUE(net.run_until([&] { return a->state() == ConnectionState::kFailed; }, net.now + 1'000'000'000));
-  EXPECT_NE(a->error().find("acceptor speaks 1..1, initiator speaks 2..3"), std::string::npos) << a->error();
+  EXPECT_NE(a->error().find("acceptor speaks 1..2, initiator speaks 3..4"), std::string::npos) << a->error();
+}
+
+TEST(Lifecycle, VersionsNegotiateToTheHighestBothSpeak) {
+  EngineConfig old = test_config(2);
+  old.version_max = 1;
+  for (const auto& [ca, cb, want] : {std::tuple{test_config(), test_config(2), 2},
+                                     std::tuple{test_config(), old, 1}, std::tuple{old, test_config(2), 1}}) {
+    TestNet net(ca, cb);
+    int seen = -1;
+    net.rule = [&](const Sent& s) {
+      if (s.is_data()) seen = s.pkt.hdr.version;
+      return Fate{};
+    };
+    auto [a, b] = net.connect_pair();
+    ASSERT_NE(b, nullptr);
+    Batch batch({5'000}, 1);
+    batch.post_recvs(b);
+    batch.post_sends(a);
+    ASSERT_TRUE(batch.run(net, a, b));
+    batch.expect_intact(b);
+    EXPECT_EQ(seen, want);
+  }
+  // Ranges that agree on a version this engine does not implement (3) are refused, naming it.
+  EngineConfig ahead = test_config(3), ahead_b = test_config(4);
+  ahead.version_max = ahead_b.version_max = 3;
+  TestNet net(ahead, ahead_b);
+  auto id = net.ep[0]->connect(net.now, kPeerB);
+  Connection* a = net.ep[0]->connection(*id);
+  ASSERT_TRUE(net.run_until([&] { return a->state() == ConnectionState::kFailed; }, net.now + 1'000'000'000));
+  EXPECT_NE(a->error().find("the highest common version 3 is not implemented (this engine implements 1..2)"),
+            std::string::npos)
+      << a->error();
 }
 
 TEST(Lifecycle, ConnectToNobodyFailsAfterTheConnectTimeout) {

@@ -184,13 +184,47 @@ TEST(Packet, BadMagicAndVersion) {
   bad[0] = 'X';
   EXPECT_EQ(decode_packet(bad.data(), bad.size(), p), DecodeResult::kBadMagic);
   bad = buf;
-  bad[4] = 2;  // a data packet of another version, correctly sealed
+  bad[4] = kVersion + 1;  // a data packet of a version this engine does not implement, correctly sealed
+  reseal(bad.data(), kSegHeaderBytes);
+  EXPECT_EQ(decode_packet(bad.data(), bad.size(), p), DecodeResult::kBadVersion);
+  bad[4] = 0;
   reseal(bad.data(), kSegHeaderBytes);
   EXPECT_EQ(decode_packet(bad.data(), bad.size(), p), DecodeResult::kBadVersion);
   bad = buf;
   bad[5] = 42;
   reseal(bad.data(), kSegHeaderBytes);
   EXPECT_EQ(decode_packet(bad.data(), bad.size(), p), DecodeResult::kBadType);
+}
+
+TEST(Packet, UncheckedPayloadNeedsVersion2AndACrcFieldOfZero) {
+  const std::vector<uint8_t> payload = {9, 8, 7, 6, 5};
+  auto buf = make_data_seg(3, payload, 0, 5, kFlagLast | kFlagNoPayloadCrc);
+  Packet p;
+  // make_data_seg filled in the CRC: a flagged segment must carry 0 there.
+  EXPECT_EQ(decode_packet(buf.data(), buf.size(), p), DecodeResult::kBadField);
+  set_seg_payload_crc(buf.data(), 0);
+  ASSERT_EQ(decode_packet(buf.data(), buf.size(), p), DecodeResult::kOk);
+  EXPECT_EQ(p.hdr.flags, kFlagLast | kFlagNoPayloadCrc);
+  EXPECT_EQ(p.payload_len, 5u);
+  // Nothing checks the payload: damage there decodes as it is (the trade EngineConfig::payload_crc makes).
+  auto damaged = buf;
+  damaged[kSegHeaderBytes + 2] ^= 0x40;
+  EXPECT_EQ(decode_packet(damaged.data(), damaged.size(), p), DecodeResult::kOk);
+  // Version 1 has no such flag.
+  auto v1 = buf;
+  v1[4] = 1;
+  reseal(v1.data(), kSegHeaderBytes);
+  EXPECT_EQ(decode_packet(v1.data(), v1.size(), p), DecodeResult::kBadField);
+  // Nor does a segment without payload take it.
+  auto empty = make_data_seg(4, {}, 0, 0, kFlagLast | kFlagNoPayloadCrc);
+  EXPECT_EQ(decode_packet(empty.data(), empty.size(), p), DecodeResult::kBadField);
+  // A version-1 segment with a CRC decodes as before, and its payload is checked.
+  auto checked = make_data_seg(5, payload, 0, 5, kFlagLast);
+  checked[4] = 1;
+  reseal(checked.data(), kSegHeaderBytes);
+  EXPECT_EQ(decode_packet(checked.data(), checked.size(), p), DecodeResult::kOk);
+  checked[kSegHeaderBytes] ^= 1;
+  EXPECT_EQ(decode_packet(checked.data(), checked.size(), p), DecodeResult::kBadPayloadCrc);
 }
 
 TEST(Packet, FieldsOutOfRangeAreRejectedEvenWithAValidCrc) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -114,6 +115,8 @@ TEST_F(NcclPluginEnvironment, BadValuesFailInitNamingTheVariable) {
   EXPECT_EXIT(init_with("MEGASCALE_RETRY_BUDGET_S", "-1", "MEGASCALE_RETRY_BUDGET_S=-1"),
               ::testing::ExitedWithCode(0), "");
   EXPECT_EXIT(init_with("MEGASCALE_TC", "300", "MEGASCALE_TC=300"), ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(init_with("MEGASCALE_PAYLOAD_CRC", "maybe", "MEGASCALE_PAYLOAD_CRC=maybe"),
+              ::testing::ExitedWithCode(0), "");
   EXPECT_EXIT(init_with("MEGASCALE_RTO_FLOOR_US", "5ms", "MEGASCALE_RTO_FLOOR_US=5ms"),
               ::testing::ExitedWithCode(0), "");
   EXPECT_EXIT(
@@ -187,6 +190,50 @@ TEST_F(NcclPluginEnvironment, BadValuesFailInitNamingTheVariable) {
   expect(prom.find("# TYPE megascale_nccl_sends_waited_for_credit_total counter") != std::string::npos,
          "the sends that waited for a credit in the textfile");
   std::_Exit(bad == 0 ? 0 : 1);
+}
+
+// Exits 0 when, with MEGASCALE_PAYLOAD_CRC=0 and I/O threads, the cases pass (every byte checked by the
+// harness) and the receiving connection counted the segments that came without a payload CRC.
+[[noreturn]] void unchecked_run(const std::string& dir) {
+  ::setenv("MEGASCALE_STATS_DIR", dir.c_str(), 1);
+  ::setenv("MEGASCALE_PAYLOAD_CRC", "0", 1);
+  ::setenv("MEGASCALE_IO_THREADS", "2", 1);
+  Options o = plugin_options();
+  o.cases = {"message_sizes", "steps_in_flight"};
+  const Report r = run(o);
+  int bad = 0;
+  auto expect = [&](bool ok, const char* what) {
+    if (!ok) {
+      std::fprintf(stderr, "not as expected: %s\n", what);
+      ++bad;
+    }
+  };
+  expect(r.load_error.empty() && r.cases.size() == 2 && r.cases[0].passed && r.cases[1].passed,
+         "both cases pass");
+  expect(log_has(r, "MEGASCALE_PAYLOAD_CRC=0 (environment)"), "MEGASCALE_PAYLOAD_CRC echoed at INFO");
+  expect(log_has(r, "payload CRC off"), "each wire's INFO line says the payload CRC is off");
+  long long unchecked = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().extension() != ".jsonl") continue;
+    std::ifstream in(e.path());
+    std::stringstream text;
+    text << in.rdbuf();
+    const std::string s = text.str();
+    const std::string key = "\"segments_unchecked\":";
+    for (size_t at = s.find(key); at != std::string::npos; at = s.find(key, at + 1)) {
+      unchecked = std::max(unchecked, std::atoll(s.c_str() + at + key.size()));
+    }
+  }
+  expect(unchecked > 0, "a receiving connection counted segments without a payload CRC");
+  std::_Exit(bad == 0 ? 0 : 1);
+}
+
+TEST_F(NcclPluginEnvironment, PayloadCrcOffMovesEveryByteAndIsCounted) {
+  char tmpl[] = "/tmp/megascale-unchecked-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  EXPECT_EXIT(unchecked_run(dir), ::testing::ExitedWithCode(0), "");
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(NcclPluginEnvironment, StatsDirGetsJsonLinesAndPrometheusTextfile) {

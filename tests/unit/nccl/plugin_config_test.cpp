@@ -59,6 +59,7 @@ TEST(PluginConfig, DefaultsWithAnEmptyEnvironment) {
   EXPECT_EQ(c->cc.rto.retry_budget_ns, c->retry_budget_ns);
   EXPECT_EQ(c->rto_floor_ns, 5 * kNsPerMs);
   EXPECT_TRUE(c->tail_probe);
+  EXPECT_TRUE(c->payload_crc);
   EXPECT_EQ(c->tail_probe_min_ns, kNsPerMs);
   EXPECT_EQ(c->traffic_class, -1);
   EXPECT_TRUE(c->ifname.empty());
@@ -76,7 +77,7 @@ TEST(PluginConfig, DefaultsWithAnEmptyEnvironment) {
   EXPECT_FALSE(c->fault.enabled());
   // Every knob is echoed once, marked as a default.
   EXPECT_TRUE(c->source_ports.empty());
-  ASSERT_EQ(c->echo.size(), 21u);
+  ASSERT_EQ(c->echo.size(), 22u);
   for (const std::string& line : c->echo) {
     EXPECT_EQ(line.rfind("MEGASCALE_", 0), 0u) << line;
     EXPECT_NE(line.find("(default)"), std::string::npos) << line;
@@ -264,6 +265,7 @@ TEST(PluginConfig, EveryKnobReachesItsField) {
                  {"MEGASCALE_RTO_FLOOR_US", "1000"},
                  {"MEGASCALE_TAIL_PROBE", "0"},
                  {"MEGASCALE_TAIL_PROBE_MIN_US", "250"},
+                 {"MEGASCALE_PAYLOAD_CRC", "0"},
                  {"MEGASCALE_TC", "106"},
                  {"MEGASCALE_IFNAME", "^docker,lo"},
                  {"MEGASCALE_STATS_INTERVAL_S", "0.5"},
@@ -285,6 +287,7 @@ TEST(PluginConfig, EveryKnobReachesItsField) {
   EXPECT_EQ(c->rto_floor_ns, kNsPerMs);
   EXPECT_FALSE(c->tail_probe);
   EXPECT_EQ(c->tail_probe_min_ns, 250'000);
+  EXPECT_FALSE(c->payload_crc);
   EXPECT_EQ(c->traffic_class, 106);
   EXPECT_EQ(c->ifname, "^docker,lo");
   EXPECT_EQ(c->stats_interval_ns, 500'000'000);
@@ -386,6 +389,7 @@ TEST(PluginConfig, BadValuesAreRefusedNamingVariableAndValue) {
       {"MEGASCALE_RTO_FLOOR_US", "1000001", "0..1000000 (the preset's max_rto)"},
       {"MEGASCALE_RTO_FLOOR_US", "5ms", "0..1000000"},
       {"MEGASCALE_TAIL_PROBE", "2", "0 or 1"},
+      {"MEGASCALE_PAYLOAD_CRC", "2", "0 or 1"},
       {"MEGASCALE_TAIL_PROBE_MIN_US", "-5", "0..1000000"},
       {"MEGASCALE_TAIL_PROBE_MIN_US", "1ms", "0..1000000"},
       {"MEGASCALE_TC", "256", "0..255"},

@@ -104,6 +104,8 @@ struct PerfOptions {
   uint8_t dscp = 0;                     // --dscp
   PerfPoll poll = PerfPoll::kAdaptive;  // --poll
   uint32_t io_threads = 0;              // --io-threads: the wire's I/O threads per side (UdpConfig)
+  bool payload_crc = true;              // --no-payload-crc clears it: this side's payloads leave unchecked
+                                        // (EngineConfig::payload_crc; each side's own, not exchanged)
 
   // The client's lane source ports (source_ports.h): an explicit list (--source-ports), or chosen by
   // the topology's port mapping for the fabric path --from -> --to (--fabric, --hash). Client only.

@@ -14,6 +14,7 @@
 #include "megascale/common/result.h"
 #include "megascale/common/units.h"
 #include "megascale/congestion/params.h"
+#include "megascale/engine/packet.h"
 
 namespace megascale::engine {
 
@@ -85,11 +86,21 @@ struct EngineConfig {
   bool accept_connections = true;      // answer SYNs (else RST "refused")
   uint32_t max_connections = 65536;
 
-  // Protocol versions this endpoint advertises. The engine implements only version 1; other values
-  // exist to test (and later roll out) version negotiation: a handshake whose ranges do not overlap
-  // fails with "version mismatch", and one that agrees on a version other than 1 fails too.
-  uint16_t version_min = 1;
-  uint16_t version_max = 1;
+  // Protocol versions this endpoint advertises (packet.h: the engine implements kVersionMin..kVersion,
+  // 1..2). A connection speaks the highest version in both ends' ranges; a handshake whose ranges do not
+  // overlap fails with "version mismatch", and so does one that agrees on a version this engine does
+  // not implement. version_max = 1 makes this end speak version 1 with everyone.
+  uint16_t version_min = kVersionMin;
+  uint16_t version_max = kVersion;
+
+  // CRC32C over every SEG payload this end sends (the receiver checks it, and drops and does not
+  // acknowledge a payload that fails). false: DATA segments leave flagged kFlagNoPayloadCrc, without the
+  // CRC, on connections that speak version 2, saving a pass over every payload byte at each end (the UDP
+  // wire's I/O threads spend about a sixth of their time on it: docs/PERFORMANCE.md); the header CRC
+  // still protects every header, and the network's own checks (UDP checksum, Ethernet FCS) the payload.
+  // On a version-1 connection payloads keep their CRC. The receiver checks whatever carries a CRC,
+  // whatever its own setting, and counts the segments that came without (segments_unchecked).
+  bool payload_crc = true;
 
   // Seeds the PRNG for connection ids, path ids and RTO jitter: same seed, same inputs -> same packets.
   // In production give every process its own seed (e.g. a hash of host address and pid), so that the

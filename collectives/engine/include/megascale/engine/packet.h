@@ -4,7 +4,7 @@
 // payload after the header. All fields are little-endian with fixed offsets (the engine assumes a
 // little-endian host, as every x86-64 and arm64 Linux host is). The header CRC (CRC32C of the whole
 // header with the crc field zeroed, payload excluded) protects every header byte; SEG packets also carry
-// a CRC32C of their payload.
+// a CRC32C of their payload (unless flagged kFlagNoPayloadCrc, version 2).
 //
 //   uint8_t hdr[kMaxHeaderBytes];
 //   SegHeader seg{.seq = 7, .send_ts_ns = now, .payload_len = n, .payload_crc = crc32c(p, n), ...};
@@ -18,7 +18,7 @@
 // Decoding never trusts a length: every length is checked against the bytes actually present and every
 // enumerated field against its range. The layouts of SYN, SYN_ACK and RST are frozen for all protocol
 // versions (so two peers can always tell each other that their versions differ); every other type
-// must carry the version negotiated at connection setup (kVersion today).
+// must carry the version negotiated at connection setup (kVersionMin..kVersion, below).
 //
 // Layout (byte offsets):
 //   common  0 u32 magic kMagic | 4 u8 version | 5 u8 type | 6 u8 lane | 7 u8 flags |
@@ -46,7 +46,14 @@
 namespace megascale::engine {
 
 inline constexpr uint32_t kMagic = 0x4C43534D;  // "MSCL" in memory order
-inline constexpr uint8_t kVersion = 1;          // the only version this engine implements
+// Protocol versions this engine implements, kVersionMin..kVersion:
+//   1  the first.
+//   2  adds kFlagNoPayloadCrc: a SEG DATA whose payload carries no CRC (EngineConfig::payload_crc).
+// Every other layout and rule is the same in both. A connection speaks the highest version both ends
+// offer (EngineConfig::version_min..version_max), so a version-2 engine and a version-1 one talk
+// version 1, with every payload checked.
+inline constexpr uint8_t kVersionMin = 1;
+inline constexpr uint8_t kVersion = 2;
 
 inline constexpr size_t kCommonHeaderBytes = 24;
 inline constexpr size_t kSegHeaderBytes = 72;
@@ -83,6 +90,10 @@ inline constexpr uint8_t kFlagFinReply = 0x08;    // FIN: the answer to a peer's
 inline constexpr uint8_t kFlagTooLarge = 0x10;
 // ACK: a keepalive probe; the receiver answers with an ACK at once.
 inline constexpr uint8_t kFlagAckRequest = 0x20;
+// SEG DATA, version 2 and later: the payload carries no CRC (payload_crc is 0 and nothing checks the
+// payload; the header CRC still covers the header). Only the sender's EngineConfig::payload_crc = false
+// sets it; the receiver counts such segments (ConnectionStats::segments_unchecked).
+inline constexpr uint8_t kFlagNoPayloadCrc = 0x40;
 
 enum class RstReason : uint16_t {
   kVersionMismatch = 1,    // SYN's version range does not overlap ours

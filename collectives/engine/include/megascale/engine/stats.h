@@ -87,6 +87,7 @@ struct ConnectionStats {
   // Receiving.
   uint64_t bytes_received = 0;     // payload bytes placed into receive buffers (each byte once)
   uint64_t segments_received = 0;  // new (non-duplicate) SEGs accepted
+  uint64_t segments_unchecked = 0;  // of those, DATA without a payload CRC (the peer's payload_crc false)
   uint64_t ce_received = 0;        // arriving SEGs marked CE
   uint64_t cnps_sent = 0;
   uint64_t acks_sent = 0;
