@@ -36,7 +36,7 @@ std::vector<uint8_t> make_data_seg(uint64_t seq, const std::vector<uint8_t>& pay
   const size_t h =
       encode_seg(CommonHeader{.lane = 3, .flags = flags, .dst_conn_id = 0xABCDEF}, s, buf.data());
   EXPECT_EQ(h, kSegHeaderBytes);
-  std::memcpy(buf.data() + h, payload.data(), payload.size());
+  if (!payload.empty()) std::memcpy(buf.data() + h, payload.data(), payload.size());
   buf.resize(h + payload.size());
   return buf;
 }
