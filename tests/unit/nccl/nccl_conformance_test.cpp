@@ -127,6 +127,39 @@ TEST_F(NcclPluginEnvironment, BadValuesFailInitNamingTheVariable) {
   EXPECT_EXIT(init_with("MEGASCALE_IFNAME", "=no-such-if0", "no-such-if0"), ::testing::ExitedWithCode(0), "");
 }
 
+// The checks of a forked run: each failed one is printed, and the child's exit status says whether any did.
+struct Expectations {
+  int bad = 0;
+  void operator()(bool ok, const char* what) {
+    if (!ok) {
+      std::fprintf(stderr, "not as expected: %s\n", what);
+      ++bad;
+    }
+  }
+  [[noreturn]] void exit() const { std::_Exit(bad == 0 ? 0 : 1); }
+};
+
+// The text of every file in `dir` whose extension is `ext` (".jsonl", ".prom"), one after another.
+std::string files_text(const std::string& dir, const std::string& ext) {
+  std::string all;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().extension() != ext) continue;
+    std::ifstream in(e.path());
+    std::stringstream text;
+    text << in.rdbuf();
+    all += text.str();
+  }
+  return all;
+}
+
+// Runs `child(dir)` in a forked process with a fresh stats folder, and expects it to exit 0.
+void expect_forked_run_passes(const char* prefix, void (*child)(const std::string&)) {
+  std::string tmpl = std::string("/tmp/") + prefix + "-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+  EXPECT_EXIT(child(tmpl), ::testing::ExitedWithCode(0), "");
+  std::filesystem::remove_all(tmpl);
+}
+
 // Exits 0 when the knobs are echoed at INFO and a run writes both stats files with the counters.
 [[noreturn]] void stats_run(const std::string& dir) {
   ::setenv("MEGASCALE_STATS_DIR", dir.c_str(), 1);
@@ -136,13 +169,7 @@ TEST_F(NcclPluginEnvironment, BadValuesFailInitNamingTheVariable) {
   Options o = plugin_options();
   o.cases = {"steps_in_flight"};
   const Report r = run(o);
-  int bad = 0;
-  auto expect = [&](bool ok, const char* what) {
-    if (!ok) {
-      std::fprintf(stderr, "not as expected: %s\n", what);
-      ++bad;
-    }
-  };
+  Expectations expect;
   expect(r.load_error.empty() && r.cases.size() == 1 && r.cases[0].passed, "the case passes");
   expect(log_has(r, "MEGASCALE_LANES=2 (environment)"), "MEGASCALE_LANES echoed at INFO");
   // The controller in effect: the default, unless the outer environment chose one. (The ThreadSanitizer
@@ -154,14 +181,7 @@ TEST_F(NcclPluginEnvironment, BadValuesFailInitNamingTheVariable) {
   // The floor reaches the wires (hybrid's own min_rto is 100 us), and their INFO lines say so.
   expect(log_has(r, "RTO >= 2500 us, tail probes off"),
          "each wire's INFO line gives the RTO floor and tail-probe setting that were set");
-  std::string jsonl, prom;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) {
-    std::ifstream in(e.path());
-    std::stringstream text;
-    text << in.rdbuf();
-    if (e.path().extension() == ".jsonl") jsonl = text.str();
-    if (e.path().extension() == ".prom") prom = text.str();
-  }
+  const std::string jsonl = files_text(dir, ".jsonl"), prom = files_text(dir, ".prom");
   // Two comms (send and recv) closed: two "close" records with the engine's counters.
   size_t closes = 0;
   for (size_t at = jsonl.find("\"event\":\"close\""); at != std::string::npos;
@@ -189,7 +209,7 @@ TEST_F(NcclPluginEnvironment, BadValuesFailInitNamingTheVariable) {
          "this host's receive delay in both files");
   expect(prom.find("# TYPE megascale_nccl_sends_waited_for_credit_total counter") != std::string::npos,
          "the sends that waited for a credit in the textfile");
-  std::_Exit(bad == 0 ? 0 : 1);
+  expect.exit();
 }
 
 // Exits 0 when, with MEGASCALE_PAYLOAD_CRC=0 and I/O threads, the cases pass (every byte checked by the
@@ -201,47 +221,27 @@ TEST_F(NcclPluginEnvironment, BadValuesFailInitNamingTheVariable) {
   Options o = plugin_options();
   o.cases = {"message_sizes", "steps_in_flight"};
   const Report r = run(o);
-  int bad = 0;
-  auto expect = [&](bool ok, const char* what) {
-    if (!ok) {
-      std::fprintf(stderr, "not as expected: %s\n", what);
-      ++bad;
-    }
-  };
+  Expectations expect;
   expect(r.load_error.empty() && r.cases.size() == 2 && r.cases[0].passed && r.cases[1].passed,
          "both cases pass");
   expect(log_has(r, "MEGASCALE_PAYLOAD_CRC=0 (environment)"), "MEGASCALE_PAYLOAD_CRC echoed at INFO");
   expect(log_has(r, "payload CRC off"), "each wire's INFO line says the payload CRC is off");
   long long unchecked = 0;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) {
-    if (e.path().extension() != ".jsonl") continue;
-    std::ifstream in(e.path());
-    std::stringstream text;
-    text << in.rdbuf();
-    const std::string s = text.str();
-    const std::string key = "\"segments_unchecked\":";
-    for (size_t at = s.find(key); at != std::string::npos; at = s.find(key, at + 1)) {
-      unchecked = std::max(unchecked, std::atoll(s.c_str() + at + key.size()));
-    }
+  const std::string jsonl = files_text(dir, ".jsonl");
+  const std::string key = "\"segments_unchecked\":";
+  for (size_t at = jsonl.find(key); at != std::string::npos; at = jsonl.find(key, at + 1)) {
+    unchecked = std::max(unchecked, std::atoll(jsonl.c_str() + at + key.size()));
   }
   expect(unchecked > 0, "a receiving connection counted segments without a payload CRC");
-  std::_Exit(bad == 0 ? 0 : 1);
+  expect.exit();
 }
 
 TEST_F(NcclPluginEnvironment, PayloadCrcOffMovesEveryByteAndIsCounted) {
-  char tmpl[] = "/tmp/megascale-unchecked-XXXXXX";
-  ASSERT_NE(::mkdtemp(tmpl), nullptr);
-  const std::string dir = tmpl;
-  EXPECT_EXIT(unchecked_run(dir), ::testing::ExitedWithCode(0), "");
-  std::filesystem::remove_all(dir);
+  expect_forked_run_passes("megascale-unchecked", unchecked_run);
 }
 
 TEST_F(NcclPluginEnvironment, StatsDirGetsJsonLinesAndPrometheusTextfile) {
-  char tmpl[] = "/tmp/megascale-stats-XXXXXX";
-  ASSERT_NE(::mkdtemp(tmpl), nullptr);
-  const std::string dir = tmpl;
-  EXPECT_EXIT(stats_run(dir), ::testing::ExitedWithCode(0), "");
-  std::filesystem::remove_all(dir);
+  expect_forked_run_passes("megascale-stats", stats_run);
 }
 
 }  // namespace
