@@ -56,9 +56,10 @@ std::vector<std::string> banner(const PerfOptions& o, const UdpWire& w, const Cl
   b.push_back(fmt::format(" Congestion ctl  : {} (server {})", setup.cc_name, srv.cc));
   b.push_back(
       fmt::format(" Segment         : {} B payload per datagram (--segment {})", segment, o.segment_bytes));
-  b.push_back(fmt::format(
-      " Window          : {} messages in flight{} (bw, perftest's tx-depth; buffers <= {} MiB{})", o.window,
-      o.bidirectional ? " each way" : "", o.buffer_budget_bytes >> 20, o.bidirectional ? " each way" : ""));
+  const char* each_way = o.bidirectional ? " each way" : "";
+  b.push_back(
+      fmt::format(" Window          : {} messages in flight{} (bw, perftest's tx-depth; buffers <= {} MiB{})",
+                  o.window, each_way, o.buffer_budget_bytes >> 20, each_way));
   b.push_back(fmt::format(" Iterations      : {}", iterations_text(o)));
   b.push_back(fmt::format(" Check           : {}", o.check
                                                        ? "every byte of every message"

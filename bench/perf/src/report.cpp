@@ -185,16 +185,13 @@ json counters_json(const RowCounters& c) {
 }  // namespace
 
 json bw_row_json(const BwRow& r) {
-  json j{{"MsgSize", r.size_bytes},
-         {"n_iterations", r.iterations},
-         {"BW_peak", r.figures.bw_peak_gbps},
-         {"BW_average", r.figures.bw_average_gbps},
-         {"MsgRate", r.figures.msg_rate_mpps},
-         {"window", r.window},
-         {"seconds", r.figures.seconds},
-         {"bidirectional", r.bidirectional},
-         {"verified_messages", r.verified_messages},
-         {"counters", counters_json(r.counters)}};
+  json j = to_json(r.figures);  // BW_peak, BW_average, MsgRate, seconds
+  j.update(json{{"MsgSize", r.size_bytes},
+                {"n_iterations", r.iterations},
+                {"window", r.window},
+                {"bidirectional", r.bidirectional},
+                {"verified_messages", r.verified_messages},
+                {"counters", counters_json(r.counters)}});
   if (r.bidirectional) {
     j["client_to_server"] = to_json(r.forward);
     j["server_to_client"] = to_json(r.reverse);

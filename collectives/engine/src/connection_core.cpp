@@ -328,8 +328,7 @@ void ConnectionCore::on_syn_ack(TimeNs now, const Packet& pkt) {
   if (state_ != ConnectionState::kConnecting) return;  // a duplicate SYN_ACK
   const HandshakeBody& hs = pkt.handshake;
   const uint16_t v = hs.version_max;
-  if (hs.version_min != v || v < cfg_.version_min || v > cfg_.version_max || v < kVersionMin ||
-      v > kVersion) {
+  if (hs.version_min != v || v < cfg_.version_min || v > cfg_.version_max || !version_implemented(v)) {
     ++ep_stats_->version_mismatches;
     fail("connect to peer " + std::to_string(peer_) + ": version mismatch: the acceptor chose version " +
          std::to_string(v) + ", we speak " + std::to_string(cfg_.version_min) + ".." +

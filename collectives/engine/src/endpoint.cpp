@@ -247,7 +247,7 @@ void Endpoint::dispatch(TimeNs now, uint32_t peer, DecodeResult r, bool ce, Time
     }
     const uint16_t lo = std::max(hs.version_min, im.cfg.version_min);
     const uint16_t hi = std::min(hs.version_max, im.cfg.version_max);
-    if (lo > hi || hi < kVersionMin || hi > kVersion) {
+    if (lo > hi || !version_implemented(hi)) {
       ++im.stats.version_mismatches;
       const std::string text =
           lo > hi ? "version mismatch: acceptor speaks " + std::to_string(im.cfg.version_min) + ".." +

@@ -255,7 +255,7 @@ DecodeResult decode_impl(const uint8_t* p, size_t len, Packet& out, bool verify_
 
   const bool handshake_layout =
       type == PacketType::kSyn || type == PacketType::kSynAck || type == PacketType::kRst;
-  if (!handshake_layout && (p[4] < kVersionMin || p[4] > kVersion)) return DecodeResult::kBadVersion;
+  if (!handshake_layout && !version_implemented(p[4])) return DecodeResult::kBadVersion;
   if (get<uint32_t>(p, 16) != 0) return DecodeResult::kBadField;
 
   out.hdr.version = p[4];

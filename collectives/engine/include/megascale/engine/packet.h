@@ -54,6 +54,9 @@ inline constexpr uint32_t kMagic = 0x4C43534D;  // "MSCL" in memory order
 // version 1, with every payload checked.
 inline constexpr uint8_t kVersionMin = 1;
 inline constexpr uint8_t kVersion = 2;
+inline constexpr bool version_implemented(uint32_t v) {
+  return v >= kVersionMin && v <= kVersion;
+}
 
 inline constexpr size_t kCommonHeaderBytes = 24;
 inline constexpr size_t kSegHeaderBytes = 72;
