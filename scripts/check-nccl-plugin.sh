@@ -30,7 +30,11 @@
 #                        differ by more than the nets do), and MegaScale's timeouts and retransmissions
 #                        per run (scripts/megascale-stats-summary.py over each run's MEGASCALE_STATS_DIR),
 #                        then the wire alone both ways on the same CPUs with the plugin's thread layout
-#                        (scripts/wire-both-ways.sh: GB/s each way per rank, comparable with busbw)
+#                        (scripts/wire-both-ways.sh: GB/s each way per rank, comparable with busbw), and
+#                        where each net's CPU goes: cores per rank by thread (MegaScale's wire and I/O
+#                        threads, NCCL's proxy, Socket's helpers, the rest) and the host's busy and
+#                        softirq cores, from NCCL's "Init COMPLETE" to the end of each timed run
+#                        (scripts/thread-cpu.py)
 #   5. torch             tests/gpu/torch_allreduce.py through the plugin, when PyTorch is installed
 # STEPS picks steps by name (default "kill check fault bench torch"); STEPS=bench measures bandwidth only.
 #
@@ -76,8 +80,10 @@ echo "check-nccl-plugin: $nranks ranks on $ngpus GPU(s), plugin $plugin, steps:$
 
 # LOCAL_WORLD_SIZE as torchrun sets it: every rank runs on this host, so the plugin sizes its threads
 # by the CPUs each rank gets (MEGASCALE_LOCAL_RANKS in collectives/nccl/README.md).
+# NCCL_SET_THREAD_NAME=1: NCCL names its threads ("NCCL Progress", "NCCL SockS ..."), for the bandwidth
+# step's CPU table and for profilers.
 common_env=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NVLS_ENABLE=0 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,ENV
-  LOCAL_WORLD_SIZE="$nranks")
+  LOCAL_WORLD_SIZE="$nranks" NCCL_SET_THREAD_NAME=1)
 megascale_env=(NCCL_NET_PLUGIN="$plugin" NCCL_NET=MegaScale MEGASCALE_IFNAME="$ifname")
 socket_env=(NCCL_NET_PLUGIN=none NCCL_NET=Socket)
 
@@ -108,9 +114,16 @@ run() {
   local envs=()
   while [[ $1 != -- ]]; do envs+=("$1"); shift; done
   shift
-  local pids=() status=0 r p
+  local pids=() status=0 r p watcher=
   start_ranks "$label" timeout -- --iters "$iters" "$@"
+  # CPU_WATCH=FILE: each thread's CPU time from rank 0's "Init COMPLETE" to the end (thread-cpu.py).
+  if [[ -n ${CPU_WATCH:-} ]]; then
+    python3 scripts/thread-cpu.py watch --start-after "$out/$label.nccl.rank0.log" "Init COMPLETE" \
+      "$CPU_WATCH" "${pids[@]}" &
+    watcher=$!
+  fi
   for p in "${pids[@]}"; do wait "$p" || status=1; done
+  [[ -n $watcher ]] && { wait "$watcher" || echo "!! $label: scripts/thread-cpu.py watch failed (no CPU figures)"; }
   echo "== $label (exit $status)"
   cat "$out/$label.rank0.out"
   for ((r = 1; r < nranks; r++)); do
@@ -233,7 +246,7 @@ if want bench; then
       megascale) envs=("${megascale_env[@]}" MEGASCALE_STATS_DIR="$(bench_stats_dir "$2")") via=MegaScale ;;
       socket-4x4) envs+=(NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4) ;;
     esac
-    run "$label" "${envs[@]}" -- "${bench[@]}" --csv "$out/$label.csv" || failed=1
+    CPU_WATCH="$out/$label.cpu.json" run "$label" "${envs[@]}" -- "${bench[@]}" --csv "$out/$label.csv" || failed=1
     every_channel_via "$label" "$via" || failed=1
     [[ $1 == megascale && $failed == 1 ]] && verdict=1
     return 0
@@ -272,6 +285,21 @@ if want bench; then
       2) echo "(not measured: see the line above)" >> "$out/bandwidth.md" ;;
       *) echo "!! bandwidth: the wire-alone run failed ($out/wire)"; verdict=1 ;;
     esac
+    # Where each net's CPU goes, by thread (NCCL names its threads with NCCL_SET_THREAD_NAME=1, in
+    # common_env): information only, so a net without every round's figures is left out, not failed.
+    cpu_nets=()
+    for net in megascale socket socket-4x4; do
+      files=()
+      for ((k = 1; k <= rounds; k++)); do
+        [[ -s $out/bench-$net-r$k.cpu.json ]] && files+=("$out/bench-$net-r$k.cpu.json")
+      done
+      (( ${#files[@]} == rounds )) && cpu_nets+=("$net=$(join "${files[@]}")")
+    done
+    if (( ${#cpu_nets[@]} > 0 )); then
+      printf "\nWhere each rank's CPU goes, by thread (scripts/thread-cpu.py; cores from NCCL's Init COMPLETE to the run's end, medians of the rounds):\n\n" >> "$out/bandwidth.md"
+      python3 scripts/thread-cpu.py table --ranks "$nranks" "${cpu_nets[@]}" >> "$out/bandwidth.md" 2>&1 ||
+        echo "(no CPU table: see the line above)" >> "$out/bandwidth.md"
+    fi
     echo "== bandwidth ($out/bandwidth.md)"
     cat "$out/bandwidth.md"
   else

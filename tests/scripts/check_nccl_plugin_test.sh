@@ -4,7 +4,8 @@
 # Checks the untimed warm-up, the order of the nets in each round (each round starts with the next net),
 # that the timed runs ask for nccl-tests' exact sizes (--exact-sizes), that MegaScale's runs (only they)
 # write stats whose timeouts and retransmissions the table lists per run (a broken record fails the run),
-# the table and verdict, that a MegaScale run whose channels are not on NET/MegaScale fails the script,
+# the table and verdict, the CPU table by thread (each net's named threads in its own column), that a
+# MegaScale run whose channels are not on NET/MegaScale fails the script,
 # and that a bad STEPS or ROUNDS is refused with a message naming it. Then the kill step: the last rank
 # is SIGKILLed; a survivor that stops with exit 3 passes, one that hangs past KILL_DEADLINE_S or exits
 # otherwise fails the script when it runs MegaScale, and is only reported when it runs Socket.
@@ -12,7 +13,7 @@
 set -uo pipefail
 src=$1
 dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
+trap "${KEEP:+:} rm -rf $dir" EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
 mkdir -p "$dir/bin" "$dir/build/collectives/nccl" "$dir/build/tests/gpu"
@@ -65,6 +66,13 @@ if [[ -n ${MEGASCALE_STATS_DIR:-} && $rank == 0 ]]; then
     > "$MEGASCALE_STATS_DIR/stand-in.jsonl"
   [[ -n ${FAKE_BAD_STATS:-} ]] && echo '{"event":' >> "$MEGASCALE_STATS_DIR/stand-in.jsonl"
 fi
+# A thread named as the net's own would be, busy for a moment (bash's own loop, in a renamed subshell),
+# for the CPU table.
+if [[ -n $csv ]]; then
+  case $NCCL_NET in MegaScale) thread=msio0 ;; *) thread="NCCL SockS 0 0 0" ;; esac
+  echo "host:1:2 [0] NCCL INFO ncclCommInitRank comm 0x1 rank $rank nranks $nranks - Init COMPLETE" >> "$NCCL_DEBUG_FILE"
+  ( printf '%s' "$thread" > /proc/self/comm; for ((i = 0; i < 300000; i++)); do :; done )
+fi
 echo "# stand-in nccl_check rank $rank via $via"
 FAKE
 chmod +x "$dir/bin/nvidia-smi" "$dir/build/tests/gpu/nccl_check"
@@ -83,6 +91,16 @@ grep -qF '| AllReduce | 67108864 | 6.00 | 3.00 | 4.00 | 2.00 (2.00-2.00) | 1.50 
   fail "table: $(cat "$table")"
 grep -qF -- '- AllGather: 1.50-1.50x (median 1.50); reaches 1.5x in all 2 pairs' "$table" || fail "verdict"
 grep -q '^check-nccl-plugin: PASS' "$dir/out.log" || fail "no PASS line"
+# The CPU table: MegaScale's I/O thread only in its column, Socket's helpers only in theirs.
+# cpu_row ROW PATTERN: the row's three figures (megascale socket socket-4x4), each 0 or busy (> 0).
+cpu_row() {
+  local got
+  got=$(awk -F' *[|] *' -v row="$1" '$2 == row { for (i = 3; i <= 5; i++) printf "%s%s", ($i + 0 > 0 ? "busy" : "0"), (i < 5 ? " " : "") }' "$table")
+  [[ $got == "$2" ]] || fail "CPU table, $1: '$got', want '$2': $(cat "$table")"
+}
+cpu_row "MegaScale I/O threads" "busy 0 0"
+cpu_row "Socket helper threads" "0 busy busy"
+grep -q "Start-up included" "$table" && fail "CPU table: a window was the whole run: $(cat "$table")"
 for k in 1 2; do
   grep -qF -- "- bench-megascale-r$k: 4 timeouts (1 undone as spurious), 9 RTO and 0 fast retransmissions" \
     "$table" || fail "round $k's transport line: $(cat "$table")"
