@@ -6,8 +6,10 @@
 DIR is a run's MEGASCALE_STATS_DIR. The "close" records of every *.jsonl file in it (one per connection
 that NCCL closed) are summed: timeouts, those undone as spurious, RTO and fast retransmissions,
 tail-loss probes, duplicates received, the largest RTT. Retransmissions that all arrive as duplicates mean the host
-stalled ACKs rather than lost data (collectives/nccl/README.md, "Stats"). Prints a markdown list; a
-directory without records says so. Exit status 2 on a bad argument or an unreadable record.
+stalled ACKs rather than lost data (collectives/nccl/README.md, "Stats"). Where the wires wrote their
+"wire" records (when they stopped), their system calls per GiB each way and datagrams per call follow.
+Prints a markdown list; a directory without records says so. Exit status 2 on a bad argument or an
+unreadable record.
 """
 import glob
 import json
@@ -18,8 +20,14 @@ FIELDS = ("timeouts", "timeouts_spurious", "retransmits_rto", "retransmits_fast"
           "duplicates_dropped")
 
 
+WIRE_FIELDS = ("bytes_sent", "bytes_received", "send_syscalls", "recv_syscalls", "datagrams_sent",
+               "datagrams_received")
+
+
 def summarize(directory):
     totals = dict.fromkeys(FIELDS, 0)
+    wires = dict.fromkeys(WIRE_FIELDS, 0)
+    wires["count"] = 0
     rtt_max_ns = 0
     records = 0
     for path in sorted(glob.glob(os.path.join(directory, "*.jsonl"))):
@@ -29,6 +37,12 @@ def summarize(directory):
                     record = json.loads(line)
                 except json.JSONDecodeError as e:
                     raise ValueError(f"{path}:{number}: not JSON ({e.msg})") from None
+                udp = record.get("udp")
+                if record.get("event") == "wire" and isinstance(udp, dict):
+                    wires["count"] += 1
+                    for k in WIRE_FIELDS:
+                        wires[k] += int(udp.get(k, 0))
+                    continue
                 engine = record.get("engine")
                 if record.get("event") != "close" or not isinstance(engine, dict):
                     continue
@@ -36,11 +50,25 @@ def summarize(directory):
                 for k in FIELDS:
                     totals[k] += int(engine.get(k, 0))
                 rtt_max_ns = max(rtt_max_ns, int(engine.get("rtt_max_ns", 0)))
-    return records, totals, rtt_max_ns
+    return records, totals, rtt_max_ns, wires
+
+
+def per(a, b):
+    return a / b if b else 0.0
+
+
+def wire_text(w):
+    # The wires' system calls against the bytes they moved (UDP payload: headers included).
+    gib = 1 << 30
+    return (f"; wires: {per(w['send_syscalls'], w['bytes_sent'] / gib):,.0f} send and "
+            f"{per(w['recv_syscalls'], w['bytes_received'] / gib):,.0f} receive system calls per GiB, "
+            f"{per(w['datagrams_sent'], w['send_syscalls']):.1f} datagrams per send call and "
+            f"{per(w['datagrams_received'], w['recv_syscalls']):.1f} per receive call "
+            f"({w['count']} {'wire' if w['count'] == 1 else 'wires'})")
 
 
 def line(label, directory):
-    records, t, rtt_max_ns = summarize(directory)
+    records, t, rtt_max_ns, wires = summarize(directory)
     if records == 0:
         return f"- {label}: no stats records in {directory}"
     timeouts = "1 timeout" if t["timeouts"] == 1 else f"{t['timeouts']} timeouts"
@@ -48,7 +76,7 @@ def line(label, directory):
             f"{t['retransmits_rto']} RTO and {t['retransmits_fast']} fast retransmissions, "
             f"{t['tail_probes']} tail probes, "
             f"{t['duplicates_dropped']} duplicates received, RTT max {rtt_max_ns / 1e6:.1f} ms "
-            f"({records} connections)")
+            f"({records} connections)" + (wire_text(wires) if wires["count"] else ""))
 
 
 def main(argv):

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # scripts/megascale-stats-summary.py on hand-made stats directories: the close records of every *.jsonl
-# are summed (periodic ones are not), a directory without records says so, and a broken record or a
+# are summed (periodic ones are not), the wires' records give system calls per GiB and datagrams per
+# call (and are not connections), a directory without records says so, and a broken record or a
 # bad argument is refused with exit status 2 and a message naming it.
 # Usage: megascale_stats_summary_test.sh SOURCE_DIR
 set -uo pipefail
@@ -16,10 +17,18 @@ record() {  # EVENT TIMEOUTS SPURIOUS RTO FAST DUPS RTT_MAX_NS TAIL_PROBES
 }
 { record periodic 100 100 100 100 100 99000000 100; record close 3 1 7 2 0 4200000 4; } > "$dir/run1/a.jsonl"
 { record close 5 2 11 0 18 9200000 1; echo '{"event":"close","state":"released","nccl":{}}'; } > "$dir/run1/b.jsonl"
+mkdir -p "$dir/run3"
+cp "$dir/run1/a.jsonl" "$dir/run3/"
+wire() {  # BYTES_SENT BYTES_RECEIVED SEND_SYSCALLS RECV_SYSCALLS DATAGRAMS_SENT DATAGRAMS_RECEIVED
+  printf '{"event":"wire","wire":0,"udp":{"bytes_sent":%s,"bytes_received":%s,"send_syscalls":%s,"recv_syscalls":%s,"datagrams_sent":%s,"datagrams_received":%s}}\n' "$@"
+}
+# Two wires: 2 GiB sent in 4,000 calls, 1 GiB received in 4,000; 32,000 datagrams each way.
+{ wire 1073741824 536870912 1000 3000 20000 12000; wire 1073741824 536870912 3000 1000 12000 20000; } >> "$dir/run3/a.jsonl"
 
-out=$(python3 "$summary" r1="$dir/run1" r2="$dir/empty") || fail "exit $? on good input"
+out=$(python3 "$summary" r1="$dir/run1" r2="$dir/empty" r3="$dir/run3") || fail "exit $? on good input"
 expected="- r1: 8 timeouts (3 undone as spurious), 18 RTO and 2 fast retransmissions, 5 tail probes, 18 duplicates received, RTT max 9.2 ms (2 connections)
-- r2: no stats records in $dir/empty"
+- r2: no stats records in $dir/empty
+- r3: 3 timeouts (1 undone as spurious), 7 RTO and 2 fast retransmissions, 4 tail probes, 0 duplicates received, RTT max 4.2 ms (1 connections); wires: 2,000 send and 4,000 receive system calls per GiB, 8.0 datagrams per send call and 8.0 per receive call (2 wires)"
 [[ $out == "$expected" ]] || fail "got: $out"
 
 echo '{"event":"close",' >> "$dir/run1/b.jsonl"

@@ -24,6 +24,8 @@ Registry::~Registry() {
     for (auto& [key, set] : wires_) {
       for (auto& w : set.wires) (void)w.release();
     }
+  } else {
+    write_wire_stats_locked();
   }
   wires_.clear();
   source_ports_dscp_.clear();
@@ -209,8 +211,16 @@ void Registry::maybe_teardown_locked() {
   size_t n = 0;
   for (const auto& [key, set] : wires_) n += set.wires.size();
   MS_INFO(abi::kSubsysNet, "last context finalized: stopping %zu wire(s)", n);
+  write_wire_stats_locked();
   wires_.clear();
   source_ports_dscp_.clear();
+}
+
+void Registry::write_wire_stats_locked() {
+  for (const auto& [key, set] : wires_) {
+    const std::string& ifname = devices_[static_cast<size_t>(key.first)].iface.name;
+    for (const auto& w : set.wires) stats_.write_wire(*w, ifname);
+  }
 }
 
 void Registry::tick(TimeNs now) {

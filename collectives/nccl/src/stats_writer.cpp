@@ -261,6 +261,41 @@ void StatsWriter::remove(CommBase* comm) {
   write_prom_locked();
 }
 
+void StatsWriter::write_wire(DeviceWire& wire, const std::string& ifname) {
+  if (!enabled()) return;
+  const wire::UdpWireStats w = wire.udp().stats();
+  nlohmann::json j;
+  j["event"] = "wire";
+  j["time_unix_ms"] = static_cast<int64_t>(std::time(nullptr)) * 1000;
+  j["monotonic_ns"] = wire::UdpWire::now();
+  j["pid"] = static_cast<int64_t>(::getpid());
+  j["dev"] = wire.dev();
+  j["ifname"] = ifname;
+  j["wire"] = wire.index();
+  j["dscp"] = wire.dscp();
+  j["udp"] = {{"datagrams_sent", w.datagrams_sent},
+              {"bytes_sent", w.bytes_sent},
+              {"send_messages", w.send_messages},
+              {"gso_messages", w.gso_messages},
+              {"send_syscalls", w.send_syscalls},
+              {"send_dropped_full", w.send_dropped_full},
+              {"send_dropped_error", w.send_dropped_error},
+              {"datagrams_received", w.datagrams_received},
+              {"bytes_received", w.bytes_received},
+              {"recv_messages", w.recv_messages},
+              {"gro_messages", w.gro_messages},
+              {"recv_syscalls", w.recv_syscalls},
+              {"recv_errors", w.recv_errors},
+              {"port_unreachable", w.port_unreachable},
+              {"progress_calls", w.progress_calls},
+              {"tx_deferred", w.tx_deferred},
+              {"sleeps", w.sleeps},
+              {"io_thread_sleeps", w.io_thread_sleeps},
+              {"recv_messages_per_io_thread", w.recv_messages_per_io_thread}};
+  std::lock_guard<std::mutex> lock(mu_);
+  append_lines(jsonl_path_, {j.dump()});
+}
+
 void StatsWriter::tick(TimeNs now) {
   if (!enabled()) return;
   TimeNs due = next_ns_.load(std::memory_order_relaxed);

@@ -2,7 +2,10 @@
 //
 //   <dir>/megascale-nccl-<host>-<pid>.jsonl  one JSON object per connection per snapshot: "periodic"
 //                                            every MEGASCALE_STATS_INTERVAL_S, and "close" when NCCL
-//                                            closes the comm (appended; a job's history)
+//                                            closes the comm (appended; a job's history); and one
+//                                            "wire" object per UDP wire when the wires stop (the
+//                                            last context finalized): its datagrams, system calls,
+//                                            GSO/GRO messages and sleeps over its life
 //   <dir>/megascale-nccl-<host>-<pid>.prom   the current counters of every open connection, plus the
 //                                            sums over closed ones (conn="closed"), for node_exporter's
 //                                            textfile collector; rewritten atomically (tmp + rename)
@@ -23,6 +26,7 @@
 namespace megascale::nccl {
 
 struct CommBase;
+class DeviceWire;
 
 class StatsWriter {
  public:
@@ -33,6 +37,8 @@ class StatsWriter {
   void add(CommBase* comm);
   // Writes the comm's "close" record and folds its counters into the closed totals.
   void remove(CommBase* comm);
+  // Writes the wire's "wire" record (its counters over its life); call it just before the wire stops.
+  void write_wire(DeviceWire& wire, const std::string& ifname);
   // Writes a periodic snapshot when one is due; cheap otherwise.
   void tick(TimeNs now);
   // Writes a snapshot of every open connection now (tests, finalize).

@@ -209,6 +209,21 @@ void expect_forked_run_passes(const char* prefix, void (*child)(const std::strin
          "this host's receive delay in both files");
   expect(prom.find("# TYPE megascale_nccl_sends_waited_for_credit_total counter") != std::string::npos,
          "the sends that waited for a credit in the textfile");
+  // The wires stopped when the harness finalized its context: each wrote its counters, and the one
+  // that carried the case made system calls.
+  long long send_syscalls = 0, recv_syscalls = 0;
+  for (size_t at = jsonl.find("\"event\":\"wire\""); at != std::string::npos;
+       at = jsonl.find("\"event\":\"wire\"", at + 1)) {
+    const size_t end = jsonl.find('\n', at);
+    const std::string line = jsonl.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    const auto number = [&](const std::string& key) {
+      const size_t k = line.find("\"" + key + "\":");
+      return k == std::string::npos ? 0LL : std::atoll(line.c_str() + k + key.size() + 3);
+    };
+    send_syscalls = std::max(send_syscalls, number("send_syscalls"));
+    recv_syscalls = std::max(recv_syscalls, number("recv_syscalls"));
+  }
+  expect(send_syscalls > 0 && recv_syscalls > 0, "a wire record with the wire's system calls");
   expect.exit();
 }
 
