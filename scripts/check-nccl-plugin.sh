@@ -35,6 +35,9 @@
 #                        threads, NCCL's proxy, Socket's helpers, the rest) and the host's busy and
 #                        softirq cores, from NCCL's "Init COMPLETE" to the end of each timed run
 #                        (scripts/thread-cpu.py)
+#                        PROFILE=1 (needs perf on PATH) adds, for round 1 of each net, where the host's
+#                        CPU went by kind of work: CRC, kernel copies, network stack, scheduling,
+#                        memcpy, engine, wire, NCCL, CUDA (perf record -a; scripts/profile-table.py)
 #   5. torch             tests/gpu/torch_allreduce.py through the plugin, when PyTorch is installed
 # STEPS picks steps by name (default "kill check fault bench torch"); STEPS=bench measures bandwidth only.
 #
@@ -68,7 +71,14 @@ nranks=${NRANKS:-$(( ngpus >= 2 ? ngpus : 2 ))}
 rounds=${ROUNDS:-2}
 steps=" ${STEPS:-kill check fault bench torch} "
 bench_ops=${BENCH_OPS:-}
+profile_on=${PROFILE:-0}
+profile_hz=499
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || die "ROUNDS=$rounds: a number of rounds, 1 or more"
+[[ $profile_on == 0 || $profile_on == 1 ]] || die "PROFILE=$profile_on: 0 or 1"
+if [[ $profile_on == 1 ]] && ! command -v perf > /dev/null; then
+  echo "check-nccl-plugin: PROFILE=1 but no perf on PATH: no profile (install linux-tools / linux-perf)"
+  profile_on=0
+fi
 for s in $steps; do
   [[ $s == kill || $s == check || $s == fault || $s == bench || $s == torch ]] ||
     die "STEPS has '$s': the steps are kill, check, fault, bench and torch"
@@ -114,8 +124,15 @@ run() {
   local envs=()
   while [[ $1 != -- ]]; do envs+=("$1"); shift; done
   shift
-  local pids=() status=0 r p watcher=
+  local pids=() status=0 r p watcher= profiler=
   start_ranks "$label" timeout -- --iters "$iters" "$@"
+  # PROFILE_DATA=FILE: perf record -a from rank 0's "Init COMPLETE" until the ranks exit (PROFILE=1).
+  if [[ -n ${PROFILE_DATA:-} ]]; then
+    ( for ((i = 0; i < 6000; i++)); do grep -q "Init COMPLETE" "$out/$label.nccl.rank0.log" 2> /dev/null && break; sleep 0.1; done
+      echo "$EPOCHREALTIME" > "$PROFILE_DATA.start"
+      exec perf record -a -e cpu-clock -F "$profile_hz" -q -o "$PROFILE_DATA" -- sleep 86400 ) > /dev/null 2>&1 &
+    profiler=$!
+  fi
   # CPU_WATCH=FILE: each thread's CPU time from rank 0's "Init COMPLETE" to the end (thread-cpu.py).
   if [[ -n ${CPU_WATCH:-} ]]; then
     python3 scripts/thread-cpu.py watch --start-after "$out/$label.nccl.rank0.log" "Init COMPLETE" \
@@ -124,12 +141,32 @@ run() {
   fi
   for p in "${pids[@]}"; do wait "$p" || status=1; done
   [[ -n $watcher ]] && { wait "$watcher" || echo "!! $label: scripts/thread-cpu.py watch failed (no CPU figures)"; }
+  [[ -n $profiler ]] && profile_stop "$profiler" "$PROFILE_DATA"
   echo "== $label (exit $status)"
   cat "$out/$label.rank0.out"
   for ((r = 1; r < nranks; r++)); do
     [[ -s $out/$label.rank$r.out ]] && { echo "-- rank $r:"; cat "$out/$label.rank$r.out"; }
   done
   return $status
+}
+
+# profile_stop PID DATA: stops run's perf record and leaves DATA's report as DATA.txt and the seconds
+# it covered as DATA.seconds (both absent when the recording never started).
+profile_stop() {
+  local pid=$1 data=$2 end=$EPOCHREALTIME i
+  # perf stops on SIGINT and writes its file; a subshell still waiting for the log line (no .start yet)
+  # ignores SIGINT as a script's background job does, and gets SIGTERM.
+  if [[ -e $data.start ]]; then
+    kill -INT "$pid" 2> /dev/null
+    for ((i = 0; i < 50; i++)); do kill -0 "$pid" 2> /dev/null || break; sleep 0.1; done
+  fi
+  kill -TERM "$pid" 2> /dev/null
+  wait "$pid" 2> /dev/null
+  if [[ -s $data && -s $data.start ]]; then
+    awk -v a="$(cat "$data.start")" -v b="$end" 'BEGIN { printf "%.3f\n", b - a }' > "$data.seconds"
+    perf report -i "$data" -n -t '|' --stdio --no-children --sort comm,dso,sym > "$data.txt" 2> /dev/null
+  fi
+  rm -f "$data" "$data.old" "$data.start"
 }
 
 # every_channel_via LABEL NET: each "Channel ... via" line of the run names NET/<NET>.
@@ -246,7 +283,10 @@ if want bench; then
       megascale) envs=("${megascale_env[@]}" MEGASCALE_STATS_DIR="$(bench_stats_dir "$2")") via=MegaScale ;;
       socket-4x4) envs+=(NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4) ;;
     esac
-    CPU_WATCH="$out/$label.cpu.json" run "$label" "${envs[@]}" -- "${bench[@]}" --csv "$out/$label.csv" || failed=1
+    local profile=
+    [[ $profile_on == 1 && $2 == 1 ]] && profile="$out/$label.perf.data"
+    CPU_WATCH="$out/$label.cpu.json" PROFILE_DATA="$profile" run "$label" "${envs[@]}" -- "${bench[@]}" \
+      --csv "$out/$label.csv" || failed=1
     every_channel_via "$label" "$via" || failed=1
     [[ $1 == megascale && $failed == 1 ]] && verdict=1
     return 0
@@ -295,6 +335,20 @@ if want bench; then
       done
       (( ${#files[@]} == rounds )) && cpu_nets+=("$net=$(join "${files[@]}")")
     done
+    if [[ $profile_on == 1 ]]; then
+      profiles=()
+      for net in megascale socket socket-4x4; do
+        data=$out/bench-$net-r1.perf.data
+        [[ -s $data.txt && -s $data.seconds ]] && profiles+=("$net=$data.txt:$(cat "$data.seconds")")
+      done
+      printf "\nWhere the host's CPU went, by kind of work (PROFILE=1: perf record -a -e cpu-clock -F %s from NCCL's Init COMPLETE, round 1 of each net; scripts/profile-table.py):\n\n" "$profile_hz" >> "$out/bandwidth.md"
+      if (( ${#profiles[@]} > 0 )); then
+        python3 scripts/profile-table.py --hz "$profile_hz" "${profiles[@]}" >> "$out/bandwidth.md" 2>&1 ||
+          echo "(no profile table: see the line above)" >> "$out/bandwidth.md"
+      else
+        echo "(no profile was recorded: see $out/bench-*-r1.perf.data.*)" >> "$out/bandwidth.md"
+      fi
+    fi
     if (( ${#cpu_nets[@]} > 0 )); then
       printf "\nWhere each rank's CPU goes, by thread (scripts/thread-cpu.py; cores from NCCL's Init COMPLETE to the run's end, medians of the rounds):\n\n" >> "$out/bandwidth.md"
       python3 scripts/thread-cpu.py table --ranks "$nranks" "${cpu_nets[@]}" >> "$out/bandwidth.md" 2>&1 ||

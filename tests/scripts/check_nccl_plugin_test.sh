@@ -4,7 +4,8 @@
 # Checks the untimed warm-up, the order of the nets in each round (each round starts with the next net),
 # that the timed runs ask for nccl-tests' exact sizes (--exact-sizes), that MegaScale's runs (only they)
 # write stats whose timeouts and retransmissions the table lists per run (a broken record fails the run),
-# the table and verdict, the CPU table by thread (each net's named threads in its own column), that a
+# the table and verdict, the CPU table by thread (each net's named threads in its own column), PROFILE=1's
+# table by kind of work (a stand-in perf), that a
 # MegaScale run whose channels are not on NET/MegaScale fails the script,
 # and that a bad STEPS or ROUNDS is refused with a message naming it. Then the kill step: the last rank
 # is SIGKILLed; a survivor that stops with exit 3 passes, one that hangs past KILL_DEADLINE_S or exits
@@ -75,7 +76,25 @@ if [[ -n $csv ]]; then
 fi
 echo "# stand-in nccl_check rank $rank via $via"
 FAKE
-chmod +x "$dir/bin/nvidia-smi" "$dir/build/tests/gpu/nccl_check"
+cat > "$dir/bin/perf" <<'FAKE'
+#!/usr/bin/env bash
+# Stand-in perf: `record ... -o FILE` runs until SIGINT, then writes FILE; `report -i FILE` prints
+# `-n -t '|'` sample lines: CRC work for MegaScale's recording, kernel copies for Socket's, idle for both.
+case $1 in
+  record)
+    while (( $# )); do [[ $1 == -o ]] && data=$2; shift; done
+    trap 'echo recorded > "$data"; exit 0' INT
+    while :; do sleep 0.05; done ;;
+  report)
+    while (( $# )); do [[ $1 == -i ]] && data=$2; shift; done
+    case $data in
+      *megascale*) echo " 60.00% | 998        |msio0          |megascale        |[.] megascale::engine::(anonymous namespace)::sse42_register" ;;
+      *) echo " 60.00% | 998        |NCCL SockS 0 0 |[kernel.kallsyms]|[k] _copy_to_iter" ;;
+    esac
+    echo " 40.00% | 5000       |swapper        |[kernel.kallsyms]|[k] pv_native_safe_halt" ;;
+esac
+FAKE
+chmod +x "$dir/bin/nvidia-smi" "$dir/build/tests/gpu/nccl_check" "$dir/bin/perf"
 export PATH=$dir/bin:$PATH ORDER_LOG=$dir/order.log KILL_DIR=$dir
 
 check() {  # runs the script; its output in $dir/out.log
@@ -92,19 +111,30 @@ grep -qF '| AllReduce | 67108864 | 6.00 | 3.00 | 4.00 | 2.00 (2.00-2.00) | 1.50 
 grep -qF -- '- AllGather: 1.50-1.50x (median 1.50); reaches 1.5x in all 2 pairs' "$table" || fail "verdict"
 grep -q '^check-nccl-plugin: PASS' "$dir/out.log" || fail "no PASS line"
 # The CPU table: MegaScale's I/O thread only in its column, Socket's helpers only in theirs.
-# cpu_row ROW PATTERN: the row's three figures (megascale socket socket-4x4), each 0 or busy (> 0).
-cpu_row() {
+# table_row ROW WANT: the markdown row's three figures (megascale socket socket-4x4), each 0 or busy.
+table_row() {
   local got
   got=$(awk -F' *[|] *' -v row="$1" '$2 == row { for (i = 3; i <= 5; i++) printf "%s%s", ($i + 0 > 0 ? "busy" : "0"), (i < 5 ? " " : "") }' "$table")
-  [[ $got == "$2" ]] || fail "CPU table, $1: '$got', want '$2': $(cat "$table")"
+  [[ $got == "$2" ]] || fail "table row $1: '$got', want '$2': $(cat "$table")"
 }
-cpu_row "MegaScale I/O threads" "busy 0 0"
-cpu_row "Socket helper threads" "0 busy busy"
+table_row "MegaScale I/O threads" "busy 0 0"
+table_row "Socket helper threads" "0 busy busy"
 grep -q "Start-up included" "$table" && fail "CPU table: a window was the whole run: $(cat "$table")"
 for k in 1 2; do
   grep -qF -- "- bench-megascale-r$k: 4 timeouts (1 undone as spurious), 9 RTO and 0 fast retransmissions" \
     "$table" || fail "round $k's transport line: $(cat "$table")"
 done
+
+# PROFILE=1: round 1 of each net recorded from Init COMPLETE to its end, each net's work in its column.
+rm -f "$ORDER_LOG"
+check STEPS=bench ROUNDS=1 PROFILE=1 || { cat "$dir/out.log"; fail "PROFILE=1: exit $?"; }
+grep -q "Where the host's CPU went, by kind of work" "$table" || fail "PROFILE=1: no profile heading: $(cat "$table")"
+table_row "payload CRC32C" "busy 0 0"
+table_row "kernel: copies" "0 busy busy"
+ls "$dir/out/"*.perf.data 2> /dev/null && fail "PROFILE=1 left perf.data files"
+check STEPS=bench PROFILE=yes
+(( $? == 2 )) || fail "PROFILE=yes: exit status"
+grep -qF "PROFILE=yes: 0 or 1" "$dir/out.log" || fail "PROFILE message: $(cat "$dir/out.log")"
 
 rm -f "$ORDER_LOG"
 check STEPS=bench ROUNDS=1 FAKE_BAD_STATS=1 && fail "exit 0 with a broken stats record"
