@@ -14,7 +14,7 @@
 set -uo pipefail
 src=$1
 dir=$(mktemp -d)
-trap "${KEEP:+:} rm -rf $dir" EXIT
+trap 'rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
 mkdir -p "$dir/bin" "$dir/build/collectives/nccl" "$dir/build/tests/gpu"

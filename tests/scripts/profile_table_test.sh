@@ -6,9 +6,7 @@
 # Usage: profile_table_test.sh SOURCE_DIR
 set -uo pipefail
 src=$1
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "$0")/lib.sh"
 tool=$src/scripts/profile-table.py
 
 cat > "$dir/a.txt" <<'TXT'
@@ -60,17 +58,10 @@ expected="| host cores | a | b |
 [[ $out == "$expected" ]] || fail "table got:
 $out"
 
-expect_refused() {  # WHAT MESSAGE ARGS...
-  local what=$1 message=$2
-  shift 2
-  python3 "$tool" "$@" > /dev/null 2> "$dir/err"
-  (( $? == 2 )) || fail "$what: exit status"
-  grep -qF -- "$message" "$dir/err" || fail "$what: message: $(cat "$dir/err")"
-}
 echo "# only comments" > "$dir/empty.txt"
-expect_refused "a report without samples" "empty.txt: no sample lines" --hz 100 x="$dir/empty.txt:1"
-expect_refused "a missing report" "nothere.txt: No such file" --hz 100 x="$dir/nothere.txt:1"
-expect_refused "no seconds" "is not LABEL=REPORT:SECONDS" --hz 100 x="$dir/a.txt"
-expect_refused "zero seconds" "is not LABEL=REPORT:SECONDS" --hz 100 x="$dir/a.txt:0"
-expect_refused "no --hz" "usage: profile-table.py --hz HZ" x="$dir/a.txt:1"
+expect_refused "a report without samples" "empty.txt: no sample lines" python3 "$tool" --hz 100 x="$dir/empty.txt:1"
+expect_refused "a missing report" "nothere.txt: No such file" python3 "$tool" --hz 100 x="$dir/nothere.txt:1"
+expect_refused "no seconds" "is not LABEL=REPORT:SECONDS" python3 "$tool" --hz 100 x="$dir/a.txt"
+expect_refused "zero seconds" "is not LABEL=REPORT:SECONDS" python3 "$tool" --hz 100 x="$dir/a.txt:0"
+expect_refused "no --hz" "usage: profile-table.py --hz HZ" python3 "$tool" x="$dir/a.txt:1"
 echo PASS

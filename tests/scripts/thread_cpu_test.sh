@@ -7,9 +7,7 @@
 # Usage: thread_cpu_test.sh SOURCE_DIR
 set -uo pipefail
 src=$1
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "$0")/lib.sh"
 tool=$src/scripts/thread-cpu.py
 
 cat > "$dir/tree.py" <<'PY'
@@ -112,19 +110,12 @@ $out"
 python3 "$tool" table x="$dir/live.json" | tail -1 | grep -qF "Start-up included (the window's text never showed) in: $dir/live.json" ||
   fail "no note for a whole-run window: $(python3 "$tool" table x="$dir/live.json")"
 
-expect_refused() {  # WHAT MESSAGE ARGS...
-  local what=$1 message=$2
-  shift 2
-  python3 "$tool" "$@" > /dev/null 2> "$dir/err"
-  (( $? == 2 )) || fail "$what: exit status"
-  grep -qF -- "$message" "$dir/err" || fail "$what: message: $(cat "$dir/err")"
-}
 echo '{"wall_s": 3' > "$dir/broken"
-expect_refused "a broken file" "broken: not a thread-cpu.py watch file" table x="$dir/broken"
-expect_refused "a missing file" "nothere: not a thread-cpu.py watch file" table x="$dir/nothere"
-expect_refused "no LABEL=" "is not LABEL=FILE" table "$dir/ms1"
-expect_refused "bad --ranks" "--ranks needs a whole number" table --ranks 0 x="$dir/ms1"
-expect_refused "a PID that is not a number" "PIDs are numbers" watch "$dir/w.json" abc
-expect_refused "--start-after without TEXT" "--start-after needs LOG and a TEXT" watch --start-after "$dir/rank0.log"
-expect_refused "no command" "the first argument is watch or table" count
+expect_refused "a broken file" "broken: not a thread-cpu.py watch file" python3 "$tool" table x="$dir/broken"
+expect_refused "a missing file" "nothere: not a thread-cpu.py watch file" python3 "$tool" table x="$dir/nothere"
+expect_refused "no LABEL=" "is not LABEL=FILE" python3 "$tool" table "$dir/ms1"
+expect_refused "bad --ranks" "--ranks needs a whole number" python3 "$tool" table --ranks 0 x="$dir/ms1"
+expect_refused "a PID that is not a number" "PIDs are numbers" python3 "$tool" watch "$dir/w.json" abc
+expect_refused "--start-after without TEXT" "--start-after needs LOG and a TEXT" python3 "$tool" watch --start-after "$dir/rank0.log"
+expect_refused "no command" "the first argument is watch or table" python3 "$tool" count
 echo PASS
