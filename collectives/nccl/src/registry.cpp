@@ -25,7 +25,7 @@ Registry::~Registry() {
       for (auto& w : set.wires) (void)w.release();
     }
   } else {
-    write_wire_stats_locked();
+    remove_wires_from_stats_locked();
   }
   wires_.clear();
   source_ports_dscp_.clear();
@@ -148,6 +148,7 @@ Result<DeviceWire*> Registry::wire_for(int dev, uint8_t dscp) {
             probe_text.c_str(), ec.payload_crc ? "on" : "off (unchecked to version-2 peers)");
     set.wires.push_back(
         std::make_unique<DeviceWire>(dev, dscp, index, std::move(*udp), config_.retry_budget_ns + kNsPerSec));
+    stats_.add_wire(set.wires.back().get(), d.iface.name);
     return set.wires.back().get();
   }
   DeviceWire* w = set.wires[set.next % set.wires.size()].get();
@@ -211,15 +212,14 @@ void Registry::maybe_teardown_locked() {
   size_t n = 0;
   for (const auto& [key, set] : wires_) n += set.wires.size();
   MS_INFO(abi::kSubsysNet, "last context finalized: stopping %zu wire(s)", n);
-  write_wire_stats_locked();
+  remove_wires_from_stats_locked();
   wires_.clear();
   source_ports_dscp_.clear();
 }
 
-void Registry::write_wire_stats_locked() {
+void Registry::remove_wires_from_stats_locked() {
   for (const auto& [key, set] : wires_) {
-    const std::string& ifname = devices_[static_cast<size_t>(key.first)].iface.name;
-    for (const auto& w : set.wires) stats_.write_wire(*w, ifname);
+    for (const auto& w : set.wires) stats_.remove_wire(w.get());
   }
 }
 

@@ -71,8 +71,8 @@ class Registry {
  private:
   Registry() = default;
   void maybe_teardown_locked();
-  // Each wire's "wire" stats record (before the wires stop).
-  void write_wire_stats_locked();
+  // Each wire's final "wire" stats record, and the stats writer forgets it (before the wires stop).
+  void remove_wires_from_stats_locked();
   wire::UdpConfig udp_config(const Device& d, uint8_t dscp, uint32_t index) const;
 
   struct WireSet {

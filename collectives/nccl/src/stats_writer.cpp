@@ -201,6 +201,60 @@ nlohmann::json to_json(const Snapshot& s, const char* event, TimeNs now) {
   return j;
 }
 
+nlohmann::json wire_json(DeviceWire& wire, const std::string& ifname, const char* event, TimeNs now) {
+  const wire::UdpWireStats w = wire.udp().stats();
+  nlohmann::json j;
+  j["event"] = event;
+  j["time_unix_ms"] = static_cast<int64_t>(std::time(nullptr)) * 1000;
+  j["monotonic_ns"] = now;
+  j["pid"] = static_cast<int64_t>(::getpid());
+  j["dev"] = wire.dev();
+  j["ifname"] = ifname;
+  j["wire"] = wire.index();
+  j["dscp"] = wire.dscp();
+  j["udp"] = {{"datagrams_sent", w.datagrams_sent},
+              {"bytes_sent", w.bytes_sent},
+              {"send_messages", w.send_messages},
+              {"gso_messages", w.gso_messages},
+              {"send_syscalls", w.send_syscalls},
+              {"send_dropped_full", w.send_dropped_full},
+              {"send_dropped_error", w.send_dropped_error},
+              {"datagrams_received", w.datagrams_received},
+              {"bytes_received", w.bytes_received},
+              {"recv_messages", w.recv_messages},
+              {"gro_messages", w.gro_messages},
+              {"recv_syscalls", w.recv_syscalls},
+              {"recv_errors", w.recv_errors},
+              {"port_unreachable", w.port_unreachable},
+              {"progress_calls", w.progress_calls},
+              {"tx_deferred", w.tx_deferred},
+              {"sleeps", w.sleeps},
+              {"io_thread_sleeps", w.io_thread_sleeps},
+              {"recv_messages_per_io_thread", w.recv_messages_per_io_thread}};
+  return j;
+}
+
+// The wire counters in the textfile: (name, help, field).
+struct WireMetric {
+  const char* name;
+  const char* help;
+  uint64_t wire::UdpWireStats::*field;
+};
+constexpr WireMetric kWireMetrics[] = {
+    {"datagrams_sent", "UDP datagrams this wire sent.", &wire::UdpWireStats::datagrams_sent},
+    {"datagrams_received", "UDP datagrams this wire received.", &wire::UdpWireStats::datagrams_received},
+    {"send_syscalls", "Send system calls (sendmmsg) of this wire.", &wire::UdpWireStats::send_syscalls},
+    {"recv_syscalls", "Receive system calls (recvmmsg) of this wire, empty ones included.",
+     &wire::UdpWireStats::recv_syscalls},
+    {"send_dropped_full", "Datagrams lost because a socket's send buffer was full.",
+     &wire::UdpWireStats::send_dropped_full},
+    {"send_dropped_error", "Datagrams lost to another send error.", &wire::UdpWireStats::send_dropped_error},
+    {"recv_errors", "Receive calls that failed (an ICMP error queued on the socket, among others).",
+     &wire::UdpWireStats::recv_errors},
+    {"port_unreachable", "ICMP port unreachable from a known peer: its process is gone.",
+     &wire::UdpWireStats::port_unreachable},
+};
+
 void append_lines(const std::string& path, const std::vector<std::string>& lines) {
   if (lines.empty()) return;
   FILE* f = std::fopen(path.c_str(), "a");
@@ -261,39 +315,19 @@ void StatsWriter::remove(CommBase* comm) {
   write_prom_locked();
 }
 
-void StatsWriter::write_wire(DeviceWire& wire, const std::string& ifname) {
+void StatsWriter::add_wire(DeviceWire* wire, const std::string& ifname) {
   if (!enabled()) return;
-  const wire::UdpWireStats w = wire.udp().stats();
-  nlohmann::json j;
-  j["event"] = "wire";
-  j["time_unix_ms"] = static_cast<int64_t>(std::time(nullptr)) * 1000;
-  j["monotonic_ns"] = wire::UdpWire::now();
-  j["pid"] = static_cast<int64_t>(::getpid());
-  j["dev"] = wire.dev();
-  j["ifname"] = ifname;
-  j["wire"] = wire.index();
-  j["dscp"] = wire.dscp();
-  j["udp"] = {{"datagrams_sent", w.datagrams_sent},
-              {"bytes_sent", w.bytes_sent},
-              {"send_messages", w.send_messages},
-              {"gso_messages", w.gso_messages},
-              {"send_syscalls", w.send_syscalls},
-              {"send_dropped_full", w.send_dropped_full},
-              {"send_dropped_error", w.send_dropped_error},
-              {"datagrams_received", w.datagrams_received},
-              {"bytes_received", w.bytes_received},
-              {"recv_messages", w.recv_messages},
-              {"gro_messages", w.gro_messages},
-              {"recv_syscalls", w.recv_syscalls},
-              {"recv_errors", w.recv_errors},
-              {"port_unreachable", w.port_unreachable},
-              {"progress_calls", w.progress_calls},
-              {"tx_deferred", w.tx_deferred},
-              {"sleeps", w.sleeps},
-              {"io_thread_sleeps", w.io_thread_sleeps},
-              {"recv_messages_per_io_thread", w.recv_messages_per_io_thread}};
   std::lock_guard<std::mutex> lock(mu_);
-  append_lines(jsonl_path_, {j.dump()});
+  wires_[wire] = ifname;
+}
+
+void StatsWriter::remove_wire(DeviceWire* wire) {
+  if (!enabled()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = wires_.find(wire);
+  if (it == wires_.end()) return;
+  append_lines(jsonl_path_, {wire_json(*wire, it->second, "wire", wire::UdpWire::now()).dump()});
+  wires_.erase(it);
 }
 
 void StatsWriter::tick(TimeNs now) {
@@ -310,6 +344,7 @@ void StatsWriter::flush(TimeNs now) {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::string> lines;
   for (CommBase* c : comms_) lines.push_back(to_json(take_snapshot(c), "periodic", now).dump());
+  for (const auto& [w, ifname] : wires_) lines.push_back(wire_json(*w, ifname, "wire_periodic", now).dump());
   append_lines(jsonl_path_, lines);
   write_prom_locked();
 }
@@ -339,6 +374,20 @@ void StatsWriter::write_prom_locked() {
       std::snprintf(num, sizeof num, "%.17g", it->second);
       out += name + "{ifname=\"" + label_value(rest.substr(0, sep)) + "\",role=\"" + rest.substr(sep + 1) +
              "\",conn=\"closed\",peer=\"\"} " + num + "\n";
+    }
+  }
+  std::vector<std::pair<std::string, wire::UdpWireStats>> wires;  // ("ifname\",wire=\"N", stats)
+  for (const auto& [w, ifname] : wires_) {
+    wires.emplace_back(label_value(ifname) + "\",wire=\"" + std::to_string(w->index()) + "\",dscp=\"" +
+                           std::to_string(w->dscp()),
+                       w->udp().stats());
+  }
+  for (const WireMetric& m : kWireMetrics) {
+    const std::string name = std::string("megascale_nccl_wire_") + m.name + "_total";
+    out += "# HELP " + name + " " + m.help + "\n";
+    out += "# TYPE " + name + " counter\n";
+    for (const auto& [labels, stats] : wires) {
+      out += name + "{ifname=\"" + labels + "\"} " + std::to_string(stats.*m.field) + "\n";
     }
   }
   const std::string tmp = prom_path_ + ".tmp";

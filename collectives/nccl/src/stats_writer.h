@@ -2,13 +2,16 @@
 //
 //   <dir>/megascale-nccl-<host>-<pid>.jsonl  one JSON object per connection per snapshot: "periodic"
 //                                            every MEGASCALE_STATS_INTERVAL_S, and "close" when NCCL
-//                                            closes the comm (appended; a job's history); and one
-//                                            "wire" object per UDP wire when the wires stop (the
-//                                            last context finalized): its datagrams, system calls,
-//                                            GSO/GRO messages and sleeps over its life
+//                                            closes the comm (appended; a job's history); per UDP
+//                                            wire, "wire_periodic" with each snapshot and "wire"
+//                                            when the wires stop (the last context finalized): its
+//                                            datagrams, system calls, GSO/GRO messages, drops and
+//                                            sleeps so far
 //   <dir>/megascale-nccl-<host>-<pid>.prom   the current counters of every open connection, plus the
-//                                            sums over closed ones (conn="closed"), for node_exporter's
-//                                            textfile collector; rewritten atomically (tmp + rename)
+//                                            sums over closed ones (conn="closed"), and each running
+//                                            wire's counters (megascale_nccl_wire_*), for
+//                                            node_exporter's textfile collector; rewritten atomically
+//                                            (tmp + rename)
 //
 // Snapshots are taken from NCCL's proxy threads (the data path calls tick(), which does work only when
 // a snapshot is due) and on close; each takes the connection's wire lock briefly.
@@ -37,8 +40,10 @@ class StatsWriter {
   void add(CommBase* comm);
   // Writes the comm's "close" record and folds its counters into the closed totals.
   void remove(CommBase* comm);
-  // Writes the wire's "wire" record (its counters over its life); call it just before the wire stops.
-  void write_wire(DeviceWire& wire, const std::string& ifname);
+  // A wire joins the snapshots when it starts; remove_wire writes its "wire" record (its counters over
+  // its life) and forgets it: call it just before the wire stops.
+  void add_wire(DeviceWire* wire, const std::string& ifname);
+  void remove_wire(DeviceWire* wire);
   // Writes a periodic snapshot when one is due; cheap otherwise.
   void tick(TimeNs now);
   // Writes a snapshot of every open connection now (tests, finalize).
@@ -57,6 +62,7 @@ class StatsWriter {
   std::string prom_path_;
   std::mutex mu_;  // guards everything below and the files
   std::set<CommBase*> comms_;
+  std::map<DeviceWire*, std::string> wires_;  // running wires and their interface names
   // Sums over closed connections, per (metric, ifname, role).
   std::map<std::string, double> closed_totals_;
 };

@@ -209,11 +209,11 @@ void expect_forked_run_passes(const char* prefix, void (*child)(const std::strin
          "this host's receive delay in both files");
   expect(prom.find("# TYPE megascale_nccl_sends_waited_for_credit_total counter") != std::string::npos,
          "the sends that waited for a credit in the textfile");
-  // The wires stopped when the harness finalized its context: each wrote its counters, and the one
-  // that carried the case made system calls.
+  // The wires stopped when the harness finalized its context: each wrote its final counters ("wire"),
+  // and the one that carried the case made system calls.
   long long send_syscalls = 0, recv_syscalls = 0;
-  for (size_t at = jsonl.find("\"event\":\"wire\""); at != std::string::npos;
-       at = jsonl.find("\"event\":\"wire\"", at + 1)) {
+  for (size_t at = jsonl.find("\"event\":\"wire\","); at != std::string::npos;
+       at = jsonl.find("\"event\":\"wire\",", at + 1)) {
     const size_t end = jsonl.find('\n', at);
     const std::string line = jsonl.substr(at, end == std::string::npos ? std::string::npos : end - at);
     const auto number = [&](const std::string& key) {
@@ -224,6 +224,11 @@ void expect_forked_run_passes(const char* prefix, void (*child)(const std::strin
     recv_syscalls = std::max(recv_syscalls, number("recv_syscalls"));
   }
   expect(send_syscalls > 0 && recv_syscalls > 0, "a wire record with the wire's system calls");
+  // While they ran, the snapshots had them too: in the JSON lines and in the textfile.
+  expect(jsonl.find("\"event\":\"wire_periodic\"") != std::string::npos, "periodic wire records");
+  expect(prom.find("# TYPE megascale_nccl_wire_send_dropped_full_total counter") != std::string::npos &&
+             prom.find("megascale_nccl_wire_send_syscalls_total{ifname=\"") != std::string::npos,
+         "the wires' counters in the textfile");
   expect.exit();
 }
 
