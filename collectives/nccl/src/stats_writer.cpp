@@ -144,13 +144,23 @@ const char* role_name(const CommBase* c) {
   return c->role == Role::kSend ? "send" : "recv";
 }
 
+// The fields every record starts with.
+nlohmann::json record(const char* event, TimeNs now) {
+  return {{"event", event},
+          {"time_unix_ms", static_cast<int64_t>(std::time(nullptr)) * 1000},
+          {"monotonic_ns", now},
+          {"pid", static_cast<int64_t>(::getpid())}};
+}
+
+// A metric's "# HELP" and "# TYPE" lines in the textfile.
+void prom_metadata(std::string& out, const std::string& name, const char* help, bool counter) {
+  out += "# HELP " + name + " " + help + "\n";
+  out += "# TYPE " + name + (counter ? " counter\n" : " gauge\n");
+}
+
 nlohmann::json to_json(const Snapshot& s, const char* event, TimeNs now) {
   const CommBase& c = *s.comm;
-  nlohmann::json j;
-  j["event"] = event;
-  j["time_unix_ms"] = static_cast<int64_t>(std::time(nullptr)) * 1000;
-  j["monotonic_ns"] = now;
-  j["pid"] = static_cast<int64_t>(::getpid());
+  nlohmann::json j = record(event, now);
   j["comm_id"] = hex(c.comm_id);
   j["dev"] = c.dev;
   j["ifname"] = c.ifname;
@@ -203,11 +213,7 @@ nlohmann::json to_json(const Snapshot& s, const char* event, TimeNs now) {
 
 nlohmann::json wire_json(DeviceWire& wire, const std::string& ifname, const char* event, TimeNs now) {
   const wire::UdpWireStats w = wire.udp().stats();
-  nlohmann::json j;
-  j["event"] = event;
-  j["time_unix_ms"] = static_cast<int64_t>(std::time(nullptr)) * 1000;
-  j["monotonic_ns"] = now;
-  j["pid"] = static_cast<int64_t>(::getpid());
+  nlohmann::json j = record(event, now);
   j["dev"] = wire.dev();
   j["ifname"] = ifname;
   j["wire"] = wire.index();
@@ -356,8 +362,7 @@ void StatsWriter::write_prom_locked() {
   char num[64];
   for (const Metric& m : metrics()) {
     const std::string name = std::string("megascale_nccl_") + m.name + (m.counter ? "_total" : "");
-    out += "# HELP " + name + " " + m.help + "\n";
-    out += "# TYPE " + name + (m.counter ? " counter\n" : " gauge\n");
+    prom_metadata(out, name, m.help, m.counter);
     for (const Snapshot& s : snaps) {
       if (!s.found) continue;
       std::snprintf(num, sizeof num, "%.17g", m.value(s));
@@ -376,19 +381,17 @@ void StatsWriter::write_prom_locked() {
              "\",conn=\"closed\",peer=\"\"} " + num + "\n";
     }
   }
-  std::vector<std::pair<std::string, wire::UdpWireStats>> wires;  // ("ifname\",wire=\"N", stats)
+  std::vector<std::pair<std::string, wire::UdpWireStats>> wires;  // (label set, stats) per wire
   for (const auto& [w, ifname] : wires_) {
-    wires.emplace_back(label_value(ifname) + "\",wire=\"" + std::to_string(w->index()) + "\",dscp=\"" +
-                           std::to_string(w->dscp()),
+    wires.emplace_back("{ifname=\"" + label_value(ifname) + "\",wire=\"" + std::to_string(w->index()) +
+                           "\",dscp=\"" + std::to_string(w->dscp()) + "\"}",
                        w->udp().stats());
   }
   for (const WireMetric& m : kWireMetrics) {
     const std::string name = std::string("megascale_nccl_wire_") + m.name + "_total";
-    out += "# HELP " + name + " " + m.help + "\n";
-    out += "# TYPE " + name + " counter\n";
-    for (const auto& [labels, stats] : wires) {
-      out += name + "{ifname=\"" + labels + "\"} " + std::to_string(stats.*m.field) + "\n";
-    }
+    prom_metadata(out, name, m.help, true);
+    for (const auto& [labels, stats] : wires)
+      out += name + labels + " " + std::to_string(stats.*m.field) + "\n";
   }
   const std::string tmp = prom_path_ + ".tmp";
   FILE* f = std::fopen(tmp.c_str(), "w");
