@@ -325,19 +325,9 @@ if want bench; then
       2) echo "(not measured: see the line above)" >> "$out/bandwidth.md" ;;
       *) echo "!! bandwidth: the wire-alone run failed ($out/wire)"; verdict=1 ;;
     esac
-    # Where each net's CPU goes, by thread (NCCL names its threads with NCCL_SET_THREAD_NAME=1, in
-    # common_env): information only, so a net without every round's figures is left out, not failed.
-    cpu_nets=()
-    for net in megascale socket socket-4x4; do
-      files=()
-      for ((k = 1; k <= rounds; k++)); do
-        [[ -s $out/bench-$net-r$k.cpu.json ]] && files+=("$out/bench-$net-r$k.cpu.json")
-      done
-      (( ${#files[@]} == rounds )) && cpu_nets+=("$net=$(join "${files[@]}")")
-    done
     if [[ $profile_on == 1 ]]; then
       profiles=()
-      for net in megascale socket socket-4x4; do
+      for net in "${order[@]}"; do
         data=$out/bench-$net-r1.perf.data
         [[ -s $data.txt && -s $data.seconds ]] && profiles+=("$net=$data.txt:$(cat "$data.seconds")")
       done
@@ -349,6 +339,16 @@ if want bench; then
         echo "(no profile was recorded: see $out/bench-*-r1.perf.data.*)" >> "$out/bandwidth.md"
       fi
     fi
+    # Where each net's CPU goes, by thread (NCCL names its threads with NCCL_SET_THREAD_NAME=1, in
+    # common_env): information only, so a net without every round's figures is left out, not failed.
+    cpu_nets=()
+    for net in "${order[@]}"; do
+      files=()
+      for ((k = 1; k <= rounds; k++)); do
+        [[ -s $out/bench-$net-r$k.cpu.json ]] && files+=("$out/bench-$net-r$k.cpu.json")
+      done
+      (( ${#files[@]} == rounds )) && cpu_nets+=("$net=$(join "${files[@]}")")
+    done
     if (( ${#cpu_nets[@]} > 0 )); then
       printf "\nWhere each rank's CPU goes, by thread (scripts/thread-cpu.py; cores from NCCL's Init COMPLETE to the run's end, medians of the rounds):\n\n" >> "$out/bandwidth.md"
       python3 scripts/thread-cpu.py table --ranks "$nranks" "${cpu_nets[@]}" >> "$out/bandwidth.md" 2>&1 ||
