@@ -456,6 +456,17 @@ void ConnectionCore::on_fin(TimeNs now, const Packet& pkt) {
 // --- packets and timers ---
 
 void ConnectionCore::on_packet(TimeNs now, TimeNs rx_time_ns, const Packet& pkt, bool ce, DecodeResult r) {
+  // Once the handshake has chosen a version, every packet but SYN, SYN_ACK and RST (whose layouts are
+  // frozen) must carry it (packet.h). A packet of another version is no part of this connection, and
+  // it must not reach the receiver: a version-2 DATA flagged kFlagNoPayloadCrc would otherwise be
+  // placed unchecked on a connection that agreed on version 1, where every payload is checked. It is
+  // dropped and counted as malformed, and it does not count as hearing from the peer.
+  if (state_ != ConnectionState::kConnecting && pkt.hdr.version != version_ &&
+      pkt.hdr.type != PacketType::kSyn && pkt.hdr.type != PacketType::kSynAck &&
+      pkt.hdr.type != PacketType::kRst) {
+    ++stats_.malformed_dropped;
+    return;
+  }
   // The wire's receive timestamp, never later than now (clock conversions may err by nanoseconds).
   const TimeNs rx_ns = std::min(rx_time_ns, now);
   if (rx_time_ns != kRxTimeNow) stats_.rx_delay.add(now - rx_ns);

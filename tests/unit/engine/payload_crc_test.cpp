@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
+#include <vector>
 
 #include "test_net.h"
 
@@ -106,6 +108,52 @@ TEST(PayloadCrc, AVersion1PeerKeepsEveryCrc) {
     EXPECT_EQ(rx->stats().corrupt_dropped, 1u);  // caught, retransmitted
     EXPECT_EQ(rx->stats().segments_unchecked, 0u);
   }
+}
+
+TEST(PayloadCrc, AnUncheckedVersion2SegmentOnAVersion1ConnectionIsDropped) {
+  // Version 1 was agreed, so every payload is checked. A version-2 DATA flagged kFlagNoPayloadCrc
+  // (a peer that ignored the handshake, or a forged packet) must not be placed unchecked: the
+  // engine drops any packet whose version is not the connection's, and counts it as malformed.
+  EngineConfig old = test_config(2);
+  old.version_max = 1;
+  TestNet net(without_crc(), old);
+  auto [a, b] = net.connect_pair();
+  ASSERT_NE(b, nullptr);
+  std::vector<uint8_t> first;  // the first copy of the DATA at offset 0, kept from the network
+  net.rule = [&](const Sent& s) {
+    Fate f;
+    f.drop = s.is_data() && s.copy == 0 && s.pkt.seg.offset == 0 && s.pkt.payload_len > 0;
+    if (f.drop) first = s.bytes;
+    return f;
+  };
+  Batch batch({40'000}, 7);
+  batch.post_recvs(b);
+  batch.post_sends(a);
+  ASSERT_TRUE(net.run_until([&] { return !first.empty(); }, net.now + 1'000'000'000));
+  Packet p;
+  ASSERT_EQ(decode_packet(first.data(), first.size(), p), DecodeResult::kOk);
+  ASSERT_EQ(p.hdr.version, 1);
+  // The same segment as version 2 without its CRC, and with its payload altered.
+  std::vector<uint8_t> forged(kMaxHeaderBytes + p.payload_len);
+  CommonHeader ch = p.hdr;
+  ch.version = 2;
+  ch.flags = static_cast<uint8_t>(ch.flags | kFlagNoPayloadCrc);
+  SegHeader seg = p.seg;
+  seg.payload_crc = 0;
+  const size_t h = encode_seg(ch, seg, forged.data());
+  std::memcpy(forged.data() + h, p.payload, p.payload_len);
+  forged.resize(h + p.payload_len);
+  forged[h] ^= 0xFF;
+  Packet check;
+  ASSERT_EQ(decode_packet(forged.data(), forged.size(), check), DecodeResult::kOk);  // well formed
+  const uint64_t malformed_before = b->stats().malformed_dropped;
+  net.ep[1]->on_packet(net.now, kPeerA, forged.data(), forged.size(), false);
+  EXPECT_EQ(b->stats().malformed_dropped, malformed_before + 1);
+  EXPECT_EQ(b->stats().segments_unchecked, 0u);
+  // The sender retransmits the real segment, which is placed: the message arrives intact.
+  ASSERT_TRUE(batch.run(net, a, b));
+  batch.expect_intact(b);
+  EXPECT_EQ(b->stats().segments_unchecked, 0u);
 }
 
 TEST(PayloadCrc, OffNeedsVersion2InTheConfig) {
