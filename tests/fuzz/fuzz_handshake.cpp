@@ -12,9 +12,10 @@
 //
 // Script: records until the input ends; each starts with an op byte (op % 4):
 //   0 INJECT   u8 flags, u16 len, len bytes: a datagram to C (flags bit0) or L, from its real peer or
-//              from a stranger (bit1); bit2 "fix up": set magic, version 1, header CRC and payload CRC,
-//              and (bit3) dst_conn_id := the target's connection number flags>>4 (so mutated content
-//              gets past the checksums and the demultiplexer)
+//              from a stranger (bit1); bit2 "fix up": set magic, version kVersion (the one the two
+//              endpoints agree on; SYN and SYN_ACK keep theirs), header CRC and payload CRC, and (bit3)
+//              dst_conn_id := the target's connection number flags>>4 (so mutated content gets past
+//              the checksums, the demultiplexer and the connection's version check)
 //   1 EXCHANGE u8 rounds, u8 offset, u8 xor, u8 mflags: `rounds` times, both endpoints' packets are
 //              delivered to each other; the first packet of a round gets byte `offset % len` xored
 //              (mflags bit0; bit1 re-seals the CRCs after), is dropped (bit2) or duplicated (bit3)

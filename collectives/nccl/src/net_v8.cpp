@@ -1,41 +1,14 @@
-// ncclNetPlugin_v8 (NCCL 2.20 .. 2.23): an adapter over the core with the process-wide legacy context
-// and int sizes (NCCL's v8 path never passes a message of 2 GiB or more).
+// ncclNetPlugin_v8 (NCCL 2.20 .. 2.23): the process-wide legacy context and int sizes (NCCL's v8 path
+// never passes a message of 2 GiB or more).
 #include "megascale/nccl/abi/net_v8.h"
 
-#include "legacy_props.h"
-#include "plugin.h"
+#include "adapters.h"
 #include "transport.h"
 
 namespace megascale::nccl {
 namespace {
 
 using namespace abi;
-
-NetResult v8_init(NetDebugLogger logger) {
-  return core::legacy_init(logger);
-}
-
-NetResult v8_get_properties(int dev, NetPropertiesV8* props) {
-  if (props == nullptr) return kNetInvalidArgument;
-  NetPropertiesV11 p;
-  if (NetResult r = core::get_properties(dev, &p); r != kNetSuccess) return r;
-  copy_props(p, props);
-  return kNetSuccess;
-}
-
-NetResult v8_listen(int dev, void* handle, void** listen_comm) {
-  return core::listen(core::legacy_context(), dev, handle, listen_comm);
-}
-
-NetResult v8_connect(int dev, void* handle, void** send_comm, NetDeviceHandle** dev_comm) {
-  (void)dev_comm;
-  return core::connect(core::legacy_context(), dev, kTrafficClassUndef, handle, send_comm);
-}
-
-NetResult v8_accept(void* listen_comm, void** recv_comm, NetDeviceHandle** dev_comm) {
-  (void)dev_comm;
-  return core::accept(listen_comm, recv_comm);
-}
 
 NetResult v8_isend(void* send_comm, void* data, int size, int tag, void* mhandle, void** request) {
   if (size < 0) return kNetInvalidArgument;
@@ -54,10 +27,6 @@ NetResult v8_irecv(void* recv_comm, int n, void** data, int* sizes, int* tags, v
   return core::irecv(recv_comm, n, data, wide, tags, mhandles, request);
 }
 
-NetResult v8_iflush(void* recv_comm, int n, void** data, int* sizes, void** mhandles, void** request) {
-  return core::iflush(recv_comm, n, data, sizes, mhandles, request);
-}
-
 }  // namespace
 }  // namespace megascale::nccl
 
@@ -65,18 +34,18 @@ extern "C" {
 // The one exported symbol of this version (exports.map keeps every other symbol local).
 __attribute__((visibility("default"))) megascale::nccl::abi::NetV8 ncclNetPlugin_v8 = {
     megascale::nccl::core::kPluginName,
-    megascale::nccl::v8_init,
+    megascale::nccl::legacy_init,
     megascale::nccl::core::devices,
-    megascale::nccl::v8_get_properties,
-    megascale::nccl::v8_listen,
-    megascale::nccl::v8_connect,
-    megascale::nccl::v8_accept,
+    megascale::nccl::legacy_get_properties<megascale::nccl::abi::NetPropertiesV8>,
+    megascale::nccl::legacy_listen,
+    megascale::nccl::legacy_connect,
+    megascale::nccl::table_accept,
     megascale::nccl::core::reg_mr,
     nullptr,
     megascale::nccl::core::dereg_mr,
     megascale::nccl::v8_isend,
     megascale::nccl::v8_irecv,
-    megascale::nccl::v8_iflush,
+    megascale::nccl::table_iflush,
     megascale::nccl::core::test,
     megascale::nccl::core::close_send,
     megascale::nccl::core::close_recv,

@@ -1,0 +1,95 @@
+// What the exported tables share: the calls whose ABI forms differ from the core's only in what they
+// ignore or in const-ness, and the v11 properties copied into an older layout. Each net_vN.cpp keeps
+// only what its version really changes (init, connect's traffic class, int sizes, profiler handles).
+#pragma once
+
+#include "megascale/nccl/abi/net_v11.h"
+#include "megascale/nccl/abi/net_v8.h"
+#include "megascale/nccl/abi/net_v9.h"
+#include "plugin.h"
+
+namespace megascale::nccl {
+
+// Fields every version from v8 has (the shared fields mean the same in every version; only the set
+// of fields differs).
+template <class Props>
+void copy_base_props(const abi::NetPropertiesV11& p, Props* out) {
+  out->name = p.name;
+  out->pciPath = p.pciPath;
+  out->guid = p.guid;
+  out->ptrSupport = p.ptrSupport;
+  out->regIsGlobal = p.regIsGlobal;
+  out->speed = p.speed;
+  out->port = p.port;
+  out->latency = p.latency;
+  out->maxComms = p.maxComms;
+  out->maxRecvs = p.maxRecvs;
+  out->netDeviceType = p.netDeviceType;
+  out->netDeviceVersion = p.netDeviceVersion;
+}
+
+inline void copy_props(const abi::NetPropertiesV11& p, abi::NetPropertiesV9* out) {
+  copy_base_props(p, out);
+  out->forceFlush = p.forceFlush;
+  out->vProps = p.vProps;
+  out->maxP2pBytes = p.maxP2pBytes;
+  out->maxCollBytes = p.maxCollBytes;
+}
+
+inline void copy_props(const abi::NetPropertiesV11& p, abi::NetPropertiesV8* out) {
+  copy_base_props(p, out);
+}
+
+// getProperties of v8..v10: the v11 properties in the version's layout.
+template <class Props>
+abi::NetResult legacy_get_properties(int dev, Props* props) {
+  if (props == nullptr) return abi::kNetInvalidArgument;
+  abi::NetPropertiesV11 p;
+  if (abi::NetResult r = core::get_properties(dev, &p); r != abi::kNetSuccess) return r;
+  copy_props(p, props);
+  return abi::kNetSuccess;
+}
+
+// init, listen and connect of v8..v10: the process-wide context (no per-communicator init). v10's
+// connect, which carries a traffic class, is its own.
+inline abi::NetResult legacy_init(abi::NetDebugLogger logger) {
+  return core::legacy_init(logger);
+}
+inline abi::NetResult legacy_listen(int dev, void* handle, void** listen_comm) {
+  return core::listen(core::legacy_context(), dev, handle, listen_comm);
+}
+inline abi::NetResult legacy_connect(int dev, void* handle, void** send_comm,
+                                     abi::NetDeviceHandle** dev_comm) {
+  (void)dev_comm;  // host device type: NCCL asks for no device offload
+  return core::connect(core::legacy_context(), dev, abi::kTrafficClassUndef, handle, send_comm);
+}
+
+// accept and iflush of every version.
+inline abi::NetResult table_accept(void* listen_comm, void** recv_comm, abi::NetDeviceHandle** dev_comm) {
+  (void)dev_comm;
+  return core::accept(listen_comm, recv_comm);
+}
+inline abi::NetResult table_iflush(void* recv_comm, int n, void** data, int* sizes, void** mhandles,
+                                   void** request) {
+  return core::iflush(recv_comm, n, data, sizes, mhandles, request);
+}
+
+// isend and irecv of v10 and v11 (profiler handles, ignored).
+inline abi::NetResult table_isend(void* send_comm, void* data, size_t size, int tag, void* mhandle,
+                                  void* phandle, void** request) {
+  (void)phandle;
+  return core::isend(send_comm, data, size, tag, mhandle, request);
+}
+inline abi::NetResult table_irecv(void* recv_comm, int n, void** data, size_t* sizes, int* tags,
+                                  void** mhandles, void** phandles, void** request) {
+  (void)phandles;
+  return core::irecv(recv_comm, n, data, sizes, tags, mhandles, request);
+}
+
+// irecv of v9 (no profiler handles).
+inline abi::NetResult table_irecv_v9(void* recv_comm, int n, void** data, size_t* sizes, int* tags,
+                                     void** mhandles, void** request) {
+  return core::irecv(recv_comm, n, data, sizes, tags, mhandles, request);
+}
+
+}  // namespace megascale::nccl
