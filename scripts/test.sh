@@ -7,10 +7,10 @@
 # one failed (one CI run reports everything), and the script fails at the end if any stage did:
 #   test  build/test   Release, every part; ctest runs every test, then the netns tests alone
 #                      (they time a shared link) with their measured figures printed.
-#   asan  build/asan   RelWithDebInfo with AddressSanitizer + UndefinedBehaviorSanitizer: the
+#   asan  build/asan   -O1 -g1 with AddressSanitizer + UndefinedBehaviorSanitizer: the
 #                      congestion, engine, wire, nccl, topology, host and simnet unit tests and the fuzz
 #                      corpus replays (ctest labels).
-#   tsan  build/tsan   RelWithDebInfo with ThreadSanitizer: the wire, nccl and simnet unit tests (the
+#   tsan  build/tsan   -O1 -g1 with ThreadSanitizer: the wire, nccl and simnet unit tests (the
 #                      wire's progress and I/O threads, the plugin's callers on other threads, the
 #                      simulator's partitions on threads), with the fixed-window controller (below).
 #   fuzz  build/fuzz   clang + libFuzzer: each fuzz target runs MEGASCALE_FUZZ_SECONDS (default 60)
@@ -52,9 +52,15 @@ stage_test() {
   return $status
 }
 
+# The sanitizer builds compile at -O1 with line tables only (-g1), not RelWithDebInfo's -O2 -g: it
+# halves their compile time (measured on the 2-core dev VM: 13-26 s against 26-51 s for four heavy
+# files under ASan), and sanitizer reports still name the file and line of every frame.
+san_flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG"
+  "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG")
+
 stage_asan() {
   local build=build/asan
-  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMEGASCALE_WERROR=ON \
+  cmake -S . -B "$build" -G Ninja "${san_flags[@]}" -DMEGASCALE_WERROR=ON \
     -DMEGASCALE_SANITIZE=ON -DMEGASCALE_BUILD_BENCH=OFF -DMEGASCALE_ENABLE_CUDA=OFF
   local labels=(congestion engine wire nccl fuzz topology host simnet trainer) targets=() l help
   # (Read the list once: `cmake ... | grep -q` under pipefail fails when grep exits before cmake.)
@@ -71,7 +77,7 @@ stage_asan() {
 
 stage_tsan() {
   local build=build/tsan
-  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMEGASCALE_WERROR=ON \
+  cmake -S . -B "$build" -G Ninja "${san_flags[@]}" -DMEGASCALE_WERROR=ON \
     -DMEGASCALE_TSAN=ON -DMEGASCALE_BUILD_BENCH=OFF -DMEGASCALE_ENABLE_CUDA=OFF
   local labels=(wire nccl simnet) targets=() l
   for l in "${labels[@]}"; do targets+=("tests-$l"); done
