@@ -180,6 +180,8 @@ SideCounters side_delta(const SideSnapshot& a, const SideSnapshot& b) {
   d.cnps_received = y.cnps_received - x.cnps_received;
   d.repaths = y.repaths - x.repaths;
   d.bytes_sent = y.bytes_sent - x.bytes_sent;
+  d.sends_posted = y.sends_posted - x.sends_posted;
+  d.sends_waited_for_credit = y.sends_waited_for_credit - x.sends_waited_for_credit;
   d.bytes_received = y.bytes_received - x.bytes_received;
   d.ce_received = y.ce_received - x.ce_received;
   d.cnps_sent = y.cnps_sent - x.cnps_sent;
@@ -219,6 +221,8 @@ SideCounters sum_sides(const SideCounters& a, const SideCounters& b, bool same_h
   s.cnps_received += b.cnps_received;
   s.repaths += b.repaths;
   s.bytes_sent += b.bytes_sent;
+  s.sends_posted += b.sends_posted;
+  s.sends_waited_for_credit += b.sends_waited_for_credit;
   s.bytes_received += b.bytes_received;
   s.ce_received += b.ce_received;
   s.cnps_sent += b.cnps_sent;

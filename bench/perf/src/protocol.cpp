@@ -152,6 +152,8 @@ json to_json(const SideCounters& c) {
               {"cnps_received", c.cnps_received},
               {"repaths", c.repaths},
               {"bytes_sent", c.bytes_sent},
+              {"sends_posted", c.sends_posted},
+              {"sends_waited_for_credit", c.sends_waited_for_credit},
               {"bytes_received", c.bytes_received},
               {"ce_received", c.ce_received},
               {"cnps_sent", c.cnps_sent},
@@ -187,6 +189,8 @@ SideCounters side_counters_from_json(const json& j) {
   c.cnps_received = u("cnps_received");
   c.repaths = u("repaths");
   c.bytes_sent = u("bytes_sent");
+  c.sends_posted = u("sends_posted");
+  c.sends_waited_for_credit = u("sends_waited_for_credit");
   c.bytes_received = u("bytes_received");
   c.ce_received = u("ce_received");
   c.cnps_sent = u("cnps_sent");

@@ -137,9 +137,12 @@ std::string counters_line(const RowCounters& c) {
                     t.kernel.in_errors, c.same_host ? "" : " (both hosts)", t.kernel.socket_drops);
   }
   std::string faults = t.fault_dropped ? fmt::format(", injected drops {}", t.fault_dropped) : "";
-  return fmt::format(" # retx {} (fast {}, rto {}), timeouts {}, ecn {}, cnp {}, repaths {}, {}, {}{}",
-                     t.retransmits_fast + t.retransmits_rto, t.retransmits_fast, t.retransmits_rto,
-                     t.timeouts, t.ecn_marks, t.cnps_received, t.repaths, rtt, drops, faults);
+  return fmt::format(
+      " # retx {} (fast {}, rto {}), timeouts {}, ecn {}, cnp {}, repaths {}, {}, sends that waited for a "
+      "credit "
+      "{} of {}, {}{}",
+      t.retransmits_fast + t.retransmits_rto, t.retransmits_fast, t.retransmits_rto, t.timeouts, t.ecn_marks,
+      t.cnps_received, t.repaths, rtt, t.sends_waited_for_credit, t.sends_posted, drops, faults);
 }
 
 std::string wire_line(const RowCounters& c, uint64_t payload_bytes, uint64_t messages) {
@@ -170,6 +173,8 @@ json counters_json(const RowCounters& c) {
               {"ecn_marks", t.ecn_marks},
               {"cnps", t.cnps_received},
               {"repaths", t.repaths},
+              {"sends_posted", t.sends_posted},
+              {"sends_waited_for_credit", t.sends_waited_for_credit},
               {"rtt_samples", rtt_total(t.rtt)},
               {"rtt_p50_us", static_cast<double>(rtt_percentile_ns(t.rtt, 0.5, t.rtt_max_ns)) / 1e3},
               {"rtt_p99_us", static_cast<double>(rtt_percentile_ns(t.rtt, 0.99, t.rtt_max_ns)) / 1e3},

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -298,11 +299,48 @@ Result<BwRow> client_bw_row(Session& s, const PerfOptions& o, uint64_t row, uint
   return r;
 }
 
+// The receives of a latency row's side. Each side keeps kLatRecvsAhead receives posted, as perftest
+// keeps its receives posted: the engine sends data only into a receive the peer has posted (its
+// credit), so a message posted before the credit for it arrived would wait a one-way trip, and the
+// ping-pong would measure the order of the loop, not the transport. The receive for round trip
+// i + kLatRecvsAhead is posted once this side's message of round trip i has left, so that its
+// credit travels behind that message, not ahead of it.
+class LatRecvs {
+ public:
+  LatRecvs(Session& s, Buffers& bufs, uint64_t size, uint64_t total, const char* what)
+      : s_(s), bufs_(bufs), size_(size), total_(total), what_(what) {}
+  Status prepost() {
+    for (uint64_t j = 0; j < kLatRecvsAhead && j < total_; ++j) {
+      if (Status st = post(j); !st) return st;
+    }
+    return {};
+  }
+  // After this side's message of round trip i has left.
+  Status post_after(uint64_t i) { return i + kLatRecvsAhead < total_ ? post(i + kLatRecvsAhead) : Status{}; }
+  engine::RequestId of(uint64_t i) const { return ids_[i % ids_.size()]; }
+
+ private:
+  Status post(uint64_t j) {
+    engine::Connection* c = s_.conn();
+    if (c == nullptr) return make_error("connection gone");
+    auto r = c->post_recv(bufs_[j], size_, kTagData);
+    if (!r) return make_error(fmt::format("posting the {} receive: {}", what_, r.error().message));
+    ids_[j % ids_.size()] = *r;
+    return {};
+  }
+  Session& s_;
+  Buffers& bufs_;
+  uint64_t size_;
+  uint64_t total_;
+  const char* what_;
+  std::array<engine::RequestId, kLatRecvsAhead + 1> ids_{};
+};
+
 Result<LatRow> client_lat_row(Session& s, const PerfOptions& o, uint64_t row, uint64_t size, uint64_t count,
                               bool same_host) {
   const uint64_t total = count + kLatWarmup;
-  Buffers ping(2, size), pong(1, size);
-  if (!ping.ok() || !pong.ok()) return out_of_memory(3, size);
+  Buffers ping(2, size), pong(kLatRecvsAhead + 1, size);
+  if (!ping.ok() || !pong.ok()) return out_of_memory(2 + kLatRecvsAhead + 1, size);
   AbortGuard guard(s);
   if (Status st = start_row(s, PerfTest::kLat, row, size, total); !st) return st.error();
 
@@ -312,31 +350,37 @@ Result<LatRow> client_lat_row(Session& s, const PerfOptions& o, uint64_t row, ui
   engine::RequestId sends[2] = {0, 0};
   uint64_t verified = 0;
   const TimeNs start = UdpWire::now();
+  LatRecvs recvs(s, pong, size, total, "pong");
+  if (Status st = recvs.prepost(); !st) return st.error();
   for (uint64_t i = 0; i < total; ++i) {
     if (i == kLatWarmup) before = take_snapshot(s.wire(), s.id());
     engine::Connection* c = s.conn();
     if (c == nullptr) return make_error("connection gone");
-    // The ping buffer of two round trips ago must be released by its send before it is rewritten.
+    // The ping buffer of two round trips ago must be released by its send before it is rewritten
+    // (tested before any progress round, which would send the deferred ACKs alone).
     if (engine::RequestId& prev = sends[i % 2]; prev != 0) {
-      engine::Completion comp;
-      if (Status st = s.drive([&] { return (comp = s.test_send(prev)).done; }, "a ping's acknowledgement");
-          !st) {
-        return st.error();
+      engine::Completion comp = s.test_send(prev);
+      if (!comp.done) {
+        if (Status st = s.drive([&] { return (comp = s.test_send(prev)).done; }, "a ping's acknowledgement");
+            !st) {
+          return st.error();
+        }
       }
       if (Status st = completion_error(comp, "ping send", s.conn()); !st) return st.error();
       prev = 0;
     }
-    auto rr = c->post_recv(pong[0], size, kTagData);
-    if (!rr) return make_error("posting the pong receive: " + rr.error().message);
     prepare(ping[i], size, message_key(row, i, false), o.check);
     const TimeNs t0 = UdpWire::now();
     auto sr = c->post_send(ping[i], size, kTagData);
     if (!sr) return make_error("posting the ping: " + sr.error().message);
     sends[i % 2] = *sr;
+    if (Status st = s.progress(); !st) return st.error();  // the ping leaves now
+    if (Status st = recvs.post_after(i); !st) return st.error();
+    const engine::RequestId recv = recvs.of(i);
     engine::Completion comp;
     for (;;) {
       if (Status st = s.progress(); !st) return st.error();
-      comp = s.conn()->test(*rr);
+      comp = s.conn()->test(recv);
       if (comp.done) break;
       if (Status st = s.check_peer_abort(); !st) return st.error();
       if (Status st = s.check_lazily([&] { return fmt::format("pong {} of {} ({} B)", i, total, size); });
@@ -347,7 +391,7 @@ Result<LatRow> client_lat_row(Session& s, const PerfOptions& o, uint64_t row, ui
     const TimeNs t1 = UdpWire::now();
     s.touch();
     if (Status st = completion_error(comp, "pong receive", s.conn()); !st) return st.error();
-    if (Status st = verify(pong[0], comp.bytes, size, message_key(row, i, true), o.check, i); !st) {
+    if (Status st = verify(pong[i], comp.bytes, size, message_key(row, i, true), o.check, i); !st) {
       s.send_error(st.error().message);
       return st.error();
     }
@@ -400,16 +444,16 @@ Status serve_bw(Session& s, const PerfOptions& o, uint64_t row, uint64_t size, u
 // Server side of a latency row: answer every ping with a pong of the same size.
 Status serve_lat(Session& s, const PerfOptions& o, uint64_t row, uint64_t size, uint64_t count,
                  ServerResult& out, SideSnapshot& before) {
-  Buffers ping(1, size), pong(2, size);
-  if (!ping.ok() || !pong.ok()) return out_of_memory(3, size);
+  Buffers ping(kLatRecvsAhead + 1, size), pong(2, size);
+  if (!ping.ok() || !pong.ok()) return out_of_memory(kLatRecvsAhead + 1 + 2, size);
   AbortGuard guard(s);
   engine::RequestId sends[2] = {0, 0};
-  auto rr = s.conn()->post_recv(ping[0], size, kTagData);
-  if (!rr) return make_error("posting the ping receive: " + rr.error().message);
-  engine::RequestId recv = *rr;
+  LatRecvs recvs(s, ping, size, count, "ping");
+  if (Status st = recvs.prepost(); !st) return st;
   if (Status st = s.send_control(json{{"type", "ready"}}); !st) return st;
   for (uint64_t i = 0; i < count; ++i) {
     if (i == kLatWarmup) before = take_snapshot(s.wire(), s.id());
+    const engine::RequestId recv = recvs.of(i);
     engine::Completion comp;
     for (;;) {
       if (Status st = s.progress(); !st) return st;
@@ -424,29 +468,28 @@ Status serve_lat(Session& s, const PerfOptions& o, uint64_t row, uint64_t size, 
     s.touch();
     engine::Connection* c = s.conn();
     if (Status st = completion_error(comp, "ping receive", c); !st) return st;
-    if (Status st = verify(ping[0], comp.bytes, size, message_key(row, i, false), o.check, i); !st) {
+    if (Status st = verify(ping[i], comp.bytes, size, message_key(row, i, false), o.check, i); !st) {
       s.send_error(st.error().message);
       return st;
     }
     ++out.verified;
     if (engine::RequestId& prev = sends[i % 2]; prev != 0) {
-      engine::Completion sc;
-      if (Status st = s.drive([&] { return (sc = s.test_send(prev)).done; }, "a pong's acknowledgement");
-          !st) {
-        return st;
+      engine::Completion sc = s.test_send(prev);
+      if (!sc.done) {
+        if (Status st = s.drive([&] { return (sc = s.test_send(prev)).done; }, "a pong's acknowledgement");
+            !st) {
+          return st;
+        }
       }
       if (Status st = completion_error(sc, "pong send", s.conn()); !st) return st;
       prev = 0;
     }
     prepare(pong[i], size, message_key(row, i, true), o.check);
-    auto sr = c->post_send(pong[i], size, kTagData);
+    auto sr = s.conn()->post_send(pong[i], size, kTagData);
     if (!sr) return make_error("posting the pong: " + sr.error().message);
     sends[i % 2] = *sr;
-    if (i + 1 < count) {
-      auto next = c->post_recv(ping[0], size, kTagData);
-      if (!next) return make_error("posting the ping receive: " + next.error().message);
-      recv = *next;
-    }
+    if (Status st = s.progress(); !st) return st;  // the pong leaves now
+    if (Status st = recvs.post_after(i); !st) return st;
   }
   for (engine::RequestId& prev : sends) {
     if (prev == 0) continue;

@@ -11,6 +11,8 @@ namespace megascale::perf::detail {
 
 // Round trips run before a latency row's timed ones (not counted, not timed).
 inline constexpr uint64_t kLatWarmup = 16;
+// Receives each side of a latency row keeps posted ahead (rows.cpp, LatRecvs).
+inline constexpr uint64_t kLatRecvsAhead = 2;
 
 // Client: asks the server for a row (`row` numbers rows and calibrations uniquely), runs it, collects
 // the server's result. The counters are both sides' (same_host: the kernel's host counters once).

@@ -134,6 +134,10 @@ TEST(PerfLoopback, LatencyRowsAndSizeList) {
   EXPECT_LE(row.figures.t_typical_us, row.figures.p99_us);
   EXPECT_LE(row.figures.p99_us, row.figures.t_max_us);
   EXPECT_TRUE(out.has_line_starting(" 2          50 "));
+  // Each side keeps its receives posted ahead (rows.cpp, LatRecvs): every timed ping and pong found
+  // the peer's credit already there.
+  EXPECT_EQ(row.counters.total.sends_posted, 100u);
+  EXPECT_EQ(row.counters.total.sends_waited_for_credit, 0u);
 }
 
 TEST(PerfLoopback, DurationRowsRunAboutThatLong) {

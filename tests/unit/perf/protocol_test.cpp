@@ -171,6 +171,8 @@ TEST(PerfControl, SideCountersRoundTripIncludingRttBuckets) {
   c.ecn_marks = 9;
   c.cnps_received = 2;
   c.repaths = 1;
+  c.sends_posted = 500;
+  c.sends_waited_for_credit = 17;
   c.send_syscalls = 1234;
   c.gso_messages = 77;
   c.kernel.ok = true;
@@ -185,6 +187,8 @@ TEST(PerfControl, SideCountersRoundTripIncludingRttBuckets) {
   EXPECT_EQ(back.ecn_marks, 9u);
   EXPECT_EQ(back.cnps_received, 2u);
   EXPECT_EQ(back.repaths, 1u);
+  EXPECT_EQ(back.sends_posted, 500u);
+  EXPECT_EQ(back.sends_waited_for_credit, 17u);
   EXPECT_EQ(back.send_syscalls, 1234u);
   EXPECT_EQ(back.gso_messages, 77u);
   EXPECT_TRUE(back.kernel.ok);

@@ -125,6 +125,8 @@ TEST(PerfTables, CountersLineNamesEveryCounterAndTheKernelDrops) {
   c.total.ecn_marks = 11;
   c.total.cnps_received = 3;
   c.total.repaths = 1;
+  c.total.sends_posted = 40;
+  c.total.sends_waited_for_credit = 3;
   c.total.kernel.ok = true;
   c.total.kernel.rcvbuf_errors = 4;
   c.total.kernel.in_errors = 6;
@@ -135,6 +137,7 @@ TEST(PerfTables, CountersLineNamesEveryCounterAndTheKernelDrops) {
   const std::string line = counters_line(c);
   EXPECT_EQ(line.rfind(" # retx 7 (fast 5, rto 2), timeouts 1, ecn 11, cnp 3, repaths 1, ", 0), 0u) << line;
   EXPECT_NE(line.find("rtt p50 20.5 us p99 20.5 us"), std::string::npos) << line;  // 20 us's bucket edge
+  EXPECT_NE(line.find("sends that waited for a credit 3 of 40"), std::string::npos) << line;
   EXPECT_NE(line.find("RcvbufErrors +4 InErrors +6, our sockets +4"), std::string::npos) << line;
 
   RowCounters unread;

@@ -73,6 +73,8 @@ struct SideCounters {
   uint64_t cnps_received = 0;
   uint64_t repaths = 0;
   uint64_t bytes_sent = 0;  // payload, retransmissions included
+  uint64_t sends_posted = 0;
+  uint64_t sends_waited_for_credit = 0;  // posted before the peer's receive had granted them room
   // The transport (receiver side).
   uint64_t bytes_received = 0;
   uint64_t ce_received = 0;
