@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/megascale-stats-summary.py on hand-made stats directories: the close records of every *.jsonl
-# are summed (periodic ones are not), the wires' records give system calls per GiB and datagrams per
+# are summed (periodic ones are not; credit waits against sends completed and failed), the wires' records give system calls per GiB and datagrams per
 # call (and are not connections), a directory without records says so, and a broken record or a
 # bad argument is refused with exit status 2 and a message naming it.
 # Usage: megascale_stats_summary_test.sh SOURCE_DIR
@@ -12,11 +12,11 @@ fail() { echo "FAIL: $*"; exit 1; }
 summary=$src/scripts/megascale-stats-summary.py
 
 mkdir -p "$dir/run1" "$dir/empty"
-record() {  # EVENT TIMEOUTS SPURIOUS RTO FAST DUPS RTT_MAX_NS TAIL_PROBES
-  printf '{"event":"%s","role":"send","engine":{"timeouts":%s,"timeouts_spurious":%s,"retransmits_rto":%s,"retransmits_fast":%s,"duplicates_dropped":%s,"rtt_max_ns":%s,"tail_probes":%s}}\n' "$@"
+record() {  # EVENT TIMEOUTS SPURIOUS RTO FAST DUPS RTT_MAX_NS TAIL_PROBES SENDS_DONE SENDS_FAILED WAITED
+  printf '{"event":"%s","role":"send","engine":{"timeouts":%s,"timeouts_spurious":%s,"retransmits_rto":%s,"retransmits_fast":%s,"duplicates_dropped":%s,"rtt_max_ns":%s,"tail_probes":%s,"sends_completed":%s,"sends_failed":%s,"sends_waited_for_credit":%s}}\n' "$@"
 }
-{ record periodic 100 100 100 100 100 99000000 100; record close 3 1 7 2 0 4200000 4; } > "$dir/run1/a.jsonl"
-{ record close 5 2 11 0 18 9200000 1; echo '{"event":"close","state":"released","nccl":{}}'; } > "$dir/run1/b.jsonl"
+{ record periodic 100 100 100 100 100 99000000 100 100 100 100; record close 3 1 7 2 0 4200000 4 30 0 6; } > "$dir/run1/a.jsonl"
+{ record close 5 2 11 0 18 9200000 1 9 1 3; echo '{"event":"close","state":"released","nccl":{}}'; } > "$dir/run1/b.jsonl"
 mkdir -p "$dir/run3"
 cp "$dir/run1/a.jsonl" "$dir/run3/"
 wire() {  # BYTES_SENT BYTES_RECEIVED SEND_SYSCALLS RECV_SYSCALLS DATAGRAMS_SENT DATAGRAMS_RECEIVED
@@ -28,9 +28,9 @@ wire() {  # BYTES_SENT BYTES_RECEIVED SEND_SYSCALLS RECV_SYSCALLS DATAGRAMS_SENT
 wire 9 9 9 9 9 9 | sed 's/"event":"wire"/"event":"wire_periodic"/' >> "$dir/run3/a.jsonl"
 
 out=$(python3 "$summary" r1="$dir/run1" r2="$dir/empty" r3="$dir/run3") || fail "exit $? on good input"
-expected="- r1: 8 timeouts (3 undone as spurious), 18 RTO and 2 fast retransmissions, 5 tail probes, 18 duplicates received, RTT max 9.2 ms (2 connections)
+expected="- r1: 8 timeouts (3 undone as spurious), 18 RTO and 2 fast retransmissions, 5 tail probes, 18 duplicates received, 9 of 40 sends waited for a credit, RTT max 9.2 ms (2 connections)
 - r2: no stats records in $dir/empty
-- r3: 3 timeouts (1 undone as spurious), 7 RTO and 2 fast retransmissions, 4 tail probes, 0 duplicates received, RTT max 4.2 ms (1 connections); wires: 2,000 send and 4,000 receive system calls per GiB, 8.0 datagrams per send call and 8.0 per receive call (2 wires)"
+- r3: 3 timeouts (1 undone as spurious), 7 RTO and 2 fast retransmissions, 4 tail probes, 0 duplicates received, 6 of 30 sends waited for a credit, RTT max 4.2 ms (1 connections); wires: 2,000 send and 4,000 receive system calls per GiB, 8.0 datagrams per send call and 8.0 per receive call (2 wires)"
 [[ $out == "$expected" ]] || fail "got: $out"
 
 echo '{"event":"close",' >> "$dir/run1/b.jsonl"
