@@ -6,8 +6,8 @@
 DIR is a run's MEGASCALE_STATS_DIR. The "close" records of every *.jsonl file in it (one per connection
 that NCCL closed) are summed: timeouts, those undone as spurious, RTO and fast retransmissions,
 tail-loss probes, duplicates received, the sends that waited for the peer's receive (its credit: each
-waited a one-way trip at least) out of all sends, the largest RTT. Retransmissions that all arrive as duplicates mean the host
-stalled ACKs rather than lost data (collectives/nccl/README.md, "Stats"). Where the wires wrote their
+waited a one-way trip at least) out of all sends, the largest RTT. Retransmissions that all arrive as
+duplicates mean the host stalled ACKs rather than lost data (collectives/nccl/README.md, "Stats"). Where the wires wrote their
 "wire" records (when they stopped), their system calls per GiB each way and datagrams per call follow.
 Prints a markdown list; a directory without records says so. Exit status 2 on a bad argument or an
 unreadable record.
@@ -76,8 +76,8 @@ def line(label, directory):
     return (f"- {label}: {timeouts} ({t['timeouts_spurious']} undone as spurious), "
             f"{t['retransmits_rto']} RTO and {t['retransmits_fast']} fast retransmissions, "
             f"{t['tail_probes']} tail probes, "
-            f"{t['duplicates_dropped']} duplicates received, "
-            f"{t['sends_waited_for_credit']} of {t['sends_completed'] + t['sends_failed']} sends waited for a credit, "
+            f"{t['duplicates_dropped']} duplicates received, {t['sends_waited_for_credit']} of "
+            f"{t['sends_completed'] + t['sends_failed']} sends waited for a credit, "
             f"RTT max {rtt_max_ns / 1e6:.1f} ms "
             f"({records} connections)" + (wire_text(wires) if wires["count"] else ""))
 

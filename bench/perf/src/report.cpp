@@ -138,9 +138,8 @@ std::string counters_line(const RowCounters& c) {
   }
   std::string faults = t.fault_dropped ? fmt::format(", injected drops {}", t.fault_dropped) : "";
   return fmt::format(
-      " # retx {} (fast {}, rto {}), timeouts {}, ecn {}, cnp {}, repaths {}, {}, sends that waited for a "
-      "credit "
-      "{} of {}, {}{}",
+      " # retx {} (fast {}, rto {}), timeouts {}, ecn {}, cnp {}, repaths {}, {}, "
+      "sends that waited for a credit {} of {}, {}{}",
       t.retransmits_fast + t.retransmits_rto, t.retransmits_fast, t.retransmits_rto, t.timeouts, t.ecn_marks,
       t.cnps_received, t.repaths, rtt, t.sends_waited_for_credit, t.sends_posted, drops, faults);
 }

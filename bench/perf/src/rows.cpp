@@ -299,6 +299,21 @@ Result<BwRow> client_bw_row(Session& s, const PerfOptions& o, uint64_t row, uint
   return r;
 }
 
+// A latency row's send of two round trips ago must be done before its buffer is rewritten. It is
+// tested before any progress round is driven for it: when it is already done, such a round would only
+// send the ACKs the wire deferred, alone, ahead of this side's next message. `ack` and `send` name it
+// in errors ("a ping's acknowledgement", "ping send").
+Status finish_lat_send(Session& s, engine::RequestId& id, const char* ack, const char* send) {
+  if (id == 0) return {};
+  engine::Completion comp = s.test_send(id);
+  if (!comp.done) {
+    if (Status st = s.drive([&] { return (comp = s.test_send(id)).done; }, ack); !st) return st;
+  }
+  if (Status st = completion_error(comp, send, s.conn()); !st) return st;
+  id = 0;
+  return {};
+}
+
 // The receives of a latency row's side. Each side keeps kLatRecvsAhead receives posted, as perftest
 // keeps its receives posted: the engine sends data only into a receive the peer has posted (its
 // credit), so a message posted before the credit for it arrived would wait a one-way trip, and the
@@ -358,19 +373,8 @@ Result<LatRow> client_lat_row(Session& s, const PerfOptions& o, uint64_t row, ui
     if (i == kLatWarmup) before = take_snapshot(s.wire(), s.id());
     engine::Connection* c = s.conn();
     if (c == nullptr) return make_error("connection gone");
-    // The ping buffer of two round trips ago must be released by its send before it is rewritten
-    // (tested before any progress round, which would send the deferred ACKs alone).
-    if (engine::RequestId& prev = sends[i % 2]; prev != 0) {
-      engine::Completion comp = s.test_send(prev);
-      if (!comp.done) {
-        if (Status st = s.drive([&] { return (comp = s.test_send(prev)).done; }, "a ping's acknowledgement");
-            !st) {
-          return st.error();
-        }
-      }
-      if (Status st = completion_error(comp, "ping send", s.conn()); !st) return st.error();
-      prev = 0;
-    }
+    if (Status st = finish_lat_send(s, sends[i % 2], "a ping's acknowledgement", "ping send"); !st)
+      return st.error();
     prepare(ping[i], size, message_key(row, i, false), o.check);
     const TimeNs t0 = UdpWire::now();
     auto sr = c->post_send(ping[i], size, kTagData);
@@ -475,17 +479,7 @@ Status serve_lat(Session& s, const PerfOptions& o, uint64_t row, uint64_t size, 
       return st;
     }
     ++out.verified;
-    if (engine::RequestId& prev = sends[i % 2]; prev != 0) {
-      engine::Completion sc = s.test_send(prev);
-      if (!sc.done) {
-        if (Status st = s.drive([&] { return (sc = s.test_send(prev)).done; }, "a pong's acknowledgement");
-            !st) {
-          return st;
-        }
-      }
-      if (Status st = completion_error(sc, "pong send", s.conn()); !st) return st;
-      prev = 0;
-    }
+    if (Status st = finish_lat_send(s, sends[i % 2], "a pong's acknowledgement", "pong send"); !st) return st;
     prepare(pong[i], size, message_key(row, i, true), o.check);
     auto sr = s.conn()->post_send(pong[i], size, kTagData);
     if (!sr) return make_error("posting the pong: " + sr.error().message);
