@@ -25,6 +25,17 @@ WIRE_FIELDS = ("bytes_sent", "bytes_received", "send_syscalls", "recv_syscalls",
                "datagrams_received")
 
 
+def count(record, key, where):
+    """A record's counter: a whole number, 0 when absent (older records lack newer counters). The plugin
+    writes its metrics as doubles (4.0), so a float with no fraction counts too."""
+    value = record.get(key, 0)
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{where}: {key} is {json.dumps(value)}, not a whole number")
+    return value
+
+
 def summarize(directory):
     totals = dict.fromkeys(FIELDS, 0)
     wires = dict.fromkeys(WIRE_FIELDS, 0)
@@ -42,15 +53,15 @@ def summarize(directory):
                 if record.get("event") == "wire" and isinstance(udp, dict):
                     wires["count"] += 1
                     for k in WIRE_FIELDS:
-                        wires[k] += int(udp.get(k, 0))
+                        wires[k] += count(udp, k, f"{path}:{number}")
                     continue
                 engine = record.get("engine")
                 if record.get("event") != "close" or not isinstance(engine, dict):
                     continue
                 records += 1
                 for k in FIELDS:
-                    totals[k] += int(engine.get(k, 0))
-                rtt_max_ns = max(rtt_max_ns, int(engine.get("rtt_max_ns", 0)))
+                    totals[k] += count(engine, k, f"{path}:{number}")
+                rtt_max_ns = max(rtt_max_ns, count(engine, "rtt_max_ns", f"{path}:{number}"))
     return records, totals, rtt_max_ns, wires
 
 

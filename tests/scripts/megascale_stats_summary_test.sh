@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # scripts/megascale-stats-summary.py on hand-made stats directories: the close records of every *.jsonl
 # are summed (periodic ones are not; credit waits against sends completed and failed), the wires' records give system calls per GiB and datagrams per
-# call (and are not connections), a directory without records says so, and a broken record or a
-# bad argument is refused with exit status 2 and a message naming it.
+# call (and are not connections), a directory without records says so, and a broken record, a counter
+# that is not a whole number or a bad argument is refused with exit status 2 and a message naming it.
 # Usage: megascale_stats_summary_test.sh SOURCE_DIR
 set -uo pipefail
 src=$1
@@ -16,7 +16,8 @@ record() {  # EVENT TIMEOUTS SPURIOUS RTO FAST DUPS RTT_MAX_NS TAIL_PROBES SENDS
   printf '{"event":"%s","role":"send","engine":{"timeouts":%s,"timeouts_spurious":%s,"retransmits_rto":%s,"retransmits_fast":%s,"duplicates_dropped":%s,"rtt_max_ns":%s,"tail_probes":%s,"sends_completed":%s,"sends_failed":%s,"sends_waited_for_credit":%s}}\n' "$@"
 }
 { record periodic 100 100 100 100 100 99000000 100 100 100 100; record close 3 1 7 2 0 4200000 4 30 0 6; } > "$dir/run1/a.jsonl"
-{ record close 5 2 11 0 18 9200000 1 9 1 3; echo '{"event":"close","state":"released","nccl":{}}'; } > "$dir/run1/b.jsonl"
+# The plugin writes its metrics as doubles: 5.0 counts as 5.
+{ record close 5.0 2 11 0 18 9200000 1 9 1 3; echo '{"event":"close","state":"released","nccl":{}}'; } > "$dir/run1/b.jsonl"
 mkdir -p "$dir/run3"
 cp "$dir/run1/a.jsonl" "$dir/run3/"
 wire() {  # BYTES_SENT BYTES_RECEIVED SEND_SYSCALLS RECV_SYSCALLS DATAGRAMS_SENT DATAGRAMS_RECEIVED
@@ -32,6 +33,16 @@ expected="- r1: 8 timeouts (3 undone as spurious), 18 RTO and 2 fast retransmiss
 - r2: no stats records in $dir/empty
 - r3: 3 timeouts (1 undone as spurious), 7 RTO and 2 fast retransmissions, 4 tail probes, 0 duplicates received, 6 of 30 sends waited for a credit, RTT max 4.2 ms (1 connections); wires: 2,000 send and 4,000 receive system calls per GiB, 8.0 datagrams per send call and 8.0 per receive call (2 wires)"
 [[ $out == "$expected" ]] || fail "got: $out"
+
+mkdir -p "$dir/run4"
+echo '{"event":"close","engine":{"timeouts":2.5,"sends_completed":1}}' > "$dir/run4/a.jsonl"
+python3 "$summary" r4="$dir/run4" > /dev/null 2> "$dir/err"
+(( $? == 2 )) || fail "a fractional counter: exit status"
+grep -qF 'a.jsonl:1: timeouts is 2.5, not a whole number' "$dir/err" || fail "fractional counter message: $(cat "$dir/err")"
+echo '{"event":"close","engine":{"timeouts":2,"sends_completed":"x"}}' > "$dir/run4/a.jsonl"
+python3 "$summary" r4="$dir/run4" > /dev/null 2> "$dir/err"
+(( $? == 2 )) || fail "a counter that is not a number: exit status"
+grep -qF 'a.jsonl:1: sends_completed is "x", not a whole number' "$dir/err" || fail "bad counter message: $(cat "$dir/err")"
 
 echo '{"event":"close",' >> "$dir/run1/b.jsonl"
 python3 "$summary" r1="$dir/run1" > /dev/null 2> "$dir/err"
