@@ -38,8 +38,15 @@
 #                        PROFILE=1 (needs perf on PATH) adds, for round 1 of each net, where the host's
 #                        CPU went by kind of work: CRC, kernel copies, network stack, scheduling,
 #                        memcpy, engine, wire, NCCL, CUDA (perf record -a; scripts/profile-table.py)
-#   5. torch             tests/gpu/torch_allreduce.py through the plugin, when PyTorch is installed
-# STEPS picks steps by name (default "kill check fault bench torch"); STEPS=bench measures bandwidth only.
+#   5. latency           LAT_MIN_BYTES (8) .. LAT_MAX_BYTES (1M), x4 steps, fp32, BENCH_OPS, LAT_ITERS (300)
+#                        back-to-back collectives per size: microseconds per collective through the same
+#                        three nets in the same interleaved rounds; table in $OUT/latency.md
+#                        (nccl-bandwidth-table.py --metric time: medians, and MegaScale's time over each
+#                        Socket net's round by round) and MegaScale's transport per run, with how many
+#                        sends waited for the receiver's credit
+#   6. torch             tests/gpu/torch_allreduce.py through the plugin, when PyTorch is installed
+# STEPS picks steps by name: kill, check, fault, bench, lat, torch (default all of them); STEPS=bench
+# measures bandwidth only, STEPS=lat small-message latency only.
 #
 # Ranks: NRANKS (default: the number of GPUs, at least 2). With fewer GPUs than ranks, ranks share GPUs
 # and each gets its own NCCL_HOSTID, so NCCL sees separate hosts (no "Duplicate GPU") and uses the net.
@@ -60,6 +67,9 @@ max=${MAX_BYTES:-1G}
 fault_max=${FAULT_MAX_BYTES:-64M}
 bench_min=${BENCH_MIN_BYTES:-64M}
 iters=${ITERS:-5}
+lat_min=${LAT_MIN_BYTES:-8}
+lat_max=${LAT_MAX_BYTES:-1M}
+lat_iters=${LAT_ITERS:-300}
 ifname=${MEGASCALE_IFNAME:-lo}
 
 die() { echo "check-nccl-plugin: $*" >&2; exit 2; }
@@ -69,7 +79,7 @@ ngpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 (( ngpus >= 1 )) || die "no GPU visible (nvidia-smi -L)"
 nranks=${NRANKS:-$(( ngpus >= 2 ? ngpus : 2 ))}
 rounds=${ROUNDS:-2}
-steps=" ${STEPS:-kill check fault bench torch} "
+steps=" ${STEPS:-kill check fault bench lat torch} "
 bench_ops=${BENCH_OPS:-}
 profile_on=${PROFILE:-0}
 profile_hz=499
@@ -80,8 +90,8 @@ if [[ $profile_on == 1 ]] && ! command -v perf > /dev/null; then
   profile_on=0
 fi
 for s in $steps; do
-  [[ $s == kill || $s == check || $s == fault || $s == bench || $s == torch ]] ||
-    die "STEPS has '$s': the steps are kill, check, fault, bench and torch"
+  [[ $s == kill || $s == check || $s == fault || $s == bench || $s == lat || $s == torch ]] ||
+    die "STEPS has '$s': the steps are kill, check, fault, bench, lat and torch"
 done
 want() { [[ $steps == *" $1 "* ]]; }
 mkdir -p "$out"
@@ -271,45 +281,59 @@ if want fault; then
   every_channel_via megascale-drop1 MegaScale || verdict=1
 fi
 
-if want bench; then
-  bench=(--min-bytes "$bench_min" --max-bytes "$max" --factor 2 --types float --exact-sizes
-    ${bench_ops:+--ops "$bench_ops"})
-  bench_stats_dir() { echo "$out/stats-bench-megascale-r$1"; }  # ROUND: MegaScale's stats of that run
-  # bench_net NET ROUND: one timed run of NET (megascale, socket or socket-4x4). Only MegaScale's
-  # failures fail the script: the Socket runs are the baseline.
-  bench_net() {
-    local label=bench-$1-r$2 envs=("${socket_env[@]}") via=Socket failed=0
-    case $1 in
-      megascale) envs=("${megascale_env[@]}" MEGASCALE_STATS_DIR="$(bench_stats_dir "$2")") via=MegaScale ;;
-      socket-4x4) envs+=(NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4) ;;
-    esac
-    local profile=
-    [[ $profile_on == 1 && $2 == 1 ]] && profile="$out/$label.perf.data"
-    CPU_WATCH="$out/$label.cpu.json" PROFILE_DATA="$profile" run "$label" "${envs[@]}" -- "${bench[@]}" \
-      --csv "$out/$label.csv" || failed=1
-    every_channel_via "$label" "$via" || failed=1
-    [[ $1 == megascale && $failed == 1 ]] && verdict=1
-    return 0
-  }
-  # The first NCCL run on a host (or after MPS starts) is often slow whatever the net: one untimed run
-  # first. Each round then starts with another net, so no net always runs first.
-  run bench-warmup "${socket_env[@]}" -- --min-bytes 64M --max-bytes 64M --types float --iters 2 \
-    --ops allreduce --no-check > /dev/null || true
-  order=(megascale socket socket-4x4)
-  ms_csv=() sk_csv=() sk4_csv=() ms_stats=()
+# rounds_of STEP ARGS...: ROUNDS interleaved rounds of MegaScale, Socket as it comes and Socket 4x4, each a
+# run of nccl_check ARGS labelled STEP-NET-rK (each round starts with the next net, so none always runs
+# first). Only MegaScale's failures fail the script: the Socket runs are the baseline. Leaves the CSV lists
+# NET=CSV,... for nccl-bandwidth-table.py in table_nets (a Socket net only when every round has its CSV,
+# since pairs are taken round by round) and MegaScale's stats folders in ms_stats. The bench step also
+# watches each run's threads (CPU_WATCH) and, with PROFILE=1, records round 1 of each net.
+order=(megascale socket socket-4x4)
+stats_dir_of() { echo "$out/stats-$1-megascale-r$2"; }  # STEP ROUND: MegaScale's stats of that run
+join() { local IFS=,; echo "$*"; }
+rounds_of() {
+  local step=$1 k j net
+  shift
+  local -A csvs=()
+  ms_stats=()
   for ((k = 1; k <= rounds; k++)); do
-    for ((j = 0; j < 3; j++)); do bench_net "${order[(k - 1 + j) % 3]}" "$k"; done
-    ms_csv+=("$out/bench-megascale-r$k.csv")
-    ms_stats+=("bench-megascale-r$k=$(bench_stats_dir "$k")")
-    [[ -s $out/bench-socket-r$k.csv ]] && sk_csv+=("$out/bench-socket-r$k.csv")
-    [[ -s $out/bench-socket-4x4-r$k.csv ]] && sk4_csv+=("$out/bench-socket-4x4-r$k.csv")
+    for ((j = 0; j < 3; j++)); do
+      net=${order[(k - 1 + j) % 3]}
+      local label=$step-$net-r$k envs=("${socket_env[@]}") via=Socket failed=0 profile= watch=
+      case $net in
+        megascale) envs=("${megascale_env[@]}" MEGASCALE_STATS_DIR="$(stats_dir_of "$step" "$k")") via=MegaScale ;;
+        socket-4x4) envs+=(NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4) ;;
+      esac
+      if [[ $step == bench ]]; then
+        watch="$out/$label.cpu.json"
+        [[ $profile_on == 1 && $k == 1 ]] && profile="$out/$label.perf.data"
+      fi
+      CPU_WATCH="$watch" PROFILE_DATA="$profile" run "$label" "${envs[@]}" -- "$@" --csv "$out/$label.csv" ||
+        failed=1
+      every_channel_via "$label" "$via" || failed=1
+      [[ $net == megascale && $failed == 1 ]] && verdict=1
+      [[ -s $out/$label.csv ]] && csvs[$net]+="${csvs[$net]:+,}$out/$label.csv"
+    done
+    ms_stats+=("$step-megascale-r$k=$(stats_dir_of "$step" "$k")")
   done
-  join() { local IFS=,; echo "$*"; }
-  nets=("megascale=$(join "${ms_csv[@]}")")
-  # A Socket net is compared only when every round has its CSV (pairs are taken round by round).
-  (( ${#sk_csv[@]} == rounds )) && nets+=("socket=$(join "${sk_csv[@]}")")
-  (( ${#sk4_csv[@]} == rounds )) && nets+=("socket-4x4=$(join "${sk4_csv[@]}")")
-  if python3 scripts/nccl-bandwidth-table.py --ranks "$nranks" "${nets[@]}" > "$out/bandwidth.md"; then
+  table_nets=("megascale=${csvs[megascale]:-}")
+  for net in socket socket-4x4; do
+    local list=${csvs[$net]:-} commas
+    commas=${list//[^,]/}
+    [[ -n $list ]] && (( ${#commas} + 1 == rounds )) && table_nets+=("$net=$list")
+  done
+}
+
+# The first NCCL run on a host (or after MPS starts) is often slow whatever the net: one untimed run
+# before the first timed step.
+if want bench || want lat; then
+  run warmup "${socket_env[@]}" -- --min-bytes 64M --max-bytes 64M --types float --iters 2 \
+    --ops allreduce --no-check > /dev/null || true
+fi
+
+if want bench; then
+  rounds_of bench --min-bytes "$bench_min" --max-bytes "$max" --factor 2 --types float --exact-sizes \
+    ${bench_ops:+--ops "$bench_ops"}
+  if python3 scripts/nccl-bandwidth-table.py --ranks "$nranks" "${table_nets[@]}" > "$out/bandwidth.md"; then
     # MegaScale's transport per run: timeouts whose retransmissions all arrived as duplicates are a host
     # stalling ACKs, not loss (collectives/nccl/README.md, "Stats").
     { printf "\nMegaScale's transport in each run (its stats files):\n\n"
@@ -358,6 +382,21 @@ if want bench; then
     cat "$out/bandwidth.md"
   else
     echo "!! bandwidth: no table (see above)"
+    verdict=1
+  fi
+fi
+
+if want lat; then
+  rounds_of lat --min-bytes "$lat_min" --max-bytes "$lat_max" --factor 4 --types float --iters "$lat_iters" \
+    ${bench_ops:+--ops "$bench_ops"}
+  if python3 scripts/nccl-bandwidth-table.py --metric time --ranks "$nranks" "${table_nets[@]}" > "$out/latency.md"; then
+    { printf "\nMegaScale's transport in each run (its stats files):\n\n"
+      python3 scripts/megascale-stats-summary.py "${ms_stats[@]}"; } >> "$out/latency.md" ||
+      { echo "!! latency: no transport lines (see above)"; verdict=1; }
+    echo "== latency ($out/latency.md)"
+    cat "$out/latency.md"
+  else
+    echo "!! latency: no table (see above)"
     verdict=1
   fi
 fi

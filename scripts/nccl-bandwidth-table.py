@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""Bus-bandwidth table of MegaScale against NCCL's Socket net, from nccl_check CSVs of interleaved rounds.
+"""Bus-bandwidth (or latency) table of MegaScale against NCCL's Socket net, from nccl_check CSVs of
+interleaved rounds.
 
     nccl-bandwidth-table.py --ranks 2 --goal 1.5 \\
         megascale=r1.csv,r2.csv socket=s1.csv,s2.csv socket-4x4=t1.csv,t2.csv
+    nccl-bandwidth-table.py --metric time --ranks 2 megascale=... socket=... socket-4x4=...
 
 Each NET=CSV,... names one CSV per round (tests/gpu/nccl_check --csv), in round order; the nets were run
 one after another within each round (scripts/check-nccl-plugin.sh). Round k of MegaScale is compared with
@@ -11,6 +13,10 @@ only taken between runs made minutes apart. Per collective and size the table gi
 over the rounds, and MegaScale's ratio to each Socket net as the median of the per-round ratios with
 their range. The summary gives, per collective, the range of MegaScale / tuned Socket ("socket-4x4")
 over every size and round, and whether it reaches --goal in every pair.
+
+With --metric time the table gives microseconds per collective (nccl_check's time_us) instead, and the
+ratios are MegaScale's time over Socket's (above 1: MegaScale is slower); the summary gives their range
+per collective against tuned Socket, with no goal.
 
 Only the Python standard library; prints Markdown.
 """
@@ -22,8 +28,8 @@ import sys
 NETS = ("megascale", "socket", "socket-4x4")
 
 
-def read_round(path):
-    """{(op, size_bytes): busbw_gbps} of one nccl_check CSV (the first type listed for a pair)."""
+def read_round(path, column):
+    """{(op, size_bytes): COLUMN} of one nccl_check CSV (the first type listed for a pair)."""
     rows = {}
     try:
         f = open(path, newline="")
@@ -31,12 +37,15 @@ def read_round(path):
         sys.exit(f"nccl-bandwidth-table: {path}: {e.strerror}")
     with f:
         reader = csv.DictReader(f)
-        missing = {"op", "size_bytes", "busbw_gbps"} - set(reader.fieldnames or [])
+        missing = {"op", "size_bytes", column} - set(reader.fieldnames or [])
         if missing:
             sys.exit(f"nccl-bandwidth-table: {path}: not an nccl_check CSV (no column {sorted(missing)[0]})")
         for row in reader:
             key = (row["op"], int(row["size_bytes"]))
-            rows.setdefault(key, float(row["busbw_gbps"]))
+            try:
+                rows.setdefault(key, float(row[column]))
+            except ValueError:
+                sys.exit(f"nccl-bandwidth-table: {path}:{reader.line_num}: {column} is '{row[column]}', not a number")
     return rows
 
 
@@ -57,15 +66,18 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ranks", type=int, required=True)
     ap.add_argument("--goal", type=float, default=1.5, help="MegaScale / tuned Socket to reach (default 1.5)")
+    ap.add_argument("--metric", choices=("busbw", "time"), default="busbw",
+                    help="busbw: bus bandwidth, GB/s (default); time: microseconds per collective")
     ap.add_argument("nets", nargs="+", metavar="NET=CSV,...")
     args = ap.parse_args()
 
+    column = "busbw_gbps" if args.metric == "busbw" else "time_us"
     rounds = {}
     for item in args.nets:
         net, sep, files = item.partition("=")
         if not sep or net not in NETS or not files:
             sys.exit(f"nccl-bandwidth-table: '{item}': expected NET=CSV[,CSV...] with NET one of {', '.join(NETS)}")
-        rounds[net] = [read_round(p) for p in files.split(",")]
+        rounds[net] = [read_round(p, column) for p in files.split(",")]
     if "megascale" not in rounds:
         sys.exit("nccl-bandwidth-table: no megascale=... CSVs given")
 
@@ -89,7 +101,8 @@ def main():
         return out
 
     n_rounds = len(rounds["megascale"])
-    print(f"# Bus bandwidth (GB/s), {args.ranks} ranks, fp32, over the net (P2P/SHM off), "
+    what = "Bus bandwidth (GB/s)" if args.metric == "busbw" else "Time per collective (us)"
+    print(f"# {what}, {args.ranks} ranks, fp32, over the net (P2P/SHM off), "
           f"median of {n_rounds} round{'s' if n_rounds != 1 else ''}")
     print()
     print("| collective | size (B) | MegaScale | Socket | Socket 4x4 | MegaScale / Socket | MegaScale / Socket 4x4 |")
@@ -103,17 +116,21 @@ def main():
     if "socket-4x4" not in rounds:
         return
     print()
-    print(f"MegaScale / Socket 4x4 (the tuned baseline), every size and round, against the goal of {args.goal}x:")
+    if args.metric == "time":
+        print("MegaScale's time / Socket 4x4's (the tuned baseline; above 1: MegaScale is slower), every size and round:")
+    else:
+        print(f"MegaScale / Socket 4x4 (the tuned baseline), every size and round, against the goal of {args.goal}x:")
     print()
     for op in dict.fromkeys(op for op, _ in keys):
         pairs = [x for key in keys if key[0] == op for x in paired("socket-4x4", key)]
         if not pairs:
             continue
-        below = sum(1 for x in pairs if x < args.goal)
-        verdict = (f"reaches {args.goal}x in all {len(pairs)} pairs" if below == 0 else
-                   f"below {args.goal}x in {below} of {len(pairs)} pairs")
-        print(f"- {op}: {min(pairs):.2f}-{max(pairs):.2f}x (median {statistics.median(pairs):.2f}); {verdict}")
-
+        line = f"- {op}: {min(pairs):.2f}-{max(pairs):.2f}x (median {statistics.median(pairs):.2f})"
+        if args.metric == "busbw":
+            below = sum(1 for x in pairs if x < args.goal)
+            line += (f"; reaches {args.goal}x in all {len(pairs)} pairs" if below == 0 else
+                     f"; below {args.goal}x in {below} of {len(pairs)} pairs")
+        print(line)
 
 if __name__ == "__main__":
     main()

@@ -4,7 +4,8 @@
 # Checks the untimed warm-up, the order of the nets in each round (each round starts with the next net),
 # that the timed runs ask for nccl-tests' exact sizes (--exact-sizes), that MegaScale's runs (only they)
 # write stats whose timeouts and retransmissions the table lists per run (a broken record fails the run),
-# the table and verdict, the CPU table by thread (each net's named threads in its own column), PROFILE=1's
+# the table and verdict, the latency step's table (microseconds, MegaScale's time over Socket's), the CPU
+# table by thread (each net's named threads in its own column), PROFILE=1's
 # table by kind of work (a stand-in perf), that a
 # MegaScale run whose channels are not on NET/MegaScale fails the script,
 # and that a bad STEPS or ROUNDS is refused with a message naming it. Then the kill step: the last rank
@@ -54,11 +55,11 @@ net=$NCCL_NET
 via=$NCCL_NET
 [[ $NCCL_NET == MegaScale && -n ${FAKE_WRONG_NET:-} ]] && via=Socket
 echo "host:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/$via/0" > "$NCCL_DEBUG_FILE"
-case $net in MegaScale) bw=6.00 ;; Socket) bw=3.00 ;; Socket4x4) bw=4.00 ;; esac
+case $net in MegaScale) bw=6.00 us=60 ;; Socket) bw=3.00 us=20 ;; Socket4x4) bw=4.00 us=15 ;; esac
 if [[ -n $csv && $rank == 0 ]]; then
   echo "op,type,size_bytes,count,time_us,algbw_gbps,busbw_gbps,wrong" > "$csv"
-  [[ $ops == *allreduce* ]] && echo "AllReduce,float,67108864,16777216,1,1,$bw,0" >> "$csv"
-  [[ $ops == *allgather* ]] && echo "AllGather,float,67108864,16777216,1,1,$bw,0" >> "$csv"
+  [[ $ops == *allreduce* ]] && echo "AllReduce,float,67108864,16777216,$us,1,$bw,0" >> "$csv"
+  [[ $ops == *allgather* ]] && echo "AllGather,float,67108864,16777216,$us,1,$bw,0" >> "$csv"
 fi
 if [[ -n ${MEGASCALE_STATS_DIR:-} && $rank == 0 ]]; then
   [[ $NCCL_NET == MegaScale ]] || echo "stats dir set for $NCCL_NET" >> "$ORDER_LOG"
@@ -67,12 +68,21 @@ if [[ -n ${MEGASCALE_STATS_DIR:-} && $rank == 0 ]]; then
     > "$MEGASCALE_STATS_DIR/stand-in.jsonl"
   [[ -n ${FAKE_BAD_STATS:-} ]] && echo '{"event":' >> "$MEGASCALE_STATS_DIR/stand-in.jsonl"
 fi
-# A thread named as the net's own would be, busy for a moment (bash's own loop, in a renamed subshell),
-# for the CPU table.
-if [[ -n $csv ]]; then
+# A thread named as the net's own would be, busy for a while (bash's own loop, in a renamed subshell),
+# for the bandwidth step's CPU table (FAKE_BUSY=1). The loop runs for wall time, not a count of turns,
+# and starts only once thread-cpu.py's watcher of rank 0's log exists: on a loaded host Python alone
+# took 1-1.7 s to start, and the watcher, late, missed runs that were already over.
+if [[ -n $exact ]]; then
   case $NCCL_NET in MegaScale) thread=msio0 ;; *) thread="NCCL SockS 0 0 0" ;; esac
+  for ((i = 0; ${FAKE_BUSY:-0} == 1 && rank == 0 && i < 400; i++)); do
+    pgrep -f "thread-cpu.py watch --start-after $NCCL_DEBUG_FILE" > /dev/null && break
+    sleep 0.05
+  done
   echo "host:1:2 [0] NCCL INFO ncclCommInitRank comm 0x1 rank $rank nranks $nranks - Init COMPLETE" >> "$NCCL_DEBUG_FILE"
-  ( printf '%s' "$thread" > /proc/self/comm; for ((i = 0; i < 300000; i++)); do :; done )
+  if [[ ${FAKE_BUSY:-0} == 1 ]]; then
+    ( printf '%s' "$thread" > /proc/self/comm; end=$(( ${EPOCHREALTIME/./} + 3000000 ))
+      while (( ${EPOCHREALTIME/./} < end )); do :; done )
+  fi
 fi
 echo "# stand-in nccl_check rank $rank via $via"
 FAKE
@@ -102,7 +112,7 @@ check() {  # runs the script; its output in $dir/out.log
     "$src/scripts/check-nccl-plugin.sh" "$dir/build" > "$dir/out.log" 2>&1
 }
 
-check STEPS=bench ROUNDS=2 BENCH_OPS=allreduce,allgather || { cat "$dir/out.log"; fail "exit $? on a good run"; }
+check STEPS=bench ROUNDS=2 BENCH_OPS=allreduce,allgather FAKE_BUSY=1 || { cat "$dir/out.log"; fail "exit $? on a good run"; }
 expected=$'Socket\nMegaScale timed exact\nSocket timed exact\nSocket4x4 timed exact\nSocket timed exact\nSocket4x4 timed exact\nMegaScale timed exact'
 [[ $(cat "$ORDER_LOG") == "$expected" ]] || fail "runs in this order: $(tr '\n' ' ' < "$ORDER_LOG")"
 table=$dir/out/bandwidth.md
@@ -127,7 +137,7 @@ done
 
 # PROFILE=1: round 1 of each net recorded from Init COMPLETE to its end, each net's work in its column.
 rm -f "$ORDER_LOG"
-check STEPS=bench ROUNDS=1 PROFILE=1 || { cat "$dir/out.log"; fail "PROFILE=1: exit $?"; }
+check STEPS=bench ROUNDS=1 PROFILE=1 FAKE_BUSY=1 || { cat "$dir/out.log"; fail "PROFILE=1: exit $?"; }
 grep -q "Where the host's CPU went, by kind of work" "$table" || fail "PROFILE=1: no profile heading: $(cat "$table")"
 table_row "payload CRC32C" "busy 0 0"
 table_row "kernel: copies" "0 busy busy"
@@ -146,9 +156,23 @@ check STEPS=bench ROUNDS=1 FAKE_WRONG_NET=1 && fail "exit 0 with MegaScale's cha
 grep -q '!! bench-megascale-r1: channels not on NET/MegaScale' "$dir/out.log" || fail "no message for the wrong net"
 grep -q '^check-nccl-plugin: FAIL' "$dir/out.log" || fail "no FAIL line"
 
+# The latency step: the same interleaved rounds (no exact sizes), microseconds and time ratios, and
+# MegaScale's transport lines from its own stats folders.
+rm -f "$ORDER_LOG"
+check STEPS=lat ROUNDS=2 BENCH_OPS=allreduce || { cat "$dir/out.log"; fail "STEPS=lat: exit $?"; }
+expected=$'Socket\nMegaScale timed\nSocket timed\nSocket4x4 timed\nSocket timed\nSocket4x4 timed\nMegaScale timed'
+[[ $(cat "$ORDER_LOG") == "$expected" ]] || fail "latency runs in this order: $(tr '\n' ' ' < "$ORDER_LOG")"
+latency=$dir/out/latency.md
+grep -qF '| AllReduce | 67108864 | 60.00 | 20.00 | 15.00 | 3.00 (3.00-3.00) | 4.00 (4.00-4.00) |' "$latency" ||
+  fail "latency table: $(cat "$latency")"
+grep -qF -- '- AllReduce: 4.00-4.00x (median 4.00)' "$latency" || fail "latency summary: $(cat "$latency")"
+grep -qF -- '- lat-megascale-r2: 4 timeouts' "$latency" || fail "latency transport line: $(cat "$latency")"
+grep -q '^check-nccl-plugin: PASS' "$dir/out.log" || fail "STEPS=lat: no PASS line"
+
 check STEPS="bench tune"
 (( $? == 2 )) || fail "STEPS=bench tune: exit status"
-grep -qF "STEPS has 'tune'" "$dir/out.log" || fail "STEPS message: $(cat "$dir/out.log")"
+grep -qF "STEPS has 'tune': the steps are kill, check, fault, bench, lat and torch" "$dir/out.log" ||
+  fail "STEPS message: $(cat "$dir/out.log")"
 check ROUNDS=0
 (( $? == 2 )) || fail "ROUNDS=0: exit status"
 grep -qF "ROUNDS=0" "$dir/out.log" || fail "ROUNDS message"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # scripts/nccl-bandwidth-table.py on hand-made nccl_check CSVs of two rounds: medians per net, MegaScale's
-# ratios paired round by round, the verdict against the goal, and clear errors for bad input.
+# ratios paired round by round, the verdict against the goal, the latency table (--metric time), and clear
+# errors for bad input.
 # Usage: nccl_bandwidth_table_test.sh SOURCE_DIR
 set -uo pipefail
 table=$1/scripts/nccl-bandwidth-table.py
@@ -9,9 +10,9 @@ trap 'rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
 header=op,type,size_bytes,count,time_us,algbw_gbps,busbw_gbps,wrong
-csv() {  # FILE ALLREDUCE_BUSBW ALLGATHER_BUSBW
-  printf '%s\nAllReduce,float,1073741824,268435456,1,1,%s,0\nAllGather,float,1073741824,268435456,1,1,%s,0\n' \
-    "$header" "$2" "$3" > "$dir/$1"
+csv() {  # FILE ALLREDUCE_BUSBW ALLGATHER_BUSBW [ALLREDUCE_TIME_US]
+  printf '%s\nAllReduce,float,1073741824,268435456,%s,1,%s,0\nAllGather,float,1073741824,268435456,1,1,%s,0\n' \
+    "$header" "${4:-1}" "$2" "$3" > "$dir/$1"
 }
 csv m1.csv 6.00 4.00
 csv m2.csv 5.00 4.50
@@ -32,6 +33,23 @@ grep -qF '| AllGather | 1073741824 | 4.25 | 2.50 | 3.50 | 1.75 (1.50-2.00) | 1.2
 grep -qF -- '- AllReduce: 1.50-2.00x (median 1.75); reaches 1.5x in all 2 pairs' <<< "$out" || fail "AllReduce verdict"
 grep -qF -- '- AllGather: 1.00-1.50x (median 1.25); below 1.5x in 1 of 2 pairs' <<< "$out" || fail "AllGather verdict"
 
+# Latency: microseconds per collective, ratios of MegaScale's time over Socket's, no goal.
+csv m1.csv 1 1 60
+csv m2.csv 1 1 90
+csv s1.csv 1 1 20
+csv s2.csv 1 1 30
+csv t1.csv 1 1 15
+csv t2.csv 1 1 45
+out=$(python3 "$table" --metric time --ranks 2 megascale="$dir/m1.csv,$dir/m2.csv" socket="$dir/s1.csv,$dir/s2.csv" \
+  socket-4x4="$dir/t1.csv,$dir/t2.csv") || fail "exit $? on good latency input"
+echo "$out"
+grep -qF '# Time per collective (us), 2 ranks' <<< "$out" || fail "latency title"
+# Medians 75 / 25 / 30; MegaScale over Socket 3.00 both rounds, over Socket 4x4 4.00 and 2.00.
+grep -qF '| AllReduce | 1073741824 | 75.00 | 25.00 | 30.00 | 3.00 (3.00-3.00) | 3.00 (2.00-4.00) |' <<< "$out" ||
+  fail "AllReduce latency row"
+grep -qF -- '- AllReduce: 2.00-4.00x (median 3.00)' <<< "$out" || fail "AllReduce latency summary"
+grep -q 'goal\|pairs' <<< "$out" && fail "a goal verdict in the latency table"
+
 # Bad input: an unknown net, a missing file, a file that is not an nccl_check CSV. Each exits non-zero
 # with a message that names the problem.
 expect_error() {  # PATTERN ARGS...
@@ -45,4 +63,7 @@ expect_error "$dir/none.csv: No such file" megascale="$dir/none.csv"
 echo "a,b" > "$dir/bad.csv"
 expect_error "$dir/bad.csv: not an nccl_check CSV" megascale="$dir/bad.csv"
 expect_error "no megascale=" socket="$dir/s1.csv"
+printf '%s\nAllReduce,float,8,2,n/a,1,1,0\n' "$header" > "$dir/nan.csv"
+expect_error "$dir/nan.csv:2: time_us is 'n/a', not a number" --metric time megascale="$dir/nan.csv"
+expect_error "invalid choice: 'lat'" --metric lat megascale="$dir/m1.csv"
 echo "PASS"
