@@ -437,6 +437,77 @@ TEST_P(UdpLoopback, IoThreadsReportEachSendOnceThroughTheTxFence) {
               held_looks);
 }
 
+// finished_epoch() lets a caller that polls test() in a tight loop (the NCCL plugin) skip the locked look
+// while nothing on the wire has finished since a look that found its request not done. Polled that way,
+// every send and receive must still be seen done: were the epoch not moved by a completion, or a send
+// held back for the TX fence not announced by sends_held(), the loop below would skip forever and time
+// out. Without I/O threads and with 2 (where finished sends are held back for the fence).
+TEST_P(UdpLoopback, RequestsPolledOnlyWhenTheFinishedEpochMovesAreAllSeenDone) {
+  for (const uint32_t io_threads : {0u, 2u}) {
+    SCOPED_TRACE(testing::Message() << "io_threads " << io_threads);
+    UdpConfig c = wire_config(host_, FaultConfig{});
+    c.io_threads = io_threads;
+    Pair p = connect_pair(c, c);
+    ASSERT_TRUE(p.recv_conn);
+    constexpr int kMessages = 24;
+    constexpr uint64_t kSize = 40 * 1024 + 3;
+    std::vector<std::vector<uint8_t>> sources(kMessages, std::vector<uint8_t>(kSize)),
+        sinks(kMessages, std::vector<uint8_t>(kSize));
+    struct Polled {
+      UdpWire* wire;
+      engine::ConnId conn;
+      engine::RequestId id;
+      uint64_t seen = ~uint64_t{0};
+      bool done = false;
+    };
+    std::vector<Polled> polled;
+    const uint64_t receiver_before = p.receiver->finished_epoch();
+    for (int i = 0; i < kMessages; ++i) {
+      fill(sources[i], kSize, 900 + i);
+      auto r = p.receiver->post_recv(p.recv_conn, sinks[i].data(), kSize, i);
+      ASSERT_TRUE(r) << r.error().message;
+      polled.push_back({p.receiver.get(), p.recv_conn, *r});
+    }
+    // Receives posted and nothing sent: nothing finished, so the epoch stands.
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_EQ(p.receiver->finished_epoch(), receiver_before);
+    for (int i = 0; i < kMessages; ++i) {
+      auto s = p.sender->post_send(p.send_conn, sources[i].data(), kSize, i);
+      ASSERT_TRUE(s) << s.error().message;
+      polled.push_back({p.sender.get(), p.send_conn, *s});
+    }
+    int done = 0;
+    uint64_t looks = 0, skipped = 0;
+    const TimeNs t0 = UdpWire::now();
+    while (done < 2 * kMessages && UdpWire::now() - t0 < sec(20)) {
+      for (Polled& q : polled) {
+        if (q.done) continue;
+        const uint64_t epoch = q.wire->finished_epoch();
+        if (epoch == q.seen && !q.wire->sends_held()) {
+          ++skipped;
+          continue;
+        }
+        ++looks;
+        const engine::Completion got = q.wire->test(q.conn, q.id);
+        if (!got.done) {
+          q.seen = epoch;
+          continue;
+        }
+        ASSERT_TRUE(got.ok) << got.error;
+        q.done = true;
+        ++done;
+      }
+    }
+    ASSERT_EQ(done, 2 * kMessages) << "requests never seen done while polling by the epoch";
+    EXPECT_NE(p.receiver->finished_epoch(), receiver_before);
+    EXPECT_FALSE(p.sender->sends_held());
+    for (int i = 0; i < kMessages; ++i)
+      EXPECT_EQ(first_mismatch(sinks[i], kSize, 900 + i), -1) << "message " << i;
+    std::printf("[   INFO   ] io_threads %u: %llu locked looks, %llu skipped by the epoch\n", io_threads,
+                static_cast<unsigned long long>(looks), static_cast<unsigned long long>(skipped));
+  }
+}
+
 // A receive group's port (SO_REUSEPORT) is claimed: a second wire asking for it is refused with a
 // message naming the reason, and a plain socket cannot bind it either, so no two wires share a port.
 TEST_P(UdpLoopback, ReceiveGroupPortIsNotShared) {

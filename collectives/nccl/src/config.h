@@ -68,10 +68,11 @@ struct PluginConfig {
   // (UdpConfig::pending_poll_ns).
   TimeNs pending_poll_ns = 1 * kNsPerMs;
   // MEGASCALE_TEST_POLL_US: longest pause between two looks into the engine from test() on one comm
-  // while its requests are not done (the pause doubles from 0.25 us up to this); 0 = look every time.
+  // while its requests are not done (the pause doubles from 0.25 us up to this); 0 = no pause.
   // NCCL's progress thread calls test() in a tight loop, and every look takes the wire's lock, which
-  // the wire's thread needs to move packets.
-  TimeNs test_poll_ns = 8 * kNsPerUs;
+  // the wire's thread needs to move packets; but test() looks only when something on the wire has
+  // finished since the request's last look (UdpWire::finished_epoch), so the default is no pause.
+  TimeNs test_poll_ns = 0;
   wire::FaultConfig fault;  // MEGASCALE_FAULT_* (the wire's fault injection)
 
   // How long a connection with requests pending waits on a silent peer before it probes it

@@ -28,6 +28,7 @@ Request* CommBase::alloc_request() {
   r->reported = false;
   r->n = 0;
   r->done_mask = 0;
+  r->seen_epoch = Request::kNoEpoch;
   return r;
 }
 

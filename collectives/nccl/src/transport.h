@@ -83,6 +83,10 @@ struct Request {
   uint8_t n = 0;
   uint8_t done_mask = 0;  // subs the engine reported done
   TimeNs posted_ns = 0;   // when isend/irecv posted it
+  // The wire's finished_epoch() when test() last looked into the engine and found this request not
+  // done; a look while it is unchanged would find the same (kNoEpoch: not looked yet).
+  uint64_t seen_epoch = kNoEpoch;
+  static constexpr uint64_t kNoEpoch = ~uint64_t{0};
   engine::RequestId ids[kMaxRecvs] = {};
   uint64_t bytes[kMaxRecvs] = {};
 };

@@ -72,7 +72,7 @@ TEST(PluginConfig, DefaultsWithAnEmptyEnvironment) {
   EXPECT_FALSE(c->busy_poll);
   EXPECT_EQ(c->idle_poll_ns, 50'000);
   EXPECT_EQ(c->pending_poll_ns, 1'000'000);
-  EXPECT_EQ(c->test_poll_ns, 8'000);
+  EXPECT_EQ(c->test_poll_ns, 0);
   EXPECT_EQ(c->port_closed_fail_ns, 200 * kNsPerMs);
   EXPECT_FALSE(c->fault.enabled());
   // Every knob is echoed once, marked as a default.
@@ -274,7 +274,7 @@ TEST(PluginConfig, EveryKnobReachesItsField) {
                  {"MEGASCALE_BUSY_POLL", "1"},
                  {"MEGASCALE_IDLE_POLL_US", "2000"},
                  {"MEGASCALE_PENDING_POLL_US", "30000"},
-                 {"MEGASCALE_TEST_POLL_US", "0"},
+                 {"MEGASCALE_TEST_POLL_US", "20"},
                  {"MEGASCALE_PORT_CLOSED_MS", "1500"},
                  {"MEGASCALE_FAULT_DROP", "0.01"},
                  {"MEGASCALE_FAULT_SEED", "7"}});
@@ -296,7 +296,7 @@ TEST(PluginConfig, EveryKnobReachesItsField) {
   EXPECT_TRUE(c->busy_poll);
   EXPECT_EQ(c->idle_poll_ns, 2'000'000);
   EXPECT_EQ(c->pending_poll_ns, 30'000'000);
-  EXPECT_EQ(c->test_poll_ns, 0);
+  EXPECT_EQ(c->test_poll_ns, 20'000);
   EXPECT_EQ(c->port_closed_fail_ns, 1'500'000'000);
   EXPECT_DOUBLE_EQ(c->fault.drop, 0.01);
   EXPECT_EQ(c->fault.seed, 7u);

@@ -320,7 +320,18 @@ Status UdpWire::progress_locked(TimeNs now, bool read_clock) {
     io_->last_sweep_ns = now;
   }
   publish_pending_locked(now);
+  publish_finished_locked();
   return {};
+}
+
+void UdpWire::publish_finished_locked() {
+  // Every request that finishes, ok or not, goes through the engine's completion counts; a failed or
+  // reset connection is counted too, in case its requests are reported failed without them.
+  const engine::EndpointStats& s = endpoint_->stats();
+  const uint64_t epoch = s.sends_completed + s.receives_completed + s.connections_failed + s.rsts_received;
+  if (epoch != finished_epoch_.load(std::memory_order_relaxed))
+    finished_epoch_.store(epoch, std::memory_order_release);
+  sends_held_.store(io_->fenced_sends.size(), std::memory_order_release);
 }
 
 void UdpWire::report_port_errors_locked(TimeNs now) {

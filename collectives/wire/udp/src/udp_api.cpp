@@ -263,6 +263,7 @@ engine::Completion UdpWire::test(engine::ConnId conn, engine::RequestId req) {
     }
     engine::Completion result = std::move(it->second.completion);
     io_->fenced_sends.erase(it);
+    publish_finished_locked();
     return result;
   }
   engine::Connection* c = endpoint_->connection(conn);
@@ -273,6 +274,7 @@ engine::Completion UdpWire::test(engine::ConnId conn, engine::RequestId req) {
     std::vector<uint64_t> fence = tx_fence_locked();
     if (!tx_fence_passed(fence)) {
       io_->fenced_sends.emplace(key, Io::FencedSend{std::move(fence), std::move(result)});
+      publish_finished_locked();
       for (const auto& t : io_->threads) t->wake();
       return engine::Completion{};
     }
@@ -290,6 +292,7 @@ void UdpWire::close(engine::ConnId conn, bool release) {
   } else if (engine::Connection* c = endpoint_->connection(conn)) {
     c->close(now());
   }
+  publish_finished_locked();
   wake_locked();
   if (!io_->threads.empty()) {
     const std::vector<uint64_t> fence = tx_fence_locked();

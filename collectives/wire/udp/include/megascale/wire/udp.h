@@ -336,6 +336,14 @@ class UdpWire {
   // datagrams_sent + datagrams_received of stats(), without building the rest: cheap enough for a
   // polling loop that only asks "did anything move since last time?".
   uint64_t datagrams_moved() const;
+  // For callers that poll test() in a tight loop (NCCL's proxy thread), without the lock: a number
+  // that changes whenever a request of this wire may have finished since (a send or receive completed
+  // or failed, a connection failed or was reset), read with acquire. While it is unchanged since a
+  // test() of a request found it not done, and no finished send is held back for the TX fence
+  // (sends_held() false: those are reported once the I/O threads have sent, which moves no count),
+  // a new test() of that request would find it not done again, and the caller may skip it.
+  uint64_t finished_epoch() const { return finished_epoch_.load(std::memory_order_acquire); }
+  bool sends_held() const { return sends_held_.load(std::memory_order_acquire) != 0; }
 
  private:
   struct Io;  // sockets, batching and buffers (src/io.h)
@@ -376,6 +384,8 @@ class UdpWire {
   TimeNs next_deadline_locked() const;
   // Whether the application has requests outstanding, for the threads' polling (pending_poll_ns).
   void publish_pending_locked(TimeNs now);
+  // Updates finished_epoch() and sends_held() after whatever may have finished requests.
+  void publish_finished_locked();
   void wake_locked();
   uint64_t completion_signature_locked(engine::ConnId conn) const;
   // The TX fence. With I/O threads, a packet's payload (an application buffer) is read by an I/O
@@ -414,6 +424,8 @@ class UdpWire {
   std::atomic<bool> sleeping_{false};  // the progress thread is in (or about to enter) epoll_wait
   std::string thread_error_;
   bool more_tx_ = false;  // the last round filled a whole batch: go again without sleeping
+  std::atomic<uint64_t> finished_epoch_{0};
+  std::atomic<uint64_t> sends_held_{0};  // Io::fenced_sends.size()
 };
 
 }  // namespace megascale::wire
