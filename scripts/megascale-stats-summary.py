@@ -9,16 +9,23 @@ tail-loss probes, duplicates received, the sends that waited for the peer's rece
 waited a one-way trip at least) out of all sends, the largest RTT. Retransmissions that all arrive as
 duplicates mean the host stalled ACKs rather than lost data (collectives/nccl/README.md, "Stats"). Where the wires wrote their
 "wire" records (when they stopped), their system calls per GiB each way and datagrams per call follow.
+Where the records split NCCL's request latency into phases ("phases", collectives/nccl/README.md,
+"Stats"), the line ends with a send's and a receive's time in microseconds: the median over the
+connections of each one's median, whole and by phase (medians of parts need not add up to the whole's).
 Prints a markdown list; a directory without records says so. Exit status 2 on a bad argument or an
 unreadable record.
 """
 import glob
 import json
 import os
+import statistics
 import sys
 
 FIELDS = ("timeouts", "timeouts_spurious", "retransmits_rto", "retransmits_fast", "tail_probes",
           "duplicates_dropped", "sends_completed", "sends_failed", "sends_waited_for_credit")
+
+
+PHASES = {"send": ("wait", "transfer", "ack", "report"), "recv": ("wait", "transfer", "report")}
 
 
 WIRE_FIELDS = ("bytes_sent", "bytes_received", "send_syscalls", "recv_syscalls", "datagrams_sent",
@@ -42,6 +49,8 @@ def summarize(directory):
     wires["count"] = 0
     rtt_max_ns = 0
     records = 0
+    # role -> "request" and each phase -> the connections' medians (ns)
+    medians = {role: {} for role in PHASES}
     for path in sorted(glob.glob(os.path.join(directory, "*.jsonl"))):
         with open(path, encoding="utf-8") as f:
             for number, line in enumerate(f, 1):
@@ -62,7 +71,17 @@ def summarize(directory):
                 for k in FIELDS:
                     totals[k] += count(engine, k, f"{path}:{number}")
                 rtt_max_ns = max(rtt_max_ns, count(engine, "rtt_max_ns", f"{path}:{number}"))
-    return records, totals, rtt_max_ns, wires
+                nccl, role = record.get("nccl"), record.get("role")
+                phases = nccl.get("phases") if isinstance(nccl, dict) else None
+                if role in PHASES and isinstance(phases, dict):
+                    where = f"{path}:{number}"
+                    m = medians[role]
+                    m.setdefault("request", []).append(count(nccl, "request_latency_p50_ns", where))
+                    for name in PHASES[role]:
+                        if not isinstance(phases.get(name), dict):
+                            raise ValueError(f"{where}: phases has no '{name}' for a {role} connection")
+                        m.setdefault(name, []).append(count(phases[name], "p50_ns", f"{where}: phases.{name}"))
+    return records, totals, rtt_max_ns, wires, medians
 
 
 def per(a, b):
@@ -79,8 +98,20 @@ def wire_text(w):
             f"({w['count']} {'wire' if w['count'] == 1 else 'wires'})")
 
 
+def phases_text(medians):
+    parts = []
+    for role, word in (("send", "send"), ("recv", "receive")):
+        m = medians[role]
+        if not m:
+            continue
+        us = {k: statistics.median(v) / 1e3 for k, v in m.items()}
+        inner = ", ".join(f"{name} {us[name]:.0f}" for name in PHASES[role])
+        parts.append(f"{word} {us['request']:.0f} us ({inner})")
+    return "; a request's time, median of the connections' medians: " + "; ".join(parts) if parts else ""
+
+
 def line(label, directory):
-    records, t, rtt_max_ns, wires = summarize(directory)
+    records, t, rtt_max_ns, wires, medians = summarize(directory)
     if records == 0:
         return f"- {label}: no stats records in {directory}"
     timeouts = "1 timeout" if t["timeouts"] == 1 else f"{t['timeouts']} timeouts"
@@ -90,7 +121,7 @@ def line(label, directory):
             f"{t['duplicates_dropped']} duplicates received, {t['sends_waited_for_credit']} of "
             f"{t['sends_completed'] + t['sends_failed']} sends waited for a credit, "
             f"RTT max {rtt_max_ns / 1e6:.1f} ms "
-            f"({records} connections)" + (wire_text(wires) if wires["count"] else ""))
+            f"({records} connections)" + (wire_text(wires) if wires["count"] else "") + phases_text(medians))
 
 
 def main(argv):

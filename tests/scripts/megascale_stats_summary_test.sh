@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # scripts/megascale-stats-summary.py on hand-made stats directories: the close records of every *.jsonl
 # are summed (periodic ones are not; credit waits against sends completed and failed), the wires' records give system calls per GiB and datagrams per
-# call (and are not connections), a directory without records says so, and a broken record, a counter
-# that is not a whole number or a bad argument is refused with exit status 2 and a message naming it.
+# call (and are not connections), request phases give each role's medians, a directory without records
+# says so, and a broken record, a counter that is not a whole number, a connection without one of its
+# role's phases or a bad argument is refused with exit status 2 and a message naming it.
 # Usage: megascale_stats_summary_test.sh SOURCE_DIR
 set -uo pipefail
 src=$1
@@ -33,6 +34,23 @@ expected="- r1: 8 timeouts (3 undone as spurious), 18 RTO and 2 fast retransmiss
 - r2: no stats records in $dir/empty
 - r3: 3 timeouts (1 undone as spurious), 7 RTO and 2 fast retransmissions, 4 tail probes, 0 duplicates received, 6 of 30 sends waited for a credit, RTT max 4.2 ms (1 connections); wires: 2,000 send and 4,000 receive system calls per GiB, 8.0 datagrams per send call and 8.0 per receive call (2 wires)"
 [[ $out == "$expected" ]] || fail "got: $out"
+
+# Request phases: the median over the connections of each one's median, per role (two sends, one receive).
+mkdir -p "$dir/run5"
+phased() {  # ROLE REQUEST_P50_NS PHASES_JSON
+  printf '{"event":"close","role":"%s","engine":{"sends_completed":1},"nccl":{"request_latency_p50_ns":%s,"phases":%s}}\n' "$@"
+}
+{ phased send 262000 '{"wait":{"p50_ns":10000},"transfer":{"p50_ns":120000},"ack":{"p50_ns":100000},"report":{"p50_ns":4000}}'
+  phased send 300000 '{"wait":{"p50_ns":30000},"transfer":{"p50_ns":140000},"ack":{"p50_ns":110000},"report":{"p50_ns":6000}}'
+  phased recv 917000 '{"wait":{"p50_ns":800000},"transfer":{"p50_ns":110000},"report":{"p50_ns":7000}}'
+} > "$dir/run5/a.jsonl"
+out=$(python3 "$summary" r5="$dir/run5") || fail "exit $? on phases"
+expected="- r5: 0 timeouts (0 undone as spurious), 0 RTO and 0 fast retransmissions, 0 tail probes, 0 duplicates received, 0 of 3 sends waited for a credit, RTT max 0.0 ms (3 connections); a request's time, median of the connections' medians: send 281 us (wait 20, transfer 130, ack 105, report 5); receive 917 us (wait 800, transfer 110, report 7)"
+[[ $out == "$expected" ]] || fail "phases: got: $out"
+phased send 1000 '{"wait":{"p50_ns":1},"transfer":{"p50_ns":1},"report":{"p50_ns":1}}' > "$dir/run5/b.jsonl"
+python3 "$summary" r5="$dir/run5" > /dev/null 2> "$dir/err"
+(( $? == 2 )) || fail "a send without its ack phase: exit status"
+grep -qF "b.jsonl:1: phases has no 'ack' for a send connection" "$dir/err" || fail "missing phase message: $(cat "$dir/err")"
 
 mkdir -p "$dir/run4"
 echo '{"event":"close","engine":{"timeouts":2.5,"sends_completed":1}}' > "$dir/run4/a.jsonl"

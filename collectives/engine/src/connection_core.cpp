@@ -192,7 +192,10 @@ Completion ConnectionCore::test(RequestId id) {
                .bytes = r.bytes,
                .tag = r.tag,
                .error = std::move(r.error),
-               .send = r.is_send};
+               .send = r.is_send,
+               .first_ns = r.first_ns,
+               .last_ns = r.last_ns,
+               .done_ns = r.done_ns};
   if (r.is_send) {
     --sends_outstanding_;
   } else {
@@ -416,7 +419,7 @@ void ConnectionCore::on_fin(TimeNs now, const Packet& pkt) {
   }
   // The FIN acknowledges what the peer received: sends whose ACKs were lost complete, not fail.
   if (state_ == ConnectionState::kEstablished || state_ == ConnectionState::kClosing) {
-    AckNews news{.rx_ns = now};
+    AckNews news{.rx_ns = now, .now_ns = now};
     advance_cum_ack(f.cum_ack, news);
   }
   if (pkt.hdr.flags & kFlagFinReply) {

@@ -58,6 +58,10 @@ struct Request {
   uint64_t msg_len = 0;  // receive: the message's size, from its first segment
   bool msg_len_known = false;
   bool credit_sent = false;
+  // Where the request's time went (Completion::first_ns etc.).
+  TimeNs first_ns = 0;  // send: its first segment released; receive: its first segment placed
+  TimeNs last_ns = 0;   // send: its last segment released (once); receive: its last segment placed
+  TimeNs done_ns = 0;   // completed (a send: the ACK that covered its last segment)
 };
 
 // One sent segment, indexed by seq in the outstanding ring.
@@ -208,10 +212,11 @@ class ConnectionCore {
   // What an ACK (or a FIN) says about the copies it acknowledges (original_arrived()), and what the
   // deliveries found.
   struct AckNews {
-    TimeNs rx_ns = 0;                // when it arrived (a FIN: when it was processed)
-    TimeNs echo_ts_ns = kNever;      // the send time of the copy it echoes (a FIN: none)
-    uint32_t echo_lane = kMaxLanes;  // that copy's lane
+    TimeNs rx_ns = 0;                   // when it arrived (a FIN: when it was processed)
+    TimeNs echo_ts_ns = kNever;         // the send time of the copy it echoes (a FIN: none)
+    uint32_t echo_lane = kMaxLanes;     // that copy's lane
     bool rto_original_arrived = false;  // set by deliver(): a timed-out segment came through its original
+    TimeNs now_ns = 0;                  // the engine's time processing it (a send it finishes is done then)
   };
   bool original_arrived(const TxSeg& s, const AckNews& news) const;
   void deliver(TxSeg& s, AckNews& news);
@@ -235,7 +240,7 @@ class ConnectionCore {
   // `rx_ns`: when the segment arrived (<= now): the echoed remote delay starts there.
   void on_seg(TimeNs now, TimeNs rx_ns, const Packet& pkt, bool ce, DecodeResult r);
   // Both return false for a segment that breaks the protocol (dropped, counted malformed, not acked).
-  bool on_data(const Packet& pkt);
+  bool on_data(TimeNs now, const Packet& pkt);
   bool on_credit(const Packet& pkt);
   bool rcv_has(uint64_t seq) const;
   void rcv_mark(uint64_t seq);

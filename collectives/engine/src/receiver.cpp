@@ -49,7 +49,7 @@ void ConnectionCore::on_seg(TimeNs now, TimeNs rx_ns, const Packet& pkt, bool ce
     ++stats_.out_of_window_dropped;
     return;
   }
-  const bool accepted = (pkt.hdr.flags & kFlagCredit) ? on_credit(pkt) : on_data(pkt);
+  const bool accepted = (pkt.hdr.flags & kFlagCredit) ? on_credit(pkt) : on_data(now, pkt);
   if (!accepted) {
     ++stats_.malformed_dropped;
     return;
@@ -84,7 +84,7 @@ void ConnectionCore::on_seg(TimeNs now, TimeNs rx_ns, const Packet& pkt, bool ce
   }
 }
 
-bool ConnectionCore::on_data(const Packet& pkt) {
+bool ConnectionCore::on_data(TimeNs now, const Packet& pkt) {
   const SegHeader& h = pkt.seg;
   // The wire carries the low 32 bits of the slot; valid slots lie in the last ring-size posts.
   const uint64_t ring = uint64_t{recv_mask_} + 1;
@@ -117,10 +117,14 @@ bool ConnectionCore::on_data(const Packet& pkt) {
       std::memcpy(r.buf + h.offset, pkt.payload, h.payload_len);
     }
   }
+  if (r.placed == 0) r.first_ns = now;  // only a 0-byte message places nothing, in one segment
   r.placed += h.payload_len;
   stats_.bytes_received += h.payload_len;
   ep_stats_->bytes_received += h.payload_len;
-  if (r.placed == r.msg_len) complete(idx, true, r.msg_len, h.tag, {});
+  if (r.placed == r.msg_len) {
+    r.last_ns = r.done_ns = now;
+    complete(idx, true, r.msg_len, h.tag, {});
+  }
   return true;
 }
 

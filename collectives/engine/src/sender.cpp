@@ -228,9 +228,11 @@ bool ConnectionCore::poll_data(TimeNs now, TxPacket& out) {
     notices_.erase(notices_.begin());
   } else {
     Request& r = reqs_[req_idx];
+    if (r.next_offset == 0) r.first_ns = now;  // the segment at offset 0 is released once
     r.next_offset += next.len;
     ++r.segs_unacked;
     if (r.next_offset == r.size) {
+      r.last_ns = now;
       r.all_sent = true;
       tx_queue_.pop();
     }
@@ -293,7 +295,10 @@ void ConnectionCore::deliver(TxSeg& s, AckNews& news) {
     Request& r = reqs_[s.req];
     if (r.in_use && !r.done) {
       --r.segs_unacked;
-      if (r.all_sent && r.segs_unacked == 0) complete(s.req, true, r.size, r.tag, {});
+      if (r.all_sent && r.segs_unacked == 0) {
+        r.done_ns = news.now_ns;
+        complete(s.req, true, r.size, r.tag, {});
+      }
     }
   }
 }
@@ -364,6 +369,7 @@ void ConnectionCore::on_ack(TimeNs now, TimeNs rx_ns, const Packet& pkt) {
 
   const uint32_t rto_run = rto_.backoff_count();  // timeouts since the last progress
   AckNews news{rx_ns, a.echo_ts_ns, a.echo_lane};
+  news.now_ns = now;
   bool progress = advance_cum_ack(a.cum_ack, news);
   for (uint32_t i = 0; i < a.nsack; ++i) {
     for (uint64_t seq = std::max(a.sack[i].start, snd_una_); seq < a.sack[i].end; ++seq) {

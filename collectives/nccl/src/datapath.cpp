@@ -33,8 +33,23 @@ NetResult post_refused(CommBase* comm, const std::string& why) {
   return fail_comm(comm, code, message + " (" + why + ")");
 }
 
+// Adds a request that ended well to its comm's phase histograms (CommBase::phases); `seen_ns` is when
+// test() found it done.
+void record_phases(CommBase& comm, TimeNs posted_ns, const engine::Completion& c, TimeNs seen_ns) {
+  // Clamped at 0: the wire's thread reads its clock at the start of a round, which may be a little
+  // before a post that the same round took in.
+  const auto add = [&](CommBase::Phase p, TimeNs from, TimeNs to) {
+    comm.phases[p].add(std::max<TimeNs>(0, to - from));
+  };
+  add(CommBase::kWait, posted_ns, c.first_ns);
+  add(CommBase::kTransfer, c.first_ns, c.last_ns);
+  if (c.send) add(CommBase::kAck, c.last_ns, c.done_ns);
+  add(CommBase::kReport, c.done_ns, seen_ns);
+}
+
 // Polls the engine for the subs of `r` not yet done. Returns false (and fails the comm) when one failed.
-bool poll_request(Request& r, NetResult* code) {
+// `seen_ns` (0: not test()'s look, or NCCL needs no completion) records the phases of those that ended.
+bool poll_request(Request& r, NetResult* code, TimeNs seen_ns = 0) {
   CommBase* comm = r.comm;
   for (int i = 0; i < r.n; ++i) {
     if (r.done_mask & (1u << i)) continue;
@@ -52,6 +67,7 @@ bool poll_request(Request& r, NetResult* code) {
       return false;
     }
     r.bytes[i] = c.bytes;
+    if (seen_ns > 0) record_phases(*comm, r.posted_ns, c, seen_ns);
     r.done_mask = static_cast<uint8_t>(r.done_mask | (1u << i));
   }
   return true;
@@ -250,7 +266,7 @@ NetResult test(void* request, int* done, int* sizes) {
   if (now < comm->next_poll_ns && !r->optional) return abi::kNetSuccess;
   const uint8_t before = r->done_mask;
   NetResult code = abi::kNetSuccess;
-  if (!poll_request(*r, &code)) return code;
+  if (!poll_request(*r, &code, r->optional ? 0 : now)) return code;
   r->seen_epoch = epoch;
   const bool finished = all_done(*r);
   if (r->done_mask != before) {

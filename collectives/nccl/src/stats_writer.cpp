@@ -57,6 +57,10 @@ double lanes_sum(const Snapshot& s, double engine::LaneStats::*field) {
   return sum;
 }
 
+double phase_p50(const Snapshot& s, CommBase::Phase p) {
+  return double(s.comm->phases[p].percentile_ns(0.5)) / 1e9;
+}
+
 const std::vector<Metric>& metrics() {
   using S = const Snapshot&;
   static const std::vector<Metric> table = {
@@ -112,6 +116,20 @@ const std::vector<Metric>& metrics() {
        [](S s) { return double(s.comm->request_latency.percentile_ns(0.5)) / 1e9; }},
       {"request_latency_p99_seconds", "99th percentile time from isend/irecv to test() reporting done.",
        false, [](S s) { return double(s.comm->request_latency.percentile_ns(0.99)) / 1e9; }},
+      {"request_wait_p50_seconds",
+       "Median time from isend/irecv to the first segment released (a send: the peer's credit, earlier "
+       "sends, the window) or placed (a receive: waiting for the sender).",
+       false, [](S s) { return phase_p50(s, CommBase::kWait); }},
+      {"request_transfer_p50_seconds",
+       "Median time from a request's first segment released (placed) to its last.", false,
+       [](S s) { return phase_p50(s, CommBase::kTransfer); }},
+      {"request_ack_p50_seconds",
+       "Sends: median time from the last segment released to the ACK that finished the send.", false,
+       [](S s) { return phase_p50(s, CommBase::kAck); }},
+      {"request_report_p50_seconds",
+       "Median time from the transport finishing a request to test() reporting it done (a send: the "
+       "I/O threads' TX fence; both: NCCL's next test()).",
+       false, [](S s) { return phase_p50(s, CommBase::kReport); }},
       {"rtt_p50_seconds", "Median RTT sample.", false,
        [](S s) { return double(s.stats.rtt.percentile_ns(0.5)) / 1e9; }},
       {"rtt_p99_seconds", "99th percentile RTT sample.", false,
@@ -177,6 +195,15 @@ nlohmann::json to_json(const Snapshot& s, const char* event, TimeNs now) {
                {"request_latency_p50_ns", c.request_latency.percentile_ns(0.5)},
                {"request_latency_p99_ns", c.request_latency.percentile_ns(0.99)},
                {"request_latency_max_ns", c.request_latency.max_ns()}};
+  // The request latency in parts (CommBase::phases); "ack" for sends only.
+  nlohmann::json phases;
+  for (int p = 0; p < CommBase::kPhases; ++p) {
+    if (p == CommBase::kAck && c.role != Role::kSend) continue;
+    const engine::RttHistogram& h = c.phases[p];
+    phases[CommBase::kPhaseNames[p]] = {
+        {"p50_ns", h.percentile_ns(0.5)}, {"p99_ns", h.percentile_ns(0.99)}, {"count", h.count()}};
+  }
+  j["nccl"]["phases"] = phases;
   if (!s.found) {
     j["state"] = "released";
     return j;

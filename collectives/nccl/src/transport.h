@@ -117,6 +117,16 @@ struct CommBase {
   // acknowledgment, a receive's the wait for the peer's send. The figure to look at when bandwidth is
   // low and the transport's own counters (RTT, retransmissions) look healthy.
   engine::RttHistogram request_latency;
+  // The same time in parts, from the engine's times (engine::Completion) and ours, for requests that
+  // ended well (MEGASCALE_STATS_DIR's "phases"). A send: kWait, isend to its first segment released
+  // (the peer's credit, earlier sends on the connection, the window); kTransfer, first to last segment
+  // released; kAck, the last released to the ACK that finished it; kReport, that to test() saying done
+  // (the TX fence and NCCL's next test()). A receive: kWait, irecv to its first segment placed (the
+  // sender); kTransfer, first to last placed; kReport. The parts of one request add up to its
+  // request_latency.
+  enum Phase : uint8_t { kWait, kTransfer, kAck, kReport, kPhases };
+  static constexpr const char* kPhaseNames[kPhases] = {"wait", "transfer", "ack", "report"};
+  engine::RttHistogram phases[kPhases];
   // test() looks into the engine at most this often while nothing completes (see MEGASCALE_TEST_POLL_US).
   TimeNs next_poll_ns = 0;
   TimeNs poll_backoff_ns = 0;

@@ -2,6 +2,7 @@
 // receive buffers larger than the message, messages larger than the receive, both directions.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "test_net.h"
@@ -54,6 +55,46 @@ TEST(Transfer, ZeroLengthMessageCompletesWithZeroBytes) {
   EXPECT_EQ(rc.bytes, 0u);
   EXPECT_EQ(rc.tag, 3);
   EXPECT_EQ(dummy, 'x');
+  // One segment: released once, placed once.
+  EXPECT_GT(sc.first_ns, 0);
+  EXPECT_EQ(sc.first_ns, sc.last_ns);
+  EXPECT_GE(sc.done_ns, sc.last_ns + 2 * net.link_delay_ns);
+  EXPECT_GE(rc.first_ns, sc.first_ns + net.link_delay_ns);
+  EXPECT_EQ(rc.first_ns, rc.done_ns);
+}
+
+// Completion's times split a request's life: where a send waited (its credit, the window) and how long
+// its segments and its last ACK took; when a receive's first and last segments were placed.
+TEST(Transfer, CompletionsSayWhereEachRequestsTimeWent) {
+  TestNet net(test_config());
+  auto [a, b] = net.connect_pair();
+  const auto m = pattern(9, 200'000);  // 200 segments: more than two lanes of 32 have in flight at once
+  std::vector<uint8_t> buf(m.size());
+  // The send is posted first, so it waits for the receive's credit.
+  auto s = a->post_send(m.data(), m.size(), 1);
+  ASSERT_TRUE(s.ok());
+  net.run_for(1'000'000);
+  const TimeNs recv_posted = net.now;
+  auto r = b->post_recv(buf.data(), buf.size(), 1);
+  ASSERT_TRUE(r.ok());
+  Completion sc, rc;
+  ASSERT_TRUE(wait_done(net, b, *r, &rc));
+  ASSERT_TRUE(wait_done(net, a, *s, &sc));
+  ASSERT_TRUE(sc.ok && rc.ok);
+  EXPECT_TRUE(std::equal(m.begin(), m.end(), buf.begin()));
+  const TimeNs d = net.link_delay_ns;
+  // The first segment left once the credit had crossed to the sender.
+  EXPECT_GE(sc.first_ns, recv_posted + d);
+  // The last left a round trip later at least (the window was full), and the ACK that covered it came
+  // back after another.
+  EXPECT_GE(sc.last_ns, sc.first_ns + 2 * d);
+  EXPECT_GE(sc.done_ns, sc.last_ns + 2 * d);
+  // The receive's first segment was placed a link delay after the first left; its last one completed
+  // it, after the last left and before the ACK that finished the send got back.
+  EXPECT_GE(rc.first_ns, sc.first_ns + d);
+  EXPECT_EQ(rc.last_ns, rc.done_ns);
+  EXPECT_GE(rc.last_ns, sc.last_ns + d);
+  EXPECT_LE(rc.done_ns, sc.done_ns - d);
 }
 
 TEST(Transfer, ReceiveLargerThanMessageReportsRealSize) {

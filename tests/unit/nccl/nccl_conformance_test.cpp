@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 
@@ -204,6 +205,32 @@ void expect_forked_run_passes(const char* prefix, void (*child)(const std::strin
   expect(p50 > 0, "a request latency median in the close record");
   expect(prom.find("# TYPE megascale_nccl_request_latency_p99_seconds gauge") != std::string::npos,
          "the request latency in the textfile");
+  // The same latency in parts: every completed request is in each of its role's phases, and a part of
+  // each request's time has a median no larger than the whole's (the parts are non-negative and add
+  // up to it). The last segment of a send is acknowledged a round trip after it left.
+  std::istringstream lines(jsonl);
+  int phased = 0;
+  for (std::string line; std::getline(lines, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || j.value("event", "") != "close") continue;
+    const nlohmann::json& n = j["nccl"];
+    const bool send = j["role"] == "send";
+    const std::vector<std::string> names =
+        send ? std::vector<std::string>{"wait", "transfer", "ack", "report"}
+             : std::vector<std::string>{"wait", "transfer", "report"};
+    const uint64_t whole = n["request_latency_p50_ns"];
+    bool ok = n["phases"].size() == names.size() && n["completed"] > 0;
+    for (const std::string& name : names) {
+      const nlohmann::json& p = n["phases"][name];
+      ok = ok && p.is_object() && p["count"] == n["completed"] && p["p50_ns"] <= whole;
+    }
+    if (send) ok = ok && n["phases"]["ack"]["p50_ns"] > 0;
+    phased += ok ? 1 : 0;
+  }
+  expect(phased == 2, "both close records split the request latency into their role's phases");
+  expect(prom.find("# TYPE megascale_nccl_request_wait_p50_seconds gauge") != std::string::npos &&
+             prom.find("# TYPE megascale_nccl_request_ack_p50_seconds gauge") != std::string::npos,
+         "the phases in the textfile");
   expect(prom.find("# TYPE megascale_nccl_rx_delay_p50_seconds gauge") != std::string::npos &&
              jsonl.find("\"rx_delay_p99_seconds\":") != std::string::npos,
          "this host's receive delay in both files");

@@ -53,6 +53,14 @@ struct Completion {
   int32_t tag = 0;     // send: its tag; receive: the matched send's tag
   std::string error;   // when done && !ok: why ("peer unreachable: ...", "unknown request", ...)
   bool send = false;   // when done: the request was a send (its buffer is the caller's again)
+  // Where its time went, on the clock the engine is driven with; meaningful when ok.
+  // A send: its first segment released to the wire (it had the peer's credit, its turn behind earlier
+  // sends and room in the window), its last segment released (first transmission), and the ACK that
+  // covered its last segment processed (done). A receive: its first and last segments placed, the
+  // last being when it completed. The poster's own post and test() times complete the picture.
+  TimeNs first_ns = 0;
+  TimeNs last_ns = 0;
+  TimeNs done_ns = 0;
 };
 
 // What was left unfinished when the connection closed (both sides' counts, from the FIN exchange).
