@@ -262,7 +262,7 @@ NetResult test(void* request, int* done, int* sizes) {
   // less and less often (MEGASCALE_TEST_POLL_US).
   wire::UdpWire& udp = comm->wire->udp();
   const uint64_t epoch = udp.finished_epoch();
-  if (!r->optional && epoch == r->seen_epoch && !udp.sends_held()) return abi::kNetSuccess;
+  if (!r->optional && epoch == r->seen_epoch && !udp.requests_held()) return abi::kNetSuccess;
   if (now < comm->next_poll_ns && !r->optional) return abi::kNetSuccess;
   const uint8_t before = r->done_mask;
   NetResult code = abi::kNetSuccess;

@@ -98,14 +98,20 @@ struct UdpWire::Io {
   std::vector<std::unique_ptr<detail::IoThread>> threads;
   detail::CallerWake caller_wake;
   std::vector<detail::TxBatch*> tx_open;  // transmit_to_threads_locked: the batch being filled per thread
-  // test(): finished sends held back until the I/O threads have sent every batch handed to them when
-  // the engine reported them (the TX fence, without blocking the caller), by (connection, request).
-  struct FencedSend {
-    std::vector<uint64_t> fence;
+  // test(): finished requests held back, by (connection, request), without blocking the caller: a send
+  // until the I/O threads have sent every batch handed to them when the engine reported it (the TX
+  // fence: its payload is no longer read), a receive until they have made every payload copy queued
+  // by then (the copy fence: its payload is all in place).
+  struct Held {
+    std::vector<uint64_t> fence;  // per I/O thread: TX batches published, or copies pushed
+    bool copies = false;          // the copy fence (a receive), else the TX fence (a send)
     engine::Completion completion;
   };
-  std::map<std::pair<engine::ConnId, engine::RequestId>, FencedSend> fenced_sends;
+  std::map<std::pair<engine::ConnId, engine::RequestId>, Held> held;
   ThreadCopier copier;
+  // Threaded mode: receive batches delivered and waiting for their payload copies, per I/O thread (the
+  // oldest of its ring's published slots); given back once done (release_copied_locked).
+  std::vector<uint32_t> rx_delivered;
   std::vector<uint32_t> rx_taken;  // receive_from_threads_locked: batches taken per thread this round
   std::vector<RxCursor> rx_cursor;
   std::vector<engine::TxPacket> tx;  // one batch from poll_tx

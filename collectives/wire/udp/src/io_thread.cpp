@@ -47,21 +47,28 @@ size_t CopyQueue::run() {
     if (!claimed_.compare_exchange_weak(i, i + 1, std::memory_order_acq_rel)) continue;  // i reloaded
     const Job& job = jobs_[i % jobs_.size()];
     std::memcpy(job.dst, job.src, job.n);
-    done_.fetch_add(1, std::memory_order_release);
+    // Then advance done_ over every finished job in order (another thread may finish the one before).
+    // Sequentially consistent: two threads that each mark a job and then look at the other's mark must
+    // not both miss the other's (the store-buffer pattern), or done_ would stop below a finished job.
+    marks_[i % marks_.size()].store(i + 1, std::memory_order_seq_cst);
+    uint64_t d = done_.load(std::memory_order_seq_cst);
+    while (marks_[d % marks_.size()].load(std::memory_order_seq_cst) == d + 1) {
+      if (done_.compare_exchange_weak(d, d + 1, std::memory_order_seq_cst)) ++d;
+    }
     ++ran;
     i = claimed_.load(std::memory_order_relaxed);
   }
   return ran;
 }
 
-void CopyQueue::finish() {
+void CopyQueue::finish(uint64_t fence) {
   run();
-  while (done_.load(std::memory_order_acquire) < pushed_) {
-    // The I/O thread is in the middle of a copy it claimed: a few hundred nanoseconds, unless the
-    // scheduler took its CPU away mid-copy.
+  while (done() < fence) {
+    // Another thread is in the middle of a copy it claimed: a few microseconds, unless the scheduler took
+    // its CPU away mid-copy.
     std::this_thread::yield();
+    run();
   }
-  round_base_ = pushed_;
 }
 
 IoThread::IoThread(uint32_t index, uint32_t threads, std::span<const UdpSocket> sockets, int group_fd,
@@ -202,7 +209,7 @@ bool IoThread::send_ready() {
     // A send that failed may have failed on a queued ICMP error (a peer's closed port).
     if (sender_.counters().error_retries != errors_before) read_errors();
     sent = true;
-    copies_.run();  // the engine's thread may be waiting for these
+    copies_.run();  // received payload waiting to be given to its receive
   }
   if (sent) publish_tx_counters();
   return sent;
@@ -289,7 +296,7 @@ void IoThread::run() {
     // Looked at again after `sleeping_` is set: requests that became pending meanwhile were published
     // with a wake() this thread may have missed; it polls for them instead of sleeping.
     const bool now_pending = !pending && caller_->pending.load(std::memory_order_seq_cst);
-    if (tx_.consumer_slot() == nullptr && !stop_.load() && !now_pending) {
+    if (tx_.consumer_slot() == nullptr && !copies_.busy() && !stop_.load() && !now_pending) {
       add(counters_.sleeps, 1);
       epoll_event events[8];
       const int rc = epoll_wait(epfd_, events, 8, kMaxSleepMs);

@@ -12,7 +12,8 @@
 //   IoThread t(index, sockets, config, caller_wake);   // t.start()
 //   if (TxBatch* b = t.tx().producer_slot()) { fill b; t.tx().publish(); t.wake(); }
 //   while (RxBatch* b = t.rx().consumer_slot()) { deliver b->messages (payload copies may go to
-//                                                  t.copies()); t.copies().finish(); t.rx().release(); }
+//                                                  t.copies()); b->copy_fence = t.copies().pushed(); }
+//   ... later, once t.copies().done() >= the oldest batch's copy_fence: t.rx().release();
 //
 // Both hand-overs are single-producer single-consumer rings of preallocated batches: no allocation and
 // no lock per packet. Internal to collectives/wire/udp.
@@ -67,24 +68,33 @@ class SlotRing {
 };
 
 // Payload copies into posted receive buffers, handed by the engine's thread to an I/O thread (the one
-// whose batch holds the source bytes) and run by whichever of the two gets to a job first: the I/O thread
-// between its system calls, the engine's thread when it finishes a round. Within a round jobs are only
-// added; finish() ends the round with every job done, so slots are reused only after that.
+// whose batch holds the source bytes) and run by whoever gets to a job first: the I/O thread between its
+// system calls, or a thread that must see them done now (caller-driven progress, a close). done() says how
+// many are finished in queue order, so a batch whose copies are all below done() may be given back, and
+// a receive whose copies are may be reported; the engine's thread need not wait for them (threaded mode:
+// its ACKs and the next round go on while the I/O threads copy).
 class CopyQueue {
  public:
-  explicit CopyQueue(size_t capacity) : jobs_(capacity) {}
-  // Engine's thread: queues a copy; false when this round's slots are used up (copy it yourself).
+  explicit CopyQueue(size_t capacity) : jobs_(capacity), marks_(capacity) {}
+  // Engine's thread (under the wire's lock): queues a copy; false when every slot holds a copy not yet
+  // done (copy it yourself).
   bool push(uint8_t* dst, const uint8_t* src, size_t n) {
-    if (pushed_ - round_base_ >= jobs_.size()) return false;
+    if (pushed_ - done_.load(std::memory_order_acquire) >= jobs_.size()) return false;
     jobs_[pushed_ % jobs_.size()] = Job{dst, src, n};
     ++pushed_;
     published_.store(pushed_, std::memory_order_release);
     return true;
   }
+  // Engine's thread: copies queued so far (a fence: done() >= it means all of them are finished).
+  uint64_t pushed() const { return pushed_; }
+  // Any thread: the copies finished, in queue order (every copy below it is done; acquire).
+  uint64_t done() const { return done_.load(std::memory_order_acquire); }
+  // Any thread: whether copies are queued that no thread has finished.
+  bool busy() const { return done() < published_.load(std::memory_order_acquire); }
   // Any thread: runs queued jobs nobody has claimed; returns how many it ran.
   size_t run();
-  // Engine's thread: helps with what is left and waits until every queued copy is done.
-  void finish();
+  // Any thread: runs jobs and waits until done() >= fence.
+  void finish(uint64_t fence);
 
  private:
   struct Job {
@@ -93,8 +103,10 @@ class CopyQueue {
     size_t n = 0;
   };
   std::vector<Job> jobs_;
-  uint64_t pushed_ = 0;      // engine's thread only
-  uint64_t round_base_ = 0;  // pushed_ when the last round finished
+  // marks_[i % size] == i + 1 once job i is copied: jobs finish out of order when several threads run
+  // them, and done_ advances over the marks in order (a mark is never reset: a later job's index differs).
+  std::vector<std::atomic<uint64_t>> marks_;
+  uint64_t pushed_ = 0;  // engine's thread only
   alignas(64) std::atomic<uint64_t> published_{0};
   alignas(64) std::atomic<uint64_t> claimed_{0};
   alignas(64) std::atomic<uint64_t> done_{0};
@@ -107,6 +119,9 @@ struct RxBatch {
   std::vector<RxMessage> messages;  // the first `count` are this batch's
   std::vector<uint8_t> verified;    // per datagram, in message order: 1 = decode_packet said kOk
   int count = 0;
+  // Engine's thread: its thread's CopyQueue::pushed() once the batch was delivered; the batch goes back
+  // to the I/O thread when done() reaches it (its payload is copied out).
+  uint64_t copy_fence = 0;
 };
 
 // Packets the engine released, for one I/O thread to send.
@@ -202,7 +217,7 @@ class IoThread {
   SlotRing<TxBatch> tx_;
   CopyQueue copies_;
   UdpSender sender_;
-  engine::Packet scratch_;  // decode_packet's output while checking CRCs
+  engine::Packet scratch_;             // decode_packet's output while checking CRCs
   std::vector<SockAddr> unreachable_;  // read_errors' scratch
   ReceiveCounters rx_totals_;
   IoThreadCounters counters_;

@@ -271,6 +271,7 @@ Result<std::unique_ptr<UdpWire>> UdpWire::create(const UdpConfig& given) {
     }
     io->tx_open.resize(n, nullptr);
     io->rx_taken.resize(n, 0);
+    io->rx_delivered.resize(n, 0);
     io->rx_cursor.resize(n);
   }
 
@@ -281,20 +282,20 @@ Result<std::unique_ptr<UdpWire>> UdpWire::create(const UdpConfig& given) {
 
 Status UdpWire::progress() {
   std::lock_guard<WireMutex> lock(mu_);
-  return progress_locked(now(), true);
+  return progress_locked(now(), true, false);
 }
 
 Status UdpWire::progress(TimeNs now) {
   std::lock_guard<WireMutex> lock(mu_);
-  return progress_locked(now, false);
+  return progress_locked(now, false, false);
 }
 
-Status UdpWire::progress_locked(TimeNs now, bool read_clock) {
+Status UdpWire::progress_locked(TimeNs now, bool read_clock, bool overlap_copies) {
   ++io_->progress_calls;
   // What the caller posted since the last round, and what that round deferred, leaves first.
   transmit_locked(now, read_clock);
   const uint64_t receives_before = endpoint_->stats().receives_completed;
-  receive_locked(now, read_clock);
+  receive_locked(now, read_clock, overlap_copies);
   report_port_errors_locked(now);
   if (io_->fault) {
     // Held datagrams stand for packets delayed in the network: they arrive when released.
@@ -331,7 +332,7 @@ void UdpWire::publish_finished_locked() {
   const uint64_t epoch = s.sends_completed + s.receives_completed + s.connections_failed + s.rsts_received;
   if (epoch != finished_epoch_.load(std::memory_order_relaxed))
     finished_epoch_.store(epoch, std::memory_order_release);
-  sends_held_.store(io_->fenced_sends.size(), std::memory_order_release);
+  held_.store(io_->held.size(), std::memory_order_release);
 }
 
 void UdpWire::report_port_errors_locked(TimeNs now) {
@@ -438,10 +439,10 @@ bool UdpWire::read_socket_locked(TimeNs& now, bool read_clock, int fd) {
   return got;
 }
 
-void UdpWire::receive_locked(TimeNs now, bool read_clock) {
+void UdpWire::receive_locked(TimeNs now, bool read_clock, bool overlap_copies) {
   Io& io = *io_;
   if (!io.threads.empty()) {
-    receive_from_threads_locked(now, read_clock);
+    receive_from_threads_locked(now, read_clock, overlap_copies);
     return;
   }
   // Peers send every lane to the home socket (socket 0; "Lanes, ports, peers" in the README). While
@@ -473,19 +474,41 @@ void UdpWire::receive_locked(TimeNs now, bool read_clock) {
   }
 }
 
-void UdpWire::receive_from_threads_locked(TimeNs now, bool read_clock) {
+void UdpWire::release_copied_locked() {
   Io& io = *io_;
-  // Take up to kRxRoundsPerSocket batches from each thread, then deliver their messages round-robin
-  // across the threads, one message (a GRO aggregate: a few segments of one lane) at a time. Lanes share
-  // one sequence space, so delivering one lane's megabyte before another's would leave the receiver
-  // with more holes than an ACK's SACK ranges can describe, and the sender would take segments it was
-  // never told about for lost. Interleaved, the lanes advance together, as they arrived.
+  for (size_t t = 0; t < io.threads.size(); ++t) {
+    detail::IoThread& th = *io.threads[t];
+    const uint64_t done = th.copies().done();
+    for (const detail::RxBatch* b = th.rx().consumer_slot();
+         io.rx_delivered[t] > 0 && b != nullptr && b->copy_fence <= done; b = th.rx().consumer_slot()) {
+      th.rx().release();
+      --io.rx_delivered[t];
+    }
+  }
+}
+
+bool UdpWire::copies_pending_locked() const {
+  for (const uint32_t n : io_->rx_delivered) {
+    if (n > 0) return true;
+  }
+  return false;
+}
+
+void UdpWire::receive_from_threads_locked(TimeNs now, bool read_clock, bool overlap_copies) {
+  Io& io = *io_;
+  release_copied_locked();
+  // Take up to kRxRoundsPerSocket batches from each thread (after those still waiting for their copies),
+  // then deliver their messages round-robin across the threads, one message (a GRO aggregate: a few
+  // segments of one lane) at a time. Lanes share one sequence space, so delivering one lane's megabyte
+  // before another's would leave the receiver with more holes than an ACK's SACK ranges can describe, and
+  // the sender would take segments it was never told about for lost. Interleaved, the lanes advance
+  // together, as they arrived.
   const size_t n_threads = io.threads.size();
   size_t total = 0;
   for (size_t t = 0; t < n_threads; ++t) {
     io.rx_taken[t] = 0;
     while (io.rx_taken[t] < static_cast<uint32_t>(kRxRoundsPerSocket) &&
-           io.threads[t]->rx().consumer_slot(io.rx_taken[t]) != nullptr) {
+           io.threads[t]->rx().consumer_slot(io.rx_delivered[t] + io.rx_taken[t]) != nullptr) {
       ++io.rx_taken[t];
       ++total;
     }
@@ -496,15 +519,18 @@ void UdpWire::receive_from_threads_locked(TimeNs now, bool read_clock) {
   io.last_io_ns = now;
   if (caps_.rx_timestamps && io.rx_clock.stale(now)) io.rx_clock.refresh();
   // Payload copies go to the thread whose batch holds the bytes, so the copies of several lanes run in
-  // parallel while this thread goes on with the protocol; every copy is finished, and only then are the
-  // batches given back, before this round returns (PayloadCopier's contract).
+  // parallel while this thread goes on with the protocol. A batch goes back to its thread once its
+  // copies are done (release_copied_locked), and a receive they complete is reported only then (the
+  // copy fence, test()). With `overlap_copies` (the wire's own progress thread) this round does not wait
+  // for them: its ACKs leave and the next round starts while the I/O threads copy. Otherwise (a caller
+  // driving progress, who may read the engine's completions directly) they are done before it returns.
   endpoint_->set_payload_copier(&io.copier);
   for (bool more = true; more;) {
     more = false;
     for (size_t t = 0; t < n_threads; ++t) {
       RxCursor& c = io.rx_cursor[t];
       if (c.batch >= io.rx_taken[t]) continue;
-      detail::RxBatch& b = *io.threads[t]->rx().consumer_slot(c.batch);
+      detail::RxBatch& b = *io.threads[t]->rx().consumer_slot(io.rx_delivered[t] + c.batch);
       if (c.message == 0) c.verified = b.verified.data();
       io.copier.queue = &io.threads[t]->copies();
       if (c.message < b.count)
@@ -520,9 +546,19 @@ void UdpWire::receive_from_threads_locked(TimeNs now, bool read_clock) {
   endpoint_->set_payload_copier(nullptr);
   for (size_t t = 0; t < n_threads; ++t) {
     if (io.rx_taken[t] == 0) continue;
-    io.threads[t]->copies().finish();
-    for (uint32_t k = 0; k < io.rx_taken[t]; ++k) io.threads[t]->rx().release();
+    detail::IoThread& th = *io.threads[t];
+    const uint64_t fence = th.copies().pushed();
+    for (uint32_t k = 0; k < io.rx_taken[t]; ++k) {
+      if (detail::RxBatch* b = th.rx().consumer_slot(io.rx_delivered[t] + k)) b->copy_fence = fence;
+    }
+    io.rx_delivered[t] += io.rx_taken[t];
+    if (overlap_copies) {
+      th.wake();  // it runs them between its system calls, unless asleep
+    } else {
+      th.copies().finish(fence);
+    }
   }
+  release_copied_locked();
 }
 
 void UdpWire::transmit_locked(TimeNs now, bool read_clock) {

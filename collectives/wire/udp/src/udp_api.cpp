@@ -96,7 +96,7 @@ void UdpWire::thread_main() {
   while (!stop_.load(std::memory_order_relaxed)) {
     std::unique_lock<WireMutex> lock(mu_);
     const TimeNs round_ns = now();
-    if (Status s = progress_locked(round_ns, true); !s) {
+    if (Status s = progress_locked(round_ns, true, /*overlap_copies=*/true); !s) {
       thread_error_ = s.error().message;
       progressed_.notify_all();
       return;
@@ -113,7 +113,9 @@ void UdpWire::thread_main() {
     const TimeNs t = now();
     const TimeNs window = io_->caller_wake.pending.load(std::memory_order_relaxed) ? config_.pending_poll_ns
                                                                                    : config_.idle_poll_ns;
-    const bool sleep = !config_.busy_poll && deadline > t + config_.spin_ns && t - io_->last_io_ns > window;
+    // Batches waiting for their payload copies are given back by a round: no sleep until they are.
+    const bool sleep = !config_.busy_poll && deadline > t + config_.spin_ns && t - io_->last_io_ns > window &&
+                       !copies_pending_locked();
     if (sleep) {
       // Set under the lock: a post that takes the lock after this sees it and writes the eventfd.
       sleeping_.store(true, std::memory_order_release);
@@ -154,7 +156,7 @@ bool UdpWire::wait_until(std::unique_lock<WireMutex>& lock, TimeNs timeout_ns, P
       continue;
     }
     // Caller-driven (or the thread was stopped): drive the wire ourselves.
-    if (Status s = progress_locked(now(), true); !s) return false;
+    if (Status s = progress_locked(now(), true, false); !s) return false;
     if (pred()) return true;
     const TimeNs until = std::min(deadline, next_deadline_locked());
     if (until <= now() + config_.spin_ns) continue;
@@ -251,34 +253,60 @@ bool UdpWire::tx_fence_passed(const std::vector<uint64_t>& fence) const {
   return true;
 }
 
+std::vector<uint64_t> UdpWire::copy_fence_locked() const {
+  std::vector<uint64_t> fence;
+  fence.reserve(io_->threads.size());
+  for (const auto& t : io_->threads) fence.push_back(t->copies().pushed());
+  return fence;
+}
+
+bool UdpWire::copy_fence_passed(const std::vector<uint64_t>& fence) const {
+  for (size_t t = 0; t < fence.size(); ++t) {
+    if (io_->threads[t]->copies().done() < fence[t]) return false;
+  }
+  return true;
+}
+
+void UdpWire::wait_copy_fence(const std::vector<uint64_t>& fence) {
+  for (size_t t = 0; t < fence.size(); ++t) io_->threads[t]->copies().finish(fence[t]);
+}
+
+bool UdpWire::hold_locked(engine::ConnId conn, engine::RequestId req, engine::Completion& result) {
+  if (!result.done || io_->threads.empty()) return false;
+  // A receive that failed places nothing more, but a copy queued for it may still be writing its buffer:
+  // it waits for the copies too.
+  const bool copies = !result.send;
+  std::vector<uint64_t> fence = copies ? copy_fence_locked() : tx_fence_locked();
+  if (copies ? copy_fence_passed(fence) : tx_fence_passed(fence)) return false;
+  io_->held.emplace(std::make_pair(conn, req), Io::Held{std::move(fence), copies, std::move(result)});
+  result = engine::Completion{};
+  publish_finished_locked();
+  for (const auto& t : io_->threads) t->wake();
+  return true;
+}
+
 engine::Completion UdpWire::test(engine::ConnId conn, engine::RequestId req) {
   std::lock_guard<WireMutex> lock(mu_);
   const auto key = std::make_pair(conn, req);
-  if (auto it = io_->fenced_sends.find(key); it != io_->fenced_sends.end()) {
-    if (!tx_fence_passed(it->second.fence)) {
+  if (auto it = io_->held.find(key); it != io_->held.end()) {
+    const Io::Held& h = it->second;
+    if (!(h.copies ? copy_fence_passed(h.fence) : tx_fence_passed(h.fence))) {
       // Wake them on every look, not only the first: a thread that went to sleep between that look and
       // this one must not leave the caller polling until its sleep times out.
       for (const auto& t : io_->threads) t->wake();
       return engine::Completion{};
     }
     engine::Completion result = std::move(it->second.completion);
-    io_->fenced_sends.erase(it);
+    io_->held.erase(it);
     publish_finished_locked();
     return result;
   }
   engine::Connection* c = endpoint_->connection(conn);
   if (c == nullptr) return engine::Completion{true, false, 0, 0, "unknown connection"};
   engine::Completion result = c->test(req);
-  if (result.done && result.send && !io_->threads.empty()) {
-    // The TX fence without blocking: the send is reported once its segments have left (a later test).
-    std::vector<uint64_t> fence = tx_fence_locked();
-    if (!tx_fence_passed(fence)) {
-      io_->fenced_sends.emplace(key, Io::FencedSend{std::move(fence), std::move(result)});
-      publish_finished_locked();
-      for (const auto& t : io_->threads) t->wake();
-      return engine::Completion{};
-    }
-  }
+  // The fences without blocking: the request is reported once its payload is out of (a send) or in (a
+  // receive) the application's buffer, at a later test().
+  hold_locked(conn, req, result);
   return result;
 }
 
@@ -286,8 +314,8 @@ void UdpWire::close(engine::ConnId conn, bool release) {
   std::unique_lock<WireMutex> lock(mu_);
   if (release) {
     endpoint_->release(conn);
-    // Its held-back sends go with it (the fence below covers their segments).
-    auto& held = io_->fenced_sends;
+    // Its held-back requests go with it (the fences below cover their payloads).
+    auto& held = io_->held;
     held.erase(held.lower_bound({conn, 0}), held.upper_bound({conn, ~engine::RequestId{0}}));
   } else if (engine::Connection* c = endpoint_->connection(conn)) {
     c->close(now());
@@ -295,9 +323,13 @@ void UdpWire::close(engine::ConnId conn, bool release) {
   publish_finished_locked();
   wake_locked();
   if (!io_->threads.empty()) {
+    // The caller may free its buffers once this returns: no I/O thread may still read one (a send) or
+    // write one (a payload copy for a receive).
     const std::vector<uint64_t> fence = tx_fence_locked();
+    const std::vector<uint64_t> copies = copy_fence_locked();
     lock.unlock();
     wait_tx_fence(fence);
+    wait_copy_fence(copies);
   }
 }
 
@@ -315,12 +347,17 @@ std::string UdpWire::connection_error(engine::ConnId conn) {
 
 engine::Completion UdpWire::wait(engine::ConnId conn, engine::RequestId req, TimeNs timeout_ns) {
   std::unique_lock<WireMutex> lock(mu_);
-  if (auto it = io_->fenced_sends.find({conn, req}); it != io_->fenced_sends.end()) {
-    // An earlier test() saw it finish and holds it back for the fence: wait for that fence.
-    Io::FencedSend held = std::move(it->second);
-    io_->fenced_sends.erase(it);
+  if (auto it = io_->held.find({conn, req}); it != io_->held.end()) {
+    // An earlier test() saw it finish and holds it back for its fence: wait for that fence.
+    Io::Held held = std::move(it->second);
+    io_->held.erase(it);
+    publish_finished_locked();
     lock.unlock();
-    wait_tx_fence(held.fence);
+    if (held.copies) {
+      wait_copy_fence(held.fence);
+    } else {
+      wait_tx_fence(held.fence);
+    }
     return held.completion;
   }
   engine::Completion result;
@@ -339,10 +376,17 @@ engine::Completion UdpWire::wait(engine::ConnId conn, engine::RequestId req, Tim
   } else if (!result.ok) {
     result.error += peer_suffix_locked(conn);
   }
-  if (result.done && result.send && !io_->threads.empty()) {
-    const std::vector<uint64_t> fence = tx_fence_locked();
-    lock.unlock();
-    wait_tx_fence(fence);
+  if (result.done && !io_->threads.empty()) {
+    // The fence for its payload: out of the buffer (a send) or in it (a receive's copies).
+    if (result.send) {
+      const std::vector<uint64_t> fence = tx_fence_locked();
+      lock.unlock();
+      wait_tx_fence(fence);
+    } else {
+      const std::vector<uint64_t> fence = copy_fence_locked();
+      lock.unlock();
+      wait_copy_fence(fence);
+    }
   }
   return result;
 }

@@ -45,6 +45,9 @@
 // under several peer ids while replies go to the address the connection was opened with.
 //
 // API change log:
+//   - (copy fence) threaded mode: a round no longer waits for the I/O threads' payload copies; test()
+//     holds a finished receive back until they are done (as it holds sends for the TX fence), wait()
+//     and close() wait for them. sends_held() is now requests_held() (sends or receives held back).
 //   - (rx group) with io_threads > 1 the port peers send to is an SO_REUSEPORT group of one socket per
 //     I/O thread, members picked by lane (UdpCapabilities::rx_group, rx_spread); before, one socket
 //     and one thread received every lane.
@@ -339,11 +342,12 @@ class UdpWire {
   // For callers that poll test() in a tight loop (NCCL's proxy thread), without the lock: a number
   // that changes whenever a request of this wire may have finished since (a send or receive completed
   // or failed, a connection failed or was reset), read with acquire. While it is unchanged since a
-  // test() of a request found it not done, and no finished send is held back for the TX fence
-  // (sends_held() false: those are reported once the I/O threads have sent, which moves no count),
-  // a new test() of that request would find it not done again, and the caller may skip it.
+  // test() of a request found it not done, and no finished request is held back for a fence
+  // (requests_held() false: a send is reported once the I/O threads have sent it, a receive once they
+  // have copied its payload into place, neither of which moves the count), a new test() of that
+  // request would find it not done again, and the caller may skip it.
   uint64_t finished_epoch() const { return finished_epoch_.load(std::memory_order_acquire); }
-  bool sends_held() const { return sends_held_.load(std::memory_order_acquire) != 0; }
+  bool requests_held() const { return held_.load(std::memory_order_acquire) != 0; }
 
  private:
   struct Io;  // sockets, batching and buffers (src/io.h)
@@ -367,10 +371,16 @@ class UdpWire {
   };
 
   UdpWire(const UdpConfig& config, std::unique_ptr<engine::Endpoint> endpoint, std::unique_ptr<Io> io);
-  Status progress_locked(TimeNs now, bool read_clock);
-  void receive_locked(TimeNs now, bool read_clock);
+  // overlap_copies: threaded mode's rounds, which hand payload copies to the I/O threads and go on
+  // without waiting for them (receive_from_threads_locked).
+  Status progress_locked(TimeNs now, bool read_clock, bool overlap_copies);
+  void receive_locked(TimeNs now, bool read_clock, bool overlap_copies);
   bool read_socket_locked(TimeNs& now, bool read_clock, int fd);  // true if it got datagrams
-  void receive_from_threads_locked(TimeNs now, bool read_clock);
+  void receive_from_threads_locked(TimeNs now, bool read_clock, bool overlap_copies);
+  // Gives back to the I/O threads the receive batches whose payload copies are done.
+  void release_copied_locked();
+  // Whether receive batches wait for payload copies (the progress thread then does not sleep).
+  bool copies_pending_locked() const;
   // One received message (a datagram or a GRO aggregate). `verified`, if not null, has a flag per
   // datagram (1: an I/O thread found its CRCs good) and is advanced past this message's.
   void deliver_message_locked(TimeNs now, const detail::RxMessage& m, const uint8_t*& verified);
@@ -384,7 +394,7 @@ class UdpWire {
   TimeNs next_deadline_locked() const;
   // Whether the application has requests outstanding, for the threads' polling (pending_poll_ns).
   void publish_pending_locked(TimeNs now);
-  // Updates finished_epoch() and sends_held() after whatever may have finished requests.
+  // Updates finished_epoch() and requests_held() after whatever may have finished requests.
   void publish_finished_locked();
   void wake_locked();
   uint64_t completion_signature_locked(engine::ConnId conn) const;
@@ -394,10 +404,19 @@ class UdpWire {
   // tx_fence_locked() notes each thread's published count under the lock; wait_tx_fence() waits for
   // them without it (later batches cannot hold that request's segments: the engine sends nothing more
   // of a finished request or a closed connection).
-  // test() does not wait: it holds a finished send back until tx_fence_passed() (Io::fenced_sends).
+  // test() does not wait: it holds a finished send back until tx_fence_passed() (Io::held).
   std::vector<uint64_t> tx_fence_locked() const;
   void wait_tx_fence(const std::vector<uint64_t>& fence);
   bool tx_fence_passed(const std::vector<uint64_t>& fence) const;
+  // The copy fence. In threaded mode a round hands payload copies to the I/O threads and does not wait
+  // for them, so a receive the engine reports done may still be copying: copy_fence_locked() notes each
+  // thread's copies pushed so far (under the lock), and a receive is reported once they are done.
+  std::vector<uint64_t> copy_fence_locked() const;
+  bool copy_fence_passed(const std::vector<uint64_t>& fence) const;
+  void wait_copy_fence(const std::vector<uint64_t>& fence);  // helps with the copies
+  // Holds a finished request back (Io::held) while its fence has not passed; returns true (and
+  // `result` becomes not done) if it did.
+  bool hold_locked(engine::ConnId conn, engine::RequestId req, engine::Completion& result);
   std::string peer_suffix_locked(engine::ConnId conn) const;
   void thread_main();
   // Waits until pred() holds (under the lock) or `timeout_ns` passes; true if it holds.
@@ -425,7 +444,7 @@ class UdpWire {
   std::string thread_error_;
   bool more_tx_ = false;  // the last round filled a whole batch: go again without sleeping
   std::atomic<uint64_t> finished_epoch_{0};
-  std::atomic<uint64_t> sends_held_{0};  // Io::fenced_sends.size()
+  std::atomic<uint64_t> held_{0};  // Io::held.size()
 };
 
 }  // namespace megascale::wire
