@@ -62,6 +62,20 @@ std::string seconds_text(TimeNs ns) {
 
 }  // namespace
 
+std::string expand_file_pattern(const std::string& pattern, const std::string& host, long pid) {
+  std::string out;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    const char next = i + 1 < pattern.size() ? pattern[i + 1] : '\0';
+    if (pattern[i] == '%' && (next == 'h' || next == 'p' || next == '%')) {
+      out += next == 'h' ? host : next == 'p' ? std::to_string(pid) : "%";
+      ++i;
+    } else {
+      out.push_back(pattern[i]);
+    }
+  }
+  return out;
+}
+
 uint32_t default_segment_bytes(int mtu_bytes, bool ipv6) {
   const int overhead = (ipv6 ? 40 : 20) + 8 + static_cast<int>(engine::kSegHeaderBytes);
   const int fit = mtu_bytes - overhead;
@@ -284,6 +298,27 @@ Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
     if (::access(dir, W_OK) != 0) return bad("MEGASCALE_STATS_DIR", dir, "not writable");
   }
   echo("MEGASCALE_STATS_DIR", dir ? c.stats_dir : "unset (no stats files)", dir != nullptr);
+
+  const char* trace = env("MEGASCALE_TRACE_FILE");
+  if (trace != nullptr) {
+    char host[256] = {};
+    if (::gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "host");
+    c.trace_file = expand_file_pattern(trace, host, static_cast<long>(::getpid()));
+    const size_t slash = c.trace_file.rfind('/');
+    const std::string trace_dir = slash == std::string::npos ? "."
+                                  : slash == 0               ? "/"
+                                                             : c.trace_file.substr(0, slash);
+    struct stat st {};
+    if (::stat(trace_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+      return bad("MEGASCALE_TRACE_FILE", trace, "its directory " + trace_dir + " does not exist");
+    if (::access(trace_dir.c_str(), W_OK) != 0)
+      return bad("MEGASCALE_TRACE_FILE", trace, "its directory " + trace_dir + " is not writable");
+    if (std::string(trace).find("%p") == std::string::npos) {
+      c.warnings.push_back(std::string("MEGASCALE_TRACE_FILE=") + trace +
+                           " has no %p: processes on one host write the same file and the last one wins");
+    }
+  }
+  echo("MEGASCALE_TRACE_FILE", trace ? c.trace_file : "unset (no request timeline)", trace != nullptr);
 
   const char* interval = env("MEGASCALE_STATS_INTERVAL_S");
   if (interval != nullptr) {

@@ -52,6 +52,8 @@ struct PluginConfig {
   int traffic_class = -1;  // MEGASCALE_TC: IP traffic class byte 0..255; -1 = NCCL's config or 0
   std::string ifname;      // MEGASCALE_IFNAME: interface selection (see interfaces.h)
   std::string stats_dir;   // MEGASCALE_STATS_DIR: where counters go; empty = none
+  // MEGASCALE_TRACE_FILE, with %h and %p expanded: the request timeline (TraceWriter); empty = none.
+  std::string trace_file;
   TimeNs stats_interval_ns = 5 * kNsPerSec;  // MEGASCALE_STATS_INTERVAL_S
   uint32_t threads_per_device = 4;           // MEGASCALE_NTHREADS: UDP wires (progress threads) per device
   // MEGASCALE_IO_THREADS: I/O threads per wire (UdpConfig::io_threads). Unset (both): thread_layout.
@@ -124,6 +126,10 @@ struct ThreadLayout {
 };
 ThreadLayout thread_layout(unsigned usable_cpus, unsigned local_ranks, uint32_t lanes, int wires_set,
                            int io_set, const std::string& cpus_note = {});
+
+// A file name pattern as NCCL_DEBUG_FILE takes it: %h becomes the host name, %p the process id, %% a
+// percent sign; any other % sequence is kept as it is.
+std::string expand_file_pattern(const std::string& pattern, const std::string& host, long pid);
 
 // The engine segment size for an interface MTU when MEGASCALE_SEGMENT_BYTES is not set: the largest
 // payload whose datagram (IP + UDP + engine header) fits the MTU, capped at 32 KiB, and at least 512.

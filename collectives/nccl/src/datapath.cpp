@@ -33,9 +33,10 @@ NetResult post_refused(CommBase* comm, const std::string& why) {
   return fail_comm(comm, code, message + " (" + why + ")");
 }
 
-// Adds a request that ended well to its comm's phase histograms (CommBase::phases); `seen_ns` is when
-// test() found it done.
-void record_phases(CommBase& comm, TimeNs posted_ns, const engine::Completion& c, TimeNs seen_ns) {
+// Adds a request that ended well to its comm's phase histograms (CommBase::phases) and to the request
+// timeline (MEGASCALE_TRACE_FILE); `seen_ns` is when test() found it done.
+void record_phases(CommBase& comm, const Request& r, int sub, const engine::Completion& c, TimeNs seen_ns) {
+  const TimeNs posted_ns = r.posted_ns;
   // Clamped at 0: the wire's thread reads its clock at the start of a round, which may be a little
   // before a post that the same round took in.
   const auto add = [&](CommBase::Phase p, TimeNs from, TimeNs to) {
@@ -45,6 +46,7 @@ void record_phases(CommBase& comm, TimeNs posted_ns, const engine::Completion& c
   add(CommBase::kTransfer, c.first_ns, c.last_ns);
   if (c.send) add(CommBase::kAck, c.last_ns, c.done_ns);
   add(CommBase::kReport, c.done_ns, seen_ns);
+  if (comm.trace_id != 0) Registry::get().trace().record(comm, r.trace_lane[sub], posted_ns, c, seen_ns);
 }
 
 // Polls the engine for the subs of `r` not yet done. Returns false (and fails the comm) when one failed.
@@ -67,7 +69,7 @@ bool poll_request(Request& r, NetResult* code, TimeNs seen_ns = 0) {
       return false;
     }
     r.bytes[i] = c.bytes;
-    if (seen_ns > 0) record_phases(*comm, r.posted_ns, c, seen_ns);
+    if (seen_ns > 0) record_phases(*comm, r, i, c, seen_ns);
     r.done_mask = static_cast<uint8_t>(r.done_mask | (1u << i));
   }
   return true;
@@ -76,6 +78,21 @@ bool poll_request(Request& r, NetResult* code, TimeNs seen_ns = 0) {
 bool all_done(const Request& r) {
   return r.done_mask == static_cast<uint8_t>((1u << r.n) - 1);
 }
+
+// Adds the time from its construction to its destruction to `total` (the comm's time inside a call).
+class CallTimer {
+ public:
+  CallTimer(TimeNs* total, TimeNs start) : total_(total), start_(start) {}
+  ~CallTimer() {
+    if (total_ != nullptr) *total_ += wire::UdpWire::now() - start_;
+  }
+  CallTimer(const CallTimer&) = delete;
+  CallTimer& operator=(const CallTimer&) = delete;
+
+ private:
+  TimeNs* total_;
+  TimeNs start_;
+};
 
 int clamp_int(uint64_t v) {
   return v > INT_MAX ? INT_MAX : static_cast<int>(v);
@@ -155,6 +172,7 @@ NetResult isend(void* send_comm, void* data, size_t size, int tag, void* mhandle
     return abi::kNetInvalidArgument;
   }
   const TimeNs now = wire::UdpWire::now();
+  const CallTimer timer(&comm->post_call_ns, now);
   Registry::get().tick(now);
   Request* r = comm->alloc_request();
   if (r == nullptr) {
@@ -169,6 +187,7 @@ NetResult isend(void* send_comm, void* data, size_t size, int tag, void* mhandle
   }
   r->n = 1;
   r->ids[0] = *id;
+  if (comm->trace_id != 0) r->trace_lane[0] = comm->take_trace_lane();
   ++comm->posted;
   ++comm->posted_buffers;
   *request = r;
@@ -198,6 +217,7 @@ NetResult irecv(void* recv_comm, int n, void** data, const size_t* sizes, const 
     }
   }
   const TimeNs now = wire::UdpWire::now();
+  const CallTimer timer(&comm->post_call_ns, now);
   Registry::get().tick(now);
   if (NetResult code = reap_deferred(comm); code != abi::kNetSuccess) return code;
   Request* r = comm->alloc_request();
@@ -221,6 +241,7 @@ NetResult irecv(void* recv_comm, int n, void** data, const size_t* sizes, const 
           "irecv: buffer " + std::to_string(i) + " of " + std::to_string(n) + ": " + id.error().message);
     }
     r->ids[i] = *id;
+    if (comm->trace_id != 0) r->trace_lane[i] = comm->take_trace_lane();
     r->n = static_cast<uint8_t>(i + 1);
   }
   r->optional = optional;
@@ -255,6 +276,8 @@ NetResult test(void* request, int* done, int* sizes) {
   if (comm->failed != abi::kNetSuccess) return comm->failed;
   Registry& reg = Registry::get();
   const TimeNs now = wire::UdpWire::now();
+  const CallTimer timer(&comm->test_call_ns, now);
+  ++comm->test_calls;
   reg.tick(now);
   // NCCL calls test() in a tight loop; each look into the engine takes the wire's lock, which its thread
   // needs to move packets. A look is skipped while nothing on the wire has finished since this

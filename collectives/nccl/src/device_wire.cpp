@@ -1,6 +1,7 @@
 // DeviceWire: a device's UDP wire and its acceptor (hello routing, background closes); CommBase's
 // request pool; failure classification.
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <random>
 #include <thread>
@@ -33,8 +34,18 @@ Request* CommBase::alloc_request() {
 }
 
 void CommBase::free_request(Request* r) {
+  if (trace_id != 0) {
+    for (int i = 0; i < r->n; ++i) trace_lanes_busy &= ~(uint64_t{1} << r->trace_lane[i]);
+  }
   r->in_use = false;
   free_requests.push_back(static_cast<uint32_t>(r - requests.data()));
+}
+
+uint8_t CommBase::take_trace_lane() {
+  const uint8_t lane =
+      trace_lanes_busy == ~uint64_t{0} ? 63 : static_cast<uint8_t>(std::countr_one(trace_lanes_busy));
+  trace_lanes_busy |= uint64_t{1} << lane;
+  return lane;
 }
 
 DeviceWire::DeviceWire(int dev, uint8_t dscp, uint32_t index, std::unique_ptr<wire::UdpWire> udp,

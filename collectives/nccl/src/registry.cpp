@@ -17,6 +17,8 @@ Registry& Registry::get() {
 }
 
 Registry::~Registry() {
+  // The requests traced since the last comm closed (a program that exits with its comms open).
+  if (Status s = trace_.write(); !s) MS_WARN("%s", s.error().message.c_str());
   std::lock_guard<std::mutex> lock(mu_);
   if (open_comms_ > 0) {
     // NCCL (or a program that exits without destroying its communicators) still holds comms whose
@@ -59,6 +61,7 @@ Status Registry::ensure_ready() {
     devices_.push_back(std::move(d));
   }
   stats_.configure(config_.stats_dir, config_.stats_interval_ns);
+  trace_.configure(config_.trace_file);
 
   for (const std::string& line : config_.echo)
     MS_INFO(abi::kSubsysInit | abi::kSubsysEnv, "%s", line.c_str());
@@ -77,6 +80,11 @@ Status Registry::ensure_ready() {
     MS_INFO(abi::kSubsysInit, "stats every %.1f s to %s and %s",
             static_cast<double>(config_.stats_interval_ns) / 1e9, stats_.jsonl_path().c_str(),
             stats_.prom_path().c_str());
+  }
+  if (trace_.enabled()) {
+    MS_INFO(abi::kSubsysInit,
+            "request timeline (Chrome trace JSON) to %s when the last comm closes and at exit",
+            trace_.path().c_str());
   }
   ready_.store(true, std::memory_order_release);
   return status_;
@@ -188,6 +196,7 @@ void Registry::comm_opened(CommBase* comm) {
     ++open_comms_;
   }
   stats_.add(comm);
+  trace_.add(comm);
 }
 
 void Registry::comm_closed() {
@@ -215,6 +224,7 @@ void Registry::maybe_teardown_locked() {
   remove_wires_from_stats_locked();
   wires_.clear();
   source_ports_dscp_.clear();
+  if (Status s = trace_.write(); !s) MS_WARN("%s", s.error().message.c_str());
 }
 
 void Registry::remove_wires_from_stats_locked() {

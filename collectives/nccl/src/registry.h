@@ -7,8 +7,8 @@
 //   auto wire = r.wire_for(dev, dscp);   // Result<DeviceWire*>: round robin over MEGASCALE_NTHREADS
 //
 // Teardown: when the last context is finalized and no comm is open, every wire is destroyed (threads
-// joined, sockets closed), so NCCL may dlclose the library. The destructor (library unload, process exit)
-// tears down whatever is left.
+// joined, sockets closed) and the request trace written, so NCCL may dlclose the library. The destructor
+// (library unload, process exit) tears down whatever is left.
 #pragma once
 
 #include <atomic>
@@ -24,6 +24,7 @@
 #include "interfaces.h"
 #include "megascale/common/result.h"
 #include "stats_writer.h"
+#include "trace_writer.h"
 #include "transport.h"
 
 namespace megascale::nccl {
@@ -67,6 +68,7 @@ class Registry {
   void tick(TimeNs now);
 
   StatsWriter& stats() { return stats_; }
+  TraceWriter& trace() { return trace_; }
 
  private:
   Registry() = default;
@@ -95,6 +97,7 @@ class Registry {
   size_t open_comms_ = 0;
   std::atomic<TimeNs> next_reap_ns_{0};
   StatsWriter stats_;
+  TraceWriter trace_;
 };
 
 }  // namespace megascale::nccl

@@ -89,6 +89,7 @@ struct Request {
   static constexpr uint64_t kNoEpoch = ~uint64_t{0};
   engine::RequestId ids[kMaxRecvs] = {};
   uint64_t bytes[kMaxRecvs] = {};
+  uint8_t trace_lane[kMaxRecvs] = {};  // each sub's lane on its comm's track (MEGASCALE_TRACE_FILE)
 };
 
 struct CommBase {
@@ -113,6 +114,11 @@ struct CommBase {
   uint64_t completed = 0;       // requests reported done to NCCL
   uint64_t retry_later = 0;     // isend/irecv answered with request = NULL (no free request)
   uint64_t bytes_done = 0;      // bytes of completed requests
+  // Time NCCL's proxy thread spent inside this comm's isend/irecv and test() calls, and the test() calls:
+  // that thread serves every channel, so time it waits here (for the wire's lock) delays them all.
+  TimeNs post_call_ns = 0;
+  TimeNs test_call_ns = 0;
+  uint64_t test_calls = 0;
   // Post to done as NCCL sees it (isend/irecv until test() says done): a send's includes its
   // acknowledgment, a receive's the wait for the peer's send. The figure to look at when bandwidth is
   // low and the transport's own counters (RTT, retransmissions) look healthy.
@@ -130,6 +136,13 @@ struct CommBase {
   // test() looks into the engine at most this often while nothing completes (see MEGASCALE_TEST_POLL_US).
   TimeNs next_poll_ns = 0;
   TimeNs poll_backoff_ns = 0;
+  // Its track in MEGASCALE_TRACE_FILE's timeline (TraceWriter; 0 = none), and the track's lanes in use:
+  // a request posted takes the lowest free lane per sub and gives it back when freed, so requests in
+  // flight together sit side by side and a comm uses as many lanes as it had in flight (the last lane
+  // is shared beyond 64).
+  uint32_t trace_id = 0;
+  uint64_t trace_lanes_busy = 0;
+  uint8_t take_trace_lane();
 
   CommBase(uint32_t m, Role r, uint32_t pool_size);
   Request* alloc_request();

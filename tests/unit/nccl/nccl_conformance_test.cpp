@@ -2,7 +2,8 @@
 // built libnccl-net-megascale.so is loaded with dlopen as NCCL loads it and driven through NCCL's call
 // patterns on loopback, one test per harness case; the older ABI tables (v8..v10) through the basic
 // cases; and, in fresh processes (the plugin reads its environment once), a bad MEGASCALE_* value
-// failing init with a message naming it, and the stats files MEGASCALE_STATS_DIR asks for.
+// failing init with a message naming it, the stats files MEGASCALE_STATS_DIR asks for, and the request
+// timeline MEGASCALE_TRACE_FILE asks for.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -11,7 +12,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -131,9 +134,9 @@ TEST_F(NcclPluginEnvironment, BadValuesFailInitNamingTheVariable) {
 // The checks of a forked run: each failed one is printed, and the child's exit status says whether any did.
 struct Expectations {
   int bad = 0;
-  void operator()(bool ok, const char* what) {
+  void operator()(bool ok, const std::string& what) {
     if (!ok) {
-      std::fprintf(stderr, "not as expected: %s\n", what);
+      std::fprintf(stderr, "not as expected: %s\n", what.c_str());
       ++bad;
     }
   }
@@ -224,9 +227,12 @@ void expect_forked_run_passes(const char* prefix, void (*child)(const std::strin
       ok = ok && p.is_object() && p["count"] == n["completed"] && p["p50_ns"] <= whole;
     }
     if (send) ok = ok && n["phases"]["ack"]["p50_ns"] > 0;
+    // The time NCCL's thread spent in the comm's calls: every post and test() took some.
+    ok = ok && n["post_call_ns"] > 0 && n["test_call_ns"] > 0 && n["test_calls"] >= n["completed"];
     phased += ok ? 1 : 0;
   }
-  expect(phased == 2, "both close records split the request latency into their role's phases");
+  expect(phased == 2,
+         "both close records split the request latency into their role's phases and time the calls");
   expect(prom.find("# TYPE megascale_nccl_request_wait_p50_seconds gauge") != std::string::npos &&
              prom.find("# TYPE megascale_nccl_request_ack_p50_seconds gauge") != std::string::npos,
          "the phases in the textfile");
@@ -255,6 +261,78 @@ void expect_forked_run_passes(const char* prefix, void (*child)(const std::strin
   expect(prom.find("# TYPE megascale_nccl_wire_send_dropped_full_total counter") != std::string::npos &&
              prom.find("megascale_nccl_wire_send_syscalls_total{ifname=\"") != std::string::npos,
          "the wires' counters in the textfile");
+  expect.exit();
+}
+
+// Exits 0 when a run with MEGASCALE_TRACE_FILE writes a Chrome trace of every request: the file the
+// pattern names, each send and receive once with its bytes, its phases inside it, and a comm's requests
+// that were in flight together on lanes of their own (no two slices of one track overlap).
+[[noreturn]] void trace_run(const std::string& dir) {
+  const std::string pattern = dir + "/trace-%h-%p.json";
+  ::setenv("MEGASCALE_TRACE_FILE", pattern.c_str(), 1);
+  Options o = plugin_options();
+  o.cases = {"steps_in_flight"};  // 64 sends of 512 KiB then 256 of 1 KiB, 8 in flight, each way once
+  const Report r = run(o);
+  Expectations expect;
+  expect(r.load_error.empty() && r.cases.size() == 1 && r.cases[0].passed, "the case passes");
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  const std::string path = dir + "/trace-" + host + "-" + std::to_string(::getpid()) + ".json";
+  expect(log_has(r, "MEGASCALE_TRACE_FILE=" + path + " (environment)"), "the expanded path echoed at INFO");
+  std::ifstream in(path);
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  expect(!j.is_discarded() && j["traceEvents"].is_array(), "the file " + path + " is JSON with traceEvents");
+  if (j.is_discarded()) expect.exit();
+  struct Slice {
+    double ts = 0, end = 0;
+  };
+  std::map<uint64_t, std::vector<Slice>> requests;  // by track
+  std::map<std::string, int> count;
+  std::map<std::string, uint64_t> bytes;
+  bool phases_inside = true, named = true;
+  std::set<uint64_t> tracks_named;
+  std::vector<std::pair<uint64_t, Slice>> phases;
+  for (const nlohmann::json& e : j["traceEvents"]) {
+    if (e["ph"] == "M") {
+      if (e["name"] == "thread_name") tracks_named.insert(e["tid"].get<uint64_t>());
+      continue;
+    }
+    const Slice s{e["ts"].get<double>(), e["ts"].get<double>() + e["dur"].get<double>()};
+    const uint64_t tid = e["tid"];
+    const std::string name = e["name"];
+    ++count[name];
+    if (e["cat"] == "request") {
+      bytes[name] += e["args"]["bytes"].get<uint64_t>();
+      requests[tid].push_back(s);
+    } else {
+      phases.emplace_back(tid, s);
+    }
+  }
+  for (const auto& [tid, p] : phases) {
+    bool inside = false;
+    for (const Slice& q : requests[tid]) inside = inside || (p.ts >= q.ts - 1e-3 && p.end <= q.end + 1e-3);
+    phases_inside = phases_inside && inside;
+  }
+  bool disjoint = true;
+  size_t send_lanes = 0;
+  for (auto& [tid, list] : requests) {
+    named = named && tracks_named.count(tid) == 1;
+    std::sort(list.begin(), list.end(), [](const Slice& a, const Slice& b) { return a.ts < b.ts; });
+    for (size_t i = 1; i < list.size(); ++i) disjoint = disjoint && list[i].ts >= list[i - 1].end - 1e-3;
+  }
+  for (const auto& [tid, list] : requests) send_lanes += tid / 100 == requests.begin()->first / 100 ? 1 : 0;
+  constexpr uint64_t kBytes = 64 * (512 << 10) + 256 * 1024;
+  expect(count["send"] == 320 && count["recv"] == 320, "320 sends and 320 receives, each once");
+  expect(bytes["send"] == kBytes && bytes["recv"] == kBytes, "the bytes of every request");
+  expect(count["wait"] == 640 && count["transfer"] == 640 && count["report"] == 640 && count["ack"] == 320,
+         "each request's phases (ack for sends)");
+  expect(phases_inside, "every phase inside its request's slice");
+  expect(disjoint, "no two requests of one track overlap");
+  expect(send_lanes >= 2 && send_lanes <= 8,
+         "the first comm's requests (8 in flight) on 2..8 lanes, not " + std::to_string(send_lanes));
+  expect(named, "every track named");
+  expect(j["otherData"]["requests"] == 640 && j["otherData"]["clock"] == "CLOCK_MONOTONIC",
+         "the request count and the clock in otherData");
   expect.exit();
 }
 
@@ -288,6 +366,10 @@ TEST_F(NcclPluginEnvironment, PayloadCrcOffMovesEveryByteAndIsCounted) {
 
 TEST_F(NcclPluginEnvironment, StatsDirGetsJsonLinesAndPrometheusTextfile) {
   expect_forked_run_passes("megascale-stats", stats_run);
+}
+
+TEST_F(NcclPluginEnvironment, TraceFileGetsEveryRequestAsChromeTrace) {
+  expect_forked_run_passes("megascale-trace", trace_run);
 }
 
 }  // namespace

@@ -75,9 +75,10 @@ TEST(PluginConfig, DefaultsWithAnEmptyEnvironment) {
   EXPECT_EQ(c->test_poll_ns, 0);
   EXPECT_EQ(c->port_closed_fail_ns, 200 * kNsPerMs);
   EXPECT_FALSE(c->fault.enabled());
+  EXPECT_TRUE(c->trace_file.empty());
   // Every knob is echoed once, marked as a default.
   EXPECT_TRUE(c->source_ports.empty());
-  ASSERT_EQ(c->echo.size(), 22u);
+  ASSERT_EQ(c->echo.size(), 23u);
   for (const std::string& line : c->echo) {
     EXPECT_EQ(line.rfind("MEGASCALE_", 0), 0u) << line;
     EXPECT_NE(line.find("(default)"), std::string::npos) << line;
@@ -474,6 +475,29 @@ TEST(PluginConfig, StatsDirIsCreatedOrRefused) {
   const std::string message = error_for("MEGASCALE_STATS_DIR", file + "/sub");
   EXPECT_NE(message.find("MEGASCALE_STATS_DIR=" + file + "/sub"), std::string::npos) << message;
   std::remove(file.c_str());
+}
+
+TEST(PluginConfig, TraceFilePatternIsExpandedAndItsDirectoryChecked) {
+  EXPECT_EQ(expand_file_pattern("/t/ms-%h-%p.json", "node7", 4242), "/t/ms-node7-4242.json");
+  EXPECT_EQ(expand_file_pattern("a%%b%x%", "h", 1), "a%b%x%");  // %% is one %, others stay as written
+  const std::string dir = ::testing::TempDir();
+  auto c = load({{"MEGASCALE_TRACE_FILE", dir + "/trace-%p.json"}});
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->trace_file, dir + "/trace-" + std::to_string(::getpid()) + ".json");
+  EXPECT_TRUE(c->warnings.empty());
+  // Without %p the ranks of a host write one file: accepted, with a warning that says so.
+  auto shared = load({{"MEGASCALE_TRACE_FILE", dir + "/trace.json"}});
+  ASSERT_TRUE(shared) << shared.error().message;
+  ASSERT_EQ(shared->warnings.size(), 1u);
+  EXPECT_NE(shared->warnings[0].find("has no %p"), std::string::npos) << shared->warnings[0];
+  // A directory that does not exist is refused with the variable named; set but empty is unset.
+  const std::string message =
+      error_for("MEGASCALE_TRACE_FILE", dir + "/no-such-dir-" + std::to_string(::getpid()) + "/t-%p");
+  EXPECT_NE(message.find("MEGASCALE_TRACE_FILE="), std::string::npos) << message;
+  EXPECT_NE(message.find("does not exist"), std::string::npos) << message;
+  auto empty = load({{"MEGASCALE_TRACE_FILE", ""}});
+  ASSERT_TRUE(empty) << empty.error().message;
+  EXPECT_TRUE(empty->trace_file.empty());
 }
 
 TEST(PluginConfig, DefaultSegmentFitsTheMtu) {

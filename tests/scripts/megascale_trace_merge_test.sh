@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# scripts/megascale-trace-merge.py on hand-made request timelines: two ranks of one host merge into one
+# trace that keeps every event and each rank's pid; files from two hosts are refused unless asked for;
+# a file that is not JSON, not a trace, or not a MegaScale timeline is refused with exit status 2 and a
+# message naming it.
+# Usage: megascale_trace_merge_test.sh SOURCE_DIR
+set -uo pipefail
+src=$1
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+merge=$src/scripts/megascale-trace-merge.py
+
+rank() {  # FILE HOST PID TS
+  printf '{"displayTimeUnit":"ns","otherData":{"clock":"CLOCK_MONOTONIC","host":"%s","requests":1,"requests_not_kept":0},"traceEvents":[{"name":"process_name","ph":"M","pid":%s,"args":{"name":"r"}},{"name":"send","cat":"request","ph":"X","pid":%s,"tid":100,"ts":%s,"dur":5.5,"args":{"bytes":8}},{"name":"wait","cat":"phase","ph":"X","pid":%s,"tid":100,"ts":%s,"dur":1.0}]}\n' "$2" "$3" "$3" "$4" "$3" "$4" > "$1"
+}
+rank "$dir/a.json" h1 11 100.5
+rank "$dir/b.json" h1 12 101.25
+out=$(python3 "$merge" "$dir/m.json" "$dir/a.json" "$dir/b.json") || fail "exit $? on good input: $out"
+[[ $out == *"$dir/a.json: host h1, pid 11, 1 requests"* && $out == *"$dir/m.json: 6 events from 2 files"* ]] ||
+  fail "got: $out"
+python3 - "$dir/m.json" <<'PY' || fail "merged file"
+import json, sys
+d = json.load(open(sys.argv[1]))
+ev = d["traceEvents"]
+assert len(ev) == 6, len(ev)
+assert sorted({e["pid"] for e in ev}) == [11, 12]
+assert d["otherData"]["requests"] == 2 and d["otherData"]["clock"] == "CLOCK_MONOTONIC"
+assert [e["ts"] for e in ev if e["name"] == "send"] == [100.5, 101.25]
+PY
+
+rank "$dir/c.json" h2 13 5
+out=$(python3 "$merge" "$dir/m2.json" "$dir/a.json" "$dir/c.json" 2>&1); rc=$?
+[[ $rc == 2 && $out == *"2 hosts (h1, h2)"* && ! -e $dir/m2.json ]] || fail "two hosts: rc $rc, $out"
+python3 "$merge" --hosts-may-differ "$dir/m2.json" "$dir/a.json" "$dir/c.json" > /dev/null || fail "--hosts-may-differ"
+
+echo 'not json' > "$dir/bad.json"
+out=$(python3 "$merge" "$dir/m3.json" "$dir/bad.json" 2>&1); rc=$?
+[[ $rc == 2 && $out == *"bad.json: not JSON"* ]] || fail "not JSON: rc $rc, $out"
+echo '{"traceEvents":[]}' > "$dir/other.json"
+out=$(python3 "$merge" "$dir/m3.json" "$dir/other.json" 2>&1); rc=$?
+[[ $rc == 2 && $out == *"other.json: not a MegaScale request timeline"* ]] || fail "foreign trace: rc $rc, $out"
+echo '[1]' > "$dir/list.json"
+out=$(python3 "$merge" "$dir/m3.json" "$dir/list.json" 2>&1); rc=$?
+[[ $rc == 2 && $out == *"list.json: not a Chrome trace"* ]] || fail "list: rc $rc, $out"
+out=$(python3 "$merge" "$dir/m3.json" "$dir/missing.json" 2>&1); rc=$?
+[[ $rc == 2 && $out == *"missing.json: cannot read"* ]] || fail "missing: rc $rc, $out"
+echo "megascale_trace_merge_test: ok"
