@@ -459,8 +459,12 @@ TEST_P(UdpLoopback, IoThreadsReportEachReceiveWithItsBytesInPlace) {
     ASSERT_TRUE(r) << r.error().message;
     recvs[i] = *r;
   }
-  for (int i = 0; i < kMessages; ++i)
-    ASSERT_TRUE(p.sender->post_send(p.send_conn, sources[i].data(), kSize, i));
+  std::vector<engine::RequestId> sends(kMessages);
+  for (int i = 0; i < kMessages; ++i) {
+    auto sr = p.sender->post_send(p.send_conn, sources[i].data(), kSize, i);
+    ASSERT_TRUE(sr) << sr.error().message;
+    sends[i] = *sr;
+  }
   // The last receive through wait().
   int done = 0;
   std::vector<bool> reported(kMessages, false);
@@ -484,6 +488,11 @@ TEST_P(UdpLoopback, IoThreadsReportEachReceiveWithItsBytesInPlace) {
   ASSERT_TRUE(last.done && last.ok) << last.error;
   EXPECT_EQ(first_mismatch(*sinks[kMessages - 1], kSize, 700 + kMessages - 1), -1);
   EXPECT_FALSE(p.receiver->requests_held());
+  // The sources stay until their sends are done (the TX fence): a retransmission may still read them.
+  for (int i = 0; i < kMessages; ++i) {
+    const engine::Completion sc = p.sender->wait(p.send_conn, sends[i], sec(30));
+    EXPECT_TRUE(sc.done && sc.ok) << sc.error;
+  }
 }
 
 // finished_epoch() lets a caller that polls test() in a tight loop (the NCCL plugin) skip the locked look

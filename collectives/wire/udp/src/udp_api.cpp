@@ -114,8 +114,9 @@ void UdpWire::thread_main() {
     const TimeNs window = io_->caller_wake.pending.load(std::memory_order_relaxed) ? config_.pending_poll_ns
                                                                                    : config_.idle_poll_ns;
     // Batches waiting for their payload copies are given back by a round: no sleep until they are.
+    const bool copies_pending = copies_pending_locked();
     const bool sleep = !config_.busy_poll && deadline > t + config_.spin_ns && t - io_->last_io_ns > window &&
-                       !copies_pending_locked();
+                       !copies_pending;
     if (sleep) {
       // Set under the lock: a post that takes the lock after this sees it and writes the eventfd.
       sleeping_.store(true, std::memory_order_release);
@@ -125,9 +126,17 @@ void UdpWire::thread_main() {
     if (notify) progressed_.notify_all();
     // Step aside while application threads wait for the lock (a post, a test, a woken waiter).
     for (int i = 0; i < 1000 && mu_.waiting() > 0; ++i) std::this_thread::yield();
-    // A round that moved nothing and does not sleep gives the CPU to any thread waiting for one, as the
-    // I/O threads do (io_thread.cpp).
-    if (!sleep && io_->last_io_ns < round_ns) std::this_thread::yield();
+    // A round that moved nothing and does not sleep: payload copies its I/O threads have not got to
+    // yet are made here (outside the lock: a receive waits for them, and an I/O thread that lost its
+    // CPU would otherwise hold its receives back); with none, it gives the CPU to any thread waiting
+    // for one, as the I/O threads do (io_thread.cpp).
+    if (!sleep && io_->last_io_ns < round_ns) {
+      size_t helped = 0;
+      if (copies_pending) {
+        for (const auto& th : io_->threads) helped += th->copies().run();
+      }
+      if (helped == 0) std::this_thread::yield();
+    }
     if (sleep) {
       // stop() sets the flag, then writes the eventfd; this round's receive may have drained that
       // write already. Looking at the flag again after the drain closes the gap: a stop() it misses
