@@ -25,7 +25,7 @@ bool connection_usable(DeviceWire& w, engine::ConnId conn) {
 // Why a post was refused: a broken connection fails the comm; otherwise it is a limit and NCCL retries.
 NetResult post_refused(CommBase* comm, const std::string& why) {
   if (connection_usable(*comm->wire, comm->conn)) {
-    ++comm->retry_later;
+    comm->update([](CommBase::Counters& c) { ++c.retry_later; });
     return abi::kNetSuccess;
   }
   std::string message;
@@ -39,13 +39,15 @@ void record_phases(CommBase& comm, const Request& r, int sub, const engine::Comp
   const TimeNs posted_ns = r.posted_ns;
   // Clamped at 0: the wire's thread reads its clock at the start of a round, which may be a little
   // before a post that the same round took in.
-  const auto add = [&](CommBase::Phase p, TimeNs from, TimeNs to) {
-    comm.phases[p].add(std::max<TimeNs>(0, to - from));
-  };
-  add(CommBase::kWait, posted_ns, c.first_ns);
-  add(CommBase::kTransfer, c.first_ns, c.last_ns);
-  if (c.send) add(CommBase::kAck, c.last_ns, c.done_ns);
-  add(CommBase::kReport, c.done_ns, seen_ns);
+  comm.update([&](CommBase::Counters& counters) {
+    const auto add = [&](CommBase::Phase p, TimeNs from, TimeNs to) {
+      counters.phases[p].add(std::max<TimeNs>(0, to - from));
+    };
+    add(CommBase::kWait, posted_ns, c.first_ns);
+    add(CommBase::kTransfer, c.first_ns, c.last_ns);
+    if (c.send) add(CommBase::kAck, c.last_ns, c.done_ns);
+    add(CommBase::kReport, c.done_ns, seen_ns);
+  });
   if (comm.trace_id != 0) Registry::get().trace().record(comm, r.trace_lane[sub], posted_ns, c, seen_ns);
 }
 
@@ -82,15 +84,15 @@ bool all_done(const Request& r) {
 // Adds the time from its construction to its destruction to `total` (the comm's time inside a call).
 class CallTimer {
  public:
-  CallTimer(TimeNs* total, TimeNs start) : total_(total), start_(start) {}
+  CallTimer(std::atomic<uint64_t>& total, TimeNs start) : total_(total), start_(start) {}
   ~CallTimer() {
-    if (total_ != nullptr) *total_ += wire::UdpWire::now() - start_;
+    add_owned(total_, static_cast<uint64_t>(std::max<TimeNs>(0, wire::UdpWire::now() - start_)));
   }
   CallTimer(const CallTimer&) = delete;
   CallTimer& operator=(const CallTimer&) = delete;
 
  private:
-  TimeNs* total_;
+  std::atomic<uint64_t>& total_;
   TimeNs start_;
 };
 
@@ -172,11 +174,11 @@ NetResult isend(void* send_comm, void* data, size_t size, int tag, void* mhandle
     return abi::kNetInvalidArgument;
   }
   const TimeNs now = wire::UdpWire::now();
-  const CallTimer timer(&comm->post_call_ns, now);
+  const CallTimer timer(comm->post_call_ns, now);
   Registry::get().tick(now);
   Request* r = comm->alloc_request();
   if (r == nullptr) {
-    ++comm->retry_later;
+    comm->update([](CommBase::Counters& c) { ++c.retry_later; });
     return abi::kNetSuccess;
   }
   r->posted_ns = now;
@@ -188,8 +190,10 @@ NetResult isend(void* send_comm, void* data, size_t size, int tag, void* mhandle
   r->n = 1;
   r->ids[0] = *id;
   if (comm->trace_id != 0) r->trace_lane[0] = comm->take_trace_lane();
-  ++comm->posted;
-  ++comm->posted_buffers;
+  comm->update([](CommBase::Counters& c) {
+    ++c.posted;
+    ++c.posted_buffers;
+  });
   *request = r;
   return abi::kNetSuccess;
 }
@@ -217,12 +221,12 @@ NetResult irecv(void* recv_comm, int n, void** data, const size_t* sizes, const 
     }
   }
   const TimeNs now = wire::UdpWire::now();
-  const CallTimer timer(&comm->post_call_ns, now);
+  const CallTimer timer(comm->post_call_ns, now);
   Registry::get().tick(now);
   if (NetResult code = reap_deferred(comm); code != abi::kNetSuccess) return code;
   Request* r = comm->alloc_request();
   if (r == nullptr) {
-    ++comm->retry_later;
+    comm->update([](CommBase::Counters& c) { ++c.retry_later; });
     return abi::kNetSuccess;
   }
   r->posted_ns = now;
@@ -245,8 +249,10 @@ NetResult irecv(void* recv_comm, int n, void** data, const size_t* sizes, const 
     r->n = static_cast<uint8_t>(i + 1);
   }
   r->optional = optional;
-  ++comm->posted;
-  comm->posted_buffers += static_cast<uint64_t>(n);
+  comm->update([n](CommBase::Counters& c) {
+    ++c.posted;
+    c.posted_buffers += static_cast<uint64_t>(n);
+  });
   *request = r;
   return abi::kNetSuccess;
 }
@@ -276,8 +282,8 @@ NetResult test(void* request, int* done, int* sizes) {
   if (comm->failed != abi::kNetSuccess) return comm->failed;
   Registry& reg = Registry::get();
   const TimeNs now = wire::UdpWire::now();
-  const CallTimer timer(&comm->test_call_ns, now);
-  ++comm->test_calls;
+  const CallTimer timer(comm->test_call_ns, now);
+  add_owned(comm->test_calls, 1);
   reg.tick(now);
   // NCCL calls test() in a tight loop; each look into the engine takes the wire's lock, which its thread
   // needs to move packets. A look is skipped while nothing on the wire has finished since this
@@ -304,13 +310,17 @@ NetResult test(void* request, int* done, int* sizes) {
   // Done (or optional: NCCL reads LL/LL128 data by its flags and need not wait for the completion;
   // the engine request is kept and freed when it finishes).
   *done = 1;
-  ++comm->completed;
-  comm->request_latency.add(now - r->posted_ns);
+  comm->update([&](CommBase::Counters& c) {
+    ++c.completed;
+    c.request_latency.add(now - r->posted_ns);
+    if (finished) {
+      for (int i = 0; i < r->n; ++i) c.bytes_done += r->bytes[i];
+    }
+  });
   if (sizes != nullptr) {
     for (int i = 0; i < r->n; ++i) sizes[i] = finished ? clamp_int(r->bytes[i]) : 0;
   }
   if (finished) {
-    for (int i = 0; i < r->n; ++i) comm->bytes_done += r->bytes[i];
     comm->free_request(r);
   } else {
     r->reported = true;

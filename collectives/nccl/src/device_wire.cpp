@@ -24,6 +24,7 @@ Request* CommBase::alloc_request() {
   if (free_requests.empty()) return nullptr;
   Request* r = &requests[free_requests.back()];
   free_requests.pop_back();
+  in_use.store(in_use.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   r->in_use = true;
   r->optional = false;
   r->reported = false;
@@ -39,6 +40,7 @@ void CommBase::free_request(Request* r) {
   }
   r->in_use = false;
   free_requests.push_back(static_cast<uint32_t>(r - requests.data()));
+  in_use.store(in_use.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
 }
 
 uint8_t CommBase::take_trace_lane() {

@@ -85,7 +85,7 @@ NetResult close_comm(void* p, uint32_t magic, const char* what) {
   reg.stats().remove(comm);
   comm->wire->retire(comm->conn, abortive);
   MS_INFO(abi::kSubsysNet, "%s: %s %s, %u request(s) outstanding, %" PRIu64 " completed", what,
-          comm->peer.c_str(), abortive ? "reset" : "closed", in_use, comm->completed);
+          comm->peer.c_str(), abortive ? "reset" : "closed", in_use, comm->counters_copy().completed);
   comm->magic = 0;
   delete comm;
   reg.comm_closed();

@@ -25,11 +25,20 @@ struct Snapshot {
   uint64_t remote_id = 0;
   engine::ConnectionStats stats;
   std::vector<engine::LaneStats> lane_stats;
+  // The plugin's own counters, copied under the comm's lock (its NCCL thread may be writing them).
+  CommBase::Counters nccl;
+  uint64_t post_call_ns = 0, test_call_ns = 0, test_calls = 0;
+  uint32_t requests_in_use = 0;
 };
 
 Snapshot take_snapshot(CommBase* comm) {
   Snapshot s;
   s.comm = comm;
+  s.nccl = comm->counters_copy();
+  s.post_call_ns = comm->post_call_ns.load(std::memory_order_relaxed);
+  s.test_call_ns = comm->test_call_ns.load(std::memory_order_relaxed);
+  s.test_calls = comm->test_calls.load(std::memory_order_relaxed);
+  s.requests_in_use = comm->requests_in_use();
   comm->wire->udp().with_endpoint([&](engine::Endpoint& ep) {
     const engine::Connection* c = ep.connection(comm->conn);
     if (c == nullptr) return;
@@ -58,7 +67,7 @@ double lanes_sum(const Snapshot& s, double engine::LaneStats::*field) {
 }
 
 double phase_p50(const Snapshot& s, CommBase::Phase p) {
-  return double(s.comm->phases[p].percentile_ns(0.5)) / 1e9;
+  return double(s.nccl.phases[p].percentile_ns(0.5)) / 1e9;
 }
 
 const std::vector<Metric>& metrics() {
@@ -108,20 +117,20 @@ const std::vector<Metric>& metrics() {
       {"recvs_completed", "Messages received.", true, [](S s) { return double(s.stats.recvs_completed); }},
       {"recvs_failed", "Receives that failed.", true, [](S s) { return double(s.stats.recvs_failed); }},
       {"nccl_requests_completed", "Requests reported done to NCCL.", true,
-       [](S s) { return double(s.comm->completed); }},
+       [](S s) { return double(s.nccl.completed); }},
       {"nccl_retry_later", "isend/irecv calls answered 'retry later' (no free request).", true,
-       [](S s) { return double(s.comm->retry_later); }},
+       [](S s) { return double(s.nccl.retry_later); }},
       {"nccl_post_call_seconds",
        "Time NCCL's proxy thread spent inside isend/irecv (taking the wire's lock).", true,
-       [](S s) { return double(s.comm->post_call_ns) / 1e9; }},
+       [](S s) { return double(s.post_call_ns) / 1e9; }},
       {"nccl_test_call_seconds", "Time NCCL's proxy thread spent inside test().", true,
-       [](S s) { return double(s.comm->test_call_ns) / 1e9; }},
-      {"nccl_test_calls", "test() calls.", true, [](S s) { return double(s.comm->test_calls); }},
+       [](S s) { return double(s.test_call_ns) / 1e9; }},
+      {"nccl_test_calls", "test() calls.", true, [](S s) { return double(s.test_calls); }},
       {"request_latency_p50_seconds",
        "Median time from isend/irecv to test() reporting done (a send's includes its acknowledgment).", false,
-       [](S s) { return double(s.comm->request_latency.percentile_ns(0.5)) / 1e9; }},
+       [](S s) { return double(s.nccl.request_latency.percentile_ns(0.5)) / 1e9; }},
       {"request_latency_p99_seconds", "99th percentile time from isend/irecv to test() reporting done.",
-       false, [](S s) { return double(s.comm->request_latency.percentile_ns(0.99)) / 1e9; }},
+       false, [](S s) { return double(s.nccl.request_latency.percentile_ns(0.99)) / 1e9; }},
       {"request_wait_p50_seconds",
        "Median time from isend/irecv to the first segment released (a send: the peer's credit, earlier "
        "sends, the window) or placed (a receive: waiting for the sender).",
@@ -192,23 +201,24 @@ nlohmann::json to_json(const Snapshot& s, const char* event, TimeNs now) {
   j["conn"] = hex(c.conn);
   j["peer"] = c.peer;
   j["open_s"] = static_cast<double>(now - c.opened_ns) / 1e9;
-  j["nccl"] = {{"posted", c.posted},
-               {"posted_buffers", c.posted_buffers},
-               {"completed", c.completed},
-               {"retry_later", c.retry_later},
-               {"bytes_done", c.bytes_done},
-               {"post_call_ns", c.post_call_ns},
-               {"test_call_ns", c.test_call_ns},
-               {"test_calls", c.test_calls},
-               {"requests_in_use", c.requests_in_use()},
-               {"request_latency_p50_ns", c.request_latency.percentile_ns(0.5)},
-               {"request_latency_p99_ns", c.request_latency.percentile_ns(0.99)},
-               {"request_latency_max_ns", c.request_latency.max_ns()}};
-  // The request latency in parts (CommBase::phases); "ack" for sends only.
+  const CommBase::Counters& n = s.nccl;
+  j["nccl"] = {{"posted", n.posted},
+               {"posted_buffers", n.posted_buffers},
+               {"completed", n.completed},
+               {"retry_later", n.retry_later},
+               {"bytes_done", n.bytes_done},
+               {"post_call_ns", s.post_call_ns},
+               {"test_call_ns", s.test_call_ns},
+               {"test_calls", s.test_calls},
+               {"requests_in_use", s.requests_in_use},
+               {"request_latency_p50_ns", n.request_latency.percentile_ns(0.5)},
+               {"request_latency_p99_ns", n.request_latency.percentile_ns(0.99)},
+               {"request_latency_max_ns", n.request_latency.max_ns()}};
+  // The request latency in parts (CommBase::Phase); "ack" for sends only.
   nlohmann::json phases;
   for (int p = 0; p < CommBase::kPhases; ++p) {
     if (p == CommBase::kAck && c.role != Role::kSend) continue;
-    const engine::RttHistogram& h = c.phases[p];
+    const engine::RttHistogram& h = n.phases[p];
     phases[CommBase::kPhaseNames[p]] = {
         {"p50_ns", h.percentile_ns(0.5)}, {"p99_ns", h.percentile_ns(0.99)}, {"count", h.count()}};
   }

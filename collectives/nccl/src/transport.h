@@ -9,6 +9,7 @@
 // need no lock of their own; what comms share (a DeviceWire's acceptor, the registry) has its lock.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -108,31 +109,46 @@ struct CommBase {
   // The first failure; every later call on the comm returns it again.
   NetResult failed = abi::kNetSuccess;
   std::string failed_error;
-  // Plugin-side counters (the engine keeps the transport's own).
-  uint64_t posted = 0;          // isends, or irecv calls
-  uint64_t posted_buffers = 0;  // isends, or irecv buffers
-  uint64_t completed = 0;       // requests reported done to NCCL
-  uint64_t retry_later = 0;     // isend/irecv answered with request = NULL (no free request)
-  uint64_t bytes_done = 0;      // bytes of completed requests
-  // Time NCCL's proxy thread spent inside this comm's isend/irecv and test() calls, and the test() calls:
-  // that thread serves every channel, so time it waits here (for the wire's lock) delays them all.
-  TimeNs post_call_ns = 0;
-  TimeNs test_call_ns = 0;
-  uint64_t test_calls = 0;
-  // Post to done as NCCL sees it (isend/irecv until test() says done): a send's includes its
-  // acknowledgment, a receive's the wait for the peer's send. The figure to look at when bandwidth is
-  // low and the transport's own counters (RTT, retransmissions) look healthy.
-  engine::RttHistogram request_latency;
-  // The same time in parts, from the engine's times (engine::Completion) and ours, for requests that
-  // ended well (MEGASCALE_STATS_DIR's "phases"). A send: kWait, isend to its first segment released
-  // (the peer's credit, earlier sends on the connection, the window); kTransfer, first to last segment
-  // released; kAck, the last released to the ACK that finished it; kReport, that to test() saying done
-  // (the TX fence and NCCL's next test()). A receive: kWait, irecv to its first segment placed (the
-  // sender); kTransfer, first to last placed; kReport. The parts of one request add up to its
-  // request_latency.
+  // The request latency's parts, from the engine's times (engine::Completion) and ours, for requests
+  // that ended well (MEGASCALE_STATS_DIR's "phases"). A send: kWait, isend to its first segment
+  // released (the peer's credit, earlier sends on the connection, the window); kTransfer, first to last
+  // segment released; kAck, the last released to the ACK that finished it; kReport, that to test()
+  // saying done (the TX fence and NCCL's next test()). A receive: kWait, irecv to its first segment
+  // placed (the sender); kTransfer, first to last placed; kReport. The parts of one request add up to
+  // its request_latency.
   enum Phase : uint8_t { kWait, kTransfer, kAck, kReport, kPhases };
   static constexpr const char* kPhaseNames[kPhases] = {"wait", "transfer", "ack", "report"};
-  engine::RttHistogram phases[kPhases];
+  // Plugin-side counters (the engine keeps the transport's own). NCCL's thread for the comm writes them;
+  // a stats snapshot, taken from whichever comm's call found one due, reads them: under counters_mu
+  // (update(), counters_copy()).
+  struct Counters {
+    uint64_t posted = 0;          // isends, or irecv calls
+    uint64_t posted_buffers = 0;  // isends, or irecv buffers
+    uint64_t completed = 0;       // requests reported done to NCCL
+    uint64_t retry_later = 0;     // isend/irecv answered with request = NULL (no free request)
+    uint64_t bytes_done = 0;      // bytes of completed requests
+    // Post to done as NCCL sees it (isend/irecv until test() says done): a send's includes its
+    // acknowledgment, a receive's the wait for the peer's send. The figure to look at when bandwidth is
+    // low and the transport's own counters (RTT, retransmissions) look healthy.
+    engine::RttHistogram request_latency;
+    engine::RttHistogram phases[kPhases];
+  };
+  template <class Fn>
+  void update(Fn&& fn) {
+    std::lock_guard<std::mutex> lock(counters_mu);
+    fn(counters);
+  }
+  Counters counters_copy() const {
+    std::lock_guard<std::mutex> lock(counters_mu);
+    return counters;
+  }
+  // Time NCCL's proxy thread spent inside this comm's isend/irecv and test() calls, and the test() calls:
+  // that thread serves every channel, so time it waits here (for the wire's lock) delays them all. One
+  // writer (the comm's thread); atomics so that a snapshot may read them.
+  std::atomic<uint64_t> post_call_ns{0};
+  std::atomic<uint64_t> test_call_ns{0};
+  std::atomic<uint64_t> test_calls{0};
+  std::atomic<uint32_t> in_use{0};  // requests allocated and not freed (requests_in_use())
   // test() looks into the engine at most this often while nothing completes (see MEGASCALE_TEST_POLL_US).
   TimeNs next_poll_ns = 0;
   TimeNs poll_backoff_ns = 0;
@@ -147,8 +163,17 @@ struct CommBase {
   CommBase(uint32_t m, Role r, uint32_t pool_size);
   Request* alloc_request();
   void free_request(Request* r);
-  uint32_t requests_in_use() const { return static_cast<uint32_t>(requests.size() - free_requests.size()); }
+  uint32_t requests_in_use() const { return in_use.load(std::memory_order_relaxed); }
+
+ private:
+  mutable std::mutex counters_mu;
+  Counters counters;
 };
+
+// Adds `d` to a counter that only the calling thread writes (others may read it).
+inline void add_owned(std::atomic<uint64_t>& counter, uint64_t d) {
+  counter.store(counter.load(std::memory_order_relaxed) + d, std::memory_order_relaxed);
+}
 
 // What regMr returns: host memory needs no registration with a UDP datapath; the handle records the
 // range for checks and messages.
