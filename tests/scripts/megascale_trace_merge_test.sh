@@ -6,9 +6,7 @@
 # Usage: megascale_trace_merge_test.sh SOURCE_DIR
 set -uo pipefail
 src=$1
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "$0")/lib.sh"
 merge=$src/scripts/megascale-trace-merge.py
 
 rank() {  # FILE HOST PID TS
@@ -30,19 +28,16 @@ assert [e["ts"] for e in ev if e["name"] == "send"] == [100.5, 101.25]
 PY
 
 rank "$dir/c.json" h2 13 5
-out=$(python3 "$merge" "$dir/m2.json" "$dir/a.json" "$dir/c.json" 2>&1); rc=$?
-[[ $rc == 2 && $out == *"2 hosts (h1, h2)"* && ! -e $dir/m2.json ]] || fail "two hosts: rc $rc, $out"
+expect_refused "two hosts" "2 hosts (h1, h2)" python3 "$merge" "$dir/m2.json" "$dir/a.json" "$dir/c.json"
+[[ ! -e $dir/m2.json ]] || fail "two hosts: an output was written"
 python3 "$merge" --hosts-may-differ "$dir/m2.json" "$dir/a.json" "$dir/c.json" > /dev/null || fail "--hosts-may-differ"
 
 echo 'not json' > "$dir/bad.json"
-out=$(python3 "$merge" "$dir/m3.json" "$dir/bad.json" 2>&1); rc=$?
-[[ $rc == 2 && $out == *"bad.json: not JSON"* ]] || fail "not JSON: rc $rc, $out"
+expect_refused "not JSON" "bad.json: not JSON" python3 "$merge" "$dir/m3.json" "$dir/bad.json"
 echo '{"traceEvents":[]}' > "$dir/other.json"
-out=$(python3 "$merge" "$dir/m3.json" "$dir/other.json" 2>&1); rc=$?
-[[ $rc == 2 && $out == *"other.json: not a MegaScale request timeline"* ]] || fail "foreign trace: rc $rc, $out"
+expect_refused "foreign trace" "other.json: not a MegaScale request timeline" \
+  python3 "$merge" "$dir/m3.json" "$dir/other.json"
 echo '[1]' > "$dir/list.json"
-out=$(python3 "$merge" "$dir/m3.json" "$dir/list.json" 2>&1); rc=$?
-[[ $rc == 2 && $out == *"list.json: not a Chrome trace"* ]] || fail "list: rc $rc, $out"
-out=$(python3 "$merge" "$dir/m3.json" "$dir/missing.json" 2>&1); rc=$?
-[[ $rc == 2 && $out == *"missing.json: cannot read"* ]] || fail "missing: rc $rc, $out"
+expect_refused "list" "list.json: not a Chrome trace" python3 "$merge" "$dir/m3.json" "$dir/list.json"
+expect_refused "missing" "missing.json: cannot read" python3 "$merge" "$dir/m3.json" "$dir/missing.json"
 echo "megascale_trace_merge_test: ok"

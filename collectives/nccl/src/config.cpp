@@ -62,6 +62,12 @@ std::string seconds_text(TimeNs ns) {
 
 }  // namespace
 
+std::string host_name() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) return "host";
+  return host;
+}
+
 std::string expand_file_pattern(const std::string& pattern, const std::string& host, long pid) {
   std::string out;
   for (size_t i = 0; i < pattern.size(); ++i) {
@@ -301,9 +307,7 @@ Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
 
   const char* trace = env("MEGASCALE_TRACE_FILE");
   if (trace != nullptr) {
-    char host[256] = {};
-    if (::gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "host");
-    c.trace_file = expand_file_pattern(trace, host, static_cast<long>(::getpid()));
+    c.trace_file = expand_file_pattern(trace, host_name(), static_cast<long>(::getpid()));
     const size_t slash = c.trace_file.rfind('/');
     const std::string trace_dir = slash == std::string::npos ? "."
                                   : slash == 0               ? "/"

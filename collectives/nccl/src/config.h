@@ -127,6 +127,9 @@ struct ThreadLayout {
 ThreadLayout thread_layout(unsigned usable_cpus, unsigned local_ranks, uint32_t lanes, int wires_set,
                            int io_set, const std::string& cpus_note = {});
 
+// This host's name (gethostname), or "host" when it cannot be read: for file names and records.
+std::string host_name();
+
 // A file name pattern as NCCL_DEBUG_FILE takes it: %h becomes the host name, %p the process id, %% a
 // percent sign; any other % sequence is kept as it is.
 std::string expand_file_pattern(const std::string& pattern, const std::string& host, long pid);

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "config.h"
 #include "megascale/engine/endpoint.h"
 #include "transport.h"
 
@@ -336,9 +337,7 @@ std::string label_value(const std::string& v) {
 void StatsWriter::configure(const std::string& dir, TimeNs interval_ns) {
   std::lock_guard<std::mutex> lock(mu_);
   if (dir.empty()) return;
-  char host[256] = {};
-  if (::gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "host");
-  const std::string base = dir + "/megascale-nccl-" + host + "-" + std::to_string(::getpid());
+  const std::string base = dir + "/megascale-nccl-" + host_name() + "-" + std::to_string(::getpid());
   jsonl_path_ = base + ".jsonl";
   prom_path_ = base + ".prom";
   interval_ns_ = interval_ns;

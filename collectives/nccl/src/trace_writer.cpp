@@ -9,6 +9,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "config.h"
 #include "log.h"
 #include "transport.h"
 
@@ -68,16 +69,6 @@ void TraceWriter::record(const CommBase& comm, uint8_t lane, TimeNs posted_ns, c
       Request{comm.trace_id, lane, c.send, c.bytes, posted_ns, c.first_ns, c.last_ns, c.done_ns, seen_ns});
 }
 
-size_t TraceWriter::recorded() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return requests_.size();
-}
-
-uint64_t TraceWriter::dropped() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return dropped_;
-}
-
 Status TraceWriter::write() {
   if (!enabled()) return {};
   std::lock_guard<std::mutex> lock(mu_);
@@ -88,8 +79,7 @@ Status TraceWriter::write() {
     return make_error("MEGASCALE_TRACE_FILE: cannot write " + tmp + ": " + std::strerror(errno));
   }
   const long pid = static_cast<long>(::getpid());
-  char host[256] = {};
-  if (::gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "host");
+  const std::string host = host_name();
   std::fputs("{\"displayTimeUnit\":\"ns\",\"otherData\":", f);
   std::fputs(nlohmann::json{{"clock", "CLOCK_MONOTONIC"},
                             {"host", host},
@@ -102,7 +92,7 @@ Status TraceWriter::write() {
   std::fputs(",\"traceEvents\":[", f);
   bool first = true;
   metadata(f, first, "process_name", pid, nullptr,
-           {{"name", "MegaScale " + std::string(host) + " pid " + std::to_string(pid)}});
+           {{"name", "MegaScale " + host + " pid " + std::to_string(pid)}});
   for (size_t i = 0; i < comms_.size(); ++i) {
     for (uint32_t lane = 0; lane < comms_[i].lanes; ++lane) {
       const uint64_t tid = (i + 1) * 100 + lane;

@@ -46,9 +46,6 @@ class TraceWriter {
   // write; the message says what failed.
   Status write();
 
-  size_t recorded() const;
-  uint64_t dropped() const;
-
  private:
   struct Request {
     uint32_t comm = 0;  // trace id

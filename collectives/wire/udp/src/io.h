@@ -103,8 +103,8 @@ struct UdpWire::Io {
   // fence: its payload is no longer read), a receive until they have made every payload copy queued
   // by then (the copy fence: its payload is all in place).
   struct Held {
+    Fence kind = Fence::kTx;      // kTx for a send, kCopies for a receive
     std::vector<uint64_t> fence;  // per I/O thread: TX batches published, or copies pushed
-    bool copies = false;          // the copy fence (a receive), else the TX fence (a send)
     engine::Completion completion;
   };
   std::map<std::pair<engine::ConnId, engine::RequestId>, Held> held;

@@ -185,6 +185,7 @@ class IoThread {
   SlotRing<RxBatch>& rx() { return rx_; }
   SlotRing<TxBatch>& tx() { return tx_; }
   CopyQueue& copies() { return copies_; }
+  const CopyQueue& copies() const { return copies_; }
   // After publishing a TxBatch: wakes the thread if it sleeps.
   void wake();
   // Waits until the thread has sent (or dropped) its first `published` TX batches, i.e. no longer reads

@@ -244,54 +244,44 @@ Result<engine::RequestId> UdpWire::post_recv(engine::ConnId conn, void* buf, uin
   return r;
 }
 
-std::vector<uint64_t> UdpWire::tx_fence_locked() const {
+std::vector<uint64_t> UdpWire::fence_locked(Fence kind) const {
   std::vector<uint64_t> fence;
   fence.reserve(io_->threads.size());
-  for (const auto& t : io_->threads) fence.push_back(t->tx().published());
+  for (const auto& t : io_->threads)
+    fence.push_back(kind == Fence::kTx ? t->tx().published() : t->copies().pushed());
   return fence;
 }
 
-void UdpWire::wait_tx_fence(const std::vector<uint64_t>& fence) {
-  for (size_t t = 0; t < fence.size(); ++t) io_->threads[t]->wait_tx_released(fence[t]);
-}
-
-bool UdpWire::tx_fence_passed(const std::vector<uint64_t>& fence) const {
+bool UdpWire::fence_passed(Fence kind, const std::vector<uint64_t>& fence) const {
   for (size_t t = 0; t < fence.size(); ++t) {
-    if (!io_->threads[t]->tx_released(fence[t])) return false;
+    const detail::IoThread& th = *io_->threads[t];
+    if (kind == Fence::kTx ? !th.tx_released(fence[t]) : th.copies().done() < fence[t]) return false;
   }
   return true;
 }
 
-std::vector<uint64_t> UdpWire::copy_fence_locked() const {
-  std::vector<uint64_t> fence;
-  fence.reserve(io_->threads.size());
-  for (const auto& t : io_->threads) fence.push_back(t->copies().pushed());
-  return fence;
-}
-
-bool UdpWire::copy_fence_passed(const std::vector<uint64_t>& fence) const {
+void UdpWire::wait_fence(Fence kind, const std::vector<uint64_t>& fence) {
   for (size_t t = 0; t < fence.size(); ++t) {
-    if (io_->threads[t]->copies().done() < fence[t]) return false;
+    detail::IoThread& th = *io_->threads[t];
+    if (kind == Fence::kTx) {
+      th.wait_tx_released(fence[t]);
+    } else {
+      th.copies().finish(fence[t]);
+    }
   }
-  return true;
 }
 
-void UdpWire::wait_copy_fence(const std::vector<uint64_t>& fence) {
-  for (size_t t = 0; t < fence.size(); ++t) io_->threads[t]->copies().finish(fence[t]);
-}
-
-bool UdpWire::hold_locked(engine::ConnId conn, engine::RequestId req, engine::Completion& result) {
-  if (!result.done || io_->threads.empty()) return false;
+void UdpWire::hold_locked(engine::ConnId conn, engine::RequestId req, engine::Completion& result) {
+  if (!result.done || io_->threads.empty()) return;
   // A receive that failed places nothing more, but a copy queued for it may still be writing its buffer:
   // it waits for the copies too.
-  const bool copies = !result.send;
-  std::vector<uint64_t> fence = copies ? copy_fence_locked() : tx_fence_locked();
-  if (copies ? copy_fence_passed(fence) : tx_fence_passed(fence)) return false;
-  io_->held.emplace(std::make_pair(conn, req), Io::Held{std::move(fence), copies, std::move(result)});
+  const Fence kind = result.send ? Fence::kTx : Fence::kCopies;
+  std::vector<uint64_t> fence = fence_locked(kind);
+  if (fence_passed(kind, fence)) return;
+  io_->held.emplace(std::make_pair(conn, req), Io::Held{kind, std::move(fence), std::move(result)});
   result = engine::Completion{};
   publish_finished_locked();
   for (const auto& t : io_->threads) t->wake();
-  return true;
 }
 
 engine::Completion UdpWire::test(engine::ConnId conn, engine::RequestId req) {
@@ -299,7 +289,7 @@ engine::Completion UdpWire::test(engine::ConnId conn, engine::RequestId req) {
   const auto key = std::make_pair(conn, req);
   if (auto it = io_->held.find(key); it != io_->held.end()) {
     const Io::Held& h = it->second;
-    if (!(h.copies ? copy_fence_passed(h.fence) : tx_fence_passed(h.fence))) {
+    if (!fence_passed(h.kind, h.fence)) {
       // Wake them on every look, not only the first: a thread that went to sleep between that look and
       // this one must not leave the caller polling until its sleep times out.
       for (const auto& t : io_->threads) t->wake();
@@ -334,11 +324,11 @@ void UdpWire::close(engine::ConnId conn, bool release) {
   if (!io_->threads.empty()) {
     // The caller may free its buffers once this returns: no I/O thread may still read one (a send) or
     // write one (a payload copy for a receive).
-    const std::vector<uint64_t> fence = tx_fence_locked();
-    const std::vector<uint64_t> copies = copy_fence_locked();
+    const std::vector<uint64_t> sent = fence_locked(Fence::kTx);
+    const std::vector<uint64_t> copied = fence_locked(Fence::kCopies);
     lock.unlock();
-    wait_tx_fence(fence);
-    wait_copy_fence(copies);
+    wait_fence(Fence::kTx, sent);
+    wait_fence(Fence::kCopies, copied);
   }
 }
 
@@ -362,11 +352,7 @@ engine::Completion UdpWire::wait(engine::ConnId conn, engine::RequestId req, Tim
     io_->held.erase(it);
     publish_finished_locked();
     lock.unlock();
-    if (held.copies) {
-      wait_copy_fence(held.fence);
-    } else {
-      wait_tx_fence(held.fence);
-    }
+    wait_fence(held.kind, held.fence);
     return held.completion;
   }
   engine::Completion result;
@@ -387,15 +373,10 @@ engine::Completion UdpWire::wait(engine::ConnId conn, engine::RequestId req, Tim
   }
   if (result.done && !io_->threads.empty()) {
     // The fence for its payload: out of the buffer (a send) or in it (a receive's copies).
-    if (result.send) {
-      const std::vector<uint64_t> fence = tx_fence_locked();
-      lock.unlock();
-      wait_tx_fence(fence);
-    } else {
-      const std::vector<uint64_t> fence = copy_fence_locked();
-      lock.unlock();
-      wait_copy_fence(fence);
-    }
+    const Fence kind = result.send ? Fence::kTx : Fence::kCopies;
+    const std::vector<uint64_t> fence = fence_locked(kind);
+    lock.unlock();
+    wait_fence(kind, fence);
   }
   return result;
 }

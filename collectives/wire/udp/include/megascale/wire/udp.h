@@ -398,25 +398,25 @@ class UdpWire {
   void publish_finished_locked();
   void wake_locked();
   uint64_t completion_signature_locked(engine::ConnId conn) const;
-  // The TX fence. With I/O threads, a packet's payload (an application buffer) is read by an I/O
-  // thread after the engine call that released it, so before the caller learns that a send finished,
-  // failed or was closed (and may free its buffer), every TX batch published so far must be sent.
-  // tx_fence_locked() notes each thread's published count under the lock; wait_tx_fence() waits for
-  // them without it (later batches cannot hold that request's segments: the engine sends nothing more
-  // of a finished request or a closed connection).
-  // test() does not wait: it holds a finished send back until tx_fence_passed() (Io::held).
-  std::vector<uint64_t> tx_fence_locked() const;
-  void wait_tx_fence(const std::vector<uint64_t>& fence);
-  bool tx_fence_passed(const std::vector<uint64_t>& fence) const;
-  // The copy fence. In threaded mode a round hands payload copies to the I/O threads and does not wait
-  // for them, so a receive the engine reports done may still be copying: copy_fence_locked() notes each
-  // thread's copies pushed so far (under the lock), and a receive is reported once they are done.
-  std::vector<uint64_t> copy_fence_locked() const;
-  bool copy_fence_passed(const std::vector<uint64_t>& fence) const;
-  void wait_copy_fence(const std::vector<uint64_t>& fence);  // helps with the copies
-  // Holds a finished request back (Io::held) while its fence has not passed; returns true (and
-  // `result` becomes not done) if it did.
-  bool hold_locked(engine::ConnId conn, engine::RequestId req, engine::Completion& result);
+  // The fences: how far each I/O thread must get before the caller may have a request's buffer back.
+  //  - kTx: a packet's payload (an application buffer) is read by an I/O thread after the engine call
+  //    that released it, so before the caller learns that a send finished, failed or was closed (and
+  //    may free its buffer), every TX batch published so far must be sent (later batches cannot hold
+  //    that request's segments: the engine sends nothing more of a finished request or a closed
+  //    connection).
+  //  - kCopies: in threaded mode a round hands payload copies to the I/O threads and does not wait for
+  //    them, so a receive the engine reports done may still be copying: every copy pushed so far must
+  //    be done.
+  // fence_locked() notes each thread's count under the lock; wait_fence() waits for them without it
+  // (helping with copies). test() does not wait: it holds a finished request back until
+  // fence_passed() (Io::held).
+  enum class Fence : uint8_t { kTx, kCopies };
+  std::vector<uint64_t> fence_locked(Fence kind) const;
+  bool fence_passed(Fence kind, const std::vector<uint64_t>& fence) const;
+  void wait_fence(Fence kind, const std::vector<uint64_t>& fence);
+  // Holds a finished request back (Io::held) while its fence has not passed: `result` then reads not
+  // done.
+  void hold_locked(engine::ConnId conn, engine::RequestId req, engine::Completion& result);
   std::string peer_suffix_locked(engine::ConnId conn) const;
   void thread_main();
   // Waits until pred() holds (under the lock) or `timeout_ns` passes; true if it holds.
