@@ -201,6 +201,20 @@ void transfer(Pair& p, const std::vector<uint64_t>& sizes, TimeNs timeout_each, 
   result.seconds = static_cast<double>(UdpWire::now() - start) / 1e9;
 }
 
+// Faults on both wires' receive paths: data segments, credits and ACKs are all hit.
+FaultConfig faults(double drop, uint64_t seed) {
+  FaultConfig f;
+  f.drop = drop;
+  f.reorder = 0.01;
+  f.reorder_depth = 8;
+  f.duplicate = 0.01;
+  f.corrupt = 0.002;
+  f.delay = 0.002;
+  f.delay_ns = 300 * kNsPerUs;
+  f.seed = seed;
+  return f;
+}
+
 void report(const char* what, const TransferResult& r, const Pair& p) {
   const UdpWireStats tx = p.sender->stats();
   const UdpWireStats rx = p.receiver->stats();
@@ -376,13 +390,13 @@ TEST_P(UdpLoopback, IoThreadsMoveEveryLaneAndKeepEveryByte) {
 }
 
 // With I/O threads a finished send is held back by UdpWire::test() until the threads have sent every
-// batch they held when it finished (the TX fence, which keeps them from reading a buffer the caller may
-// free): polled, each send still completes exactly once, its buffer freed the moment it does (caught
-// by AddressSanitizer otherwise), and wait() finds a send that test() held back.
-TEST_P(UdpLoopback, IoThreadsReportEachSendOnceThroughTheTxFence) {
-  UdpConfig c = wire_config(host_, FaultConfig{});
-  c.io_threads = 2;
-  Pair p = connect_pair(c, c);
+// batch that holds one of its packets (the TX fence, which keeps them from reading a buffer the caller
+// may free): polled, each send still completes exactly once, its buffer freed the moment it does
+// (caught by AddressSanitizer otherwise), and wait() finds a send that test() held back. `resent`: the
+// sender's retransmissions and tail probes.
+void sends_reported_once_through_tx_fence(const UdpConfig& sender_config, const UdpConfig& receiver_config,
+                                          uint64_t* resent) {
+  Pair p = connect_pair(sender_config, receiver_config);
   ASSERT_TRUE(p.recv_conn);
   constexpr int kMessages = 48;
   constexpr uint64_t kSize = 96 * 1024 + 5;
@@ -433,8 +447,33 @@ TEST_P(UdpLoopback, IoThreadsReportEachSendOnceThroughTheTxFence) {
     EXPECT_EQ(rc.bytes, kSize);
     EXPECT_EQ(first_mismatch(sinks[i], kSize, 500 + i), -1) << "message " << i;
   }
-  std::printf("[   INFO   ] %d looks at sends not yet reported (in flight or held for the fence)\n",
-              held_looks);
+  *resent = p.sender->with_endpoint([&](engine::Endpoint& ep) {
+    const engine::ConnectionStats s = ep.connection(p.send_conn)->stats();
+    return s.retransmits_fast + s.retransmits_rto + s.tail_probes;
+  });
+  std::printf("[   INFO   ] %d looks at sends not yet reported (in flight or held for the fence), %llu "
+              "segments sent again\n",
+              held_looks, static_cast<unsigned long long>(*resent));
+}
+
+TEST_P(UdpLoopback, IoThreadsReportEachSendOnceThroughTheTxFence) {
+  UdpConfig c = wire_config(host_, FaultConfig{});
+  c.io_threads = 2;
+  uint64_t resent = 0;
+  sends_reported_once_through_tx_fence(c, c, &resent);
+}
+
+// The same with 2% of datagrams lost (and some duplicated, reordered, corrupted) on both receive paths:
+// retransmissions and probes of a send may still sit in a thread's batch when its ACKs arrive, and a
+// send's fence must cover them (its own batches, not only those holding its first copies).
+TEST_P(UdpLoopback, IoThreadsReportEachSendOnceThroughTheTxFenceUnderLoss) {
+  UdpConfig sender = wire_config(host_, faults(0.02, 31));
+  UdpConfig receiver = wire_config(host_, faults(0.02, 32));
+  sender.io_threads = receiver.io_threads = 2;
+  sender.engine.tail_probe = receiver.engine.tail_probe = true;
+  uint64_t resent = 0;
+  ASSERT_NO_FATAL_FAILURE(sends_reported_once_through_tx_fence(sender, receiver, &resent));
+  EXPECT_GT(resent, 0u) << "nothing was sent twice: the test shows nothing about retransmissions";
 }
 
 // In threaded mode the progress thread hands payload copies to the I/O threads and does not wait for
@@ -701,20 +740,6 @@ TEST_P(UdpLoopback, PollingThreadsOnOneCpuGiveWayToEachOther) {
   ASSERT_NO_FATAL_FAILURE(transfer(p, std::vector<uint64_t>(16, kMiB), sec(30), r, 4, /*poll=*/true));
   report((host_ + " 5 polling threads on one CPU").c_str(), r, p);
   EXPECT_LT(r.seconds, 4.0) << "16 MiB took " << r.seconds << " s with every polling thread on one CPU";
-}
-
-// Faults on both wires' receive paths: data segments, credits and ACKs are all hit.
-FaultConfig faults(double drop, uint64_t seed) {
-  FaultConfig f;
-  f.drop = drop;
-  f.reorder = 0.01;
-  f.reorder_depth = 8;
-  f.duplicate = 0.01;
-  f.corrupt = 0.002;
-  f.delay = 0.002;
-  f.delay_ns = 300 * kNsPerUs;
-  f.seed = seed;
-  return f;
 }
 
 struct FaultCase {

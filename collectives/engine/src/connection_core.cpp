@@ -112,10 +112,6 @@ void ConnectionCore::grow_tx_ring() {
   ring_mask_ = mask;
 }
 
-static RequestId make_request_id(uint32_t idx, uint32_t gen) {
-  return (uint64_t{gen} << 32) | (uint64_t{idx} + 1);
-}
-
 Result<RequestId> ConnectionCore::post_send(const void* data, uint64_t size, int32_t tag) {
   if (state_ != ConnectionState::kConnecting && state_ != ConnectionState::kEstablished) {
     return make_error(std::string("post_send: connection is ") + std::string(to_string(state_)) +
@@ -141,7 +137,7 @@ Result<RequestId> ConnectionCore::post_send(const void* data, uint64_t size, int
   unmatched_sends_.push_back(idx);
   try_match();
   if (!reqs_[idx].matched) ++stats_.sends_waited_for_credit;
-  return make_request_id(idx, reqs_[idx].gen);
+  return request_id(idx);
 }
 
 Result<RequestId> ConnectionCore::post_recv(void* buf, uint64_t capacity, int32_t tag) {
@@ -175,7 +171,7 @@ Result<RequestId> ConnectionCore::post_recv(void* buf, uint64_t capacity, int32_
   ++stats_.recvs_posted;
   if (credit_queue_.full()) credit_queue_.grow();  // grow_connection_state only; else never full
   credit_queue_.push(idx);
-  return make_request_id(idx, r.gen);
+  return request_id(idx);
 }
 
 Completion ConnectionCore::test(RequestId id) {
@@ -515,6 +511,7 @@ void ConnectionCore::fill_common(TxPacket& out, uint8_t lane) const {
   out.payload = nullptr;
   out.payload_len = 0;
   out.payload_crc_pending = false;
+  out.request = 0;
 }
 
 bool ConnectionCore::poll_control(TimeNs now, TxPacket& out) {

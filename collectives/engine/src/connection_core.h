@@ -187,6 +187,8 @@ class ConnectionCore {
  private:
   // connection_core.cpp
   uint32_t alloc_request();
+  // The id the application knows request `idx` by (its slab index and generation).
+  RequestId request_id(uint32_t idx) const { return (uint64_t{reqs_[idx].gen} << 32) | (uint64_t{idx} + 1); }
   // EngineConfig::grow_connection_state: doubles the outstanding-segment ring (up to window_segments),
   // re-placing the segments in flight by their seq.
   void grow_tx_ring();

@@ -90,6 +90,7 @@ void ConnectionCore::emit_seg(TimeNs now, uint64_t seq, TxSeg& s, uint32_t lane_
   out.payload_len = s.len;
   out.ect = true;
   out.payload_crc_pending = payload != nullptr && cfg_.wire_seals_payload_crc && !unchecked;
+  out.request = payload != nullptr ? request_id(s.req) : 0;
 
   ++lane.stats.segments_sent;
   lane.stats.bytes_sent += s.len;

@@ -40,7 +40,7 @@ struct Sent {
   Packet pkt;          // decoded header (payload points into `bytes`)
   std::vector<uint8_t> bytes;
   uint32_t copy = 0;  // how many earlier transmissions had this (from, type, seq) — 0 for the first
-  TxPacket tx_meta;   // lane, path id, ect (header bytes unused)
+  TxPacket tx_meta;   // lane, path id, ect, request (header bytes unused)
   bool is_seg() const { return pkt.hdr.type == PacketType::kSeg; }
   bool is_data() const { return is_seg() && !(pkt.hdr.flags & kFlagCredit); }
   bool is_ack() const { return pkt.hdr.type == PacketType::kAck; }
@@ -189,6 +189,7 @@ class TestNet {
     s.tx_meta.lane = tx.lane;
     s.tx_meta.path_id = tx.path_id;
     s.tx_meta.ect = tx.ect;
+    s.tx_meta.request = tx.request;
     // Copies: SEGs by seq; handshake, FIN and RST by type and flags; ACKs and CNPs are all distinct.
     const PacketType t = s.pkt.hdr.type;
     const bool by_type =

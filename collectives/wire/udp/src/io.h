@@ -98,6 +98,14 @@ struct UdpWire::Io {
   std::vector<std::unique_ptr<detail::IoThread>> threads;
   detail::CallerWake caller_wake;
   std::vector<detail::TxBatch*> tx_open;  // transmit_to_threads_locked: the batch being filled per thread
+  // The precise TX fence of each send whose payload went into TX batches, by (connection, request):
+  // per I/O thread, the number of its batches that must be released before nothing reads that send's
+  // buffer (0: none of its packets went to that thread). Taken by tx_fence_locked when the send ends,
+  // so its fence does not wait for the later messages queued behind it.
+  std::map<std::pair<engine::ConnId, engine::RequestId>, std::vector<uint64_t>> tx_marks;
+  // transmit_to_threads_locked: the send last marked in each thread's open batch (skips the lookup for
+  // the runs of one send's segments).
+  std::vector<std::pair<engine::ConnId, engine::RequestId>> tx_marked;
   // test(): finished requests held back, by (connection, request), without blocking the caller: a send
   // until the I/O threads have sent every batch handed to them when the engine reported it (the TX
   // fence: its payload is no longer read), a receive until they have made every payload copy queued

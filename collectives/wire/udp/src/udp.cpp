@@ -270,6 +270,7 @@ Result<std::unique_ptr<UdpWire>> UdpWire::create(const UdpConfig& given) {
       if (Status s = io->threads.back()->start(); !s) return s.error();
     }
     io->tx_open.resize(n, nullptr);
+    io->tx_marked.resize(n);
     io->rx_taken.resize(n, 0);
     io->rx_delivered.resize(n, 0);
     io->rx_cursor.resize(n);
@@ -623,6 +624,7 @@ void UdpWire::transmit_to_threads_locked(TimeNs now, bool read_clock) {
       open[t]->peers.clear();
       open[t]->peer_ids.clear();
       open[t]->polled_ns = now;
+      io.tx_marked[t] = {};
     }
     size_t polled = 0;
     bool full = false;
@@ -636,7 +638,9 @@ void UdpWire::transmit_to_threads_locked(TimeNs now, bool read_clock) {
         continue;
       }
       const uint32_t socket = socket_for(p, now);
-      detail::TxBatch& b = *open[socket % n_threads];
+      const size_t t = socket % n_threads;
+      detail::TxBatch& b = *open[t];
+      if (p.request != 0) mark_tx_locked(p.conn_id, p.request, t);
       uint32_t local_peer = 0;
       while (local_peer < b.peer_ids.size() && b.peer_ids[local_peer] != p.peer) ++local_peer;
       if (local_peer == b.peer_ids.size()) {
@@ -663,6 +667,16 @@ void UdpWire::transmit_to_threads_locked(TimeNs now, bool read_clock) {
     if (read_clock) now = UdpWire::now();
   }
   more_tx_ = true;
+}
+
+void UdpWire::mark_tx_locked(engine::ConnId conn, engine::RequestId req, size_t t) {
+  Io& io = *io_;
+  const auto key = std::make_pair(conn, req);
+  if (io.tx_marked[t] == key) return;
+  io.tx_marked[t] = key;
+  std::vector<uint64_t>& marks = io.tx_marks[key];
+  if (marks.empty()) marks.assign(io.threads.size(), 0);
+  marks[t] = io.threads[t]->tx().published() + 1;  // the open batch is the next one published
 }
 
 TimeNs UdpWire::next_deadline() const {

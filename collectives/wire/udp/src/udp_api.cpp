@@ -271,12 +271,25 @@ void UdpWire::wait_fence(Fence kind, const std::vector<uint64_t>& fence) {
   }
 }
 
+std::vector<uint64_t> UdpWire::tx_fence_locked(engine::ConnId conn, engine::RequestId req) {
+  auto it = io_->tx_marks.find({conn, req});
+  if (it == io_->tx_marks.end()) return {};  // none of its payload went to a thread (a 0-byte send)
+  std::vector<uint64_t> fence = std::move(it->second);
+  io_->tx_marks.erase(it);
+  return fence;
+}
+
+std::vector<uint64_t> UdpWire::request_fence_locked(engine::ConnId conn, engine::RequestId req,
+                                                    const engine::Completion& result) {
+  return result.send ? tx_fence_locked(conn, req) : fence_locked(Fence::kCopies);
+}
+
 void UdpWire::hold_locked(engine::ConnId conn, engine::RequestId req, engine::Completion& result) {
   if (!result.done || io_->threads.empty()) return;
   // A receive that failed places nothing more, but a copy queued for it may still be writing its buffer:
   // it waits for the copies too.
   const Fence kind = result.send ? Fence::kTx : Fence::kCopies;
-  std::vector<uint64_t> fence = fence_locked(kind);
+  std::vector<uint64_t> fence = request_fence_locked(conn, req, result);
   if (fence_passed(kind, fence)) return;
   io_->held.emplace(std::make_pair(conn, req), Io::Held{kind, std::move(fence), std::move(result)});
   result = engine::Completion{};
@@ -316,6 +329,8 @@ void UdpWire::close(engine::ConnId conn, bool release) {
     // Its held-back requests go with it (the fences below cover their payloads).
     auto& held = io_->held;
     held.erase(held.lower_bound({conn, 0}), held.upper_bound({conn, ~engine::RequestId{0}}));
+    auto& marks = io_->tx_marks;
+    marks.erase(marks.lower_bound({conn, 0}), marks.upper_bound({conn, ~engine::RequestId{0}}));
   } else if (engine::Connection* c = endpoint_->connection(conn)) {
     c->close(now());
   }
@@ -374,7 +389,7 @@ engine::Completion UdpWire::wait(engine::ConnId conn, engine::RequestId req, Tim
   if (result.done && !io_->threads.empty()) {
     // The fence for its payload: out of the buffer (a send) or in it (a receive's copies).
     const Fence kind = result.send ? Fence::kTx : Fence::kCopies;
-    const std::vector<uint64_t> fence = fence_locked(kind);
+    const std::vector<uint64_t> fence = request_fence_locked(conn, req, result);
     lock.unlock();
     wait_fence(kind, fence);
   }

@@ -105,6 +105,9 @@ struct TxPacket {
   // EngineConfig::wire_seals_payload_crc: the payload CRC is still 0; call seal_seg_payload_crc(*this)
   // before sending.
   bool payload_crc_pending = false;
+  // A SEG whose payload is a send's bytes: that send's id (Connection::post_send), for a wire that
+  // sends from other threads and must know when it no longer reads that send's buffer. 0 otherwise.
+  RequestId request = 0;
 };
 
 // Fills in a SEG's payload CRC (and so its header CRC) from its payload; for TxPackets with

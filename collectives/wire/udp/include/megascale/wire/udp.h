@@ -45,6 +45,8 @@
 // under several peer ids while replies go to the address the connection was opened with.
 //
 // API change log:
+//   - (precise TX fence) a finished send waits only for the TX batches that hold its own packets
+//     (engine::TxPacket::request), not for every batch published when it finished.
 //   - (copy fence) threaded mode: a round no longer waits for the I/O threads' payload copies; test()
 //     holds a finished receive back until they are done (as it holds sends for the TX fence), wait()
 //     and close() wait for them. sends_held() is now requests_held() (sends or receives held back).
@@ -401,9 +403,9 @@ class UdpWire {
   // The fences: how far each I/O thread must get before the caller may have a request's buffer back.
   //  - kTx: a packet's payload (an application buffer) is read by an I/O thread after the engine call
   //    that released it, so before the caller learns that a send finished, failed or was closed (and
-  //    may free its buffer), every TX batch published so far must be sent (later batches cannot hold
-  //    that request's segments: the engine sends nothing more of a finished request or a closed
-  //    connection).
+  //    may free its buffer), every TX batch holding one of its packets must be sent (later batches
+  //    cannot hold them: the engine sends nothing more of a finished request or a closed connection).
+  //    test() and wait() use the send's own batches (tx_fence_locked); close() every batch published.
   //  - kCopies: in threaded mode a round hands payload copies to the I/O threads and does not wait for
   //    them, so a receive the engine reports done may still be copying: every copy pushed so far must
   //    be done.
@@ -414,6 +416,15 @@ class UdpWire {
   std::vector<uint64_t> fence_locked(Fence kind) const;
   bool fence_passed(Fence kind, const std::vector<uint64_t>& fence) const;
   void wait_fence(Fence kind, const std::vector<uint64_t>& fence);
+  // A send's own TX fence (Io::tx_marks), taken out of the table: the batches holding its packets,
+  // rather than every batch published so far. Empty if none of its payload went to a thread.
+  std::vector<uint64_t> tx_fence_locked(engine::ConnId conn, engine::RequestId req);
+  // The fence a finished request waits for: its TX fence (a send) or the copies pushed so far (a
+  // receive).
+  std::vector<uint64_t> request_fence_locked(engine::ConnId conn, engine::RequestId req,
+                                             const engine::Completion& result);
+  // transmit_to_threads_locked: notes that thread `t`'s open batch holds a packet of send `req`.
+  void mark_tx_locked(engine::ConnId conn, engine::RequestId req, size_t t);
   // Holds a finished request back (Io::held) while its fence has not passed: `result` then reads not
   // done.
   void hold_locked(engine::ConnId conn, engine::RequestId req, engine::Completion& result);
