@@ -85,7 +85,7 @@ std::string expand_file_pattern(const std::string& pattern, const std::string& h
 uint32_t default_segment_bytes(int mtu_bytes, bool ipv6) {
   const int overhead = (ipv6 ? 40 : 20) + 8 + static_cast<int>(engine::kSegHeaderBytes);
   const int fit = mtu_bytes - overhead;
-  return static_cast<uint32_t>(std::clamp(fit, 512, 32768));
+  return static_cast<uint32_t>(std::clamp(fit, 512, static_cast<int>(kMaxDefaultSegmentBytes)));
 }
 
 unsigned count_nvidia_gpus(const std::string& pci_devices_dir) {
@@ -127,7 +127,7 @@ LocalRanks local_ranks_from_env(const GetEnvFn& getenv_fn, const std::string& pc
   return {1, "no launcher variable, no GPU found"};
 }
 
-ThreadLayout thread_layout(unsigned usable_cpus, unsigned local_ranks, uint32_t lanes, int wires_set,
+ThreadLayout thread_layout(unsigned usable_cpus, unsigned local_ranks, int lanes_set, int wires_set,
                            int io_set, const std::string& cpus_note) {
   ThreadLayout t;
   local_ranks = std::max(1u, local_ranks);
@@ -137,12 +137,18 @@ ThreadLayout thread_layout(unsigned usable_cpus, unsigned local_ranks, uint32_t 
                  (local_ranks == 1 ? " local rank" : " local ranks");
   // NCCL's own busy threads (the rank's main thread and its proxy) keep two CPUs of the share.
   const unsigned budget = t.cpu_share > kNcclBusyThreads ? t.cpu_share - kNcclBusyThreads : 0;
-  const uint32_t io_full = std::min<uint32_t>(lanes, kMaxDefaultIoThreads);  // one per lane socket
+  // One I/O thread per lane socket at most: with the lanes unset, as many lanes as the layout has
+  // I/O threads (default_lanes).
+  const uint32_t lanes = lanes_set >= 0 ? static_cast<uint32_t>(lanes_set) : kWideIoThreads;
+  const uint32_t io_wide = std::min(lanes, kWideIoThreads);
+  const uint32_t io_full = std::min(lanes, kMaxDefaultIoThreads);
   if (io_set >= 0) {
     t.io_threads = static_cast<uint32_t>(io_set);
   } else if (wires_set >= 0) {
     const unsigned per_wire = budget / static_cast<unsigned>(wires_set);
-    t.io_threads = per_wire >= 2 ? std::min<uint32_t>(per_wire - 1, io_full) : 0;
+    t.io_threads = per_wire >= 2 ? std::min<uint32_t>(per_wire - 1, io_wide) : 0;
+  } else if (io_wide > io_full && budget >= 2 * (1 + io_wide)) {
+    t.io_threads = io_wide;
   } else {
     t.io_threads = budget >= 1 + io_full ? io_full : 0;
   }
@@ -161,6 +167,10 @@ ThreadLayout thread_layout(unsigned usable_cpus, unsigned local_ranks, uint32_t 
           " left to NCCL: " + std::to_string(t.wires) + (t.wires == 1 ? " wire" : " wires") + " x (1 + " +
           std::to_string(t.io_threads) + " I/O threads)";
   return t;
+}
+
+uint32_t default_lanes(const ThreadLayout& layout) {
+  return std::max(kDefaultLanes, layout.io_threads);
 }
 
 TimeNs PluginConfig::keepalive_interval_ns() const {
@@ -215,13 +225,15 @@ Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
   c.cc = *tuned;
   for (const std::string& o : overrides) c.echo.push_back(o + " (environment)");
 
+  // MEGASCALE_LANES: echoed with the thread layout below, which sets it when unset.
   const char* lanes = env("MEGASCALE_LANES");
+  int lanes_set = -1;
   if (lanes != nullptr) {
     auto v = parse_int("MEGASCALE_LANES", lanes, 1, engine::kMaxLanes);
     if (!v) return v.error();
     c.lanes = static_cast<uint32_t>(*v);
+    lanes_set = static_cast<int>(*v);
   }
-  echo("MEGASCALE_LANES", std::to_string(c.lanes), lanes != nullptr);
 
   const char* seg = env("MEGASCALE_SEGMENT_BYTES");
   if (seg != nullptr) {
@@ -356,13 +368,21 @@ Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
   const LocalRanks local = local_ranks_from_env(getenv_fn);
   echo("MEGASCALE_LOCAL_RANKS", std::to_string(local.count) + " (" + local.source + ")",
        local_text != nullptr);
-  // Source ports are bound by one wire per device: unset, MEGASCALE_NTHREADS is then 1.
-  if (wires_set < 0 && env("MEGASCALE_SOURCE_PORTS") != nullptr) wires_set = 1;
+  // Source ports are bound by one wire per device, a port per lane: unset, MEGASCALE_NTHREADS is then
+  // 1 and MEGASCALE_LANES kDefaultLanes (the lanes do not follow the layout).
+  if (env("MEGASCALE_SOURCE_PORTS") != nullptr) {
+    if (wires_set < 0) wires_set = 1;
+    if (lanes_set < 0) lanes_set = static_cast<int>(kDefaultLanes);
+  }
   const wire::CpuBudget cpus = wire::cpu_budget();
   const ThreadLayout layout =
-      thread_layout(cpus.usable, local.count, c.lanes, wires_set, io_set, cpus.note());
+      thread_layout(cpus.usable, local.count, lanes_set, wires_set, io_set, cpus.note());
   c.threads_per_device = layout.wires;
   c.io_threads = layout.io_threads;
+  if (lanes_set < 0) c.lanes = default_lanes(layout);
+  echo("MEGASCALE_LANES",
+       std::to_string(c.lanes) + (lanes != nullptr ? "" : c.lanes > kDefaultLanes ? " (one per I/O thread)" : ""),
+       lanes != nullptr);
   echo("MEGASCALE_NTHREADS",
        std::to_string(c.threads_per_device) + (threads != nullptr ? "" : " (" + layout.why + ")"),
        threads != nullptr);

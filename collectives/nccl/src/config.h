@@ -22,6 +22,12 @@ namespace megascale::nccl {
 // and the most I/O threads per wire and wires per device it picks.
 inline constexpr unsigned kNcclBusyThreads = 2;
 inline constexpr uint32_t kMaxDefaultIoThreads = 4;
+// Where two wires of (1 + kWideIoThreads) fit the share, that many I/O threads (and, with
+// MEGASCALE_LANES unset, as many lanes): on 2 x H200 (16 CPUs a rank) 2 x (1 + 6) with 6 lanes gave
+// 1.06-1.19x the bus bandwidth of 2 x (1 + 4) with 4 (medians of rows paired by round) in each of four
+// calls (docs/PERFORMANCE.md).
+inline constexpr uint32_t kWideIoThreads = 6;
+inline constexpr uint32_t kDefaultLanes = 4;
 inline constexpr uint32_t kMinDefaultWires = 2;  // without I/O threads
 inline constexpr uint32_t kMaxDefaultWires = 4;
 // MEGASCALE_LOCAL_RANKS and the launchers' counts are taken in 1..kMaxLocalRanks.
@@ -30,7 +36,9 @@ inline constexpr long kMaxLocalRanks = 4096;
 struct PluginConfig {
   std::string cc_source = "hybrid";         // MEGASCALE_CC as given: a preset name or a YAML path
   cc::CcConfig cc;                          // the resolved preset (retry budget already applied)
-  uint32_t lanes = 4;                       // MEGASCALE_LANES: lanes (UDP source ports) per connection
+  // MEGASCALE_LANES: lanes (UDP source ports) per connection. Unset: kDefaultLanes, or one per I/O
+  // thread where the layout has more (thread_layout).
+  uint32_t lanes = kDefaultLanes;
   uint32_t segment_bytes = 0;               // MEGASCALE_SEGMENT_BYTES: payload per segment; 0 = from the MTU
   TimeNs retry_budget_ns = 30 * kNsPerSec;  // MEGASCALE_RETRY_BUDGET_S: fail a silent peer after this
   // MEGASCALE_PORT_CLOSED_MS: a peer whose port answers ICMP port unreachable this long, with nothing
@@ -109,14 +117,19 @@ LocalRanks local_ranks_from_env(const GetEnvFn& getenv_fn,
 unsigned count_nvidia_gpus(const std::string& pci_devices_dir);
 
 // The wires per device and I/O threads per wire, from the rank's share of the CPUs (usable CPUs /
-// local ranks) less kNcclBusyThreads: with room for one wire and an I/O thread per lane socket (at most
-// kMaxDefaultIoThreads), that many I/O threads and as many such wires as fit (1..kMaxDefaultWires);
-// with less room, no I/O threads and a wire per CPU of the room (kMinDefaultWires..kMaxDefaultWires),
-// whose threads sleep when idle. A value the user
-// set (wires_set / io_set >= 0) is kept and the other fitted around it. Measured on 2 ranks sharing
-// 16 CPUs: 1 x (1 + 4) threads gave 4.5-4.9 GB/s all-reduce, the former 4 x (1 + 2) 1.6
-// (docs/PERFORMANCE.md). `usable_cpus` is wire::cpu_budget().usable; `cpus_note` (its note(), e.g. a
-// cgroup quota that limits it) goes into the echoed text.
+// local ranks) less kNcclBusyThreads:
+//  - with room for two wires of (1 + kWideIoThreads), and MEGASCALE_LANES unset or above
+//    kMaxDefaultIoThreads: an I/O thread per lane socket, up to kWideIoThreads;
+//  - else with room for one wire and an I/O thread per lane socket (at most kMaxDefaultIoThreads),
+//    that many;
+//  - and as many such wires as fit (1..kMaxDefaultWires);
+//  - with less room, no I/O threads and a wire per CPU of the room (kMinDefaultWires..
+//    kMaxDefaultWires), whose threads sleep when idle.
+// `lanes_set` is MEGASCALE_LANES (< 0: unset). A value the user set (wires_set / io_set >= 0) is kept
+// and the other fitted around it. Measured on 2 ranks sharing 16 CPUs: 1 x (1 + 4) threads gave
+// 4.5-4.9 GB/s all-reduce, the former 4 x (1 + 2) 1.6 (docs/PERFORMANCE.md). `usable_cpus` is
+// wire::cpu_budget().usable; `cpus_note` (its note(), e.g. a cgroup quota that limits it) goes into the
+// echoed text. default_lanes() gives the lanes for a layout when MEGASCALE_LANES is unset.
 struct ThreadLayout {
   uint32_t wires = kMaxDefaultWires;
   uint32_t io_threads = 0;
@@ -124,8 +137,10 @@ struct ThreadLayout {
   std::string share_text;  // "16 usable CPUs / 2 local ranks"
   std::string why;         // the echo: share, what NCCL keeps, the layout
 };
-ThreadLayout thread_layout(unsigned usable_cpus, unsigned local_ranks, uint32_t lanes, int wires_set,
+ThreadLayout thread_layout(unsigned usable_cpus, unsigned local_ranks, int lanes_set, int wires_set,
                            int io_set, const std::string& cpus_note = {});
+// MEGASCALE_LANES unset: kDefaultLanes, or one per I/O thread where a wire has more.
+uint32_t default_lanes(const ThreadLayout& layout);
 
 // This host's name (gethostname), or "host" when it cannot be read: for file names and records.
 std::string host_name();
@@ -135,9 +150,12 @@ std::string host_name();
 std::string expand_file_pattern(const std::string& pattern, const std::string& host, long pid);
 
 // The engine segment size for an interface MTU when MEGASCALE_SEGMENT_BYTES is not set: the largest
-// payload whose datagram (IP + UDP + engine header) fits the MTU, capped at 32 KiB, and at least 512.
-// Jumbo frames give 8900 B; loopback (MTU 64 KiB) gets the cap: on one host every segment costs a
-// system call's share and a wakeup, so fewer, larger ones move more (1.8 vs 1.5 GB/s all-reduce).
+// payload whose datagram (IP + UDP + engine header) fits the MTU, capped at kMaxDefaultSegmentBytes, and
+// at least 512. Jumbo frames give 8900 B; loopback (MTU 64 KiB) gets the cap: on one host every segment
+// costs a system call's share and a wakeup, so fewer, larger ones move more (1.8 vs 1.5 GB/s
+// all-reduce at 32 KiB against 4 KiB; on 2 x H200, 60 KiB gave 1.05-1.07x the bus bandwidth of 32 KiB in
+// two calls, docs/PERFORMANCE.md). 60 KiB and its header stay below a UDP datagram's 64 KiB limit.
+inline constexpr uint32_t kMaxDefaultSegmentBytes = 60 * 1024;
 uint32_t default_segment_bytes(int mtu_bytes, bool ipv6);
 
 }  // namespace megascale::nccl

@@ -53,7 +53,6 @@ TEST(PluginConfig, DefaultsWithAnEmptyEnvironment) {
   ASSERT_TRUE(c) << c.error().message;
   EXPECT_EQ(c->cc_source, "hybrid");
   EXPECT_EQ(c->cc.kind, cc::ControllerKind::kHybrid);
-  EXPECT_EQ(c->lanes, 4u);
   EXPECT_EQ(c->segment_bytes, 0u);  // from the MTU
   EXPECT_EQ(c->retry_budget_ns, cc::RtoParams{}.retry_budget_ns);
   EXPECT_EQ(c->cc.rto.retry_budget_ns, c->retry_budget_ns);
@@ -66,9 +65,10 @@ TEST(PluginConfig, DefaultsWithAnEmptyEnvironment) {
   EXPECT_TRUE(c->stats_dir.empty());
   const ThreadLayout layout =
       thread_layout(static_cast<unsigned>(usable_cpus_now()),
-                    local_ranks_from_env([](const char*) { return nullptr; }).count, 4, -1, -1);
+                    local_ranks_from_env([](const char*) { return nullptr; }).count, -1, -1, -1);
   EXPECT_EQ(c->threads_per_device, layout.wires);
   EXPECT_EQ(c->io_threads, layout.io_threads);
+  EXPECT_EQ(c->lanes, std::max(kDefaultLanes, layout.io_threads));  // 4, or one per I/O thread
   EXPECT_FALSE(c->busy_poll);
   EXPECT_EQ(c->idle_poll_ns, 50'000);
   EXPECT_EQ(c->pending_poll_ns, 1'000'000);
@@ -107,31 +107,43 @@ Result<PluginConfig> load_with_cpus(int n, const std::map<std::string, std::stri
 TEST(ThreadLayout, FollowsTheCpuShareOfEachLocalRank) {
   struct Case {
     unsigned cpus, ranks;
-    uint32_t wires, io;
+    uint32_t wires, io;  // MEGASCALE_LANES unset
+    uint32_t wires4, io4;  // MEGASCALE_LANES=4
   };
   for (const Case& k : {
-           Case{2, 1, 2, 0},    // the CI VM: no I/O threads, at least 2 wires (they sleep when idle)
-           Case{16, 4, 2, 0},   // 4 ranks on the 16-CPU H100 host: 2 to spare, 2 wires (measured best)
-           Case{5, 1, 3, 0},    // 3 to spare: a wire each
-           Case{6, 1, 4, 0},    // 4 to spare: not room for 1 + 4, so 4 wires of one thread
-           Case{7, 1, 1, 4},    // 5 to spare: one wire with an I/O thread per lane
-           Case{16, 2, 1, 4},   // 2 ranks on the 16-CPU H100 host (the best layout measured there)
-           Case{16, 1, 2, 4},   // 14 to spare: two such wires
-           Case{32, 2, 2, 4},   // 2 ranks on the 32-CPU H200 host
-           Case{128, 8, 2, 4},  // an 8-GPU node
-           Case{256, 1, 4, 4},  // at most 4 wires
-           Case{16, 16, 2, 0},  // one CPU each
-           Case{16, 64, 2, 0},  // more ranks than CPUs: a share of 1
+           Case{2, 1, 2, 0, 2, 0},    // the CI VM: no I/O threads, at least 2 wires (they sleep when idle)
+           Case{16, 4, 2, 0, 2, 0},   // 4 ranks on the 16-CPU H100 host: 2 to spare, 2 wires (measured best)
+           Case{5, 1, 3, 0, 3, 0},    // 3 to spare: a wire each
+           Case{6, 1, 4, 0, 4, 0},    // 4 to spare: not room for 1 + 4, so 4 wires of one thread
+           Case{7, 1, 1, 4, 1, 4},    // 5 to spare: one wire with an I/O thread per lane
+           Case{16, 2, 1, 4, 1, 4},   // 2 ranks on the 16-CPU H100 host (the best layout measured there)
+           Case{15, 1, 2, 4, 2, 4},   // 13 to spare: not room for 2 x (1 + 6), so two wires of 1 + 4
+           Case{16, 1, 2, 6, 2, 4},   // 14 to spare: two wires of 1 + 6 (of 1 + 4 with 4 lanes)
+           Case{32, 2, 2, 6, 2, 4},   // 2 ranks on the 32-CPU H200 host (2 x (1 + 6) measured best)
+           Case{128, 8, 2, 6, 2, 4},  // an 8-GPU node
+           Case{256, 1, 4, 6, 4, 4},  // at most 4 wires
+           Case{16, 16, 2, 0, 2, 0},  // one CPU each
+           Case{16, 64, 2, 0, 2, 0},  // more ranks than CPUs: a share of 1
        }) {
-    const ThreadLayout t = thread_layout(k.cpus, k.ranks, 4, -1, -1);
-    EXPECT_EQ(t.wires, k.wires) << k.cpus << " CPUs, " << k.ranks << " ranks: " << t.why;
-    EXPECT_EQ(t.io_threads, k.io) << k.cpus << " CPUs, " << k.ranks << " ranks: " << t.why;
-    EXPECT_LE(t.io_threads == 0 ? 0u : t.wires * (1 + t.io_threads), std::max(1u, k.cpus / k.ranks))
-        << "the default never spins more threads than the share";
-    if (t.io_threads == 0 && t.wires > kMinDefaultWires) {
-      EXPECT_LE(t.wires + kNcclBusyThreads, k.cpus / k.ranks) << "more wires only where the share holds them";
+    for (const int lanes : {-1, 4}) {
+      const ThreadLayout t = thread_layout(k.cpus, k.ranks, lanes, -1, -1);
+      const std::string what = std::to_string(k.cpus) + " CPUs, " + std::to_string(k.ranks) + " ranks, lanes " +
+                               std::to_string(lanes) + ": " + t.why;
+      EXPECT_EQ(t.wires, lanes < 0 ? k.wires : k.wires4) << what;
+      EXPECT_EQ(t.io_threads, lanes < 0 ? k.io : k.io4) << what;
+      EXPECT_LE(t.io_threads == 0 ? 0u : t.wires * (1 + t.io_threads), std::max(1u, k.cpus / k.ranks))
+          << "the default never spins more threads than the share";
+      if (t.io_threads == 0 && t.wires > kMinDefaultWires) {
+        EXPECT_LE(t.wires + kNcclBusyThreads, k.cpus / k.ranks) << "more wires only where the share holds them";
+      }
     }
   }
+  // Lanes unset: one per I/O thread where a wire has more than 4.
+  EXPECT_EQ(default_lanes(thread_layout(32, 2, -1, -1, -1)), 6u);
+  EXPECT_EQ(default_lanes(thread_layout(16, 2, -1, -1, -1)), 4u);
+  EXPECT_EQ(default_lanes(thread_layout(2, 1, -1, -1, -1)), 4u);
+  // 8 lanes set on a wide share: still at most 6 I/O threads a wire.
+  EXPECT_EQ(thread_layout(32, 2, 8, -1, -1).io_threads, 6u);
   // One I/O thread per lane socket at most.
   EXPECT_EQ(thread_layout(64, 1, 2, -1, -1).io_threads, 2u);
   EXPECT_EQ(thread_layout(64, 1, 2, -1, -1).wires, 4u);
@@ -149,6 +161,8 @@ TEST(ThreadLayout, FollowsTheCpuShareOfEachLocalRank) {
       "ranks = 1 each, 2 left to NCCL: 2 wires x (1 + 0 I/O threads)");
   EXPECT_EQ(thread_layout(128, 8, 4, -1, -1).why,
             "128 usable CPUs / 8 local ranks = 16 each, 2 left to NCCL: 2 wires x (1 + 4 I/O threads)");
+  EXPECT_EQ(thread_layout(128, 8, -1, -1, -1).why,
+            "128 usable CPUs / 8 local ranks = 16 each, 2 left to NCCL: 2 wires x (1 + 6 I/O threads)");
 }
 
 TEST(ThreadLayout, ASetValueIsKeptAndTheOtherFittedAroundIt) {
@@ -215,7 +229,8 @@ TEST(PluginConfig, LocalRanksShapeTheDefaultThreads) {
   }
   auto alone = load({{"MEGASCALE_LOCAL_RANKS", "1"}});
   ASSERT_TRUE(alone) << alone.error().message;
-  EXPECT_EQ(alone->io_threads, 4u);
+  EXPECT_EQ(alone->io_threads, usable_cpus_now() >= 16 ? 6u : 4u);
+  EXPECT_EQ(alone->lanes, alone->io_threads);
   auto crowded = load({{"MEGASCALE_LOCAL_RANKS", std::to_string(usable_cpus_now())}});
   ASSERT_TRUE(crowded) << crowded.error().message;
   EXPECT_EQ(crowded->io_threads, 0u);
@@ -506,7 +521,7 @@ TEST(PluginConfig, DefaultSegmentFitsTheMtu) {
   EXPECT_EQ(default_segment_bytes(1500, true), 1380u);
   EXPECT_EQ(default_segment_bytes(4200, false), 4100u);
   EXPECT_EQ(default_segment_bytes(9000, false), 8900u);
-  EXPECT_EQ(default_segment_bytes(65536, false), 32768u);
+  EXPECT_EQ(default_segment_bytes(65536, false), 61440u);  // loopback: the cap
   EXPECT_EQ(default_segment_bytes(576, false), 512u);
 }
 
