@@ -478,13 +478,11 @@ TEST_P(UdpLoopback, IoThreadsReportEachSendOnceThroughTheTxFenceUnderLoss) {
 
 // In threaded mode the progress thread hands payload copies to the I/O threads and does not wait for
 // them, so the engine may finish a receive whose last bytes are still being copied: UdpWire::test()
-// holds it back until its copies are done (the copy fence). Polled, every receive is reported with all
+// holds it back until its own copies are done (the copy fence). Polled, every receive is reported with all
 // of its bytes already in place, checked the moment test() says done, and wait() and close() keep the
 // same promise.
-TEST_P(UdpLoopback, IoThreadsReportEachReceiveWithItsBytesInPlace) {
-  UdpConfig c = wire_config(host_, FaultConfig{});
-  c.io_threads = 2;
-  Pair p = connect_pair(c, c);
+void receives_reported_with_bytes_in_place(const UdpConfig& sender_config, const UdpConfig& receiver_config) {
+  Pair p = connect_pair(sender_config, receiver_config);
   ASSERT_TRUE(p.recv_conn);
   constexpr int kMessages = 32;
   constexpr uint64_t kSize = kMiB + 7;
@@ -532,6 +530,23 @@ TEST_P(UdpLoopback, IoThreadsReportEachReceiveWithItsBytesInPlace) {
     const engine::Completion sc = p.sender->wait(p.send_conn, sends[i], sec(30));
     EXPECT_TRUE(sc.done && sc.ok) << sc.error;
   }
+}
+
+TEST_P(UdpLoopback, IoThreadsReportEachReceiveWithItsBytesInPlace) {
+  UdpConfig c = wire_config(host_, FaultConfig{});
+  c.io_threads = 2;
+  receives_reported_with_bytes_in_place(c, c);
+}
+
+// The same with 2% loss (and duplicates, reordering, corruption) on both receive paths: retransmitted
+// segments are copied late, in rounds that also copy later messages' bytes, and each receive's fence
+// must still cover its own last copy.
+TEST_P(UdpLoopback, IoThreadsReportEachReceiveWithItsBytesInPlaceUnderLoss) {
+  UdpConfig sender = wire_config(host_, faults(0.02, 41));
+  UdpConfig receiver = wire_config(host_, faults(0.02, 42));
+  sender.io_threads = receiver.io_threads = 2;
+  sender.engine.tail_probe = receiver.engine.tail_probe = true;
+  receives_reported_with_bytes_in_place(sender, receiver);
 }
 
 // finished_epoch() lets a caller that polls test() in a tight loop (the NCCL plugin) skip the locked look

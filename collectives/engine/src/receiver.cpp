@@ -112,7 +112,7 @@ bool ConnectionCore::on_data(TimeNs now, const Packet& pkt) {
   // Virtual payload: only the count of bytes is placed (the receive buffer may be null).
   if (h.payload_len > 0 && !cfg_.virtual_payload) {
     if (copier_ != nullptr) {
-      copier_->copy(r.buf + h.offset, pkt.payload, h.payload_len);
+      copier_->copy(r.buf + h.offset, pkt.payload, h.payload_len, id_, request_id(idx));
     } else {
       std::memcpy(r.buf + h.offset, pkt.payload, h.payload_len);
     }

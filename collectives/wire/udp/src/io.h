@@ -47,11 +47,41 @@ inline constexpr TimeNs kPathSweepIntervalNs = 100 * kNsPerMs;
 // Payload copies below this size are made on the spot: handing them over costs more than copying.
 inline constexpr size_t kInlineCopyBytes = 2048;
 
-// The engine's payload copies, routed to the I/O thread whose batch is being delivered.
+// Per (connection, request): a number per I/O thread (the precise TX and copy fences, Io::tx_marks and
+// Io::copy_marks).
+using RequestMarks = std::map<std::pair<engine::ConnId, engine::RequestId>, std::vector<uint64_t>>;
+
+// The engine's payload copies, routed to the I/O thread whose batch is being delivered (`thread`, whose
+// queue is `queue`). Each queued copy is noted in `marks` under its receive: the thread's queue position
+// after it, so that the receive is reported once its own copies are done (copy fence), not every copy
+// queued by then.
 struct ThreadCopier final : engine::PayloadCopier {
   detail::CopyQueue* queue = nullptr;
-  void copy(uint8_t* dst, const uint8_t* src, size_t n) override {
-    if (n < kInlineCopyBytes || queue == nullptr || !queue->push(dst, src, n)) std::memcpy(dst, src, n);
+  size_t thread = 0;
+  RequestMarks* marks = nullptr;
+  size_t n_threads = 0;
+  // The receive last marked and its entry, per thread: a message's segments come in runs. Cleared
+  // whenever entries may have been erased (forget()).
+  std::vector<std::pair<engine::ConnId, engine::RequestId>> last_key;
+  std::vector<std::vector<uint64_t>*> last_marks;
+
+  void forget() {
+    last_key.assign(n_threads, {});
+    last_marks.assign(n_threads, nullptr);
+  }
+  void copy(uint8_t* dst, const uint8_t* src, size_t n, engine::ConnId conn, engine::RequestId request) override {
+    if (n < kInlineCopyBytes || queue == nullptr || !queue->push(dst, src, n)) {
+      std::memcpy(dst, src, n);
+      return;
+    }
+    const auto key = std::make_pair(conn, request);
+    if (last_marks[thread] == nullptr || last_key[thread] != key) {
+      std::vector<uint64_t>& m = (*marks)[key];
+      if (m.empty()) m.assign(n_threads, 0);
+      last_key[thread] = key;
+      last_marks[thread] = &m;
+    }
+    (*last_marks[thread])[thread] = queue->pushed();  // done() >= this: the copy just queued is made
   }
 };
 
@@ -102,7 +132,11 @@ struct UdpWire::Io {
   // per I/O thread, the number of its batches that must be released before nothing reads that send's
   // buffer (0: none of its packets went to that thread). Taken by tx_fence_locked when the send ends,
   // so its fence does not wait for the later messages queued behind it.
-  std::map<std::pair<engine::ConnId, engine::RequestId>, std::vector<uint64_t>> tx_marks;
+  RequestMarks tx_marks;
+  // The precise copy fence of each receive with payload copies queued on I/O threads, by (connection,
+  // request): per thread, the queue position its last copy there must reach (ThreadCopier); taken by
+  // request_fence_locked when the receive ends, so it does not wait for the copies queued after its own.
+  RequestMarks copy_marks;
   // transmit_to_threads_locked: the send last marked in each thread's open batch (skips the lookup for
   // the runs of one send's segments).
   std::vector<std::pair<engine::ConnId, engine::RequestId>> tx_marked;

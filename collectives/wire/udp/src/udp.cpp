@@ -271,6 +271,9 @@ Result<std::unique_ptr<UdpWire>> UdpWire::create(const UdpConfig& given) {
     }
     io->tx_open.resize(n, nullptr);
     io->tx_marked.resize(n);
+    io->copier.marks = &io->copy_marks;
+    io->copier.n_threads = n;
+    io->copier.forget();
     io->rx_taken.resize(n, 0);
     io->rx_delivered.resize(n, 0);
     io->rx_cursor.resize(n);
@@ -526,6 +529,7 @@ void UdpWire::receive_from_threads_locked(TimeNs now, bool read_clock, bool over
   // for them: its ACKs leave and the next round starts while the I/O threads copy. Otherwise (a caller
   // driving progress, who may read the engine's completions directly) they are done before it returns.
   endpoint_->set_payload_copier(&io.copier);
+  io.copier.forget();  // test() may have taken marks since the last round
   for (bool more = true; more;) {
     more = false;
     for (size_t t = 0; t < n_threads; ++t) {
@@ -534,6 +538,7 @@ void UdpWire::receive_from_threads_locked(TimeNs now, bool read_clock, bool over
       detail::RxBatch& b = *io.threads[t]->rx().consumer_slot(io.rx_delivered[t] + c.batch);
       if (c.message == 0) c.verified = b.verified.data();
       io.copier.queue = &io.threads[t]->copies();
+      io.copier.thread = t;
       if (c.message < b.count)
         deliver_message_locked(now, b.messages[static_cast<size_t>(c.message)], c.verified);
       if (++c.message >= b.count) {

@@ -271,17 +271,15 @@ void UdpWire::wait_fence(Fence kind, const std::vector<uint64_t>& fence) {
   }
 }
 
-std::vector<uint64_t> UdpWire::tx_fence_locked(engine::ConnId conn, engine::RequestId req) {
-  auto it = io_->tx_marks.find({conn, req});
-  if (it == io_->tx_marks.end()) return {};  // none of its payload went to a thread (a 0-byte send)
-  std::vector<uint64_t> fence = std::move(it->second);
-  io_->tx_marks.erase(it);
-  return fence;
-}
-
 std::vector<uint64_t> UdpWire::request_fence_locked(engine::ConnId conn, engine::RequestId req,
                                                     const engine::Completion& result) {
-  return result.send ? tx_fence_locked(conn, req) : fence_locked(Fence::kCopies);
+  // Nothing of a send went to a thread (a 0-byte one), or every copy of a receive was made on the spot.
+  RequestMarks& marks = result.send ? io_->tx_marks : io_->copy_marks;
+  auto it = marks.find({conn, req});
+  if (it == marks.end()) return {};
+  std::vector<uint64_t> fence = std::move(it->second);
+  marks.erase(it);
+  return fence;
 }
 
 void UdpWire::hold_locked(engine::ConnId conn, engine::RequestId req, engine::Completion& result) {
@@ -329,8 +327,8 @@ void UdpWire::close(engine::ConnId conn, bool release) {
     // Its held-back requests go with it (the fences below cover their payloads).
     auto& held = io_->held;
     held.erase(held.lower_bound({conn, 0}), held.upper_bound({conn, ~engine::RequestId{0}}));
-    auto& marks = io_->tx_marks;
-    marks.erase(marks.lower_bound({conn, 0}), marks.upper_bound({conn, ~engine::RequestId{0}}));
+    for (RequestMarks* marks : {&io_->tx_marks, &io_->copy_marks})
+      marks->erase(marks->lower_bound({conn, 0}), marks->upper_bound({conn, ~engine::RequestId{0}}));
   } else if (engine::Connection* c = endpoint_->connection(conn)) {
     c->close(now());
   }

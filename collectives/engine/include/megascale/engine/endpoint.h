@@ -83,11 +83,13 @@ inline constexpr TimeNs kRxTimeNow = kNever;
 // copies with memcpy inside on_packet. A wire may instead hand copies to other threads (the UDP wire's
 // I/O threads do, so the copies of several lanes run in parallel), on two conditions: every copy is
 // finished before the application can look at the engine again (test(), completions, posts: a wire
-// finishes them before its progress call returns), and the source bytes stay valid until then.
+// finishes them before its progress call returns, or holds the receive back until its own copies are
+// done), and the source bytes stay valid until then. `conn` and `request` name the receive the copy
+// fills (its connection's id and the id post_recv returned).
 class PayloadCopier {
  public:
   virtual ~PayloadCopier() = default;
-  virtual void copy(uint8_t* dst, const uint8_t* src, size_t n) = 0;
+  virtual void copy(uint8_t* dst, const uint8_t* src, size_t n, ConnId conn, RequestId request) = 0;
 };
 
 // One packet to transmit: header bytes (owned here) followed by payload (borrowed, may be empty).

@@ -45,8 +45,9 @@
 // under several peer ids while replies go to the address the connection was opened with.
 //
 // API change log:
-//   - (precise TX fence) a finished send waits only for the TX batches that hold its own packets
-//     (engine::TxPacket::request), not for every batch published when it finished.
+//   - (precise fences) a finished send waits only for the TX batches that hold its own packets
+//     (engine::TxPacket::request), a finished receive only for its own payload copies
+//     (engine::PayloadCopier::copy names the receive), not for everything queued when it finished.
 //   - (copy fence) threaded mode: a round no longer waits for the I/O threads' payload copies; test()
 //     holds a finished receive back until they are done (as it holds sends for the TX fence), wait()
 //     and close() wait for them. sends_held() is now requests_held() (sends or receives held back).
@@ -405,10 +406,11 @@ class UdpWire {
   //    that released it, so before the caller learns that a send finished, failed or was closed (and
   //    may free its buffer), every TX batch holding one of its packets must be sent (later batches
   //    cannot hold them: the engine sends nothing more of a finished request or a closed connection).
-  //    test() and wait() use the send's own batches (tx_fence_locked); close() every batch published.
+  //    test() and wait() use the send's own batches (request_fence_locked); close() every batch
+  //    published.
   //  - kCopies: in threaded mode a round hands payload copies to the I/O threads and does not wait for
-  //    them, so a receive the engine reports done may still be copying: every copy pushed so far must
-  //    be done.
+  //    them, so a receive the engine reports done may still be copying: its copies must be done (test()
+  //    and wait(): its own, request_fence_locked; close(): every copy pushed so far).
   // fence_locked() notes each thread's count under the lock; wait_fence() waits for them without it
   // (helping with copies). test() does not wait: it holds a finished request back until
   // fence_passed() (Io::held).
@@ -416,11 +418,9 @@ class UdpWire {
   std::vector<uint64_t> fence_locked(Fence kind) const;
   bool fence_passed(Fence kind, const std::vector<uint64_t>& fence) const;
   void wait_fence(Fence kind, const std::vector<uint64_t>& fence);
-  // A send's own TX fence (Io::tx_marks), taken out of the table: the batches holding its packets,
-  // rather than every batch published so far. Empty if none of its payload went to a thread.
-  std::vector<uint64_t> tx_fence_locked(engine::ConnId conn, engine::RequestId req);
-  // The fence a finished request waits for: its TX fence (a send) or the copies pushed so far (a
-  // receive).
+  // The fence a finished request waits for, taken out of its table: a send's TX batches that hold its
+  // packets (Io::tx_marks), a receive's own payload copies (Io::copy_marks), rather than every batch
+  // published or copy queued so far. Empty if none went to a thread.
   std::vector<uint64_t> request_fence_locked(engine::ConnId conn, engine::RequestId req,
                                              const engine::Completion& result);
   // transmit_to_threads_locked: notes that thread `t`'s open batch holds a packet of send `req`.

@@ -1,9 +1,14 @@
-// TxPacket::request: every packet that carries a send's bytes names that send, so a wire that sends from
-// other threads can tell when it no longer reads the send's buffer (the UDP wire's TX fence per send).
-// Retransmissions and tail probes name it too; packets without a send's payload name none.
+// What the engine tells a wire about whose bytes it is moving, so that a wire whose other threads read
+// and write application buffers can report each request once its own bytes are done (the UDP wire's
+// precise TX and copy fences):
+//  - TxPacket::request: every packet that carries a send's bytes names that send, retransmissions and
+//    tail probes included; packets without a send's payload name none.
+//  - PayloadCopier::copy: every copy names the receive it fills (its connection and request id).
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <map>
+#include <vector>
 
 #include "test_net.h"
 
@@ -53,6 +58,48 @@ TEST(TxPacketRequest, EveryCopyOfASendsBytesNamesThatSendAndNothingElseNamesOne)
     if (m.data.empty()) continue;
     EXPECT_EQ(bytes_by_request[m.send_id], m.data.size()) << "send " << m.send_id;
   }
+}
+
+// Copies as a wire would hand them to another thread, recorded with the receive they name.
+struct RecordingCopier final : PayloadCopier {
+  struct Copy {
+    const uint8_t* dst;
+    size_t n;
+    ConnId conn;
+    RequestId request;
+  };
+  std::vector<Copy> copies;
+  void copy(uint8_t* dst, const uint8_t* src, size_t n, ConnId conn, RequestId request) override {
+    std::memcpy(dst, src, n);
+    copies.push_back(Copy{dst, n, conn, request});
+  }
+};
+
+TEST(PayloadCopierRequest, EveryCopyNamesTheReceiveItFills) {
+  TestNet net(test_config());
+  net.rule = drop_first_copy_of({2000, 150'000});  // retransmitted segments are copied too
+  RecordingCopier copier;
+  net.ep[1]->set_payload_copier(&copier);
+  auto [a, b] = net.connect_pair();
+  ASSERT_TRUE(a && b);
+  Batch batch({1, 4096, 100'000, 300'000, 0, 77}, 22);
+  ASSERT_NO_FATAL_FAILURE(batch.post_recvs(b));
+  ASSERT_NO_FATAL_FAILURE(batch.post_sends(a));
+  ASSERT_TRUE(batch.run(net, a, b));
+  batch.expect_intact(b);  // the copies the copier made are the receives' bytes
+  ASSERT_FALSE(copier.copies.empty());
+  std::map<RequestId, uint64_t> bytes_by_request;
+  for (const RecordingCopier::Copy& c : copier.copies) {
+    EXPECT_EQ(c.conn, b->id());
+    const Batch::Msg* owner = nullptr;
+    for (const Batch::Msg& m : batch.msgs) {
+      if (c.dst >= m.dst.data() && c.dst + c.n <= m.dst.data() + m.dst.size()) owner = &m;
+    }
+    ASSERT_NE(owner, nullptr) << "a copy into no receive's buffer";
+    EXPECT_EQ(c.request, owner->recv_id);
+    bytes_by_request[c.request] += c.n;
+  }
+  for (const Batch::Msg& m : batch.msgs) EXPECT_EQ(bytes_by_request[m.recv_id], m.data.size());
 }
 
 }  // namespace
