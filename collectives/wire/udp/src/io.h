@@ -74,11 +74,12 @@ struct ThreadCopier final : engine::PayloadCopier {
       std::memcpy(dst, src, n);
       return;
     }
-    const auto key = std::make_pair(conn, request);
-    if (last_marks[thread] == nullptr || last_key[thread] != key) {
-      std::vector<uint64_t>& m = (*marks)[key];
+    std::pair<engine::ConnId, engine::RequestId>& last = last_key[thread];
+    if (last_marks[thread] == nullptr || last.first != conn || last.second != request) {
+      std::vector<uint64_t>& m = (*marks)[{conn, request}];
       if (m.empty()) m.assign(n_threads, 0);
-      last_key[thread] = key;
+      last.first = conn;
+      last.second = request;
       last_marks[thread] = &m;
     }
     (*last_marks[thread])[thread] = queue->pushed();  // done() >= this: the copy just queued is made
