@@ -8,6 +8,8 @@
 
 #include <cstring>
 #include <map>
+#include <set>
+#include <utility>
 #include <vector>
 
 #include "test_net.h"
@@ -15,19 +17,26 @@
 namespace megascale::engine::testing {
 namespace {
 
-TEST(TxPacketRequest, EveryCopyOfASendsBytesNamesThatSendAndNothingElseNamesOne) {
-  EngineConfig c = test_config();
-  c.tail_probe = true;
-  TestNet net(c);
-  // Lose the first copy of some segments, so that retransmissions carry payload too.
-  net.rule = drop_first_copy_of({0, 3000, 40'000, 299'000});
+// Messages of several sizes (an empty one among them) from A to B, the first copy of the DATA segments
+// at `lost_offsets` dropped so that retransmissions carry payload too; every byte checked.
+void transfer_with_losses(TestNet& net, Batch& batch, std::set<uint64_t> lost_offsets, Connection** b_out) {
+  net.rule = drop_first_copy_of(std::move(lost_offsets));
   auto [a, b] = net.connect_pair();
   ASSERT_TRUE(a && b);
-  Batch batch({1, 4096, 100'000, 300'000, 0, 77}, 21);
+  *b_out = b;
   ASSERT_NO_FATAL_FAILURE(batch.post_recvs(b));
   ASSERT_NO_FATAL_FAILURE(batch.post_sends(a));
   ASSERT_TRUE(batch.run(net, a, b));
   batch.expect_intact(b);
+}
+
+TEST(TxPacketRequest, EveryCopyOfASendsBytesNamesThatSendAndNothingElseNamesOne) {
+  EngineConfig c = test_config();
+  c.tail_probe = true;
+  TestNet net(c);
+  Batch batch({1, 4096, 100'000, 300'000, 0, 77}, 21);
+  Connection* b = nullptr;
+  ASSERT_NO_FATAL_FAILURE(transfer_with_losses(net, batch, {0, 3000, 40'000, 299'000}, &b));
 
   // Which send each sent payload byte range belongs to, by the message's tag and offset.
   uint64_t with_payload = 0, retransmitted = 0;
@@ -77,16 +86,12 @@ struct RecordingCopier final : PayloadCopier {
 
 TEST(PayloadCopierRequest, EveryCopyNamesTheReceiveItFills) {
   TestNet net(test_config());
-  net.rule = drop_first_copy_of({2000, 150'000});  // retransmitted segments are copied too
   RecordingCopier copier;
   net.ep[1]->set_payload_copier(&copier);
-  auto [a, b] = net.connect_pair();
-  ASSERT_TRUE(a && b);
   Batch batch({1, 4096, 100'000, 300'000, 0, 77}, 22);
-  ASSERT_NO_FATAL_FAILURE(batch.post_recvs(b));
-  ASSERT_NO_FATAL_FAILURE(batch.post_sends(a));
-  ASSERT_TRUE(batch.run(net, a, b));
-  batch.expect_intact(b);  // the copies the copier made are the receives' bytes
+  Connection* b = nullptr;
+  // Retransmitted segments are copied too; the bytes checked are those the copier copied.
+  ASSERT_NO_FATAL_FAILURE(transfer_with_losses(net, batch, {2000, 150'000}, &b));
   ASSERT_FALSE(copier.copies.empty());
   std::map<RequestId, uint64_t> bytes_by_request;
   for (const RecordingCopier::Copy& c : copier.copies) {
