@@ -47,9 +47,56 @@ inline constexpr TimeNs kPathSweepIntervalNs = 100 * kNsPerMs;
 // Payload copies below this size are made on the spot: handing them over costs more than copying.
 inline constexpr size_t kInlineCopyBytes = 2048;
 
-// Per (connection, request): a number per I/O thread (the precise TX and copy fences, Io::tx_marks and
-// Io::copy_marks).
-using RequestMarks = std::map<std::pair<engine::ConnId, engine::RequestId>, std::vector<uint64_t>>;
+// The precise TX and copy fences (Io::tx_marks, Io::copy_marks): per (connection, request), the position
+// each I/O thread must reach before that request's buffer is the caller's again (0: none of it went to
+// that thread). Written under the wire's lock by the engine's thread as it hands a send's packets or a
+// receive's payload copies to the threads, a message's in runs, so the entry last written per thread is
+// kept at hand; taken when the request ends.
+class RequestMarks {
+ public:
+  void resize(size_t n_threads) {
+    n_threads_ = n_threads;
+    forget();
+  }
+  // Thread `t` must reach `position` for (conn, req).
+  void set(engine::ConnId conn, engine::RequestId req, size_t t, uint64_t position) {
+    Last& last = last_[t];
+    if (last.marks == nullptr || last.conn != conn || last.req != req) {
+      std::vector<uint64_t>& m = marks_[{conn, req}];
+      if (m.empty()) m.assign(n_threads_, 0);
+      last.conn = conn;
+      last.req = req;
+      last.marks = &m;
+    }
+    (*last.marks)[t] = position;
+  }
+  // The request's positions, taken out of the table; empty if nothing of it went to a thread.
+  std::vector<uint64_t> take(engine::ConnId conn, engine::RequestId req) {
+    auto it = marks_.find({conn, req});
+    if (it == marks_.end()) return {};
+    std::vector<uint64_t> fence = std::move(it->second);
+    marks_.erase(it);
+    forget();
+    return fence;
+  }
+  // Drops every request of a released connection.
+  void erase_connection(engine::ConnId conn) {
+    marks_.erase(marks_.lower_bound({conn, 0}), marks_.upper_bound({conn, ~engine::RequestId{0}}));
+    forget();
+  }
+
+ private:
+  struct Last {
+    engine::ConnId conn = 0;
+    engine::RequestId req = 0;
+    std::vector<uint64_t>* marks = nullptr;  // into marks_; cleared whenever an entry is erased
+  };
+  void forget() { last_.assign(n_threads_, Last{}); }
+
+  size_t n_threads_ = 0;
+  std::map<std::pair<engine::ConnId, engine::RequestId>, std::vector<uint64_t>> marks_;
+  std::vector<Last> last_;
+};
 
 // The engine's payload copies, routed to the I/O thread whose batch is being delivered (`thread`, whose
 // queue is `queue`). Each queued copy is noted in `marks` under its receive: the thread's queue position
@@ -59,30 +106,13 @@ struct ThreadCopier final : engine::PayloadCopier {
   detail::CopyQueue* queue = nullptr;
   size_t thread = 0;
   RequestMarks* marks = nullptr;
-  size_t n_threads = 0;
-  // The receive last marked and its entry, per thread: a message's segments come in runs. Cleared
-  // whenever entries may have been erased (forget()).
-  std::vector<std::pair<engine::ConnId, engine::RequestId>> last_key;
-  std::vector<std::vector<uint64_t>*> last_marks;
 
-  void forget() {
-    last_key.assign(n_threads, {});
-    last_marks.assign(n_threads, nullptr);
-  }
   void copy(uint8_t* dst, const uint8_t* src, size_t n, engine::ConnId conn, engine::RequestId request) override {
     if (n < kInlineCopyBytes || queue == nullptr || !queue->push(dst, src, n)) {
       std::memcpy(dst, src, n);
       return;
     }
-    std::pair<engine::ConnId, engine::RequestId>& last = last_key[thread];
-    if (last_marks[thread] == nullptr || last.first != conn || last.second != request) {
-      std::vector<uint64_t>& m = (*marks)[{conn, request}];
-      if (m.empty()) m.assign(n_threads, 0);
-      last.first = conn;
-      last.second = request;
-      last_marks[thread] = &m;
-    }
-    (*last_marks[thread])[thread] = queue->pushed();  // done() >= this: the copy just queued is made
+    marks->set(conn, request, thread, queue->pushed());  // done() >= this: the copy just queued is made
   }
 };
 
@@ -129,25 +159,20 @@ struct UdpWire::Io {
   std::vector<std::unique_ptr<detail::IoThread>> threads;
   detail::CallerWake caller_wake;
   std::vector<detail::TxBatch*> tx_open;  // transmit_to_threads_locked: the batch being filled per thread
-  // The precise TX fence of each send whose payload went into TX batches, by (connection, request):
-  // per I/O thread, the number of its batches that must be released before nothing reads that send's
-  // buffer (0: none of its packets went to that thread). Taken by tx_fence_locked when the send ends,
-  // so its fence does not wait for the later messages queued behind it.
+  // Per send whose payload went into TX batches: the batches each I/O thread must release before
+  // nothing reads its buffer (transmit_to_threads_locked), so its fence does not wait for the later
+  // messages queued behind it.
   RequestMarks tx_marks;
-  // The precise copy fence of each receive with payload copies queued on I/O threads, by (connection,
-  // request): per thread, the queue position its last copy there must reach (ThreadCopier); taken by
-  // request_fence_locked when the receive ends, so it does not wait for the copies queued after its own.
+  // Per receive with payload copies queued on I/O threads: the queue position its last copy on each
+  // thread must reach (ThreadCopier), so it does not wait for the copies queued after its own.
   RequestMarks copy_marks;
-  // transmit_to_threads_locked: the send last marked in each thread's open batch (skips the lookup for
-  // the runs of one send's segments).
-  std::vector<std::pair<engine::ConnId, engine::RequestId>> tx_marked;
-  // test(): finished requests held back, by (connection, request), without blocking the caller: a send
-  // until the I/O threads have sent every batch handed to them when the engine reported it (the TX
-  // fence: its payload is no longer read), a receive until they have made every payload copy queued
-  // by then (the copy fence: its payload is all in place).
+  // test(): finished requests held back, by (connection, request), without blocking the caller until
+  // their fence (request_fence_locked) has passed: a send until the I/O threads have sent the batches
+  // holding its packets (its payload is no longer read), a receive until they have made its payload
+  // copies (its payload is all in place).
   struct Held {
     Fence kind = Fence::kTx;      // kTx for a send, kCopies for a receive
-    std::vector<uint64_t> fence;  // per I/O thread: TX batches published, or copies pushed
+    std::vector<uint64_t> fence;  // per I/O thread: TX batches released, or copies done
     engine::Completion completion;
   };
   std::map<std::pair<engine::ConnId, engine::RequestId>, Held> held;

@@ -270,10 +270,9 @@ Result<std::unique_ptr<UdpWire>> UdpWire::create(const UdpConfig& given) {
       if (Status s = io->threads.back()->start(); !s) return s.error();
     }
     io->tx_open.resize(n, nullptr);
-    io->tx_marked.resize(n);
+    io->tx_marks.resize(n);
+    io->copy_marks.resize(n);
     io->copier.marks = &io->copy_marks;
-    io->copier.n_threads = n;
-    io->copier.forget();
     io->rx_taken.resize(n, 0);
     io->rx_delivered.resize(n, 0);
     io->rx_cursor.resize(n);
@@ -529,7 +528,6 @@ void UdpWire::receive_from_threads_locked(TimeNs now, bool read_clock, bool over
   // for them: its ACKs leave and the next round starts while the I/O threads copy. Otherwise (a caller
   // driving progress, who may read the engine's completions directly) they are done before it returns.
   endpoint_->set_payload_copier(&io.copier);
-  io.copier.forget();  // test() may have taken marks since the last round
   for (bool more = true; more;) {
     more = false;
     for (size_t t = 0; t < n_threads; ++t) {
@@ -629,7 +627,6 @@ void UdpWire::transmit_to_threads_locked(TimeNs now, bool read_clock) {
       open[t]->peers.clear();
       open[t]->peer_ids.clear();
       open[t]->polled_ns = now;
-      io.tx_marked[t] = {};
     }
     size_t polled = 0;
     bool full = false;
@@ -645,7 +642,8 @@ void UdpWire::transmit_to_threads_locked(TimeNs now, bool read_clock) {
       const uint32_t socket = socket_for(p, now);
       const size_t t = socket % n_threads;
       detail::TxBatch& b = *open[t];
-      if (p.request != 0) mark_tx_locked(p.conn_id, p.request, t);
+      // The open batch is the next one published: the send's fence on this thread.
+      if (p.request != 0) io.tx_marks.set(p.conn_id, p.request, t, io.threads[t]->tx().published() + 1);
       uint32_t local_peer = 0;
       while (local_peer < b.peer_ids.size() && b.peer_ids[local_peer] != p.peer) ++local_peer;
       if (local_peer == b.peer_ids.size()) {
@@ -672,16 +670,6 @@ void UdpWire::transmit_to_threads_locked(TimeNs now, bool read_clock) {
     if (read_clock) now = UdpWire::now();
   }
   more_tx_ = true;
-}
-
-void UdpWire::mark_tx_locked(engine::ConnId conn, engine::RequestId req, size_t t) {
-  Io& io = *io_;
-  const auto key = std::make_pair(conn, req);
-  if (io.tx_marked[t] == key) return;
-  io.tx_marked[t] = key;
-  std::vector<uint64_t>& marks = io.tx_marks[key];
-  if (marks.empty()) marks.assign(io.threads.size(), 0);
-  marks[t] = io.threads[t]->tx().published() + 1;  // the open batch is the next one published
 }
 
 TimeNs UdpWire::next_deadline() const {

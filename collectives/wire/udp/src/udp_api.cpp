@@ -273,13 +273,9 @@ void UdpWire::wait_fence(Fence kind, const std::vector<uint64_t>& fence) {
 
 std::vector<uint64_t> UdpWire::request_fence_locked(engine::ConnId conn, engine::RequestId req,
                                                     const engine::Completion& result) {
-  // Nothing of a send went to a thread (a 0-byte one), or every copy of a receive was made on the spot.
-  RequestMarks& marks = result.send ? io_->tx_marks : io_->copy_marks;
-  auto it = marks.find({conn, req});
-  if (it == marks.end()) return {};
-  std::vector<uint64_t> fence = std::move(it->second);
-  marks.erase(it);
-  return fence;
+  // Empty when nothing of a send went to a thread (a 0-byte one), or every copy of a receive was made on
+  // the spot.
+  return (result.send ? io_->tx_marks : io_->copy_marks).take(conn, req);
 }
 
 void UdpWire::hold_locked(engine::ConnId conn, engine::RequestId req, engine::Completion& result) {
@@ -327,8 +323,8 @@ void UdpWire::close(engine::ConnId conn, bool release) {
     // Its held-back requests go with it (the fences below cover their payloads).
     auto& held = io_->held;
     held.erase(held.lower_bound({conn, 0}), held.upper_bound({conn, ~engine::RequestId{0}}));
-    for (RequestMarks* marks : {&io_->tx_marks, &io_->copy_marks})
-      marks->erase(marks->lower_bound({conn, 0}), marks->upper_bound({conn, ~engine::RequestId{0}}));
+    io_->tx_marks.erase_connection(conn);
+    io_->copy_marks.erase_connection(conn);
   } else if (engine::Connection* c = endpoint_->connection(conn)) {
     c->close(now());
   }

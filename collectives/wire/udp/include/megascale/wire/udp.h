@@ -423,8 +423,6 @@ class UdpWire {
   // published or copy queued so far. Empty if none went to a thread.
   std::vector<uint64_t> request_fence_locked(engine::ConnId conn, engine::RequestId req,
                                              const engine::Completion& result);
-  // transmit_to_threads_locked: notes that thread `t`'s open batch holds a packet of send `req`.
-  void mark_tx_locked(engine::ConnId conn, engine::RequestId req, size_t t);
   // Holds a finished request back (Io::held) while its fence has not passed: `result` then reads not
   // done.
   void hold_locked(engine::ConnId conn, engine::RequestId req, engine::Completion& result);
