@@ -142,6 +142,16 @@ ThreadLayout thread_layout(unsigned usable_cpus, unsigned local_ranks, int lanes
   const uint32_t lanes = lanes_set >= 0 ? static_cast<uint32_t>(lanes_set) : kWideIoThreads;
   const uint32_t io_wide = std::min(lanes, kWideIoThreads);
   const uint32_t io_full = std::min(lanes, kMaxDefaultIoThreads);
+  if (io_set < 0 && wires_set < 0 && local_ranks >= kHalfShareRanks && t.cpu_share >= kHalfShareMinCpus) {
+    // Many ranks' polling threads on one host: half the share spins (kHalfShareRanks).
+    t.wires = 2;
+    t.io_threads = std::min(io_wide, t.cpu_share / 4 - 1);
+    t.lane_per_io_thread = true;
+    t.why = t.share_text + " = " + std::to_string(t.cpu_share) + " each, half of it spinning with " +
+            std::to_string(local_ranks) + " local ranks: 2 wires x (1 + " + std::to_string(t.io_threads) +
+            " I/O threads)";
+    return t;
+  }
   if (io_set >= 0) {
     t.io_threads = static_cast<uint32_t>(io_set);
   } else if (wires_set >= 0) {
@@ -161,7 +171,7 @@ ThreadLayout thread_layout(unsigned usable_cpus, unsigned local_ranks, int lanes
     // (docs/PERFORMANCE.md, "Wires for a small CPU share").
     t.wires = std::clamp<uint32_t>(budget, kMinDefaultWires, kMaxDefaultWires);
   } else {
-    t.wires = std::clamp<uint32_t>(budget / (1 + t.io_threads), 1, kMaxDefaultWires);
+    t.wires = std::clamp<uint32_t>(budget / (1 + t.io_threads), 1, kMaxDefaultWiresWithIoThreads);
   }
   t.why = t.share_text + " = " + std::to_string(t.cpu_share) + " each, " + std::to_string(kNcclBusyThreads) +
           " left to NCCL: " + std::to_string(t.wires) + (t.wires == 1 ? " wire" : " wires") + " x (1 + " +
@@ -170,6 +180,7 @@ ThreadLayout thread_layout(unsigned usable_cpus, unsigned local_ranks, int lanes
 }
 
 uint32_t default_lanes(const ThreadLayout& layout) {
+  if (layout.lane_per_io_thread) return layout.io_threads;
   return std::max(kDefaultLanes, layout.io_threads);
 }
 

@@ -29,7 +29,19 @@ inline constexpr uint32_t kMaxDefaultIoThreads = 4;
 inline constexpr uint32_t kWideIoThreads = 6;
 inline constexpr uint32_t kDefaultLanes = 4;
 inline constexpr uint32_t kMinDefaultWires = 2;  // without I/O threads
-inline constexpr uint32_t kMaxDefaultWires = 4;
+inline constexpr uint32_t kMaxDefaultWires = 4;  // without I/O threads
+// With I/O threads, at most this many wires, however large the share: on 4 x H200 (64 CPUs) with 2
+// ranks, 4 x (1 + 6) moved half the bus bandwidth of 2 x (1 + 6) and made 32 KiB - 4 MiB collectives
+// 3-10x slower (thousands of tail probes where 2 wires had none), with 32 CPUs a rank to hold them
+// (docs/PERFORMANCE.md, sixteenth session).
+inline constexpr uint32_t kMaxDefaultWiresWithIoThreads = 2;
+// With at least kHalfShareRanks ranks on the host and a share of at least kHalfShareMinCpus, the default
+// spins on half the share: two wires of 1 + (share / 4 - 1) I/O threads, a lane each. On three 4 x
+// H200 hosts (64 CPUs, 4 ranks, 16 CPUs each) 2 x (1 + 6) collapsed to 1.0-5.2 GB/s with thousands of
+// tail probes while 2 x (1 + 3) moved 5.9-7.9 with none; with 2 ranks on 2 x H200 (32 CPUs) 2 x (1 + 6)
+// stays best (1.19x 2 x (1 + 3)). docs/PERFORMANCE.md, sixteenth session.
+inline constexpr unsigned kHalfShareRanks = 3;
+inline constexpr unsigned kHalfShareMinCpus = 16;
 // MEGASCALE_LOCAL_RANKS and the launchers' counts are taken in 1..kMaxLocalRanks.
 inline constexpr long kMaxLocalRanks = 4096;
 
@@ -122,9 +134,11 @@ unsigned count_nvidia_gpus(const std::string& pci_devices_dir);
 //    kMaxDefaultIoThreads: an I/O thread per lane socket, up to kWideIoThreads;
 //  - else with room for one wire and an I/O thread per lane socket (at most kMaxDefaultIoThreads),
 //    that many;
-//  - and as many such wires as fit (1..kMaxDefaultWires);
+//  - and as many such wires as fit (1..kMaxDefaultWiresWithIoThreads);
 //  - with less room, no I/O threads and a wire per CPU of the room (kMinDefaultWires..
-//    kMaxDefaultWires), whose threads sleep when idle.
+//    kMaxDefaultWires), whose threads sleep when idle;
+//  - but with kHalfShareRanks or more local ranks and a share of kHalfShareMinCpus or more, two wires
+//    spinning on half the share (above).
 // `lanes_set` is MEGASCALE_LANES (< 0: unset). A value the user set (wires_set / io_set >= 0) is kept
 // and the other fitted around it. Measured on 2 ranks sharing 16 CPUs: 1 x (1 + 4) threads gave
 // 4.5-4.9 GB/s all-reduce, the former 4 x (1 + 2) 1.6 (docs/PERFORMANCE.md). `usable_cpus` is
@@ -133,6 +147,7 @@ unsigned count_nvidia_gpus(const std::string& pci_devices_dir);
 struct ThreadLayout {
   uint32_t wires = kMaxDefaultWires;
   uint32_t io_threads = 0;
+  bool lane_per_io_thread = false;  // MEGASCALE_LANES unset: as many lanes as I/O threads (default_lanes)
   unsigned cpu_share = 1;  // usable CPUs / local ranks
   std::string share_text;  // "16 usable CPUs / 2 local ranks"
   std::string why;         // the echo: share, what NCCL keeps, the layout

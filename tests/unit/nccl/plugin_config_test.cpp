@@ -120,8 +120,12 @@ TEST(ThreadLayout, FollowsTheCpuShareOfEachLocalRank) {
            Case{15, 1, 2, 4, 2, 4},   // 13 to spare: not room for 2 x (1 + 6), so two wires of 1 + 4
            Case{16, 1, 2, 6, 2, 4},   // 14 to spare: two wires of 1 + 6 (of 1 + 4 with 4 lanes)
            Case{32, 2, 2, 6, 2, 4},   // 2 ranks on the 32-CPU H200 host (2 x (1 + 6) measured best)
-           Case{128, 8, 2, 6, 2, 4},  // an 8-GPU node
-           Case{256, 1, 4, 6, 4, 4},  // at most 4 wires
+           Case{128, 8, 2, 3, 2, 3},  // an 8-GPU node: more than 2 ranks, half the share spins
+           Case{64, 4, 2, 3, 2, 3},   // 4 ranks on the 64-CPU 4 x H200 host (2 x (1 + 3) measured best)
+           Case{32, 4, 1, 4, 1, 4},   // 4 ranks, share 8: below kHalfShareMinCpus, as before
+           Case{96, 3, 2, 6, 2, 4},   // 3 ranks, share 32: half is 16, two wires of 1 + 6 (1 + 4 with 4 lanes)
+           Case{64, 2, 2, 6, 2, 4},   // 2 ranks on the 64-CPU host: 4 x (1 + 6) fit, 2 x (1 + 6) measured best
+           Case{256, 1, 2, 6, 2, 4},  // at most 2 wires with I/O threads
            Case{16, 16, 2, 0, 2, 0},  // one CPU each
            Case{16, 64, 2, 0, 2, 0},  // more ranks than CPUs: a share of 1
        }) {
@@ -142,11 +146,15 @@ TEST(ThreadLayout, FollowsTheCpuShareOfEachLocalRank) {
   EXPECT_EQ(default_lanes(thread_layout(32, 2, -1, -1, -1)), 6u);
   EXPECT_EQ(default_lanes(thread_layout(16, 2, -1, -1, -1)), 4u);
   EXPECT_EQ(default_lanes(thread_layout(2, 1, -1, -1, -1)), 4u);
+  EXPECT_EQ(default_lanes(thread_layout(64, 4, -1, -1, -1)), 3u);  // a lane per I/O thread
+  // A wire count or I/O threads the user set take the usual rules, not the half share.
+  EXPECT_EQ(thread_layout(64, 4, -1, 2, -1).io_threads, 6u);
+  EXPECT_EQ(thread_layout(64, 4, -1, -1, 6).io_threads, 6u);
   // 8 lanes set on a wide share: still at most 6 I/O threads a wire.
   EXPECT_EQ(thread_layout(32, 2, 8, -1, -1).io_threads, 6u);
   // One I/O thread per lane socket at most.
   EXPECT_EQ(thread_layout(64, 1, 2, -1, -1).io_threads, 2u);
-  EXPECT_EQ(thread_layout(64, 1, 2, -1, -1).wires, 4u);
+  EXPECT_EQ(thread_layout(64, 1, 2, -1, -1).wires, 2u);
   // The echo says why.
   const ThreadLayout t = thread_layout(16, 2, 4, -1, -1);
   EXPECT_EQ(t.why, "16 usable CPUs / 2 local ranks = 8 each, 2 left to NCCL: 1 wire x (1 + 4 I/O threads)");
@@ -159,10 +167,11 @@ TEST(ThreadLayout, FollowsTheCpuShareOfEachLocalRank) {
       pod.why,
       "8 usable CPUs (cgroup CPU quota 8 in /sys/fs/cgroup/cpu.max, 128 in the affinity mask) / 8 local "
       "ranks = 1 each, 2 left to NCCL: 2 wires x (1 + 0 I/O threads)");
-  EXPECT_EQ(thread_layout(128, 8, 4, -1, -1).why,
-            "128 usable CPUs / 8 local ranks = 16 each, 2 left to NCCL: 2 wires x (1 + 4 I/O threads)");
+  EXPECT_EQ(thread_layout(32, 2, -1, -1, -1).why,
+            "32 usable CPUs / 2 local ranks = 16 each, 2 left to NCCL: 2 wires x (1 + 6 I/O threads)");
   EXPECT_EQ(thread_layout(128, 8, -1, -1, -1).why,
-            "128 usable CPUs / 8 local ranks = 16 each, 2 left to NCCL: 2 wires x (1 + 6 I/O threads)");
+            "128 usable CPUs / 8 local ranks = 16 each, half of it spinning with 8 local ranks: 2 wires x (1 + 3 "
+            "I/O threads)");
 }
 
 TEST(ThreadLayout, ASetValueIsKeptAndTheOtherFittedAroundIt) {
@@ -172,8 +181,11 @@ TEST(ThreadLayout, ASetValueIsKeptAndTheOtherFittedAroundIt) {
   EXPECT_EQ(thread_layout(16, 2, 4, 4, -1).io_threads, 0u);
   // MEGASCALE_NTHREADS=3 on a share of 8: 2 threads a wire, 1 I/O thread.
   EXPECT_EQ(thread_layout(16, 2, 4, 3, -1).io_threads, 1u);
-  // MEGASCALE_IO_THREADS=2 on a share of 32 (30 to spare): as many 3-thread wires as fit, at most 4.
-  EXPECT_EQ(thread_layout(32, 1, 4, -1, 2).wires, 4u);
+  // MEGASCALE_IO_THREADS=2 on a share of 32 (30 to spare): as many 3-thread wires as fit, at most 2.
+  EXPECT_EQ(thread_layout(32, 1, 4, -1, 2).wires, 2u);
+  // MEGASCALE_NTHREADS=4 on that share: the wires the user set, with I/O threads fitted to them.
+  EXPECT_EQ(thread_layout(32, 1, -1, 4, -1).wires, 4u);
+  EXPECT_EQ(thread_layout(32, 1, -1, 4, -1).io_threads, 6u);
   EXPECT_EQ(thread_layout(16, 2, 4, -1, 2).wires, 2u);
   EXPECT_EQ(thread_layout(2, 1, 4, -1, 2).wires, 1u);
   // MEGASCALE_IO_THREADS=0: a wire per CPU to spare, 2..4.
