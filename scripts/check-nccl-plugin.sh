@@ -45,8 +45,17 @@
 #                        Socket net's round by round) and MegaScale's transport per run, with how many
 #                        sends waited for the receiver's credit
 #   6. torch             tests/gpu/torch_allreduce.py through the plugin, when PyTorch is installed
-# STEPS picks steps by name: kill, check, fault, bench, lat, torch (default all of them); STEPS=bench
-# measures bandwidth only, STEPS=lat small-message latency only.
+#   7. layouts           (only when STEPS names it) MegaScale alone under each thread layout in LAYOUTS
+#                        (default "default 2x6 2x4 2x3"; "default" is the plugin's own choice, WxI sets
+#                        MEGASCALE_NTHREADS=W MEGASCALE_IO_THREADS=I and, for I > 0, MEGASCALE_LANES=I),
+#                        the bandwidth step's sizes, in ROUNDS interleaved rounds; table in $OUT/layouts.md
+#                        (nccl-bandwidth-table.py --variants: medians, and each layout's bandwidth over the
+#                        first's round by round), the layout "default" chose, and the transport per run.
+#                        How many polling threads a host holds varies from host to host (on three 4 x H200
+#                        hosts of the same kind the same layout gave 1.0 and 7 GB/s: collectives/nccl/README.md):
+#                        this finds the one for yours
+# STEPS picks steps by name: kill, check, fault, bench, lat, layouts, torch (default all of them but
+# layouts); STEPS=bench measures bandwidth only, STEPS=lat small-message latency only.
 #
 # Ranks: NRANKS (default: the number of GPUs, at least 2). With fewer GPUs than ranks, ranks share GPUs
 # and each gets its own NCCL_HOSTID, so NCCL sees separate hosts (no "Duplicate GPU") and uses the net.
@@ -90,10 +99,24 @@ if [[ $profile_on == 1 ]] && ! command -v perf > /dev/null; then
   profile_on=0
 fi
 for s in $steps; do
-  [[ $s == kill || $s == check || $s == fault || $s == bench || $s == lat || $s == torch ]] ||
-    die "STEPS has '$s': the steps are kill, check, fault, bench, lat and torch"
+  [[ $s == kill || $s == check || $s == fault || $s == bench || $s == lat || $s == layouts || $s == torch ]] ||
+    die "STEPS has '$s': the steps are kill, check, fault, bench, lat, layouts and torch"
 done
 want() { [[ $steps == *" $1 "* ]]; }
+# LAYOUTS for the layouts step: "default" or WIRESxIO_THREADS, two or more, each once.
+read -ra layouts <<< "${LAYOUTS:-default 2x6 2x4 2x3}"
+if want layouts; then
+  declare -A seen_layout=()
+  for l in "${layouts[@]}"; do
+    if [[ $l != default ]]; then
+      [[ $l =~ ^([1-9][0-9]?)x(0|[1-9][0-9]?)$ ]] && (( BASH_REMATCH[1] <= 16 && BASH_REMATCH[2] <= 64 )) ||
+        die "LAYOUTS has '$l': each is default or WIRESxIO_THREADS with 1..16 wires and 0..64 I/O threads, e.g. 2x3"
+    fi
+    [[ -z ${seen_layout[$l]:-} ]] || die "LAYOUTS has '$l' twice"
+    seen_layout[$l]=1
+  done
+  (( ${#layouts[@]} >= 2 )) || die "LAYOUTS='${LAYOUTS:-}': two or more layouts to compare"
+fi
 mkdir -p "$out"
 echo "check-nccl-plugin: $nranks ranks on $ngpus GPU(s), plugin $plugin, steps:${steps% }, logs in $out"
 
@@ -325,7 +348,7 @@ rounds_of() {
 
 # The first NCCL run on a host (or after MPS starts) is often slow whatever the net: one untimed run
 # before the first timed step.
-if want bench || want lat; then
+if want bench || want lat || want layouts; then
   run warmup "${socket_env[@]}" -- --min-bytes 64M --max-bytes 64M --types float --iters 2 \
     --ops allreduce --no-check > /dev/null || true
 fi
@@ -397,6 +420,42 @@ if want lat; then
     cat "$out/latency.md"
   else
     echo "!! latency: no table (see above)"
+    verdict=1
+  fi
+fi
+
+if want layouts; then
+  n=${#layouts[@]}
+  declare -A layout_csvs=()
+  layout_stats=()
+  for ((k = 1; k <= rounds; k++)); do
+    for ((j = 0; j < n; j++)); do
+      l=${layouts[(k - 1 + j) % n]}
+      label=layouts-$l-r$k
+      envs=("${megascale_env[@]}" MEGASCALE_STATS_DIR="$out/stats-$label")
+      if [[ $l != default ]]; then
+        envs+=(MEGASCALE_NTHREADS="${l%x*}" MEGASCALE_IO_THREADS="${l#*x}")
+        (( ${l#*x} > 0 )) && envs+=(MEGASCALE_LANES="${l#*x}")
+      fi
+      run "$label" "${envs[@]}" -- --min-bytes "$bench_min" --max-bytes "$max" --factor 2 --types float \
+        --exact-sizes ${bench_ops:+--ops "$bench_ops"} --csv "$out/$label.csv" || verdict=1
+      every_channel_via "$label" MegaScale || verdict=1
+      [[ -s $out/$label.csv ]] && layout_csvs[$l]+="${layout_csvs[$l]:+,}$out/$label.csv"
+      layout_stats+=("$label=$out/stats-$label")
+    done
+  done
+  variants=()
+  for l in "${layouts[@]}"; do variants+=("$l=${layout_csvs[$l]:-}"); done
+  if python3 scripts/nccl-bandwidth-table.py --variants --ranks "$nranks" "${variants[@]}" > "$out/layouts.md"; then
+    chose=$(grep -ohE 'MEGASCALE_IO_THREADS=[0-9]+ \(.*\) \(default\)' "$out"/layouts-default-r1.nccl.rank0.log 2> /dev/null | head -1)
+    [[ -n $chose ]] && printf '\n"default" was the plugin'"'"'s own layout: %s\n' "$chose" >> "$out/layouts.md"
+    { printf "\nMegaScale's transport in each run (its stats files):\n\n"
+      python3 scripts/megascale-stats-summary.py "${layout_stats[@]}"; } >> "$out/layouts.md" ||
+      { echo "!! layouts: no transport lines (see above)"; verdict=1; }
+    echo "== layouts ($out/layouts.md)"
+    cat "$out/layouts.md"
+  else
+    echo "!! layouts: no table (see above)"
     verdict=1
   fi
 fi

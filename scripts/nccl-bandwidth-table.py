@@ -18,6 +18,11 @@ With --metric time the table gives microseconds per collective (nccl_check's tim
 ratios are MegaScale's time over Socket's (above 1: MegaScale is slower); the summary gives their range
 per collective against tuned Socket, with no goal.
 
+With --variants the names are free (MegaScale under several settings, e.g. thread layouts, run in
+interleaved rounds by scripts/check-nccl-plugin.sh's layouts step) and each is compared with the first:
+
+    nccl-bandwidth-table.py --variants --ranks 4 default=a1.csv,a2.csv 2x3=b1.csv,b2.csv
+
 Only the Python standard library; prints Markdown.
 """
 import argparse
@@ -62,14 +67,73 @@ def ratio_cell(pairs):
     return f"{med:.2f} ({min(pairs):.2f}-{max(pairs):.2f})"
 
 
+def variants_table(items, ranks, metric):
+    """--variants: each NAME=CSV,... against the first, paired round by round."""
+    column = "busbw_gbps" if metric == "busbw" else "time_us"
+    rounds = {}
+    for item in items:
+        name, sep, files = item.partition("=")
+        if not sep or not name or not files:
+            sys.exit(f"nccl-bandwidth-table: '{item}': expected NAME=CSV[,CSV...]")
+        if name in rounds:
+            sys.exit(f"nccl-bandwidth-table: '{name}' given twice")
+        rounds[name] = [read_round(p, column) for p in files.split(",")]
+    names = list(rounds)
+    if len(names) < 2:
+        sys.exit("nccl-bandwidth-table: --variants needs two or more NAME=CSV,... to compare")
+    ref = names[0]
+    n_rounds = len(rounds[ref])
+    for name in names[1:]:
+        if len(rounds[name]) != n_rounds:
+            sys.exit(f"nccl-bandwidth-table: '{name}' has {len(rounds[name])} rounds, '{ref}' {n_rounds}: "
+                     "pairs are taken round by round")
+    keys = []
+    for r in rounds[ref]:
+        for k in r:
+            if k not in keys:
+                keys.append(k)
+
+    def median(name, key):
+        values = [r[key] for r in rounds[name] if key in r]
+        return statistics.median(values) if values else None
+
+    def paired(name, key):
+        return [v[key] / b[key] for v, b in zip(rounds[name], rounds[ref]) if key in v and key in b and b[key] > 0]
+
+    what = "Bus bandwidth (GB/s)" if metric == "busbw" else "Time per collective (us)"
+    print(f"# {what} of MegaScale's variants, {ranks} ranks, fp32, over the net (P2P/SHM off), "
+          f"median of {n_rounds} round{'s' if n_rounds != 1 else ''}")
+    print()
+    print("| collective | size (B) | " + " | ".join(names) + " | " +
+          " | ".join(f"{n} / {ref}" for n in names[1:]) + " |")
+    print("|---|---:|" + "---:|" * (2 * len(names) - 1))
+    for key in keys:
+        op, size = key
+        print(f"| {op} | {size} | " + " | ".join(fmt(median(n, key)) for n in names) + " | " +
+              " | ".join(ratio_cell(paired(n, key)) for n in names[1:]) + " |")
+    print()
+    print(f"Each against {ref}, every size and round" +
+          (" (above 1: slower):" if metric == "time" else " (above 1: more bandwidth):"))
+    print()
+    for name in names[1:]:
+        pairs = [x for key in keys for x in paired(name, key)]
+        if pairs:
+            print(f"- {name}: {min(pairs):.2f}-{max(pairs):.2f}x (median {statistics.median(pairs):.2f})")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ranks", type=int, required=True)
     ap.add_argument("--goal", type=float, default=1.5, help="MegaScale / tuned Socket to reach (default 1.5)")
     ap.add_argument("--metric", choices=("busbw", "time"), default="busbw",
                     help="busbw: bus bandwidth, GB/s (default); time: microseconds per collective")
+    ap.add_argument("--variants", action="store_true",
+                    help="free NAME=CSV,... (MegaScale under several settings), each against the first")
     ap.add_argument("nets", nargs="+", metavar="NET=CSV,...")
     args = ap.parse_args()
+    if args.variants:
+        variants_table(args.nets, args.ranks, args.metric)
+        return
 
     column = "busbw_gbps" if args.metric == "busbw" else "time_us"
     rounds = {}

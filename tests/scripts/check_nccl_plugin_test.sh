@@ -51,11 +51,14 @@ if [[ -n $kill_mode ]]; then
 fi
 net=$NCCL_NET
 [[ $net == Socket && ${NCCL_SOCKET_NTHREADS:-} == 4 ]] && net=Socket4x4
-[[ $rank == 0 ]] && echo "$net${csv:+ timed}${exact:+ exact}" >> "$ORDER_LOG"
+[[ $rank == 0 ]] && echo "$net${csv:+ timed}${exact:+ exact}${MEGASCALE_IO_THREADS:+ io$MEGASCALE_IO_THREADS}" >> "$ORDER_LOG"
 via=$NCCL_NET
 [[ $NCCL_NET == MegaScale && -n ${FAKE_WRONG_NET:-} ]] && via=Socket
 echo "host:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/$via/0" > "$NCCL_DEBUG_FILE"
+[[ $NCCL_NET == MegaScale && -z ${MEGASCALE_IO_THREADS:-} ]] &&
+  echo "host:1:2 [0] NCCL INFO NET/MegaScale : MEGASCALE_IO_THREADS=6 (stand-in share: 2 wires x (1 + 6 I/O threads)) (default)" >> "$NCCL_DEBUG_FILE"
 case $net in MegaScale) bw=6.00 us=60 ;; Socket) bw=3.00 us=20 ;; Socket4x4) bw=4.00 us=15 ;; esac
+[[ $net == MegaScale && ${MEGASCALE_IO_THREADS:-} == 3 && ${MEGASCALE_LANES:-} == 3 ]] && bw=7.50  # the layouts step
 if [[ -n $csv && $rank == 0 ]]; then
   echo "op,type,size_bytes,count,time_us,algbw_gbps,busbw_gbps,wrong" > "$csv"
   [[ $ops == *allreduce* ]] && echo "AllReduce,float,67108864,16777216,$us,1,$bw,0" >> "$csv"
@@ -169,9 +172,29 @@ grep -qF -- '- AllReduce: 4.00-4.00x (median 4.00)' "$latency" || fail "latency 
 grep -qF -- '- lat-megascale-r2: 4 timeouts' "$latency" || fail "latency transport line: $(cat "$latency")"
 grep -q '^check-nccl-plugin: PASS' "$dir/out.log" || fail "STEPS=lat: no PASS line"
 
+# The layouts step: MegaScale alone under each layout, rounds interleaved (each round starts with the next
+# layout), each layout's bandwidth over the first's, the layout "default" chose, and the transport per run.
+rm -f "$ORDER_LOG"
+check STEPS=layouts ROUNDS=2 LAYOUTS="default 2x3" BENCH_OPS=allreduce ||
+  { cat "$dir/out.log"; fail "STEPS=layouts: exit $?"; }
+expected=$'Socket\nMegaScale timed exact\nMegaScale timed exact io3\nMegaScale timed exact io3\nMegaScale timed exact'
+[[ $(cat "$ORDER_LOG") == "$expected" ]] || fail "layout runs in this order: $(tr '\n' ' ' < "$ORDER_LOG")"
+layouts=$dir/out/layouts.md
+grep -qF '| AllReduce | 67108864 | 6.00 | 7.50 | 1.25 (1.25-1.25) |' "$layouts" || fail "layouts table: $(cat "$layouts")"
+grep -qF -- '- 2x3: 1.25-1.25x (median 1.25)' "$layouts" || fail "layouts summary: $(cat "$layouts")"
+grep -qF '"default" was the plugin'"'"'s own layout: MEGASCALE_IO_THREADS=6 (stand-in share: 2 wires x (1 + 6 I/O threads)) (default)' \
+  "$layouts" || fail "the default layout's echo: $(cat "$layouts")"
+grep -qF -- '- layouts-2x3-r2: 4 timeouts' "$layouts" || fail "layouts transport line: $(cat "$layouts")"
+grep -q '^check-nccl-plugin: PASS' "$dir/out.log" || fail "STEPS=layouts: no PASS line"
+for bad in "default 2y3" "default 0x3" "default 2x65" "default 2x03" "2x3 2x3" "default"; do
+  check STEPS=layouts LAYOUTS="$bad"
+  (( $? == 2 )) || fail "LAYOUTS=$bad: exit status"
+  grep -qE "LAYOUTS(=| has )" "$dir/out.log" || fail "LAYOUTS=$bad: message: $(cat "$dir/out.log")"
+done
+
 check STEPS="bench tune"
 (( $? == 2 )) || fail "STEPS=bench tune: exit status"
-grep -qF "STEPS has 'tune': the steps are kill, check, fault, bench, lat and torch" "$dir/out.log" ||
+grep -qF "STEPS has 'tune': the steps are kill, check, fault, bench, lat, layouts and torch" "$dir/out.log" ||
   fail "STEPS message: $(cat "$dir/out.log")"
 check ROUNDS=0
 (( $? == 2 )) || fail "ROUNDS=0: exit status"

@@ -66,4 +66,21 @@ expect_error "no megascale=" socket="$dir/s1.csv"
 printf '%s\nAllReduce,float,8,2,n/a,1,1,0\n' "$header" > "$dir/nan.csv"
 expect_error "$dir/nan.csv:2: time_us is 'n/a', not a number" --metric time megascale="$dir/nan.csv"
 expect_error "invalid choice: 'lat'" --metric lat megascale="$dir/m1.csv"
+
+# --variants: free names, each against the first, paired round by round.
+csv m1.csv 6.00 4.00
+csv m2.csv 5.00 4.50
+csv s1.csv 7.50 4.00
+csv s2.csv 5.00 3.60
+out=$(python3 "$table" --variants --ranks 4 default="$dir/m1.csv,$dir/m2.csv" 2x3="$dir/s1.csv,$dir/s2.csv") ||
+  fail "--variants: exit $? on good input"
+echo "$out"
+# Medians 5.50 / 6.25; 2x3 over default 1.25 and 1.00.
+grep -qF '| AllReduce | 1073741824 | 5.50 | 6.25 | 1.12 (1.00-1.25) |' <<< "$out" || fail "--variants AllReduce row"
+# All-gather: 1.00 and 0.80; over both collectives 0.80-1.25, median 1.00.
+grep -qF -- '- 2x3: 0.80-1.25x (median 1.00)' <<< "$out" || fail "--variants summary"
+expect_error "--variants needs two or more" --variants default="$dir/m1.csv"
+expect_error "'2x3' given twice" --variants 2x3="$dir/m1.csv" 2x3="$dir/s1.csv"
+expect_error "'2x3' has 1 rounds, 'default' 2" --variants default="$dir/m1.csv,$dir/m2.csv" 2x3="$dir/s1.csv"
+expect_error "'=x.csv': expected NAME=CSV" --variants default="$dir/m1.csv" =x.csv
 echo "PASS"
