@@ -346,6 +346,19 @@ rounds_of() {
   done
 }
 
+# report_table NAME FILE STATS...: after FILE (a table from nccl-bandwidth-table.py) was written, appends
+# MegaScale's transport per run from the STATS folders (megascale-stats-summary.py: RUN=FOLDER ...) and
+# prints it; a broken stats record fails the script.
+report_table() {
+  local name=$1 file=$2
+  shift 2
+  { printf "\nMegaScale's transport in each run (its stats files):\n\n"
+    python3 scripts/megascale-stats-summary.py "$@"; } >> "$file" ||
+    { echo "!! $name: no transport lines (see above)"; verdict=1; }
+  echo "== $name ($file)"
+  cat "$file"
+}
+
 # The first NCCL run on a host (or after MPS starts) is often slow whatever the net: one untimed run
 # before the first timed step.
 if want bench || want lat || want layouts; then
@@ -413,11 +426,7 @@ if want lat; then
   rounds_of lat --min-bytes "$lat_min" --max-bytes "$lat_max" --factor 4 --types float --iters "$lat_iters" \
     ${bench_ops:+--ops "$bench_ops"}
   if python3 scripts/nccl-bandwidth-table.py --metric time --ranks "$nranks" "${table_nets[@]}" > "$out/latency.md"; then
-    { printf "\nMegaScale's transport in each run (its stats files):\n\n"
-      python3 scripts/megascale-stats-summary.py "${ms_stats[@]}"; } >> "$out/latency.md" ||
-      { echo "!! latency: no transport lines (see above)"; verdict=1; }
-    echo "== latency ($out/latency.md)"
-    cat "$out/latency.md"
+    report_table latency "$out/latency.md" "${ms_stats[@]}"
   else
     echo "!! latency: no table (see above)"
     verdict=1
@@ -449,11 +458,7 @@ if want layouts; then
   if python3 scripts/nccl-bandwidth-table.py --variants --ranks "$nranks" "${variants[@]}" > "$out/layouts.md"; then
     chose=$(grep -ohE 'MEGASCALE_IO_THREADS=[0-9]+ \(.*\) \(default\)' "$out"/layouts-default-r1.nccl.rank0.log 2> /dev/null | head -1)
     [[ -n $chose ]] && printf '\n"default" was the plugin'"'"'s own layout: %s\n' "$chose" >> "$out/layouts.md"
-    { printf "\nMegaScale's transport in each run (its stats files):\n\n"
-      python3 scripts/megascale-stats-summary.py "${layout_stats[@]}"; } >> "$out/layouts.md" ||
-      { echo "!! layouts: no transport lines (see above)"; verdict=1; }
-    echo "== layouts ($out/layouts.md)"
-    cat "$out/layouts.md"
+    report_table layouts "$out/layouts.md" "${layout_stats[@]}"
   else
     echo "!! layouts: no table (see above)"
     verdict=1
