@@ -42,6 +42,7 @@ void ConnectionCore::on_seg(TimeNs now, TimeNs rx_ns, const Packet& pkt, bool ce
     // and the batch's ACK then names an original, which shows the sender its timeout was spurious
     // (Eifel); naming the duplicate hid it.
     ++stats_.duplicates_dropped;
+    ++ep_stats_->duplicates_dropped;
     ack_now_ = true;
     return;
   }
@@ -56,6 +57,7 @@ void ConnectionCore::on_seg(TimeNs now, TimeNs rx_ns, const Packet& pkt, bool ce
   }
   rcv_mark(h.seq);
   ++stats_.segments_received;
+  ++ep_stats_->segments_received;
   if (pkt.hdr.flags & kFlagNoPayloadCrc) ++stats_.segments_unchecked;
   if (ce) {
     ++stats_.ce_received;

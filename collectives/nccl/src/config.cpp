@@ -355,6 +355,21 @@ Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
   }
   echo("MEGASCALE_STATS_INTERVAL_S", seconds_text(c.stats_interval_ns), interval != nullptr);
 
+  const char* late = env("MEGASCALE_LATE_ACK_WARN_S");
+  if (late != nullptr) {
+    if (std::string_view(late) == "0") {
+      c.late_ack_window_ns = 0;
+    } else {
+      auto v = parse_seconds("MEGASCALE_LATE_ACK_WARN_S", late, 0.0, 3600.0);
+      if (!v) return make_error(v.error().message + " (or 0: no warning)");
+      c.late_ack_window_ns = std::max<TimeNs>(static_cast<TimeNs>(*v * 1e9), 10 * kNsPerMs);
+    }
+  }
+  echo("MEGASCALE_LATE_ACK_WARN_S",
+       c.late_ack_window_ns == 0 ? "0 (no late-ACK warning)"
+                                 : seconds_text(c.late_ack_window_ns) + " (WARN when many segments arrive twice)",
+       late != nullptr);
+
   // The thread layout: MEGASCALE_NTHREADS wires per device, each with MEGASCALE_IO_THREADS I/O threads.
   // Unset, they follow the CPUs this process may use and how many ranks share them (thread_layout).
   const char* threads = env("MEGASCALE_NTHREADS");

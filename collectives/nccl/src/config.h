@@ -75,6 +75,9 @@ struct PluginConfig {
   // MEGASCALE_TRACE_FILE, with %h and %p expanded: the request timeline (TraceWriter); empty = none.
   std::string trace_file;
   TimeNs stats_interval_ns = 5 * kNsPerSec;  // MEGASCALE_STATS_INTERVAL_S
+  // MEGASCALE_LATE_ACK_WARN_S: the window in which each wire counts segments that arrived twice, and
+  // warns when there were many (StallWatch); 0 = no warning.
+  TimeNs late_ack_window_ns = 5 * kNsPerSec;
   uint32_t threads_per_device = 4;           // MEGASCALE_NTHREADS: UDP wires (progress threads) per device
   // MEGASCALE_IO_THREADS: I/O threads per wire (UdpConfig::io_threads). Unset (both): thread_layout.
   uint32_t io_threads = 0;

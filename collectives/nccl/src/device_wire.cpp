@@ -51,8 +51,13 @@ uint8_t CommBase::take_trace_lane() {
 }
 
 DeviceWire::DeviceWire(int dev, uint8_t dscp, uint32_t index, std::unique_ptr<wire::UdpWire> udp,
-                       TimeNs close_budget_ns)
-    : dev_(dev), dscp_(dscp), index_(index), close_budget_ns_(close_budget_ns), udp_(std::move(udp)) {}
+                       TimeNs close_budget_ns, TimeNs late_ack_window_ns)
+    : dev_(dev),
+      dscp_(dscp),
+      index_(index),
+      close_budget_ns_(close_budget_ns),
+      udp_(std::move(udp)),
+      stalls_(late_ack_window_ns) {}
 
 DeviceWire::~DeviceWire() {
   // Whatever is left goes now: peers get an RST (sent by one last progress round) instead of waiting
@@ -163,6 +168,13 @@ void DeviceWire::reap_closing(TimeNs now) {
       ++i;
     }
   }
+}
+
+std::optional<std::string> DeviceWire::late_acks(TimeNs now, bool last) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (last ? !stalls_.open() : !stalls_.due(now)) return std::nullopt;
+  const engine::EndpointStats s = udp_->endpoint_stats();
+  return stalls_.look(now, s.segments_received, s.duplicates_dropped);
 }
 
 NetResult classify_failure(DeviceWire& wire, engine::ConnId conn, std::string* message) {

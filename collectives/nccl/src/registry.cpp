@@ -155,7 +155,8 @@ Result<DeviceWire*> Registry::wire_for(int dev, uint8_t dscp) {
             d.segment_bytes, config_.cc.name.c_str(), static_cast<long long>(ec.cc.rto.min_rto_ns / kNsPerUs),
             probe_text.c_str(), ec.payload_crc ? "on" : "off (unchecked to version-2 peers)");
     set.wires.push_back(
-        std::make_unique<DeviceWire>(dev, dscp, index, std::move(*udp), config_.retry_budget_ns + kNsPerSec));
+        std::make_unique<DeviceWire>(dev, dscp, index, std::move(*udp), config_.retry_budget_ns + kNsPerSec,
+                                     config_.late_ack_window_ns));
     stats_.add_wire(set.wires.back().get(), d.iface.name);
     return set.wires.back().get();
   }
@@ -221,10 +222,24 @@ void Registry::maybe_teardown_locked() {
   size_t n = 0;
   for (const auto& [key, set] : wires_) n += set.wires.size();
   MS_INFO(abi::kSubsysNet, "last context finalized: stopping %zu wire(s)", n);
+  const TimeNs now = wire::UdpWire::now();
+  for (const auto& [key, set] : wires_) {
+    for (const auto& w : set.wires) warn_late_acks_locked(*w, now, true);
+  }
   remove_wires_from_stats_locked();
   wires_.clear();
   source_ports_dscp_.clear();
   if (Status s = trace_.write(); !s) MS_WARN("%s", s.error().message.c_str());
+}
+
+void Registry::warn_late_acks_locked(DeviceWire& w, TimeNs now, bool last) {
+  const std::optional<std::string> why = w.late_acks(now, last);
+  if (!why) return;
+  MS_WARN("device %s wire %u: %s. With %u wires x (1 + %u I/O threads) a rank here, "
+          "`STEPS=layouts scripts/check-nccl-plugin.sh` compares thread layouts on this host "
+          "(MEGASCALE_NTHREADS, MEGASCALE_IO_THREADS; collectives/nccl/README.md)",
+          devices_[static_cast<size_t>(w.dev())].iface.name.c_str(), w.index(), why->c_str(),
+          config_.threads_per_device, config_.io_threads);
 }
 
 void Registry::remove_wires_from_stats_locked() {
@@ -239,7 +254,10 @@ void Registry::tick(TimeNs now) {
       next_reap_ns_.compare_exchange_strong(due, now + 100 * kNsPerMs, std::memory_order_relaxed)) {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [key, set] : wires_) {
-      for (auto& w : set.wires) w->reap_closing(now);
+      for (auto& w : set.wires) {
+        w->reap_closing(now);
+        warn_late_acks_locked(*w, now, false);
+      }
     }
   }
   stats_.tick(now);

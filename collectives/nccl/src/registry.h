@@ -75,6 +75,8 @@ class Registry {
   void maybe_teardown_locked();
   // Each wire's final "wire" stats record, and the stats writer forgets it (before the wires stop).
   void remove_wires_from_stats_locked();
+  // WARNs when the wire saw many segments arrive twice in its window (DeviceWire::late_acks).
+  void warn_late_acks_locked(DeviceWire& w, TimeNs now, bool last);
   wire::UdpConfig udp_config(const Device& d, uint8_t dscp, uint32_t index) const;
 
   struct WireSet {

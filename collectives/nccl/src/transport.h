@@ -23,6 +23,7 @@
 #include "megascale/engine/stats.h"
 #include "megascale/nccl/abi/common.h"
 #include "megascale/wire/udp.h"
+#include "stall_watch.h"
 
 namespace megascale::nccl {
 
@@ -190,8 +191,9 @@ struct MemHandle {
 // finish their close handshake in the wire's thread and are released later (reap).
 class DeviceWire {
  public:
+  // `late_ack_window_ns`: StallWatch's window (0: no late-ACK warnings).
   DeviceWire(int dev, uint8_t dscp, uint32_t index, std::unique_ptr<wire::UdpWire> udp,
-             TimeNs close_budget_ns);
+             TimeNs close_budget_ns, TimeNs late_ack_window_ns = StallWatch::kWindowNs);
   ~DeviceWire();  // releases every connection left and stops the wire's thread
   DeviceWire(const DeviceWire&) = delete;
   DeviceWire& operator=(const DeviceWire&) = delete;
@@ -213,6 +215,9 @@ class DeviceWire {
   void retire(engine::ConnId conn, bool abortive);
   // Releases connections whose close finished or ran out of time.
   void reap_closing(TimeNs now);
+  // Every StallWatch window: what to warn of if many segments arrived twice (late ACKs). `last`: the
+  // wire stops, the window open now ends here.
+  std::optional<std::string> late_acks(TimeNs now, bool last = false);
 
  private:
   struct PendingHello {
@@ -236,6 +241,7 @@ class DeviceWire {
       routed_;  // listen id -> connections (keys = listens)
   std::vector<std::unique_ptr<PendingHello>> hellos_;
   std::vector<Closing> closing_;
+  StallWatch stalls_;
 };
 
 // Turns a connection's failure into NCCL's code: a peer that vanished, reset or closed is a remote

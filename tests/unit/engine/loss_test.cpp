@@ -156,6 +156,10 @@ TEST_F(LossTest, EveryPacketDuplicated) {
   transfer();
   EXPECT_GE(b->stats().duplicates_dropped, 40u);
   EXPECT_EQ(a->stats().retransmits(), 0u);
+  // The endpoint's totals are its connections' (the plugin watches them for late ACKs).
+  EXPECT_EQ(net.ep[1]->stats().duplicates_dropped, b->stats().duplicates_dropped);
+  EXPECT_EQ(net.ep[1]->stats().segments_received, b->stats().segments_received);
+  EXPECT_EQ(net.ep[0]->stats().duplicates_dropped, a->stats().duplicates_dropped);
 }
 
 TEST_F(LossTest, CorruptHeaderIsDroppedAsMalformedAndRetransmitted) {

@@ -384,6 +384,37 @@ void expect_forked_run_passes(const char* prefix, void (*child)(const std::strin
   expect.exit();
 }
 
+// Exits 0 when segments arriving twice (half of all datagrams duplicated on receive) make the wire WARN of
+// late ACKs and say how to compare layouts; with `warn_s` "0" the data moves the same and no warning comes.
+[[noreturn]] void late_ack_run(const char* warn_s) {
+  ::setenv("MEGASCALE_FAULT_DUP", "0.5", 1);
+  ::setenv("MEGASCALE_LATE_ACK_WARN_S", warn_s, 1);
+  Options o = plugin_options();
+  o.cases = {"throughput"};  // 1 GiB: long enough for the registry's looks, 100 ms apart, to end a window
+  const Report r = run(o);
+  Expectations expect;
+  bool passed = r.load_error.empty() && r.cases.size() == o.cases.size();
+  for (const CaseResult& c : r.cases) passed = passed && c.passed;
+  expect(passed, "the cases pass");
+  const bool warned = log_has(r, "were ones this side already had: the peer resent them because its ACKs");
+  if (std::string(warn_s) == "0") {
+    expect(log_has(r, "MEGASCALE_LATE_ACK_WARN_S=0 (no late-ACK warning) (environment)"), "the echo says off");
+    expect(!warned, "no late-ACK WARN when it is off");
+  } else {
+    expect(warned, "a WARN names the duplicates and late ACKs");
+    expect(log_has(r, "`STEPS=layouts scripts/check-nccl-plugin.sh` compares thread layouts"),
+           "the WARN says how to compare layouts");
+  }
+  expect.exit();
+}
+
+TEST_F(NcclPluginEnvironment, SegmentsArrivingTwiceWarnOfLateAcks) {
+  EXPECT_EXIT(late_ack_run("5"), ::testing::ExitedWithCode(0), "");  // one window, ended as the wires stop
+  EXPECT_EXIT(late_ack_run("0"), ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(init_with("MEGASCALE_LATE_ACK_WARN_S", "-2", "MEGASCALE_LATE_ACK_WARN_S=-2"),
+              ::testing::ExitedWithCode(0), "");
+}
+
 TEST_F(NcclPluginEnvironment, PayloadCrcOffMovesEveryByteAndIsCounted) {
   expect_forked_run_passes("megascale-unchecked", unchecked_run);
 }

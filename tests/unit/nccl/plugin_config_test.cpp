@@ -68,7 +68,7 @@ TEST(PluginConfig, DefaultsWithAnEmptyEnvironment) {
                     local_ranks_from_env([](const char*) { return nullptr; }).count, -1, -1, -1);
   EXPECT_EQ(c->threads_per_device, layout.wires);
   EXPECT_EQ(c->io_threads, layout.io_threads);
-  EXPECT_EQ(c->lanes, std::max(kDefaultLanes, layout.io_threads));  // 4, or one per I/O thread
+  EXPECT_EQ(c->lanes, default_lanes(layout));  // 4, or one per I/O thread
   EXPECT_FALSE(c->busy_poll);
   EXPECT_EQ(c->idle_poll_ns, 50'000);
   EXPECT_EQ(c->pending_poll_ns, 1'000'000);
@@ -76,9 +76,10 @@ TEST(PluginConfig, DefaultsWithAnEmptyEnvironment) {
   EXPECT_EQ(c->port_closed_fail_ns, 200 * kNsPerMs);
   EXPECT_FALSE(c->fault.enabled());
   EXPECT_TRUE(c->trace_file.empty());
+  EXPECT_EQ(c->late_ack_window_ns, 5 * kNsPerSec);
   // Every knob is echoed once, marked as a default.
   EXPECT_TRUE(c->source_ports.empty());
-  ASSERT_EQ(c->echo.size(), 23u);
+  ASSERT_EQ(c->echo.size(), 24u);
   for (const std::string& line : c->echo) {
     EXPECT_EQ(line.rfind("MEGASCALE_", 0), 0u) << line;
     EXPECT_NE(line.find("(default)"), std::string::npos) << line;

@@ -692,6 +692,11 @@ uint64_t UdpWire::datagrams_moved() const {
   return n;
 }
 
+engine::EndpointStats UdpWire::endpoint_stats() const {
+  std::lock_guard<WireMutex> lock(mu_);
+  return endpoint_->stats();
+}
+
 UdpWireStats UdpWire::stats() const {
   std::lock_guard<WireMutex> lock(mu_);
   const Io& io = *io_;

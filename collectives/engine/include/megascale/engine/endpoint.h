@@ -28,6 +28,7 @@
 // must send from the address its peers connect to.
 //
 // API change log (after the first commit of this header):
+//   - (late acks) stats.h: EndpointStats::segments_received and duplicates_dropped, every connection's.
 //   - packet.h: SEG DATA carries the send's tag at offset 52 (was reserved); new flags kFlagTooLarge
 //     (SEG: the message is larger than the receive) and kFlagAckRequest (ACK: keepalive probe).
 //   - config.h: keepalive_interval_ns (liveness of idle connections with pending requests).

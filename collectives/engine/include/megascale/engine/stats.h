@@ -127,6 +127,9 @@ struct EndpointStats {
   uint64_t receives_completed = 0;  // every connection's receive completions, ok or not (the wire defers
                                     // its send after a round that completed one: udp.h, progress)
   uint64_t bytes_received = 0;      // payload bytes placed, every connection's (ConnectionStats)
+  uint64_t segments_received = 0;   // every connection's ConnectionStats::segments_received
+  uint64_t duplicates_dropped = 0;  // every connection's ConnectionStats::duplicates_dropped: segments the
+                                    // peer sent again though this side had them (its ACKs were late or lost)
   uint64_t sends_completed = 0;     // every connection's send completions, ok or not (a simulated
                                     // workload looks at its requests only after some completed)
   uint64_t connections_polled = 0;  // connections poll_tx asked for a packet: about one per packet sent

@@ -45,6 +45,8 @@
 // under several peer ids while replies go to the address the connection was opened with.
 //
 // API change log:
+//   - (late acks) endpoint_stats(): the engine endpoint's counters, copied under the wire's lock (the NCCL
+//     plugin watches segments_received and duplicates_dropped for late ACKs).
 //   - (precise fences) a finished send waits only for the TX batches that hold its own packets
 //     (engine::TxPacket::request), a finished receive only for its own payload copies
 //     (engine::PayloadCopier::copy names the receive), not for everything queued when it finished.
@@ -339,6 +341,8 @@ class UdpWire {
   }
 
   UdpWireStats stats() const;
+  // The engine endpoint's counters, copied under the wire's lock (safe while the wire's thread runs).
+  engine::EndpointStats endpoint_stats() const;
   // datagrams_sent + datagrams_received of stats(), without building the rest: cheap enough for a
   // polling loop that only asks "did anything move since last time?".
   uint64_t datagrams_moved() const;
