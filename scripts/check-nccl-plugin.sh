@@ -51,9 +51,9 @@
 #                        the bandwidth step's sizes, in ROUNDS interleaved rounds; table in $OUT/layouts.md
 #                        (nccl-bandwidth-table.py --variants: medians, and each layout's bandwidth over the
 #                        first's round by round), the layout "default" chose, and the transport per run.
-#                        How many polling threads a host holds varies from host to host (on three 4 x H200
-#                        hosts of the same kind the same layout gave 1.0 and 7 GB/s: collectives/nccl/README.md):
-#                        this finds the one for yours
+#                        How many polling threads a host holds varies from host to host (with 4 ranks on
+#                        4 x H200 hosts of one kind, 2 x (1 + 6) gave 0.9-1.0 GB/s on one and 3.6-10.5 on
+#                        another: docs/PERFORMANCE.md, sixteenth session): this finds the one for yours
 # STEPS picks steps by name: kill, check, fault, bench, lat, layouts, torch (default all of them but
 # layouts); STEPS=bench measures bandwidth only, STEPS=lat small-message latency only.
 #
