@@ -67,6 +67,27 @@ def ratio_cell(pairs):
     return f"{med:.2f} ({min(pairs):.2f}-{max(pairs):.2f})"
 
 
+def row_keys(rounds):
+    """The (op, size) rows of a list of rounds, in the order they first appear."""
+    keys = []
+    for r in rounds:
+        for k in r:
+            if k not in keys:
+                keys.append(k)
+    return keys
+
+
+def median_over(rounds, key):
+    """The median of `key` over the rounds that have the row, or None."""
+    values = [r[key] for r in rounds if key in r]
+    return statistics.median(values) if values else None
+
+
+def paired_ratios(num, den, key):
+    """num / den round by round, for the rounds where both have the row and den's value is > 0."""
+    return [a[key] / b[key] for a, b in zip(num, den) if key in a and key in b and b[key] > 0]
+
+
 def variants_table(items, ranks, metric):
     """--variants: each NAME=CSV,... against the first, paired round by round."""
     column = "busbw_gbps" if metric == "busbw" else "time_us"
@@ -87,18 +108,13 @@ def variants_table(items, ranks, metric):
         if len(rounds[name]) != n_rounds:
             sys.exit(f"nccl-bandwidth-table: '{name}' has {len(rounds[name])} rounds, '{ref}' {n_rounds}: "
                      "pairs are taken round by round")
-    keys = []
-    for r in rounds[ref]:
-        for k in r:
-            if k not in keys:
-                keys.append(k)
+    keys = row_keys(rounds[ref])
 
     def median(name, key):
-        values = [r[key] for r in rounds[name] if key in r]
-        return statistics.median(values) if values else None
+        return median_over(rounds[name], key)
 
     def paired(name, key):
-        return [v[key] / b[key] for v, b in zip(rounds[name], rounds[ref]) if key in v and key in b and b[key] > 0]
+        return paired_ratios(rounds[name], rounds[ref], key)
 
     what = "Bus bandwidth (GB/s)" if metric == "busbw" else "Time per collective (us)"
     print(f"# {what} of MegaScale's variants, {ranks} ranks, fp32, over the net (P2P/SHM off), "
@@ -145,24 +161,15 @@ def main():
     if "megascale" not in rounds:
         sys.exit("nccl-bandwidth-table: no megascale=... CSVs given")
 
-    keys = []
-    for r in rounds["megascale"]:
-        for k in r:
-            if k not in keys:
-                keys.append(k)
+    keys = row_keys(rounds["megascale"])
 
     def median(net, key):
         """NET's median over the rounds that have the row, or None."""
-        values = [r[key] for r in rounds.get(net, []) if key in r]
-        return statistics.median(values) if values else None
+        return median_over(rounds.get(net, []), key)
 
     def paired(net, key):
         """MegaScale / NET, round by round, for the rounds where both have the row and NET is > 0."""
-        out = []
-        for m, s in zip(rounds["megascale"], rounds.get(net, [])):
-            if key in m and key in s and s[key] > 0:
-                out.append(m[key] / s[key])
-        return out
+        return paired_ratios(rounds["megascale"], rounds.get(net, []), key)
 
     n_rounds = len(rounds["megascale"])
     what = "Bus bandwidth (GB/s)" if args.metric == "busbw" else "Time per collective (us)"
