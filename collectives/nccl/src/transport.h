@@ -193,7 +193,7 @@ class DeviceWire {
  public:
   // `late_ack_window_ns`: StallWatch's window (0: no late-ACK warnings).
   DeviceWire(int dev, uint8_t dscp, uint32_t index, std::unique_ptr<wire::UdpWire> udp,
-             TimeNs close_budget_ns, TimeNs late_ack_window_ns = StallWatch::kWindowNs);
+             TimeNs close_budget_ns, TimeNs late_ack_window_ns);
   ~DeviceWire();  // releases every connection left and stops the wire's thread
   DeviceWire(const DeviceWire&) = delete;
   DeviceWire& operator=(const DeviceWire&) = delete;
@@ -217,7 +217,7 @@ class DeviceWire {
   void reap_closing(TimeNs now);
   // Every StallWatch window: what to warn of if many segments arrived twice (late ACKs). `last`: the
   // wire stops, the window open now ends here.
-  std::optional<std::string> late_acks(TimeNs now, bool last = false);
+  std::optional<std::string> late_acks(TimeNs now, bool last);
 
  private:
   struct PendingHello {
