@@ -330,7 +330,7 @@ Status case_optional_recv_completion(Env& env) {
     // The data itself tells when it arrived (as LL flags do for NCCL's kernels); meanwhile the send is
     // tested, as NCCL's proxy keeps testing its other requests.
     bool sent = false;
-    while (!sent || check_pattern(dst, kMsg, 7000 + static_cast<uint64_t>(step)) >= 0) {
+    while (!sent || poll_pattern(dst, kMsg, 7000 + static_cast<uint64_t>(step)) >= 0) {
       MS_REQUIRE(!deadline.passed(), "the data of an optional-completion receive never arrived");
       if (!sent) {
         int done = 0;

@@ -37,6 +37,18 @@ int64_t check_pattern(const uint8_t* buf, size_t size, uint64_t seed) {
   return -1;
 }
 
+__attribute__((no_sanitize("thread"))) int64_t poll_pattern(const uint8_t* buf, size_t size, uint64_t seed) {
+  const volatile uint8_t* bytes = buf;
+  for (size_t w = 0; w * 8 < size; ++w) {
+    const uint64_t v = pattern_word(seed, w);
+    const size_t n = std::min<size_t>(8, size - w * 8);
+    for (size_t i = 0; i < n; ++i) {
+      if (bytes[w * 8 + i] != static_cast<uint8_t>(v >> (8 * i))) return static_cast<int64_t>(w * 8);
+    }
+  }
+  return -1;
+}
+
 Context::~Context() {
   (void)finalize();
 }

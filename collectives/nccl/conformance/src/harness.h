@@ -64,6 +64,12 @@ struct Env {
 void fill_pattern(uint8_t* buf, size_t size, uint64_t seed);
 // First offset that differs from the pattern, or -1.
 int64_t check_pattern(const uint8_t* buf, size_t size, uint64_t seed);
+// The same, for a buffer the plugin may still be writing: a receive reported done early under NCCL's
+// optional-completion hint, whose bytes the reader watches arrive as NCCL's LL kernels watch their flags.
+// That read runs concurrently with the plugin's writes by design, so it is made byte by byte through
+// volatile loads and left out of ThreadSanitizer's instrumentation; every other access to the buffer
+// (and every other check) is instrumented as usual.
+int64_t poll_pattern(const uint8_t* buf, size_t size, uint64_t seed);
 
 // A context (per communicator with v11) that finalizes itself.
 class Context {
