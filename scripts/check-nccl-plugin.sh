@@ -32,8 +32,9 @@
 #                        then the wire alone both ways on the same CPUs with the plugin's thread layout
 #                        (scripts/wire-both-ways.sh: GB/s each way per rank, comparable with busbw), and
 #                        where each net's CPU goes: cores per rank by thread (MegaScale's wire and I/O
-#                        threads, NCCL's proxy, Socket's helpers, the rest) and the host's busy and
-#                        softirq cores, from NCCL's "Init COMPLETE" to the end of each timed run
+#                        threads, NCCL's proxy, Socket's helpers, the rest) and the host's busy,
+#                        softirq and steal cores (steal: a hypervisor running other guests on the
+#                        VM's CPUs), from NCCL's "Init COMPLETE" to the end of each timed run
 #                        (scripts/thread-cpu.py)
 #                        PROFILE=1 (needs perf on PATH) adds, for round 1 of each net, where the host's
 #                        CPU went by kind of work: CRC, kernel copies, network stack, scheduling,

@@ -8,7 +8,7 @@ watch samples every thread of each PID and of its descendants (utime + stime fro
 the host's /proc/stat every 0.2 s until every PID has exited, then writes FILE (JSON): the seconds of
 CPU each thread used, from the first sample (or its start, if later) to the last sample that saw it (a
 thread that started and ended between two samples is missed, and so is a thread's last 0.2 s at most),
-the wall time, and the host's busy cores (user, system, softirq and the rest) over the same time. It
+the wall time, and the host's busy cores (user, system, softirq, steal and the rest) over the same time. It
 exits 0 once the PIDs are gone, whatever their exit status. With --start-after, the window opens at
 the first sample at which LOG holds TEXT (e.g. NCCL's "Init COMPLETE"), so that start-up is left out;
 if TEXT never shows, the window is the whole run, and FILE says which ("window").
@@ -16,7 +16,10 @@ if TEXT never shows, the window is the whole run, and FILE says which ("window")
 table groups the threads by name and prints a markdown table: one column per LABEL (a net), one row
 per group, cores used over each file's window (CPU seconds / wall seconds) per rank (divided by
 --ranks, default 1), the median over the LABEL's files (the rounds), and names the files whose window
-was the whole run. Groups:
+was the whole run. The host's rows: busy, of which softirq, and of which steal (time a hypervisor gave
+to other guests while this one's vCPUs wanted to run: on 4 x H200 VMs the rounds of either net that had
+1 core of it or more were the slow ones; docs/PERFORMANCE.md, seventeenth session).
+Groups:
   - MegaScale wire thread   "msprogress" (the engine's thread of each wire)
   - MegaScale I/O threads   "msio<N>"
   - NCCL proxy progress     "NCCL Progress<N>" (NCCL names threads only with NCCL_SET_THREAD_NAME=1)
@@ -206,7 +209,8 @@ def table(args):
             if window == "whole run":
                 whole.append(path)
             rows = {"host busy (all processes, kernel included)": host.get("busy", 0.0) / ranks,
-                    "of which softirq": host.get("softirq", 0.0) / ranks}
+                    "of which softirq": host.get("softirq", 0.0) / ranks,
+                    "of which steal (the hypervisor ran other guests)": host.get("steal", 0.0) / ranks}
             for g, _ in GROUPS:
                 rows[g] = 0.0
             for t in threads:

@@ -80,24 +80,26 @@ assert run["window"] == f"after 'Init COMPLETE' in {sys.argv[2]}", run["window"]
 assert 0.6 <= run["wall_s"] < 5, run["wall_s"]
 PY
 
-watchfile() {  # FILE WALL BUSY SOFTIRQ NAME=CPU_S...
-  local f=$1 wall=$2 busy=$3 soft=$4 threads="" t
-  shift 4
+watchfile() {  # FILE WALL BUSY SOFTIRQ STEAL NAME=CPU_S...
+  local f=$1 wall=$2 busy=$3 soft=$4 steal=$5 threads="" t
+  shift 5
   for t in "$@"; do threads+="${threads:+,}{\"pid\":1,\"tid\":${#threads},\"name\":\"${t%=*}\",\"cpu_s\":${t##*=}}"; done
-  printf '{"window":"after x","wall_s":%s,"host_cpus":16,"host_cores":{"busy":%s,"softirq":%s},"threads":[%s]}\n' \
-    "$wall" "$busy" "$soft" "$threads" > "$dir/$f"
+  printf '{"window":"after x","wall_s":%s,"host_cpus":16,"host_cores":{"busy":%s,"softirq":%s,"steal":%s},"threads":[%s]}\n' \
+    "$wall" "$busy" "$soft" "$steal" "$threads" > "$dir/$f"
 }
-# MegaScale, three rounds of 2 ranks: medians per rank of (msprogress 4/2/6 s, msio 12/8/16 s, ...) over 10 s.
-watchfile ms1 10 12 2 msprogress=4 msio0=6 msio1=6 "NCCL Progress  0=2" nccl_check=1
-watchfile ms2 10 8 1 msprogress=2 msio0=4 msio1=4 "NCCL Progress  0=1" nccl_check=1
-watchfile ms3 10 16 3 msprogress=6 msio0=8 msio1=8 "NCCL Progress  0=3" nccl_check=1
-watchfile s1 20 10 4 "NCCL SockS 0 0 0=20" "NCCL SockR 0 0 0=20" "NCCL Progress  0=10" "NCCL Service  0=2" cuda-EvtHandlr=2
+# MegaScale, three rounds of 2 ranks: medians per rank of (msprogress 4/2/6 s, msio 12/8/16 s, ...) over 10 s;
+# steal 0.5/0/1.5 host cores: median 0.5, 0.25 a rank.
+watchfile ms1 10 12 2 0.5 msprogress=4 msio0=6 msio1=6 "NCCL Progress  0=2" nccl_check=1
+watchfile ms2 10 8 1 0 msprogress=2 msio0=4 msio1=4 "NCCL Progress  0=1" nccl_check=1
+watchfile ms3 10 16 3 1.5 msprogress=6 msio0=8 msio1=8 "NCCL Progress  0=3" nccl_check=1
+watchfile s1 20 10 4 0 "NCCL SockS 0 0 0=20" "NCCL SockR 0 0 0=20" "NCCL Progress  0=10" "NCCL Service  0=2" cuda-EvtHandlr=2
 out=$(python3 "$tool" table --ranks 2 megascale="$dir/ms1,$dir/ms2,$dir/ms3" socket="$dir/s1") ||
   fail "table: exit $?"
 expected="| cores per rank | megascale | socket |
 |---|---:|---:|
 | host busy (all processes, kernel included) | 6.00 | 5.00 |
 | of which softirq | 1.00 | 2.00 |
+| of which steal (the hypervisor ran other guests) | 0.25 | 0.00 |
 | MegaScale wire thread | 0.20 | 0.00 |
 | MegaScale I/O threads | 0.60 | 0.00 |
 | NCCL proxy progress | 0.10 | 0.25 |

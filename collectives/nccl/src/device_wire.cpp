@@ -1,5 +1,8 @@
 // DeviceWire: a device's UDP wire and its acceptor (hello routing, background closes); CommBase's
 // request pool; failure classification.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <bit>
 #include <chrono>
@@ -170,11 +173,26 @@ void DeviceWire::reap_closing(TimeNs now) {
   }
 }
 
+namespace {
+
+// The host's steal so far (/proc/stat's first line); nullopt where it cannot be read.
+std::optional<HostCpu> read_host_cpu() {
+  const int fd = ::open("/proc/stat", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  char buf[1024];  // the "cpu " line comes first; the rest of the file is not needed
+  const ssize_t n = ::read(fd, buf, sizeof buf);
+  ::close(fd);
+  if (n <= 0) return std::nullopt;
+  return parse_host_cpu(std::string_view(buf, static_cast<size_t>(n)), sysconf(_SC_CLK_TCK));
+}
+
+}  // namespace
+
 std::optional<std::string> DeviceWire::late_acks(TimeNs now, bool last) {
   std::lock_guard<std::mutex> lock(mu_);
   if (last ? !stalls_.open() : !stalls_.due(now)) return std::nullopt;
   const engine::EndpointStats s = udp_->endpoint_stats();
-  return stalls_.look(now, s.segments_received, s.duplicates_dropped);
+  return stalls_.look(now, s.segments_received, s.duplicates_dropped, read_host_cpu());
 }
 
 NetResult classify_failure(DeviceWire& wire, engine::ConnId conn, std::string* message) {
