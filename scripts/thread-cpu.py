@@ -17,8 +17,9 @@ table groups the threads by name and prints a markdown table: one column per LAB
 per group, cores used over each file's window (CPU seconds / wall seconds) per rank (divided by
 --ranks, default 1), the median over the LABEL's files (the rounds), and names the files whose window
 was the whole run. The host's rows: busy, of which softirq, and of which steal (time a hypervisor gave
-to other guests while this one's vCPUs wanted to run: on 4 x H200 VMs the rounds of either net that had
-1 core of it or more were the slow ones; docs/PERFORMANCE.md, seventeenth session).
+to other guests while this one's vCPUs wanted to run: on 4 x H200 VMs the plugin's rounds with 0.4-1.7
+host CPUs of it were its slow ones, and Socket's with 1.4-2.5 were Socket's; docs/PERFORMANCE.md,
+seventeenth session); when any file had steal, a line under the table gives each file's, in host CPUs.
 Groups:
   - MegaScale wire thread   "msprogress" (the engine's thread of each wire)
   - MegaScale I/O threads   "msio<N>"
@@ -199,13 +200,16 @@ def table(args):
         raise Usage("table needs LABEL=FILE[,FILE ...] arguments")
     columns = []  # (label, {row: median cores per rank})
     whole = []  # files whose window was the whole run
+    steal = []  # (label, [host CPUs of steal, file by file])
     for arg in args:
         label, sep, files = arg.partition("=")
         if not sep or not label or not files:
             raise Usage(f"'{arg}' is not LABEL=FILE[,FILE ...]")
         per_file = []
+        steal.append((label, []))
         for path in files.split(","):
             wall, threads, host, window = load(path)
+            steal[-1][1].append(host.get("steal", 0.0))
             if window == "whole run":
                 whole.append(path)
             rows = {"host busy (all processes, kernel included)": host.get("busy", 0.0) / ranks,
@@ -224,6 +228,12 @@ def table(args):
         if all(c[r] == 0 for _, c in columns):
             continue  # a group no net has
         out.append(f"| {r} | " + " | ".join(f"{c[r]:.2f}" for _, c in columns) + " |")
+    # Steal differs from round to round more than from net to net: each run's, so a round that had it
+    # can be told from one that did not.
+    if any(v > 0 for _, values in steal for v in values):
+        out.append("")
+        out.append("Steal in each file, in host CPUs (a hypervisor running other guests): " +
+                   "; ".join(f"{label} " + " / ".join(f"{v:.2f}" for v in values) for label, values in steal))
     if whole:
         out.append("")
         out.append("Start-up included (the window's text never showed) in: " + ", ".join(whole))

@@ -3,7 +3,8 @@
 # threads, a sleeping one named like its wire thread, and a spinning grandchild named like NCCL's proxy
 # thread: each must show what it used), `watch --start-after` (what ran before the log line is left
 # out), `table` on hand-made watch files (medians per label, per rank, by group; whole-run windows
-# named), and bad input refused with exit status 2 and a message naming it.
+# named; each file's steal when any had some), and bad input refused with exit status 2 and a message
+# naming it.
 # Usage: thread_cpu_test.sh SOURCE_DIR
 set -uo pipefail
 src=$1
@@ -105,9 +106,13 @@ expected="| cores per rank | megascale | socket |
 | NCCL proxy progress | 0.10 | 0.25 |
 | Socket helper threads | 0.00 | 1.00 |
 | other NCCL threads | 0.00 | 0.05 |
-| rank's other threads | 0.05 | 0.05 |"
+| rank's other threads | 0.05 | 0.05 |
+
+Steal in each file, in host CPUs (a hypervisor running other guests): megascale 0.50 / 0.00 / 1.50; socket 0.00"
 [[ $out == "$expected" ]] || fail "table got:
 $out"
+# Without steal in any file, no steal line.
+python3 "$tool" table socket="$dir/s1" | grep -q "Steal in each file" && fail "a steal line without steal"
 # A file whose window was the whole run is named under the table.
 python3 "$tool" table x="$dir/live.json" | tail -1 | grep -qF "Start-up included (the window's text never showed) in: $dir/live.json" ||
   fail "no note for a whole-run window: $(python3 "$tool" table x="$dir/live.json")"
