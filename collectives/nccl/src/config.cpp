@@ -468,6 +468,7 @@ Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
   if (Status s = flag("MEGASCALE_BUSY_POLL", c.busy_poll); !s) return s.error();
   if (Status s = micros("MEGASCALE_IDLE_POLL_US", 0, 1'000'000, c.idle_poll_ns); !s) return s.error();
   if (Status s = micros("MEGASCALE_PENDING_POLL_US", 0, 10'000'000, c.pending_poll_ns); !s) return s.error();
+  if (Status s = micros("MEGASCALE_STALL_US", 0, 1'000'000, c.stall_ns); !s) return s.error();
   if (Status s = micros("MEGASCALE_TEST_POLL_US", 0, 10'000, c.test_poll_ns); !s) return s.error();
 
   // MEGASCALE_FAULT_*: the wire validates and names the variable itself.

@@ -92,6 +92,9 @@ struct PluginConfig {
   // MEGASCALE_PENDING_POLL_US: the same while NCCL has requests outstanding on the wire
   // (UdpConfig::pending_poll_ns).
   TimeNs pending_poll_ns = 1 * kNsPerMs;
+  // MEGASCALE_STALL_US: an I/O thread away from its loop this long is taken as stalled and the others
+  // do its sends and receives until it is back (UdpConfig::stall_ns); 0 = off.
+  TimeNs stall_ns = 300 * kNsPerUs;
   // MEGASCALE_TEST_POLL_US: longest pause between two looks into the engine from test() on one comm
   // while its requests are not done (the pause doubles from 0.25 us up to this); 0 = no pause.
   // NCCL's progress thread calls test() in a tight loop, and every look takes the wire's lock, which

@@ -283,6 +283,8 @@ nlohmann::json wire_json(DeviceWire& wire, const std::string& ifname, const char
               {"tx_deferred", w.tx_deferred},
               {"sleeps", w.sleeps},
               {"io_thread_sleeps", w.io_thread_sleeps},
+              {"rx_stolen", w.rx_stolen},
+              {"tx_rerouted", w.tx_rerouted},
               {"recv_messages_per_io_thread", w.recv_messages_per_io_thread}};
   return j;
 }
@@ -306,6 +308,10 @@ constexpr WireMetric kWireMetrics[] = {
      &wire::UdpWireStats::recv_errors},
     {"port_unreachable", "ICMP port unreachable from a known peer: its process is gone.",
      &wire::UdpWireStats::port_unreachable},
+    {"rx_stolen", "Messages an I/O thread read from the socket of a stalled sibling (MEGASCALE_STALL_US).",
+     &wire::UdpWireStats::rx_stolen},
+    {"tx_rerouted", "Packets sent by another I/O thread because their socket's thread had stalled.",
+     &wire::UdpWireStats::tx_rerouted},
 };
 
 void append_lines(const std::string& path, const std::vector<std::string>& lines) {

@@ -72,6 +72,7 @@ TEST(PluginConfig, DefaultsWithAnEmptyEnvironment) {
   EXPECT_FALSE(c->busy_poll);
   EXPECT_EQ(c->idle_poll_ns, 50'000);
   EXPECT_EQ(c->pending_poll_ns, 1'000'000);
+  EXPECT_EQ(c->stall_ns, 300'000);
   EXPECT_EQ(c->test_poll_ns, 0);
   EXPECT_EQ(c->port_closed_fail_ns, 200 * kNsPerMs);
   EXPECT_FALSE(c->fault.enabled());
@@ -79,7 +80,7 @@ TEST(PluginConfig, DefaultsWithAnEmptyEnvironment) {
   EXPECT_EQ(c->late_ack_window_ns, 5 * kNsPerSec);
   // Every knob is echoed once, marked as a default.
   EXPECT_TRUE(c->source_ports.empty());
-  ASSERT_EQ(c->echo.size(), 24u);
+  ASSERT_EQ(c->echo.size(), 25u);
   for (const std::string& line : c->echo) {
     EXPECT_EQ(line.rfind("MEGASCALE_", 0), 0u) << line;
     EXPECT_NE(line.find("(default)"), std::string::npos) << line;
@@ -303,6 +304,7 @@ TEST(PluginConfig, EveryKnobReachesItsField) {
                  {"MEGASCALE_BUSY_POLL", "1"},
                  {"MEGASCALE_IDLE_POLL_US", "2000"},
                  {"MEGASCALE_PENDING_POLL_US", "30000"},
+                 {"MEGASCALE_STALL_US", "750"},
                  {"MEGASCALE_TEST_POLL_US", "20"},
                  {"MEGASCALE_PORT_CLOSED_MS", "1500"},
                  {"MEGASCALE_FAULT_DROP", "0.01"},
@@ -325,6 +327,7 @@ TEST(PluginConfig, EveryKnobReachesItsField) {
   EXPECT_TRUE(c->busy_poll);
   EXPECT_EQ(c->idle_poll_ns, 2'000'000);
   EXPECT_EQ(c->pending_poll_ns, 30'000'000);
+  EXPECT_EQ(c->stall_ns, 750'000);
   EXPECT_EQ(c->test_poll_ns, 20'000);
   EXPECT_EQ(c->port_closed_fail_ns, 1'500'000'000);
   EXPECT_DOUBLE_EQ(c->fault.drop, 0.01);
@@ -431,6 +434,8 @@ TEST(PluginConfig, BadValuesAreRefusedNamingVariableAndValue) {
       {"MEGASCALE_IDLE_POLL_US", "1000001", "0..1000000"},
       {"MEGASCALE_PENDING_POLL_US", "-5", "0..10000000"},
       {"MEGASCALE_PENDING_POLL_US", "10000001", "0..10000000"},
+      {"MEGASCALE_STALL_US", "-1", "0..1000000"},
+      {"MEGASCALE_STALL_US", "1000001", "0..1000000"},
       {"MEGASCALE_TEST_POLL_US", "-1", "0..10000"},
       {"MEGASCALE_PORT_CLOSED_MS", "-1", "0..3600000"},
       {"MEGASCALE_PORT_CLOSED_MS", "0.5", "0..3600000"},

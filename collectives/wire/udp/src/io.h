@@ -132,7 +132,10 @@ struct UdpWire::Io {
         tx(config.batch),
         items(config.batch) {}
   ~Io() {
-    threads.clear();  // stop the I/O threads before their sockets close
+    // Stop the I/O threads before their sockets close, and all of them before any is destroyed: each
+    // reads its siblings (IoThread::set_siblings).
+    for (const auto& t : threads) t->stop();
+    threads.clear();
     for (detail::UdpSocket& s : sockets) detail::close_udp_socket(s);
     for (detail::UdpSocket& s : rx_group) detail::close_udp_socket(s);
     if (epfd >= 0) ::close(epfd);
@@ -202,7 +205,9 @@ struct UdpWire::Io {
   uint64_t port_unreachable = 0;  // ICMP port unreachable for a known peer, reported to the engine
   std::vector<detail::SockAddr> unreachable;  // closed ports read from the sockets, not yet reported
   uint64_t peer_table_full = 0;
-  uint64_t tx_bad_peer = 0;  // engine packets for a peer id the table does not have
+  uint64_t tx_bad_peer = 0;
+  uint64_t tx_rerouted = 0;  // packets sent by another I/O thread than their socket's (stalled) one
+  std::vector<uint8_t> tx_stalled;  // per I/O thread, this transmit call's view (UdpConfig::stall_ns)  // engine packets for a peer id the table does not have
   uint64_t progress_calls = 0;
   uint64_t tx_deferred = 0;
   uint64_t sleeps = 0;

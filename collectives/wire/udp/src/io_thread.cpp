@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <string>
 
@@ -120,6 +121,7 @@ Status IoThread::start() {
   wake.events = EPOLLIN;
   wake.data.u32 = kWake;
   epoll_ctl(epfd_, EPOLL_CTL_ADD, wakefd_, &wake);
+  heartbeat_.store(UdpWire::now(), std::memory_order_relaxed);
   thread_ = std::thread([this] {
     // Named for `top -H` and profilers: "msio<wire-local index>" (15 characters at most on Linux).
     const std::string name = "msio" + std::to_string(index_);
@@ -215,6 +217,50 @@ bool IoThread::send_ready() {
   return sent;
 }
 
+uint64_t IoThread::receive_from(int fd, bool& rx_full) {
+  uint64_t messages = 0;
+  for (int round = 0; round < kRxRoundsPerSocket; ++round) {
+    RxBatch* b = rx_.producer_slot();
+    if (b == nullptr) {
+      rx_full = true;
+      return messages;
+    }
+    copies_.run();
+    const ReceiveCounters before = b->receiver.counters();
+    const int n = b->receiver.receive(fd);
+    const ReceiveCounters& after = b->receiver.counters();
+    add(counters_.rx_syscalls, after.syscalls - before.syscalls);
+    add(counters_.rx_messages, after.messages - before.messages);
+    if (n < 0) {
+      add(counters_.rx_errors, 1);  // e.g. an ICMP error queued on the socket
+      read_errors();
+      continue;
+    }
+    if (n == 0) break;
+    // Split and check here, so the engine's thread only demultiplexes and copies.
+    b->verified.clear();
+    for (int i = 0; i < n; ++i) {
+      RxMessage m = b->receiver.message(i);
+      b->messages[static_cast<size_t>(i)] = m;
+      if (m.truncated || m.segment_size == 0) continue;
+      for (size_t off = 0; off < m.bytes.size(); off += m.segment_size) {
+        const size_t len = std::min(m.segment_size, m.bytes.size() - off);
+        const bool ok =
+            engine::decode_packet(m.bytes.data() + off, len, scratch_, true) == engine::DecodeResult::kOk;
+        b->verified.push_back(ok ? 1 : 0);
+      }
+    }
+    add(counters_.rx_gro_messages, after.gro_messages - before.gro_messages);
+    add(counters_.rx_truncated, after.truncated - before.truncated);
+    b->count = n;
+    rx_.publish();
+    messages += static_cast<uint64_t>(n);
+    if (caller_->sleeping.load(std::memory_order_seq_cst)) eventfd_write(caller_->fd, 1);
+    if (static_cast<size_t>(n) < rx_batch_) break;  // drained
+  }
+  return messages;
+}
+
 bool IoThread::receive_ready(bool& rx_full) {
   bool received = false;
   // The first socket every loop, the others every kOtherSocketsEvery loops: an empty recvmmsg is a
@@ -222,47 +268,25 @@ bool IoThread::receive_ready(bool& rx_full) {
   // (5-6 recvmmsg per datagram received under NCCL, docs/PERFORMANCE.md).
   const size_t looks =
       ++loops_ % kOtherSocketsEvery == 0 ? rx_fds_.size() : std::min<size_t>(1, rx_fds_.size());
-  for (size_t k = 0; k < looks; ++k) {
-    const int fd = rx_fds_[k];
-    for (int round = 0; round < kRxRoundsPerSocket; ++round) {
-      RxBatch* b = rx_.producer_slot();
-      if (b == nullptr) {
-        rx_full = true;
-        return received;
-      }
-      copies_.run();
-      const ReceiveCounters before = b->receiver.counters();
-      const int n = b->receiver.receive(fd);
-      const ReceiveCounters& after = b->receiver.counters();
-      add(counters_.rx_syscalls, after.syscalls - before.syscalls);
-      add(counters_.rx_messages, after.messages - before.messages);
-      if (n < 0) {
-        add(counters_.rx_errors, 1);  // e.g. an ICMP error queued on the socket
-        read_errors();
-        continue;
-      }
-      if (n == 0) break;
-      // Split and check here, so the engine's thread only demultiplexes and copies.
-      b->verified.clear();
-      for (int i = 0; i < n; ++i) {
-        RxMessage m = b->receiver.message(i);
-        b->messages[static_cast<size_t>(i)] = m;
-        if (m.truncated || m.segment_size == 0) continue;
-        for (size_t off = 0; off < m.bytes.size(); off += m.segment_size) {
-          const size_t len = std::min(m.segment_size, m.bytes.size() - off);
-          const bool ok =
-              engine::decode_packet(m.bytes.data() + off, len, scratch_, true) == engine::DecodeResult::kOk;
-          b->verified.push_back(ok ? 1 : 0);
-        }
-      }
-      add(counters_.rx_gro_messages, after.gro_messages - before.gro_messages);
-      add(counters_.rx_truncated, after.truncated - before.truncated);
-      b->count = n;
-      rx_.publish();
-      received = true;
-      if (caller_->sleeping.load(std::memory_order_seq_cst)) eventfd_write(caller_->fd, 1);
-      if (static_cast<size_t>(n) < rx_batch_) break;  // drained
-    }
+  for (size_t k = 0; k < looks && !rx_full; ++k) received = receive_from(rx_fds_[k], rx_full) > 0 || received;
+  return received;
+}
+
+void IoThread::set_siblings(std::span<const std::unique_ptr<IoThread>> all, TimeNs stall_ns) {
+  siblings_ = all;
+  stall_ns_ = stall_ns;
+}
+
+bool IoThread::steal_from_stalled(bool& rx_full) {
+  if (stall_ns_ <= 0 || siblings_.size() < 2) return false;
+  const TimeNs now = UdpWire::now();
+  bool received = false;
+  for (const auto& s : siblings_) {
+    if (s.get() == this || s->rx_fds_.empty() || !s->stalled(now, stall_ns_)) continue;
+    const uint64_t n = receive_from(s->rx_fds_[0], rx_full);
+    add(counters_.rx_stolen, n);
+    received = received || n > 0;
+    if (rx_full) break;
   }
   return received;
 }
@@ -271,10 +295,17 @@ void IoThread::run() {
   prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
   TimeNs last_work_ns = UdpWire::now();
   while (!stop_.load(std::memory_order_relaxed)) {
+    if (paused_.load(std::memory_order_relaxed)) {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      continue;
+    }
+    heartbeat_.store(UdpWire::now(), std::memory_order_relaxed);
     bool rx_full = false;
     const bool copied = copies_.run() > 0;
     const bool sent = send_ready();
-    const bool received = receive_ready(rx_full);
+    bool received = receive_ready(rx_full);
+    // Only when its own socket was quiet: a sibling's lanes never come before this thread's own.
+    if (!received && !rx_full) received = steal_from_stalled(rx_full);
     if (sent || received || copied) {
       last_work_ns = UdpWire::now();
       continue;
@@ -313,6 +344,7 @@ void IoThread::run() {
       }
       if (errors) read_errors();
     }
+    heartbeat_.store(UdpWire::now(), std::memory_order_relaxed);  // awake again: not stalled
     sleeping_.store(false, std::memory_order_relaxed);
     if (now_pending) last_work_ns = UdpWire::now();
   }

@@ -141,6 +141,8 @@ struct IoThreadCounters {
       tx_dropped_full{0}, tx_dropped_error{0}, tx_error_retries{0}, tx_gso_fallbacks{0};
   std::atomic<uint64_t> rx_messages{0}, rx_gro_messages{0}, rx_syscalls{0}, rx_truncated{0}, rx_errors{0};
   std::atomic<uint64_t> sleeps{0};
+  // Messages this thread received from a stalled sibling's socket (IoThread::set_siblings).
+  std::atomic<uint64_t> rx_stolen{0};
 };
 
 // Shared with the engine's thread. Where it sleeps: an I/O thread that published received datagrams
@@ -178,6 +180,26 @@ class IoThread {
   IoThread(const IoThread&) = delete;
   IoThread& operator=(const IoThread&) = delete;
 
+  // Every I/O thread of the wire (this one among them), before any starts. With `stall_ns` > 0 this
+  // thread, when its own socket is quiet, also reads the receive-group member of any sibling that has
+  // not looped for `stall_ns` and is not asleep in epoll: a thread whose CPU the scheduler or the
+  // hypervisor took away would otherwise hold its lanes' datagrams, and every message that has bytes on
+  // those lanes, for as long as it is gone (milliseconds). The kernel gives each datagram to one reader.
+  void set_siblings(std::span<const std::unique_ptr<IoThread>> all, TimeNs stall_ns);
+  // Whether the thread has been away from its loop for longer than `stall_ns` while not asleep.
+  bool stalled(TimeNs now, TimeNs stall_ns) const {
+    return !sleeping_.load(std::memory_order_relaxed) &&
+           now - heartbeat_.load(std::memory_order_relaxed) > stall_ns;
+  }
+  TimeNs heartbeat() const { return heartbeat_.load(std::memory_order_relaxed); }
+  // Fault injection: a paused thread touches no socket and no ring, and does not loop, as if its CPU
+  // were taken away; it resumes where it was.
+  // A sleeping thread is woken to take the pause.
+  void pause(bool paused) {
+    paused_.store(paused, std::memory_order_seq_cst);
+    wake();
+  }
+
   // Opens the thread's epoll set and eventfd and starts it; the message says what failed.
   Status start();
   void stop();
@@ -202,6 +224,11 @@ class IoThread {
   void run();
   bool send_ready();
   bool receive_ready(bool& rx_full);
+  // Receives what `fd` holds into this thread's batches; returns the messages received (rx_full: no
+  // free batch).
+  uint64_t receive_from(int fd, bool& rx_full);
+  // Reads the sockets of siblings that stalled (set_siblings).
+  bool steal_from_stalled(bool& rx_full);
   void publish_tx_counters();
   // Reads the ICMP errors queued on this thread's sockets and hands closed ports to the engine's thread.
   void read_errors();
@@ -227,6 +254,12 @@ class IoThread {
   int wakefd_ = -1;
   std::atomic<bool> sleeping_{false};
   std::atomic<bool> stop_{false};
+  std::atomic<bool> paused_{false};
+  // When the loop last came round (UdpWire::now()); siblings read it. A line of its own: written every
+  // loop.
+  alignas(64) std::atomic<TimeNs> heartbeat_{0};
+  std::span<const std::unique_ptr<IoThread>> siblings_;
+  TimeNs stall_ns_ = 0;
   std::thread thread_;
 };
 

@@ -60,6 +60,9 @@ Status validate_udp_config(const UdpConfig& c) {
   if (c.io_threads > 64) return bad("io_threads=" + std::to_string(c.io_threads) + ": at most 64");
   if (c.spin_ns < 0) return bad("spin_ns=" + std::to_string(c.spin_ns) + ": must be >= 0");
   if (c.idle_poll_ns < 0) return bad("idle_poll_ns=" + std::to_string(c.idle_poll_ns) + ": must be >= 0");
+  if (c.stall_ns < 0 || c.stall_ns > kNsPerSec) {
+    return bad("stall_ns=" + std::to_string(c.stall_ns) + ": must be in 0..1 s");
+  }
   if (c.pending_poll_ns < 0 || c.pending_poll_ns > 10 * kNsPerSec) {
     return bad("pending_poll_ns=" + std::to_string(c.pending_poll_ns) + ": must be in 0..10 s");
   }
@@ -267,9 +270,13 @@ Result<std::unique_ptr<UdpWire>> UdpWire::create(const UdpConfig& given) {
           kIoThreadSlots, io->gso,
           detail::PollPolicy{config.busy_poll, config.idle_poll_ns, config.pending_poll_ns},
           &io->caller_wake));
-      if (Status s = io->threads.back()->start(); !s) return s.error();
+    }
+    for (const auto& t : io->threads) t->set_siblings(io->threads, config.stall_ns);
+    for (const auto& t : io->threads) {
+      if (Status s = t->start(); !s) return s.error();
     }
     io->tx_open.resize(n, nullptr);
+    io->tx_stalled.resize(n, 0);
     io->tx_marks.resize(n);
     io->copy_marks.resize(n);
     io->copier.marks = &io->copy_marks;
@@ -615,9 +622,32 @@ void UdpWire::transmit_to_threads_locked(TimeNs now, bool read_clock) {
   Io& io = *io_;
   const size_t n_threads = io.threads.size();
   std::vector<detail::TxBatch*>& open = io.tx_open;
+  // Threads that stalled (UdpConfig::stall_ns) get nothing new: their sockets' packets go to the others.
+  // If all did, the one that came round last is taken as the one most likely back first.
+  size_t stalled = 0;
+  if (config_.stall_ns > 0 && n_threads > 1) {
+    const TimeNs t_now = UdpWire::now();
+    for (size_t t = 0; t < n_threads; ++t) {
+      io.tx_stalled[t] = io.threads[t]->stalled(t_now, config_.stall_ns) ? 1 : 0;
+      stalled += io.tx_stalled[t];
+    }
+    if (stalled == n_threads) {
+      // All of them (a host this busy): the one seen last takes everything.
+      size_t latest = 0;
+      for (size_t t = 1; t < n_threads; ++t) {
+        if (io.threads[t]->heartbeat() > io.threads[latest]->heartbeat()) latest = t;
+      }
+      io.tx_stalled[latest] = 0;
+      --stalled;
+    }
+  }
   for (int round = 0; round < kTxRoundsPerProgress; ++round) {
     // A batch per thread must be free before polling: a packet taken from the engine has to go somewhere.
     for (size_t t = 0; t < n_threads; ++t) {
+      if (stalled > 0 && io.tx_stalled[t]) {
+        open[t] = nullptr;
+        continue;
+      }
       open[t] = io.threads[t]->tx().producer_slot();
       if (open[t] == nullptr) {
         more_tx_ = true;  // that thread is behind; try again next round
@@ -640,7 +670,13 @@ void UdpWire::transmit_to_threads_locked(TimeNs now, bool read_clock) {
         continue;
       }
       const uint32_t socket = socket_for(p, now);
-      const size_t t = socket % n_threads;
+      size_t t = socket % n_threads;
+      if (open[t] == nullptr) {
+        // Its thread stalled: the next one that did not (any thread may send on any socket).
+        do t = (t + 1) % n_threads;
+        while (open[t] == nullptr);
+        ++io.tx_rerouted;
+      }
       detail::TxBatch& b = *open[t];
       // The open batch is the next one published: the send's fence on this thread.
       if (p.request != 0) io.tx_marks.set(p.conn_id, p.request, t, io.threads[t]->tx().published() + 1);
@@ -659,7 +695,7 @@ void UdpWire::transmit_to_threads_locked(TimeNs now, bool read_clock) {
     }
     if (polled > 0) io.last_io_ns = now;
     for (size_t t = 0; t < n_threads; ++t) {
-      if (open[t]->count == 0) continue;
+      if (open[t] == nullptr || open[t]->count == 0) continue;
       io.threads[t]->tx().publish();
       io.threads[t]->wake();
     }
@@ -732,6 +768,7 @@ UdpWireStats UdpWire::stats() const {
     s.recv_truncated += get(c.rx_truncated);
     s.recv_errors += get(c.rx_errors);
     s.io_thread_sleeps += get(c.sleeps);
+    s.rx_stolen += get(c.rx_stolen);
     s.recv_messages_per_io_thread.push_back(get(c.rx_messages));
     const std::vector<uint64_t> per = t->per_socket();
     for (size_t i = 0; i < per.size() && i < s.datagrams_per_port.size(); ++i)
@@ -752,6 +789,7 @@ UdpWireStats UdpWire::stats() const {
   s.peer_table_full = io.peer_table_full;
   s.progress_calls = io.progress_calls;
   s.tx_deferred = io.tx_deferred;
+  s.tx_rerouted = io.tx_rerouted;
   s.sleeps = io.sleeps;
   if (io.fault) s.fault = io.fault->counters();
   return s;

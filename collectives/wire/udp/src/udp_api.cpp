@@ -224,6 +224,13 @@ std::optional<engine::ConnId> UdpWire::accept() {
   return endpoint_->accept();
 }
 
+bool UdpWire::pause_io_thread(uint32_t index, bool paused) {
+  std::lock_guard<WireMutex> lock(mu_);
+  if (index >= io_->threads.size()) return false;
+  io_->threads[index]->pause(paused);
+  return true;
+}
+
 Result<engine::RequestId> UdpWire::post_send(engine::ConnId conn, const void* data, uint64_t size_bytes,
                                              int32_t tag) {
   std::lock_guard<WireMutex> lock(mu_);

@@ -143,6 +143,12 @@ struct UdpConfig {
   // at the receiver (which has the data already), or, if the memory is gone, the send fails (EFAULT,
   // counted in send_dropped_error). It is never delivered as data.
   uint32_t io_threads = 0;
+  // I/O threads: one that has not come round its loop for this long while not asleep is taken as
+  // stalled (the scheduler or the hypervisor took its CPU): the engine's thread hands the packets of its
+  // sockets to the other I/O threads, and they read its receive-group member when their own is quiet,
+  // until it is back. Any thread may send on any socket and the kernel gives each datagram to one
+  // reader, so nothing waits for the missing thread but what it already held. 0 = off; 0..1 s.
+  TimeNs stall_ns = 300 * kNsPerUs;
   FaultConfig fault;            // off by default
   engine::EngineConfig engine;  // the transport's own knobs
 
@@ -246,6 +252,10 @@ struct UdpWireStats {
   uint64_t tx_deferred = 0;       // rounds that completed a receive and left their ACKs for the next round
   uint64_t sleeps = 0;            // threaded mode: times the thread slept in epoll
   uint64_t io_thread_sleeps = 0;  // io_threads > 0: times an I/O thread slept in epoll
+  // io_threads > 0, UdpConfig::stall_ns: messages an I/O thread read from a stalled sibling's socket,
+  // and packets the engine's thread gave another I/O thread because their own had stalled.
+  uint64_t rx_stolen = 0;
+  uint64_t tx_rerouted = 0;
   // io_threads > 0: messages (a GRO aggregate counts once) each I/O thread received; an uneven split
   // means the lanes did not spread over the receive group (UdpCapabilities::rx_group).
   std::vector<uint64_t> recv_messages_per_io_thread;
@@ -341,6 +351,9 @@ class UdpWire {
   }
 
   UdpWireStats stats() const;
+  // Fault injection (io_threads > 0): pauses I/O thread `index` (it touches no socket and no queue, as
+  // if its CPU were taken away) or resumes it; false if there is no such thread.
+  bool pause_io_thread(uint32_t index, bool paused);
   // The engine endpoint's counters, copied under the wire's lock (safe while the wire's thread runs).
   engine::EndpointStats endpoint_stats() const;
   // datagrams_sent + datagrams_received of stats(), without building the rest: cheap enough for a
