@@ -208,6 +208,8 @@ bool IoThread::send_ready() {
     const uint64_t errors_before = sender_.counters().error_retries;
     sender_.send(std::span<const TxItem>(b->items.data(), b->count), sockets_, b->peers, gso_);
     tx_.release();
+    // Alive, only busy: a batch of 60 KiB datagrams takes hundreds of microseconds to send.
+    heartbeat_.store(UdpWire::now(), std::memory_order_relaxed);
     // A send that failed may have failed on a queued ICMP error (a peer's closed port).
     if (sender_.counters().error_retries != errors_before) read_errors();
     sent = true;
@@ -228,6 +230,7 @@ uint64_t IoThread::receive_from(int fd, bool& rx_full) {
     copies_.run();
     const ReceiveCounters before = b->receiver.counters();
     const int n = b->receiver.receive(fd);
+    heartbeat_.store(UdpWire::now(), std::memory_order_relaxed);
     const ReceiveCounters& after = b->receiver.counters();
     add(counters_.rx_syscalls, after.syscalls - before.syscalls);
     add(counters_.rx_messages, after.messages - before.messages);
