@@ -181,20 +181,20 @@ class IoThread {
   IoThread& operator=(const IoThread&) = delete;
 
   // Every I/O thread of the wire (this one among them), before any starts. With `stall_ns` > 0 this
-  // thread, when its own socket is quiet, also reads the receive-group member of any sibling that has
-  // not looped for `stall_ns` and is not asleep in epoll: a thread whose CPU the scheduler or the
+  // thread, when its own socket is quiet, also reads the receive-group member of any sibling that is
+  // stalled(): a thread whose CPU the scheduler or the
   // hypervisor took away would otherwise hold its lanes' datagrams, and every message that has bytes on
   // those lanes, for as long as it is gone (milliseconds). The kernel gives each datagram to one reader.
   void set_siblings(std::span<const std::unique_ptr<IoThread>> all, TimeNs stall_ns);
-  // Whether the thread has been away from its loop for longer than `stall_ns` while not asleep.
+  // Whether the thread has given no sign of life (heartbeat) for longer than `stall_ns` while not asleep
+  // in epoll.
   bool stalled(TimeNs now, TimeNs stall_ns) const {
     return !sleeping_.load(std::memory_order_relaxed) &&
            now - heartbeat_.load(std::memory_order_relaxed) > stall_ns;
   }
   TimeNs heartbeat() const { return heartbeat_.load(std::memory_order_relaxed); }
   // Fault injection: a paused thread touches no socket and no ring, and does not loop, as if its CPU
-  // were taken away; it resumes where it was.
-  // A sleeping thread is woken to take the pause.
+  // were taken away; it resumes where it was. A sleeping thread is woken to take the pause.
   void pause(bool paused) {
     paused_.store(paused, std::memory_order_seq_cst);
     wake();
@@ -255,8 +255,8 @@ class IoThread {
   std::atomic<bool> sleeping_{false};
   std::atomic<bool> stop_{false};
   std::atomic<bool> paused_{false};
-  // When the loop last came round (UdpWire::now()); siblings read it. A line of its own: written every
-  // loop.
+  // When the loop last came round or a system call of it returned (UdpWire::now()); siblings and the
+  // engine's thread read it. A line of its own: written that often.
   alignas(64) std::atomic<TimeNs> heartbeat_{0};
   std::span<const std::unique_ptr<IoThread>> siblings_;
   TimeNs stall_ns_ = 0;
