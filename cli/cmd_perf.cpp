@@ -192,6 +192,10 @@ void add_perf_command(CLI::App& app) {
          "I/O threads per side: 0 = the polling thread makes every system call (lowest latency); N = "
          "N threads own the lanes' sockets (send, receive, CRC checks) so lanes move in parallel")
       ->capture_default_str();
+  cmd->add_option("--stall-us", o.stall_us,
+                  "With --io-threads: an I/O thread silent this long (its CPU taken away) has its sends and "
+                  "receives taken over by the others until it is back; 0 = never")
+      ->capture_default_str();
   cmd->add_flag("!--no-payload-crc", o.payload_crc,
                 "This side's payloads leave without their CRC32C (protocol version 2; the header CRC stays): "
                 "measures what the payload CRC costs");

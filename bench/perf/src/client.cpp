@@ -69,6 +69,12 @@ std::vector<std::string> banner(const PerfOptions& o, const UdpWire& w, const Cl
                           : o.poll == PerfPoll::kSleep
                               ? "sleep in epoll when idle"
                               : "adaptive (spin while traffic flows, sleep in epoll after 1 ms without)"));
+  if (o.io_threads > 0) {
+    b.push_back(fmt::format(" I/O threads     : {} per side; {}", o.io_threads,
+                            o.stall_us == 0 ? std::string("a stalled one is not taken over (--stall-us 0)")
+                                            : fmt::format("one silent for {} us is taken over by the others",
+                                                          o.stall_us)));
+  }
   if (!o.payload_crc) b.push_back(" Payload CRC     : off on this side (--no-payload-crc)");
   b.push_back(fmt::format(" Faults          : {}", describe_faults(setup.fault)));
   b.push_back(rule_line());

@@ -70,6 +70,7 @@ Status validate_perf_options(const PerfOptions& o) {
   if (o.window < 1 || o.window > 1024) return bad(fmt::format("--window {}: must be 1 .. 1024", o.window));
   if (o.lanes < 1 || o.lanes > 64) return bad(fmt::format("--lanes {}: must be 1 .. 64", o.lanes));
   if (o.io_threads > 64) return bad(fmt::format("--io-threads {}: must be 0 .. 64", o.io_threads));
+  if (o.stall_us > 1'000'000) return bad(fmt::format("--stall-us {}: must be 0 .. 1000000", o.stall_us));
   if (o.segment_bytes < 64 || o.segment_bytes > 65000) {
     return bad(fmt::format("--segment {}: payload bytes per datagram must be 64 .. 65000", o.segment_bytes));
   }

@@ -31,6 +31,7 @@ wire::UdpConfig wire_config_for(const PerfOptions& o, PerfRole side, const cc::C
   c.engine.cc = cc;
   c.engine.lanes = o.lanes;
   c.io_threads = o.io_threads;
+  c.stall_ns = static_cast<TimeNs>(o.stall_us) * kNsPerUs;
   c.engine.payload_crc = o.payload_crc;
   // The engine uses the smaller of both sides' segments: a server without --segment lets the client choose.
   c.engine.segment_bytes =

@@ -89,6 +89,9 @@ TEST(PerfValidate, ConflictingAndOutOfRangeFlagsNameTheFlag) {
   PerfOptions seg;
   seg.segment_bytes = 70000;
   EXPECT_NE(error_of(seg).find("--segment 70000"), std::string::npos);
+  PerfOptions stall;
+  stall.stall_us = 1'000'001;
+  EXPECT_NE(error_of(stall).find("--stall-us 1000001"), std::string::npos);
   PerfOptions dscp;
   dscp.dscp = 64;
   EXPECT_NE(error_of(dscp).find("--dscp 64"), std::string::npos);

@@ -104,6 +104,8 @@ struct PerfOptions {
   uint8_t dscp = 0;                     // --dscp
   PerfPoll poll = PerfPoll::kAdaptive;  // --poll
   uint32_t io_threads = 0;              // --io-threads: the wire's I/O threads per side (UdpConfig)
+  uint32_t stall_us = 300;              // --stall-us: an I/O thread silent this long is taken over
+                                        // (UdpConfig::stall_ns); 0 = never
   bool payload_crc = true;              // --no-payload-crc clears it: this side's payloads leave unchecked
                                         // (EngineConfig::payload_crc; each side's own, not exchanged)
 
