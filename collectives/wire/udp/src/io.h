@@ -205,9 +205,8 @@ struct UdpWire::Io {
   uint64_t port_unreachable = 0;  // ICMP port unreachable for a known peer, reported to the engine
   std::vector<detail::SockAddr> unreachable;  // closed ports read from the sockets, not yet reported
   uint64_t peer_table_full = 0;
-  uint64_t tx_bad_peer = 0;
+  uint64_t tx_bad_peer = 0;  // engine packets for a peer id the table does not have
   uint64_t tx_rerouted = 0;  // packets sent by another I/O thread than their socket's (stalled) one
-  std::vector<uint8_t> tx_stalled;  // per I/O thread, this transmit call's view (UdpConfig::stall_ns)  // engine packets for a peer id the table does not have
   uint64_t progress_calls = 0;
   uint64_t tx_deferred = 0;
   uint64_t sleeps = 0;

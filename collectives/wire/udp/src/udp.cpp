@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -276,7 +277,6 @@ Result<std::unique_ptr<UdpWire>> UdpWire::create(const UdpConfig& given) {
       if (Status s = t->start(); !s) return s.error();
     }
     io->tx_open.resize(n, nullptr);
-    io->tx_stalled.resize(n, 0);
     io->tx_marks.resize(n);
     io->copy_marks.resize(n);
     io->copier.marks = &io->copy_marks;
@@ -624,27 +624,22 @@ void UdpWire::transmit_to_threads_locked(TimeNs now, bool read_clock) {
   std::vector<detail::TxBatch*>& open = io.tx_open;
   // Threads that stalled (UdpConfig::stall_ns) get nothing new: their sockets' packets go to the others.
   // If all did, the one that came round last is taken as the one most likely back first.
-  size_t stalled = 0;
+  // One bit per thread (validate_udp_config allows at most 64).
+  uint64_t stalled = 0;
   if (config_.stall_ns > 0 && n_threads > 1) {
     const TimeNs t_now = UdpWire::now();
+    size_t latest = 0;
     for (size_t t = 0; t < n_threads; ++t) {
-      io.tx_stalled[t] = io.threads[t]->stalled(t_now, config_.stall_ns) ? 1 : 0;
-      stalled += io.tx_stalled[t];
+      if (io.threads[t]->stalled(t_now, config_.stall_ns)) stalled |= uint64_t{1} << t;
+      if (io.threads[t]->heartbeat() > io.threads[latest]->heartbeat()) latest = t;
     }
-    if (stalled == n_threads) {
-      // All of them (a host this busy): the one seen last takes everything.
-      size_t latest = 0;
-      for (size_t t = 1; t < n_threads; ++t) {
-        if (io.threads[t]->heartbeat() > io.threads[latest]->heartbeat()) latest = t;
-      }
-      io.tx_stalled[latest] = 0;
-      --stalled;
-    }
+    // All of them (a host this busy): the one seen last takes everything.
+    if (std::popcount(stalled) == static_cast<int>(n_threads)) stalled &= ~(uint64_t{1} << latest);
   }
   for (int round = 0; round < kTxRoundsPerProgress; ++round) {
     // A batch per thread must be free before polling: a packet taken from the engine has to go somewhere.
     for (size_t t = 0; t < n_threads; ++t) {
-      if (stalled > 0 && io.tx_stalled[t]) {
+      if ((stalled >> t) & 1) {
         open[t] = nullptr;
         continue;
       }
