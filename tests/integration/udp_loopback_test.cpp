@@ -494,6 +494,37 @@ TEST_P(UdpLoopback, StalledIoThreadsWorkIsTakenOverBySiblings) {
   p.receiver->pause_io_thread(1, false);
 }
 
+// Batches handed to an I/O thread before it stalled are sent by its sibling: a send whose packets that
+// thread holds completes while it is still gone (the TX fence passes once they are sent, by whichever
+// thread), and nothing is sent twice or lost on the way.
+TEST_P(UdpLoopback, StalledIoThreadsQueuedBatchesAreSentBySiblings) {
+  UdpConfig c = wire_config(host_, FaultConfig{});
+  c.io_threads = 2;
+  // Long enough that the engine's thread goes on handing the paused thread batches until its queue is
+  // full (it cannot tell the thread is gone before then).
+  c.stall_ns = 20 * kNsPerMs;
+  Pair p = connect_pair(c, c);
+  ASSERT_TRUE(p.recv_conn);
+  const uint64_t size = 16 * kMiB;
+  std::vector<uint8_t> src(size), dst(size);
+  fill(src, size, 11);
+  auto rr = p.receiver->post_recv(p.recv_conn, dst.data(), size, 1);
+  ASSERT_TRUE(rr) << rr.error().message;
+  ASSERT_TRUE(p.sender->pause_io_thread(1, true));
+  auto sr = p.sender->post_send(p.send_conn, src.data(), size, 1);
+  ASSERT_TRUE(sr) << sr.error().message;
+  const engine::Completion sc = p.sender->wait(p.send_conn, *sr, sec(20));
+  EXPECT_TRUE(sc.done && sc.ok) << (sc.done ? sc.error : "the send did not complete while its thread was paused");
+  const engine::Completion rc = p.receiver->wait(p.recv_conn, *rr, sec(20));
+  EXPECT_TRUE(rc.done && rc.ok) << rc.error;
+  EXPECT_EQ(first_mismatch(dst, size, 11), -1);
+  const UdpWireStats tx = p.sender->stats();
+  std::printf("[ takeover ] sender: %llu datagrams sent from the paused thread's queue, %llu packets rerouted\n",
+              static_cast<unsigned long long>(tx.tx_stolen), static_cast<unsigned long long>(tx.tx_rerouted));
+  EXPECT_GT(tx.tx_stolen, 0u) << "no batch was queued on the paused thread, or none was taken over";
+  p.sender->pause_io_thread(1, false);
+}
+
 // The same pause with the takeover off holds the transfer until the thread is back: what the test
 // above guards against.
 TEST_P(UdpLoopback, StalledIoThreadHoldsTrafficWhenTakeoverIsOff) {
@@ -515,6 +546,7 @@ TEST_P(UdpLoopback, StalledIoThreadHoldsTrafficWhenTakeoverIsOff) {
   const engine::Completion held = p.receiver->wait(p.recv_conn, *rr, ms(1000));
   EXPECT_FALSE(held.done) << "16 MiB arrived in spite of paused threads and no takeover";
   EXPECT_EQ(p.sender->stats().tx_rerouted, 0u);
+  EXPECT_EQ(p.sender->stats().tx_stolen, 0u);
   EXPECT_EQ(p.receiver->stats().rx_stolen, 0u);
   p.sender->pause_io_thread(1, false);
   p.receiver->pause_io_thread(1, false);

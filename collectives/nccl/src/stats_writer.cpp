@@ -285,6 +285,7 @@ nlohmann::json wire_json(DeviceWire& wire, const std::string& ifname, const char
               {"io_thread_sleeps", w.io_thread_sleeps},
               {"rx_stolen", w.rx_stolen},
               {"tx_rerouted", w.tx_rerouted},
+              {"tx_stolen", w.tx_stolen},
               {"recv_messages_per_io_thread", w.recv_messages_per_io_thread}};
   return j;
 }
@@ -312,6 +313,8 @@ constexpr WireMetric kWireMetrics[] = {
      &wire::UdpWireStats::rx_stolen},
     {"tx_rerouted", "Packets sent by another I/O thread because their socket's thread had stalled.",
      &wire::UdpWireStats::tx_rerouted},
+    {"tx_stolen", "Datagrams an I/O thread sent from the queue of a stalled sibling (MEGASCALE_STALL_US).",
+     &wire::UdpWireStats::tx_stolen},
 };
 
 void append_lines(const std::string& path, const std::vector<std::string>& lines) {

@@ -41,23 +41,35 @@ void add(std::atomic<uint64_t>& a, uint64_t delta) {
 
 }  // namespace
 
+bool ClaimedSequence::claim(uint64_t available, uint64_t& job) {
+  uint64_t i = claimed_.load(std::memory_order_relaxed);
+  while (i < available) {
+    if (claimed_.compare_exchange_weak(i, i + 1, std::memory_order_acq_rel)) {
+      job = i;
+      return true;
+    }  // else i reloaded
+  }
+  return false;
+}
+
+void ClaimedSequence::finish(uint64_t job) {
+  // Sequentially consistent: two threads that each mark a job and then look at the other's mark must not
+  // both miss the other's (the store-buffer pattern), or done_ would stop below a finished job.
+  marks_[job % marks_.size()].store(job + 1, std::memory_order_seq_cst);
+  uint64_t d = done_.load(std::memory_order_seq_cst);
+  while (marks_[d % marks_.size()].load(std::memory_order_seq_cst) == d + 1) {
+    if (done_.compare_exchange_weak(d, d + 1, std::memory_order_seq_cst)) ++d;
+  }
+}
+
 size_t CopyQueue::run() {
   size_t ran = 0;
-  uint64_t i = claimed_.load(std::memory_order_relaxed);
-  while (i < published_.load(std::memory_order_acquire)) {
-    if (!claimed_.compare_exchange_weak(i, i + 1, std::memory_order_acq_rel)) continue;  // i reloaded
+  uint64_t i = 0;
+  while (sequence_.claim(published_.load(std::memory_order_acquire), i)) {
     const Job& job = jobs_[i % jobs_.size()];
     std::memcpy(job.dst, job.src, job.n);
-    // Then advance done_ over every finished job in order (another thread may finish the one before).
-    // Sequentially consistent: two threads that each mark a job and then look at the other's mark must
-    // not both miss the other's (the store-buffer pattern), or done_ would stop below a finished job.
-    marks_[i % marks_.size()].store(i + 1, std::memory_order_seq_cst);
-    uint64_t d = done_.load(std::memory_order_seq_cst);
-    while (marks_[d % marks_.size()].load(std::memory_order_seq_cst) == d + 1) {
-      if (done_.compare_exchange_weak(d, d + 1, std::memory_order_seq_cst)) ++d;
-    }
+    sequence_.finish(i);
     ++ran;
-    i = claimed_.load(std::memory_order_relaxed);
   }
   return ran;
 }
@@ -187,33 +199,58 @@ void IoThread::read_errors() {
   caller_->has_unreachable.store(true, std::memory_order_release);
 }
 
-bool IoThread::send_ready() {
-  bool sent = false;
+void IoThread::send_batch(TxBatch& b) {
+  // The payload CRCs the engine left to the wire (EngineConfig::wire_seals_payload_crc): here, off the
+  // engine's thread, and in parallel with the other I/O threads. The time the batch waited for a thread
+  // goes into its ACKs' remote delay: it is this host's queueing, not the fabric's.
+  const TimeNs waited = UdpWire::now() - b.polled_ns;
+  for (size_t i = 0; i < b.count; ++i) {
+    engine::seal_seg_payload_crc(b.packets[i]);
+    engine::add_tx_wait(b.packets[i], waited);
+  }
+  const uint64_t errors_before = sender_.counters().error_retries;
+  sender_.send(std::span<const TxItem>(b.items.data(), b.count), sockets_, b.peers, gso_);
+  // Alive, only busy: a batch of 60 KiB datagrams takes hundreds of microseconds to send.
+  heartbeat_.store(UdpWire::now(), std::memory_order_relaxed);
+  // A send that failed may have failed on a queued ICMP error (a peer's closed port).
+  if (sender_.counters().error_retries != errors_before) read_errors();
+}
+
+int IoThread::send_ready() {
+  int sent = 0;
   // A bounded number of batches per call, then the sockets are read: while the engine's thread keeps
   // this thread's lanes busy (their window opened by ACKs that other threads receive), an unbounded
   // loop here never returned to this thread's own receive-group member, whose ACKs then overflowed the
   // socket buffer (seen on the 16-core host: 8 MiB queued, thousands dropped, each loss a burst of
   // retransmissions).
-  for (int k = 0; k < kTxBatchesPerRound; ++k) {
-    TxBatch* b = tx_.consumer_slot();
+  for (; sent < kTxBatchesPerRound; ++sent) {
+    uint64_t seq = 0;
+    TxBatch* b = tx_.claim(seq);
     if (b == nullptr) break;
-    // The payload CRCs the engine left to the wire (EngineConfig::wire_seals_payload_crc): here, off the
-    // engine's thread, and in parallel with the other I/O threads. The time the batch waited for this
-    // thread goes into its ACKs' remote delay: it is this host's queueing, not the fabric's.
-    const TimeNs waited = UdpWire::now() - b->polled_ns;
-    for (size_t i = 0; i < b->count; ++i) {
-      engine::seal_seg_payload_crc(b->packets[i]);
-      engine::add_tx_wait(b->packets[i], waited);
-    }
-    const uint64_t errors_before = sender_.counters().error_retries;
-    sender_.send(std::span<const TxItem>(b->items.data(), b->count), sockets_, b->peers, gso_);
-    tx_.release();
-    // Alive, only busy: a batch of 60 KiB datagrams takes hundreds of microseconds to send.
-    heartbeat_.store(UdpWire::now(), std::memory_order_relaxed);
-    // A send that failed may have failed on a queued ICMP error (a peer's closed port).
-    if (sender_.counters().error_retries != errors_before) read_errors();
-    sent = true;
+    send_batch(*b);
+    tx_.finish(seq);
     copies_.run();  // received payload waiting to be given to its receive
+  }
+  if (sent > 0) publish_tx_counters();
+  return sent;
+}
+
+bool IoThread::send_for_stalled() {
+  if (stall_ns_ <= 0 || siblings_.size() < 2) return false;
+  TimeNs now = 0;
+  bool sent = false;
+  for (const auto& s : siblings_) {
+    if (s.get() == this || !s->tx_.has_unclaimed()) continue;
+    if (now == 0) now = UdpWire::now();
+    if (!s->stalled(now, stall_ns_)) continue;
+    // One batch per stalled sibling per loop: this thread's own lanes come first.
+    uint64_t seq = 0;
+    TxBatch* b = s->tx_.claim(seq);
+    if (b == nullptr) continue;  // its thread, or another sibling, took it first
+    send_batch(*b);
+    add(counters_.tx_stolen, b->count);  // before finish(): the slot is the producer's again after it
+    s->tx_.finish(seq);
+    sent = true;
   }
   if (sent) publish_tx_counters();
   return sent;
@@ -305,8 +342,11 @@ void IoThread::run() {
     heartbeat_.store(UdpWire::now(), std::memory_order_relaxed);
     bool rx_full = false;
     const bool copied = copies_.run() > 0;
-    const bool sent = send_ready();
+    const int own_sent = send_ready();
     bool received = receive_ready(rx_full);
+    // Batches queued on a stalled sibling, once this thread's own queue is drained.
+    const bool sent_for_sibling = own_sent < kTxBatchesPerRound && send_for_stalled();
+    const bool sent = own_sent > 0 || sent_for_sibling;
     // Only when its own socket was quiet: a sibling's lanes never come before this thread's own.
     if (!received && !rx_full) received = steal_from_stalled(rx_full);
     if (sent || received || copied) {
@@ -330,7 +370,7 @@ void IoThread::run() {
     // Looked at again after `sleeping_` is set: requests that became pending meanwhile were published
     // with a wake() this thread may have missed; it polls for them instead of sleeping.
     const bool now_pending = !pending && caller_->pending.load(std::memory_order_seq_cst);
-    if (tx_.consumer_slot() == nullptr && !copies_.busy() && !stop_.load() && !now_pending) {
+    if (!tx_.has_unclaimed() && !copies_.busy() && !stop_.load() && !now_pending) {
       add(counters_.sleeps, 1);
       epoll_event events[8];
       const int rc = epoll_wait(epfd_, events, 8, kMaxSleepMs);

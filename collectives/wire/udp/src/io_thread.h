@@ -67,6 +67,66 @@ class SlotRing {
   alignas(64) std::atomic<uint64_t> tail_{0};  // slots released (written by the consumer)
 };
 
+// Jobs numbered 0, 1, 2, ... that several threads may run: each job is claimed by exactly one of them
+// (claim), finished in any order (finish), and done() counts the jobs finished in order, so that "every
+// job below n is finished" is one comparison. Used by the payload copies (any thread that gets there
+// first) and by the TX batches (their I/O thread, or a sibling while it is stalled).
+class ClaimedSequence {
+ public:
+  explicit ClaimedSequence(size_t capacity) : marks_(capacity) {}
+  // Claims the oldest job below `available` that nobody has claimed; false if there is none.
+  bool claim(uint64_t available, uint64_t& job);
+  // Marks a claimed job finished, and advances done() over every finished job in order.
+  void finish(uint64_t job);
+  uint64_t done() const { return done_.load(std::memory_order_acquire); }
+  bool unclaimed_below(uint64_t available) const { return claimed_.load(std::memory_order_acquire) < available; }
+
+ private:
+  // marks_[i % size] == i + 1 once job i is finished: jobs finish out of order when several threads run
+  // them, and done_ advances over the marks in order (a mark is never reset: a later job's index
+  // differs). The capacity must be at least the jobs that can be outstanding at once.
+  std::vector<std::atomic<uint64_t>> marks_;
+  alignas(64) std::atomic<uint64_t> claimed_{0};
+  alignas(64) std::atomic<uint64_t> done_{0};
+};
+
+// The batches the engine's thread hands one I/O thread to send: a ring of preallocated slots with one
+// producer (the engine's thread, under the wire's lock) and claiming consumers. The I/O thread claims
+// them in order; while it is stalled (IoThread::stalled) its siblings claim what it has not, so that a
+// thread without a CPU holds at most the one batch it was sending. released() counts the batches sent
+// in order, so a send's TX fence (the batches that read its buffer) passes only once every batch up to
+// its own has been sent, by whichever thread.
+template <class T>
+class ClaimRing {
+ public:
+  explicit ClaimRing(std::vector<std::unique_ptr<T>> slots)
+      : slots_(std::move(slots)), sequence_(slots_.size()) {}
+  // Producer: the slot to fill next, or nullptr while every slot is published and not yet released.
+  T* producer_slot() {
+    const uint64_t head = head_.load(std::memory_order_relaxed);
+    if (head - sequence_.done() >= slots_.size()) return nullptr;
+    return slots_[head % slots_.size()].get();
+  }
+  // Producer: hands the slot over (sequentially consistent, as SlotRing::publish).
+  void publish() { head_.fetch_add(1, std::memory_order_seq_cst); }
+  // Consumers: claims the oldest published slot nobody has claimed; nullptr if none. Give it back with
+  // finish(seq) once nothing reads it any more.
+  T* claim(uint64_t& seq) {
+    if (!sequence_.claim(head_.load(std::memory_order_seq_cst), seq)) return nullptr;
+    return slots_[seq % slots_.size()].get();
+  }
+  void finish(uint64_t seq) { sequence_.finish(seq); }
+  // Any thread: whether a published slot waits to be claimed.
+  bool has_unclaimed() const { return sequence_.unclaimed_below(head_.load(std::memory_order_seq_cst)); }
+  uint64_t published() const { return head_.load(std::memory_order_acquire); }
+  uint64_t released() const { return sequence_.done(); }
+
+ private:
+  std::vector<std::unique_ptr<T>> slots_;
+  alignas(64) std::atomic<uint64_t> head_{0};  // slots published (written by the producer)
+  ClaimedSequence sequence_;
+};
+
 // Payload copies into posted receive buffers, handed by the engine's thread to an I/O thread (the one
 // whose batch holds the source bytes) and run by whoever gets to a job first: the I/O thread between its
 // system calls, or a thread that must see them done now (caller-driven progress, a close). done() says how
@@ -75,11 +135,11 @@ class SlotRing {
 // its ACKs and the next round go on while the I/O threads copy).
 class CopyQueue {
  public:
-  explicit CopyQueue(size_t capacity) : jobs_(capacity), marks_(capacity) {}
+  explicit CopyQueue(size_t capacity) : jobs_(capacity), sequence_(capacity) {}
   // Engine's thread (under the wire's lock): queues a copy; false when every slot holds a copy not yet
   // done (copy it yourself).
   bool push(uint8_t* dst, const uint8_t* src, size_t n) {
-    if (pushed_ - done_.load(std::memory_order_acquire) >= jobs_.size()) return false;
+    if (pushed_ - sequence_.done() >= jobs_.size()) return false;
     jobs_[pushed_ % jobs_.size()] = Job{dst, src, n};
     ++pushed_;
     published_.store(pushed_, std::memory_order_release);
@@ -88,7 +148,7 @@ class CopyQueue {
   // Engine's thread: copies queued so far (a fence: done() >= it means all of them are finished).
   uint64_t pushed() const { return pushed_; }
   // Any thread: the copies finished, in queue order (every copy below it is done; acquire).
-  uint64_t done() const { return done_.load(std::memory_order_acquire); }
+  uint64_t done() const { return sequence_.done(); }
   // Any thread: whether copies are queued that no thread has finished.
   bool busy() const { return done() < published_.load(std::memory_order_acquire); }
   // Any thread: runs queued jobs nobody has claimed; returns how many it ran.
@@ -103,13 +163,9 @@ class CopyQueue {
     size_t n = 0;
   };
   std::vector<Job> jobs_;
-  // marks_[i % size] == i + 1 once job i is copied: jobs finish out of order when several threads run
-  // them, and done_ advances over the marks in order (a mark is never reset: a later job's index differs).
-  std::vector<std::atomic<uint64_t>> marks_;
   uint64_t pushed_ = 0;  // engine's thread only
   alignas(64) std::atomic<uint64_t> published_{0};
-  alignas(64) std::atomic<uint64_t> claimed_{0};
-  alignas(64) std::atomic<uint64_t> done_{0};
+  ClaimedSequence sequence_;
 };
 
 // Datagrams received from one socket by one recvmmsg, split and checked on the I/O thread.
@@ -141,8 +197,10 @@ struct IoThreadCounters {
       tx_dropped_full{0}, tx_dropped_error{0}, tx_error_retries{0}, tx_gso_fallbacks{0};
   std::atomic<uint64_t> rx_messages{0}, rx_gro_messages{0}, rx_syscalls{0}, rx_truncated{0}, rx_errors{0};
   std::atomic<uint64_t> sleeps{0};
-  // Messages this thread received from a stalled sibling's socket (IoThread::set_siblings).
+  // Messages this thread received from a stalled sibling's socket, and datagrams it sent from a stalled
+  // sibling's queue (IoThread::set_siblings).
   std::atomic<uint64_t> rx_stolen{0};
+  std::atomic<uint64_t> tx_stolen{0};
 };
 
 // Shared with the engine's thread. Where it sleeps: an I/O thread that published received datagrams
@@ -182,9 +240,10 @@ class IoThread {
 
   // Every I/O thread of the wire (this one among them), before any starts. With `stall_ns` > 0 this
   // thread, when its own socket is quiet, also reads the receive-group member of any sibling that is
-  // stalled(): a thread whose CPU the scheduler or the
-  // hypervisor took away would otherwise hold its lanes' datagrams, and every message that has bytes on
-  // those lanes, for as long as it is gone (milliseconds). The kernel gives each datagram to one reader.
+  // stalled(), and when its own TX queue is drained, sends that sibling's queued batches: a thread whose
+  // CPU the scheduler or the hypervisor took away would otherwise hold its lanes' datagrams, and every
+  // message that has bytes on those lanes, for as long as it is gone (milliseconds). The kernel gives
+  // each datagram to one reader; each batch is claimed by one thread (ClaimRing).
   void set_siblings(std::span<const std::unique_ptr<IoThread>> all, TimeNs stall_ns);
   // Whether the thread has given no sign of life (heartbeat) for longer than `stall_ns` while not asleep
   // in epoll.
@@ -205,7 +264,7 @@ class IoThread {
   void stop();
 
   SlotRing<RxBatch>& rx() { return rx_; }
-  SlotRing<TxBatch>& tx() { return tx_; }
+  ClaimRing<TxBatch>& tx() { return tx_; }
   CopyQueue& copies() { return copies_; }
   const CopyQueue& copies() const { return copies_; }
   // After publishing a TxBatch: wakes the thread if it sleeps.
@@ -222,7 +281,13 @@ class IoThread {
 
  private:
   void run();
-  bool send_ready();
+  // Sends up to kTxBatchesPerRound of this thread's batches; returns how many.
+  int send_ready();
+  // Sends one queued batch of each stalled sibling (set_siblings), so that a thread without a CPU holds
+  // no more than the batch it was sending: the sends they belong to complete, and their datagrams go
+  // out in lane order before retransmissions would be needed.
+  bool send_for_stalled();
+  void send_batch(TxBatch& b);
   bool receive_ready(bool& rx_full);
   // Receives what `fd` holds into this thread's batches; returns the messages received (rx_full: no
   // free batch).
@@ -242,7 +307,7 @@ class IoThread {
   PollPolicy poll_;
   CallerWake* caller_;
   SlotRing<RxBatch> rx_;
-  SlotRing<TxBatch> tx_;
+  ClaimRing<TxBatch> tx_;
   CopyQueue copies_;
   UdpSender sender_;
   engine::Packet scratch_;             // decode_packet's output while checking CRCs

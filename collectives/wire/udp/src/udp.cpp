@@ -764,6 +764,7 @@ UdpWireStats UdpWire::stats() const {
     s.recv_errors += get(c.rx_errors);
     s.io_thread_sleeps += get(c.sleeps);
     s.rx_stolen += get(c.rx_stolen);
+    s.tx_stolen += get(c.tx_stolen);
     s.recv_messages_per_io_thread.push_back(get(c.rx_messages));
     const std::vector<uint64_t> per = t->per_socket();
     for (size_t i = 0; i < per.size() && i < s.datagrams_per_port.size(); ++i)

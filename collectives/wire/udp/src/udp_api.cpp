@@ -278,6 +278,18 @@ void UdpWire::wait_fence(Fence kind, const std::vector<uint64_t>& fence) {
   }
 }
 
+bool UdpWire::wait_fence_until(Fence kind, const std::vector<uint64_t>& fence, TimeNs deadline) {
+  while (!fence_passed(kind, fence)) {
+    if (now() >= deadline) return false;
+    for (const auto& t : io_->threads) {
+      t->wake();
+      if (kind == Fence::kCopies) t->copies().run();  // help with the copies rather than only wait
+    }
+    std::this_thread::yield();
+  }
+  return true;
+}
+
 std::vector<uint64_t> UdpWire::request_fence_locked(engine::ConnId conn, engine::RequestId req,
                                                     const engine::Completion& result) {
   // Empty when nothing of a send went to a thread (a 0-byte one), or every copy of a receive was made on
@@ -361,15 +373,27 @@ std::string UdpWire::connection_error(engine::ConnId conn) {
 }
 
 engine::Completion UdpWire::wait(engine::ConnId conn, engine::RequestId req, TimeNs timeout_ns) {
+  const TimeNs deadline = timeout_ns >= kNever - now() ? kNever : now() + timeout_ns;
   std::unique_lock<WireMutex> lock(mu_);
+  // A finished request whose fence does not pass by the deadline (an I/O thread that lost its CPU still
+  // holds its packets or copies, and no sibling took them over) goes back to Io::held for a later test()
+  // or wait(), and this wait times out: it does not block past its deadline.
+  auto fence_or_hold = [&](Io::Held held) {
+    lock.unlock();
+    if (wait_fence_until(held.kind, held.fence, deadline)) return held.completion;
+    lock.lock();
+    io_->held.emplace(std::make_pair(conn, req), std::move(held));
+    publish_finished_locked();
+    return engine::Completion{false, false, 0, 0,
+                              "timed out after " + seconds_text(timeout_ns) +
+                                  ": done, but an I/O thread has not finished with its buffer"};
+  };
   if (auto it = io_->held.find({conn, req}); it != io_->held.end()) {
     // An earlier test() saw it finish and holds it back for its fence: wait for that fence.
     Io::Held held = std::move(it->second);
     io_->held.erase(it);
     publish_finished_locked();
-    lock.unlock();
-    wait_fence(held.kind, held.fence);
-    return held.completion;
+    return fence_or_hold(std::move(held));
   }
   engine::Completion result;
   const bool done = wait_until(
@@ -390,9 +414,8 @@ engine::Completion UdpWire::wait(engine::ConnId conn, engine::RequestId req, Tim
   if (result.done && !io_->threads.empty()) {
     // The fence for its payload: out of the buffer (a send) or in it (a receive's copies).
     const Fence kind = result.send ? Fence::kTx : Fence::kCopies;
-    const std::vector<uint64_t> fence = request_fence_locked(conn, req, result);
-    lock.unlock();
-    wait_fence(kind, fence);
+    std::vector<uint64_t> fence = request_fence_locked(conn, req, result);
+    return fence_or_hold(Io::Held{kind, std::move(fence), std::move(result)});
   }
   return result;
 }

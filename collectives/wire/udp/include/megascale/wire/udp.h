@@ -45,6 +45,9 @@
 // under several peer ids while replies go to the address the connection was opened with.
 //
 // API change log:
+//   - (stalled TX takeover) wait() no longer blocks past its timeout on a finished request's fence: if
+//     an I/O thread still holds the request's packets or copies at the deadline, the request goes back
+//     to the held set for a later test() or wait() and the wait times out. UdpWireStats::tx_stolen.
 //   - (late acks) endpoint_stats(): the engine endpoint's counters, copied under the wire's lock (the NCCL
 //     plugin watches segments_received and duplicates_dropped for late ACKs).
 //   - (precise fences) a finished send waits only for the TX batches that hold its own packets
@@ -253,9 +256,11 @@ struct UdpWireStats {
   uint64_t sleeps = 0;            // threaded mode: times the thread slept in epoll
   uint64_t io_thread_sleeps = 0;  // io_threads > 0: times an I/O thread slept in epoll
   // io_threads > 0, UdpConfig::stall_ns: messages an I/O thread read from a stalled sibling's socket,
-  // and packets the engine's thread gave another I/O thread because their own had stalled.
+  // packets the engine's thread gave another I/O thread because their own had stalled, and datagrams
+  // an I/O thread sent from the queue of a stalled sibling (batches handed to it before it stalled).
   uint64_t rx_stolen = 0;
   uint64_t tx_rerouted = 0;
+  uint64_t tx_stolen = 0;
   // io_threads > 0: messages (a GRO aggregate counts once) each I/O thread received; an uneven split
   // means the lanes did not spread over the receive group (UdpCapabilities::rx_group).
   std::vector<uint64_t> recv_messages_per_io_thread;
@@ -329,7 +334,8 @@ class UdpWire {
   std::string connection_error(engine::ConnId conn);
 
   // Waits until the request is done or `timeout_ns` has passed; returns the completion (done = false
-  // with error "timed out after ..." on timeout: the request stays pending).
+  // with error "timed out after ..." on timeout: the request stays pending; also when it finished but an
+  // I/O thread has not yet finished with its buffer: a later test() or wait() reports it).
   engine::Completion wait(engine::ConnId conn, engine::RequestId req, TimeNs timeout_ns);
   // Waits for an incoming connection.
   Result<engine::ConnId> wait_accept(TimeNs timeout_ns);
@@ -435,6 +441,8 @@ class UdpWire {
   std::vector<uint64_t> fence_locked(Fence kind) const;
   bool fence_passed(Fence kind, const std::vector<uint64_t>& fence) const;
   void wait_fence(Fence kind, const std::vector<uint64_t>& fence);
+  // Waits without the lock until the fence passes or `deadline` (UdpWire::now()) comes; false then.
+  bool wait_fence_until(Fence kind, const std::vector<uint64_t>& fence, TimeNs deadline);
   // The fence a finished request waits for, taken out of its table: a send's TX batches that hold its
   // packets (Io::tx_marks), a receive's own payload copies (Io::copy_marks), rather than every batch
   // published or copy queued so far. Empty if none went to a thread.
