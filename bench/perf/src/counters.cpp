@@ -203,6 +203,9 @@ SideCounters side_delta(const SideSnapshot& a, const SideSnapshot& b) {
   d.send_dropped_full = v.send_dropped_full - u.send_dropped_full;
   d.progress_calls = v.progress_calls - u.progress_calls;
   d.fault_dropped = v.fault.dropped - u.fault.dropped;
+  d.rx_stolen = v.rx_stolen - u.rx_stolen;
+  d.tx_rerouted = v.tx_rerouted - u.tx_rerouted;
+  d.tx_stolen = v.tx_stolen - u.tx_stolen;
   d.kernel.ok = a.kernel.ok && b.kernel.ok;
   if (d.kernel.ok) {
     d.kernel.rcvbuf_errors = b.kernel.rcvbuf_errors - a.kernel.rcvbuf_errors;
@@ -242,6 +245,9 @@ SideCounters sum_sides(const SideCounters& a, const SideCounters& b, bool same_h
   s.send_dropped_full += b.send_dropped_full;
   s.progress_calls += b.progress_calls;
   s.fault_dropped += b.fault_dropped;
+  s.rx_stolen += b.rx_stolen;
+  s.tx_rerouted += b.tx_rerouted;
+  s.tx_stolen += b.tx_stolen;
   s.kernel.ok = a.kernel.ok && b.kernel.ok;
   s.kernel.socket_drops += b.kernel.socket_drops;  // different sockets: both count
   if (!same_host) {

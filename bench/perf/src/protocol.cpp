@@ -173,6 +173,9 @@ json to_json(const SideCounters& c) {
               {"send_dropped_full", c.send_dropped_full},
               {"progress_calls", c.progress_calls},
               {"fault_dropped", c.fault_dropped},
+              {"rx_stolen", c.rx_stolen},
+              {"tx_rerouted", c.tx_rerouted},
+              {"tx_stolen", c.tx_stolen},
               {"kernel_ok", c.kernel.ok},
               {"kernel_rcvbuf_errors", c.kernel.rcvbuf_errors},
               {"kernel_in_errors", c.kernel.in_errors},
@@ -216,6 +219,9 @@ SideCounters side_counters_from_json(const json& j) {
   c.send_dropped_full = u("send_dropped_full");
   c.progress_calls = u("progress_calls");
   c.fault_dropped = u("fault_dropped");
+  c.rx_stolen = u("rx_stolen");
+  c.tx_rerouted = u("tx_rerouted");
+  c.tx_stolen = u("tx_stolen");
   c.kernel.ok = j.value("kernel_ok", false);
   c.kernel.rcvbuf_errors = u("kernel_rcvbuf_errors");
   c.kernel.in_errors = u("kernel_in_errors");

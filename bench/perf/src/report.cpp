@@ -148,17 +148,24 @@ std::string wire_line(const RowCounters& c, uint64_t payload_bytes, uint64_t mes
   const SideCounters& t = c.total;
   const double gb = std::max(static_cast<double>(payload_bytes) / 1e9, 1e-12);
   auto per = [](uint64_t a, uint64_t b) { return b ? static_cast<double>(a) / static_cast<double>(b) : 0.0; };
+  // Only when it happened: most runs have no stalled I/O thread.
+  const std::string takeover =
+      t.rx_stolen + t.tx_rerouted + t.tx_stolen == 0
+          ? ""
+          : fmt::format("; stalled I/O threads' work taken over: {} messages received, {} packets rerouted, "
+                        "{} datagrams sent from their queues",
+                        t.rx_stolen, t.tx_rerouted, t.tx_stolen);
   return fmt::format(
       " # wire (both sides): per message {:.1f} datagrams, {:.2f} send + {:.2f} recv syscalls, {:.1f} "
       "progress "
       "calls; per GB {:.0f} send + {:.0f} recv syscalls; {:.1f} datagrams per send message ({} GSO), {:.1f} "
       "per "
-      "recv message ({} GRO); {:.2f} UDP bytes per payload byte; socket buffer full {}",
+      "recv message ({} GRO); {:.2f} UDP bytes per payload byte; socket buffer full {}{}",
       per(t.datagrams_sent, messages), per(t.send_syscalls, messages), per(t.recv_syscalls, messages),
       per(t.progress_calls, messages), static_cast<double>(t.send_syscalls) / gb,
       static_cast<double>(t.recv_syscalls) / gb, per(t.datagrams_sent, t.send_messages), t.gso_messages,
       per(t.datagrams_received, t.recv_messages), t.gro_messages, per(t.udp_bytes_sent, payload_bytes),
-      t.send_dropped_full);
+      t.send_dropped_full, takeover);
 }
 
 namespace {
@@ -181,6 +188,9 @@ json counters_json(const RowCounters& c) {
               {"kernel_rcvbuf_errors", t.kernel.rcvbuf_errors},
               {"kernel_in_errors", t.kernel.in_errors},
               {"socket_drops", t.kernel.socket_drops},
+              {"rx_stolen", t.rx_stolen},
+              {"tx_rerouted", t.tx_rerouted},
+              {"tx_stolen", t.tx_stolen},
               {"same_host", c.same_host},
               {"client", to_json(c.client)},
               {"server", to_json(c.server)}};

@@ -107,11 +107,14 @@ TEST(PerfSides, DeltaAndSumCountBothDirectionsAndTheHostOnce) {
   b.conn.timeouts = 1;
   b.conn.ecn_marks = 6;
   b.wire.send_syscalls = 10;
+  a.wire.tx_stolen = 5;
+  b.wire.tx_stolen = 12;
   a.kernel = {true, 100, 200, 7};
   b.kernel = {true, 103, 205, 9};
   const SideCounters d = side_delta(a, b);
   EXPECT_EQ(d.retransmits_fast, 4u);
   EXPECT_EQ(d.send_syscalls, 10u);
+  EXPECT_EQ(d.tx_stolen, 7u);
   EXPECT_EQ(d.kernel.rcvbuf_errors, 3u);
   EXPECT_EQ(d.kernel.in_errors, 5u);
   EXPECT_EQ(d.kernel.socket_drops, 2u);
@@ -121,6 +124,7 @@ TEST(PerfSides, DeltaAndSumCountBothDirectionsAndTheHostOnce) {
   other.kernel.socket_drops = 1;
   const SideCounters same = sum_sides(d, other, /*same_host=*/true);
   EXPECT_EQ(same.retransmits_fast, 8u);
+  EXPECT_EQ(same.tx_stolen, 14u);
   EXPECT_EQ(same.kernel.rcvbuf_errors, 3u);  // one host: counted once
   EXPECT_EQ(same.kernel.socket_drops, 3u);   // different sockets: both
   const SideCounters two = sum_sides(d, other, /*same_host=*/false);

@@ -175,6 +175,9 @@ TEST(PerfControl, SideCountersRoundTripIncludingRttBuckets) {
   c.sends_waited_for_credit = 17;
   c.send_syscalls = 1234;
   c.gso_messages = 77;
+  c.rx_stolen = 12;
+  c.tx_rerouted = 34;
+  c.tx_stolen = 56;
   c.kernel.ok = true;
   c.kernel.rcvbuf_errors = 5;
   c.kernel.socket_drops = 4;
@@ -191,6 +194,9 @@ TEST(PerfControl, SideCountersRoundTripIncludingRttBuckets) {
   EXPECT_EQ(back.sends_waited_for_credit, 17u);
   EXPECT_EQ(back.send_syscalls, 1234u);
   EXPECT_EQ(back.gso_messages, 77u);
+  EXPECT_EQ(back.rx_stolen, 12u);
+  EXPECT_EQ(back.tx_rerouted, 34u);
+  EXPECT_EQ(back.tx_stolen, 56u);
   EXPECT_TRUE(back.kernel.ok);
   EXPECT_EQ(back.kernel.rcvbuf_errors, 5u);
   EXPECT_EQ(back.kernel.socket_drops, 4u);

@@ -96,6 +96,11 @@ struct SideCounters {
   uint64_t send_dropped_full = 0;
   uint64_t progress_calls = 0;
   uint64_t fault_dropped = 0;  // injected by MEGASCALE_FAULT_* (not the kernel's)
+  // A stalled I/O thread's work taken over (--stall-us): messages read from its socket, packets given
+  // to a sibling instead, and datagrams a sibling sent from its queue.
+  uint64_t rx_stolen = 0;
+  uint64_t tx_rerouted = 0;
+  uint64_t tx_stolen = 0;
   // The kernel during the row.
   KernelUdp kernel;
 };
