@@ -470,8 +470,8 @@ TEST_P(UdpLoopback, StalledIoThreadsWorkIsTakenOverBySiblings) {
   ASSERT_TRUE(p.receiver->pause_io_thread(1, true));
   EXPECT_FALSE(p.receiver->pause_io_thread(2, true)) << "there is no third thread";
   // Paused before anything is posted and for longer than stall_ns, so that no batch is handed to it
-  // first: a send whose packets a stalled thread already holds still completes only once that thread
-  // has sent them (its buffer is read until then), though its receive completes from retransmissions.
+  // first: this test is about the rerouting and the stolen receives; the next one about batches a
+  // stalled thread already holds.
   std::this_thread::sleep_for(std::chrono::milliseconds(5));
   TransferResult r;
   transfer(p, {1, kMiB + 3, 16 * kMiB - 1, 8 * kMiB}, sec(20), r);

@@ -21,6 +21,21 @@ std::vector<std::unique_ptr<Item>> items(size_t n) {
   return v;
 }
 
+// Publishes values i * 7 + 1 for i = 0 .. count - 1, waiting for free slots.
+template <class Ring>
+void produce(Ring& ring, uint64_t count) {
+  for (uint64_t i = 0; i < count;) {
+    Item* slot = ring.producer_slot();
+    if (slot == nullptr) {
+      std::this_thread::yield();
+      continue;
+    }
+    slot->value = i * 7 + 1;
+    ring.publish();
+    ++i;
+  }
+}
+
 TEST(SlotRing, FullAndEmptyAreNullAndOrderIsKept) {
   SlotRing<Item> ring(items(3));
   EXPECT_EQ(ring.consumer_slot(), nullptr);
@@ -57,18 +72,7 @@ TEST(SlotRing, FullAndEmptyAreNullAndOrderIsKept) {
 TEST(SlotRing, ProducerAndConsumerThreadsHandOverEverySlot) {
   SlotRing<Item> ring(items(4));
   constexpr uint64_t kCount = 200'000;
-  std::thread producer([&] {
-    for (uint64_t i = 0; i < kCount;) {
-      Item* slot = ring.producer_slot();
-      if (slot == nullptr) {
-        std::this_thread::yield();
-        continue;
-      }
-      slot->value = i * 7 + 1;
-      ring.publish();
-      ++i;
-    }
-  });
+  std::thread producer([&] { produce(ring, kCount); });
   uint64_t expected = 0;
   uint64_t wrong = 0;
   while (expected < kCount) {
@@ -149,16 +153,7 @@ TEST(ClaimRing, ThreadsClaimEveryBatchExactlyOnce) {
       }
     });
   }
-  for (uint64_t i = 0; i < kCount;) {
-    Item* slot = ring.producer_slot();
-    if (slot == nullptr) {
-      std::this_thread::yield();
-      continue;
-    }
-    slot->value = i * 7 + 1;
-    ring.publish();
-    ++i;
-  }
+  produce(ring, kCount);
   while (ring.released() < kCount) std::this_thread::yield();
   stop.store(true);
   for (std::thread& c : consumers) c.join();
