@@ -15,8 +15,9 @@
 //                                                  t.copies()); b->copy_fence = t.copies().pushed(); }
 //   ... later, once t.copies().done() >= the oldest batch's copy_fence: t.rx().release();
 //
-// Both hand-overs are single-producer single-consumer rings of preallocated batches: no allocation and
-// no lock per packet. Internal to collectives/wire/udp.
+// Both hand-overs are rings of preallocated batches with one producer: no allocation and no lock per
+// packet. The receive ring has one consumer (the engine's thread); the send ring's batches are claimed
+// by the thread, or by a sibling while it is stalled (ClaimRing). Internal to collectives/wire/udp.
 #pragma once
 
 #include <atomic>
