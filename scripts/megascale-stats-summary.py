@@ -8,7 +8,8 @@ that NCCL closed) are summed: timeouts, those undone as spurious, RTO and fast r
 tail-loss probes, duplicates received, the sends that waited for the peer's receive (its credit: each
 waited a one-way trip at least) out of all sends, the largest RTT. Retransmissions that all arrive as
 duplicates mean the host stalled ACKs rather than lost data (collectives/nccl/README.md, "Stats"). Where the wires wrote their
-"wire" records (when they stopped), their system calls per GiB each way and datagrams per call follow.
+"wire" records (when they stopped), their system calls per GiB each way and datagrams per call follow,
+and, when an I/O thread stalled (MEGASCALE_STALL_US), how much of its work its siblings took over.
 Where the records split NCCL's request latency into phases ("phases", collectives/nccl/README.md,
 "Stats"), the line ends with a send's and a receive's time in microseconds: the median over the
 connections of each one's median, whole and by phase (medians of parts need not add up to the whole's).
@@ -29,7 +30,7 @@ PHASES = {"send": ("wait", "transfer", "ack", "report"), "recv": ("wait", "trans
 
 
 WIRE_FIELDS = ("bytes_sent", "bytes_received", "send_syscalls", "recv_syscalls", "datagrams_sent",
-               "datagrams_received")
+               "datagrams_received", "rx_stolen", "tx_rerouted", "tx_stolen")
 
 
 def count(record, key, where):
@@ -95,7 +96,15 @@ def wire_text(w):
             f"{per(w['recv_syscalls'], w['bytes_received'] / gib):,.0f} receive system calls per GiB, "
             f"{per(w['datagrams_sent'], w['send_syscalls']):.1f} datagrams per send call and "
             f"{per(w['datagrams_received'], w['recv_syscalls']):.1f} per receive call "
-            f"({w['count']} {'wire' if w['count'] == 1 else 'wires'})")
+            f"({w['count']} {'wire' if w['count'] == 1 else 'wires'})" + takeover_text(w))
+
+
+def takeover_text(w):
+    # Only when it happened: most runs have no stalled I/O thread.
+    if w["rx_stolen"] + w["tx_rerouted"] + w["tx_stolen"] == 0:
+        return ""
+    return (f"; stalled I/O threads' work taken over: {w['rx_stolen']:,} messages received, "
+            f"{w['tx_rerouted']:,} packets rerouted, {w['tx_stolen']:,} datagrams sent from their queues")
 
 
 def phases_text(medians):

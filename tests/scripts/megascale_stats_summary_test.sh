@@ -24,15 +24,17 @@ cp "$dir/run1/a.jsonl" "$dir/run3/"
 wire() {  # BYTES_SENT BYTES_RECEIVED SEND_SYSCALLS RECV_SYSCALLS DATAGRAMS_SENT DATAGRAMS_RECEIVED
   printf '{"event":"wire","wire":0,"udp":{"bytes_sent":%s,"bytes_received":%s,"send_syscalls":%s,"recv_syscalls":%s,"datagrams_sent":%s,"datagrams_received":%s}}\n' "$@"
 }
-# Two wires: 2 GiB sent in 4,000 calls, 1 GiB received in 4,000; 32,000 datagrams each way.
+# Two wires (and a third below): 2 GiB sent in 4,000 calls, 1 GiB received in 4,000; 32,000 datagrams each way.
 { wire 1073741824 536870912 1000 3000 20000 12000; wire 1073741824 536870912 3000 1000 12000 20000; } >> "$dir/run3/a.jsonl"
+# A wire whose I/O threads stalled: the takeover counters, summed over wires, only where not all zero.
+printf '{"event":"wire","wire":1,"udp":{"rx_stolen":1500,"tx_rerouted":20,"tx_stolen":7}}\n' >> "$dir/run3/a.jsonl"
 # A running wire's snapshot is not its total: left out.
 wire 9 9 9 9 9 9 | sed 's/"event":"wire"/"event":"wire_periodic"/' >> "$dir/run3/a.jsonl"
 
 out=$(python3 "$summary" r1="$dir/run1" r2="$dir/empty" r3="$dir/run3") || fail "exit $? on good input"
 expected="- r1: 8 timeouts (3 undone as spurious), 18 RTO and 2 fast retransmissions, 5 tail probes, 18 duplicates received, 9 of 40 sends waited for a credit, RTT max 9.2 ms (2 connections)
 - r2: no stats records in $dir/empty
-- r3: 3 timeouts (1 undone as spurious), 7 RTO and 2 fast retransmissions, 4 tail probes, 0 duplicates received, 6 of 30 sends waited for a credit, RTT max 4.2 ms (1 connections); wires: 2,000 send and 4,000 receive system calls per GiB, 8.0 datagrams per send call and 8.0 per receive call (2 wires)"
+- r3: 3 timeouts (1 undone as spurious), 7 RTO and 2 fast retransmissions, 4 tail probes, 0 duplicates received, 6 of 30 sends waited for a credit, RTT max 4.2 ms (1 connections); wires: 2,000 send and 4,000 receive system calls per GiB, 8.0 datagrams per send call and 8.0 per receive call (3 wires); stalled I/O threads' work taken over: 1,500 messages received, 20 packets rerouted, 7 datagrams sent from their queues"
 [[ $out == "$expected" ]] || fail "got: $out"
 
 # Request phases: the median over the connections of each one's median, per role (two sends, one receive).
