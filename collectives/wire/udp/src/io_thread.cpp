@@ -159,13 +159,6 @@ bool IoThread::tx_released(uint64_t published) const {
   return tx_.released() >= published || !thread_.joinable() || stop_.load(std::memory_order_relaxed);
 }
 
-void IoThread::wait_tx_released(uint64_t published) {
-  while (tx_.released() < published && thread_.joinable() && !stop_.load(std::memory_order_relaxed)) {
-    wake();
-    std::this_thread::yield();
-  }
-}
-
 std::vector<uint64_t> IoThread::per_socket() const {
   std::vector<uint64_t> v(sockets_.size());
   for (size_t i = 0; i < v.size(); ++i) v[i] = per_socket_[i].load(std::memory_order_relaxed);

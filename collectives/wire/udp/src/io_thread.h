@@ -270,10 +270,9 @@ class IoThread {
   const CopyQueue& copies() const { return copies_; }
   // After publishing a TxBatch: wakes the thread if it sleeps.
   void wake();
-  // Waits until the thread has sent (or dropped) its first `published` TX batches, i.e. no longer reads
-  // their payloads; returns at once if the thread is stopped (it will never read them). Needs no lock.
-  void wait_tx_released(uint64_t published);
-  // Whether it has (or is stopped); never waits.
+  // Whether the thread's first `published` TX batches are sent (or dropped), i.e. their payloads are no
+  // longer read, by it or by a sibling; true at once if the thread is stopped (it will never read them).
+  // Never waits; needs no lock.
   bool tx_released(uint64_t published) const;
 
   const IoThreadCounters& counters() const { return counters_; }

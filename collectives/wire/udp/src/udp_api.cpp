@@ -267,18 +267,7 @@ bool UdpWire::fence_passed(Fence kind, const std::vector<uint64_t>& fence) const
   return true;
 }
 
-void UdpWire::wait_fence(Fence kind, const std::vector<uint64_t>& fence) {
-  for (size_t t = 0; t < fence.size(); ++t) {
-    detail::IoThread& th = *io_->threads[t];
-    if (kind == Fence::kTx) {
-      th.wait_tx_released(fence[t]);
-    } else {
-      th.copies().finish(fence[t]);
-    }
-  }
-}
-
-bool UdpWire::wait_fence_until(Fence kind, const std::vector<uint64_t>& fence, TimeNs deadline) {
+bool UdpWire::wait_fence(Fence kind, const std::vector<uint64_t>& fence, TimeNs deadline) {
   while (!fence_passed(kind, fence)) {
     if (now() >= deadline) return false;
     for (const auto& t : io_->threads) {
@@ -380,7 +369,7 @@ engine::Completion UdpWire::wait(engine::ConnId conn, engine::RequestId req, Tim
   // or wait(), and this wait times out: it does not block past its deadline.
   auto fence_or_hold = [&](Io::Held held) {
     lock.unlock();
-    if (wait_fence_until(held.kind, held.fence, deadline)) return held.completion;
+    if (wait_fence(held.kind, held.fence, deadline)) return held.completion;
     lock.lock();
     io_->held.emplace(std::make_pair(conn, req), std::move(held));
     publish_finished_locked();

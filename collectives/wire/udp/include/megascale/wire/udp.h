@@ -440,9 +440,8 @@ class UdpWire {
   enum class Fence : uint8_t { kTx, kCopies };
   std::vector<uint64_t> fence_locked(Fence kind) const;
   bool fence_passed(Fence kind, const std::vector<uint64_t>& fence) const;
-  void wait_fence(Fence kind, const std::vector<uint64_t>& fence);
-  // Waits without the lock until the fence passes or `deadline` (UdpWire::now()) comes; false then.
-  bool wait_fence_until(Fence kind, const std::vector<uint64_t>& fence, TimeNs deadline);
+  // Waits without the lock until the fence passes (true) or `deadline` (UdpWire::now()) comes (false).
+  bool wait_fence(Fence kind, const std::vector<uint64_t>& fence, TimeNs deadline = kNever);
   // The fence a finished request waits for, taken out of its table: a send's TX batches that hold its
   // packets (Io::tx_marks), a receive's own payload copies (Io::copy_marks), rather than every batch
   // published or copy queued so far. Empty if none went to a thread.
