@@ -143,6 +143,17 @@ struct Expectations {
   [[noreturn]] void exit() const { std::_Exit(bad == 0 ? 0 : 1); }
 };
 
+// What went wrong in a forked run, for its "not as expected" line: the load error, or each case that
+// did not pass with its detail (a HANG, or the step and error that failed) and the plugin's warnings.
+std::string failures(const Report& r) {
+  if (!r.load_error.empty()) return " (load: " + r.load_error + ")";
+  std::string s;
+  for (const CaseResult& c : r.cases) {
+    if (!c.passed) s += "\n  case " + c.name + ": " + describe(c);
+  }
+  return s;
+}
+
 // The text of every file in `dir` whose extension is `ext` (".jsonl", ".prom"), one after another.
 std::string files_text(const std::string& dir, const std::string& ext) {
   std::string all;
@@ -174,7 +185,7 @@ void expect_forked_run_passes(const char* prefix, void (*child)(const std::strin
   o.cases = {"steps_in_flight"};
   const Report r = run(o);
   Expectations expect;
-  expect(r.load_error.empty() && r.cases.size() == 1 && r.cases[0].passed, "the case passes");
+  expect(r.load_error.empty() && r.cases.size() == 1 && r.cases[0].passed, "the case passes" + failures(r));
   expect(log_has(r, "MEGASCALE_LANES=2 (environment)"), "MEGASCALE_LANES echoed at INFO");
   // The controller in effect: the default, unless the outer environment chose one. (The ThreadSanitizer
   // stage of scripts/test.sh sets MEGASCALE_CC=fixed: under its slowdown the default hybrid controller
@@ -274,7 +285,7 @@ void expect_forked_run_passes(const char* prefix, void (*child)(const std::strin
   o.cases = {"steps_in_flight"};  // 64 sends of 512 KiB then 256 of 1 KiB, 8 in flight, each way once
   const Report r = run(o);
   Expectations expect;
-  expect(r.load_error.empty() && r.cases.size() == 1 && r.cases[0].passed, "the case passes");
+  expect(r.load_error.empty() && r.cases.size() == 1 && r.cases[0].passed, "the case passes" + failures(r));
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
   const std::string path = dir + "/trace-" + host + "-" + std::to_string(::getpid()) + ".json";
@@ -349,7 +360,7 @@ void expect_forked_run_passes(const char* prefix, void (*child)(const std::strin
   o.comms_per_thread = 2;
   const Report r = run(o);
   Expectations expect;
-  expect(r.load_error.empty() && r.cases.size() == 1 && r.cases[0].passed, "the case passes");
+  expect(r.load_error.empty() && r.cases.size() == 1 && r.cases[0].passed, "the case passes" + failures(r));
   const std::string jsonl = files_text(dir, ".jsonl");
   size_t periodic = 0;
   for (size_t at = jsonl.find("\"event\":\"periodic\""); at != std::string::npos;
@@ -371,7 +382,7 @@ void expect_forked_run_passes(const char* prefix, void (*child)(const std::strin
   const Report r = run(o);
   Expectations expect;
   expect(r.load_error.empty() && r.cases.size() == 2 && r.cases[0].passed && r.cases[1].passed,
-         "both cases pass");
+         "both cases pass" + failures(r));
   expect(log_has(r, "MEGASCALE_PAYLOAD_CRC=0 (environment)"), "MEGASCALE_PAYLOAD_CRC echoed at INFO");
   expect(log_has(r, "payload CRC off"), "each wire's INFO line says the payload CRC is off");
   long long unchecked = 0;
@@ -395,7 +406,7 @@ void expect_forked_run_passes(const char* prefix, void (*child)(const std::strin
   Expectations expect;
   bool passed = r.load_error.empty() && r.cases.size() == o.cases.size();
   for (const CaseResult& c : r.cases) passed = passed && c.passed;
-  expect(passed, "the cases pass");
+  expect(passed, "the cases pass" + failures(r));
   const bool warned = log_has(r, "were ones this side already had: the peer resent them because its ACKs");
   if (std::string(warn_s) == "0") {
     expect(log_has(r, "MEGASCALE_LATE_ACK_WARN_S=0 (no late-ACK warning) (environment)"), "the echo says off");
