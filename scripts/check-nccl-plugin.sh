@@ -55,8 +55,17 @@
 #                        How many polling threads a host holds varies from host to host (with 4 ranks on
 #                        4 x H200 hosts of one kind, 2 x (1 + 6) gave 0.9-1.0 GB/s on one and 3.6-10.5 on
 #                        another: docs/PERFORMANCE.md, sixteenth session): this finds the one for yours
-# STEPS picks steps by name: kill, check, fault, bench, lat, layouts, torch (default all of them but
-# layouts); STEPS=bench measures bandwidth only, STEPS=lat small-message latency only.
+#   8. ceiling           (only when STEPS names it) NCCL's own ceiling over a host-memory net: the Null net
+#                        (build/collectives/nccl/libnccl-net-null.so, NCCL_NET=Null: it moves no bytes,
+#                        a send completes once its receive is posted; results are wrong, so --no-check;
+#                        NCCL_PROTO=Simple, since LL and LL128 wait for flags inside the data)
+#                        beside Socket 4x4 and MegaScale, the bandwidth step's sizes, ROUNDS interleaved
+#                        rounds; table in $OUT/ceiling.md (nccl-bandwidth-table.py --variants: each net
+#                        over Socket 4x4 round by round). The Null net reports the MegaScale plugin's
+#                        speed and no PCI path, so NCCL gives it the same channels: what it reaches is
+#                        the most any host-memory net could at that channel count
+# STEPS picks steps by name: kill, check, fault, bench, lat, layouts, ceiling, torch (default all of them
+# but layouts and ceiling); STEPS=bench measures bandwidth only, STEPS=lat small-message latency only.
 #
 # Ranks: NRANKS (default: the number of GPUs, at least 2). With fewer GPUs than ranks, ranks share GPUs
 # and each gets its own NCCL_HOSTID, so NCCL sees separate hosts (no "Duplicate GPU") and uses the net.
@@ -71,6 +80,7 @@ cd "$(dirname "$0")/.."
 
 build=${1:-build}
 plugin=$(readlink -f "$build/collectives/nccl/libnccl-net-megascale.so" || true)
+null_net=$(readlink -f "$build/collectives/nccl/libnccl-net-null.so" || true)
 check=$build/tests/gpu/nccl_check
 out=${OUT:-out/nccl-plugin}
 max=${MAX_BYTES:-1G}
@@ -100,8 +110,8 @@ if [[ $profile_on == 1 ]] && ! command -v perf > /dev/null; then
   profile_on=0
 fi
 for s in $steps; do
-  [[ $s == kill || $s == check || $s == fault || $s == bench || $s == lat || $s == layouts || $s == torch ]] ||
-    die "STEPS has '$s': the steps are kill, check, fault, bench, lat, layouts and torch"
+  [[ $s == kill || $s == check || $s == fault || $s == bench || $s == lat || $s == layouts || $s == ceiling ||
+     $s == torch ]] || die "STEPS has '$s': the steps are kill, check, fault, bench, lat, layouts, ceiling and torch"
 done
 want() { [[ $steps == *" $1 "* ]]; }
 # LAYOUTS for the layouts step: "default" or WIRESxIO_THREADS, two or more, each once.
@@ -117,6 +127,9 @@ if want layouts; then
     seen_layout[$l]=1
   done
   (( ${#layouts[@]} >= 2 )) || die "LAYOUTS='${LAYOUTS:-}': two or more layouts to compare"
+fi
+if want ceiling; then
+  [[ -n $null_net && -f $null_net ]] || die "STEPS has ceiling but there is no $build/collectives/nccl/libnccl-net-null.so"
 fi
 mkdir -p "$out"
 echo "check-nccl-plugin: $nranks ranks on $ngpus GPU(s), plugin $plugin, steps:${steps% }, logs in $out"
@@ -362,7 +375,7 @@ report_table() {
 
 # The first NCCL run on a host (or after MPS starts) is often slow whatever the net: one untimed run
 # before the first timed step.
-if want bench || want lat || want layouts; then
+if want bench || want lat || want layouts || want ceiling; then
   run warmup "${socket_env[@]}" -- --min-bytes 64M --max-bytes 64M --types float --iters 2 \
     --ops allreduce --no-check > /dev/null || true
 fi
@@ -462,6 +475,40 @@ if want layouts; then
     report_table layouts "$out/layouts.md" "${layout_stats[@]}"
   else
     echo "!! layouts: no table (see above)"
+    verdict=1
+  fi
+fi
+
+if want ceiling; then
+  nets=(socket-4x4 megascale null)
+  declare -A ceiling_csvs=()
+  ceiling_stats=()
+  for ((k = 1; k <= rounds; k++)); do
+    for ((j = 0; j < 3; j++)); do
+      net=${nets[(k - 1 + j) % 3]}
+      label=ceiling-$net-r$k
+      extra=()
+      case $net in
+        socket-4x4) envs=("${socket_env[@]}" NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4) via=Socket ;;
+        megascale) envs=("${megascale_env[@]}" MEGASCALE_STATS_DIR="$out/stats-$label") via=MegaScale
+                   ceiling_stats+=("$label=$out/stats-$label") ;;
+        null) envs=(NCCL_NET_PLUGIN="$null_net" NCCL_NET=Null NCCL_PROTO=Simple) via=Null extra=(--no-check) ;;
+      esac
+      failed=0
+      run "$label" "${envs[@]}" -- --min-bytes "$bench_min" --max-bytes "$max" --factor 2 --types float \
+        --exact-sizes ${bench_ops:+--ops "$bench_ops"} "${extra[@]}" --csv "$out/$label.csv" || failed=1
+      every_channel_via "$label" "$via" || failed=1
+      [[ $net != socket-4x4 && $failed == 1 ]] && verdict=1
+      [[ -s $out/$label.csv ]] && ceiling_csvs[$net]+="${ceiling_csvs[$net]:+,}$out/$label.csv"
+    done
+  done
+  variants=()
+  for net in "${nets[@]}"; do variants+=("$net=${ceiling_csvs[$net]:-}"); done
+  if python3 scripts/nccl-bandwidth-table.py --variants --ranks "$nranks" "${variants[@]}" > "$out/ceiling.md"; then
+    printf '\n"null" is the Null net: no bytes moved, a send done once its receive is posted (its results are not checked).\n' >> "$out/ceiling.md"
+    report_table ceiling "$out/ceiling.md" "${ceiling_stats[@]}"
+  else
+    echo "!! ceiling: no table (see above)"
     verdict=1
   fi
 fi

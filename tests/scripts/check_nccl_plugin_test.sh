@@ -24,7 +24,7 @@ printf '#!/bin/sh\necho "GPU 0: stand-in (UUID: GPU-0)"\n' > "$dir/bin/nvidia-sm
 cat > "$dir/build/tests/gpu/nccl_check" <<'FAKE'
 #!/usr/bin/env bash
 # Stand-in for tests/gpu/nccl_check: --rank R --csv FILE --ops OPS ...; NCCL_NET picks the bandwidth.
-rank=0 nranks=2 csv= ops=allreduce exact= kill_mode=
+rank=0 nranks=2 csv= ops=allreduce exact= kill_mode= all_args="$*"
 while (( $# )); do
   case $1 in
     --rank) rank=$2; shift ;;
@@ -51,13 +51,14 @@ if [[ -n $kill_mode ]]; then
 fi
 net=$NCCL_NET
 [[ $net == Socket && ${NCCL_SOCKET_NTHREADS:-} == 4 ]] && net=Socket4x4
+[[ $net == Null && ( $all_args != *--no-check* || $NCCL_NET_PLUGIN != /* || ${NCCL_PROTO:-} != Simple ) ]] && echo "Null checked or relative" >> "$ORDER_LOG"
 [[ $rank == 0 ]] && echo "$net${csv:+ timed}${exact:+ exact}${MEGASCALE_IO_THREADS:+ io$MEGASCALE_IO_THREADS}" >> "$ORDER_LOG"
 via=$NCCL_NET
 [[ $NCCL_NET == MegaScale && -n ${FAKE_WRONG_NET:-} ]] && via=Socket
 echo "host:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/$via/0" > "$NCCL_DEBUG_FILE"
 [[ $NCCL_NET == MegaScale && -z ${MEGASCALE_IO_THREADS:-} ]] &&
   echo "host:1:2 [0] NCCL INFO NET/MegaScale : MEGASCALE_IO_THREADS=6 (stand-in share: 2 wires x (1 + 6 I/O threads)) (default)" >> "$NCCL_DEBUG_FILE"
-case $net in MegaScale) bw=6.00 us=60 ;; Socket) bw=3.00 us=20 ;; Socket4x4) bw=4.00 us=15 ;; esac
+case $net in MegaScale) bw=6.00 us=60 ;; Socket) bw=3.00 us=20 ;; Socket4x4) bw=4.00 us=15 ;; Null) bw=12.00 us=5 ;; esac
 [[ $net == MegaScale && ${MEGASCALE_IO_THREADS:-} == 3 && ${MEGASCALE_LANES:-} == 3 ]] && bw=7.50  # the layouts step
 if [[ -n $csv && $rank == 0 ]]; then
   echo "op,type,size_bytes,count,time_us,algbw_gbps,busbw_gbps,wrong" > "$csv"
@@ -192,9 +193,29 @@ for bad in "default 2y3" "default 0x3" "default 2x65" "default 2x03" "2x3 2x3" "
   grep -qE "LAYOUTS(=| has )" "$dir/out.log" || fail "LAYOUTS=$bad: message: $(cat "$dir/out.log")"
 done
 
+# The ceiling step: the Null net (no bytes moved, so --no-check) beside Socket 4x4 and MegaScale in
+# interleaved rounds, each over Socket 4x4; its channels must be on NET/Null; without the library the
+# step is refused up front.
+rm -f "$ORDER_LOG"
+: > "$dir/build/collectives/nccl/libnccl-net-null.so"
+check STEPS=ceiling ROUNDS=2 BENCH_OPS=allreduce || { cat "$dir/out.log"; fail "STEPS=ceiling: exit $?"; }
+expected=$'Socket\nSocket4x4 timed exact\nMegaScale timed exact\nNull timed exact\nMegaScale timed exact\nNull timed exact\nSocket4x4 timed exact'
+[[ $(cat "$ORDER_LOG") == "$expected" ]] || fail "ceiling runs in this order: $(tr '\n' ' ' < "$ORDER_LOG")"
+ceiling=$dir/out/ceiling.md
+grep -qF '| AllReduce | 67108864 | 4.00 | 6.00 | 12.00 | 1.50 (1.50-1.50) | 3.00 (3.00-3.00) |' "$ceiling" ||
+  fail "ceiling table: $(cat "$ceiling")"
+grep -qF 'ok ceiling-null-r1: all 2 channel lines say via NET/Null' "$dir/out.log" ||
+  { cat "$dir/out.log"; fail "Null's channels not checked"; }
+grep -qF -- '- ceiling-megascale-r1: 4 timeouts' "$ceiling" || fail "ceiling transport line: $(cat "$ceiling")"
+grep -q '^check-nccl-plugin: PASS' "$dir/out.log" || fail "STEPS=ceiling: no PASS line"
+rm "$dir/build/collectives/nccl/libnccl-net-null.so"
+check STEPS=ceiling
+(( $? == 2 )) || fail "STEPS=ceiling without the Null net: exit status"
+grep -qF "STEPS has ceiling but there is no" "$dir/out.log" || fail "no-Null-net message: $(cat "$dir/out.log")"
+
 check STEPS="bench tune"
 (( $? == 2 )) || fail "STEPS=bench tune: exit status"
-grep -qF "STEPS has 'tune': the steps are kill, check, fault, bench, lat, layouts and torch" "$dir/out.log" ||
+grep -qF "STEPS has 'tune': the steps are kill, check, fault, bench, lat, layouts, ceiling and torch" "$dir/out.log" ||
   fail "STEPS message: $(cat "$dir/out.log")"
 check ROUNDS=0
 (( $? == 2 )) || fail "ROUNDS=0: exit status"

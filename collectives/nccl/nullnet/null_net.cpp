@@ -1,0 +1,338 @@
+// libnccl-net-null.so (NCCL name "Null"): a net that moves no bytes, for measuring what NCCL itself can
+// do over a host-memory net on this host: its ring pipeline, its proxy thread, the GPU's reads and
+// writes of pinned host memory. Not a transport: receive buffers keep whatever they held, so every
+// collective's result is WRONG (run nccl_check with --no-check). It says so at init.
+//
+// A connection is one page of shared memory between the two processes (named in the 128-byte handle;
+// both sides are on one host). A send waits, as on a rendezvous net, for the peer's matching receive
+// to be posted, then completes at once; a receive completes once the matching send has been posted,
+// with the sent size. Sends and receives are matched in order, one buffer per receive (maxRecvs 1).
+// The properties are the MegaScale plugin's for an interface without a known speed (no PCI path,
+// 100 Gbps), so that NCCL builds the same rings and channels for both; MEGASCALE_NULL_SPEED_MBPS
+// changes the speed. A peer that closes or exits fails the other side's requests with
+// ncclRemoteError. Uses the ABI facts of ../shared/research/nccl-plugin.md, through the project's
+// own v8 header (NCCL 2.20 .. 2.28 load v8).
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+
+#include "megascale/nccl/abi/net_v8.h"
+
+namespace {
+
+using namespace megascale::nccl::abi;
+
+constexpr uint64_t kMagic = 0x4d534e554c4c3031ULL;  // "MSNULL01"
+constexpr uint32_t kRing = 64;                      // sizes of posted sends, read by the receiver
+constexpr uint32_t kMaxRequests = kNetMaxRequests;  // outstanding per comm (NCCL's bound)
+constexpr int kDefaultSpeedMbps = 100000;
+
+NetDebugLogger g_log = nullptr;
+int g_speed_mbps = kDefaultSpeedMbps;
+char g_dev_name[] = "null";
+
+#define NULLNET_LOG(level, ...) \
+  do {                          \
+    if (g_log != nullptr) g_log(level, kSubsysNet, __FILE__, __LINE__, __VA_ARGS__); \
+  } while (0)
+#define NULLNET_WARN(...) NULLNET_LOG(kLogWarn, __VA_ARGS__)
+
+// One connection's shared page. std::atomic of 4 and 8 bytes is lock-free and address-free on the
+// hosts NCCL runs on, so it works between processes.
+struct Shared {
+  uint64_t magic;
+  std::atomic<int32_t> sender_pid;
+  std::atomic<int32_t> receiver_pid;
+  std::atomic<uint32_t> send_closed;
+  std::atomic<uint32_t> recv_closed;
+  alignas(64) std::atomic<uint64_t> sends_posted;  // written by the sender only
+  alignas(64) std::atomic<uint64_t> recvs_posted;  // written by the receiver only
+  alignas(64) uint64_t sizes[kRing];               // sizes[k % kRing]: the k-th send's size
+};
+static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<int32_t>::is_always_lock_free);
+
+struct Handle {  // what listen writes into NCCL's 128-byte handle
+  uint64_t magic;
+  char shm_name[64];
+};
+static_assert(sizeof(Handle) <= kNetHandleMaxBytes);
+
+struct Comm;
+struct Request {
+  Comm* comm = nullptr;
+  bool in_use = false;
+  bool send = false;
+  uint64_t index = 0;  // the k-th send or receive of the comm
+  uint64_t capacity = 0;  // a receive's buffer size; a send's size
+};
+
+struct Comm {
+  Shared* shared = nullptr;
+  bool sender = false;
+  bool accepted = false;  // a listen comm whose peer connected
+  char shm_name[64] = {};
+  uint64_t posted = 0;    // sends or receives this side posted
+  uint64_t polls = 0;     // test() calls that found nothing, for the liveness check's rate
+  Request requests[kMaxRequests];
+};
+
+Shared* map_shared(int fd) {
+  void* p = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  return p == MAP_FAILED ? nullptr : static_cast<Shared*>(p);
+}
+
+// True while the other side has neither closed its comm nor exited.
+bool peer_alive(const Comm& c) {
+  const Shared& s = *c.shared;
+  if ((c.sender ? s.recv_closed : s.send_closed).load(std::memory_order_acquire) != 0) return false;
+  const int32_t pid = (c.sender ? s.receiver_pid : s.sender_pid).load(std::memory_order_acquire);
+  return pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH;
+}
+
+Request* take_request(Comm* c, bool send, uint64_t index, uint64_t capacity) {
+  for (Request& r : c->requests) {
+    if (!r.in_use) {
+      r = Request{c, true, send, index, capacity};
+      return &r;
+    }
+  }
+  return nullptr;
+}
+
+NetResult init(NetDebugLogger logger) {
+  g_log = logger;
+  g_speed_mbps = kDefaultSpeedMbps;
+  if (const char* v = std::getenv("MEGASCALE_NULL_SPEED_MBPS"); v != nullptr && *v != '\0') {
+    char* end = nullptr;
+    const long mbps = std::strtol(v, &end, 10);
+    if (*end != '\0' || mbps <= 0 || mbps > 100000000) {
+      NULLNET_WARN("Null net: MEGASCALE_NULL_SPEED_MBPS=%s is not a speed in Mbps (1 .. 100000000)", v);
+      return kNetInvalidArgument;
+    }
+    g_speed_mbps = static_cast<int>(mbps);
+  }
+  NULLNET_LOG(kLogInfo,
+              "Null net: moves NO bytes (results are wrong); measures NCCL's own ceiling over a host-memory "
+              "net; speed %d Mbps",
+              g_speed_mbps);
+  return kNetSuccess;
+}
+
+NetResult devices(int* ndev) {
+  if (ndev == nullptr) return kNetInvalidArgument;
+  *ndev = 1;
+  return kNetSuccess;
+}
+
+NetResult get_properties(int dev, NetPropertiesV8* props) {
+  if (dev != 0 || props == nullptr) return kNetInvalidArgument;
+  std::memset(props, 0, sizeof *props);
+  props->name = g_dev_name;
+  props->pciPath = nullptr;
+  props->guid = 0;
+  props->ptrSupport = kPtrHost;
+  props->speed = g_speed_mbps;
+  props->maxComms = 65536;
+  props->maxRecvs = 1;
+  props->netDeviceType = kNetDeviceHost;
+  props->netDeviceVersion = kNetDeviceInvalidVersion;
+  return kNetSuccess;
+}
+
+NetResult listen(int dev, void* handle, void** listen_comm) {
+  if (dev != 0 || handle == nullptr || listen_comm == nullptr) return kNetInvalidArgument;
+  static std::atomic<uint64_t> serial{0};
+  auto* c = new Comm;
+  std::snprintf(c->shm_name, sizeof c->shm_name, "/megascale-null.%d.%llu", static_cast<int>(getpid()),
+                static_cast<unsigned long long>(serial.fetch_add(1)));
+  const int fd = shm_open(c->shm_name, O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd < 0 || ftruncate(fd, sizeof(Shared)) != 0 || (c->shared = map_shared(fd)) == nullptr) {
+    NULLNET_WARN("Null net: listen: shared memory %s: %s", c->shm_name, strerror(errno));
+    if (fd >= 0) {
+      close(fd);
+      shm_unlink(c->shm_name);
+    }
+    delete c;
+    return kNetSystemError;
+  }
+  close(fd);
+  c->shared->receiver_pid.store(static_cast<int32_t>(getpid()));
+  c->shared->magic = kMagic;  // ftruncate zeroed the rest
+  Handle h{};
+  h.magic = kMagic;
+  std::memcpy(h.shm_name, c->shm_name, sizeof h.shm_name);
+  std::memset(handle, 0, kNetHandleMaxBytes);
+  std::memcpy(handle, &h, sizeof h);
+  *listen_comm = c;
+  return kNetSuccess;
+}
+
+NetResult connect(int dev, void* handle, void** send_comm, NetDeviceHandle** dev_comm) {
+  if (dev != 0 || handle == nullptr || send_comm == nullptr) return kNetInvalidArgument;
+  if (dev_comm != nullptr) *dev_comm = nullptr;
+  Handle h{};
+  std::memcpy(&h, handle, sizeof h);
+  if (h.magic != kMagic || std::memchr(h.shm_name, '\0', sizeof h.shm_name) == nullptr) {
+    NULLNET_WARN("Null net: connect: the handle is not a Null net handle");
+    return kNetInvalidArgument;
+  }
+  const int fd = shm_open(h.shm_name, O_RDWR, 0);
+  Shared* s = fd >= 0 ? map_shared(fd) : nullptr;
+  if (fd >= 0) close(fd);
+  if (s == nullptr || s->magic != kMagic) {
+    NULLNET_WARN("Null net: connect: shared memory %s: %s (the peer must be on this host)", h.shm_name,
+                 s == nullptr ? strerror(errno) : "not a Null net connection");
+    if (s != nullptr) munmap(s, sizeof(Shared));
+    return kNetRemoteError;
+  }
+  auto* c = new Comm;
+  c->shared = s;
+  c->sender = true;
+  s->sender_pid.store(static_cast<int32_t>(getpid()), std::memory_order_release);
+  *send_comm = c;
+  return kNetSuccess;
+}
+
+NetResult accept(void* listen_comm, void** recv_comm, NetDeviceHandle** dev_comm) {
+  if (listen_comm == nullptr || recv_comm == nullptr) return kNetInvalidArgument;
+  if (dev_comm != nullptr) *dev_comm = nullptr;
+  auto* l = static_cast<Comm*>(listen_comm);
+  *recv_comm = nullptr;
+  if (l->accepted) {
+    NULLNET_WARN("Null net: accept: one connection per listen");
+    return kNetInvalidUsage;
+  }
+  if (l->shared->sender_pid.load(std::memory_order_acquire) == 0) return kNetSuccess;  // not yet
+  shm_unlink(l->shm_name);  // both sides have it mapped
+  auto* c = new Comm;
+  c->shared = l->shared;
+  l->accepted = true;  // the mapping now belongs to the receive comm
+  *recv_comm = c;
+  return kNetSuccess;
+}
+
+NetResult reg_mr(void* comm, void*, size_t, int type, void** mhandle) {
+  if (comm == nullptr || mhandle == nullptr || type != kPtrHost) return kNetInvalidArgument;
+  *mhandle = comm;
+  return kNetSuccess;
+}
+
+NetResult dereg_mr(void* comm, void*) {
+  return comm == nullptr ? kNetInvalidArgument : kNetSuccess;
+}
+
+NetResult isend(void* send_comm, void*, int size, int, void*, void** request) {
+  auto* c = static_cast<Comm*>(send_comm);
+  if (c == nullptr || !c->sender || size < 0 || request == nullptr) return kNetInvalidArgument;
+  *request = nullptr;
+  if (c->posted >= c->shared->recvs_posted.load(std::memory_order_acquire)) {  // no receive posted yet
+    if (++c->polls % 4096 == 0 && !peer_alive(*c)) return kNetRemoteError;
+    return kNetSuccess;
+  }
+  Request* r = take_request(c, true, c->posted, static_cast<uint64_t>(size));
+  if (r == nullptr) return kNetSuccess;  // NCCL's request bound reached: try again later
+  c->shared->sizes[c->posted % kRing] = static_cast<uint64_t>(size);
+  c->shared->sends_posted.store(++c->posted, std::memory_order_release);
+  *request = r;
+  return kNetSuccess;
+}
+
+NetResult irecv(void* recv_comm, int n, void**, int* sizes, int*, void**, void** request) {
+  auto* c = static_cast<Comm*>(recv_comm);
+  if (c == nullptr || c->sender || request == nullptr || sizes == nullptr) return kNetInvalidArgument;
+  if (n != 1) {
+    NULLNET_WARN("Null net: irecv of %d buffers; maxRecvs is 1", n);
+    return kNetInvalidArgument;
+  }
+  if (sizes[0] < 0) return kNetInvalidArgument;
+  // A receive's size slot is overwritten by the send kRing later, which needs this receive posted
+  // first; more than kRing - kMaxRequests receives outstanding cannot happen with NCCL's bound.
+  Request* r = take_request(c, false, c->posted, static_cast<uint64_t>(sizes[0]));
+  if (r == nullptr) {
+    NULLNET_WARN("Null net: more than %u receives outstanding on one comm", kMaxRequests);
+    return kNetInvalidUsage;
+  }
+  c->shared->recvs_posted.store(++c->posted, std::memory_order_release);
+  *request = r;
+  return kNetSuccess;
+}
+
+NetResult iflush(void*, int, void**, int*, void**, void** request) {
+  if (request != nullptr) *request = nullptr;  // host memory: nothing to flush
+  return kNetSuccess;
+}
+
+NetResult test(void* request, int* done, int* sizes) {
+  auto* r = static_cast<Request*>(request);
+  if (r == nullptr || !r->in_use || done == nullptr) return kNetInvalidArgument;
+  *done = 0;
+  Comm& c = *r->comm;
+  if (r->send) {
+    *done = 1;
+    if (sizes != nullptr) sizes[0] = static_cast<int>(r->capacity);
+    r->in_use = false;
+    return kNetSuccess;
+  }
+  if (c.shared->sends_posted.load(std::memory_order_acquire) <= r->index) {
+    if (++c.polls % 4096 == 0 && !peer_alive(c)) {
+      r->in_use = false;
+      return kNetRemoteError;
+    }
+    return kNetSuccess;
+  }
+  const uint64_t sent = c.shared->sizes[r->index % kRing];
+  r->in_use = false;
+  if (sent > r->capacity) {
+    NULLNET_WARN("Null net: a %llu-byte message for a %llu-byte receive",
+                 static_cast<unsigned long long>(sent), static_cast<unsigned long long>(r->capacity));
+    return kNetInvalidUsage;
+  }
+  *done = 1;
+  if (sizes != nullptr) sizes[0] = static_cast<int>(sent);
+  return kNetSuccess;
+}
+
+NetResult close_comm(void* comm) {
+  auto* c = static_cast<Comm*>(comm);
+  if (c == nullptr) return kNetInvalidArgument;
+  (c->sender ? c->shared->send_closed : c->shared->recv_closed).store(1, std::memory_order_release);
+  munmap(c->shared, sizeof(Shared));
+  delete c;
+  return kNetSuccess;
+}
+
+NetResult close_listen(void* comm) {
+  auto* l = static_cast<Comm*>(comm);
+  if (l == nullptr) return kNetInvalidArgument;
+  if (!l->accepted) {  // nobody took the mapping over
+    shm_unlink(l->shm_name);
+    munmap(l->shared, sizeof(Shared));
+  }
+  delete l;
+  return kNetSuccess;
+}
+
+NetResult irecv_consumed(void*, int, void*) {
+  return kNetSuccess;
+}
+
+}  // namespace
+
+extern "C" {
+// The one exported symbol (null_net.map keeps every other symbol local).
+__attribute__((visibility("default"))) NetV8 ncclNetPlugin_v8 = {
+    "Null", init,     devices,   get_properties, listen,     connect,    accept,
+    reg_mr, nullptr,  dereg_mr,  isend,          irecv,      iflush,     test,
+    close_comm, close_comm, close_listen, nullptr, irecv_consumed,
+};
+}  // extern "C"

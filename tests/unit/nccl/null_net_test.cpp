@@ -1,0 +1,233 @@
+// The Null net (collectives/nccl/nullnet/null_net.cpp), loaded with dlopen as NCCL does: it moves no
+// bytes, but its matching, sizes, flow control and failure reports must be right, or the ceiling it
+// measures under NCCL would be some other pipeline's.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdarg>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "megascale/nccl/abi/net_v8.h"
+
+namespace {
+
+using namespace megascale::nccl::abi;
+
+std::string g_last_warn;
+void logger(NetLogLevel level, unsigned long, const char*, int, const char* fmt, ...) {
+  if (level != kLogWarn) return;
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  g_last_warn = buf;
+}
+
+class NullNet : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    lib_ = dlopen(MEGASCALE_NULL_NET_PATH, RTLD_NOW | RTLD_LOCAL);
+    ASSERT_NE(lib_, nullptr) << dlerror();
+    net_ = static_cast<NetV8*>(dlsym(lib_, "ncclNetPlugin_v8"));
+    ASSERT_NE(net_, nullptr);
+    unsetenv("MEGASCALE_NULL_SPEED_MBPS");
+    ASSERT_EQ(net_->init(logger), kNetSuccess);
+  }
+  void TearDown() override {
+    if (lib_ != nullptr) dlclose(lib_);
+  }
+
+  // Listen, then connect and accept alternated on this thread, as NCCL's proxy does.
+  void connect_pair(void** send_comm, void** recv_comm) {
+    char handle[kNetHandleMaxBytes];
+    void* listen_comm = nullptr;
+    ASSERT_EQ(net_->listen(0, handle, &listen_comm), kNetSuccess);
+    *send_comm = nullptr;
+    *recv_comm = nullptr;
+    for (int i = 0; i < 100 && (*send_comm == nullptr || *recv_comm == nullptr); ++i) {
+      if (*recv_comm == nullptr) {
+        ASSERT_EQ(net_->accept(listen_comm, recv_comm, nullptr), kNetSuccess);
+      }
+      if (*send_comm == nullptr) {
+        ASSERT_EQ(net_->connect(0, handle, send_comm, nullptr), kNetSuccess);
+      }
+    }
+    ASSERT_NE(*send_comm, nullptr);
+    ASSERT_NE(*recv_comm, nullptr);
+    EXPECT_EQ(net_->closeListen(listen_comm), kNetSuccess);
+  }
+
+  // test() until done or an error; the error code, or success with *size set.
+  NetResult wait(void* request, int* size, int max_polls = 1 << 20) {
+    int done = 0;
+    for (int i = 0; i < max_polls; ++i) {
+      const NetResult r = net_->test(request, &done, size);
+      if (r != kNetSuccess || done) return r;
+    }
+    return kNetInProgress;
+  }
+
+  void* lib_ = nullptr;
+  NetV8* net_ = nullptr;
+};
+
+TEST_F(NullNet, PropertiesMatchTheMegaScalePluginsForAnInterfaceWithoutSpeed) {
+  EXPECT_STREQ(net_->name, "Null");
+  int n = 0;
+  ASSERT_EQ(net_->devices(&n), kNetSuccess);
+  EXPECT_EQ(n, 1);
+  NetPropertiesV8 p{};
+  ASSERT_EQ(net_->getProperties(0, &p), kNetSuccess);
+  EXPECT_EQ(p.speed, 100000);
+  EXPECT_EQ(p.pciPath, nullptr);
+  EXPECT_EQ(p.ptrSupport, kPtrHost);
+  EXPECT_EQ(p.maxRecvs, 1);
+  EXPECT_EQ(net_->getProperties(1, &p), kNetInvalidArgument);
+}
+
+TEST_F(NullNet, SpeedIsSetOrRefusedByName) {
+  setenv("MEGASCALE_NULL_SPEED_MBPS", "400000", 1);
+  ASSERT_EQ(net_->init(logger), kNetSuccess);
+  NetPropertiesV8 p{};
+  ASSERT_EQ(net_->getProperties(0, &p), kNetSuccess);
+  EXPECT_EQ(p.speed, 400000);
+  setenv("MEGASCALE_NULL_SPEED_MBPS", "fast", 1);
+  g_last_warn.clear();
+  EXPECT_EQ(net_->init(logger), kNetInvalidArgument);
+  EXPECT_NE(g_last_warn.find("MEGASCALE_NULL_SPEED_MBPS=fast"), std::string::npos) << g_last_warn;
+  unsetenv("MEGASCALE_NULL_SPEED_MBPS");
+}
+
+TEST_F(NullNet, SendsWaitForTheirReceiveAndReceivesReportTheSentSizeInOrder) {
+  void* s = nullptr;
+  void* r = nullptr;
+  connect_pair(&s, &r);
+  char buf[1];
+  void* req = nullptr;
+  ASSERT_EQ(net_->isend(s, buf, 100, 0, s, &req), kNetSuccess);
+  EXPECT_EQ(req, nullptr) << "a send completed before its receive was posted";
+
+  // 300 messages of varied sizes, 8 receives ahead as NCCL keeps them: sizes come back in order.
+  std::vector<void*> recvs;
+  int sent = 0;
+  int received = 0;
+  auto size_of = [](int k) { return (k * 7919) % 70000; };
+  while (received < 300) {
+    while (recvs.size() < 8 && received + static_cast<int>(recvs.size()) < 300) {
+      int cap = 70000;
+      int tag = 0;
+      void* data = buf;
+      void* mh = r;
+      void* rr = nullptr;
+      ASSERT_EQ(net_->irecv(r, 1, &data, &cap, &tag, &mh, &rr), kNetSuccess);
+      ASSERT_NE(rr, nullptr);
+      recvs.push_back(rr);
+    }
+    if (sent < 300) {
+      void* sr = nullptr;
+      ASSERT_EQ(net_->isend(s, buf, size_of(sent), 0, s, &sr), kNetSuccess);
+      if (sr != nullptr) {
+        int size = -1;
+        ASSERT_EQ(wait(sr, &size), kNetSuccess);
+        ++sent;
+      }
+    }
+    int done = 0;
+    int size = -1;
+    ASSERT_EQ(net_->test(recvs.front(), &done, &size), kNetSuccess);
+    if (done) {
+      EXPECT_EQ(size, size_of(received)) << "receive " << received;
+      recvs.erase(recvs.begin());
+      ++received;
+    }
+  }
+  EXPECT_EQ(sent, 300);
+  EXPECT_EQ(net_->closeSend(s), kNetSuccess);
+  EXPECT_EQ(net_->closeRecv(r), kNetSuccess);
+}
+
+TEST_F(NullNet, AMessageLargerThanItsReceiveIsAnError) {
+  void* s = nullptr;
+  void* r = nullptr;
+  connect_pair(&s, &r);
+  char buf[1];
+  int cap = 10;
+  int tag = 0;
+  void* data = buf;
+  void* mh = r;
+  void* rr = nullptr;
+  ASSERT_EQ(net_->irecv(r, 1, &data, &cap, &tag, &mh, &rr), kNetSuccess);
+  void* sr = nullptr;
+  ASSERT_EQ(net_->isend(s, buf, 11, 0, s, &sr), kNetSuccess);
+  ASSERT_NE(sr, nullptr);
+  int size = 0;
+  g_last_warn.clear();
+  EXPECT_EQ(wait(rr, &size), kNetInvalidUsage);
+  EXPECT_NE(g_last_warn.find("11-byte message for a 10-byte receive"), std::string::npos) << g_last_warn;
+  int grouped_cap[2] = {1, 1};
+  void* two[2] = {buf, buf};
+  int tags[2] = {0, 0};
+  void* mhs[2] = {r, r};
+  EXPECT_EQ(net_->irecv(r, 2, two, grouped_cap, tags, mhs, &rr), kNetInvalidArgument);
+  EXPECT_EQ(wait(sr, &size), kNetSuccess);
+  net_->closeSend(s);
+  net_->closeRecv(r);
+}
+
+TEST_F(NullNet, APeerThatClosesFailsTheOtherSidesRequests) {
+  void* s = nullptr;
+  void* r = nullptr;
+  connect_pair(&s, &r);
+  char buf[1];
+  int cap = 10;
+  int tag = 0;
+  void* data = buf;
+  void* mh = r;
+  void* rr = nullptr;
+  ASSERT_EQ(net_->irecv(r, 1, &data, &cap, &tag, &mh, &rr), kNetSuccess);
+  EXPECT_EQ(wait(rr, &cap, 10000), kNetInProgress);
+  ASSERT_EQ(net_->closeSend(s), kNetSuccess);
+  EXPECT_EQ(wait(rr, &cap), kNetRemoteError);
+  net_->closeRecv(r);
+}
+
+TEST_F(NullNet, APeerProcessKilledFailsTheOtherSidesRequests) {
+  char handle[kNetHandleMaxBytes];
+  void* listen_comm = nullptr;
+  ASSERT_EQ(net_->listen(0, handle, &listen_comm), kNetSuccess);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // the sender: connects, then waits to be killed
+    void* s = nullptr;
+    if (net_->connect(0, handle, &s, nullptr) != kNetSuccess || s == nullptr) _exit(1);
+    for (;;) pause();
+  }
+  void* r = nullptr;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (r == nullptr && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10)) {
+    ASSERT_EQ(net_->accept(listen_comm, &r, nullptr), kNetSuccess);
+  }
+  ASSERT_NE(r, nullptr) << "the child never connected";
+  char buf[1];
+  int cap = 10;
+  int tag = 0;
+  void* data = buf;
+  void* mh = r;
+  void* rr = nullptr;
+  ASSERT_EQ(net_->irecv(r, 1, &data, &cap, &tag, &mh, &rr), kNetSuccess);
+  EXPECT_EQ(wait(rr, &cap, 10000), kNetInProgress);
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  EXPECT_EQ(wait(rr, &cap), kNetRemoteError);
+  net_->closeRecv(r);
+  net_->closeListen(listen_comm);
+}
+
+}  // namespace
