@@ -57,7 +57,8 @@
 #                        another: docs/PERFORMANCE.md, sixteenth session): this finds the one for yours
 #   8. ceiling           (only when STEPS names it) NCCL's own ceiling over a host-memory net: the Null net
 #                        (build/collectives/nccl/libnccl-net-null.so, NCCL_NET=Null: it moves no bytes,
-#                        a send completes once its receive is posted; results are wrong, so --no-check;
+#                        a send completes at once, up to 16 ahead of the peer's receives, a receive once
+#                        its send is posted; results are wrong, so --no-check;
 #                        NCCL_PROTO=Simple, since LL and LL128 wait for flags inside the data)
 #                        beside Socket 4x4 and MegaScale, the bandwidth step's sizes, ROUNDS interleaved
 #                        rounds; table in $OUT/ceiling.md (nccl-bandwidth-table.py --variants: each net
@@ -505,7 +506,7 @@ if want ceiling; then
   variants=()
   for net in "${nets[@]}"; do variants+=("$net=${ceiling_csvs[$net]:-}"); done
   if python3 scripts/nccl-bandwidth-table.py --variants --ranks "$nranks" "${variants[@]}" > "$out/ceiling.md"; then
-    printf '\n"null" is the Null net: no bytes moved, a send done once its receive is posted (its results are not checked).\n' >> "$out/ceiling.md"
+    printf '\n"null" is the Null net: no bytes moved, a send done at once (up to 16 ahead of the receives), a receive once its send is posted (its results are not checked).\n' >> "$out/ceiling.md"
     report_table ceiling "$out/ceiling.md" "${ceiling_stats[@]}"
   else
     echo "!! ceiling: no table (see above)"

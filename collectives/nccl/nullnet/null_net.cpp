@@ -4,9 +4,9 @@
 // collective's result is WRONG (run nccl_check with --no-check). It says so at init.
 //
 // A connection is one page of shared memory between the two processes (named in the 128-byte handle;
-// both sides are on one host). A send waits, as on a rendezvous net, for the peer's matching receive
-// to be posted, then completes at once; a receive completes once the matching send has been posted,
-// with the sent size. Sends and receives are matched in order, one buffer per receive (maxRecvs 1).
+// both sides are on one host). A send completes at once, as on a net that buffers the bytes (Socket's
+// kernel buffers), up to kAhead messages beyond the receives the peer has posted (MEGASCALE_NULL_AHEAD); a receive completes
+// once the matching send has been posted, with the sent size. No real net completes either sooner. Sends and receives are matched in order, one buffer per receive (maxRecvs 1).
 // The properties are the MegaScale plugin's for an interface without a known speed (no PCI path,
 // 100 Gbps), so that NCCL builds the same rings and channels for both; MEGASCALE_NULL_SPEED_MBPS
 // changes the speed. A peer that closes or exits fails the other side's requests with
@@ -35,17 +35,24 @@ using namespace megascale::nccl::abi;
 constexpr uint64_t kMagic = 0x4d534e554c4c3031ULL;  // "MSNULL01"
 constexpr uint32_t kRing = 64;                      // sizes of posted sends, read by the receiver
 constexpr uint32_t kMaxRequests = kNetMaxRequests;  // outstanding per comm (NCCL's bound)
+// Sends that may complete before their receive is posted (NCCL keeps at most 8 in flight a comm). The
+// sender writes sizes[k % kRing] once receive k + kAhead - kRing is posted, which NCCL's bound on
+// outstanding receives puts after receive k - kRing completed.
+// MEGASCALE_NULL_AHEAD (0 .. kAhead) lowers it; 0 makes every send wait for its receive (rendezvous).
+constexpr uint32_t kAhead = 16;
+static_assert(kAhead + kMaxRequests <= kRing);
 constexpr int kDefaultSpeedMbps = 100000;
 
 NetDebugLogger g_log = nullptr;
 int g_speed_mbps = kDefaultSpeedMbps;
+uint32_t g_ahead = kAhead;
 char g_dev_name[] = "null";
 
-#define NULLNET_LOG(level, ...) \
-  do {                          \
-    if (g_log != nullptr) g_log(level, kSubsysNet, __FILE__, __LINE__, __VA_ARGS__); \
+#define NULLNET_LOG_TO(level, subsys, ...) \
+  do {                                     \
+    if (g_log != nullptr) g_log(level, subsys, __FILE__, __LINE__, __VA_ARGS__); \
   } while (0)
-#define NULLNET_WARN(...) NULLNET_LOG(kLogWarn, __VA_ARGS__)
+#define NULLNET_WARN(...) NULLNET_LOG_TO(kLogWarn, kSubsysNet, __VA_ARGS__)
 
 // One connection's shared page. std::atomic of 4 and 8 bytes is lock-free and address-free on the
 // hosts NCCL runs on, so it works between processes.
@@ -109,22 +116,35 @@ Request* take_request(Comm* c, bool send, uint64_t index, uint64_t capacity) {
   return nullptr;
 }
 
+// The integer in `name` if it is set, within [lo, hi]; false, with a WARN naming it, if not a number there.
+bool read_env(const char* name, long lo, long hi, const char* what, long& value) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return true;
+  char* end = nullptr;
+  errno = 0;
+  const long x = std::strtol(v, &end, 10);
+  if (*end != '\0' || errno != 0 || x < lo || x > hi) {
+    NULLNET_WARN("Null net: %s=%s is not %s (%ld .. %ld)", name, v, what, lo, hi);
+    return false;
+  }
+  value = x;
+  return true;
+}
+
 NetResult init(NetDebugLogger logger) {
   g_log = logger;
-  g_speed_mbps = kDefaultSpeedMbps;
-  if (const char* v = std::getenv("MEGASCALE_NULL_SPEED_MBPS"); v != nullptr && *v != '\0') {
-    char* end = nullptr;
-    const long mbps = std::strtol(v, &end, 10);
-    if (*end != '\0' || mbps <= 0 || mbps > 100000000) {
-      NULLNET_WARN("Null net: MEGASCALE_NULL_SPEED_MBPS=%s is not a speed in Mbps (1 .. 100000000)", v);
-      return kNetInvalidArgument;
-    }
-    g_speed_mbps = static_cast<int>(mbps);
+  long speed = kDefaultSpeedMbps;
+  long ahead = kAhead;
+  if (!read_env("MEGASCALE_NULL_SPEED_MBPS", 1, 100000000, "a speed in Mbps", speed) ||
+      !read_env("MEGASCALE_NULL_AHEAD", 0, kAhead, "a count of sends", ahead)) {
+    return kNetInvalidArgument;
   }
-  NULLNET_LOG(kLogInfo,
+  g_speed_mbps = static_cast<int>(speed);
+  g_ahead = static_cast<uint32_t>(ahead);
+  NULLNET_LOG_TO(kLogInfo, kSubsysInit | kSubsysNet,
               "Null net: moves NO bytes (results are wrong); measures NCCL's own ceiling over a host-memory "
-              "net; speed %d Mbps",
-              g_speed_mbps);
+              "net; speed %d Mbps, sends complete up to %u ahead of the peer's receives",
+              g_speed_mbps, g_ahead);
   return kNetSuccess;
 }
 
@@ -235,7 +255,7 @@ NetResult isend(void* send_comm, void*, int size, int, void*, void** request) {
   auto* c = static_cast<Comm*>(send_comm);
   if (c == nullptr || !c->sender || size < 0 || request == nullptr) return kNetInvalidArgument;
   *request = nullptr;
-  if (c->posted >= c->shared->recvs_posted.load(std::memory_order_acquire)) {  // no receive posted yet
+  if (c->posted >= c->shared->recvs_posted.load(std::memory_order_acquire) + g_ahead) {  // too far ahead
     if (++c->polls % 4096 == 0 && !peer_alive(*c)) return kNetRemoteError;
     return kNetSuccess;
   }
@@ -255,8 +275,7 @@ NetResult irecv(void* recv_comm, int n, void**, int* sizes, int*, void**, void**
     return kNetInvalidArgument;
   }
   if (sizes[0] < 0) return kNetInvalidArgument;
-  // A receive's size slot is overwritten by the send kRing later, which needs this receive posted
-  // first; more than kRing - kMaxRequests receives outstanding cannot happen with NCCL's bound.
+  // At most kMaxRequests receives outstanding: the sender's kAhead run-ahead relies on it (kRing).
   Request* r = take_request(c, false, c->posted, static_cast<uint64_t>(sizes[0]));
   if (r == nullptr) {
     NULLNET_WARN("Null net: more than %u receives outstanding on one comm", kMaxRequests);

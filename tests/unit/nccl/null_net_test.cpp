@@ -103,22 +103,65 @@ TEST_F(NullNet, SpeedIsSetOrRefusedByName) {
   EXPECT_EQ(net_->init(logger), kNetInvalidArgument);
   EXPECT_NE(g_last_warn.find("MEGASCALE_NULL_SPEED_MBPS=fast"), std::string::npos) << g_last_warn;
   unsetenv("MEGASCALE_NULL_SPEED_MBPS");
+  setenv("MEGASCALE_NULL_AHEAD", "17", 1);
+  g_last_warn.clear();
+  EXPECT_EQ(net_->init(logger), kNetInvalidArgument);
+  EXPECT_NE(g_last_warn.find("MEGASCALE_NULL_AHEAD=17 is not a count of sends (0 .. 16)"), std::string::npos)
+      << g_last_warn;
+  unsetenv("MEGASCALE_NULL_AHEAD");
 }
 
-TEST_F(NullNet, SendsWaitForTheirReceiveAndReceivesReportTheSentSizeInOrder) {
+TEST_F(NullNet, AheadZeroMakesEverySendWaitForItsReceive) {
+  setenv("MEGASCALE_NULL_AHEAD", "0", 1);
+  ASSERT_EQ(net_->init(logger), kNetSuccess);
+  unsetenv("MEGASCALE_NULL_AHEAD");
   void* s = nullptr;
   void* r = nullptr;
   connect_pair(&s, &r);
   char buf[1];
+  void* sr = nullptr;
+  ASSERT_EQ(net_->isend(s, buf, 5, 0, s, &sr), kNetSuccess);
+  EXPECT_EQ(sr, nullptr) << "a send completed before its receive was posted";
+  int cap = 10;
+  int tag = 0;
+  void* data = buf;
+  void* mh = r;
+  void* rr = nullptr;
+  ASSERT_EQ(net_->irecv(r, 1, &data, &cap, &tag, &mh, &rr), kNetSuccess);
+  ASSERT_EQ(net_->isend(s, buf, 5, 0, s, &sr), kNetSuccess);
+  ASSERT_NE(sr, nullptr);
+  int size = 0;
+  EXPECT_EQ(wait(sr, &size), kNetSuccess);
+  EXPECT_EQ(wait(rr, &size), kNetSuccess);
+  EXPECT_EQ(size, 5);
+  ASSERT_EQ(net_->init(logger), kNetSuccess);  // back to the default for the other tests
+  net_->closeSend(s);
+  net_->closeRecv(r);
+}
+
+TEST_F(NullNet, SendsRunSixteenAheadAndReceivesReportTheSentSizeInOrder) {
+  void* s = nullptr;
+  void* r = nullptr;
+  connect_pair(&s, &r);
+  char buf[1];
+  auto size_of = [](int k) { return (k * 7919) % 70000; };
+  // Sixteen sends complete before any receive is posted; the seventeenth waits (NULL request).
+  int sent = 0;
+  for (; sent < 16; ++sent) {
+    void* sr = nullptr;
+    ASSERT_EQ(net_->isend(s, buf, size_of(sent), 0, s, &sr), kNetSuccess);
+    ASSERT_NE(sr, nullptr) << "send " << sent;
+    int size = -1;
+    ASSERT_EQ(wait(sr, &size), kNetSuccess);
+    EXPECT_EQ(size, size_of(sent));
+  }
   void* req = nullptr;
   ASSERT_EQ(net_->isend(s, buf, 100, 0, s, &req), kNetSuccess);
-  EXPECT_EQ(req, nullptr) << "a send completed before its receive was posted";
+  EXPECT_EQ(req, nullptr) << "a send ran more than 16 ahead of the posted receives";
 
   // 300 messages of varied sizes, 8 receives ahead as NCCL keeps them: sizes come back in order.
   std::vector<void*> recvs;
-  int sent = 0;
   int received = 0;
-  auto size_of = [](int k) { return (k * 7919) % 70000; };
   while (received < 300) {
     while (recvs.size() < 8 && received + static_cast<int>(recvs.size()) < 300) {
       int cap = 70000;
