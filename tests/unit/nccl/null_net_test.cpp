@@ -22,12 +22,12 @@ using namespace megascale::nccl::abi;
 std::string g_last_warn;
 void logger(NetLogLevel level, unsigned long, const char*, int, const char* fmt, ...) {
   if (level != kLogWarn) return;
-  char buf[512];
+  char line[512];
   va_list ap;
   va_start(ap, fmt);
-  std::vsnprintf(buf, sizeof buf, fmt, ap);
+  std::vsnprintf(line, sizeof line, fmt, ap);
   va_end(ap);
-  g_last_warn = buf;
+  g_last_warn = line;
 }
 
 class NullNet : public ::testing::Test {
@@ -64,6 +64,17 @@ class NullNet : public ::testing::Test {
     EXPECT_EQ(net_->closeListen(listen_comm), kNetSuccess);
   }
 
+  // One receive of `cap` bytes on `r` (the Null net moves no bytes, so one byte of buffer does).
+  void* post_recv(void* r, int cap) {
+    void* data = buf_;
+    int tag = 0;
+    void* mh = r;
+    void* req = nullptr;
+    EXPECT_EQ(net_->irecv(r, 1, &data, &cap, &tag, &mh, &req), kNetSuccess);
+    EXPECT_NE(req, nullptr);
+    return req;
+  }
+
   // test() until done or an error; the error code, or success with *size set.
   NetResult wait(void* request, int* size, int max_polls = 1 << 20) {
     int done = 0;
@@ -76,6 +87,7 @@ class NullNet : public ::testing::Test {
 
   void* lib_ = nullptr;
   NetV8* net_ = nullptr;
+  char buf_[1] = {};
 };
 
 TEST_F(NullNet, PropertiesMatchTheMegaScalePluginsForAnInterfaceWithoutSpeed) {
@@ -118,17 +130,12 @@ TEST_F(NullNet, AheadZeroMakesEverySendWaitForItsReceive) {
   void* s = nullptr;
   void* r = nullptr;
   connect_pair(&s, &r);
-  char buf[1];
   void* sr = nullptr;
-  ASSERT_EQ(net_->isend(s, buf, 5, 0, s, &sr), kNetSuccess);
+  ASSERT_EQ(net_->isend(s, buf_, 5, 0, s, &sr), kNetSuccess);
   EXPECT_EQ(sr, nullptr) << "a send completed before its receive was posted";
-  int cap = 10;
-  int tag = 0;
-  void* data = buf;
-  void* mh = r;
-  void* rr = nullptr;
-  ASSERT_EQ(net_->irecv(r, 1, &data, &cap, &tag, &mh, &rr), kNetSuccess);
-  ASSERT_EQ(net_->isend(s, buf, 5, 0, s, &sr), kNetSuccess);
+  void* rr = post_recv(r, 10);
+  ASSERT_NE(rr, nullptr);
+  ASSERT_EQ(net_->isend(s, buf_, 5, 0, s, &sr), kNetSuccess);
   ASSERT_NE(sr, nullptr);
   int size = 0;
   EXPECT_EQ(wait(sr, &size), kNetSuccess);
@@ -143,20 +150,19 @@ TEST_F(NullNet, SendsRunSixteenAheadAndReceivesReportTheSentSizeInOrder) {
   void* s = nullptr;
   void* r = nullptr;
   connect_pair(&s, &r);
-  char buf[1];
   auto size_of = [](int k) { return (k * 7919) % 70000; };
   // Sixteen sends complete before any receive is posted; the seventeenth waits (NULL request).
   int sent = 0;
   for (; sent < 16; ++sent) {
     void* sr = nullptr;
-    ASSERT_EQ(net_->isend(s, buf, size_of(sent), 0, s, &sr), kNetSuccess);
+    ASSERT_EQ(net_->isend(s, buf_, size_of(sent), 0, s, &sr), kNetSuccess);
     ASSERT_NE(sr, nullptr) << "send " << sent;
     int size = -1;
     ASSERT_EQ(wait(sr, &size), kNetSuccess);
     EXPECT_EQ(size, size_of(sent));
   }
   void* req = nullptr;
-  ASSERT_EQ(net_->isend(s, buf, 100, 0, s, &req), kNetSuccess);
+  ASSERT_EQ(net_->isend(s, buf_, 100, 0, s, &req), kNetSuccess);
   EXPECT_EQ(req, nullptr) << "a send ran more than 16 ahead of the posted receives";
 
   // 300 messages of varied sizes, 8 receives ahead as NCCL keeps them: sizes come back in order.
@@ -164,18 +170,12 @@ TEST_F(NullNet, SendsRunSixteenAheadAndReceivesReportTheSentSizeInOrder) {
   int received = 0;
   while (received < 300) {
     while (recvs.size() < 8 && received + static_cast<int>(recvs.size()) < 300) {
-      int cap = 70000;
-      int tag = 0;
-      void* data = buf;
-      void* mh = r;
-      void* rr = nullptr;
-      ASSERT_EQ(net_->irecv(r, 1, &data, &cap, &tag, &mh, &rr), kNetSuccess);
-      ASSERT_NE(rr, nullptr);
-      recvs.push_back(rr);
+      recvs.push_back(post_recv(r, 70000));
+      ASSERT_NE(recvs.back(), nullptr);
     }
     if (sent < 300) {
       void* sr = nullptr;
-      ASSERT_EQ(net_->isend(s, buf, size_of(sent), 0, s, &sr), kNetSuccess);
+      ASSERT_EQ(net_->isend(s, buf_, size_of(sent), 0, s, &sr), kNetSuccess);
       if (sr != nullptr) {
         int size = -1;
         ASSERT_EQ(wait(sr, &size), kNetSuccess);
@@ -200,22 +200,17 @@ TEST_F(NullNet, AMessageLargerThanItsReceiveIsAnError) {
   void* s = nullptr;
   void* r = nullptr;
   connect_pair(&s, &r);
-  char buf[1];
-  int cap = 10;
-  int tag = 0;
-  void* data = buf;
-  void* mh = r;
-  void* rr = nullptr;
-  ASSERT_EQ(net_->irecv(r, 1, &data, &cap, &tag, &mh, &rr), kNetSuccess);
+  void* rr = post_recv(r, 10);
+  ASSERT_NE(rr, nullptr);
   void* sr = nullptr;
-  ASSERT_EQ(net_->isend(s, buf, 11, 0, s, &sr), kNetSuccess);
+  ASSERT_EQ(net_->isend(s, buf_, 11, 0, s, &sr), kNetSuccess);
   ASSERT_NE(sr, nullptr);
   int size = 0;
   g_last_warn.clear();
   EXPECT_EQ(wait(rr, &size), kNetInvalidUsage);
   EXPECT_NE(g_last_warn.find("11-byte message for a 10-byte receive"), std::string::npos) << g_last_warn;
   int grouped_cap[2] = {1, 1};
-  void* two[2] = {buf, buf};
+  void* two[2] = {buf_, buf_};
   int tags[2] = {0, 0};
   void* mhs[2] = {r, r};
   EXPECT_EQ(net_->irecv(r, 2, two, grouped_cap, tags, mhs, &rr), kNetInvalidArgument);
@@ -228,16 +223,12 @@ TEST_F(NullNet, APeerThatClosesFailsTheOtherSidesRequests) {
   void* s = nullptr;
   void* r = nullptr;
   connect_pair(&s, &r);
-  char buf[1];
-  int cap = 10;
-  int tag = 0;
-  void* data = buf;
-  void* mh = r;
-  void* rr = nullptr;
-  ASSERT_EQ(net_->irecv(r, 1, &data, &cap, &tag, &mh, &rr), kNetSuccess);
-  EXPECT_EQ(wait(rr, &cap, 10000), kNetInProgress);
+  void* rr = post_recv(r, 10);
+  ASSERT_NE(rr, nullptr);
+  int size = 0;
+  EXPECT_EQ(wait(rr, &size, 10000), kNetInProgress);
   ASSERT_EQ(net_->closeSend(s), kNetSuccess);
-  EXPECT_EQ(wait(rr, &cap), kNetRemoteError);
+  EXPECT_EQ(wait(rr, &size), kNetRemoteError);
   net_->closeRecv(r);
 }
 
@@ -258,17 +249,13 @@ TEST_F(NullNet, APeerProcessKilledFailsTheOtherSidesRequests) {
     ASSERT_EQ(net_->accept(listen_comm, &r, nullptr), kNetSuccess);
   }
   ASSERT_NE(r, nullptr) << "the child never connected";
-  char buf[1];
-  int cap = 10;
-  int tag = 0;
-  void* data = buf;
-  void* mh = r;
-  void* rr = nullptr;
-  ASSERT_EQ(net_->irecv(r, 1, &data, &cap, &tag, &mh, &rr), kNetSuccess);
-  EXPECT_EQ(wait(rr, &cap, 10000), kNetInProgress);
+  void* rr = post_recv(r, 10);
+  ASSERT_NE(rr, nullptr);
+  int size = 0;
+  EXPECT_EQ(wait(rr, &size, 10000), kNetInProgress);
   kill(child, SIGKILL);
   waitpid(child, nullptr, 0);
-  EXPECT_EQ(wait(rr, &cap), kNetRemoteError);
+  EXPECT_EQ(wait(rr, &size), kNetRemoteError);
   net_->closeRecv(r);
   net_->closeListen(listen_comm);
 }
