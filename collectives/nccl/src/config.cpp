@@ -157,7 +157,7 @@ ThreadLayout thread_layout(unsigned usable_cpus, unsigned local_ranks, int lanes
   } else if (wires_set >= 0) {
     const unsigned per_wire = budget / static_cast<unsigned>(wires_set);
     t.io_threads = per_wire >= 2 ? std::min<uint32_t>(per_wire - 1, io_wide) : 0;
-  } else if (io_wide > io_full && budget >= 2 * (1 + io_wide)) {
+  } else if (io_wide > io_full && budget >= 2 * (1 + io_wide) + kWideHeadroomCpus) {
     t.io_threads = io_wide;
   } else {
     t.io_threads = budget >= 1 + io_full ? io_full : 0;

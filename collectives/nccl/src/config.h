@@ -25,8 +25,15 @@ inline constexpr uint32_t kMaxDefaultIoThreads = 4;
 // Where two wires of (1 + kWideIoThreads) fit the share, that many I/O threads (and, with
 // MEGASCALE_LANES unset, as many lanes): on 2 x H200 (16 CPUs a rank) 2 x (1 + 6) with 6 lanes gave
 // 1.06-1.19x the bus bandwidth of 2 x (1 + 4) with 4 (medians of rows paired by round) in each of four
-// calls (docs/PERFORMANCE.md).
+// calls of the fifteenth to eighteenth sessions (docs/PERFORMANCE.md)...
 inline constexpr uint32_t kWideIoThreads = 6;
+// ... but only where that leaves this many CPUs of the share idle beside NCCL's two. On 2 x H200 (16
+// CPUs a rank) 2 x (1 + 6) filled every CPU of the host with busy threads: back-to-back collectives of
+// 32 KiB - 1 MiB took 1.5-5.6x the time of 2 x (1 + 4) (thousands of tail probes, 0.6-2.2 CPUs of
+// hypervisor steal on its runs against 0.01-0.03), and with 0.24 CPUs of steal its all-reduce fell to
+// 0.35-1.00x of 2 x (1 + 4), whose bandwidth held in every round; on a quiet host it gave 1.04x
+// (all-reduce) and 1.16x (all-gather). docs/PERFORMANCE.md, twentieth session.
+inline constexpr unsigned kWideHeadroomCpus = 2;
 inline constexpr uint32_t kDefaultLanes = 4;
 inline constexpr uint32_t kMinDefaultWires = 2;  // without I/O threads
 inline constexpr uint32_t kMaxDefaultWires = 4;  // without I/O threads
@@ -38,8 +45,7 @@ inline constexpr uint32_t kMaxDefaultWiresWithIoThreads = 2;
 // With at least kHalfShareRanks ranks on the host and a share of at least kHalfShareMinCpus, the default
 // spins on half the share: two wires of 1 + (share / 4 - 1) I/O threads, a lane each. On three 4 x
 // H200 hosts (64 CPUs, 4 ranks, 16 CPUs each) 2 x (1 + 6) collapsed to 1.0-5.2 GB/s with thousands of
-// tail probes while 2 x (1 + 3) moved 5.9-7.9 with none; with 2 ranks on 2 x H200 (32 CPUs) 2 x (1 + 6)
-// stays best (1.19x 2 x (1 + 3)). docs/PERFORMANCE.md, sixteenth session.
+// tail probes while 2 x (1 + 3) moved 5.9-7.9 with none. docs/PERFORMANCE.md, sixteenth session.
 inline constexpr unsigned kHalfShareRanks = 3;
 inline constexpr unsigned kHalfShareMinCpus = 16;
 // MEGASCALE_LOCAL_RANKS and the launchers' counts are taken in 1..kMaxLocalRanks.

@@ -120,8 +120,10 @@ TEST(ThreadLayout, FollowsTheCpuShareOfEachLocalRank) {
            Case{7, 1, 1, 4, 1, 4},    // 5 to spare: one wire with an I/O thread per lane
            Case{16, 2, 1, 4, 1, 4},   // 2 ranks on the 16-CPU H100 host (the best layout measured there)
            Case{15, 1, 2, 4, 2, 4},   // 13 to spare: not room for 2 x (1 + 6), so two wires of 1 + 4
-           Case{16, 1, 2, 6, 2, 4},   // 14 to spare: two wires of 1 + 6 (of 1 + 4 with 4 lanes)
-           Case{32, 2, 2, 6, 2, 4},   // 2 ranks on the 32-CPU H200 host (2 x (1 + 6) measured best)
+           Case{16, 1, 2, 4, 2, 4},   // 14 to spare: 2 x (1 + 6) would leave none idle, so two wires of 1 + 4
+           Case{18, 1, 2, 6, 2, 4},   // 16 to spare: two wires of 1 + 6 and 2 CPUs idle (1 + 4 with 4 lanes)
+           Case{32, 2, 2, 4, 2, 4},   // 2 ranks on the 32-CPU H200 host (2 x (1 + 4): steady, and faster
+                                      // below 1 MiB)
            Case{128, 8, 2, 3, 2, 3},  // an 8-GPU node: more than 2 ranks, half the share spins
            Case{64, 4, 2, 3, 2, 3},   // 4 ranks on the 64-CPU 4 x H200 host (2 x (1 + 3) measured best)
            Case{32, 4, 1, 4, 1, 4},   // 4 ranks, share 8: below kHalfShareMinCpus, as before
@@ -145,7 +147,8 @@ TEST(ThreadLayout, FollowsTheCpuShareOfEachLocalRank) {
     }
   }
   // Lanes unset: one per I/O thread where a wire has more than 4.
-  EXPECT_EQ(default_lanes(thread_layout(32, 2, -1, -1, -1)), 6u);
+  EXPECT_EQ(default_lanes(thread_layout(64, 2, -1, -1, -1)), 6u);
+  EXPECT_EQ(default_lanes(thread_layout(32, 2, -1, -1, -1)), 4u);
   EXPECT_EQ(default_lanes(thread_layout(16, 2, -1, -1, -1)), 4u);
   EXPECT_EQ(default_lanes(thread_layout(2, 1, -1, -1, -1)), 4u);
   EXPECT_EQ(default_lanes(thread_layout(64, 4, -1, -1, -1)), 3u);  // a lane per I/O thread
@@ -153,7 +156,7 @@ TEST(ThreadLayout, FollowsTheCpuShareOfEachLocalRank) {
   EXPECT_EQ(thread_layout(64, 4, -1, 2, -1).io_threads, 6u);
   EXPECT_EQ(thread_layout(64, 4, -1, -1, 6).io_threads, 6u);
   // 8 lanes set on a wide share: still at most 6 I/O threads a wire.
-  EXPECT_EQ(thread_layout(32, 2, 8, -1, -1).io_threads, 6u);
+  EXPECT_EQ(thread_layout(64, 2, 8, -1, -1).io_threads, 6u);
   // One I/O thread per lane socket at most.
   EXPECT_EQ(thread_layout(64, 1, 2, -1, -1).io_threads, 2u);
   EXPECT_EQ(thread_layout(64, 1, 2, -1, -1).wires, 2u);
@@ -170,7 +173,7 @@ TEST(ThreadLayout, FollowsTheCpuShareOfEachLocalRank) {
       "8 usable CPUs (cgroup CPU quota 8 in /sys/fs/cgroup/cpu.max, 128 in the affinity mask) / 8 local "
       "ranks = 1 each, 2 left to NCCL: 2 wires x (1 + 0 I/O threads)");
   EXPECT_EQ(thread_layout(32, 2, -1, -1, -1).why,
-            "32 usable CPUs / 2 local ranks = 16 each, 2 left to NCCL: 2 wires x (1 + 6 I/O threads)");
+            "32 usable CPUs / 2 local ranks = 16 each, 2 left to NCCL: 2 wires x (1 + 4 I/O threads)");
   EXPECT_EQ(thread_layout(128, 8, -1, -1, -1).why,
             "128 usable CPUs / 8 local ranks = 16 each, half of it spinning with 8 local ranks: 2 wires x (1 + 3 "
             "I/O threads)");
