@@ -1,17 +1,20 @@
 // libnccl-net-null.so (NCCL name "Null"): a net that moves no bytes, for measuring what NCCL itself can
 // do over a host-memory net on this host: its ring pipeline, its proxy thread, the GPU's reads and
 // writes of pinned host memory. Not a transport: receive buffers keep whatever they held, so every
-// collective's result is WRONG (run nccl_check with --no-check). It says so at init.
+// collective's result is WRONG (run nccl_check with --no-check). It says so at init. Only NCCL's Simple
+// protocol runs on it (NCCL_PROTO=Simple): LL and LL128 carry their flags inside the data, which never
+// arrives, so a GPU waiting on them would wait forever.
 //
 // A connection is one page of shared memory between the two processes (named in the 128-byte handle;
 // both sides are on one host). A send completes at once, as on a net that buffers the bytes (Socket's
-// kernel buffers), up to kAhead messages beyond the receives the peer has posted (MEGASCALE_NULL_AHEAD); a receive completes
-// once the matching send has been posted, with the sent size. No real net completes either sooner. Sends and receives are matched in order, one buffer per receive (maxRecvs 1).
-// The properties are the MegaScale plugin's for an interface without a known speed (no PCI path,
-// 100 Gbps), so that NCCL builds the same rings and channels for both; MEGASCALE_NULL_SPEED_MBPS
-// changes the speed. A peer that closes or exits fails the other side's requests with
-// ncclRemoteError. Uses the ABI facts of ../shared/research/nccl-plugin.md, through the project's
-// own v8 header (NCCL 2.20 .. 2.28 load v8).
+// kernel buffers), up to kAhead messages beyond the receives the peer has posted
+// (MEGASCALE_NULL_AHEAD); a receive completes once the matching send has been posted, with the sent
+// size. No real net completes either sooner. Sends and receives are matched in order, one buffer per
+// receive (maxRecvs 1). The properties are the MegaScale plugin's for an interface without a known
+// speed (no PCI path, 100 Gbps), so that NCCL builds the same rings and channels for both;
+// MEGASCALE_NULL_SPEED_MBPS changes the speed. A peer that closes or exits fails the other side's
+// requests with ncclRemoteError. Uses the ABI facts of ../shared/research/nccl-plugin.md, through the
+// project's own v8 header (NCCL 2.20 .. 2.28 load v8).
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -24,7 +27,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 
 #include "megascale/nccl/abi/net_v8.h"
 
@@ -35,9 +37,9 @@ using namespace megascale::nccl::abi;
 constexpr uint64_t kMagic = 0x4d534e554c4c3031ULL;  // "MSNULL01"
 constexpr uint32_t kRing = 64;                      // sizes of posted sends, read by the receiver
 constexpr uint32_t kMaxRequests = kNetMaxRequests;  // outstanding per comm (NCCL's bound)
-// Sends that may complete before their receive is posted (NCCL keeps at most 8 in flight a comm). The
-// sender writes sizes[k % kRing] once receive k + kAhead - kRing is posted, which NCCL's bound on
-// outstanding receives puts after receive k - kRing completed.
+// Sends that may complete before their receive is posted (NCCL keeps at most 8 in flight a comm). Send
+// k writes sizes[k % kRing] once receive k - kAhead is posted; with at most kMaxRequests receives
+// outstanding, receive k - kRing, the slot's last reader, has completed by then.
 // MEGASCALE_NULL_AHEAD (0 .. kAhead) lowers it; 0 makes every send wait for its receive (rendezvous).
 constexpr uint32_t kAhead = 16;
 static_assert(kAhead + kMaxRequests <= kRing);
