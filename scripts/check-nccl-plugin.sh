@@ -319,43 +319,51 @@ if want fault; then
   every_channel_via megascale-drop1 MegaScale || verdict=1
 fi
 
-# rounds_of STEP ARGS...: ROUNDS interleaved rounds of MegaScale, Socket as it comes and Socket 4x4, each a
-# run of nccl_check ARGS labelled STEP-NET-rK (each round starts with the next net, so none always runs
-# first). Only MegaScale's failures fail the script: the Socket runs are the baseline. Leaves the CSV lists
-# NET=CSV,... for nccl-bandwidth-table.py in table_nets (a Socket net only when every round has its CSV,
-# since pairs are taken round by round) and MegaScale's stats folders in ms_stats. The bench step also
-# watches each run's threads (CPU_WATCH) and, with PROFILE=1, records round 1 of each net.
+# rounds_of STEP ARGS...: ROUNDS interleaved rounds of MegaScale, Socket as it comes and Socket 4x4 (or the
+# nets named in NETS, e.g. NETS="socket-4x4 megascale null" for the ceiling step), each a run of
+# nccl_check ARGS labelled STEP-NET-rK (each round starts with the next net, so none always runs first).
+# The Null net runs with --no-check and NCCL_PROTO=Simple (its results are wrong; LL and LL128 wait for
+# flags inside the data it never moves). Only MegaScale's and the Null net's failures fail the script:
+# the Socket runs are the baseline. Leaves each net's CSVs, in round order, in round_csvs[NET]; the
+# CSV lists NET=CSV,... for nccl-bandwidth-table.py in table_nets (a Socket net only when every round
+# has its CSV, since pairs are taken round by round) and MegaScale's stats folders in ms_stats. The
+# bench step also watches each run's threads (CPU_WATCH) and, with PROFILE=1, records round 1 of each net.
 order=(megascale socket socket-4x4)
 stats_dir_of() { echo "$out/stats-$1-megascale-r$2"; }  # STEP ROUND: MegaScale's stats of that run
 join() { local IFS=,; echo "$*"; }
+declare -A round_csvs=()
 rounds_of() {
   local step=$1 k j net
   shift
-  local -A csvs=()
+  local -a these
+  read -ra these <<< "${NETS:-${order[*]}}"
+  local n=${#these[@]}
+  round_csvs=()
   ms_stats=()
   for ((k = 1; k <= rounds; k++)); do
-    for ((j = 0; j < 3; j++)); do
-      net=${order[(k - 1 + j) % 3]}
-      local label=$step-$net-r$k envs=("${socket_env[@]}") via=Socket failed=0 profile= watch=
+    for ((j = 0; j < n; j++)); do
+      net=${these[(k - 1 + j) % n]}
+      local label=$step-$net-r$k envs=("${socket_env[@]}") via=Socket failed=0 profile="" watch="" extra=()
       case $net in
         megascale) envs=("${megascale_env[@]}" MEGASCALE_STATS_DIR="$(stats_dir_of "$step" "$k")") via=MegaScale ;;
         socket-4x4) envs+=(NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4) ;;
+        null) envs=(NCCL_NET_PLUGIN="$null_net" NCCL_NET=Null NCCL_PROTO=Simple) via=Null extra=(--no-check) ;;
       esac
       if [[ $step == bench ]]; then
         watch="$out/$label.cpu.json"
         [[ $profile_on == 1 && $k == 1 ]] && profile="$out/$label.perf.data"
       fi
-      CPU_WATCH="$watch" PROFILE_DATA="$profile" run "$label" "${envs[@]}" -- "$@" --csv "$out/$label.csv" ||
-        failed=1
+      CPU_WATCH="$watch" PROFILE_DATA="$profile" run "$label" "${envs[@]}" -- "$@" "${extra[@]}" \
+        --csv "$out/$label.csv" || failed=1
       every_channel_via "$label" "$via" || failed=1
-      [[ $net == megascale && $failed == 1 ]] && verdict=1
-      [[ -s $out/$label.csv ]] && csvs[$net]+="${csvs[$net]:+,}$out/$label.csv"
+      [[ $net != socket* && $failed == 1 ]] && verdict=1
+      [[ -s $out/$label.csv ]] && round_csvs[$net]+="${round_csvs[$net]:+,}$out/$label.csv"
     done
     ms_stats+=("$step-megascale-r$k=$(stats_dir_of "$step" "$k")")
   done
-  table_nets=("megascale=${csvs[megascale]:-}")
+  table_nets=("megascale=${round_csvs[megascale]:-}")
   for net in socket socket-4x4; do
-    local list=${csvs[$net]:-} commas
+    local list=${round_csvs[$net]:-} commas
     commas=${list//[^,]/}
     [[ -n $list ]] && (( ${#commas} + 1 == rounds )) && table_nets+=("$net=$list")
   done
@@ -481,33 +489,13 @@ if want layouts; then
 fi
 
 if want ceiling; then
-  nets=(socket-4x4 megascale null)
-  declare -A ceiling_csvs=()
-  ceiling_stats=()
-  for ((k = 1; k <= rounds; k++)); do
-    for ((j = 0; j < 3; j++)); do
-      net=${nets[(k - 1 + j) % 3]}
-      label=ceiling-$net-r$k
-      extra=()
-      case $net in
-        socket-4x4) envs=("${socket_env[@]}" NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4) via=Socket ;;
-        megascale) envs=("${megascale_env[@]}" MEGASCALE_STATS_DIR="$out/stats-$label") via=MegaScale
-                   ceiling_stats+=("$label=$out/stats-$label") ;;
-        null) envs=(NCCL_NET_PLUGIN="$null_net" NCCL_NET=Null NCCL_PROTO=Simple) via=Null extra=(--no-check) ;;
-      esac
-      failed=0
-      run "$label" "${envs[@]}" -- --min-bytes "$bench_min" --max-bytes "$max" --factor 2 --types float \
-        --exact-sizes ${bench_ops:+--ops "$bench_ops"} "${extra[@]}" --csv "$out/$label.csv" || failed=1
-      every_channel_via "$label" "$via" || failed=1
-      [[ $net != socket-4x4 && $failed == 1 ]] && verdict=1
-      [[ -s $out/$label.csv ]] && ceiling_csvs[$net]+="${ceiling_csvs[$net]:+,}$out/$label.csv"
-    done
-  done
+  NETS="socket-4x4 megascale null" rounds_of ceiling --min-bytes "$bench_min" --max-bytes "$max" --factor 2 \
+    --types float --exact-sizes ${bench_ops:+--ops "$bench_ops"}
   variants=()
-  for net in "${nets[@]}"; do variants+=("$net=${ceiling_csvs[$net]:-}"); done
+  for net in socket-4x4 megascale null; do variants+=("$net=${round_csvs[$net]:-}"); done
   if python3 scripts/nccl-bandwidth-table.py --variants --ranks "$nranks" "${variants[@]}" > "$out/ceiling.md"; then
     printf '\n"null" is the Null net: no bytes moved, a send done at once (up to 16 ahead of the receives), a receive once its send is posted (its results are not checked).\n' >> "$out/ceiling.md"
-    report_table ceiling "$out/ceiling.md" "${ceiling_stats[@]}"
+    report_table ceiling "$out/ceiling.md" "${ms_stats[@]}"
   else
     echo "!! ceiling: no table (see above)"
     verdict=1
