@@ -201,6 +201,7 @@ NetResult listen(int dev, void* handle, void** listen_comm) {
 
 NetResult connect(int dev, void* handle, void** send_comm, NetDeviceHandle** dev_comm) {
   if (dev != 0 || handle == nullptr || send_comm == nullptr) return kNetInvalidArgument;
+  *send_comm = nullptr;
   if (dev_comm != nullptr) *dev_comm = nullptr;
   Handle h{};
   std::memcpy(&h, handle, sizeof h);

@@ -219,6 +219,24 @@ TEST_F(NullNet, AMessageLargerThanItsReceiveIsAnError) {
   net_->closeRecv(r);
 }
 
+TEST_F(NullNet, AForeignOrStaleHandleIsRefusedByName) {
+  char handle[kNetHandleMaxBytes] = {};
+  void* s = &handle;  // connect must clear it on failure
+  g_last_warn.clear();
+  EXPECT_EQ(net_->connect(0, handle, &s, nullptr), kNetInvalidArgument);
+  EXPECT_EQ(s, nullptr);
+  EXPECT_NE(g_last_warn.find("not a Null net handle"), std::string::npos) << g_last_warn;
+  // A real handle whose listener has gone: its shared memory is unlinked.
+  void* listen_comm = nullptr;
+  ASSERT_EQ(net_->listen(0, handle, &listen_comm), kNetSuccess);
+  ASSERT_EQ(net_->closeListen(listen_comm), kNetSuccess);
+  g_last_warn.clear();
+  s = &handle;
+  EXPECT_EQ(net_->connect(0, handle, &s, nullptr), kNetRemoteError);
+  EXPECT_EQ(s, nullptr);
+  EXPECT_NE(g_last_warn.find("the peer must be on this host"), std::string::npos) << g_last_warn;
+}
+
 TEST_F(NullNet, APeerThatClosesFailsTheOtherSidesRequests) {
   void* s = nullptr;
   void* r = nullptr;
