@@ -3,7 +3,7 @@
 // patterns on loopback, one test per harness case; the older ABI tables (v8..v10) through the basic
 // cases; and, in fresh processes (the plugin reads its environment once), a bad MEGASCALE_* value
 // failing init with a message naming it, the stats files MEGASCALE_STATS_DIR asks for, and the request
-// timeline MEGASCALE_TRACE_FILE asks for.
+// timeline MEGASCALE_TRACE_FILE asks for; and that the harness fails a net that moves no bytes.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -86,6 +86,23 @@ INSTANTIATE_TEST_SUITE_P(Versions, NcclConformanceAbi, ::testing::Values(8, 9, 1
                          [](const ::testing::TestParamInfo<int>& p) {
                            return "v" + std::to_string(p.param);
                          });
+
+// The harness fails a net that gets the data wrong: the Null net (collectives/nccl/nullnet) completes
+// every request with the right sizes and moves no bytes, so each of these cases must fail on the data.
+TEST(NcclConformanceHarness, FailsANetThatMovesNoBytes) {
+  Options o = plugin_options();
+  o.plugin_path = MEGASCALE_NULL_NET_PATH;
+  o.cases = {"load", "steps_in_flight", "message_sizes", "zero_byte", "max_requests", "throughput"};
+  const Report r = run(o);
+  ASSERT_TRUE(r.load_error.empty()) << r.load_error;
+  EXPECT_EQ(r.plugin_name, "Null");
+  ASSERT_EQ(r.cases.size(), o.cases.size());
+  for (const CaseResult& c : r.cases) {
+    EXPECT_FALSE(c.passed) << c.name;
+    EXPECT_FALSE(c.skipped) << c.name;
+    EXPECT_NE(c.detail.find("wrong data"), std::string::npos) << c.name << ": " << c.detail;
+  }
+}
 
 // ---- In fresh processes: the plugin reads MEGASCALE_* once per process. ----
 

@@ -111,239 +111,207 @@ Status case_connect_accept_one_thread(Env& env) {
 }
 
 Status case_steps_in_flight(Env& env) {
-  Context ctx(env.net);
-  MS_TRY(ctx.init());
-  Pair pair(env.net, ctx.get(), env.dev);
-  MS_TRY(pair.connect(Deadline(15)));
   constexpr size_t kStep = 512 << 10;
-  MS_TRY(pair.register_buffers(abi::kNcclSteps * kStep));
-  MS_TRY(stream(env.net, pair, kStep, abi::kNcclSteps, 64, 3, Deadline(60), 100));
-  MS_TRY(stream(env.net, pair, 1024, abi::kNcclSteps, 256, 3, Deadline(30), 200));
-  MS_TRY(pair.close());
-  return ctx.finalize();
+  return with_pair(env, abi::kNcclSteps * kStep, [&](Pair& pair) -> Status {
+    MS_TRY(stream(env.net, pair, kStep, abi::kNcclSteps, 64, 3, Deadline(60), 100));
+    MS_TRY(stream(env.net, pair, 1024, abi::kNcclSteps, 256, 3, Deadline(30), 200));
+    return {};
+  });
 }
 
 Status case_message_sizes(Env& env) {
-  Context ctx(env.net);
-  MS_TRY(ctx.init());
-  Pair pair(env.net, ctx.get(), env.dev);
-  MS_TRY(pair.connect(Deadline(15)));
   const size_t sizes[] = {1, 7, 4095, 4096, 4097, 8191, 65537, (1 << 20) + 3, (8 << 20) + 1};
-  MS_TRY(pair.register_buffers(2 * ((8 << 20) + 8)));
-  uint64_t seed = 300;
-  for (size_t s : sizes) MS_TRY(stream(env.net, pair, s, 2, 4, 5, Deadline(60), seed += 10));
-  MS_TRY(pair.close());
-  return ctx.finalize();
+  return with_pair(env, 2 * ((8 << 20) + 8), [&](Pair& pair) -> Status {
+    uint64_t seed = 300;
+    for (size_t s : sizes) MS_TRY(stream(env.net, pair, s, 2, 4, 5, Deadline(60), seed += 10));
+    return {};
+  });
 }
 
 Status case_receive_larger_than_send(Env& env) {
-  Context ctx(env.net);
-  MS_TRY(ctx.init());
-  Pair pair(env.net, ctx.get(), env.dev);
-  MS_TRY(pair.connect(Deadline(15)));
-  MS_TRY(pair.register_buffers(8 * ((1 << 20) + 4096)));
-  // The receive reports the size actually sent, not its capacity.
-  MS_TRY(stream(env.net, pair, 1000, 8, 32, 2, Deadline(30), 400, 1 << 20));
-  MS_TRY(stream(env.net, pair, 4096, 8, 32, 2, Deadline(30), 500, 1));
-  MS_TRY(pair.close());
-  return ctx.finalize();
+  return with_pair(env, 8 * ((1 << 20) + 4096), [&](Pair& pair) -> Status {
+    // The receive reports the size actually sent, not its capacity.
+    MS_TRY(stream(env.net, pair, 1000, 8, 32, 2, Deadline(30), 400, 1 << 20));
+    MS_TRY(stream(env.net, pair, 4096, 8, 32, 2, Deadline(30), 500, 1));
+    return {};
+  });
 }
 
 Status case_zero_byte(Env& env) {
-  Context ctx(env.net);
-  MS_TRY(ctx.init());
-  Pair pair(env.net, ctx.get(), env.dev);
-  MS_TRY(pair.connect(Deadline(15)));
-  MS_TRY(pair.register_buffers(8 * 4096));
-  MS_TRY(stream(env.net, pair, 0, 8, 32, 4, Deadline(30), 600));        // zero-byte into zero-byte
-  MS_TRY(stream(env.net, pair, 0, 8, 32, 4, Deadline(30), 700, 4096));  // zero-byte into 4 KiB
-  MS_TRY(stream(env.net, pair, 100, 8, 8, 4, Deadline(30), 800));       // and data after them
-  MS_TRY(pair.close());
-  return ctx.finalize();
+  return with_pair(env, 8 * 4096, [&](Pair& pair) -> Status {
+    MS_TRY(stream(env.net, pair, 0, 8, 32, 4, Deadline(30), 600));        // zero-byte into zero-byte
+    MS_TRY(stream(env.net, pair, 0, 8, 32, 4, Deadline(30), 700, 4096));  // zero-byte into 4 KiB
+    MS_TRY(stream(env.net, pair, 100, 8, 8, 4, Deadline(30), 800));       // and data after them
+    return {};
+  });
 }
 
 Status case_grouped_receive(Env& env) {
   const int n = std::min(env.props.max_recvs, 8);
   if (n <= 1) return skip("maxRecvs is 1: the plugin does not do grouped receives");
-  Context ctx(env.net);
-  MS_TRY(ctx.init());
-  Pair pair(env.net, ctx.get(), env.dev);
-  MS_TRY(pair.connect(Deadline(15)));
   constexpr size_t kSlot = 64 << 10;
-  MS_TRY(pair.register_buffers(static_cast<size_t>(n) * kSlot));
-  for (int round = 0; round < 8; ++round) {
-    // One irecv of n buffers with distinct tags (the sending ranks) and sizes ...
-    void* data[8];
-    size_t sizes[8];
-    int tags[8];
-    void* mhs[8];
-    for (int i = 0; i < n; ++i) {
-      data[i] = pair.recv_buf.data() + kSlot * static_cast<size_t>(i);
-      sizes[i] = kSlot;
-      tags[i] = 10 + i;
-      mhs[i] = pair.recv_mr;
-    }
-    void* rreq = nullptr;
-    MS_CALL(env.net.irecv(pair.recv_comm, n, data, sizes, tags, mhs, &rreq));
-    MS_REQUIRE(rreq != nullptr, "a grouped irecv with no other request outstanding returned NULL");
-    // ... matched by sends posted in the reverse tag order, each a different size.
-    void* sreq[8] = {};
-    size_t sent[8];
-    const Deadline deadline(30);
-    for (int k = n - 1; k >= 0; --k) {
-      sent[k] = 1000 * static_cast<size_t>(k + 1) + static_cast<size_t>(round);
-      uint8_t* src = pair.send_buf.data() + kSlot * static_cast<size_t>(k);
-      fill_pattern(src, sent[k], 1000 + static_cast<uint64_t>(round * 16 + k));
-      while (sreq[k] == nullptr) {
-        MS_CALL(env.net.isend(pair.send_comm, src, sent[k], 10 + k, pair.send_mr, &sreq[k]));
-        MS_REQUIRE(!deadline.passed(), "isend kept returning NULL");
+  return with_pair(env, static_cast<size_t>(n) * kSlot, [&](Pair& pair) -> Status {
+    for (int round = 0; round < 8; ++round) {
+      // One irecv of n buffers with distinct tags (the sending ranks) and sizes ...
+      void* data[8];
+      size_t sizes[8];
+      int tags[8];
+      void* mhs[8];
+      for (int i = 0; i < n; ++i) {
+        data[i] = pair.recv_buf.data() + kSlot * static_cast<size_t>(i);
+        sizes[i] = kSlot;
+        tags[i] = 10 + i;
+        mhs[i] = pair.recv_mr;
+      }
+      void* rreq = nullptr;
+      MS_CALL(env.net.irecv(pair.recv_comm, n, data, sizes, tags, mhs, &rreq));
+      MS_REQUIRE(rreq != nullptr, "a grouped irecv with no other request outstanding returned NULL");
+      // ... matched by sends posted in the reverse tag order, each a different size.
+      void* sreq[8] = {};
+      size_t sent[8];
+      const Deadline deadline(30);
+      for (int k = n - 1; k >= 0; --k) {
+        sent[k] = 1000 * static_cast<size_t>(k + 1) + static_cast<size_t>(round);
+        uint8_t* src = pair.send_buf.data() + kSlot * static_cast<size_t>(k);
+        fill_pattern(src, sent[k], 1000 + static_cast<uint64_t>(round * 16 + k));
+        while (sreq[k] == nullptr) {
+          MS_CALL(env.net.isend(pair.send_comm, src, sent[k], 10 + k, pair.send_mr, &sreq[k]));
+          MS_REQUIRE(!deadline.passed(), "isend kept returning NULL");
+        }
+      }
+      for (int k = 0; k < n; ++k) MS_TRY(wait_request(env.net, sreq[k], nullptr, deadline, "grouped send"));
+      int got[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
+      MS_TRY(wait_request(env.net, rreq, got, deadline, "grouped receive"));
+      for (int i = 0; i < n; ++i) {
+        MS_REQUIRE(got[i] == static_cast<int>(sent[i]),
+                   "grouped receive: buffer " + std::to_string(i) + " (tag " + std::to_string(tags[i]) +
+                       ") reported " + std::to_string(got[i]) + " bytes, its tag's send had " +
+                       std::to_string(sent[i]));
+        const int64_t bad = check_pattern(static_cast<uint8_t*>(data[i]), sent[i],
+                                          1000 + static_cast<uint64_t>(round * 16 + i));
+        MS_REQUIRE(bad < 0, "grouped receive: buffer " + std::to_string(i) + " holds the wrong data (byte " +
+                                std::to_string(bad) + "): sends must land in the buffer of their tag");
       }
     }
-    for (int k = 0; k < n; ++k) MS_TRY(wait_request(env.net, sreq[k], nullptr, deadline, "grouped send"));
-    int got[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
-    MS_TRY(wait_request(env.net, rreq, got, deadline, "grouped receive"));
-    for (int i = 0; i < n; ++i) {
-      MS_REQUIRE(got[i] == static_cast<int>(sent[i]),
-                 "grouped receive: buffer " + std::to_string(i) + " (tag " + std::to_string(tags[i]) +
-                     ") reported " + std::to_string(got[i]) + " bytes, its tag's send had " +
-                     std::to_string(sent[i]));
-      const int64_t bad = check_pattern(static_cast<uint8_t*>(data[i]), sent[i],
-                                        1000 + static_cast<uint64_t>(round * 16 + i));
-      MS_REQUIRE(bad < 0, "grouped receive: buffer " + std::to_string(i) + " holds the wrong data (byte " +
-                              std::to_string(bad) + "): sends must land in the buffer of their tag");
-    }
-  }
-  env.detail = std::to_string(n) + " buffers per irecv";
-  MS_TRY(pair.close());
-  return ctx.finalize();
+    env.detail = std::to_string(n) + " buffers per irecv";
+    return {};
+  });
 }
 
 Status case_max_requests(Env& env) {
-  Context ctx(env.net);
-  MS_TRY(ctx.init());
-  Pair pair(env.net, ctx.get(), env.dev);
-  MS_TRY(pair.connect(Deadline(15)));
   const int n = std::min(env.props.max_recvs, 8);
   const int nreq = abi::kNetMaxRequests;
   const int nsend = nreq * n;
   constexpr size_t kMsg = 8192;
-  MS_TRY(pair.register_buffers(static_cast<size_t>(nsend) * kMsg));
-  const Deadline deadline(60);
-  // 32 receives (each of n buffers) outstanding on one recv comm ...
-  std::vector<void*> rreq(static_cast<size_t>(nreq), nullptr);
-  for (int r = 0; r < nreq; ++r) {
-    void* data[8];
-    size_t sizes[8];
-    int tags[8];
-    void* mhs[8];
-    for (int i = 0; i < n; ++i) {
-      data[i] = pair.recv_buf.data() + kMsg * static_cast<size_t>(r * n + i);
-      sizes[i] = kMsg;
-      tags[i] = i;
-      mhs[i] = pair.recv_mr;
+  return with_pair(env, static_cast<size_t>(nsend) * kMsg, [&](Pair& pair) -> Status {
+    const Deadline deadline(60);
+    // 32 receives (each of n buffers) outstanding on one recv comm ...
+    std::vector<void*> rreq(static_cast<size_t>(nreq), nullptr);
+    for (int r = 0; r < nreq; ++r) {
+      void* data[8];
+      size_t sizes[8];
+      int tags[8];
+      void* mhs[8];
+      for (int i = 0; i < n; ++i) {
+        data[i] = pair.recv_buf.data() + kMsg * static_cast<size_t>(r * n + i);
+        sizes[i] = kMsg;
+        tags[i] = i;
+        mhs[i] = pair.recv_mr;
+      }
+      MS_CALL(env.net.irecv(pair.recv_comm, n, data, sizes, tags, mhs, &rreq[static_cast<size_t>(r)]));
+      MS_REQUIRE(rreq[static_cast<size_t>(r)] != nullptr,
+                 "irecv " + std::to_string(r) + " returned NULL with fewer than 32 requests outstanding");
     }
-    MS_CALL(env.net.irecv(pair.recv_comm, n, data, sizes, tags, mhs, &rreq[static_cast<size_t>(r)]));
-    MS_REQUIRE(rreq[static_cast<size_t>(r)] != nullptr,
-               "irecv " + std::to_string(r) + " returned NULL with fewer than 32 requests outstanding");
-  }
-  // ... and 32 x maxRecvs sends outstanding on the send comm.
-  std::vector<void*> sreq(static_cast<size_t>(nsend), nullptr);
-  for (int s = 0; s < nsend; ++s) {
-    uint8_t* src = pair.send_buf.data() + kMsg * static_cast<size_t>(s);
-    fill_pattern(src, kMsg, 5000 + static_cast<uint64_t>(s));
-    MS_CALL(env.net.isend(pair.send_comm, src, kMsg, s % n, pair.send_mr, &sreq[static_cast<size_t>(s)]));
-    MS_REQUIRE(
-        sreq[static_cast<size_t>(s)] != nullptr,
-        "isend " + std::to_string(s) + " returned NULL with fewer than 32 x maxRecvs requests outstanding");
-  }
-  for (int s = 0; s < nsend; ++s)
-    MS_TRY(wait_request(env.net, sreq[static_cast<size_t>(s)], nullptr, deadline, "send"));
-  for (int r = 0; r < nreq; ++r) {
-    int got[8];
-    MS_TRY(wait_request(env.net, rreq[static_cast<size_t>(r)], got, deadline, "receive"));
-    for (int i = 0; i < n; ++i) {
-      const int s = r * n + i;  // sends of tag i match that tag's receives in order
-      MS_REQUIRE(got[i] == static_cast<int>(kMsg),
-                 "receive " + std::to_string(r) + " reported " + std::to_string(got[i]));
-      MS_REQUIRE(check_pattern(pair.recv_buf.data() + kMsg * static_cast<size_t>(s), kMsg,
-                               5000 + static_cast<uint64_t>(s)) < 0,
-                 "receive " + std::to_string(r) + " buffer " + std::to_string(i) +
-                     ": wrong data (sends of one tag must "
-                     "match that tag's receives in posting order)");
+    // ... and 32 x maxRecvs sends outstanding on the send comm.
+    std::vector<void*> sreq(static_cast<size_t>(nsend), nullptr);
+    for (int s = 0; s < nsend; ++s) {
+      uint8_t* src = pair.send_buf.data() + kMsg * static_cast<size_t>(s);
+      fill_pattern(src, kMsg, 5000 + static_cast<uint64_t>(s));
+      MS_CALL(env.net.isend(pair.send_comm, src, kMsg, s % n, pair.send_mr, &sreq[static_cast<size_t>(s)]));
+      MS_REQUIRE(
+          sreq[static_cast<size_t>(s)] != nullptr,
+          "isend " + std::to_string(s) + " returned NULL with fewer than 32 x maxRecvs requests outstanding");
     }
-  }
-  env.detail = std::to_string(nreq) + " irecvs x " + std::to_string(n) + " buffers, " +
-               std::to_string(nsend) + " isends";
-  MS_TRY(pair.close());
-  return ctx.finalize();
+    for (int s = 0; s < nsend; ++s)
+      MS_TRY(wait_request(env.net, sreq[static_cast<size_t>(s)], nullptr, deadline, "send"));
+    for (int r = 0; r < nreq; ++r) {
+      int got[8];
+      MS_TRY(wait_request(env.net, rreq[static_cast<size_t>(r)], got, deadline, "receive"));
+      for (int i = 0; i < n; ++i) {
+        const int s = r * n + i;  // sends of tag i match that tag's receives in order
+        MS_REQUIRE(got[i] == static_cast<int>(kMsg),
+                   "receive " + std::to_string(r) + " reported " + std::to_string(got[i]));
+        MS_REQUIRE(check_pattern(pair.recv_buf.data() + kMsg * static_cast<size_t>(s), kMsg,
+                                 5000 + static_cast<uint64_t>(s)) < 0,
+                   "receive " + std::to_string(r) + " buffer " + std::to_string(i) +
+                       ": wrong data (sends of one tag must "
+                       "match that tag's receives in posting order)");
+      }
+    }
+    env.detail = std::to_string(nreq) + " irecvs x " + std::to_string(n) + " buffers, " +
+                 std::to_string(nsend) + " isends";
+    return {};
+  });
 }
 
 Status case_iflush(Env& env) {
-  Context ctx(env.net);
-  MS_TRY(ctx.init());
-  Pair pair(env.net, ctx.get(), env.dev);
-  MS_TRY(pair.connect(Deadline(15)));
-  MS_TRY(pair.register_buffers(8 * 4096));
-  MS_TRY(stream(env.net, pair, 4096, 1, 1, 0, Deadline(15), 900));
-  void* data = pair.recv_buf.data();
-  int size = 4096;
-  void* mh = pair.recv_mr;
-  void* req = reinterpret_cast<void*>(uintptr_t{0xdead});
-  MS_CALL(env.net.iflush(pair.recv_comm, 1, &data, &size, &mh, &req));
-  // NULL: nothing to flush (host memory); otherwise NCCL tests it with sizes = NULL.
-  if (req != nullptr) MS_TRY(wait_request(env.net, req, nullptr, Deadline(15), "iflush"));
-  env.detail = req == nullptr ? "nothing to flush (request NULL)" : "flush request completed";
-  MS_TRY(pair.close());
-  return ctx.finalize();
+  return with_pair(env, 8 * 4096, [&](Pair& pair) -> Status {
+    MS_TRY(stream(env.net, pair, 4096, 1, 1, 0, Deadline(15), 900));
+    void* data = pair.recv_buf.data();
+    int size = 4096;
+    void* mh = pair.recv_mr;
+    void* req = reinterpret_cast<void*>(uintptr_t{0xdead});
+    MS_CALL(env.net.iflush(pair.recv_comm, 1, &data, &size, &mh, &req));
+    // NULL: nothing to flush (host memory); otherwise NCCL tests it with sizes = NULL.
+    if (req != nullptr) MS_TRY(wait_request(env.net, req, nullptr, Deadline(15), "iflush"));
+    env.detail = req == nullptr ? "nothing to flush (request NULL)" : "flush request completed";
+    return {};
+  });
 }
 
 Status case_optional_recv_completion(Env& env) {
   if (env.net.version() < 9) return skip("NCCL passes the optional-completion hint from v9 on");
-  Context ctx(env.net);
-  MS_TRY(ctx.init());
-  Pair pair(env.net, ctx.get(), env.dev);
-  MS_TRY(pair.connect(Deadline(15)));
   constexpr size_t kMsg = 64 << 10;
-  MS_TRY(pair.register_buffers(8 * kMsg));
-  const Deadline deadline(30);
-  for (int step = 0; step < 16; ++step) {
-    uint8_t* dst = pair.recv_buf.data() + kMsg * static_cast<size_t>(step % 8);
-    std::memset(dst, 0, kMsg);
-    void* data = dst;
-    size_t size = kMsg;
-    int tag = 6;
-    void* mh = pair.recv_mr;
-    void* rreq = reinterpret_cast<void*>(abi::kOptionalRecvCompletion);  // LL/LL128, n == 1
-    MS_CALL(env.net.irecv(pair.recv_comm, 1, &data, &size, &tag, &mh, &rreq));
-    MS_REQUIRE(rreq != reinterpret_cast<void*>(abi::kOptionalRecvCompletion),
-               "irecv left the optional-completion hint in *request (it must return a request or NULL)");
-    MS_REQUIRE(rreq != nullptr, "irecv returned NULL with no request outstanding");
-    uint8_t* src = pair.send_buf.data() + kMsg * static_cast<size_t>(step % 8);
-    fill_pattern(src, kMsg, 7000 + static_cast<uint64_t>(step));
-    void* sreq = nullptr;
-    while (sreq == nullptr) {
-      MS_CALL(env.net.isend(pair.send_comm, src, kMsg, 6, pair.send_mr, &sreq));
-      MS_REQUIRE(!deadline.passed(), "isend kept returning NULL");
-    }
-    int got[8];
-    MS_TRY(wait_request(env.net, rreq, got, deadline, "optional-completion receive"));
-    // The data itself tells when it arrived (as LL flags do for NCCL's kernels); meanwhile the send is
-    // tested, as NCCL's proxy keeps testing its other requests.
-    bool sent = false;
-    while (!sent || poll_pattern(dst, kMsg, 7000 + static_cast<uint64_t>(step)) >= 0) {
-      MS_REQUIRE(!deadline.passed(), "the data of an optional-completion receive never arrived");
-      if (!sent) {
-        int done = 0;
-        MS_CALL(env.net.test(sreq, &done, nullptr));
-        sent = done != 0;
+  return with_pair(env, 8 * kMsg, [&](Pair& pair) -> Status {
+    const Deadline deadline(30);
+    for (int step = 0; step < 16; ++step) {
+      uint8_t* dst = pair.recv_buf.data() + kMsg * static_cast<size_t>(step % 8);
+      std::memset(dst, 0, kMsg);
+      void* data = dst;
+      size_t size = kMsg;
+      int tag = 6;
+      void* mh = pair.recv_mr;
+      void* rreq = reinterpret_cast<void*>(abi::kOptionalRecvCompletion);  // LL/LL128, n == 1
+      MS_CALL(env.net.irecv(pair.recv_comm, 1, &data, &size, &tag, &mh, &rreq));
+      MS_REQUIRE(rreq != reinterpret_cast<void*>(abi::kOptionalRecvCompletion),
+                 "irecv left the optional-completion hint in *request (it must return a request or NULL)");
+      MS_REQUIRE(rreq != nullptr, "irecv returned NULL with no request outstanding");
+      uint8_t* src = pair.send_buf.data() + kMsg * static_cast<size_t>(step % 8);
+      fill_pattern(src, kMsg, 7000 + static_cast<uint64_t>(step));
+      void* sreq = nullptr;
+      while (sreq == nullptr) {
+        MS_CALL(env.net.isend(pair.send_comm, src, kMsg, 6, pair.send_mr, &sreq));
+        MS_REQUIRE(!deadline.passed(), "isend kept returning NULL");
       }
+      int got[8];
+      MS_TRY(wait_request(env.net, rreq, got, deadline, "optional-completion receive"));
+      // The data itself tells when it arrived (as LL flags do for NCCL's kernels); meanwhile the send is
+      // tested, as NCCL's proxy keeps testing its other requests.
+      bool sent = false;
+      while (!sent || poll_pattern(dst, kMsg, 7000 + static_cast<uint64_t>(step)) >= 0) {
+        MS_REQUIRE(!deadline.passed(), "the data of an optional-completion receive never arrived");
+        if (!sent) {
+          int done = 0;
+          MS_CALL(env.net.test(sreq, &done, nullptr));
+          sent = done != 0;
+        }
+      }
+      MS_CALL(env.net.irecv_consumed(pair.recv_comm, 1, rreq));
     }
-    MS_CALL(env.net.irecv_consumed(pair.recv_comm, 1, rreq));
-  }
-  // Ordinary traffic goes on afterwards.
-  MS_TRY(stream(env.net, pair, 4096, 8, 32, 6, deadline, 7500));
-  MS_TRY(pair.close());
-  return ctx.finalize();
+    // Ordinary traffic goes on afterwards.
+    MS_TRY(stream(env.net, pair, 4096, 8, 32, 6, deadline, 7500));
+    return {};
+  });
 }
 
 }  // namespace megascale::nccl::conformance

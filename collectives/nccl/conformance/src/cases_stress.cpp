@@ -111,46 +111,39 @@ Status case_close_with_requests(Env& env) {
 }
 
 Status case_latency(Env& env) {
-  Context ctx(env.net);
-  MS_TRY(ctx.init());
-  Pair pair(env.net, ctx.get(), env.dev);
-  MS_TRY(pair.connect(Deadline(15)));
-  MS_TRY(pair.register_buffers(4096));
-  // One 8-byte message at a time: post the receive, then the send, wait for both (NCCL's small steps).
-  MS_TRY(stream(env.net, pair, 8, 1, 50, 0, Deadline(30), 3));  // warm up
-  const int count = 1000;
-  const auto t0 = Clock::now();
-  MS_TRY(stream(env.net, pair, 8, 1, count, 0, Deadline(60), 4));
-  const double us_per = seconds_since(t0) * 1e6 / count;
-  char text[128];
-  std::snprintf(text, sizeof text, "%.1f us per 8-byte message, one at a time (%d messages)", us_per, count);
-  env.detail = text;
-  MS_TRY(pair.close());
-  return ctx.finalize();
+  return with_pair(env, 4096, [&](Pair& pair) -> Status {
+    // One 8-byte message at a time: post the receive, then the send, wait for both (NCCL's small steps).
+    MS_TRY(stream(env.net, pair, 8, 1, 50, 0, Deadline(30), 3));  // warm up
+    const int count = 1000;
+    const auto t0 = Clock::now();
+    MS_TRY(stream(env.net, pair, 8, 1, count, 0, Deadline(60), 4));
+    const double us_per = seconds_since(t0) * 1e6 / count;
+    char text[128];
+    std::snprintf(text, sizeof text, "%.1f us per 8-byte message, one at a time (%d messages)", us_per,
+                  count);
+    env.detail = text;
+    return {};
+  });
 }
 
 Status case_throughput(Env& env) {
-  Context ctx(env.net);
-  MS_TRY(ctx.init());
-  Pair pair(env.net, ctx.get(), env.dev);
-  MS_TRY(pair.connect(Deadline(15)));
   constexpr size_t kMsg = 4 << 20;
-  MS_TRY(pair.register_buffers(abi::kNcclSteps * kMsg));
-  MS_TRY(stream(env.net, pair, kMsg, abi::kNcclSteps, 8, 0, Deadline(30), 1));  // warm up
-  // Batches of 32 messages for about a second (fewer on a slow machine or under sanitizers).
-  int count = 0;
-  const auto t0 = Clock::now();
-  while (count < 256 && (count == 0 || seconds_since(t0) < 1.0)) {
-    MS_TRY(stream(env.net, pair, kMsg, abi::kNcclSteps, 32, 0, Deadline(60), 2, 0, /*touch_data=*/false));
-    count += 32;
-  }
-  const double s = seconds_since(t0);
-  char text[128];
-  std::snprintf(text, sizeof text, "%.2f GB/s (%d x 4 MiB, 8 in flight, one connection)",
-                static_cast<double>(kMsg) * count / s / 1e9, count);
-  env.detail = text;
-  MS_TRY(pair.close());
-  return ctx.finalize();
+  return with_pair(env, abi::kNcclSteps * kMsg, [&](Pair& pair) -> Status {
+    MS_TRY(stream(env.net, pair, kMsg, abi::kNcclSteps, 8, 0, Deadline(30), 1));  // warm up
+    // Batches of 32 messages for about a second (fewer on a slow machine or under sanitizers).
+    int count = 0;
+    const auto t0 = Clock::now();
+    while (count < 256 && (count == 0 || seconds_since(t0) < 1.0)) {
+      MS_TRY(stream(env.net, pair, kMsg, abi::kNcclSteps, 32, 0, Deadline(60), 2, 0, /*touch_data=*/false));
+      count += 32;
+    }
+    const double s = seconds_since(t0);
+    char text[128];
+    std::snprintf(text, sizeof text, "%.2f GB/s (%d x 4 MiB, 8 in flight, one connection)",
+                  static_cast<double>(kMsg) * count / s / 1e9, count);
+    env.detail = text;
+    return {};
+  });
 }
 
 }  // namespace megascale::nccl::conformance

@@ -114,6 +114,21 @@ class Pair {
   int dev_;
 };
 
+// The shape of most cases: a fresh context, a connected pair with `buffer_bytes` registered on each
+// side, `body(pair)`, then the pair closed and the context finalized. The first error, the body's
+// included, is returned; the destructors close whatever it left open.
+template <class Body>
+Status with_pair(Env& env, size_t buffer_bytes, Body&& body) {
+  Context ctx(env.net);
+  MS_TRY(ctx.init());
+  Pair pair(env.net, ctx.get(), env.dev);
+  MS_TRY(pair.connect(Deadline(15)));
+  MS_TRY(pair.register_buffers(buffer_bytes));
+  MS_TRY(body(pair));
+  MS_TRY(pair.close());
+  return ctx.finalize();
+}
+
 // Streams `count` messages of `bytes` each through `pair` with `inflight` isends and irecvs posted at
 // once (NCCL_STEPS = 8), rolling: a completed request is replaced by the next message. Every received
 // message is checked byte for byte and by its reported size. recv_extra: receive buffers this much
