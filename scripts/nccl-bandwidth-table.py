@@ -23,6 +23,10 @@ interleaved rounds by scripts/check-nccl-plugin.sh's layouts step) and each is c
 
     nccl-bandwidth-table.py --variants --ranks 4 default=a1.csv,a2.csv 2x3=b1.csv,b2.csv
 
+With --variants and --goal, each variant's summary also gives, per collective, how many of its pairs
+reach the goal over the first: the check script's ceiling step asks this of the Null net against Socket
+4x4, where a collective whose Null pairs fall short has a goal that no net reaches at those channels.
+
 Only the Python standard library; prints Markdown.
 """
 import argparse
@@ -88,7 +92,14 @@ def paired_ratios(num, den, key):
     return [a[key] / b[key] for a, b in zip(num, den) if key in a and key in b and b[key] > 0]
 
 
-def variants_table(items, ranks, metric):
+def goal_count(pairs, goal):
+    """'reaches G in all N pairs' or 'below G in K of N pairs'."""
+    below = sum(1 for x in pairs if x < goal)
+    return (f"reaches {goal}x in all {len(pairs)} pairs" if below == 0 else
+            f"below {goal}x in {below} of {len(pairs)} pairs")
+
+
+def variants_table(items, ranks, metric, goal=None):
     """--variants: each NAME=CSV,... against the first, paired round by round."""
     column = "busbw_gbps" if metric == "busbw" else "time_us"
     rounds = {}
@@ -135,12 +146,20 @@ def variants_table(items, ranks, metric):
         pairs = [x for key in keys for x in paired(name, key)]
         if pairs:
             print(f"- {name}: {min(pairs):.2f}-{max(pairs):.2f}x (median {statistics.median(pairs):.2f})")
+        if goal is None or metric != "busbw":
+            continue
+        for op in dict.fromkeys(op for op, _ in keys):
+            op_pairs = [x for key in keys if key[0] == op for x in paired(name, key)]
+            if op_pairs:
+                print(f"  - {op}: {min(op_pairs):.2f}-{max(op_pairs):.2f}x "
+                      f"(median {statistics.median(op_pairs):.2f}); {goal_count(op_pairs, goal)}")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ranks", type=int, required=True)
-    ap.add_argument("--goal", type=float, default=1.5, help="MegaScale / tuned Socket to reach (default 1.5)")
+    ap.add_argument("--goal", type=float, default=None,
+                    help="MegaScale / tuned Socket to reach (default 1.5; with --variants, none unless given)")
     ap.add_argument("--metric", choices=("busbw", "time"), default="busbw",
                     help="busbw: bus bandwidth, GB/s (default); time: microseconds per collective")
     ap.add_argument("--variants", action="store_true",
@@ -148,8 +167,10 @@ def main():
     ap.add_argument("nets", nargs="+", metavar="NET=CSV,...")
     args = ap.parse_args()
     if args.variants:
-        variants_table(args.nets, args.ranks, args.metric)
+        variants_table(args.nets, args.ranks, args.metric, args.goal)
         return
+    if args.goal is None:
+        args.goal = 1.5
 
     column = "busbw_gbps" if args.metric == "busbw" else "time_us"
     rounds = {}
@@ -198,9 +219,7 @@ def main():
             continue
         line = f"- {op}: {min(pairs):.2f}-{max(pairs):.2f}x (median {statistics.median(pairs):.2f})"
         if args.metric == "busbw":
-            below = sum(1 for x in pairs if x < args.goal)
-            line += (f"; reaches {args.goal}x in all {len(pairs)} pairs" if below == 0 else
-                     f"; below {args.goal}x in {below} of {len(pairs)} pairs")
+            line += "; " + goal_count(pairs, args.goal)
         print(line)
 
 if __name__ == "__main__":

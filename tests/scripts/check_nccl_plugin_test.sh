@@ -204,6 +204,8 @@ expected=$'Socket\nSocket4x4 timed exact\nMegaScale timed exact\nNull timed exac
 ceiling=$dir/out/ceiling.md
 grep -qF '| AllReduce | 67108864 | 4.00 | 6.00 | 12.00 | 1.50 (1.50-1.50) | 3.00 (3.00-3.00) |' "$ceiling" ||
   fail "ceiling table: $(cat "$ceiling")"
+grep -qF -- '  - AllReduce: 3.00-3.00x (median 3.00); reaches 1.5x in all' "$ceiling" ||
+  fail "ceiling: the Null net's goal line: $(cat "$ceiling")"
 grep -qF 'ok ceiling-null-r1: all 2 channel lines say via NET/Null' "$dir/out.log" ||
   { cat "$dir/out.log"; fail "Null's channels not checked"; }
 grep -qF -- '- ceiling-megascale-r1: 4 timeouts' "$ceiling" || fail "ceiling transport line: $(cat "$ceiling")"

@@ -32,6 +32,10 @@ grep -qF '| AllGather | 1073741824 | 4.25 | 2.50 | 3.50 | 1.75 (1.50-2.00) | 1.2
   fail "AllGather row"
 grep -qF -- '- AllReduce: 1.50-2.00x (median 1.75); reaches 1.5x in all 2 pairs' <<< "$out" || fail "AllReduce verdict"
 grep -qF -- '- AllGather: 1.00-1.50x (median 1.25); below 1.5x in 1 of 2 pairs' <<< "$out" || fail "AllGather verdict"
+# Without --goal the table's goal is 1.5.
+out=$(python3 "$table" --ranks 2 megascale="$dir/m1.csv,$dir/m2.csv" socket-4x4="$dir/t1.csv,$dir/t2.csv") ||
+  fail "exit $? without --goal"
+grep -qF -- '- AllGather: 1.00-1.50x (median 1.25); below 1.5x in 1 of 2 pairs' <<< "$out" || fail "default goal"
 
 # Latency: microseconds per collective, ratios of MegaScale's time over Socket's, no goal.
 csv m1.csv 1 1 60
@@ -79,6 +83,17 @@ echo "$out"
 grep -qF '| AllReduce | 1073741824 | 5.50 | 6.25 | 1.12 (1.00-1.25) |' <<< "$out" || fail "--variants AllReduce row"
 # All-gather: 1.00 and 0.80; over both collectives 0.80-1.25, median 1.00.
 grep -qF -- '- 2x3: 0.80-1.25x (median 1.00)' <<< "$out" || fail "--variants summary"
+grep -q 'pairs' <<< "$out" && fail "--variants: a goal verdict without --goal"
+# With --goal, per collective: all-reduce 1.25 and 1.00 (below 1.2 in 1 of 2), all-gather 1.00 and 0.80.
+out=$(python3 "$table" --variants --goal 1.2 --ranks 4 default="$dir/m1.csv,$dir/m2.csv" 2x3="$dir/s1.csv,$dir/s2.csv") ||
+  fail "--variants --goal: exit $? on good input"
+grep -qF -- '  - AllReduce: 1.00-1.25x (median 1.12); below 1.2x in 1 of 2 pairs' <<< "$out" ||
+  fail "--variants --goal AllReduce line: $out"
+grep -qF -- '  - AllGather: 0.80-1.00x (median 0.90); below 1.2x in 2 of 2 pairs' <<< "$out" ||
+  fail "--variants --goal AllGather line: $out"
+out=$(python3 "$table" --variants --goal 0.8 --ranks 4 default="$dir/m1.csv,$dir/m2.csv" 2x3="$dir/s1.csv,$dir/s2.csv")
+grep -qF -- '  - AllGather: 0.80-1.00x (median 0.90); reaches 0.8x in all 2 pairs' <<< "$out" ||
+  fail "--variants --goal 0.8 AllGather line: $out"
 expect_error "--variants needs two or more" --variants default="$dir/m1.csv"
 expect_error "'2x3' given twice" --variants 2x3="$dir/m1.csv" 2x3="$dir/s1.csv"
 expect_error "'2x3' has 1 rounds, 'default' 2" --variants default="$dir/m1.csv,$dir/m2.csv" 2x3="$dir/s1.csv"
