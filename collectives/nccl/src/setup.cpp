@@ -198,12 +198,12 @@ NetResult get_properties(int dev, abi::NetPropertiesV11* props) {
 }
 
 NetResult listen(void* ctx, int dev, void* handle, void** listen_comm) {
+  if (listen_comm != nullptr) *listen_comm = nullptr;  // on every failure too
   Context* c = as_context(ctx);
   if (c == nullptr || handle == nullptr || listen_comm == nullptr || !valid_dev(dev)) {
     MS_WARN("listen: bad arguments (ctx %p, dev %d, handle %p)", ctx, dev, handle);
     return abi::kNetInvalidArgument;
   }
-  *listen_comm = nullptr;
   Registry& reg = Registry::get();
   auto w = reg.wire_for(dev, static_cast<uint8_t>(c->traffic_class >> 2));
   if (!w) {
@@ -235,12 +235,12 @@ NetResult listen(void* ctx, int dev, void* handle, void** listen_comm) {
 }
 
 NetResult connect(void* ctx, int dev, int traffic_class, void* handle, void** send_comm) {
+  if (send_comm != nullptr) *send_comm = nullptr;  // on every failure too
   Context* c = as_context(ctx);
   if (c == nullptr || handle == nullptr || send_comm == nullptr || !valid_dev(dev)) {
     MS_WARN("connect: bad arguments (ctx %p, dev %d, handle %p)", ctx, dev, handle);
     return abi::kNetInvalidArgument;
   }
-  *send_comm = nullptr;
   Registry& reg = Registry::get();
   reg.tick(wire::UdpWire::now());
   ListenHandle h;
@@ -330,12 +330,12 @@ NetResult connect(void* ctx, int dev, int traffic_class, void* handle, void** se
 }
 
 NetResult accept(void* listen_comm, void** recv_comm) {
+  if (recv_comm != nullptr) *recv_comm = nullptr;  // on every failure too
   auto* l = static_cast<ListenComm*>(listen_comm);
   if (l == nullptr || l->magic != kListenMagic || recv_comm == nullptr) {
     MS_WARN("accept: %p is not a listen comm", listen_comm);
     return abi::kNetInvalidArgument;
   }
-  *recv_comm = nullptr;
   Registry& reg = Registry::get();
   reg.tick(wire::UdpWire::now());
   const std::optional<engine::ConnId> conn = l->wire->accept_for(l->listen_id);

@@ -1,0 +1,294 @@
+// The MegaScale plugin under calls NCCL itself never makes wrongly, but a buggy caller (or a corrupted
+// handle from the bootstrap) could: each is refused with the error code NCCL would act on and a WARN
+// that names the problem, the comm, memory handle or request it was to return is NULL, and the comms
+// involved keep working afterwards.
+// Loaded with dlopen as NCCL loads it, through the v11 table, on loopback.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <cstdarg>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "megascale/nccl/abi/net_v11.h"
+
+namespace {
+
+using namespace megascale::nccl::abi;
+
+std::mutex g_mu;
+std::vector<std::string> g_warns;
+
+void logger(NetLogLevel level, unsigned long, const char*, int, const char* fmt, ...) {
+  if (level != kLogWarn) return;
+  char line[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_warns.emplace_back(line);
+}
+
+// The WARN lines logged since the last call.
+std::vector<std::string> take_warns() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  std::vector<std::string> w;
+  w.swap(g_warns);
+  return w;
+}
+
+// Whether exactly one WARN was logged since the last look, and it contains `text`.
+::testing::AssertionResult warned(const std::string& text) {
+  const std::vector<std::string> w = take_warns();
+  if (w.size() == 1 && w[0].find(text) != std::string::npos) return ::testing::AssertionSuccess();
+  std::string all;
+  for (const std::string& s : w) all += "\n  WARN " + s;
+  return ::testing::AssertionFailure()
+         << w.size() << " WARN line(s), wanted one with '" << text << "':" << all;
+}
+
+class PluginMisuse : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ::setenv("MEGASCALE_IFNAME", "lo", /*overwrite=*/0);
+    lib_ = dlopen(MEGASCALE_NCCL_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
+    ASSERT_NE(lib_, nullptr) << dlerror();
+    net_ = static_cast<NetV11*>(dlsym(lib_, "ncclNetPlugin_v11"));
+    ASSERT_NE(net_, nullptr);
+    ctx_ = init_ctx();
+    ASSERT_NE(ctx_, nullptr);
+    take_warns();
+  }
+  void TearDown() override {
+    if (net_ != nullptr && ctx_ != nullptr) {
+      EXPECT_EQ(net_->finalize(ctx_), kNetSuccess);
+    }
+    take_warns();
+    // The library stays loaded: the plugin's wires and threads live for the process, as under NCCL.
+  }
+
+  void* init_ctx() {
+    void* ctx = nullptr;
+    NetCommConfig cfg{kTrafficClassUndef};
+    EXPECT_EQ(net_->init(&ctx, 0x1234, &cfg, logger, nullptr), kNetSuccess);
+    return ctx;
+  }
+
+  // Listen, then connect and accept alternated on this thread (as NCCL's proxy does) until both are up.
+  void connect_pair(void** send_comm, void** recv_comm) {
+    char handle[kNetHandleMaxBytes] = {};
+    void* listen_comm = nullptr;
+    ASSERT_EQ(net_->listen(ctx_, 0, handle, &listen_comm), kNetSuccess);
+    *send_comm = nullptr;
+    *recv_comm = nullptr;
+    for (int i = 0; i < 200000 && (*send_comm == nullptr || *recv_comm == nullptr); ++i) {
+      if (*send_comm == nullptr) {
+        ASSERT_EQ(net_->connect(ctx_, 0, handle, send_comm, nullptr), kNetSuccess);
+      }
+      if (*recv_comm == nullptr) {
+        ASSERT_EQ(net_->accept(listen_comm, recv_comm, nullptr), kNetSuccess);
+      }
+    }
+    ASSERT_NE(*send_comm, nullptr);
+    ASSERT_NE(*recv_comm, nullptr);
+    EXPECT_EQ(net_->closeListen(listen_comm), kNetSuccess);
+  }
+
+  // test() until done; the result of the last call.
+  NetResult wait(void* request, int* size) {
+    int done = 0;
+    NetResult r = kNetSuccess;
+    for (long i = 0; i < 50'000'000 && r == kNetSuccess && !done; ++i) r = net_->test(request, &done, size);
+    EXPECT_TRUE(r != kNetSuccess || done) << "a request never completed";
+    return r;
+  }
+
+  // One message of `n` bytes through the pair, checked byte for byte.
+  void round_trip(void* s, void* r, size_t n, uint8_t seed) {
+    std::vector<uint8_t> out(n), in(n, 0);
+    for (size_t i = 0; i < n; ++i) out[i] = static_cast<uint8_t>(seed + i * 7);
+    void *smr = nullptr, *rmr = nullptr;
+    ASSERT_EQ(net_->regMr(s, out.data(), n, kPtrHost, &smr), kNetSuccess);
+    ASSERT_EQ(net_->regMr(r, in.data(), n, kPtrHost, &rmr), kNetSuccess);
+    void* data = in.data();
+    size_t size = n;
+    int tag = 5;
+    void* rreq = nullptr;
+    ASSERT_EQ(net_->irecv(r, 1, &data, &size, &tag, &rmr, nullptr, &rreq), kNetSuccess);
+    ASSERT_NE(rreq, nullptr);
+    void* sreq = nullptr;
+    for (int i = 0; i < 1000000 && sreq == nullptr; ++i) {
+      ASSERT_EQ(net_->isend(s, out.data(), n, tag, smr, nullptr, &sreq), kNetSuccess);
+    }
+    ASSERT_NE(sreq, nullptr);
+    int sent = -1, got = -1;
+    EXPECT_EQ(wait(sreq, &sent), kNetSuccess);
+    EXPECT_EQ(wait(rreq, &got), kNetSuccess);
+    EXPECT_EQ(got, static_cast<int>(n));
+    EXPECT_EQ(in, out);
+    // A request already reported done is not a request any more.
+    int done = 0;
+    EXPECT_EQ(net_->test(rreq, &done, nullptr), kNetInvalidArgument);
+    EXPECT_TRUE(warned("is not a live request"));
+    EXPECT_EQ(net_->deregMr(s, smr), kNetSuccess);
+    EXPECT_EQ(net_->deregMr(r, rmr), kNetSuccess);
+  }
+
+  void* lib_ = nullptr;
+  NetV11* net_ = nullptr;
+  void* ctx_ = nullptr;
+};
+
+TEST_F(PluginMisuse, ConnectRefusesAHandleThatIsNotOne) {
+  char handle[kNetHandleMaxBytes];
+  std::memset(handle, 0xa5, sizeof handle);
+  void* s = reinterpret_cast<void*>(uintptr_t{0xdead});
+  EXPECT_EQ(net_->connect(ctx_, 0, handle, &s, nullptr), kNetInvalidArgument);
+  EXPECT_EQ(s, nullptr) << "*sendComm must be cleared on failure";
+  EXPECT_TRUE(warned("not a MegaScale listen handle"));
+}
+
+TEST_F(PluginMisuse, ConnectRefusesAnotherContextsConnectInProgress) {
+  char handle[kNetHandleMaxBytes] = {};
+  void* listen_comm = nullptr;
+  ASSERT_EQ(net_->listen(ctx_, 0, handle, &listen_comm), kNetSuccess);
+  // The first connect call writes its token into the handle (NCCL calls again with the same buffer);
+  // that handle in a second communicator's context names nothing there.
+  void* s = nullptr;
+  ASSERT_EQ(net_->connect(ctx_, 0, handle, &s, nullptr), kNetSuccess);
+  if (s != nullptr) GTEST_SKIP() << "the first connect call finished at once: no connect in progress to test";
+  char copy[kNetHandleMaxBytes];
+  std::memcpy(copy, handle, sizeof copy);
+  void* other = init_ctx();
+  ASSERT_NE(other, nullptr);
+  void* s2 = reinterpret_cast<void*>(uintptr_t{0xdead});
+  EXPECT_EQ(net_->connect(other, 0, copy, &s2, nullptr), kNetInvalidUsage);
+  EXPECT_EQ(s2, nullptr);
+  EXPECT_TRUE(warned("belongs to another context"));
+  EXPECT_EQ(net_->finalize(other), kNetSuccess);
+  // The connection the token belongs to still comes up in its own context and moves data.
+  void* r = nullptr;
+  for (int i = 0; i < 200000 && (s == nullptr || r == nullptr); ++i) {
+    if (s == nullptr) {
+      ASSERT_EQ(net_->connect(ctx_, 0, handle, &s, nullptr), kNetSuccess);
+    }
+    if (r == nullptr) {
+      ASSERT_EQ(net_->accept(listen_comm, &r, nullptr), kNetSuccess);
+    }
+  }
+  ASSERT_NE(s, nullptr);
+  ASSERT_NE(r, nullptr);
+  round_trip(s, r, 100000, 3);
+  EXPECT_EQ(net_->closeListen(listen_comm), kNetSuccess);
+  EXPECT_EQ(net_->closeSend(s), kNetSuccess);
+  EXPECT_EQ(net_->closeRecv(r), kNetSuccess);
+}
+
+TEST_F(PluginMisuse, DevicesOutOfRangeAndNonListenCommsAreRefused) {
+  int ndev = 0;
+  ASSERT_EQ(net_->devices(&ndev), kNetSuccess);
+  ASSERT_GE(ndev, 1);
+  NetPropertiesV11 props{};
+  EXPECT_EQ(net_->getProperties(ndev, &props), kNetInvalidArgument);
+  EXPECT_TRUE(warned("bad device"));
+  char handle[kNetHandleMaxBytes] = {};
+  void* l = reinterpret_cast<void*>(uintptr_t{0xdead});
+  EXPECT_EQ(net_->listen(ctx_, -1, handle, &l), kNetInvalidArgument);
+  EXPECT_TRUE(warned("listen: bad arguments"));
+  EXPECT_EQ(l, nullptr);
+  void* s = reinterpret_cast<void*>(uintptr_t{0xdead});
+  EXPECT_EQ(net_->connect(ctx_, ndev, handle, &s, nullptr), kNetInvalidArgument);
+  EXPECT_EQ(s, nullptr);
+  EXPECT_TRUE(warned("connect: bad arguments"));
+  void* r = reinterpret_cast<void*>(uintptr_t{0xdead});
+  uint8_t junk[256] = {};
+  EXPECT_EQ(net_->accept(junk, &r, nullptr), kNetInvalidArgument);
+  EXPECT_EQ(r, nullptr);
+  EXPECT_TRUE(warned("is not a listen comm"));
+}
+
+TEST_F(PluginMisuse, WrongObjectsAndArgumentsAreRefusedAndThePairKeepsWorking) {
+  void *s = nullptr, *r = nullptr;
+  connect_pair(&s, &r);
+  round_trip(s, r, 4096, 1);
+
+  alignas(64) uint8_t junk[256] = {};  // zeroed memory that is no plugin object
+  uint8_t buf[64] = {};
+  void* req = reinterpret_cast<void*>(uintptr_t{0xdead});
+  // A comm of the other direction.
+  EXPECT_EQ(net_->isend(r, buf, sizeof buf, 0, nullptr, nullptr, &req), kNetInvalidArgument);
+  EXPECT_TRUE(warned("is not a send comm"));
+  void* data = buf;
+  size_t size = sizeof buf;
+  int tag = 0;
+  EXPECT_EQ(net_->irecv(s, 1, &data, &size, &tag, nullptr, nullptr, &req), kNetInvalidArgument);
+  EXPECT_TRUE(warned("is not a recv comm"));
+  int isize = 64;
+  EXPECT_EQ(net_->iflush(s, 1, &data, &isize, nullptr, &req), kNetInvalidArgument);
+  EXPECT_TRUE(warned("iflush"));
+  EXPECT_EQ(net_->closeSend(r), kNetInvalidArgument);
+  EXPECT_TRUE(warned("is not a send comm"));
+  EXPECT_EQ(net_->closeRecv(s), kNetInvalidArgument);
+  EXPECT_TRUE(warned("is not a recv comm"));
+  // Something that is not a plugin object at all.
+  int done = 0;
+  EXPECT_EQ(net_->test(junk, &done, nullptr), kNetInvalidArgument);
+  EXPECT_TRUE(warned("is not a live request"));
+  EXPECT_EQ(net_->test(s, &done, nullptr), kNetInvalidArgument);
+  EXPECT_TRUE(warned("is not a live request"));
+  void* mh = reinterpret_cast<void*>(uintptr_t{0xdead});
+  EXPECT_EQ(net_->regMr(junk, buf, sizeof buf, kPtrHost, &mh), kNetInvalidArgument);
+  EXPECT_TRUE(warned("is not a send or recv comm"));
+  EXPECT_EQ(net_->deregMr(s, junk), kNetInvalidArgument);
+  EXPECT_TRUE(warned("is not a memory handle"));
+  EXPECT_EQ(net_->finalize(junk), kNetInvalidArgument);
+  EXPECT_TRUE(warned("is not a context"));
+  // Memory the UDP wire cannot send from.
+  EXPECT_EQ(net_->regMr(s, buf, sizeof buf, kPtrCuda, &mh), kNetInternalError);
+  EXPECT_EQ(mh, nullptr);
+  EXPECT_TRUE(warned("only host memory"));
+  // Bad arguments on the right comms.
+  req = reinterpret_cast<void*>(uintptr_t{0xdead});
+  EXPECT_EQ(net_->isend(s, nullptr, 10, 0, nullptr, nullptr, &req), kNetInvalidArgument);
+  EXPECT_EQ(req, nullptr);
+  EXPECT_TRUE(warned("isend: bad arguments"));
+  EXPECT_EQ(net_->isend(s, buf, sizeof buf, -1, nullptr, nullptr, &req), kNetInvalidArgument);
+  EXPECT_TRUE(warned("isend: bad arguments"));
+  void* datas[9];
+  size_t sizes[9];
+  int tags[9];
+  for (int i = 0; i < 9; ++i) {
+    datas[i] = buf;
+    sizes[i] = sizeof buf;
+    tags[i] = i;
+  }
+  NetPropertiesV11 props{};
+  ASSERT_EQ(net_->getProperties(0, &props), kNetSuccess);
+  ASSERT_LT(props.maxRecvs, 9);
+  EXPECT_EQ(net_->irecv(r, props.maxRecvs + 1, datas, sizes, tags, nullptr, nullptr, &req),
+            kNetInvalidArgument);
+  EXPECT_TRUE(warned("irecv: bad arguments"));
+  tags[0] = -3;
+  EXPECT_EQ(net_->irecv(r, 1, datas, sizes, tags, nullptr, nullptr, &req), kNetInvalidArgument);
+  EXPECT_TRUE(warned("irecv: bad buffer 0"));
+
+  // Nothing above touched the pair: it moves data as before, and closes cleanly.
+  round_trip(s, r, 1 << 20, 2);
+  EXPECT_EQ(net_->closeSend(s), kNetSuccess);
+  EXPECT_EQ(net_->closeRecv(r), kNetSuccess);
+  EXPECT_TRUE(take_warns().empty());
+}
+
+TEST_F(PluginMisuse, InitRefusesATrafficClassOutsideAByte) {
+  void* ctx = reinterpret_cast<void*>(uintptr_t{0xdead});
+  NetCommConfig cfg{300};
+  EXPECT_EQ(net_->init(&ctx, 0x99, &cfg, logger, nullptr), kNetInvalidArgument);
+  EXPECT_EQ(ctx, nullptr);
+  EXPECT_TRUE(warned("trafficClass=300"));
+}
+
+}  // namespace
