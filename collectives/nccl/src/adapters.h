@@ -43,7 +43,7 @@ inline void copy_props(const abi::NetPropertiesV11& p, abi::NetPropertiesV8* out
 // getProperties of v8..v10: the v11 properties in the version's layout.
 template <class Props>
 abi::NetResult legacy_get_properties(int dev, Props* props) {
-  if (props == nullptr) return abi::kNetInvalidArgument;
+  if (props == nullptr) return core::get_properties(dev, nullptr);  // refused there, with its WARN
   abi::NetPropertiesV11 p;
   if (abi::NetResult r = core::get_properties(dev, &p); r != abi::kNetSuccess) return r;
   copy_props(p, props);

@@ -3,6 +3,7 @@
 #include "megascale/nccl/abi/net_v8.h"
 
 #include "adapters.h"
+#include "log.h"
 #include "transport.h"
 
 namespace megascale::nccl {
@@ -11,7 +12,10 @@ namespace {
 using namespace abi;
 
 NetResult v8_isend(void* send_comm, void* data, int size, int tag, void* mhandle, void** request) {
-  if (size < 0) return kNetInvalidArgument;
+  if (size < 0) {
+    MS_WARN("isend: bad arguments (size %d)", size);
+    return kNetInvalidArgument;
+  }
   return core::isend(send_comm, data, static_cast<size_t>(size), tag, mhandle, request);
 }
 
@@ -21,7 +25,10 @@ NetResult v8_irecv(void* recv_comm, int n, void** data, int* sizes, int* tags, v
     return core::irecv(recv_comm, n, data, nullptr, tags, mhandles, request);
   size_t wide[kMaxRecvs];
   for (int i = 0; i < n; ++i) {
-    if (sizes[i] < 0) return kNetInvalidArgument;
+    if (sizes[i] < 0) {
+      MS_WARN("irecv: bad buffer %d (size %d)", i, sizes[i]);
+      return kNetInvalidArgument;
+    }
     wide[i] = static_cast<size_t>(sizes[i]);
   }
   return core::irecv(recv_comm, n, data, wide, tags, mhandles, request);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "megascale/nccl/abi/net_v11.h"
+#include "megascale/nccl/abi/net_v8.h"
 
 namespace {
 
@@ -289,6 +290,42 @@ TEST_F(PluginMisuse, InitRefusesATrafficClassOutsideAByte) {
   EXPECT_EQ(net_->init(&ctx, 0x99, &cfg, logger, nullptr), kNetInvalidArgument);
   EXPECT_EQ(ctx, nullptr);
   EXPECT_TRUE(warned("trafficClass=300"));
+}
+
+// v8 (NCCL 2.20-2.23) passes sizes as int: a negative one is refused by name, and the adapter's NULL
+// properties get the core's WARN.
+TEST_F(PluginMisuse, TheV8TableRefusesNegativeSizesNamingThem) {
+  auto* v8 = static_cast<NetV8*>(dlsym(lib_, "ncclNetPlugin_v8"));
+  ASSERT_NE(v8, nullptr);
+  ASSERT_EQ(v8->init(logger), kNetSuccess);
+  take_warns();
+  EXPECT_EQ(v8->getProperties(0, nullptr), kNetInvalidArgument);
+  EXPECT_TRUE(warned("NULL props"));
+  char handle[kNetHandleMaxBytes] = {};
+  void *l = nullptr, *s = nullptr, *r = nullptr;
+  ASSERT_EQ(v8->listen(0, handle, &l), kNetSuccess);
+  for (int i = 0; i < 200000 && (s == nullptr || r == nullptr); ++i) {
+    if (s == nullptr) {
+      ASSERT_EQ(v8->connect(0, handle, &s, nullptr), kNetSuccess);
+    }
+    if (r == nullptr) {
+      ASSERT_EQ(v8->accept(l, &r, nullptr), kNetSuccess);
+    }
+  }
+  ASSERT_NE(s, nullptr);
+  ASSERT_NE(r, nullptr);
+  uint8_t buf[64] = {};
+  void* req = nullptr;
+  EXPECT_EQ(v8->isend(s, buf, -1, 0, nullptr, &req), kNetInvalidArgument);
+  EXPECT_TRUE(warned("isend: bad arguments (size -1)"));
+  void* data = buf;
+  int size = -5;
+  int tag = 0;
+  EXPECT_EQ(v8->irecv(r, 1, &data, &size, &tag, nullptr, &req), kNetInvalidArgument);
+  EXPECT_TRUE(warned("irecv: bad buffer 0 (size -5)"));
+  EXPECT_EQ(v8->closeListen(l), kNetSuccess);
+  EXPECT_EQ(v8->closeSend(s), kNetSuccess);
+  EXPECT_EQ(v8->closeRecv(r), kNetSuccess);
 }
 
 }  // namespace
