@@ -1,4 +1,5 @@
 // Conformance cases: many comms on many threads, closes with requests outstanding, throughput.
+#include <algorithm>
 #include <atomic>
 #include <thread>
 
@@ -121,6 +122,48 @@ Status case_latency(Env& env) {
     char text[128];
     std::snprintf(text, sizeof text, "%.1f us per 8-byte message, one at a time (%d messages)", us_per,
                   count);
+    env.detail = text;
+    return {};
+  });
+}
+
+Status case_step_time(Env& env) {
+  // One 1 MiB message at a time (an NCCL step at the default NCCL_BUFFSIZE), timed from its isend to its
+  // receive being done; the send's completion (its ACK) is waited for afterwards, untimed, as NCCL goes
+  // on with its next step meanwhile. Data not touched (NCCL's proxy never touches it either).
+  constexpr size_t kMsg = 1 << 20;
+  return with_pair(env, 2 * kMsg, [&](Pair& pair) -> Status {
+    std::vector<double> us;
+    const auto t_start = Clock::now();
+    for (int i = 0; i < 2000 && (i < 60 || seconds_since(t_start) < 1.0); ++i) {
+      const Deadline deadline(30);
+      void* data = pair.recv_buf.data() + kMsg * static_cast<size_t>(i % 2);
+      size_t size = kMsg;
+      int tag = 7;
+      void* mh = pair.recv_mr;
+      void* rreq = nullptr;
+      MS_CALL(env.net.irecv(pair.recv_comm, 1, &data, &size, &tag, &mh, &rreq));
+      MS_REQUIRE(rreq != nullptr, "irecv returned NULL with no request outstanding");
+      uint8_t* src = pair.send_buf.data() + kMsg * static_cast<size_t>(i % 2);
+      const auto t0 = Clock::now();
+      void* sreq = nullptr;
+      while (sreq == nullptr) {
+        MS_CALL(env.net.isend(pair.send_comm, src, kMsg, tag, pair.send_mr, &sreq));
+        MS_REQUIRE(!deadline.passed(), "isend kept returning NULL");
+      }
+      int got = -1;
+      MS_TRY(wait_request(env.net, rreq, &got, deadline, "step receive"));
+      const double t = seconds_since(t0) * 1e6;
+      MS_REQUIRE(got == static_cast<int>(kMsg), "a 1 MiB receive reported " + std::to_string(got) + " bytes");
+      MS_TRY(wait_request(env.net, sreq, nullptr, deadline, "step send"));
+      if (i >= 10) us.push_back(t);  // after a warm-up
+    }
+    std::sort(us.begin(), us.end());
+    char text[160];
+    std::snprintf(
+        text, sizeof text,
+        "%.1f us median, %.1f us p90 per 1 MiB message from isend to its receive done (%zu messages)",
+        us[us.size() / 2], us[us.size() * 9 / 10], us.size());
     env.detail = text;
     return {};
   });
