@@ -115,10 +115,13 @@ check() {  # runs the script; its output in $dir/out.log
   env OUT="$dir/out" NRANKS=2 MAX_BYTES=64M BENCH_MIN_BYTES=64M "$@" \
     "$src/scripts/check-nccl-plugin.sh" "$dir/build" > "$dir/out.log" 2>&1
 }
+expect_order() {  # WHAT EXPECTED: the runs the stand-ins logged since ORDER_LOG was last removed
+  [[ $(cat "$ORDER_LOG") == "$2" ]] || fail "$1 runs in this order: $(tr '\n' ' ' < "$ORDER_LOG")"
+}
 
 check STEPS=bench ROUNDS=2 BENCH_OPS=allreduce,allgather FAKE_BUSY=1 || { cat "$dir/out.log"; fail "exit $? on a good run"; }
 expected=$'Socket\nMegaScale timed exact\nSocket timed exact\nSocket4x4 timed exact\nSocket timed exact\nSocket4x4 timed exact\nMegaScale timed exact'
-[[ $(cat "$ORDER_LOG") == "$expected" ]] || fail "runs in this order: $(tr '\n' ' ' < "$ORDER_LOG")"
+expect_order bench "$expected"
 table=$dir/out/bandwidth.md
 grep -qF '| AllReduce | 67108864 | 6.00 | 3.00 | 4.00 | 2.00 (2.00-2.00) | 1.50 (1.50-1.50) |' "$table" ||
   fail "table: $(cat "$table")"
@@ -165,7 +168,7 @@ grep -q '^check-nccl-plugin: FAIL' "$dir/out.log" || fail "no FAIL line"
 rm -f "$ORDER_LOG"
 check STEPS=lat ROUNDS=2 BENCH_OPS=allreduce || { cat "$dir/out.log"; fail "STEPS=lat: exit $?"; }
 expected=$'Socket\nMegaScale timed\nSocket timed\nSocket4x4 timed\nSocket timed\nSocket4x4 timed\nMegaScale timed'
-[[ $(cat "$ORDER_LOG") == "$expected" ]] || fail "latency runs in this order: $(tr '\n' ' ' < "$ORDER_LOG")"
+expect_order latency "$expected"
 latency=$dir/out/latency.md
 grep -qF '| AllReduce | 67108864 | 60.00 | 20.00 | 15.00 | 3.00 (3.00-3.00) | 4.00 (4.00-4.00) |' "$latency" ||
   fail "latency table: $(cat "$latency")"
@@ -179,7 +182,7 @@ rm -f "$ORDER_LOG"
 check STEPS=layouts ROUNDS=2 LAYOUTS="default 2x3" BENCH_OPS=allreduce ||
   { cat "$dir/out.log"; fail "STEPS=layouts: exit $?"; }
 expected=$'Socket\nMegaScale timed exact\nMegaScale timed exact io3\nMegaScale timed exact io3\nMegaScale timed exact'
-[[ $(cat "$ORDER_LOG") == "$expected" ]] || fail "layout runs in this order: $(tr '\n' ' ' < "$ORDER_LOG")"
+expect_order layout "$expected"
 layouts=$dir/out/layouts.md
 grep -qF '| AllReduce | 67108864 | 6.00 | 7.50 | 1.25 (1.25-1.25) |' "$layouts" || fail "layouts table: $(cat "$layouts")"
 grep -qF -- '- 2x3: 1.25-1.25x (median 1.25)' "$layouts" || fail "layouts summary: $(cat "$layouts")"
@@ -200,7 +203,7 @@ rm -f "$ORDER_LOG"
 : > "$dir/build/collectives/nccl/libnccl-net-null.so"
 check STEPS=ceiling ROUNDS=2 BENCH_OPS=allreduce || { cat "$dir/out.log"; fail "STEPS=ceiling: exit $?"; }
 expected=$'Socket\nSocket4x4 timed exact\nMegaScale timed exact\nNull timed exact\nMegaScale timed exact\nNull timed exact\nSocket4x4 timed exact'
-[[ $(cat "$ORDER_LOG") == "$expected" ]] || fail "ceiling runs in this order: $(tr '\n' ' ' < "$ORDER_LOG")"
+expect_order ceiling "$expected"
 ceiling=$dir/out/ceiling.md
 grep -qF '| AllReduce | 67108864 | 4.00 | 6.00 | 12.00 | 1.50 (1.50-1.50) | 3.00 (3.00-3.00) |' "$ceiling" ||
   fail "ceiling table: $(cat "$ceiling")"
