@@ -8,27 +8,20 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdarg>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "megascale/nccl/abi/net_v8.h"
+#include "warn_capture.h"
 
 namespace {
 
 using namespace megascale::nccl::abi;
 
-std::string g_last_warn;
-void logger(NetLogLevel level, unsigned long, const char*, int, const char* fmt, ...) {
-  if (level != kLogWarn) return;
-  char line[512];
-  va_list ap;
-  va_start(ap, fmt);
-  std::vsnprintf(line, sizeof line, fmt, ap);
-  va_end(ap);
-  g_last_warn = line;
-}
+using megascale::nccl::test::take_warns;
+using megascale::nccl::test::warn_logger;
+using megascale::nccl::test::warned;
 
 class NullNet : public ::testing::Test {
  protected:
@@ -38,7 +31,7 @@ class NullNet : public ::testing::Test {
     net_ = static_cast<NetV8*>(dlsym(lib_, "ncclNetPlugin_v8"));
     ASSERT_NE(net_, nullptr);
     unsetenv("MEGASCALE_NULL_SPEED_MBPS");
-    ASSERT_EQ(net_->init(logger), kNetSuccess);
+    ASSERT_EQ(net_->init(warn_logger), kNetSuccess);
   }
   void TearDown() override {
     if (lib_ != nullptr) dlclose(lib_);
@@ -106,26 +99,25 @@ TEST_F(NullNet, PropertiesMatchTheMegaScalePluginsForAnInterfaceWithoutSpeed) {
 
 TEST_F(NullNet, SpeedIsSetOrRefusedByName) {
   setenv("MEGASCALE_NULL_SPEED_MBPS", "400000", 1);
-  ASSERT_EQ(net_->init(logger), kNetSuccess);
+  ASSERT_EQ(net_->init(warn_logger), kNetSuccess);
   NetPropertiesV8 p{};
   ASSERT_EQ(net_->getProperties(0, &p), kNetSuccess);
   EXPECT_EQ(p.speed, 400000);
   setenv("MEGASCALE_NULL_SPEED_MBPS", "fast", 1);
-  g_last_warn.clear();
-  EXPECT_EQ(net_->init(logger), kNetInvalidArgument);
-  EXPECT_NE(g_last_warn.find("MEGASCALE_NULL_SPEED_MBPS=fast"), std::string::npos) << g_last_warn;
+  take_warns();
+  EXPECT_EQ(net_->init(warn_logger), kNetInvalidArgument);
+  EXPECT_TRUE(warned("MEGASCALE_NULL_SPEED_MBPS=fast"));
   unsetenv("MEGASCALE_NULL_SPEED_MBPS");
   setenv("MEGASCALE_NULL_AHEAD", "17", 1);
-  g_last_warn.clear();
-  EXPECT_EQ(net_->init(logger), kNetInvalidArgument);
-  EXPECT_NE(g_last_warn.find("MEGASCALE_NULL_AHEAD=17 is not a count of sends (0 .. 16)"), std::string::npos)
-      << g_last_warn;
+  take_warns();
+  EXPECT_EQ(net_->init(warn_logger), kNetInvalidArgument);
+  EXPECT_TRUE(warned("MEGASCALE_NULL_AHEAD=17 is not a count of sends (0 .. 16)"));
   unsetenv("MEGASCALE_NULL_AHEAD");
 }
 
 TEST_F(NullNet, AheadZeroMakesEverySendWaitForItsReceive) {
   setenv("MEGASCALE_NULL_AHEAD", "0", 1);
-  ASSERT_EQ(net_->init(logger), kNetSuccess);
+  ASSERT_EQ(net_->init(warn_logger), kNetSuccess);
   unsetenv("MEGASCALE_NULL_AHEAD");
   void* s = nullptr;
   void* r = nullptr;
@@ -141,7 +133,7 @@ TEST_F(NullNet, AheadZeroMakesEverySendWaitForItsReceive) {
   EXPECT_EQ(wait(sr, &size), kNetSuccess);
   EXPECT_EQ(wait(rr, &size), kNetSuccess);
   EXPECT_EQ(size, 5);
-  ASSERT_EQ(net_->init(logger), kNetSuccess);  // back to the default for the other tests
+  ASSERT_EQ(net_->init(warn_logger), kNetSuccess);  // back to the default for the other tests
   net_->closeSend(s);
   net_->closeRecv(r);
 }
@@ -206,9 +198,9 @@ TEST_F(NullNet, AMessageLargerThanItsReceiveIsAnError) {
   ASSERT_EQ(net_->isend(s, buf_, 11, 0, s, &sr), kNetSuccess);
   ASSERT_NE(sr, nullptr);
   int size = 0;
-  g_last_warn.clear();
+  take_warns();
   EXPECT_EQ(wait(rr, &size), kNetInvalidUsage);
-  EXPECT_NE(g_last_warn.find("11-byte message for a 10-byte receive"), std::string::npos) << g_last_warn;
+  EXPECT_TRUE(warned("11-byte message for a 10-byte receive"));
   int grouped_cap[2] = {1, 1};
   void* two[2] = {buf_, buf_};
   int tags[2] = {0, 0};
@@ -222,19 +214,19 @@ TEST_F(NullNet, AMessageLargerThanItsReceiveIsAnError) {
 TEST_F(NullNet, AForeignOrStaleHandleIsRefusedByName) {
   char handle[kNetHandleMaxBytes] = {};
   void* s = &handle;  // connect must clear it on failure
-  g_last_warn.clear();
+  take_warns();
   EXPECT_EQ(net_->connect(0, handle, &s, nullptr), kNetInvalidArgument);
   EXPECT_EQ(s, nullptr);
-  EXPECT_NE(g_last_warn.find("not a Null net handle"), std::string::npos) << g_last_warn;
+  EXPECT_TRUE(warned("not a Null net handle"));
   // A real handle whose listener has gone: its shared memory is unlinked.
   void* listen_comm = nullptr;
   ASSERT_EQ(net_->listen(0, handle, &listen_comm), kNetSuccess);
   ASSERT_EQ(net_->closeListen(listen_comm), kNetSuccess);
-  g_last_warn.clear();
+  take_warns();
   s = &handle;
   EXPECT_EQ(net_->connect(0, handle, &s, nullptr), kNetRemoteError);
   EXPECT_EQ(s, nullptr);
-  EXPECT_NE(g_last_warn.find("the peer must be on this host"), std::string::npos) << g_last_warn;
+  EXPECT_TRUE(warned("the peer must be on this host"));
 }
 
 TEST_F(NullNet, APeerThatClosesFailsTheOtherSidesRequests) {

@@ -6,51 +6,22 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
-#include <cstdarg>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "megascale/nccl/abi/net_v11.h"
 #include "megascale/nccl/abi/net_v8.h"
+#include "warn_capture.h"
 
 namespace {
 
 using namespace megascale::nccl::abi;
 
-std::mutex g_mu;
-std::vector<std::string> g_warns;
-
-void logger(NetLogLevel level, unsigned long, const char*, int, const char* fmt, ...) {
-  if (level != kLogWarn) return;
-  char line[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  std::vsnprintf(line, sizeof line, fmt, ap);
-  va_end(ap);
-  std::lock_guard<std::mutex> lock(g_mu);
-  g_warns.emplace_back(line);
-}
-
-// The WARN lines logged since the last call.
-std::vector<std::string> take_warns() {
-  std::lock_guard<std::mutex> lock(g_mu);
-  std::vector<std::string> w;
-  w.swap(g_warns);
-  return w;
-}
-
-// Whether exactly one WARN was logged since the last look, and it contains `text`.
-::testing::AssertionResult warned(const std::string& text) {
-  const std::vector<std::string> w = take_warns();
-  if (w.size() == 1 && w[0].find(text) != std::string::npos) return ::testing::AssertionSuccess();
-  std::string all;
-  for (const std::string& s : w) all += "\n  WARN " + s;
-  return ::testing::AssertionFailure()
-         << w.size() << " WARN line(s), wanted one with '" << text << "':" << all;
-}
+using megascale::nccl::test::take_warns;
+using megascale::nccl::test::warn_logger;
+using megascale::nccl::test::warned;
 
 class PluginMisuse : public ::testing::Test {
  protected:
@@ -75,7 +46,7 @@ class PluginMisuse : public ::testing::Test {
   void* init_ctx() {
     void* ctx = nullptr;
     NetCommConfig cfg{kTrafficClassUndef};
-    EXPECT_EQ(net_->init(&ctx, 0x1234, &cfg, logger, nullptr), kNetSuccess);
+    EXPECT_EQ(net_->init(&ctx, 0x1234, &cfg, warn_logger, nullptr), kNetSuccess);
     return ctx;
   }
 
@@ -287,7 +258,7 @@ TEST_F(PluginMisuse, WrongObjectsAndArgumentsAreRefusedAndThePairKeepsWorking) {
 TEST_F(PluginMisuse, InitRefusesATrafficClassOutsideAByte) {
   void* ctx = reinterpret_cast<void*>(uintptr_t{0xdead});
   NetCommConfig cfg{300};
-  EXPECT_EQ(net_->init(&ctx, 0x99, &cfg, logger, nullptr), kNetInvalidArgument);
+  EXPECT_EQ(net_->init(&ctx, 0x99, &cfg, warn_logger, nullptr), kNetInvalidArgument);
   EXPECT_EQ(ctx, nullptr);
   EXPECT_TRUE(warned("trafficClass=300"));
 }
@@ -297,7 +268,7 @@ TEST_F(PluginMisuse, InitRefusesATrafficClassOutsideAByte) {
 TEST_F(PluginMisuse, TheV8TableRefusesNegativeSizesNamingThem) {
   auto* v8 = static_cast<NetV8*>(dlsym(lib_, "ncclNetPlugin_v8"));
   ASSERT_NE(v8, nullptr);
-  ASSERT_EQ(v8->init(logger), kNetSuccess);
+  ASSERT_EQ(v8->init(warn_logger), kNetSuccess);
   take_warns();
   EXPECT_EQ(v8->getProperties(0, nullptr), kNetInvalidArgument);
   EXPECT_TRUE(warned("NULL props"));
