@@ -174,10 +174,7 @@ Status case_grouped_receive(Env& env) {
         sent[k] = 1000 * static_cast<size_t>(k + 1) + static_cast<size_t>(round);
         uint8_t* src = pair.send_buf.data() + kSlot * static_cast<size_t>(k);
         fill_pattern(src, sent[k], 1000 + static_cast<uint64_t>(round * 16 + k));
-        while (sreq[k] == nullptr) {
-          MS_CALL(env.net.isend(pair.send_comm, src, sent[k], 10 + k, pair.send_mr, &sreq[k]));
-          MS_REQUIRE(!deadline.passed(), "isend kept returning NULL");
-        }
+        MS_TRY(isend_retrying(env.net, pair, src, sent[k], 10 + k, deadline, &sreq[k]));
       }
       for (int k = 0; k < n; ++k) MS_TRY(wait_request(env.net, sreq[k], nullptr, deadline, "grouped send"));
       int got[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
@@ -289,10 +286,7 @@ Status case_optional_recv_completion(Env& env) {
       uint8_t* src = pair.send_buf.data() + kMsg * static_cast<size_t>(step % 8);
       fill_pattern(src, kMsg, 7000 + static_cast<uint64_t>(step));
       void* sreq = nullptr;
-      while (sreq == nullptr) {
-        MS_CALL(env.net.isend(pair.send_comm, src, kMsg, 6, pair.send_mr, &sreq));
-        MS_REQUIRE(!deadline.passed(), "isend kept returning NULL");
-      }
+      MS_TRY(isend_retrying(env.net, pair, src, kMsg, 6, deadline, &sreq));
       int got[8];
       MS_TRY(wait_request(env.net, rreq, got, deadline, "optional-completion receive"));
       // The data itself tells when it arrived (as LL flags do for NCCL's kernels); meanwhile the send is

@@ -147,10 +147,7 @@ Status case_step_time(Env& env) {
       uint8_t* src = pair.send_buf.data() + kMsg * static_cast<size_t>(i % 2);
       const auto t0 = Clock::now();
       void* sreq = nullptr;
-      while (sreq == nullptr) {
-        MS_CALL(env.net.isend(pair.send_comm, src, kMsg, tag, pair.send_mr, &sreq));
-        MS_REQUIRE(!deadline.passed(), "isend kept returning NULL");
-      }
+      MS_TRY(isend_retrying(env.net, pair, src, kMsg, tag, deadline, &sreq));
       int got = -1;
       MS_TRY(wait_request(env.net, rreq, &got, deadline, "step receive"));
       const double t = seconds_since(t0) * 1e6;

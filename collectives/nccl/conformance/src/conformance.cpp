@@ -41,7 +41,8 @@ const std::vector<CaseInfo>& all_cases() {
        "the sending peer process is SIGKILLed: irecv/test fail within the retry budget",
        case_peer_killed_while_receiving},
       {"latency", "one 8-byte message at a time: microseconds per message (informational)", case_latency},
-      {"step_time", "one 1 MiB message at a time: microseconds from isend to its receive done (informational)",
+      {"step_time",
+       "one 1 MiB message at a time: microseconds from isend to its receive done (informational)",
        case_step_time},
       {"throughput", "one connection, 4 MiB messages, 8 in flight: GB/s (informational)", case_throughput},
   };

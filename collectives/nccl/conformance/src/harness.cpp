@@ -131,6 +131,16 @@ Status Pair::close() {
   return first;
 }
 
+Status isend_retrying(Net& net, Pair& pair, void* data, size_t size, int tag, const Deadline& deadline,
+                      void** request) {
+  *request = nullptr;
+  while (*request == nullptr) {
+    MS_CALL(net.isend(pair.send_comm, data, size, tag, pair.send_mr, request));
+    MS_REQUIRE(!deadline.passed(), "isend kept returning NULL");
+  }
+  return {};
+}
+
 Status wait_request(Net& net, void* request, int* sizes, const Deadline& deadline, const char* what) {
   MS_REQUIRE(request != nullptr, std::string(what) + ": no request to wait for");
   for (;;) {

@@ -137,6 +137,10 @@ Status with_pair(Env& env, size_t buffer_bytes, Body&& body) {
 Status stream(Net& net, Pair& pair, size_t bytes, int inflight, int count, int tag, const Deadline& deadline,
               uint64_t seed, size_t recv_extra = 0, bool touch_data = true);
 
+// isend on `pair` until the plugin takes it (NULL means retry later, and NCCL retries), within `deadline`.
+Status isend_retrying(Net& net, Pair& pair, void* data, size_t size, int tag, const Deadline& deadline,
+                      void** request);
+
 // Tests `request` until done or the deadline; `sizes` as NCCL passes it (may be null).
 Status wait_request(Net& net, void* request, int* sizes, const Deadline& deadline, const char* what);
 
