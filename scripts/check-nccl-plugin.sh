@@ -63,9 +63,10 @@
 #                        beside Socket 4x4 and MegaScale, the bandwidth step's sizes, ROUNDS interleaved
 #                        rounds; table in $OUT/ceiling.md (nccl-bandwidth-table.py --variants: each net
 #                        over Socket 4x4 round by round, and per collective how many pairs reach
-#                        1.5x: where the Null net's do not, no net reaches the goal). The Null net reports the MegaScale plugin's
-#                        speed and no PCI path, so NCCL gives it the same channels: what it reaches is
-#                        the most any host-memory net could at that channel count
+#                        1.5x: where the Null net's do not, no net reaches the goal). The Null net
+#                        reports the MegaScale plugin's speed and no PCI path, so NCCL gives it the
+#                        same channels: what it reaches is the most any host-memory net could at that
+#                        channel count
 # STEPS picks steps by name: kill, check, fault, bench, lat, layouts, ceiling, torch (default all of them
 # but layouts and ceiling); STEPS=bench measures bandwidth only, STEPS=lat small-message latency only.
 #
@@ -490,10 +491,11 @@ if want layouts; then
 fi
 
 if want ceiling; then
-  NETS="socket-4x4 megascale null" rounds_of ceiling --min-bytes "$bench_min" --max-bytes "$max" --factor 2 \
+  ceiling_nets="socket-4x4 megascale null"  # the first is what the others are compared with
+  NETS="$ceiling_nets" rounds_of ceiling --min-bytes "$bench_min" --max-bytes "$max" --factor 2 \
     --types float --exact-sizes ${bench_ops:+--ops "$bench_ops"}
   variants=()
-  for net in socket-4x4 megascale null; do variants+=("$net=${round_csvs[$net]:-}"); done
+  for net in $ceiling_nets; do variants+=("$net=${round_csvs[$net]:-}"); done
   if python3 scripts/nccl-bandwidth-table.py --variants --goal 1.5 --ranks "$nranks" "${variants[@]}" \
     > "$out/ceiling.md"; then
     printf '\n"null" is the Null net: no bytes moved, a send done at once (up to 16 ahead of the receives), a receive once its send is posted (its results are not checked). Where its pairs fall below 1.5x socket-4x4, no net that NCCL gives the same channels reaches the goal there.\n' >> "$out/ceiling.md"

@@ -92,6 +92,11 @@ def paired_ratios(num, den, key):
     return [a[key] / b[key] for a, b in zip(num, den) if key in a and key in b and b[key] > 0]
 
 
+def range_text(pairs):
+    """'LO-HIx (median M)' of a list of ratios."""
+    return f"{min(pairs):.2f}-{max(pairs):.2f}x (median {statistics.median(pairs):.2f})"
+
+
 def goal_count(pairs, goal):
     """'reaches G in all N pairs' or 'below G in K of N pairs'."""
     below = sum(1 for x in pairs if x < goal)
@@ -145,14 +150,13 @@ def variants_table(items, ranks, metric, goal=None):
     for name in names[1:]:
         pairs = [x for key in keys for x in paired(name, key)]
         if pairs:
-            print(f"- {name}: {min(pairs):.2f}-{max(pairs):.2f}x (median {statistics.median(pairs):.2f})")
+            print(f"- {name}: {range_text(pairs)}")
         if goal is None or metric != "busbw":
             continue
         for op in dict.fromkeys(op for op, _ in keys):
             op_pairs = [x for key in keys if key[0] == op for x in paired(name, key)]
             if op_pairs:
-                print(f"  - {op}: {min(op_pairs):.2f}-{max(op_pairs):.2f}x "
-                      f"(median {statistics.median(op_pairs):.2f}); {goal_count(op_pairs, goal)}")
+                print(f"  - {op}: {range_text(op_pairs)}; {goal_count(op_pairs, goal)}")
 
 
 def main():
@@ -217,7 +221,7 @@ def main():
         pairs = [x for key in keys if key[0] == op for x in paired("socket-4x4", key)]
         if not pairs:
             continue
-        line = f"- {op}: {min(pairs):.2f}-{max(pairs):.2f}x (median {statistics.median(pairs):.2f})"
+        line = f"- {op}: {range_text(pairs)}"
         if args.metric == "busbw":
             line += "; " + goal_count(pairs, args.goal)
         print(line)
