@@ -13,7 +13,16 @@
 // receive (maxRecvs 1). The properties are the MegaScale plugin's for an interface without a known
 // speed (no PCI path, 100 Gbps), so that NCCL builds the same rings and channels for both;
 // MEGASCALE_NULL_SPEED_MBPS changes the speed. A peer that closes or exits fails the other side's
-// requests with ncclRemoteError. Uses the ABI facts of ../shared/research/nccl-plugin.md, through the
+// requests with ncclRemoteError.
+//
+// A model of a net that takes time, for asking what a net's message time costs under NCCL (all 0, the
+// default, is the net that takes none). A message starts once both its send and its receive are posted.
+//   MEGASCALE_NULL_RECV_US  its receive completes this long after the start;
+//   MEGASCALE_NULL_GBPS     and no sooner than the connection's previous receive plus size / rate (one
+//                           serial pipe a connection; 0: no such bound);
+//   MEGASCALE_NULL_SEND_US  its send completes this long after the start (0: at once, run-ahead as above;
+//                           set, a send waits for its receive to be posted, as a net without buffers).
+// Times are CLOCK_MONOTONIC, which both processes on one host share. Uses the ABI facts of ../shared/research/nccl-plugin.md, through the
 // project's own v8 header (NCCL 2.20 .. 2.28 load v8).
 #include <fcntl.h>
 #include <signal.h>
@@ -21,12 +30,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 
 #include "megascale/nccl/abi/net_v8.h"
 
@@ -48,6 +59,10 @@ constexpr int kDefaultSpeedMbps = 100000;
 NetDebugLogger g_log = nullptr;
 int g_speed_mbps = kDefaultSpeedMbps;
 uint32_t g_ahead = kAhead;
+// The timing model (see the top): nanoseconds, and bytes per nanosecond (0: unbounded).
+int64_t g_recv_ns = 0;
+int64_t g_send_ns = 0;
+double g_bytes_per_ns = 0;
 char g_dev_name[] = "null";
 
 #define NULLNET_LOG_TO(level, subsys, ...) \
@@ -67,6 +82,8 @@ struct Shared {
   alignas(64) std::atomic<uint64_t> sends_posted;  // written by the sender only
   alignas(64) std::atomic<uint64_t> recvs_posted;  // written by the receiver only
   alignas(64) uint64_t sizes[kRing];               // sizes[k % kRing]: the k-th send's size
+  int64_t send_ns[kRing];                          // when the k-th send was posted (timing model)
+  int64_t recv_ns[kRing];                          // when the k-th receive was posted (timing model)
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<int32_t>::is_always_lock_free);
 
@@ -83,6 +100,7 @@ struct Request {
   bool send = false;
   uint64_t index = 0;  // the k-th send or receive of the comm
   uint64_t capacity = 0;  // a receive's buffer size; a send's size
+  int64_t done_ns = -1;   // timing model: when it completes (-1: not known yet)
 };
 
 struct Comm {
@@ -92,8 +110,18 @@ struct Comm {
   char shm_name[64] = {};
   uint64_t posted = 0;    // sends or receives this side posted
   uint64_t polls = 0;     // test() calls that found nothing, for the liveness check's rate
+  uint64_t scheduled = 0;    // timing model, receive side: receives given their completion time
+  int64_t last_done_ns = 0;  // and when the last of them completes
   Request requests[kMaxRequests];
 };
+
+int64_t now_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+bool timed() { return g_recv_ns > 0 || g_send_ns > 0 || g_bytes_per_ns > 0; }
 
 Shared* map_shared(int fd) {
   void* p = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -137,16 +165,31 @@ NetResult init(NetDebugLogger logger) {
   g_log = logger;
   long speed = kDefaultSpeedMbps;
   long ahead = kAhead;
+  long recv_us = 0;
+  long send_us = 0;
+  long gbps = 0;
   if (!read_env("MEGASCALE_NULL_SPEED_MBPS", 1, 100000000, "a speed in Mbps", speed) ||
-      !read_env("MEGASCALE_NULL_AHEAD", 0, kAhead, "a count of sends", ahead)) {
+      !read_env("MEGASCALE_NULL_AHEAD", 0, kAhead, "a count of sends", ahead) ||
+      !read_env("MEGASCALE_NULL_RECV_US", 0, 10000000, "a time in microseconds", recv_us) ||
+      !read_env("MEGASCALE_NULL_SEND_US", 0, 10000000, "a time in microseconds", send_us) ||
+      !read_env("MEGASCALE_NULL_GBPS", 0, 100000, "a rate in Gb/s", gbps)) {
     return kNetInvalidArgument;
   }
   g_speed_mbps = static_cast<int>(speed);
   g_ahead = static_cast<uint32_t>(ahead);
+  g_recv_ns = recv_us * 1000;
+  g_send_ns = send_us * 1000;
+  g_bytes_per_ns = static_cast<double>(gbps) / 8.0;
   NULLNET_LOG_TO(kLogInfo, kSubsysInit | kSubsysNet,
               "Null net: moves NO bytes (results are wrong); measures NCCL's own ceiling over a host-memory "
               "net; speed %d Mbps, sends complete up to %u ahead of the peer's receives",
-              g_speed_mbps, g_ahead);
+              g_speed_mbps, g_send_ns > 0 ? 0 : g_ahead);
+  if (timed()) {
+    NULLNET_LOG_TO(kLogInfo, kSubsysInit | kSubsysNet,
+                "Null net: timing model: a receive completes %ld us after its message starts, no sooner "
+                "than the previous one plus size at %ld Gb/s (0: unbounded); a send %ld us after the start",
+                recv_us, gbps, send_us);
+  }
   return kNetSuccess;
 }
 
@@ -258,13 +301,20 @@ NetResult isend(void* send_comm, void*, int size, int, void*, void** request) {
   auto* c = static_cast<Comm*>(send_comm);
   if (c == nullptr || !c->sender || size < 0 || request == nullptr) return kNetInvalidArgument;
   *request = nullptr;
-  if (c->posted >= c->shared->recvs_posted.load(std::memory_order_acquire) + g_ahead) {  // too far ahead
+  const uint32_t ahead = g_send_ns > 0 ? 0 : g_ahead;  // a timed send waits for its receive
+  if (c->posted >= c->shared->recvs_posted.load(std::memory_order_acquire) + ahead) {  // too far ahead
     if (++c->polls % 4096 == 0 && !peer_alive(*c)) return kNetRemoteError;
     return kNetSuccess;
   }
   Request* r = take_request(c, true, c->posted, static_cast<uint64_t>(size));
   if (r == nullptr) return kNetSuccess;  // NCCL's request bound reached: try again later
   c->shared->sizes[c->posted % kRing] = static_cast<uint64_t>(size);
+  if (timed()) {
+    const int64_t now = now_ns();
+    c->shared->send_ns[c->posted % kRing] = now;
+    // Receive `posted` is posted (ahead is 0): its time is in the ring and stays until this send ends.
+    if (g_send_ns > 0) r->done_ns = std::max(now, c->shared->recv_ns[c->posted % kRing]) + g_send_ns;
+  }
   c->shared->sends_posted.store(++c->posted, std::memory_order_release);
   *request = r;
   return kNetSuccess;
@@ -284,6 +334,7 @@ NetResult irecv(void* recv_comm, int n, void**, int* sizes, int*, void**, void**
     NULLNET_WARN("Null net: more than %u receives outstanding on one comm", kMaxRequests);
     return kNetInvalidUsage;
   }
+  if (timed()) c->shared->recv_ns[c->posted % kRing] = now_ns();
   c->shared->recvs_posted.store(++c->posted, std::memory_order_release);
   *request = r;
   return kNetSuccess;
@@ -294,24 +345,53 @@ NetResult iflush(void*, int, void**, int*, void**, void** request) {
   return kNetSuccess;
 }
 
+// Timing model, receive side: gives every receive up to `upto` (whose sends are posted) its completion
+// time, in order, since each one's serial bound starts from the one before.
+void schedule_receives(Comm& c, uint64_t upto) {
+  for (; c.scheduled <= upto; ++c.scheduled) {
+    Request* r = nullptr;
+    for (Request& q : c.requests) {
+      if (q.in_use && q.index == c.scheduled) r = &q;
+    }
+    if (r == nullptr) return;  // not posted yet (cannot happen below `upto`: receives are posted in order)
+    const Shared& s = *c.shared;
+    const int64_t start = std::max(s.send_ns[r->index % kRing], s.recv_ns[r->index % kRing]);
+    int64_t done = start + g_recv_ns;
+    if (g_bytes_per_ns > 0) {
+      const auto wire_ns = static_cast<int64_t>(static_cast<double>(s.sizes[r->index % kRing]) / g_bytes_per_ns);
+      done = std::max(done, std::max(start, c.last_done_ns) + wire_ns);
+    }
+    r->done_ns = c.last_done_ns = done;
+  }
+}
+
+// A request that is not done yet; every 4096th such poll of a comm checks that the peer still lives.
+NetResult not_yet(Comm& c, Request* r) {
+  if (++c.polls % 4096 == 0 && !peer_alive(c)) {
+    r->in_use = false;
+    return kNetRemoteError;
+  }
+  return kNetSuccess;
+}
+
 NetResult test(void* request, int* done, int* sizes) {
   auto* r = static_cast<Request*>(request);
   if (r == nullptr || !r->in_use || done == nullptr) return kNetInvalidArgument;
   *done = 0;
   Comm& c = *r->comm;
   if (r->send) {
+    if (r->done_ns >= 0 && now_ns() < r->done_ns) return not_yet(c, r);
     *done = 1;
     if (sizes != nullptr) sizes[0] = static_cast<int>(r->capacity);
     r->in_use = false;
     return kNetSuccess;
   }
-  if (c.shared->sends_posted.load(std::memory_order_acquire) <= r->index) {
-    if (++c.polls % 4096 == 0 && !peer_alive(c)) {
-      r->in_use = false;
-      return kNetRemoteError;
-    }
-    return kNetSuccess;
+  bool ready = c.shared->sends_posted.load(std::memory_order_acquire) > r->index;
+  if (ready && timed()) {
+    schedule_receives(c, r->index);
+    ready = now_ns() >= r->done_ns;
   }
+  if (!ready) return not_yet(c, r);
   const uint64_t sent = c.shared->sizes[r->index % kRing];
   r->in_use = false;
   if (sent > r->capacity) {

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "megascale/nccl/abi/net_v8.h"
@@ -30,7 +31,10 @@ class NullNet : public ::testing::Test {
     ASSERT_NE(lib_, nullptr) << dlerror();
     net_ = static_cast<NetV8*>(dlsym(lib_, "ncclNetPlugin_v8"));
     ASSERT_NE(net_, nullptr);
-    unsetenv("MEGASCALE_NULL_SPEED_MBPS");
+    for (const char* knob : {"MEGASCALE_NULL_SPEED_MBPS", "MEGASCALE_NULL_AHEAD", "MEGASCALE_NULL_RECV_US",
+                             "MEGASCALE_NULL_SEND_US", "MEGASCALE_NULL_GBPS"}) {
+      unsetenv(knob);
+    }
     ASSERT_EQ(net_->init(warn_logger), kNetSuccess);
   }
   void TearDown() override {
@@ -66,6 +70,14 @@ class NullNet : public ::testing::Test {
     EXPECT_EQ(net_->irecv(r, 1, &data, &cap, &tag, &mh, &req), kNetSuccess);
     EXPECT_NE(req, nullptr);
     return req;
+  }
+
+  // init() with one knob set (then unset again, so the next SetUp is back at the defaults).
+  NetResult init_with(const char* knob, const char* value) {
+    setenv(knob, value, 1);
+    const NetResult r = net_->init(warn_logger);
+    unsetenv(knob);
+    return r;
   }
 
   // test() until done or an error; the error code, or success with *size set.
@@ -113,6 +125,13 @@ TEST_F(NullNet, SpeedIsSetOrRefusedByName) {
   EXPECT_EQ(net_->init(warn_logger), kNetInvalidArgument);
   EXPECT_TRUE(warned("MEGASCALE_NULL_AHEAD=17 is not a count of sends (0 .. 16)"));
   unsetenv("MEGASCALE_NULL_AHEAD");
+  take_warns();
+  EXPECT_EQ(init_with("MEGASCALE_NULL_RECV_US", "-5"), kNetInvalidArgument);
+  EXPECT_TRUE(warned("MEGASCALE_NULL_RECV_US=-5 is not a time in microseconds"));
+  EXPECT_EQ(init_with("MEGASCALE_NULL_SEND_US", "1ms"), kNetInvalidArgument);
+  EXPECT_TRUE(warned("MEGASCALE_NULL_SEND_US=1ms is not a time in microseconds"));
+  EXPECT_EQ(init_with("MEGASCALE_NULL_GBPS", "200000"), kNetInvalidArgument);
+  EXPECT_TRUE(warned("MEGASCALE_NULL_GBPS=200000 is not a rate in Gb/s (0 .. 100000)"));
 }
 
 TEST_F(NullNet, AheadZeroMakesEverySendWaitForItsReceive) {
@@ -186,6 +205,81 @@ TEST_F(NullNet, SendsRunSixteenAheadAndReceivesReportTheSentSizeInOrder) {
   EXPECT_EQ(sent, 300);
   EXPECT_EQ(net_->closeSend(s), kNetSuccess);
   EXPECT_EQ(net_->closeRecv(r), kNetSuccess);
+}
+
+// Microseconds from `t0` until `request` is done (asserting it completes, within 10 s).
+double us_until_done(NetV8* net, void* request, std::chrono::steady_clock::time_point t0) {
+  int done = 0;
+  int size = 0;
+  while (!done && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10)) {
+    if (net->test(request, &done, &size) != kNetSuccess) break;
+  }
+  EXPECT_TRUE(done);
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+}
+
+TEST_F(NullNet, ATimedReceiveCompletesRecvUsAfterItsMessageStarts) {
+  ASSERT_EQ(init_with("MEGASCALE_NULL_RECV_US", "20000"), kNetSuccess);
+  void* s = nullptr;
+  void* r = nullptr;
+  connect_pair(&s, &r);
+  void* rr = post_recv(r, 10);
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));  // the message starts at the send, not here
+  const auto t0 = std::chrono::steady_clock::now();
+  void* sr = nullptr;
+  ASSERT_EQ(net_->isend(s, buf_, 7, 0, s, &sr), kNetSuccess);
+  ASSERT_NE(sr, nullptr);
+  EXPECT_LT(us_until_done(net_, sr, t0), 15000) << "an untimed send completes at once";
+  const double us = us_until_done(net_, rr, t0);
+  EXPECT_GE(us, 20000);
+  EXPECT_LT(us, 1000000);
+  net_->closeSend(s);
+  net_->closeRecv(r);
+}
+
+TEST_F(NullNet, ASerialRateSpacesAConnectionsReceivesBySize) {
+  ASSERT_EQ(init_with("MEGASCALE_NULL_GBPS", "1"), kNetSuccess);  // 125 bytes a microsecond
+  void* s = nullptr;
+  void* r = nullptr;
+  connect_pair(&s, &r);
+  void* rr[3];
+  for (void*& q : rr) q = post_recv(r, 2000000);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int k = 0; k < 3; ++k) {  // 1,250,000 bytes: 10 ms each at 1 Gb/s
+    void* sr = nullptr;
+    ASSERT_EQ(net_->isend(s, buf_, 1250000, 0, s, &sr), kNetSuccess);
+    ASSERT_NE(sr, nullptr);
+    int size = 0;
+    ASSERT_EQ(wait(sr, &size), kNetSuccess);
+  }
+  // In order and one after another: 10, 20 and 30 ms after the first send.
+  for (int k = 0; k < 3; ++k) {
+    const double us = us_until_done(net_, rr[k], t0);
+    EXPECT_GE(us, 10000.0 * (k + 1)) << "receive " << k;
+    EXPECT_LT(us, 10000.0 * (k + 1) + 1000000) << "receive " << k;
+  }
+  net_->closeSend(s);
+  net_->closeRecv(r);
+}
+
+TEST_F(NullNet, ATimedSendWaitsForItsReceiveThenSendUs) {
+  ASSERT_EQ(init_with("MEGASCALE_NULL_SEND_US", "20000"), kNetSuccess);
+  void* s = nullptr;
+  void* r = nullptr;
+  connect_pair(&s, &r);
+  void* sr = nullptr;
+  ASSERT_EQ(net_->isend(s, buf_, 5, 0, s, &sr), kNetSuccess);
+  EXPECT_EQ(sr, nullptr) << "a timed send ran ahead of its receive";
+  void* rr = post_recv(r, 10);
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(net_->isend(s, buf_, 5, 0, s, &sr), kNetSuccess);
+  ASSERT_NE(sr, nullptr);
+  EXPECT_LT(us_until_done(net_, rr, t0), 15000) << "an untimed receive completes once its send is posted";
+  const double us = us_until_done(net_, sr, t0);
+  EXPECT_GE(us, 20000);
+  EXPECT_LT(us, 1000000);
+  net_->closeSend(s);
+  net_->closeRecv(r);
 }
 
 TEST_F(NullNet, AMessageLargerThanItsReceiveIsAnError) {
