@@ -66,7 +66,10 @@
 #                        1.5x: where the Null net's do not, no net reaches the goal). The Null net
 #                        reports the MegaScale plugin's speed and no PCI path, so NCCL gives it the
 #                        same channels: what it reaches is the most any host-memory net could at that
-#                        channel count
+#                        channel count. NULL_RECV_US="100 200" adds the Null net with each receive done
+#                        that many microseconds after its message starts (MEGASCALE_NULL_RECV_US; nets
+#                        null-r100, null-r200): what NCCL reaches over a net whose message takes that long,
+#                        to set beside MegaScale's own message time in the transport lines
 # STEPS picks steps by name: kill, check, fault, bench, lat, layouts, ceiling, torch (default all of them
 # but layouts and ceiling); STEPS=bench measures bandwidth only, STEPS=lat small-message latency only.
 #
@@ -134,6 +137,14 @@ fi
 if want ceiling; then
   [[ -n $null_net && -f $null_net ]] || die "STEPS has ceiling but there is no $build/collectives/nccl/libnccl-net-null.so"
 fi
+# NULL_RECV_US for the ceiling step: receive times of the Null net's timing model, each once.
+read -ra null_recv_us <<< "${NULL_RECV_US:-}"
+declare -A seen_recv_us=()
+for u in "${null_recv_us[@]}"; do
+  [[ $u =~ ^[1-9][0-9]{0,6}$ ]] || die "NULL_RECV_US has '$u': each is a time in microseconds, 1 .. 9999999"
+  [[ -z ${seen_recv_us[$u]:-} ]] || die "NULL_RECV_US has '$u' twice"
+  seen_recv_us[$u]=1
+done
 mkdir -p "$out"
 echo "check-nccl-plugin: $nranks ranks on $ngpus GPU(s), plugin $plugin, steps:${steps% }, logs in $out"
 
@@ -350,6 +361,8 @@ rounds_of() {
         megascale) envs=("${megascale_env[@]}" MEGASCALE_STATS_DIR="$(stats_dir_of "$step" "$k")") via=MegaScale ;;
         socket-4x4) envs+=(NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4) ;;
         null) envs=(NCCL_NET_PLUGIN="$null_net" NCCL_NET=Null NCCL_PROTO=Simple) via=Null extra=(--no-check) ;;
+        null-r*) envs=(NCCL_NET_PLUGIN="$null_net" NCCL_NET=Null NCCL_PROTO=Simple MEGASCALE_NULL_RECV_US="${net#null-r}")
+          via=Null extra=(--no-check) ;;
       esac
       if [[ $step == bench ]]; then
         watch="$out/$label.cpu.json"
@@ -492,6 +505,7 @@ fi
 
 if want ceiling; then
   ceiling_nets="socket-4x4 megascale null"  # the first is what the others are compared with
+  for u in "${null_recv_us[@]}"; do ceiling_nets+=" null-r$u"; done
   NETS="$ceiling_nets" rounds_of ceiling --min-bytes "$bench_min" --max-bytes "$max" --factor 2 \
     --types float --exact-sizes ${bench_ops:+--ops "$bench_ops"}
   variants=()
@@ -499,6 +513,7 @@ if want ceiling; then
   if python3 scripts/nccl-bandwidth-table.py --variants --goal 1.5 --ranks "$nranks" "${variants[@]}" \
     > "$out/ceiling.md"; then
     printf '\n"null" is the Null net: no bytes moved, a send done at once (up to 16 ahead of the receives), a receive once its send is posted (its results are not checked). Where its pairs fall below 1.5x socket-4x4, no net that NCCL gives the same channels reaches the goal there.\n' >> "$out/ceiling.md"
+    if (( ${#null_recv_us[@]} )); then printf '"null-rN" is the Null net with each receive done N microseconds after its message starts (both its send and its receive posted): what NCCL reaches over a net whose message takes that long. Compare N with MegaScale'"'"'s request times in the transport lines below.\n' >> "$out/ceiling.md"; fi
     report_table ceiling "$out/ceiling.md" "${ms_stats[@]}"
   else
     echo "!! ceiling: no table (see above)"

@@ -52,7 +52,7 @@ fi
 net=$NCCL_NET
 [[ $net == Socket && ${NCCL_SOCKET_NTHREADS:-} == 4 ]] && net=Socket4x4
 [[ $net == Null && ( $all_args != *--no-check* || $NCCL_NET_PLUGIN != /* || ${NCCL_PROTO:-} != Simple ) ]] && echo "Null checked or relative" >> "$ORDER_LOG"
-[[ $rank == 0 ]] && echo "$net${csv:+ timed}${exact:+ exact}${MEGASCALE_IO_THREADS:+ io$MEGASCALE_IO_THREADS}" >> "$ORDER_LOG"
+[[ $rank == 0 ]] && echo "$net${csv:+ timed}${exact:+ exact}${MEGASCALE_IO_THREADS:+ io$MEGASCALE_IO_THREADS}${MEGASCALE_NULL_RECV_US:+ r$MEGASCALE_NULL_RECV_US}" >> "$ORDER_LOG"
 via=$NCCL_NET
 [[ $NCCL_NET == MegaScale && -n ${FAKE_WRONG_NET:-} ]] && via=Socket
 echo "host:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/$via/0" > "$NCCL_DEBUG_FILE"
@@ -60,6 +60,7 @@ echo "host:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/$via/0" 
   echo "host:1:2 [0] NCCL INFO NET/MegaScale : MEGASCALE_IO_THREADS=6 (stand-in share: 2 wires x (1 + 6 I/O threads)) (default)" >> "$NCCL_DEBUG_FILE"
 case $net in MegaScale) bw=6.00 us=60 ;; Socket) bw=3.00 us=20 ;; Socket4x4) bw=4.00 us=15 ;; Null) bw=12.00 us=5 ;; esac
 [[ $net == MegaScale && ${MEGASCALE_IO_THREADS:-} == 3 && ${MEGASCALE_LANES:-} == 3 ]] && bw=7.50  # the layouts step
+[[ $net == Null && -n ${MEGASCALE_NULL_RECV_US:-} ]] && bw=$(( 12 - MEGASCALE_NULL_RECV_US / 50 )).00  # the timing model
 if [[ -n $csv && $rank == 0 ]]; then
   echo "op,type,size_bytes,count,time_us,algbw_gbps,busbw_gbps,wrong" > "$csv"
   [[ $ops == *allreduce* ]] && echo "AllReduce,float,67108864,16777216,$us,1,$bw,0" >> "$csv"
@@ -213,6 +214,21 @@ grep -qF 'ok ceiling-null-r1: all 2 channel lines say via NET/Null' "$dir/out.lo
   { cat "$dir/out.log"; fail "Null's channels not checked"; }
 grep -qF -- '- ceiling-megascale-r1: 4 timeouts' "$ceiling" || fail "ceiling transport line: $(cat "$ceiling")"
 grep -q '^check-nccl-plugin: PASS' "$dir/out.log" || fail "STEPS=ceiling: no PASS line"
+# NULL_RECV_US adds the timed Null net (null-rN, MEGASCALE_NULL_RECV_US=N) to the same rounds.
+rm -f "$ORDER_LOG"
+check STEPS=ceiling ROUNDS=1 BENCH_OPS=allreduce NULL_RECV_US="100 200" ||
+  { cat "$dir/out.log"; fail "NULL_RECV_US: exit $?"; }
+expected=$'Socket\nSocket4x4 timed exact\nMegaScale timed exact\nNull timed exact\nNull timed exact r100\nNull timed exact r200'
+expect_order "ceiling with NULL_RECV_US" "$expected"
+grep -qF '| AllReduce | 67108864 | 4.00 | 6.00 | 12.00 | 10.00 | 8.00 | 1.50 | 3.00 | 2.50 | 2.00 |' \
+  "$ceiling" || fail "ceiling table with NULL_RECV_US: $(cat "$ceiling")"
+grep -qF '"null-rN" is the Null net with each receive done N microseconds after' "$ceiling" ||
+  fail "ceiling: no null-rN note: $(cat "$ceiling")"
+for bad in "0" "100 100" "1ms" "12345678"; do
+  check STEPS=ceiling NULL_RECV_US="$bad"
+  (( $? == 2 )) || fail "NULL_RECV_US=$bad: exit status"
+  grep -qF "NULL_RECV_US has" "$dir/out.log" || fail "NULL_RECV_US=$bad: message: $(cat "$dir/out.log")"
+done
 rm "$dir/build/collectives/nccl/libnccl-net-null.so"
 check STEPS=ceiling
 (( $? == 2 )) || fail "STEPS=ceiling without the Null net: exit status"
