@@ -12,7 +12,9 @@ duplicates mean the host stalled ACKs rather than lost data (collectives/nccl/RE
 and, when an I/O thread stalled (MEGASCALE_STALL_US), how much of its work its siblings took over.
 Where the records split NCCL's request latency into phases ("phases", collectives/nccl/README.md,
 "Stats"), the line ends with a send's and a receive's time in microseconds: the median over the
-connections of each one's median, whole and by phase (medians of parts need not add up to the whole's).
+connections of each one's median, whole and by phase (medians of parts need not add up to the whole's),
+and, where the records have them, the tail: the median over the connections of each one's 99th
+percentile, whole and of the transfer phase.
 Prints a markdown list; a directory without records says so. Exit status 2 on a bad argument or an
 unreadable record.
 """
@@ -78,10 +80,12 @@ def summarize(directory):
                     where = f"{path}:{number}"
                     m = medians[role]
                     m.setdefault("request", []).append(count(nccl, "request_latency_p50_ns", where))
+                    m.setdefault("request_p99", []).append(count(nccl, "request_latency_p99_ns", where))
                     for name in PHASES[role]:
                         if not isinstance(phases.get(name), dict):
                             raise ValueError(f"{where}: phases has no '{name}' for a {role} connection")
                         m.setdefault(name, []).append(count(phases[name], "p50_ns", f"{where}: phases.{name}"))
+                        m.setdefault(name + "_p99", []).append(count(phases[name], "p99_ns", f"{where}: phases.{name}"))
     return records, totals, rtt_max_ns, wires, medians
 
 
@@ -108,7 +112,7 @@ def takeover_text(w):
 
 
 def phases_text(medians):
-    parts = []
+    parts, tails = [], []
     for role, word in (("send", "send"), ("recv", "receive")):
         m = medians[role]
         if not m:
@@ -116,7 +120,15 @@ def phases_text(medians):
         us = {k: statistics.median(v) / 1e3 for k, v in m.items()}
         inner = ", ".join(f"{name} {us[name]:.0f}" for name in PHASES[role])
         parts.append(f"{word} {us['request']:.0f} us ({inner})")
-    return "; a request's time, median of the connections' medians: " + "; ".join(parts) if parts else ""
+        # Records from before the plugin wrote 99th percentiles read 0 there: no tail for them.
+        if min(m["request_p99"]) > 0:
+            tails.append(f"{word} {us['request_p99']:,.0f} us (transfer {us['transfer_p99']:,.0f})")
+    if not parts:
+        return ""
+    text = "; a request's time, median of the connections' medians: " + "; ".join(parts)
+    if tails:
+        text += "; its 99th percentile, median of the connections': " + ", ".join(tails)
+    return text
 
 
 def line(label, directory):

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/megascale-stats-summary.py on hand-made stats directories: the close records of every *.jsonl
 # are summed (periodic ones are not; credit waits against sends completed and failed), the wires' records give system calls per GiB and datagrams per
-# call (and are not connections), request phases give each role's medians, a directory without records
+# call (and are not connections), request phases give each role's medians (and 99th percentiles where
+# the records have them), a directory without records
 # says so, and a broken record, a counter that is not a whole number, a connection without one of its
 # role's phases or a bad argument is refused with exit status 2 and a message naming it.
 # Usage: megascale_stats_summary_test.sh SOURCE_DIR
@@ -38,6 +39,7 @@ expected="- r1: 8 timeouts (3 undone as spurious), 18 RTO and 2 fast retransmiss
 [[ $out == "$expected" ]] || fail "got: $out"
 
 # Request phases: the median over the connections of each one's median, per role (two sends, one receive).
+# These records have no 99th percentiles (older plugins): no tail is printed.
 mkdir -p "$dir/run5"
 phased() {  # ROLE REQUEST_P50_NS PHASES_JSON
   printf '{"event":"close","role":"%s","engine":{"sends_completed":1},"nccl":{"request_latency_p50_ns":%s,"phases":%s}}\n' "$@"
@@ -49,6 +51,17 @@ phased() {  # ROLE REQUEST_P50_NS PHASES_JSON
 out=$(python3 "$summary" r5="$dir/run5") || fail "exit $? on phases"
 expected="- r5: 0 timeouts (0 undone as spurious), 0 RTO and 0 fast retransmissions, 0 tail probes, 0 duplicates received, 0 of 3 sends waited for a credit, RTT max 0.0 ms (3 connections); a request's time, median of the connections' medians: send 281 us (wait 20, transfer 130, ack 105, report 5); receive 917 us (wait 800, transfer 110, report 7)"
 [[ $out == "$expected" ]] || fail "phases: got: $out"
+# With 99th percentiles: their median over the connections, whole and of the transfer phase.
+mkdir -p "$dir/run6"
+tailed() {  # ROLE REQUEST_P50_NS REQUEST_P99_NS TRANSFER_P99_NS
+  local ack=""
+  [[ $1 == send ]] && ack='"ack":{"p50_ns":1000,"p99_ns":2000},'
+  printf '{"event":"close","role":"%s","engine":{"sends_completed":1},"nccl":{"request_latency_p50_ns":%s,"request_latency_p99_ns":%s,"phases":{"wait":{"p50_ns":1000,"p99_ns":2000},"transfer":{"p50_ns":100000,"p99_ns":%s},%s"report":{"p50_ns":1000,"p99_ns":2000}}}}\n' "$1" "$2" "$3" "$4" "$ack"
+}
+{ tailed send 200000 900000 400000; tailed send 200000 1100000 600000; tailed recv 300000 2500000 1800000; } > "$dir/run6/a.jsonl"
+out=$(python3 "$summary" r6="$dir/run6") || fail "exit $? on tails"
+[[ $out == *"; its 99th percentile, median of the connections': send 1,000 us (transfer 500), receive 2,500 us (transfer 1,800)" ]] ||
+  fail "tails: got: $out"
 phased send 1000 '{"wait":{"p50_ns":1},"transfer":{"p50_ns":1},"report":{"p50_ns":1}}' > "$dir/run5/b.jsonl"
 python3 "$summary" r5="$dir/run5" > /dev/null 2> "$dir/err"
 (( $? == 2 )) || fail "a send without its ack phase: exit status"
