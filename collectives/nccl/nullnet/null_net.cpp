@@ -21,7 +21,11 @@
 //   MEGASCALE_NULL_GBPS     and no sooner than the connection's previous receive plus size / rate (one
 //                           serial pipe a connection; 0: no such bound);
 //   MEGASCALE_NULL_SEND_US  its send completes this long after the start (0: at once, run-ahead as above;
-//                           set, a send waits for its receive to be posted, as a net without buffers).
+//                           set, a send waits for its receive to be posted, as a net without buffers);
+//   MEGASCALE_NULL_SLOW_PERMILLE, MEGASCALE_NULL_SLOW_US
+//                           that many messages in 1000 (drawn per connection by a hash of the message's
+//                           index) take this much longer to receive: a tail, as a thread that loses its
+//                           CPU makes one.
 // Times are CLOCK_MONOTONIC, which both processes on one host share. Uses the ABI facts of ../shared/research/nccl-plugin.md, through the
 // project's own v8 header (NCCL 2.20 .. 2.28 load v8).
 #include <fcntl.h>
@@ -63,6 +67,8 @@ uint32_t g_ahead = kAhead;
 int64_t g_recv_ns = 0;
 int64_t g_send_ns = 0;
 double g_bytes_per_ns = 0;
+uint32_t g_slow_permille = 0;
+int64_t g_slow_ns = 0;
 char g_dev_name[] = "null";
 
 #define NULLNET_LOG_TO(level, subsys, ...) \
@@ -110,6 +116,7 @@ struct Comm {
   char shm_name[64] = {};
   uint64_t posted = 0;    // sends or receives this side posted
   uint64_t polls = 0;     // test() calls that found nothing, for the liveness check's rate
+  uint64_t salt = 0;         // timing model: which of this connection's messages are slow (its serial)
   uint64_t scheduled = 0;    // timing model, receive side: receives given their completion time
   int64_t last_done_ns = 0;  // and when the last of them completes
   Request requests[kMaxRequests];
@@ -121,7 +128,19 @@ int64_t now_ns() {
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
-bool timed() { return g_recv_ns > 0 || g_send_ns > 0 || g_bytes_per_ns > 0; }
+bool timed() { return g_recv_ns > 0 || g_send_ns > 0 || g_bytes_per_ns > 0 || g_slow_ns > 0; }
+
+// Whether the timing model makes message `index` of a connection slow (MEGASCALE_NULL_SLOW_PERMILLE):
+// a hash of the index and the connection's `salt` (splitmix64's finalizer), so the draws look random
+// and differ between connections.
+bool slow_message(uint64_t index, uint64_t salt) {
+  if (g_slow_permille == 0 || g_slow_ns == 0) return false;
+  uint64_t z = index + salt * 0x9E3779B97F4A7C15ULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  z ^= z >> 31;
+  return z % 1000 < g_slow_permille;
+}
 
 Shared* map_shared(int fd) {
   void* p = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -168,11 +187,15 @@ NetResult init(NetDebugLogger logger) {
   long recv_us = 0;
   long send_us = 0;
   long gbps = 0;
+  long slow_permille = 0;
+  long slow_us = 0;
   if (!read_env("MEGASCALE_NULL_SPEED_MBPS", 1, 100000000, "a speed in Mbps", speed) ||
       !read_env("MEGASCALE_NULL_AHEAD", 0, kAhead, "a count of sends", ahead) ||
       !read_env("MEGASCALE_NULL_RECV_US", 0, 10000000, "a time in microseconds", recv_us) ||
       !read_env("MEGASCALE_NULL_SEND_US", 0, 10000000, "a time in microseconds", send_us) ||
-      !read_env("MEGASCALE_NULL_GBPS", 0, 100000, "a rate in Gb/s", gbps)) {
+      !read_env("MEGASCALE_NULL_GBPS", 0, 100000, "a rate in Gb/s", gbps) ||
+      !read_env("MEGASCALE_NULL_SLOW_PERMILLE", 0, 1000, "a count of messages in 1000", slow_permille) ||
+      !read_env("MEGASCALE_NULL_SLOW_US", 0, 10000000, "a time in microseconds", slow_us)) {
     return kNetInvalidArgument;
   }
   g_speed_mbps = static_cast<int>(speed);
@@ -180,6 +203,8 @@ NetResult init(NetDebugLogger logger) {
   g_recv_ns = recv_us * 1000;
   g_send_ns = send_us * 1000;
   g_bytes_per_ns = static_cast<double>(gbps) / 8.0;
+  g_slow_permille = static_cast<uint32_t>(slow_permille);
+  g_slow_ns = slow_permille > 0 ? slow_us * 1000 : 0;
   NULLNET_LOG_TO(kLogInfo, kSubsysInit | kSubsysNet,
               "Null net: moves NO bytes (results are wrong); measures NCCL's own ceiling over a host-memory "
               "net; speed %d Mbps, sends complete up to %u ahead of the peer's receives",
@@ -187,8 +212,9 @@ NetResult init(NetDebugLogger logger) {
   if (timed()) {
     NULLNET_LOG_TO(kLogInfo, kSubsysInit | kSubsysNet,
                 "Null net: timing model: a receive completes %ld us after its message starts, no sooner "
-                "than the previous one plus size at %ld Gb/s (0: unbounded); a send %ld us after the start",
-                recv_us, gbps, send_us);
+                "than the previous one plus size at %ld Gb/s (0: unbounded); a send %ld us after the start; "
+                "%ld messages in 1000 take %ld us longer",
+                recv_us, gbps, send_us, g_slow_ns > 0 ? slow_permille : 0L, g_slow_ns > 0 ? slow_us : 0L);
   }
   return kNetSuccess;
 }
@@ -218,8 +244,9 @@ NetResult listen(int dev, void* handle, void** listen_comm) {
   if (dev != 0 || handle == nullptr || listen_comm == nullptr) return kNetInvalidArgument;
   static std::atomic<uint64_t> serial{0};
   auto* c = new Comm;
+  c->salt = serial.fetch_add(1);
   std::snprintf(c->shm_name, sizeof c->shm_name, "/megascale-null.%d.%llu", static_cast<int>(getpid()),
-                static_cast<unsigned long long>(serial.fetch_add(1)));
+                static_cast<unsigned long long>(c->salt));
   const int fd = shm_open(c->shm_name, O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0 || ftruncate(fd, sizeof(Shared)) != 0 || (c->shared = map_shared(fd)) == nullptr) {
     NULLNET_WARN("Null net: listen: shared memory %s: %s", c->shm_name, strerror(errno));
@@ -282,6 +309,7 @@ NetResult accept(void* listen_comm, void** recv_comm, NetDeviceHandle** dev_comm
   shm_unlink(l->shm_name);  // both sides have it mapped
   auto* c = new Comm;
   c->shared = l->shared;
+  c->salt = l->salt;
   l->accepted = true;  // the mapping now belongs to the receive comm
   *recv_comm = c;
   return kNetSuccess;
@@ -356,7 +384,7 @@ void schedule_receives(Comm& c, uint64_t upto) {
     if (r == nullptr) return;  // not posted yet (cannot happen below `upto`: receives are posted in order)
     const Shared& s = *c.shared;
     const int64_t start = std::max(s.send_ns[r->index % kRing], s.recv_ns[r->index % kRing]);
-    int64_t done = start + g_recv_ns;
+    int64_t done = start + g_recv_ns + (slow_message(r->index, c.salt) ? g_slow_ns : 0);
     if (g_bytes_per_ns > 0) {
       const auto wire_ns = static_cast<int64_t>(static_cast<double>(s.sizes[r->index % kRing]) / g_bytes_per_ns);
       done = std::max(done, std::max(start, c.last_done_ns) + wire_ns);
