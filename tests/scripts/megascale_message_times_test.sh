@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# scripts/megascale-message-times.py on hand-made request timelines of two ranks: each send comm is
+# paired with the receive comm of the other rank it feeds (not a slower decoy), a message's time runs
+# from the later of its two posts to the receive's test()-done, small messages are left out, and the
+# figures (median, mean, p90, p99, max, the share in messages over 1 ms, NCCL's post interval) are
+# right; files from two hosts, ranks with nothing to pair and bad files are refused with exit status 2.
+# Usage: megascale_message_times_test.sh SOURCE_DIR
+set -uo pipefail
+src=$1
+source "$(dirname "$0")/lib.sh"
+times=$src/scripts/megascale-message-times.py
+
+# rank FILE HOST PID COMMS...: each comm is TID:ROLE:NAME:EVENTS with EVENTS "posted/dur/bytes,..." (us).
+python3 - "$dir" <<'PY' || fail "making the traces"
+import json, sys
+d = sys.argv[1]
+MiB = 1 << 20
+def rank(path, host, pid, comms):
+    ev = [{"name": "process_name", "ph": "M", "pid": pid, "args": {"name": "r"}}]
+    for tid, role, name, reqs in comms:
+        ev.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": name}})
+        for k, (posted, seen, size) in enumerate(reqs):
+            lane = k % 2  # NCCL keeps two in flight: alternate lanes, as the plugin's tracks do
+            ev.append({"name": role, "cat": "request", "ph": "X", "pid": pid, "tid": tid + lane, "ts": posted,
+                       "dur": seen - posted, "args": {"bytes": size}})
+            ev.append({"name": "wait", "cat": "phase", "ph": "X", "pid": pid, "tid": tid + lane, "ts": posted, "dur": 1})
+    json.dump({"displayTimeUnit": "ns", "otherData": {"clock": "CLOCK_MONOTONIC", "host": host, "requests": len(ev)},
+               "traceEvents": ev}, open(f"{d}/{path}", "w"))
+K = range(10)
+# Rank 0 sends at 1000 k; rank 1's receives were posted 50 us before and are done 200 / 300 us after.
+send01 = [(1000 * k, 1000 * k + 20, MiB) for k in K] + [(1000 * k + 400, 1000 * k + 401, 8) for k in K]
+recv01 = [(1000 * k - 50, 1000 * k + (200 if k % 2 == 0 else 300), MiB) for k in K]
+decoy = [(1000 * k - 50, 1000 * k + 5000, MiB) for k in K]
+# Rank 1 sends at 1000 k + 500; rank 0's receives are posted later (+600): 100 us, the last 2100.
+send10 = [(1000 * k + 500, 1000 * k + 510, MiB) for k in K]
+recv10 = [(1000 * k + 600, 1000 * k + 600 + (2100 if k == 9 else 100), MiB) for k in K]
+rank("r0.json", "h1", 11, [(100, "send", "send 127.0.0.1:2000 (lo)", send01), (200, "recv", "recv 127.0.0.1:1000 (lo)", recv10)])
+rank("r1.json", "h1", 12, [(100, "recv", "recv 127.0.0.1:1001 (lo)", decoy), (200, "recv", "recv 127.0.0.1:1002 (lo)", recv01),
+                           (300, "send", "send 127.0.0.1:2001 (lo)", send10)])
+rank("other-host.json", "h2", 13, [(100, "recv", "recv x", recv01)])
+rank("sends-only.json", "h1", 14, [(100, "send", "send y", send01), (200, "recv", "recv z", recv01)])  # one rank: none to pair with
+PY
+
+out=$(python3 "$times" "$dir/r0.json" "$dir/r1.json") || fail "exit $? on good input: $out"
+expected="2 connections, 20 messages: median 200 us, mean 275, p90 300, p99 2,100, max 2,100; 38% of the time in 1 messages over 1 ms; NCCL posted a connection's sends 1,000 us apart by median
+- rank 0 send 127.0.0.1:2000 (lo) -> rank 1 recv 127.0.0.1:1002 (lo): 10 messages: median 250 us, mean 250, p90 300, p99 300, max 300; 0% of the time in 0 messages over 1 ms
+- rank 1 send 127.0.0.1:2001 (lo) -> rank 0 recv 127.0.0.1:1000 (lo): 10 messages: median 100 us, mean 300, p90 2,100, p99 2,100, max 2,100; 70% of the time in 1 messages over 1 ms"
+[[ $out == "$expected" ]] || fail "got:
+$out"
+# --min-bytes 1 takes the 8-byte sends in: rank 0's comm then has 20 sends against 10 receives, no pair.
+out=$(python3 "$times" --min-bytes 1 "$dir/r0.json" "$dir/r1.json") || fail "--min-bytes 1: exit $?"
+[[ $out == "1 connections, "* ]] || fail "--min-bytes 1: got: $out"
+
+expect_refused "two hosts" "2 hosts (h1, h2)" python3 "$times" "$dir/r0.json" "$dir/other-host.json"
+expect_refused "nothing to pair" "no send comm paired" python3 "$times" "$dir/sends-only.json"
+echo 'not json' > "$dir/bad.json"
+expect_refused "not JSON" "bad.json: not JSON" python3 "$times" "$dir/r0.json" "$dir/bad.json"
+echo '{"traceEvents":[]}' > "$dir/foreign.json"
+expect_refused "foreign trace" "foreign.json: not a MegaScale request timeline" python3 "$times" "$dir/foreign.json"
+echo "megascale_message_times_test: ok"
