@@ -69,7 +69,8 @@
 #                        channel count. NULL_RECV_US="100 200" adds the Null net with each receive done
 #                        that many microseconds after its message starts (MEGASCALE_NULL_RECV_US; nets
 #                        null-r100, null-r200): what NCCL reaches over a net whose message takes that long,
-#                        to set beside MegaScale's own message time in the transport lines
+#                        to set beside MegaScale's own time per message, which the step measures from both
+#                        ends' request timelines (MEGASCALE_TRACE_FILE; scripts/megascale-message-times.py)
 # STEPS picks steps by name: kill, check, fault, bench, lat, layouts, ceiling, torch (default all of them
 # but layouts and ceiling); STEPS=bench measures bandwidth only, STEPS=lat small-message latency only.
 #
@@ -358,7 +359,9 @@ rounds_of() {
       net=${these[(k - 1 + j) % n]}
       local label=$step-$net-r$k envs=("${socket_env[@]}") via=Socket failed=0 profile="" watch="" extra=()
       case $net in
-        megascale) envs=("${megascale_env[@]}" MEGASCALE_STATS_DIR="$(stats_dir_of "$step" "$k")") via=MegaScale ;;
+        megascale) envs=("${megascale_env[@]}" MEGASCALE_STATS_DIR="$(stats_dir_of "$step" "$k")") via=MegaScale
+          # The ceiling step times MegaScale's messages from both ends, to read against the Null net's.
+          [[ $step == ceiling ]] && envs+=(MEGASCALE_TRACE_FILE="$out/$label.trace-%p.json") ;;
         socket-4x4) envs+=(NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4) ;;
         null) envs=(NCCL_NET_PLUGIN="$null_net" NCCL_NET=Null NCCL_PROTO=Simple) via=Null extra=(--no-check) ;;
         null-r*) envs=(NCCL_NET_PLUGIN="$null_net" NCCL_NET=Null NCCL_PROTO=Simple MEGASCALE_NULL_RECV_US="${net#null-r}")
@@ -514,6 +517,11 @@ if want ceiling; then
     > "$out/ceiling.md"; then
     printf '\n"null" is the Null net: no bytes moved, a send done at once (up to 16 ahead of the receives), a receive once its send is posted (its results are not checked). Where its pairs fall below 1.5x socket-4x4, no net that NCCL gives the same channels reaches the goal there.\n' >> "$out/ceiling.md"
     if (( ${#null_recv_us[@]} )); then printf '"null-rN" is the Null net with each receive done N microseconds after its message starts (both its send and its receive posted): what NCCL reaches over a net whose message takes that long. Compare N with MegaScale'"'"'s request times in the transport lines below.\n' >> "$out/ceiling.md"; fi
+    { printf "\nMegaScale's time per message in each run (scripts/megascale-message-times.py: both ends' request timelines, from the later of a message's two posts to the receive's test()-done, the start the null-rN nets use):\n\n"
+      for ((k = 1; k <= rounds; k++)); do
+        times=$(python3 scripts/megascale-message-times.py "$out/ceiling-megascale-r$k".trace-*.json 2>&1 | head -1)
+        echo "- ceiling-megascale-r$k: $times"
+      done; } >> "$out/ceiling.md"
     report_table ceiling "$out/ceiling.md" "${ms_stats[@]}"
   else
     echo "!! ceiling: no table (see above)"

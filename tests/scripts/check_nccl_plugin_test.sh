@@ -66,6 +66,15 @@ if [[ -n $csv && $rank == 0 ]]; then
   [[ $ops == *allreduce* ]] && echo "AllReduce,float,67108864,16777216,$us,1,$bw,0" >> "$csv"
   [[ $ops == *allgather* ]] && echo "AllGather,float,67108864,16777216,$us,1,$bw,0" >> "$csv"
 fi
+if [[ -n ${MEGASCALE_TRACE_FILE:-} ]]; then  # a request timeline: 10 sends, and 10 receives done 200 us after
+  [[ $NCCL_NET == MegaScale && $MEGASCALE_TRACE_FILE == *%p* ]] || echo "trace file for $NCCL_NET: $MEGASCALE_TRACE_FILE" >> "$ORDER_LOG"
+  { printf '{"otherData":{"clock":"CLOCK_MONOTONIC","host":"stand-in"},"traceEvents":[{"name":"thread_name","ph":"M","pid":%s,"tid":100,"args":{"name":"send"}}' $$
+    for k in 0 1 2 3 4 5 6 7 8 9; do
+      printf ',{"name":"send","cat":"request","ph":"X","pid":%s,"tid":100,"ts":%s,"dur":10,"args":{"bytes":1048576}}' $$ $((1000 * k))
+      printf ',{"name":"recv","cat":"request","ph":"X","pid":%s,"tid":200,"ts":%s,"dur":250,"args":{"bytes":1048576}}' $$ $((1000 * k - 50))
+    done
+    echo ']}'; } > "${MEGASCALE_TRACE_FILE//%p/$$}"
+fi
 if [[ -n ${MEGASCALE_STATS_DIR:-} && $rank == 0 ]]; then
   [[ $NCCL_NET == MegaScale ]] || echo "stats dir set for $NCCL_NET" >> "$ORDER_LOG"
   mkdir -p "$MEGASCALE_STATS_DIR"
@@ -198,8 +207,9 @@ for bad in "default 2y3" "default 0x3" "default 2x65" "default 2x03" "2x3 2x3" "
 done
 
 # The ceiling step: the Null net (no bytes moved, so --no-check) beside Socket 4x4 and MegaScale in
-# interleaved rounds, each over Socket 4x4; its channels must be on NET/Null; without the library the
-# step is refused up front.
+# interleaved rounds, each over Socket 4x4; its channels must be on NET/Null; MegaScale's runs (only
+# they) write request timelines, whose time per message the table lists per run; without the library
+# the step is refused up front.
 rm -f "$ORDER_LOG"
 : > "$dir/build/collectives/nccl/libnccl-net-null.so"
 check STEPS=ceiling ROUNDS=2 BENCH_OPS=allreduce || { cat "$dir/out.log"; fail "STEPS=ceiling: exit $?"; }
@@ -213,6 +223,8 @@ grep -qF -- '  - AllReduce: 3.00-3.00x (median 3.00); reaches 1.5x in all' "$cei
 grep -qF 'ok ceiling-null-r1: all 2 channel lines say via NET/Null' "$dir/out.log" ||
   { cat "$dir/out.log"; fail "Null's channels not checked"; }
 grep -qF -- '- ceiling-megascale-r1: 4 timeouts' "$ceiling" || fail "ceiling transport line: $(cat "$ceiling")"
+grep -qF -- '- ceiling-megascale-r2: 2 connections, 20 messages: median 200 us, mean 200, p90 200, p99 200, max 200;' \
+  "$ceiling" || fail "ceiling: MegaScale's message times: $(cat "$ceiling")"
 grep -q '^check-nccl-plugin: PASS' "$dir/out.log" || fail "STEPS=ceiling: no PASS line"
 # NULL_RECV_US adds the timed Null net (null-rN, MEGASCALE_NULL_RECV_US=N) to the same rounds.
 rm -f "$ORDER_LOG"
