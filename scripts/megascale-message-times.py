@@ -11,11 +11,13 @@ net's timing model uses (MEGASCALE_NULL_RECV_US), so the figures read straight a
 check script's ceiling step measures with NULL_RECV_US (docs/PERFORMANCE.md, "What a net's message time
 costs under NCCL"). NCCL's bandwidth follows the mean more than the median.
 
-Pairing: the traces do not name the peer comm, so a send comm is paired with the unpaired receive comm
-(on another rank, within 2 messages of its count) whose k-th receive completes soonest after the k-th
-send is posted, by median; a pairing whose median is not positive is no pairing. Prints one line for all
-pairs, then one per pair; exit status 2 with a message naming the file on bad input, or when the files
-come from several hosts (their clocks differ) or no pair is found.
+Pairing: by the connection ids each comm's track carries (a send's "conn" and "peer_conn" are its
+receive's "peer_conn" and "conn"; the plugin writes them since 2026-11-28), in any file, the same one
+too. A send comm without them (older timelines) is paired by timing with the unpaired receive comm on
+another rank, within 2 messages of its count, whose k-th receive completes soonest after the k-th send
+is posted, by median; a pairing whose median is not positive is no pairing. Prints one line for all
+pairs (saying how they were paired), then one per pair; exit status 2 with a message naming the file on
+bad input, or when the files come from several hosts (their clocks differ) or no pair is found.
 """
 import argparse
 import importlib.util
@@ -30,9 +32,10 @@ _merge.loader.exec_module(trace_merge)
 
 
 def comms_of(doc, min_bytes):
-    """{track: (name, role, [(posted_us, seen_us)...] in post order)} of one rank's large messages."""
-    names = {e.get("tid"): e.get("args", {}).get("name", "?") for e in doc["traceEvents"]
-             if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    """{track: (name, role, ids, [(posted_us, seen_us)...] in post order)} of one rank's large messages;
+    ids is (conn, peer_conn) where the track carries them, else None."""
+    tracks = {e.get("tid"): e.get("args", {}) for e in doc["traceEvents"]
+              if e.get("ph") == "M" and e.get("name") == "thread_name"}
     comms = {}
     for e in doc["traceEvents"]:
         if e.get("ph") != "X" or e.get("cat") != "request":
@@ -40,9 +43,10 @@ def comms_of(doc, min_bytes):
         if e.get("args", {}).get("bytes", 0) < min_bytes:
             continue
         track = e["tid"] // 100  # a comm's lanes are tracks 100 * comm + lane
-        name = names.get(track * 100, "?")
-        comms.setdefault(track, (name, e["name"], []))[2].append((e["ts"], e["ts"] + e["dur"]))
-    for _, _, msgs in comms.values():
+        args = tracks.get(track * 100, {})
+        ids = (args["conn"], args["peer_conn"]) if "conn" in args and "peer_conn" in args else None
+        comms.setdefault(track, (args.get("name", "?"), e["name"], ids, []))[3].append((e["ts"], e["ts"] + e["dur"]))
+    for *_, msgs in comms.values():
         msgs.sort()
     return comms
 
@@ -60,28 +64,35 @@ def stats_text(times):
 
 
 def pair_up(ranks):
-    """[(label, send msgs, recv msgs)]: each send comm with the receive comm it feeds."""
-    recvs = [(r, track, name, msgs) for r, comms in enumerate(ranks)
-             for track, (name, role, msgs) in comms.items() if role == "recv"]
-    used, pairs = set(), []
+    """([(label, send msgs, recv msgs)], how many were paired by id): each send comm with the receive
+    comm it feeds."""
+    recvs = [(r, track, name, ids, msgs) for r, comms in enumerate(ranks)
+             for track, (name, role, ids, msgs) in comms.items() if role == "recv"]
+    by_ids = {(ids[1], ids[0]): key for key in recvs for ids in [key[3]] if ids is not None}
+    used, pairs, exact = set(), [], 0
     for r, comms in enumerate(ranks):
-        for track, (name, role, sends) in sorted(comms.items()):
+        for track, (name, role, ids, sends) in sorted(comms.items()):
             if role != "send":
                 continue
-            best = None
-            for key in recvs:
-                rr, rtrack, rname, got = key
-                if rr == r or (rr, rtrack) in used or abs(len(got) - len(sends)) > 2:
-                    continue
-                delay = statistics.median(g[1] - s[0] for s, g in zip(sends, got))
-                if delay > 0 and (best is None or delay < best[0]):
-                    best = (delay, key)
-            if best is None:
+            match = by_ids.get(ids) if ids is not None else None
+            if match is None:
+                best = None
+                for key in recvs:
+                    rr, rtrack, _, _, got = key
+                    if rr == r or (rr, rtrack) in used or abs(len(got) - len(sends)) > 2:
+                        continue
+                    delay = statistics.median(g[1] - s[0] for s, g in zip(sends, got))
+                    if delay > 0 and (best is None or delay < best[0]):
+                        best = (delay, key)
+                match = best[1] if best is not None else None
+            else:
+                exact += 1
+            if match is None:
                 continue
-            rr, rtrack, rname, got = best[1]
+            rr, rtrack, rname, _, got = match
             used.add((rr, rtrack))
             pairs.append((f"rank {r} {name} -> rank {rr} {rname}", sends, got))
-    return pairs
+    return pairs, exact
 
 
 def main(argv):
@@ -102,7 +113,7 @@ def main(argv):
         print(f"megascale-message-times: the files come from {len(hosts)} hosts ({', '.join(sorted(hosts))}), "
               "whose clocks differ: a send and its receive cannot be timed across them", file=sys.stderr)
         return 2
-    pairs = pair_up(ranks)
+    pairs, exact = pair_up(ranks)
     if not pairs:
         print(f"megascale-message-times: no send comm paired with a receive comm of another rank "
               f"(messages of {a.min_bytes} bytes or more)", file=sys.stderr)
@@ -114,7 +125,8 @@ def main(argv):
         gaps = [y[0] - x[0] for x, y in zip(sends, sends[1:])]
         intervals += gaps
         lines.append(f"- {label}: {stats_text(times)}")
-    head = f"{len(pairs)} connections, {stats_text(every)}"
+    how = "by connection id" if exact == len(pairs) else "by timing" if exact == 0 else f"{exact} by connection id"
+    head = f"{len(pairs)} connections (paired {how}), {stats_text(every)}"
     if intervals:
         head += f"; NCCL posted a connection's sends {statistics.median(intervals):,.0f} us apart by median"
     print(head)

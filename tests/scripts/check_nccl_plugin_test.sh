@@ -68,7 +68,9 @@ if [[ -n $csv && $rank == 0 ]]; then
 fi
 if [[ -n ${MEGASCALE_TRACE_FILE:-} ]]; then  # a request timeline: 10 sends, and 10 receives done 200 us after
   [[ $NCCL_NET == MegaScale && $MEGASCALE_TRACE_FILE == *%p* ]] || echo "trace file for $NCCL_NET: $MEGASCALE_TRACE_FILE" >> "$ORDER_LOG"
-  { printf '{"otherData":{"clock":"CLOCK_MONOTONIC","host":"stand-in"},"traceEvents":[{"name":"thread_name","ph":"M","pid":%s,"tid":100,"args":{"name":"send"}}' $$
+  # Connection ids as the plugin writes them: rank r's send (1r, 2p) is rank p's receive (2p, 1r).
+  { printf '{"otherData":{"clock":"CLOCK_MONOTONIC","host":"stand-in"},"traceEvents":[{"name":"thread_name","ph":"M","pid":%s,"tid":100,"args":{"name":"send","conn":"1%s","peer_conn":"2%s"}}' $$ "$rank" $((1 - rank))
+    printf ',{"name":"thread_name","ph":"M","pid":%s,"tid":200,"args":{"name":"recv","conn":"2%s","peer_conn":"1%s"}}' $$ "$rank" $((1 - rank))
     for k in 0 1 2 3 4 5 6 7 8 9; do
       printf ',{"name":"send","cat":"request","ph":"X","pid":%s,"tid":100,"ts":%s,"dur":10,"args":{"bytes":1048576}}' $$ $((1000 * k))
       printf ',{"name":"recv","cat":"request","ph":"X","pid":%s,"tid":200,"ts":%s,"dur":250,"args":{"bytes":1048576}}' $$ $((1000 * k - 50))
@@ -223,7 +225,7 @@ grep -qF -- '  - AllReduce: 3.00-3.00x (median 3.00); reaches 1.5x in all' "$cei
 grep -qF 'ok ceiling-null-r1: all 2 channel lines say via NET/Null' "$dir/out.log" ||
   { cat "$dir/out.log"; fail "Null's channels not checked"; }
 grep -qF -- '- ceiling-megascale-r1: 4 timeouts' "$ceiling" || fail "ceiling transport line: $(cat "$ceiling")"
-grep -qF -- '- ceiling-megascale-r2: 2 connections, 20 messages: median 200 us, mean 200, p90 200, p99 200, max 200;' \
+grep -qF -- '- ceiling-megascale-r2: 2 connections (paired by connection id), 20 messages: median 200 us, mean 200, p90 200, p99 200, max 200;' \
   "$ceiling" || fail "ceiling: MegaScale's message times: $(cat "$ceiling")"
 grep -q '^check-nccl-plugin: PASS' "$dir/out.log" || fail "STEPS=ceiling: no PASS line"
 # NULL_RECV_US adds the timed Null net (null-rN, MEGASCALE_NULL_RECV_US=N) to the same rounds.

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # scripts/megascale-message-times.py on hand-made request timelines of two ranks: each send comm is
-# paired with the receive comm of the other rank it feeds (not a slower decoy), a message's time runs
+# paired with the receive comm it feeds, by the connection ids on its track where it has them (not a
+# quicker decoy; within one file too), else by timing (not a slower decoy); a message's time runs
 # from the later of its two posts to the receive's test()-done, small messages are left out, and the
 # figures (median, mean, p90, p99, max, the share in messages over 1 ms, NCCL's post interval) are
 # right; files from two hosts, ranks with nothing to pair and bad files are refused with exit status 2.
@@ -17,8 +18,11 @@ d = sys.argv[1]
 MiB = 1 << 20
 def rank(path, host, pid, comms):
     ev = [{"name": "process_name", "ph": "M", "pid": pid, "args": {"name": "r"}}]
-    for tid, role, name, reqs in comms:
-        ev.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": name}})
+    for tid, role, name, reqs, *ids in comms:  # ids: (conn, peer_conn), as the plugin writes them
+        args = {"name": name}
+        if ids:
+            args.update(conn=ids[0][0], peer_conn=ids[0][1])
+        ev.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": args})
         for k, (posted, seen, size) in enumerate(reqs):
             lane = k % 2  # NCCL keeps two in flight: alternate lanes, as the plugin's tracks do
             ev.append({"name": role, "cat": "request", "ph": "X", "pid": pid, "tid": tid + lane, "ts": posted,
@@ -38,18 +42,36 @@ rank("r0.json", "h1", 11, [(100, "send", "send 127.0.0.1:2000 (lo)", send01), (2
 rank("r1.json", "h1", 12, [(100, "recv", "recv 127.0.0.1:1001 (lo)", decoy), (200, "recv", "recv 127.0.0.1:1002 (lo)", recv01),
                            (300, "send", "send 127.0.0.1:2001 (lo)", send10)])
 rank("other-host.json", "h2", 13, [(100, "recv", "recv x", recv01)])
+# With the connection ids: a quicker decoy (done 100 us after each send) that timing would take.
+quick = [(1000 * k - 50, 1000 * k + 100, MiB) for k in K]
+rank("i0.json", "h1", 21, [(100, "send", "send a", send01, ("000000000000000a", "000000000000000b")),
+                           (200, "recv", "recv c", recv10, ("000000000000000c", "000000000000000d"))])
+rank("i1.json", "h1", 22, [(100, "recv", "recv quick", quick, ("00000000000000ff", "00000000000000fe")),
+                           (200, "recv", "recv b", recv01, ("000000000000000b", "000000000000000a")),
+                           (300, "send", "send d", send10, ("000000000000000d", "000000000000000c"))])
+# One process's own pair (the conformance harness's kind): by id, within one file.
+rank("self.json", "h1", 23, [(100, "send", "send s", send01, ("0000000000000001", "0000000000000002")),
+                             (200, "recv", "recv s", recv01, ("0000000000000002", "0000000000000001"))])
 rank("sends-only.json", "h1", 14, [(100, "send", "send y", send01), (200, "recv", "recv z", recv01)])  # one rank: none to pair with
 PY
 
 out=$(python3 "$times" "$dir/r0.json" "$dir/r1.json") || fail "exit $? on good input: $out"
-expected="2 connections, 20 messages: median 200 us, mean 275, p90 300, p99 2,100, max 2,100; 38% of the time in 1 messages over 1 ms; NCCL posted a connection's sends 1,000 us apart by median
+expected="2 connections (paired by timing), 20 messages: median 200 us, mean 275, p90 300, p99 2,100, max 2,100; 38% of the time in 1 messages over 1 ms; NCCL posted a connection's sends 1,000 us apart by median
 - rank 0 send 127.0.0.1:2000 (lo) -> rank 1 recv 127.0.0.1:1002 (lo): 10 messages: median 250 us, mean 250, p90 300, p99 300, max 300; 0% of the time in 0 messages over 1 ms
 - rank 1 send 127.0.0.1:2001 (lo) -> rank 0 recv 127.0.0.1:1000 (lo): 10 messages: median 100 us, mean 300, p90 2,100, p99 2,100, max 2,100; 70% of the time in 1 messages over 1 ms"
 [[ $out == "$expected" ]] || fail "got:
 $out"
+# With ids the pairs are the true ones, though the decoy is quicker; by timing alone it would be taken.
+out=$(python3 "$times" "$dir/i0.json" "$dir/i1.json") || fail "exit $? with ids: $out"
+[[ $out == "2 connections (paired by connection id), 20 messages: median 200 us, mean 275,"* &&
+   $out == *"- rank 0 send a -> rank 1 recv b: 10 messages: median 250 us,"* &&
+   $out == *"- rank 1 send d -> rank 0 recv c: 10 messages: median 100 us, mean 300,"* ]] || fail "with ids: got:
+$out"
+out=$(python3 "$times" "$dir/self.json") || fail "exit $? on one process's own pair: $out"
+[[ $out == "1 connections (paired by connection id), 10 messages: median 250 us,"* ]] || fail "one file: got: $out"
 # --min-bytes 1 takes the 8-byte sends in: rank 0's comm then has 20 sends against 10 receives, no pair.
 out=$(python3 "$times" --min-bytes 1 "$dir/r0.json" "$dir/r1.json") || fail "--min-bytes 1: exit $?"
-[[ $out == "1 connections, "* ]] || fail "--min-bytes 1: got: $out"
+[[ $out == "1 connections (paired by timing), "* ]] || fail "--min-bytes 1: got: $out"
 
 expect_refused "two hosts" "2 hosts (h1, h2)" python3 "$times" "$dir/r0.json" "$dir/other-host.json"
 expect_refused "nothing to pair" "no send comm paired" python3 "$times" "$dir/sends-only.json"

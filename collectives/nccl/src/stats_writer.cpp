@@ -168,12 +168,6 @@ const std::vector<Metric>& metrics() {
   return table;
 }
 
-std::string hex(uint64_t v) {
-  char text[24];
-  std::snprintf(text, sizeof text, "%016" PRIx64, v);
-  return text;
-}
-
 const char* role_name(const CommBase* c) {
   return c->role == Role::kSend ? "send" : "recv";
 }
@@ -195,11 +189,11 @@ void prom_metadata(std::string& out, const std::string& name, const char* help, 
 nlohmann::json to_json(const Snapshot& s, const char* event, TimeNs now) {
   const CommBase& c = *s.comm;
   nlohmann::json j = record(event, now);
-  j["comm_id"] = hex(c.comm_id);
+  j["comm_id"] = id_hex(c.comm_id);
   j["dev"] = c.dev;
   j["ifname"] = c.ifname;
   j["role"] = role_name(&c);
-  j["conn"] = hex(c.conn);
+  j["conn"] = id_hex(c.conn);
   j["peer"] = c.peer;
   j["open_s"] = static_cast<double>(now - c.opened_ns) / 1e9;
   const CommBase::Counters& n = s.nccl;
@@ -229,7 +223,7 @@ nlohmann::json to_json(const Snapshot& s, const char* event, TimeNs now) {
     return j;
   }
   j["state"] = s.state;
-  j["remote_conn"] = hex(s.remote_id);
+  j["remote_conn"] = id_hex(s.remote_id);
   j["lanes"] = s.lanes;
   j["segment_bytes"] = s.segment_bytes;
   nlohmann::json e;
@@ -421,7 +415,7 @@ void StatsWriter::write_prom_locked() {
       if (!s.found) continue;
       std::snprintf(num, sizeof num, "%.17g", m.value(s));
       out += name + "{ifname=\"" + label_value(s.comm->ifname) + "\",role=\"" + role_name(s.comm) +
-             "\",conn=\"" + hex(s.comm->conn) + "\",peer=\"" + label_value(s.comm->peer) + "\"} " + num +
+             "\",conn=\"" + id_hex(s.comm->conn) + "\",peer=\"" + label_value(s.comm->peer) + "\"} " + num +
              "\n";
     }
     if (!m.counter) continue;

@@ -11,6 +11,7 @@
 
 #include "config.h"
 #include "log.h"
+#include "megascale/engine/endpoint.h"
 #include "transport.h"
 
 namespace megascale::nccl {
@@ -46,12 +47,18 @@ void TraceWriter::configure(const std::string& path) {
 
 void TraceWriter::add(CommBase* comm) {
   if (!enabled()) return;
+  // A comm opens once its connection is up (connect: the hello acknowledged; accept: it arrived), so the
+  // peer's id for it is known. Read before this writer's lock: the wire's lock is not taken under it.
+  uint64_t peer_conn = 0;
+  comm->wire->udp().with_endpoint([&](engine::Endpoint& ep) {
+    if (const engine::Connection* c = ep.connection(comm->conn)) peer_conn = c->remote_id();
+  });
   std::lock_guard<std::mutex> lock(mu_);
   // A send comm's peer text already names the interface ("addr:port (ifname)").
   const bool has_ifname = comm->peer.find(" (") != std::string::npos;
   comms_.push_back(Comm{std::string(comm->role == Role::kSend ? "send " : "recv ") + comm->peer +
                             (has_ifname ? "" : " (" + comm->ifname + ")"),
-                        0});
+                        0, comm->conn, peer_conn});
   comm->trace_id = static_cast<uint32_t>(comms_.size());  // 1-based: 0 is "no track"
 }
 
@@ -96,8 +103,12 @@ Status TraceWriter::write() {
   for (size_t i = 0; i < comms_.size(); ++i) {
     for (uint32_t lane = 0; lane < comms_[i].lanes; ++lane) {
       const uint64_t tid = (i + 1) * 100 + lane;
-      metadata(f, first, "thread_name", pid, &tid,
-               {{"name", comms_[i].name + (lane > 0 ? " +" + std::to_string(lane) : "")}});
+      nlohmann::json args = {{"name", comms_[i].name + (lane > 0 ? " +" + std::to_string(lane) : "")}};
+      if (lane == 0) {
+        args["conn"] = id_hex(comms_[i].conn);
+        args["peer_conn"] = id_hex(comms_[i].peer_conn);
+      }
+      metadata(f, first, "thread_name", pid, &tid, args);
       metadata(f, first, "thread_sort_index", pid, &tid, {{"sort_index", tid}});
     }
   }

@@ -4,7 +4,9 @@
 //
 //   pid  the process; tid  a comm's track: comm number x 100 + a lane, so that the requests a comm has
 //   in flight at once (NCCL keeps up to 8 per connection) sit on lanes of their own and never overlap
-//   (CommBase::trace_lanes_busy);
+//   (CommBase::trace_lanes_busy); lane 0's thread_name names the track and carries the connection's
+//   ids, "conn" and "peer_conn" (16 hex digits, as in the stats files), so that a send and the receive
+//   it feeds pair up across the ranks' files (scripts/megascale-message-times.py);
 //   ts / dur  microseconds on CLOCK_MONOTONIC, the clock every process of a host shares, so the traces
 //   of one host's ranks merge into one timeline (scripts/megascale-trace-merge.py) and show where a
 //   step waits: on the network (a send's transfer, a receive's wait) or on NCCL and the GPU (the gap
@@ -57,6 +59,8 @@ class TraceWriter {
   struct Comm {
     std::string name;    // "send 127.0.0.1:40123 (lo)"
     uint32_t lanes = 0;  // lanes its recorded requests used (the highest + 1)
+    uint64_t conn = 0;       // its engine connection's id, and the peer's id for the same connection:
+    uint64_t peer_conn = 0;  // a send's (conn, peer_conn) is its receive's (peer_conn, conn)
   };
 
   std::string path_;

@@ -29,6 +29,14 @@ namespace megascale::nccl {
 
 using abi::NetResult;
 
+// A connection or comm id as the stats files and the request timeline write it: 16 hex digits.
+inline std::string id_hex(uint64_t v) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string s(16, '0');
+  for (int i = 15; i >= 0; --i, v >>= 4) s[static_cast<size_t>(i)] = kDigits[v & 0xF];
+  return s;
+}
+
 inline constexpr int kMaxRecvs = 8;               // buffers per grouped irecv (props.maxRecvs)
 inline constexpr uint32_t kRecvPoolSize = 48;     // requests per recv comm: 32 for NCCL + deferred ones
 inline constexpr uint32_t kSendPoolSize = 320;    // requests per send comm: 32 x maxRecvs + slack

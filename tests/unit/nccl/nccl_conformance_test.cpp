@@ -320,9 +320,21 @@ void expect_forked_run_passes(const char* prefix, void (*child)(const std::strin
   bool phases_inside = true, named = true;
   std::set<uint64_t> tracks_named;
   std::vector<std::pair<uint64_t, Slice>> phases;
+  // Lane 0 of each comm's track: its connection's ids, (conn, peer_conn), by role.
+  std::set<std::pair<std::string, std::string>> send_ids, recv_ids;
+  bool ids_on_lane0 = true;
   for (const nlohmann::json& e : j["traceEvents"]) {
     if (e["ph"] == "M") {
-      if (e["name"] == "thread_name") tracks_named.insert(e["tid"].get<uint64_t>());
+      if (e["name"] != "thread_name") continue;
+      const uint64_t tid = e["tid"].get<uint64_t>();
+      tracks_named.insert(tid);
+      const nlohmann::json& a = e["args"];
+      if (tid % 100 != 0) continue;
+      ids_on_lane0 = ids_on_lane0 && a.contains("conn") && a.contains("peer_conn") &&
+                     a["conn"].get<std::string>().size() == 16 && a["peer_conn"] != std::string(16, '0');
+      if (!ids_on_lane0) continue;
+      const std::string name = a["name"];
+      (name.rfind("send ", 0) == 0 ? send_ids : recv_ids).emplace(a["conn"], a["peer_conn"]);
       continue;
     }
     const Slice s{e["ts"].get<double>(), e["ts"].get<double>() + e["dur"].get<double>()};
@@ -359,6 +371,10 @@ void expect_forked_run_passes(const char* prefix, void (*child)(const std::strin
   expect(send_lanes >= 2 && send_lanes <= 8,
          "the first comm's requests (8 in flight) on 2..8 lanes, not " + std::to_string(send_lanes));
   expect(named, "every track named");
+  std::set<std::pair<std::string, std::string>> mirrored;  // each receive's ids seen from its sender
+  for (const auto& [conn, peer] : recv_ids) mirrored.emplace(peer, conn);
+  expect(ids_on_lane0 && !send_ids.empty() && send_ids == mirrored,
+         "each comm's connection ids on its track, a send's the mirror of its receive's");
   expect(j["otherData"]["requests"] == 640 && j["otherData"]["clock"] == "CLOCK_MONOTONIC",
          "the request count and the clock in otherData");
   expect.exit();
