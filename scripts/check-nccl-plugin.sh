@@ -363,9 +363,8 @@ rounds_of() {
           # The ceiling step times MegaScale's messages from both ends, to read against the Null net's.
           [[ $step == ceiling ]] && envs+=(MEGASCALE_TRACE_FILE="$out/$label.trace-%p.json") ;;
         socket-4x4) envs+=(NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4) ;;
-        null) envs=(NCCL_NET_PLUGIN="$null_net" NCCL_NET=Null NCCL_PROTO=Simple) via=Null extra=(--no-check) ;;
-        null-r*) envs=(NCCL_NET_PLUGIN="$null_net" NCCL_NET=Null NCCL_PROTO=Simple MEGASCALE_NULL_RECV_US="${net#null-r}")
-          via=Null extra=(--no-check) ;;
+        null | null-r*) envs=(NCCL_NET_PLUGIN="$null_net" NCCL_NET=Null NCCL_PROTO=Simple) via=Null extra=(--no-check)
+          [[ $net == null-r* ]] && envs+=(MEGASCALE_NULL_RECV_US="${net#null-r}") ;;
       esac
       if [[ $step == bench ]]; then
         watch="$out/$label.cpu.json"

@@ -60,7 +60,7 @@ def stats_text(times):
     over = [x for x in t if x > 1000]
     return (f"{len(t)} messages: median {statistics.median(t):,.0f} us, mean {statistics.mean(t):,.0f}, "
             f"p90 {percentile(t, 0.9):,.0f}, p99 {percentile(t, 0.99):,.0f}, max {t[-1]:,.0f}; "
-            f"{100 * sum(over) / sum(t):.0f}% of the time in {len(over)} messages over 1 ms")
+            f"{100 * sum(over) / (sum(t) or 1):.0f}% of the time in {len(over)} messages over 1 ms")
 
 
 def pair_up(ranks):
@@ -68,7 +68,8 @@ def pair_up(ranks):
     comm it feeds."""
     recvs = [(r, track, name, ids, msgs) for r, comms in enumerate(ranks)
              for track, (name, role, ids, msgs) in comms.items() if role == "recv"]
-    by_ids = {(ids[1], ids[0]): key for key in recvs for ids in [key[3]] if ids is not None}
+    # A receive comm's ids, swapped, are the ids of the send comm that feeds it.
+    by_ids = {(key[3][1], key[3][0]): key for key in recvs if key[3] is not None}
     used, pairs, exact = set(), [], 0
     for r, comms in enumerate(ranks):
         for track, (name, role, ids, sends) in sorted(comms.items()):
@@ -115,8 +116,8 @@ def main(argv):
         return 2
     pairs, exact = pair_up(ranks)
     if not pairs:
-        print(f"megascale-message-times: no send comm paired with a receive comm of another rank "
-              f"(messages of {a.min_bytes} bytes or more)", file=sys.stderr)
+        print(f"megascale-message-times: no send comm paired with a receive comm, by connection id or (on "
+              f"another rank) by timing (messages of {a.min_bytes} bytes or more)", file=sys.stderr)
         return 2
     lines, every, intervals = [], [], []
     for label, sends, got in pairs:

@@ -26,8 +26,10 @@
 //                           that many messages in 1000 (drawn per connection by a hash of the message's
 //                           index) take this much longer to receive: a tail, as a thread that loses its
 //                           CPU makes one.
-// Times are CLOCK_MONOTONIC, which both processes on one host share. Uses the ABI facts of ../shared/research/nccl-plugin.md, through the
-// project's own v8 header (NCCL 2.20 .. 2.28 load v8).
+// Times are CLOCK_MONOTONIC, which both processes on one host share.
+//
+// Uses the ABI facts of ../shared/research/nccl-plugin.md, through the project's own v8 header (NCCL
+// 2.20 .. 2.28 load v8).
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -134,7 +136,7 @@ bool timed() { return g_recv_ns > 0 || g_send_ns > 0 || g_bytes_per_ns > 0 || g_
 // a hash of the index and the connection's `salt` (splitmix64's finalizer), so the draws look random
 // and differ between connections.
 bool slow_message(uint64_t index, uint64_t salt) {
-  if (g_slow_permille == 0 || g_slow_ns == 0) return false;
+  if (g_slow_ns == 0) return false;  // init leaves it 0 unless some messages are slow
   uint64_t z = index + salt * 0x9E3779B97F4A7C15ULL;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;

@@ -3,7 +3,6 @@
 
 #include <unistd.h>
 
-#include <cinttypes>
 #include <cstdio>
 #include <ctime>
 #include <functional>

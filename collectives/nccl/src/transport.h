@@ -10,7 +10,9 @@
 #pragma once
 
 #include <atomic>
+#include <cinttypes>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -31,10 +33,9 @@ using abi::NetResult;
 
 // A connection or comm id as the stats files and the request timeline write it: 16 hex digits.
 inline std::string id_hex(uint64_t v) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string s(16, '0');
-  for (int i = 15; i >= 0; --i, v >>= 4) s[static_cast<size_t>(i)] = kDigits[v & 0xF];
-  return s;
+  char text[24];
+  std::snprintf(text, sizeof text, "%016" PRIx64, v);
+  return text;
 }
 
 inline constexpr int kMaxRecvs = 8;               // buffers per grouped irecv (props.maxRecvs)

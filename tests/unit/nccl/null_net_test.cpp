@@ -81,6 +81,16 @@ class NullNet : public ::testing::Test {
     return r;
   }
 
+  // One send of `size` bytes on `s` that must be taken at once and complete with its size.
+  void send_done(void* s, int size) {
+    void* sr = nullptr;
+    ASSERT_EQ(net_->isend(s, buf_, size, 0, s, &sr), kNetSuccess);
+    ASSERT_NE(sr, nullptr) << "a send of " << size << " bytes was not taken";
+    int done_size = -1;
+    ASSERT_EQ(wait(sr, &done_size), kNetSuccess);
+    EXPECT_EQ(done_size, size);
+  }
+
   // test() until done or an error; the error code, or success with *size set.
   NetResult wait(void* request, int* size, int max_polls = 1 << 20) {
     int done = 0;
@@ -168,12 +178,8 @@ TEST_F(NullNet, SendsRunSixteenAheadAndReceivesReportTheSentSizeInOrder) {
   // Sixteen sends complete before any receive is posted; the seventeenth waits (NULL request).
   int sent = 0;
   for (; sent < 16; ++sent) {
-    void* sr = nullptr;
-    ASSERT_EQ(net_->isend(s, buf_, size_of(sent), 0, s, &sr), kNetSuccess);
-    ASSERT_NE(sr, nullptr) << "send " << sent;
-    int size = -1;
-    ASSERT_EQ(wait(sr, &size), kNetSuccess);
-    EXPECT_EQ(size, size_of(sent));
+    SCOPED_TRACE("send " + std::to_string(sent));
+    ASSERT_NO_FATAL_FAILURE(send_done(s, size_of(sent)));
   }
   void* req = nullptr;
   ASSERT_EQ(net_->isend(s, buf_, 100, 0, s, &req), kNetSuccess);
@@ -254,13 +260,7 @@ TEST_F(NullNet, ASerialRateSpacesAConnectionsReceivesBySize) {
   void* rr[3];
   for (void*& q : rr) q = post_recv(r, 2000000);
   const auto t0 = std::chrono::steady_clock::now();
-  for (int k = 0; k < 3; ++k) {  // 1,250,000 bytes: 10 ms each at 1 Gb/s
-    void* sr = nullptr;
-    ASSERT_EQ(net_->isend(s, buf_, 1250000, 0, s, &sr), kNetSuccess);
-    ASSERT_NE(sr, nullptr);
-    int size = 0;
-    ASSERT_EQ(wait(sr, &size), kNetSuccess);
-  }
+  for (int k = 0; k < 3; ++k) ASSERT_NO_FATAL_FAILURE(send_done(s, 1250000));  // 10 ms each at 1 Gb/s
   // In order and one after another: 10, 20 and 30 ms after the first send.
   for (int k = 0; k < 3; ++k) {
     const double us = us_until_done(net_, rr[k], t0);
@@ -281,13 +281,7 @@ TEST_F(NullNet, SlowMessagesTakeSlowUsLongerAtTheirShare) {
   constexpr int kMessages = 16;  // NCCL's bound on outstanding requests is 32
   void* rr[kMessages];
   for (void*& q : rr) q = post_recv(r, 10);
-  for (int k = 0; k < kMessages; ++k) {
-    void* sr = nullptr;
-    ASSERT_EQ(net_->isend(s, buf_, 1, 0, s, &sr), kNetSuccess);
-    ASSERT_NE(sr, nullptr);
-    int size = 0;
-    ASSERT_EQ(wait(sr, &size), kNetSuccess);
-  }
+  for (int k = 0; k < kMessages; ++k) ASSERT_NO_FATAL_FAILURE(send_done(s, 1));
   // Right after the sends, only the fast ones are done; the slow ones are done 30 ms later.
   int fast = 0;
   bool pending[kMessages];
