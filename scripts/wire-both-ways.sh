@@ -9,12 +9,17 @@
 # MEGASCALE_IO_THREADS, MEGASCALE_LANES and MEGASCALE_CC, and the segment its device used. NRANKS is the
 # number of ranks that run had on this host. The script starts NRANKS x wires / 2 processes at once, each
 # a pair of wires with that layout sending to each other, so as many wires and threads run as the ranks
-# had, and prints their summed rate divided by NRANKS: GB/s each way per rank. For a ring collective
-# that is what busbw measures (each rank sends busbw bytes per second), so the two can be read together:
-# a plugin far below this figure loses its time above the wire (NCCL, the GPU, the host's memory); one
-# at it is held by the wire. scripts/check-nccl-plugin.sh's bench step runs it after its NCCL rounds.
+# had, once for each depth in DEPTHS (messages of 1 MiB in flight a connection; default "1 4"). For each
+# it prints their summed rate divided by NRANKS, GB/s each way per rank, and a message's time by Little's
+# law (depth x 1 MiB / a connection's rate). For a ring collective GB/s each way per rank is what busbw
+# measures (each rank sends busbw bytes per second), so the two can be read together. NCCL keeps about one
+# message in flight a connection, so read it against the depth-1 row, and its message time
+# (scripts/megascale-message-times.py) against that row's: a plugin far below them loses its time above
+# the wire (NCCL, the GPU, the host's memory); one at them is held by the wire. The deeper rows say what
+# the wire carries when it is kept busy. scripts/check-nccl-plugin.sh's bench step runs it after its NCCL
+# rounds.
 #
-# SECONDS_PER_RUN (default 5) per row; OUT (default: a new temporary folder) keeps each process's output
+# SECONDS_PER_RUN (default 5) per depth; OUT (default: a new temporary folder) keeps each process's output
 # and JSON. Exit status 2 when the log has no plugin echo or an argument is wrong, 1 when a run fails.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -23,9 +28,14 @@ die() { echo "wire-both-ways: $*" >&2; exit 2; }
 (( $# >= 2 && $# <= 3 )) || die "usage: scripts/wire-both-ways.sh NCCL_LOG NRANKS [BUILD_DIR]"
 log=$1 nranks=$2 build=${3:-build}
 seconds=${SECONDS_PER_RUN:-5}
+depths=${DEPTHS:-1 4}
 [[ -r $log ]] || die "cannot read the NCCL log '$log'"
 [[ $nranks =~ ^[1-9][0-9]*$ ]] || die "NRANKS=$nranks: a number of ranks, 1 or more"
 [[ $seconds =~ ^[1-9][0-9]*$ ]] || die "SECONDS_PER_RUN=$seconds: whole seconds, 1 or more"
+[[ -n ${depths// } ]] || die "DEPTHS is empty: give the messages in flight a connection, e.g. '1 4'"
+for d in $depths; do
+  [[ $d =~ ^[1-9][0-9]?$ ]] || die "DEPTHS='$depths': each a number of messages in flight, 1..99"
+done
 megascale=$build/cli/megascale
 [[ -x $megascale ]] || die "no $megascale (build the megascale CLI first)"
 
@@ -44,29 +54,40 @@ procs=$(( (nranks * wires + 1) / 2 ))
 dir=${OUT:-$(mktemp -d /tmp/wire-both-ways.XXXXXX)}
 mkdir -p "$dir"
 
-# NCCL's pattern: 1 MiB messages (its chunk), a few in flight per connection.
-pids=()
-for ((p = 0; p < procs; p++)); do
-  "$megascale" perf --loopback --test bw -b -D "$seconds" -s 1048576 -t 4 --lanes "$lanes" \
-    --segment "$segment" --cc "$cc" --io-threads "$io" --json "$dir/wire-$p.json" > "$dir/wire-$p.log" 2>&1 &
-  pids+=($!)
-done
-failed=0
-for ((p = 0; p < procs; p++)); do
-  wait "${pids[p]}" || { echo "!! wire-both-ways: process $p failed:"; tail -3 "$dir/wire-$p.log"; failed=1; }
-done
-(( failed == 0 )) || exit 1
-python3 - "$nranks" "$procs" "$wires" "$io" "$lanes" "$segment" "$cc" "$seconds" "$dir" <<'EOF'
+# NCCL's pattern: 1 MiB messages (its chunk), DEPTH of them in flight per connection. NCCL's ring keeps
+# one or two in flight (docs/PERFORMANCE.md): the depth-1 row is the one to read its bandwidth against.
+run_depth() {
+  local depth=$1 p pids=() failed=0
+  for ((p = 0; p < procs; p++)); do
+    "$megascale" perf --loopback --test bw -b -D "$seconds" -s 1048576 -t "$depth" --lanes "$lanes" \
+      --segment "$segment" --cc "$cc" --io-threads "$io" --json "$dir/wire-t$depth-$p.json" \
+      > "$dir/wire-t$depth-$p.log" 2>&1 &
+    pids+=($!)
+  done
+  for ((p = 0; p < procs; p++)); do
+    wait "${pids[p]}" ||
+      { echo "!! wire-both-ways: -t $depth, process $p failed:"; tail -3 "$dir/wire-t$depth-$p.log"; failed=1; }
+  done
+  return $failed
+}
+for depth in $depths; do run_depth "$depth" || exit 1; done
+python3 - "$nranks" "$procs" "$wires" "$io" "$lanes" "$segment" "$cc" "$seconds" "$dir" $depths <<'EOF'
 import json, sys
 nranks, procs, wires, io = (int(a) for a in sys.argv[1:5])
 lanes, segment, cc, seconds, folder = sys.argv[5:10]
-total = 0.0
-for p in range(procs):
-    with open(f"{folder}/wire-{p}.json") as f:
-        total += json.load(f)["bw"][0]["BW_average"]  # Gb/s, both directions of one pair
-per_rank = total / 8 / nranks
-print(f"wire both ways: {per_rank:.2f} GB/s each way per rank ({procs} process{'es' if procs > 1 else ''} "
-      f"x 2 wires x (1 + {io} I/O threads), as {nranks} ranks x {wires} wire{'s' if wires > 1 else ''}; "
-      f"lanes {lanes}, segment {segment} B, cc {cc}, megascale perf -b -s 1048576 -t 4 -D {seconds}; "
-      f"{total:.1f} Gb/s summed)")
+print(f"wire both ways ({procs} process{'es' if procs > 1 else ''} x 2 wires x (1 + {io} I/O threads), as "
+      f"{nranks} ranks x {wires} wire{'s' if wires > 1 else ''}; lanes {lanes}, segment {segment} B, cc {cc}; "
+      f"megascale perf -b -s 1048576 -D {seconds}):")
+for depth in map(int, sys.argv[10:]):
+    total = 0.0
+    for p in range(procs):
+        with open(f"{folder}/wire-t{depth}-{p}.json") as f:
+            total += json.load(f)["bw"][0]["BW_average"]  # Gb/s, both directions of one pair
+    per_rank = total / 8 / nranks
+    # Each wire of a pair sends one connection: its rate, and by Little's law a message's time at this
+    # depth (what scripts/megascale-message-times.py measures under NCCL).
+    per_connection = total / 8 / (2 * procs)
+    message_us = depth * 1048576 / (per_connection * 1e3) if per_connection > 0 else float("inf")
+    print(f"- {depth} message{'s' if depth > 1 else ''} of 1 MiB in flight a connection (-t {depth}): "
+          f"{per_rank:.2f} GB/s each way per rank, {message_us:.0f} us a message; {total:.1f} Gb/s summed")
 EOF

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# scripts/wire-both-ways.sh on this host's loopback with a small layout: the layout is read from a
+# plugin echo in a hand-made NCCL log, each depth in DEPTHS runs `megascale perf -b` and prints its line
+# (GB/s each way per rank, a message's time by Little's law, which the line's own figures must agree
+# with), and bad arguments and a log without the echo are refused with exit status 2.
+# Usage: wire_both_ways_test.sh SOURCE_DIR MEGASCALE_BINARY
+set -uo pipefail
+src=$1 megascale=$2
+source "$(dirname "$0")/lib.sh"
+script=$src/scripts/wire-both-ways.sh
+mkdir -p "$dir/build/cli"
+ln -s "$(realpath "$megascale")" "$dir/build/cli/megascale"
+
+# The plugin's echo, as NCCL_DEBUG=INFO prints it: one wire of 1 + 0 I/O threads, 2 lanes.
+log=$dir/rank0.log
+cat > "$log" <<'EOF'
+host:1:2 [0] NCCL INFO NET/MegaScale : MEGASCALE_CC=hybrid -> builtin:hybrid (default)
+host:1:2 [0] NCCL INFO NET/MegaScale : MEGASCALE_NTHREADS=1 (test) (default)
+host:1:2 [0] NCCL INFO NET/MegaScale : MEGASCALE_IO_THREADS=0 (test) (default)
+host:1:2 [0] NCCL INFO NET/MegaScale : MEGASCALE_LANES=2 (default)
+host:1:2 [0] NCCL INFO NET/MegaScale : Using [0]lo:127.0.0.1<mtu 65536, -1 Mbps, segment 61440 B>
+EOF
+
+OUT=$dir/out SECONDS_PER_RUN=1 DEPTHS="1 2" "$script" "$log" 2 "$dir/build" > "$dir/lines" 2> "$dir/err" ||
+  fail "a run: $(cat "$dir/lines" "$dir/err")"
+cat "$dir/lines"
+grep -qF "wire both ways (1 process x 2 wires x (1 + 0 I/O threads), as 2 ranks x 1 wire; lanes 2, segment 61440 B, cc hybrid;" \
+  "$dir/lines" || fail "the heading"
+for depth in 1 2; do
+  [[ -s $dir/out/wire-t$depth-0.json ]] || fail "no JSON for depth $depth"
+done
+# Each depth's line: its GB/s and message time agree (one process: a connection moves what a rank does),
+# and its summed Gb/s is the JSON's.
+python3 - "$dir/lines" "$dir/out" <<'EOF' || fail "the depth lines"
+import json, re, sys
+lines = open(sys.argv[1]).read()
+for depth in (1, 2):
+    m = re.search(rf"^- {depth} messages? of 1 MiB in flight a connection \(-t {depth}\): ([0-9.]+) GB/s each way "
+                  rf"per rank, ([0-9]+) us a message; ([0-9.]+) Gb/s summed$", lines, re.M)
+    assert m, f"no line for depth {depth}"
+    rate, us, summed = float(m[1]), int(m[2]), float(m[3])
+    assert rate > 0 and us > 0, m[0]
+    assert abs(summed - json.load(open(f"{sys.argv[2]}/wire-t{depth}-0.json"))["bw"][0]["BW_average"]) < 0.05, m[0]
+    assert abs(rate - summed / 8 / 2) < 0.01, m[0]
+    assert abs(us - depth * 1048576 / (rate * 1e3)) <= max(1, 0.01 * us), m[0]  # the rate is rounded
+EOF
+
+expect_refused "depth 0" "DEPTHS='0': each a number" env DEPTHS=0 "$script" "$log" 2 "$dir/build"
+expect_refused "depth x" "DEPTHS='1 x': each a number" env DEPTHS="1 x" "$script" "$log" 2 "$dir/build"
+expect_refused "no depth" "DEPTHS is empty" env DEPTHS=" " "$script" "$log" 2 "$dir/build"
+expect_refused "no ranks" "NRANKS=0" "$script" "$log" 0 "$dir/build"
+echo "host:1:2 [0] NCCL INFO NET/Socket : Using [0]lo:127.0.0.1<0>" > "$dir/socket.log"
+expect_refused "a log without the echo" "has no plugin echo" "$script" "$dir/socket.log" 2 "$dir/build"
+expect_refused "no CLI" "no $dir/none/cli/megascale" "$script" "$log" 2 "$dir/none"
+echo "PASS: wire-both-ways.sh"
