@@ -32,6 +32,7 @@ Status case_peer_killed_while_sending(Env& env);
 Status case_peer_killed_while_receiving(Env& env);
 Status case_latency(Env& env);
 Status case_step_time(Env& env);
+Status case_steps_both_ways(Env& env);
 Status case_throughput(Env& env);
 
 inline Error skip(const std::string& why) {

@@ -166,6 +166,69 @@ Status case_step_time(Env& env) {
   });
 }
 
+Status case_steps_both_ways(Env& env) {
+  // step_time with a second pair in the other direction, both stepping at once: what a ring's rank
+  // asks of its wires with NCCL's default buffers, one 1 MiB message in flight each way (docs/
+  // PERFORMANCE.md, "The wire alone at NCCL's depth"). Both pairs' ends are in this process, so its
+  // wires carry a send and a receive each, as a rank's do. Each message is timed from its own isend to
+  // its receive being done; the sends' ACKs are waited for afterwards, untimed.
+  constexpr size_t kMsg = 1 << 20;
+  Context ctx(env.net);
+  MS_TRY(ctx.init());
+  Pair pairs[2] = {Pair(env.net, ctx.get(), env.dev), Pair(env.net, ctx.get(), env.dev)};
+  for (Pair& p : pairs) {
+    MS_TRY(p.connect(Deadline(15)));
+    MS_TRY(p.register_buffers(2 * kMsg));
+  }
+  std::vector<double> us;
+  const auto t_start = Clock::now();
+  for (int i = 0; i < 2000 && (i < 60 || seconds_since(t_start) < 1.0); ++i) {
+    const Deadline deadline(30);
+    void* rreq[2] = {nullptr, nullptr};
+    void* sreq[2] = {nullptr, nullptr};
+    Clock::time_point t0[2];
+    double took[2] = {-1, -1};
+    for (int d = 0; d < 2; ++d) {
+      void* data = pairs[d].recv_buf.data() + kMsg * static_cast<size_t>(i % 2);
+      size_t size = kMsg;
+      int tag = 7;
+      void* mh = pairs[d].recv_mr;
+      MS_CALL(env.net.irecv(pairs[d].recv_comm, 1, &data, &size, &tag, &mh, &rreq[d]));
+      MS_REQUIRE(rreq[d] != nullptr, "irecv returned NULL with no request outstanding");
+    }
+    for (int d = 0; d < 2; ++d) {
+      t0[d] = Clock::now();
+      MS_TRY(isend_retrying(env.net, pairs[d], pairs[d].send_buf.data() + kMsg * static_cast<size_t>(i % 2), kMsg,
+                            7, deadline, &sreq[d]));
+    }
+    // Both receives tested in turn, as NCCL's proxy thread tests its connections.
+    while (took[0] < 0 || took[1] < 0) {
+      for (int d = 0; d < 2; ++d) {
+        if (took[d] >= 0) continue;
+        int done = 0, got = -1;
+        const NetResult r = env.net.test(rreq[d], &done, &got);
+        MS_REQUIRE(r == abi::kNetSuccess, std::string("step receive: test returned ") + result_name(r));
+        if (!done) continue;
+        took[d] = seconds_since(t0[d]) * 1e6;
+        MS_REQUIRE(got == static_cast<int>(kMsg), "a 1 MiB receive reported " + std::to_string(got) + " bytes");
+      }
+      MS_REQUIRE(!deadline.passed(), "step receives not done within the deadline");
+    }
+    for (int d = 0; d < 2; ++d) MS_TRY(wait_request(env.net, sreq[d], nullptr, deadline, "step send"));
+    if (i >= 10) us.insert(us.end(), took, took + 2);  // after a warm-up
+  }
+  for (Pair& p : pairs) MS_TRY(p.close());
+  MS_TRY(ctx.finalize());
+  std::sort(us.begin(), us.end());
+  char text[200];
+  std::snprintf(text, sizeof text,
+                "%.1f us median, %.1f us p90 per 1 MiB message from isend to its receive done, both ways at "
+                "once (%zu messages)",
+                us[us.size() / 2], us[us.size() * 9 / 10], us.size());
+  env.detail = text;
+  return {};
+}
+
 Status case_throughput(Env& env) {
   constexpr size_t kMsg = 4 << 20;
   return with_pair(env, abi::kNcclSteps * kMsg, [&](Pair& pair) -> Status {

@@ -44,6 +44,10 @@ const std::vector<CaseInfo>& all_cases() {
       {"step_time",
        "one 1 MiB message at a time: microseconds from isend to its receive done (informational)",
        case_step_time},
+      {"steps_both_ways",
+       "one 1 MiB message at a time each way on two pairs at once, as a ring's rank sends and receives: "
+       "microseconds from isend to its receive done (informational)",
+       case_steps_both_ways},
       {"throughput", "one connection, 4 MiB messages, 8 in flight: GB/s (informational)", case_throughput},
   };
   return cases;
