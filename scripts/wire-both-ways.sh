@@ -16,8 +16,10 @@
 # message in flight a connection, so read it against the depth-1 row, and its message time
 # (scripts/megascale-message-times.py) against that row's: a plugin far below them loses its time above
 # the wire (NCCL, the GPU, the host's memory); one at them is held by the wire. The deeper rows say what
-# the wire carries when it is kept busy. scripts/check-nccl-plugin.sh's bench step runs it after its NCCL
-# rounds.
+# the wire carries when it is kept busy. `megascale perf` drives its wires from its own thread; when
+# BUILD_DIR holds the plugin, a last line gives the same depth-1 time through the plugin's own threaded
+# wire (`megascale plugin-check --case steps_both_ways` in NRANKS processes, with the log's layout).
+# scripts/check-nccl-plugin.sh's bench step runs it after its NCCL rounds.
 #
 # SECONDS_PER_RUN (default 5) per depth; OUT (default: a new temporary folder) keeps each process's output
 # and JSON. Exit status 2 when the log has no plugin echo or an argument is wrong, 1 when a run fails.
@@ -90,4 +92,36 @@ for depth in map(int, sys.argv[10:]):
     message_us = depth * 1048576 / (per_connection * 1e3) if per_connection > 0 else float("inf")
     print(f"- {depth} message{'s' if depth > 1 else ''} of 1 MiB in flight a connection (-t {depth}): "
           f"{per_rank:.2f} GB/s each way per rank, {message_us:.0f} us a message; {total:.1f} Gb/s summed")
+EOF
+
+# The plugin's own threaded wire at NCCL's depth, when BUILD_DIR has the plugin: `megascale plugin-check
+# --case steps_both_ways` (one 1 MiB message at a time each way on two pairs, all four ends in one
+# process: one rank's sends and receives) in NRANKS processes at once, with the layout of the log.
+plugin=$build/collectives/nccl/libnccl-net-megascale.so
+[[ -r $plugin ]] || exit 0
+pids=() failed=0
+for ((r = 0; r < nranks; r++)); do
+  env MEGASCALE_IFNAME=lo MEGASCALE_NTHREADS="$wires" MEGASCALE_IO_THREADS="$io" MEGASCALE_LANES="$lanes" \
+    MEGASCALE_CC="$cc" MEGASCALE_SEGMENT_BYTES="$segment" \
+    "$megascale" plugin-check "$plugin" --case steps_both_ways -v > "$dir/plugin-$r.log" 2>&1 &
+  pids+=($!)
+done
+for ((r = 0; r < nranks; r++)); do
+  wait "${pids[r]}" || { echo "!! wire-both-ways: plugin-check $r failed:"; tail -3 "$dir/plugin-$r.log"; failed=1; }
+done
+(( failed == 0 )) || exit 1
+python3 - "$dir" "$nranks" <<'EOF'
+import re, statistics, sys
+folder, nranks = sys.argv[1], int(sys.argv[2])
+med, p90 = [], []
+for r in range(nranks):
+    m = re.search(r"PASS steps_both_ways .* ([0-9.]+) us median, ([0-9.]+) us p90", open(f"{folder}/plugin-{r}.log").read())
+    if not m:
+        sys.exit(f"!! wire-both-ways: no steps_both_ways result in {folder}/plugin-{r}.log")
+    med.append(float(m[1]))
+    p90.append(float(m[2]))
+print(f"- the plugin's own threaded wire, 1 message of 1 MiB in flight each way (megascale plugin-check --case "
+      f"steps_both_ways, {nranks} process{'es' if nranks > 1 else ''} as the ranks): "
+      f"{statistics.median(med):.0f} us a message by median ({min(med):.0f}-{max(med):.0f} by process), "
+      f"p90 {statistics.median(p90):.0f} us")
 EOF

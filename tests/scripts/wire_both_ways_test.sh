@@ -2,14 +2,16 @@
 # scripts/wire-both-ways.sh on this host's loopback with a small layout: the layout is read from a
 # plugin echo in a hand-made NCCL log, each depth in DEPTHS runs `megascale perf -b` and prints its line
 # (GB/s each way per rank, a message's time by Little's law, which the line's own figures must agree
-# with), and bad arguments and a log without the echo are refused with exit status 2.
-# Usage: wire_both_ways_test.sh SOURCE_DIR MEGASCALE_BINARY
+# with), then the plugin's own wire at depth 1 (plugin-check steps_both_ways, a process a rank, with
+# that layout), and bad arguments and a log without the echo are refused with exit status 2.
+# Usage: wire_both_ways_test.sh SOURCE_DIR MEGASCALE_BINARY PLUGIN_SO
 set -uo pipefail
-src=$1 megascale=$2
+src=$1 megascale=$2 plugin=$3
 source "$(dirname "$0")/lib.sh"
 script=$src/scripts/wire-both-ways.sh
-mkdir -p "$dir/build/cli"
+mkdir -p "$dir/build/cli" "$dir/build/collectives/nccl"
 ln -s "$(realpath "$megascale")" "$dir/build/cli/megascale"
+ln -s "$(realpath "$plugin")" "$dir/build/collectives/nccl/libnccl-net-megascale.so"
 
 # The plugin's echo, as NCCL_DEBUG=INFO prints it: one wire of 1 + 0 I/O threads, 2 lanes.
 log=$dir/rank0.log
@@ -43,7 +45,26 @@ for depth in (1, 2):
     assert abs(summed - json.load(open(f"{sys.argv[2]}/wire-t{depth}-0.json"))["bw"][0]["BW_average"]) < 0.05, m[0]
     assert abs(rate - summed / 8 / 2) < 0.01, m[0]
     assert abs(us - depth * 1048576 / (rate * 1e3)) <= max(1, 0.01 * us), m[0]  # the rate is rounded
+# The plugin's line: the medians of the two processes' own results, which ran with the log's layout.
+meds = []
+for r in (0, 1):
+    log = open(f"{sys.argv[2]}/plugin-{r}.log").read()
+    m = re.search(r"PASS steps_both_ways .* ([0-9.]+) us median", log)
+    assert m, f"plugin-{r}.log: {log}"
+    meds.append(float(m[1]))
+m = re.search(r"^- the plugin's own threaded wire, 1 message of 1 MiB in flight each way \(megascale plugin-check "
+              r"--case steps_both_ways, 2 processes as the ranks\): ([0-9]+) us a message by median "
+              r"\(([0-9]+)-([0-9]+) by process\), p90 ([0-9]+) us$", lines, re.M)
+assert m, "no plugin line"
+assert (int(m[2]), int(m[3])) == (round(min(meds)), round(max(meds))), m[0]
+assert abs(int(m[1]) - (meds[0] + meds[1]) / 2) <= 1, m[0]
 EOF
+# The plugin took the log's layout, not its own default.
+for r in 0 1; do
+  for echo in MEGASCALE_NTHREADS=1 MEGASCALE_IO_THREADS=0 MEGASCALE_LANES=2 MEGASCALE_SEGMENT_BYTES=61440; do
+    grep -q "NET/MegaScale : $echo (environment)" "$dir/out/plugin-$r.log" || fail "plugin-$r.log: no $echo"
+  done
+done
 
 expect_refused "depth 0" "DEPTHS='0': each a number" env DEPTHS=0 "$script" "$log" 2 "$dir/build"
 expect_refused "depth x" "DEPTHS='1 x': each a number" env DEPTHS="1 x" "$script" "$log" 2 "$dir/build"
