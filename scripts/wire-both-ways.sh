@@ -16,9 +16,12 @@
 # message in flight a connection, so read it against the depth-1 row, and its message time
 # (scripts/megascale-message-times.py) against that row's: a plugin far below them loses its time above
 # the wire (NCCL, the GPU, the host's memory); one at them is held by the wire. The deeper rows say what
-# the wire carries when it is kept busy. `megascale perf` drives its wires from its own thread; when
-# BUILD_DIR holds the plugin, a last line gives the same depth-1 time through the plugin's own threaded
-# wire (`megascale plugin-check --case steps_both_ways` in NRANKS processes, with the log's layout).
+# the wire carries when it is kept busy. `megascale perf` drives its wires from its own thread, and its
+# rows give each wire one connection each way: a rank with as many wires as NCCL's channels (2 here).
+# When BUILD_DIR holds the plugin, a last line gives the depth-1 time through the plugin's own threaded
+# wire (`megascale plugin-check --case steps_both_ways` in NRANKS processes, with the log's layout): two
+# pairs a process, a rank's two channels each way over the rank's own wires, however many it has. With
+# one wire a rank that line carries twice what the perf rows put on a wire; it is the one to read.
 # scripts/check-nccl-plugin.sh's bench step runs it after its NCCL rounds.
 #
 # SECONDS_PER_RUN (default 5) per depth; OUT (default: a new temporary folder) keeps each process's output
