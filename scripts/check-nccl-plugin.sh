@@ -31,7 +31,8 @@
 #                        per run (scripts/megascale-stats-summary.py over each run's MEGASCALE_STATS_DIR),
 #                        then the wire alone both ways on the same CPUs with the plugin's thread layout
 #                        (scripts/wire-both-ways.sh: GB/s each way per rank, comparable with busbw, and a
-#                        message's time, with 1 and with 4 messages in flight a connection), and
+#                        message's time, with 1 and with 4 messages in flight a connection, and at depth 1
+#                        through the plugin's own threaded wire: plugin-check --case steps_both_ways), and
 #                        where each net's CPU goes: cores per rank by thread (MegaScale's wire and I/O
 #                        threads, NCCL's proxy, Socket's helpers, the rest) and the host's busy,
 #                        softirq and steal cores (steal: a hypervisor running other guests on the
