@@ -1,7 +1,9 @@
 // Conformance cases: many comms on many threads, closes with requests outstanding, throughput.
 #include <algorithm>
 #include <atomic>
+#include <memory>
 #include <thread>
+#include <vector>
 
 #include "cases.h"
 
@@ -127,106 +129,88 @@ Status case_latency(Env& env) {
   });
 }
 
-Status case_step_time(Env& env) {
-  // One 1 MiB message at a time (an NCCL step at the default NCCL_BUFFSIZE), timed from its isend to its
-  // receive being done; the send's completion (its ACK) is waited for afterwards, untimed, as NCCL goes
-  // on with its next step meanwhile. Data not touched (NCCL's proxy never touches it either).
-  constexpr size_t kMsg = 1 << 20;
-  return with_pair(env, 2 * kMsg, [&](Pair& pair) -> Status {
-    std::vector<double> us;
-    const auto t_start = Clock::now();
-    for (int i = 0; i < 2000 && (i < 60 || seconds_since(t_start) < 1.0); ++i) {
-      const Deadline deadline(30);
-      void* data = pair.recv_buf.data() + kMsg * static_cast<size_t>(i % 2);
-      size_t size = kMsg;
-      int tag = 7;
-      void* mh = pair.recv_mr;
-      void* rreq = nullptr;
-      MS_CALL(env.net.irecv(pair.recv_comm, 1, &data, &size, &tag, &mh, &rreq));
-      MS_REQUIRE(rreq != nullptr, "irecv returned NULL with no request outstanding");
-      uint8_t* src = pair.send_buf.data() + kMsg * static_cast<size_t>(i % 2);
-      const auto t0 = Clock::now();
-      void* sreq = nullptr;
-      MS_TRY(isend_retrying(env.net, pair, src, kMsg, tag, deadline, &sreq));
-      int got = -1;
-      MS_TRY(wait_request(env.net, rreq, &got, deadline, "step receive"));
-      const double t = seconds_since(t0) * 1e6;
-      MS_REQUIRE(got == static_cast<int>(kMsg), "a 1 MiB receive reported " + std::to_string(got) + " bytes");
-      MS_TRY(wait_request(env.net, sreq, nullptr, deadline, "step send"));
-      if (i >= 10) us.push_back(t);  // after a warm-up
-    }
-    std::sort(us.begin(), us.end());
-    char text[160];
-    std::snprintf(
-        text, sizeof text,
-        "%.1f us median, %.1f us p90 per 1 MiB message from isend to its receive done (%zu messages)",
-        us[us.size() / 2], us[us.size() * 9 / 10], us.size());
-    env.detail = text;
-    return {};
-  });
-}
+namespace {
 
-Status case_steps_both_ways(Env& env) {
-  // step_time with a second pair in the other direction, both stepping at once: what a ring's rank
-  // asks of its wires with NCCL's default buffers, one 1 MiB message in flight each way (docs/
-  // PERFORMANCE.md, "The wire alone at NCCL's depth"). Both pairs' ends are in this process, so its
-  // wires carry a send and a receive each, as a rank's do. Each message is timed from its own isend to
-  // its receive being done; the sends' ACKs are waited for afterwards, untimed.
+// One 1 MiB message at a time (an NCCL step at the default NCCL_BUFFSIZE) on each of `npairs` pairs of
+// one context, all stepping at once; each timed from its own isend to its receive being done, the
+// receives tested in turn as NCCL's proxy thread tests its connections. The sends' completions (their
+// ACKs) are waited for afterwards, untimed, as NCCL goes on with its next step meanwhile. Data not
+// touched (NCCL's proxy never touches it either).
+Status time_steps(Env& env, size_t npairs, const char* what) {
   constexpr size_t kMsg = 1 << 20;
   Context ctx(env.net);
   MS_TRY(ctx.init());
-  Pair pairs[2] = {Pair(env.net, ctx.get(), env.dev), Pair(env.net, ctx.get(), env.dev)};
-  for (Pair& p : pairs) {
-    MS_TRY(p.connect(Deadline(15)));
-    MS_TRY(p.register_buffers(2 * kMsg));
+  std::vector<std::unique_ptr<Pair>> pairs;
+  for (size_t d = 0; d < npairs; ++d) {
+    pairs.push_back(std::make_unique<Pair>(env.net, ctx.get(), env.dev));
+    MS_TRY(pairs.back()->connect(Deadline(15)));
+    MS_TRY(pairs.back()->register_buffers(2 * kMsg));
   }
   std::vector<double> us;
+  std::vector<void*> rreq(npairs), sreq(npairs);
+  std::vector<Clock::time_point> t0(npairs);
+  std::vector<double> took(npairs);
   const auto t_start = Clock::now();
   for (int i = 0; i < 2000 && (i < 60 || seconds_since(t_start) < 1.0); ++i) {
     const Deadline deadline(30);
-    void* rreq[2] = {nullptr, nullptr};
-    void* sreq[2] = {nullptr, nullptr};
-    Clock::time_point t0[2];
-    double took[2] = {-1, -1};
-    for (int d = 0; d < 2; ++d) {
-      void* data = pairs[d].recv_buf.data() + kMsg * static_cast<size_t>(i % 2);
+    const size_t half = kMsg * static_cast<size_t>(i % 2);
+    for (size_t d = 0; d < npairs; ++d) {
+      void* data = pairs[d]->recv_buf.data() + half;
       size_t size = kMsg;
       int tag = 7;
-      void* mh = pairs[d].recv_mr;
-      MS_CALL(env.net.irecv(pairs[d].recv_comm, 1, &data, &size, &tag, &mh, &rreq[d]));
+      void* mh = pairs[d]->recv_mr;
+      rreq[d] = nullptr;
+      MS_CALL(env.net.irecv(pairs[d]->recv_comm, 1, &data, &size, &tag, &mh, &rreq[d]));
       MS_REQUIRE(rreq[d] != nullptr, "irecv returned NULL with no request outstanding");
     }
-    for (int d = 0; d < 2; ++d) {
+    for (size_t d = 0; d < npairs; ++d) {
       t0[d] = Clock::now();
-      MS_TRY(isend_retrying(env.net, pairs[d], pairs[d].send_buf.data() + kMsg * static_cast<size_t>(i % 2), kMsg,
-                            7, deadline, &sreq[d]));
+      took[d] = -1;
+      MS_TRY(
+          isend_retrying(env.net, *pairs[d], pairs[d]->send_buf.data() + half, kMsg, 7, deadline, &sreq[d]));
     }
-    // Both receives tested in turn, as NCCL's proxy thread tests its connections.
-    while (took[0] < 0 || took[1] < 0) {
-      for (int d = 0; d < 2; ++d) {
+    for (size_t left = npairs; left > 0;) {
+      for (size_t d = 0; d < npairs; ++d) {
         if (took[d] >= 0) continue;
         int done = 0, got = -1;
         const NetResult r = env.net.test(rreq[d], &done, &got);
         MS_REQUIRE(r == abi::kNetSuccess, std::string("step receive: test returned ") + result_name(r));
         if (!done) continue;
         took[d] = seconds_since(t0[d]) * 1e6;
-        MS_REQUIRE(got == static_cast<int>(kMsg), "a 1 MiB receive reported " + std::to_string(got) + " bytes");
+        --left;
+        MS_REQUIRE(got == static_cast<int>(kMsg),
+                   "a 1 MiB receive reported " + std::to_string(got) + " bytes");
       }
-      MS_REQUIRE(!deadline.passed(), "step receives not done within the deadline");
+      MS_REQUIRE(left == 0 || !deadline.passed(), "step receive: not done within the deadline");
     }
-    for (int d = 0; d < 2; ++d) MS_TRY(wait_request(env.net, sreq[d], nullptr, deadline, "step send"));
-    if (i >= 10) us.insert(us.end(), took, took + 2);  // after a warm-up
+    for (size_t d = 0; d < npairs; ++d)
+      MS_TRY(wait_request(env.net, sreq[d], nullptr, deadline, "step send"));
+    if (i >= 10) us.insert(us.end(), took.begin(), took.end());  // after a warm-up
   }
-  for (Pair& p : pairs) MS_TRY(p.close());
+  for (auto& p : pairs) MS_TRY(p->close());
   MS_TRY(ctx.finalize());
   std::sort(us.begin(), us.end());
   char text[200];
-  std::snprintf(text, sizeof text,
-                "%.1f us median, %.1f us p90 per 1 MiB message from isend to its receive done, both ways at "
-                "once (%zu messages)",
-                us[us.size() / 2], us[us.size() * 9 / 10], us.size());
+  std::snprintf(
+      text, sizeof text,
+      "%.1f us median, %.1f us p90 per 1 MiB message from isend to its receive done%s (%zu messages)",
+      us[us.size() / 2], us[us.size() * 9 / 10], what, us.size());
   env.detail = text;
   return {};
+}
+
+}  // namespace
+
+Status case_step_time(Env& env) {
+  return time_steps(env, 1, "");
+}
+
+Status case_steps_both_ways(Env& env) {
+  // step_time with a second pair in the other direction: what a ring's rank asks of its wires with
+  // NCCL's default buffers, one 1 MiB message in flight each way (docs/PERFORMANCE.md, "The wire alone
+  // at NCCL's depth"). Both pairs' ends are in this process, so its wires carry a send and a receive
+  // each, as a rank's do.
+  return time_steps(env, 2, ", both ways at once");
 }
 
 Status case_throughput(Env& env) {
