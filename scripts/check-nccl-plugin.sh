@@ -520,7 +520,9 @@ if want ceiling; then
     if (( ${#null_recv_us[@]} )); then printf '"null-rN" is the Null net with each receive done N microseconds after its message starts (both its send and its receive posted): what NCCL reaches over a net whose message takes that long. Compare N with MegaScale'"'"'s request times in the transport lines below.\n' >> "$out/ceiling.md"; fi
     { printf "\nMegaScale's time per message in each run (scripts/megascale-message-times.py: both ends' request timelines, from the later of a message's two posts to the receive's test()-done, the start the null-rN nets use):\n\n"
       for ((k = 1; k <= rounds; k++)); do
-        times=$(python3 scripts/megascale-message-times.py "$out/ceiling-megascale-r$k".trace-*.json 2>&1 | head -1)
+        # The line for all pairs and, under it, where their time went.
+        times=$(python3 scripts/megascale-message-times.py "$out/ceiling-megascale-r$k".trace-*.json 2>&1 |
+                  sed -n '1p; 2{/^where it went/s/^/  /p}')
         echo "- ceiling-megascale-r$k: $times"
       done; } >> "$out/ceiling.md"
     report_table ceiling "$out/ceiling.md" "${ms_stats[@]}"

@@ -15,9 +15,14 @@ Pairing: by the connection ids each comm's track carries (a send's "conn" and "p
 receive's "peer_conn" and "conn"; the plugin writes them since 2026-11-28), in any file, the same one
 too. A send comm without them (older timelines) is paired by timing with the unpaired receive comm on
 another rank, within 2 messages of its count, whose k-th receive completes soonest after the k-th send
-is posted, by median; a pairing whose median is not positive is no pairing. Prints one line for all
-pairs (saying how they were paired), then one per pair; exit status 2 with a message naming the file on
-bad input, or when the files come from several hosts (their clocks differ) or no pair is found.
+is posted, by median; a pairing whose median is not positive is no pairing.
+
+Prints one line for all pairs (saying how they were paired); where the timelines have the requests'
+phases (the plugin's do), a line of where the time went, means over all messages and over those over
+1 ms: to the send's first segment (its wait for an I/O thread, window or credit), that segment's trip to
+the receiver, the rest of the bytes, and from the last byte to the test() that saw it done; then one
+line per pair. Exit status 2 with a message naming the file on bad input, or when the files come from
+several hosts (their clocks differ) or no pair is found.
 """
 import argparse
 import importlib.util
@@ -32,20 +37,27 @@ _merge.loader.exec_module(trace_merge)
 
 
 def comms_of(doc, min_bytes):
-    """{track: (name, role, ids, [(posted_us, seen_us)...] in post order)} of one rank's large messages;
-    ids is (conn, peer_conn) where the track carries them, else None."""
+    """{track: (name, role, ids, [[posted_us, seen_us, first_us, last_us]...] in post order)} of one rank's
+    large messages (first and last: its transfer phase, its first and last segment sent or arrived, None
+    without one); ids is (conn, peer_conn) where the track carries them, else None."""
     tracks = {e.get("tid"): e.get("args", {}) for e in doc["traceEvents"]
               if e.get("ph") == "M" and e.get("name") == "thread_name"}
-    comms = {}
+    comms, last_of_lane = {}, {}
     for e in doc["traceEvents"]:
-        if e.get("ph") != "X" or e.get("cat") != "request":
+        if e.get("ph") != "X":
             continue
-        if e.get("args", {}).get("bytes", 0) < min_bytes:
+        if e.get("cat") == "phase" and e.get("name") == "transfer" and e.get("tid") in last_of_lane:
+            # The plugin writes a request's phases right after it, on its lane: its first and last segment.
+            last_of_lane.pop(e["tid"])[2:] = [e["ts"], e["ts"] + e["dur"]]
+            continue
+        if e.get("cat") != "request" or e.get("args", {}).get("bytes", 0) < min_bytes:
             continue
         track = e["tid"] // 100  # a comm's lanes are tracks 100 * comm + lane
         args = tracks.get(track * 100, {})
         ids = (args["conn"], args["peer_conn"]) if "conn" in args and "peer_conn" in args else None
-        comms.setdefault(track, (args.get("name", "?"), e["name"], ids, []))[3].append((e["ts"], e["ts"] + e["dur"]))
+        msg = [e["ts"], e["ts"] + e["dur"], None, None]  # posted, test()-done, first and last segment
+        last_of_lane[e["tid"]] = msg
+        comms.setdefault(track, (args.get("name", "?"), e["name"], ids, []))[3].append(msg)
     for *_, msgs in comms.values():
         msgs.sort()
     return comms
@@ -61,6 +73,24 @@ def stats_text(times):
     return (f"{len(t)} messages: median {statistics.median(t):,.0f} us, mean {statistics.mean(t):,.0f}, "
             f"p90 {percentile(t, 0.9):,.0f}, p99 {percentile(t, 0.99):,.0f}, max {t[-1]:,.0f}; "
             f"{100 * sum(over) / (sum(t) or 1):.0f}% of the time in {len(over)} messages over 1 ms")
+
+
+PARTS = ("to the send's first segment", "its trip", "the rest of the bytes", "to test()")
+
+
+def parts_of(send, got):
+    """A message's time split at the send's first segment, the receive's first and its last: each point
+    held between the one before it and test()-done, so the parts sum to the message's time."""
+    start, end = max(send[0], got[0]), got[1]
+    points = [start]
+    for t in (send[2], got[2], got[3]):
+        points.append(min(max(t, points[-1]), end))
+    points.append(end)
+    return [b - a for a, b in zip(points, points[1:])]
+
+
+def parts_text(split):
+    return ", ".join(f"{name} {statistics.mean(part):,.0f}" for name, part in zip(PARTS, zip(*split)))
 
 
 def pair_up(ranks):
@@ -119,10 +149,11 @@ def main(argv):
         print(f"megascale-message-times: no send comm paired with a receive comm, by connection id or (on "
               f"another rank) by timing (messages of {a.min_bytes} bytes or more)", file=sys.stderr)
         return 2
-    lines, every, intervals = [], [], []
+    lines, every, intervals, split = [], [], [], []
     for label, sends, got in pairs:
         times = [g[1] - max(s[0], g[0]) for s, g in zip(sends, got)]
         every += times
+        split += [(t, parts_of(s, g)) for t, s, g in zip(times, sends, got) if None not in (s[2], g[2])]
         gaps = [y[0] - x[0] for x, y in zip(sends, sends[1:])]
         intervals += gaps
         lines.append(f"- {label}: {stats_text(times)}")
@@ -131,6 +162,10 @@ def main(argv):
     if intervals:
         head += f"; NCCL posted a connection's sends {statistics.median(intervals):,.0f} us apart by median"
     print(head)
+    if split:  # timelines with phases (the plugin's): where the time went, on average
+        slow = [p for t, p in split if t > 1000]
+        print(f"where it went, means in us: {parts_text([p for _, p in split])}" +
+              (f"; in the {len(slow)} messages over 1 ms: {parts_text(slow)}" if slow else ""))
     print("\n".join(lines))
     return 0
 

@@ -4,7 +4,8 @@
 # quicker decoy; within one file too), else by timing (not a slower decoy); a message's time runs
 # from the later of its two posts to the receive's test()-done, small messages are left out, and the
 # figures (median, mean, p90, p99, max, the share in messages over 1 ms, NCCL's post interval) are
-# right; files from two hosts, ranks with nothing to pair and bad files are refused with exit status 2.
+# right, and where the timelines have phases, so is where the time went; files from two hosts, ranks
+# with nothing to pair and bad files are refused with exit status 2.
 # Usage: megascale_message_times_test.sh SOURCE_DIR
 set -uo pipefail
 src=$1
@@ -23,11 +24,14 @@ def rank(path, host, pid, comms):
         if ids:
             args.update(conn=ids[0][0], peer_conn=ids[0][1])
         ev.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": args})
-        for k, (posted, seen, size) in enumerate(reqs):
+        for k, (posted, seen, size, *transfer) in enumerate(reqs):  # transfer: (first, last) segment
             lane = k % 2  # NCCL keeps two in flight: alternate lanes, as the plugin's tracks do
             ev.append({"name": role, "cat": "request", "ph": "X", "pid": pid, "tid": tid + lane, "ts": posted,
                        "dur": seen - posted, "args": {"bytes": size}})
             ev.append({"name": "wait", "cat": "phase", "ph": "X", "pid": pid, "tid": tid + lane, "ts": posted, "dur": 1})
+            if transfer:
+                ev.append({"name": "transfer", "cat": "phase", "ph": "X", "pid": pid, "tid": tid + lane,
+                           "ts": transfer[0], "dur": transfer[1] - transfer[0]})
     json.dump({"displayTimeUnit": "ns", "otherData": {"clock": "CLOCK_MONOTONIC", "host": host, "requests": len(ev)},
                "traceEvents": ev}, open(f"{d}/{path}", "w"))
 K = range(10)
@@ -52,6 +56,13 @@ rank("i1.json", "h1", 22, [(100, "recv", "recv quick", quick, ("00000000000000ff
 # One process's own pair (the conformance harness's kind): by id, within one file.
 rank("self.json", "h1", 23, [(100, "send", "send s", send01, ("0000000000000001", "0000000000000002")),
                              (200, "recv", "recv s", recv01, ("0000000000000002", "0000000000000001"))])
+# With phases, as the plugin writes them: a 150 us message (its send's first segment 20 us after the
+# receive's post, 20 us on the way, 100 us of bytes, 10 to test()) and a 1,110 us one (800 us before the
+# send's first segment); a send whose first segment precedes the receive's post counts 0 before it.
+ph_send = [(0, 40, MiB, 30, 140), (1000, 1900, MiB, 1800, 1890), (3000, 3100, MiB, 2990, 3080)]
+ph_recv = [(10, 160, MiB, 50, 150), (1000, 2110, MiB, 1820, 2100), (3000, 3100, MiB, 3010, 3090)]
+rank("p0.json", "h1", 31, [(100, "send", "send p", ph_send, ("0000000000000005", "0000000000000006"))])
+rank("p1.json", "h1", 32, [(100, "recv", "recv p", ph_recv, ("0000000000000006", "0000000000000005"))])
 rank("sends-only.json", "h1", 14, [(100, "send", "send y", send01), (200, "recv", "recv z", recv01)])  # one rank: none to pair with
 PY
 
@@ -72,6 +83,14 @@ out=$(python3 "$times" "$dir/self.json") || fail "exit $? on one process's own p
 # --min-bytes 1 takes the 8-byte sends in: rank 0's comm then has 20 sends against 10 receives, no pair.
 out=$(python3 "$times" --min-bytes 1 "$dir/r0.json" "$dir/r1.json") || fail "--min-bytes 1: exit $?"
 [[ $out == "1 connections (paired by timing), "* ]] || fail "--min-bytes 1: got: $out"
+
+# Parts per message: (20, 20, 100, 10), (800, 20, 280, 10), (0, 10, 80, 10); means (273, 17, 153, 10).
+out=$(python3 "$times" "$dir/p0.json" "$dir/p1.json") || fail "exit $? with phases: $out"
+[[ $(sed -n 2p <<< "$out") == "where it went, means in us: to the send's first segment 273, its trip 17, the rest of the bytes 153, to test() 10; in the 1 messages over 1 ms: to the send's first segment 800, its trip 20, the rest of the bytes 280, to test() 10" ]] ||
+  fail "with phases: got:
+$out"
+# Without phases (the traces above) there is no such line.
+[[ $(python3 "$times" "$dir/i0.json" "$dir/i1.json") != *"where it went"* ]] || fail "a where-it-went line without phases"
 
 expect_refused "two hosts" "2 hosts (h1, h2)" python3 "$times" "$dir/r0.json" "$dir/other-host.json"
 expect_refused "nothing to pair" "no send comm paired" python3 "$times" "$dir/sends-only.json"
