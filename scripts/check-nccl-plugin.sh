@@ -72,7 +72,8 @@
 #                        that many microseconds after its message starts (MEGASCALE_NULL_RECV_US; nets
 #                        null-r100, null-r200): what NCCL reaches over a net whose message takes that long,
 #                        to set beside MegaScale's own time per message, which the step measures from both
-#                        ends' request timelines (MEGASCALE_TRACE_FILE; scripts/megascale-message-times.py)
+#                        ends' request timelines (MEGASCALE_TRACE_FILE; scripts/megascale-message-times.py:
+#                        the mean and where it went), and the goal as a time per message on that curve
 # STEPS picks steps by name: kill, check, fault, bench, lat, layouts, ceiling, torch (default all of them
 # but layouts and ceiling); STEPS=bench measures bandwidth only, STEPS=lat small-message latency only.
 #

@@ -26,6 +26,11 @@ interleaved rounds by scripts/check-nccl-plugin.sh's layouts step) and each is c
 With --variants and --goal, each variant's summary also gives, per collective, how many of its pairs
 reach the goal over the first: the check script's ceiling step asks this of the Null net against Socket
 4x4, where a collective whose Null pairs fall short has a goal that no net reaches at those channels.
+Where two or more of the variants are the Null net ("null", untimed: 0 us, and "null-rN": each message
+N us, the ceiling step's NULL_RECV_US), a last part gives, per collective, the goal as a time per
+message: where goal x the first variant's bandwidth (median over sizes) lies on that curve, straight
+in 1 / bandwidth between its points. Compare it with MegaScale's mean from
+scripts/megascale-message-times.py: NCCL's bandwidth follows the mean.
 
 Only the Python standard library; prints Markdown.
 """
@@ -104,6 +109,52 @@ def goal_count(pairs, goal):
             f"below {goal}x in {below} of {len(pairs)} pairs")
 
 
+def curve_time(curve, target):
+    """Where bandwidth `target` lies on [(us, GB/s)...] (a net's time per message and NCCL's bandwidth
+    over it), straight in 1 / bandwidth between neighbouring points: (us, None), or (None, text) when
+    the target lies off the curve's ends."""
+    curve = sorted(curve)
+    if target > curve[0][1]:
+        return None, f"above the curve's {fmt(curve[0][1])} GB/s at {curve[0][0]} us"
+    if target < curve[-1][1]:
+        return None, f"below the curve's {fmt(curve[-1][1])} GB/s at {curve[-1][0]} us: over {curve[-1][0]} us"
+    for (t0, b0), (t1, b1) in zip(curve, curve[1:]):
+        if b1 <= target <= b0:
+            if b0 == b1:
+                return t0, None
+            return t0 + (t1 - t0) * (1 / target - 1 / b0) / (1 / b1 - 1 / b0), None
+    return None, "not on the curve (it is not falling)"
+
+
+def goal_times(medians, ref, names, keys, goal):
+    """The goal (goal x the first variant, median over a collective's rows) in message time, on the
+    curve of the Null net's variants: "null" (no time: 0 us) and "null-rN" (N us a message)."""
+    timed = {name: int(name[len("null-r"):]) for name in names
+             if name.startswith("null-r") and name[len("null-r"):].isdigit()}
+    if "null" in names:
+        timed["null"] = 0
+    if len(timed) < 2:
+        return
+    print()
+    print(f"The goal in message time: {goal}x {ref} (median over sizes) on the Null net's curve "
+          f"({', '.join(sorted(timed, key=timed.get))}: us a message against bandwidth, straight in "
+          "1 / bandwidth between points):")
+    print()
+    def over_sizes(name, op):
+        values = [v for key in keys if key[0] == op for v in [medians(name, key)] if v is not None]
+        return statistics.median(values) if values else None
+
+    for op in dict.fromkeys(op for op, _ in keys):
+        base = over_sizes(ref, op)
+        curve = [(us, bw) for name, us in timed.items() for bw in [over_sizes(name, op)] if bw is not None]
+        if base is None or len(curve) < 2:
+            continue
+        target = goal * base
+        us, why = curve_time(curve, target)
+        where = f"about {us:.0f} us a message" if why is None else why
+        print(f"- {op}: {fmt(target)} GB/s, {where}")
+
+
 def variants_table(items, ranks, metric, goal=None):
     """--variants: each NAME=CSV,... against the first, paired round by round."""
     column = "busbw_gbps" if metric == "busbw" else "time_us"
@@ -157,6 +208,8 @@ def variants_table(items, ranks, metric, goal=None):
             op_pairs = [x for key in keys if key[0] == op for x in paired(name, key)]
             if op_pairs:
                 print(f"  - {op}: {range_text(op_pairs)}; {goal_count(op_pairs, goal)}")
+    if goal is not None and metric == "busbw":
+        goal_times(median, ref, names, keys, goal)
 
 
 def main():

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/nccl-bandwidth-table.py on hand-made nccl_check CSVs of two rounds: medians per net, MegaScale's
-# ratios paired round by round, the verdict against the goal, the latency table (--metric time), and clear
-# errors for bad input.
+# ratios paired round by round, the verdict against the goal, the latency table (--metric time), the goal
+# as a time per message on the Null net's curve (--variants), and clear errors for bad input.
 # Usage: nccl_bandwidth_table_test.sh SOURCE_DIR
 set -uo pipefail
 table=$1/scripts/nccl-bandwidth-table.py
@@ -94,6 +94,26 @@ grep -qF -- '  - AllGather: 0.80-1.00x (median 0.90); below 1.2x in 2 of 2 pairs
 out=$(python3 "$table" --variants --goal 0.8 --ranks 4 default="$dir/m1.csv,$dir/m2.csv" 2x3="$dir/s1.csv,$dir/s2.csv")
 grep -qF -- '  - AllGather: 0.80-1.00x (median 0.90); reaches 0.8x in all 2 pairs' <<< "$out" ||
   fail "--variants --goal 0.8 AllGather line: $out"
+grep -q 'goal in message time' <<< "$out" && fail "--variants: the goal in message time without Null net variants"
+# The goal in message time, on the Null net's curve (0, 100, 200 us: all-reduce 12, 8 and 4 GB/s,
+# all-gather 12, 8, 4): 1.5 x 4 = 6 GB/s lies a third of the way from 1/8 to 1/4, at 133 us; 1.5 x 2 = 3
+# is below the curve's last point, 1.5 x 10 = 15 above its first.
+csv ref.csv 4.00 2.00
+csv ref-hi.csv 4.00 10.00
+csv n0.csv 12.00 12.00
+csv n100.csv 8.00 8.00
+csv n200.csv 4.00 4.00
+out=$(python3 "$table" --variants --goal 1.5 --ranks 4 socket-4x4="$dir/ref.csv" null="$dir/n0.csv" \
+  null-r200="$dir/n200.csv" null-r100="$dir/n100.csv") || fail "--variants with the Null net's curve: exit $?"
+grep -qF 'The goal in message time: 1.5x socket-4x4 (median over sizes) on the Null net'"'"'s curve (null, null-r100, null-r200:' <<< "$out" ||
+  fail "goal in message time: title: $out"
+grep -qF -- '- AllReduce: 6.00 GB/s, about 133 us a message' <<< "$out" || fail "goal in message time: AllReduce: $out"
+grep -qF -- '- AllGather: 3.00 GB/s, below the curve'"'"'s 4.00 GB/s at 200 us: over 200 us' <<< "$out" ||
+  fail "goal in message time: below the curve: $out"
+out=$(python3 "$table" --variants --goal 1.5 --ranks 4 socket-4x4="$dir/ref-hi.csv" null="$dir/n0.csv" \
+  null-r100="$dir/n100.csv")
+grep -qF -- '- AllGather: 15.00 GB/s, above the curve'"'"'s 12.00 GB/s at 0 us' <<< "$out" ||
+  fail "goal in message time: above the curve: $out"
 expect_error "--variants needs two or more" --variants default="$dir/m1.csv"
 expect_error "'2x3' given twice" --variants 2x3="$dir/m1.csv" 2x3="$dir/s1.csv"
 expect_error "'2x3' has 1 rounds, 'default' 2" --variants default="$dir/m1.csv,$dir/m2.csv" 2x3="$dir/s1.csv"
