@@ -9,7 +9,10 @@ tail-loss probes, duplicates received, the sends that waited for the peer's rece
 waited a one-way trip at least) out of all sends, the largest RTT. Retransmissions that all arrive as
 duplicates mean the host stalled ACKs rather than lost data (collectives/nccl/README.md, "Stats"). Where the wires wrote their
 "wire" records (when they stopped), their system calls per GiB each way and datagrams per call follow,
-and, when an I/O thread stalled (MEGASCALE_STALL_US), how much of its work its siblings took over.
+where the wires have I/O threads, the share of their awake time (not asleep in epoll) spent in rounds
+that moved something (near 100%: the I/O threads are what limits; their CPU time cannot tell, since an
+awake thread polls), and, when an I/O thread stalled (MEGASCALE_STALL_US), how much of its work its
+siblings took over.
 Where the records split NCCL's request latency into phases ("phases", collectives/nccl/README.md,
 "Stats"), the line ends with a send's and a receive's time in microseconds: the median over the
 connections of each one's median, whole and by phase (medians of parts need not add up to the whole's),
@@ -32,7 +35,7 @@ PHASES = {"send": ("wait", "transfer", "ack", "report"), "recv": ("wait", "trans
 
 
 WIRE_FIELDS = ("bytes_sent", "bytes_received", "send_syscalls", "recv_syscalls", "datagrams_sent",
-               "datagrams_received", "rx_stolen", "tx_rerouted", "tx_stolen")
+               "datagrams_received", "rx_stolen", "tx_rerouted", "tx_stolen", "io_awake_ns", "io_busy_ns")
 
 
 def count(record, key, where):
@@ -100,7 +103,15 @@ def wire_text(w):
             f"{per(w['recv_syscalls'], w['bytes_received'] / gib):,.0f} receive system calls per GiB, "
             f"{per(w['datagrams_sent'], w['send_syscalls']):.1f} datagrams per send call and "
             f"{per(w['datagrams_received'], w['recv_syscalls']):.1f} per receive call "
-            f"({w['count']} {'wire' if w['count'] == 1 else 'wires'})" + takeover_text(w))
+            f"({w['count']} {'wire' if w['count'] == 1 else 'wires'})" + busy_text(w) + takeover_text(w))
+
+
+def busy_text(w):
+    # Wires with I/O threads: how much of their awake (polling) time moved something.
+    if w["io_awake_ns"] == 0:
+        return ""
+    return (f"; I/O threads busy {100 * w['io_busy_ns'] / w['io_awake_ns']:.0f}% of their "
+            f"{w['io_awake_ns'] / 1e9:,.1f} s awake")
 
 
 def takeover_text(w):

@@ -382,6 +382,11 @@ TEST_P(UdpLoopback, IoThreadsMoveEveryLaneAndKeepEveryByte) {
   });
   EXPECT_EQ(received, rx.datagrams_received);
   EXPECT_EQ(corrupt, 0u);
+  // The I/O threads of both sides worked, and their busy time is a part of their awake time.
+  for (const UdpWireStats* w : {&tx, &rx}) {
+    EXPECT_GT(w->io_busy_ns, 0u);
+    EXPECT_LE(w->io_busy_ns, w->io_awake_ns);
+  }
   // And back the other way on the same connection.
   Pair back{std::move(p.receiver), std::move(p.sender), p.recv_conn, p.send_conn};
   TransferResult r2;
@@ -768,7 +773,8 @@ TEST_P(UdpLoopback, CeMarksReachTheEngineAndAreEchoed) {
 // pending_poll_ns: while a receive is posted the receiving wire's threads (progress and I/O) poll
 // instead of sleeping, however long its message takes; once nothing is outstanding they sleep again
 // after idle_poll_ns. With the window equal to idle_poll_ns (off) they sleep while the receive waits:
-// the progress thread then runs a small fraction of the rounds it runs polling.
+// the progress thread then runs a small fraction of the rounds it runs polling. The I/O threads' awake
+// time (UdpWireStats::io_awake_ns) counts the polling and their busy time none of it.
 TEST_P(UdpLoopback, ThreadsPollWhileRequestsArePendingAndSleepWhenNoneAre) {
   for (const uint32_t io_threads : {0u, 2u}) {
     uint64_t rounds_polling = 0;
@@ -795,13 +801,28 @@ TEST_P(UdpLoopback, ThreadsPollWhileRequestsArePendingAndSleepWhenNoneAre) {
           io_threads, on ? "on " : "off", static_cast<unsigned long long>(rounds),
           static_cast<unsigned long long>(waited.sleeps - posted.sleeps),
           static_cast<unsigned long long>(waited.io_thread_sleeps - posted.io_thread_sleeps));
+      // The I/O threads' awake time over those 300 ms (of 600 for the two): polling, they were awake
+      // all along and moved nothing; asleep, hardly awake.
+      const uint64_t awake = waited.io_awake_ns - posted.io_awake_ns;
+      const uint64_t busy = waited.io_busy_ns - posted.io_busy_ns;
+      std::printf("[ io_threads %u, pending polling %s ] I/O threads awake %.0f ms, busy %.1f ms\n",
+                  io_threads, on ? "on " : "off", awake / 1e6, busy / 1e6);
       if (on) {
         EXPECT_EQ(waited.sleeps, posted.sleeps) << "the progress thread slept while a receive was posted";
         EXPECT_EQ(waited.io_thread_sleeps, posted.io_thread_sleeps)
             << "an I/O thread slept while a receive was posted";
         rounds_polling = rounds;
+        if (io_threads > 0) {
+          EXPECT_GT(awake, static_cast<uint64_t>(io_threads * 250 * kNsPerMs))
+              << "polling I/O threads count as awake";
+          EXPECT_LT(busy * 10, awake) << "polling with nothing to move is not work";
+        }
       } else {
         EXPECT_LT(rounds * 10, rounds_polling) << "with the window off the threads should sleep meanwhile";
+        if (io_threads > 0) {
+          EXPECT_LT(awake, static_cast<uint64_t>(io_threads * 150 * kNsPerMs))
+              << "sleeping I/O threads count as asleep";
+        }
       }
       std::vector<uint8_t> data(4096, 0x5A);
       auto s = p.sender->post_send(p.send_conn, data.data(), data.size(), 3);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/megascale-stats-summary.py on hand-made stats directories: the close records of every *.jsonl
-# are summed (periodic ones are not; credit waits against sends completed and failed), the wires' records give system calls per GiB and datagrams per
-# call (and are not connections), request phases give each role's medians (and 99th percentiles where
+# are summed (periodic ones are not; credit waits against sends completed and failed), the wires' records
+# give system calls per GiB and datagrams per call and their I/O threads' busy share (and are not
+# connections), request phases give each role's medians (and 99th percentiles where
 # the records have them), a directory without records
 # says so, and a broken record, a counter that is not a whole number, a connection without one of its
 # role's phases or a bad argument is refused with exit status 2 and a message naming it.
@@ -28,14 +29,16 @@ wire() {  # BYTES_SENT BYTES_RECEIVED SEND_SYSCALLS RECV_SYSCALLS DATAGRAMS_SENT
 # Two wires (and a third below): 2 GiB sent in 4,000 calls, 1 GiB received in 4,000; 32,000 datagrams each way.
 { wire 1073741824 536870912 1000 3000 20000 12000; wire 1073741824 536870912 3000 1000 12000 20000; } >> "$dir/run3/a.jsonl"
 # A wire whose I/O threads stalled: the takeover counters, summed over wires, only where not all zero.
-printf '{"event":"wire","wire":1,"udp":{"rx_stolen":1500,"tx_rerouted":20,"tx_stolen":7}}\n' >> "$dir/run3/a.jsonl"
+printf '{"event":"wire","wire":1,"udp":{"rx_stolen":1500,"tx_rerouted":20,"tx_stolen":7,"io_awake_ns":4000000000,"io_busy_ns":3000000000}}\n' >> "$dir/run3/a.jsonl"
+# The I/O threads' awake and busy time, summed over wires: 3 of 5 s.
+printf '{"event":"wire","wire":2,"udp":{"io_awake_ns":1000000000,"io_busy_ns":0}}\n' >> "$dir/run3/a.jsonl"
 # A running wire's snapshot is not its total: left out.
 wire 9 9 9 9 9 9 | sed 's/"event":"wire"/"event":"wire_periodic"/' >> "$dir/run3/a.jsonl"
 
 out=$(python3 "$summary" r1="$dir/run1" r2="$dir/empty" r3="$dir/run3") || fail "exit $? on good input"
 expected="- r1: 8 timeouts (3 undone as spurious), 18 RTO and 2 fast retransmissions, 5 tail probes, 18 duplicates received, 9 of 40 sends waited for a credit, RTT max 9.2 ms (2 connections)
 - r2: no stats records in $dir/empty
-- r3: 3 timeouts (1 undone as spurious), 7 RTO and 2 fast retransmissions, 4 tail probes, 0 duplicates received, 6 of 30 sends waited for a credit, RTT max 4.2 ms (1 connections); wires: 2,000 send and 4,000 receive system calls per GiB, 8.0 datagrams per send call and 8.0 per receive call (3 wires); stalled I/O threads' work taken over: 1,500 messages received, 20 packets rerouted, 7 datagrams sent from their queues"
+- r3: 3 timeouts (1 undone as spurious), 7 RTO and 2 fast retransmissions, 4 tail probes, 0 duplicates received, 6 of 30 sends waited for a credit, RTT max 4.2 ms (1 connections); wires: 2,000 send and 4,000 receive system calls per GiB, 8.0 datagrams per send call and 8.0 per receive call (4 wires); I/O threads busy 60% of their 5.0 s awake; stalled I/O threads' work taken over: 1,500 messages received, 20 packets rerouted, 7 datagrams sent from their queues"
 [[ $out == "$expected" ]] || fail "got: $out"
 
 # Request phases: the median over the connections of each one's median, per role (two sends, one receive).

@@ -206,6 +206,8 @@ SideCounters side_delta(const SideSnapshot& a, const SideSnapshot& b) {
   d.rx_stolen = v.rx_stolen - u.rx_stolen;
   d.tx_rerouted = v.tx_rerouted - u.tx_rerouted;
   d.tx_stolen = v.tx_stolen - u.tx_stolen;
+  d.io_awake_ns = v.io_awake_ns - u.io_awake_ns;
+  d.io_busy_ns = v.io_busy_ns - u.io_busy_ns;
   d.kernel.ok = a.kernel.ok && b.kernel.ok;
   if (d.kernel.ok) {
     d.kernel.rcvbuf_errors = b.kernel.rcvbuf_errors - a.kernel.rcvbuf_errors;
@@ -248,6 +250,8 @@ SideCounters sum_sides(const SideCounters& a, const SideCounters& b, bool same_h
   s.rx_stolen += b.rx_stolen;
   s.tx_rerouted += b.tx_rerouted;
   s.tx_stolen += b.tx_stolen;
+  s.io_awake_ns += b.io_awake_ns;
+  s.io_busy_ns += b.io_busy_ns;
   s.kernel.ok = a.kernel.ok && b.kernel.ok;
   s.kernel.socket_drops += b.kernel.socket_drops;  // different sockets: both count
   if (!same_host) {

@@ -176,6 +176,8 @@ json to_json(const SideCounters& c) {
               {"rx_stolen", c.rx_stolen},
               {"tx_rerouted", c.tx_rerouted},
               {"tx_stolen", c.tx_stolen},
+              {"io_awake_ns", c.io_awake_ns},
+              {"io_busy_ns", c.io_busy_ns},
               {"kernel_ok", c.kernel.ok},
               {"kernel_rcvbuf_errors", c.kernel.rcvbuf_errors},
               {"kernel_in_errors", c.kernel.in_errors},
@@ -222,6 +224,8 @@ SideCounters side_counters_from_json(const json& j) {
   c.rx_stolen = u("rx_stolen");
   c.tx_rerouted = u("tx_rerouted");
   c.tx_stolen = u("tx_stolen");
+  c.io_awake_ns = u("io_awake_ns");
+  c.io_busy_ns = u("io_busy_ns");
   c.kernel.ok = j.value("kernel_ok", false);
   c.kernel.rcvbuf_errors = u("kernel_rcvbuf_errors");
   c.kernel.in_errors = u("kernel_in_errors");

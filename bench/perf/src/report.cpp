@@ -155,17 +155,22 @@ std::string wire_line(const RowCounters& c, uint64_t payload_bytes, uint64_t mes
           : fmt::format("; stalled I/O threads' work taken over: {} messages received, {} packets rerouted, "
                         "{} datagrams sent from their queues",
                         t.rx_stolen, t.tx_rerouted, t.tx_stolen);
+  // With I/O threads: the share of their awake (polling) time that moved something.
+  const std::string busy =
+      t.io_awake_ns == 0 ? ""
+                         : fmt::format("; I/O threads busy {:.0f}% of their {:.2f} s awake",
+                                       100 * per(t.io_busy_ns, t.io_awake_ns), t.io_awake_ns / 1e9);
   return fmt::format(
       " # wire (both sides): per message {:.1f} datagrams, {:.2f} send + {:.2f} recv syscalls, {:.1f} "
       "progress "
       "calls; per GB {:.0f} send + {:.0f} recv syscalls; {:.1f} datagrams per send message ({} GSO), {:.1f} "
       "per "
-      "recv message ({} GRO); {:.2f} UDP bytes per payload byte; socket buffer full {}{}",
+      "recv message ({} GRO); {:.2f} UDP bytes per payload byte; socket buffer full {}{}{}",
       per(t.datagrams_sent, messages), per(t.send_syscalls, messages), per(t.recv_syscalls, messages),
       per(t.progress_calls, messages), static_cast<double>(t.send_syscalls) / gb,
       static_cast<double>(t.recv_syscalls) / gb, per(t.datagrams_sent, t.send_messages), t.gso_messages,
       per(t.datagrams_received, t.recv_messages), t.gro_messages, per(t.udp_bytes_sent, payload_bytes),
-      t.send_dropped_full, takeover);
+      t.send_dropped_full, busy, takeover);
 }
 
 namespace {
@@ -191,6 +196,8 @@ json counters_json(const RowCounters& c) {
               {"rx_stolen", t.rx_stolen},
               {"tx_rerouted", t.tx_rerouted},
               {"tx_stolen", t.tx_stolen},
+              {"io_awake_ns", t.io_awake_ns},
+              {"io_busy_ns", t.io_busy_ns},
               {"same_host", c.same_host},
               {"client", to_json(c.client)},
               {"server", to_json(c.server)}};

@@ -276,6 +276,8 @@ nlohmann::json wire_json(DeviceWire& wire, const std::string& ifname, const char
               {"tx_deferred", w.tx_deferred},
               {"sleeps", w.sleeps},
               {"io_thread_sleeps", w.io_thread_sleeps},
+              {"io_awake_ns", w.io_awake_ns},
+              {"io_busy_ns", w.io_busy_ns},
               {"rx_stolen", w.rx_stolen},
               {"tx_rerouted", w.tx_rerouted},
               {"tx_stolen", w.tx_stolen},
@@ -308,6 +310,14 @@ constexpr WireMetric kWireMetrics[] = {
      &wire::UdpWireStats::tx_rerouted},
     {"tx_stolen", "Datagrams an I/O thread sent from the queue of a stalled sibling (MEGASCALE_STALL_US).",
      &wire::UdpWireStats::tx_stolen},
+};
+
+// The I/O threads' nanosecond counters, written in seconds: (name, help, field).
+constexpr WireMetric kWireSeconds[] = {
+    {"io_awake", "Seconds this wire's I/O threads were awake (polling or working, not asleep in epoll).",
+     &wire::UdpWireStats::io_awake_ns},
+    {"io_busy", "Seconds this wire's I/O threads spent in rounds that moved something (of their awake time).",
+     &wire::UdpWireStats::io_busy_ns},
 };
 
 void append_lines(const std::string& path, const std::vector<std::string>& lines) {
@@ -439,6 +449,16 @@ void StatsWriter::write_prom_locked() {
     prom_metadata(out, name, m.help, true);
     for (const auto& [labels, stats] : wires)
       out += name + labels + " " + std::to_string(stats.*m.field) + "\n";
+  }
+  // The I/O threads' time in seconds, as Prometheus wants durations: rate(busy) / rate(awake) is the
+  // share of their polling that moved something.
+  for (const WireMetric& m : kWireSeconds) {
+    const std::string name = std::string("megascale_nccl_wire_") + m.name + "_seconds_total";
+    prom_metadata(out, name, m.help, true);
+    for (const auto& [labels, stats] : wires) {
+      std::snprintf(num, sizeof num, "%.9f", static_cast<double>(stats.*m.field) / 1e9);
+      out += name + labels + " " + num + "\n";
+    }
   }
   const std::string tmp = prom_path_ + ".tmp";
   FILE* f = std::fopen(tmp.c_str(), "w");

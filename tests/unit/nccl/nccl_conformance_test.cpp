@@ -272,6 +272,7 @@ void expect_forked_run_passes(const char* prefix, void (*child)(const std::strin
   // The wires stopped when the harness finalized its context: each wrote its final counters ("wire"),
   // and the one that carried the case made system calls.
   long long send_syscalls = 0, recv_syscalls = 0;
+  bool busy_within_awake = true;
   for (size_t at = jsonl.find("\"event\":\"wire\","); at != std::string::npos;
        at = jsonl.find("\"event\":\"wire\",", at + 1)) {
     const size_t end = jsonl.find('\n', at);
@@ -282,13 +283,20 @@ void expect_forked_run_passes(const char* prefix, void (*child)(const std::strin
     };
     send_syscalls = std::max(send_syscalls, number("send_syscalls"));
     recv_syscalls = std::max(recv_syscalls, number("recv_syscalls"));
+    busy_within_awake = busy_within_awake && line.find("\"io_awake_ns\":") != std::string::npos &&
+                        number("io_busy_ns") <= number("io_awake_ns");
   }
   expect(send_syscalls > 0 && recv_syscalls > 0, "a wire record with the wire's system calls");
+  expect(busy_within_awake,
+         "each wire record has its I/O threads' awake time, and their busy time within it");
   // While they ran, the snapshots had them too: in the JSON lines and in the textfile.
   expect(jsonl.find("\"event\":\"wire_periodic\"") != std::string::npos, "periodic wire records");
   expect(prom.find("# TYPE megascale_nccl_wire_send_dropped_full_total counter") != std::string::npos &&
              prom.find("megascale_nccl_wire_send_syscalls_total{ifname=\"") != std::string::npos,
          "the wires' counters in the textfile");
+  expect(prom.find("# TYPE megascale_nccl_wire_io_busy_seconds_total counter") != std::string::npos &&
+             prom.find("megascale_nccl_wire_io_awake_seconds_total{ifname=\"") != std::string::npos,
+         "the I/O threads' awake and busy seconds in the textfile");
   expect.exit();
 }
 

@@ -7,6 +7,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -327,12 +328,20 @@ bool IoThread::steal_from_stalled(bool& rx_full) {
 void IoThread::run() {
   prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
   TimeNs last_work_ns = UdpWire::now();
+  // The previous round's start, and how long it slept or was paused: the rest of it was awake.
+  TimeNs round_ns = last_work_ns;
+  TimeNs asleep_ns = 0;
   while (!stop_.load(std::memory_order_relaxed)) {
+    const TimeNs start_ns = UdpWire::now();
+    add(counters_.awake_ns, static_cast<uint64_t>(std::max<TimeNs>(0, start_ns - round_ns - asleep_ns)));
+    round_ns = start_ns;
+    asleep_ns = 0;
     if (paused_.load(std::memory_order_relaxed)) {
       std::this_thread::sleep_for(std::chrono::microseconds(50));
+      asleep_ns = UdpWire::now() - start_ns;
       continue;
     }
-    heartbeat_.store(UdpWire::now(), std::memory_order_relaxed);
+    heartbeat_.store(start_ns, std::memory_order_relaxed);
     bool rx_full = false;
     const bool copied = copies_.run() > 0;
     const int own_sent = send_ready();
@@ -344,6 +353,7 @@ void IoThread::run() {
     if (!received && !rx_full) received = steal_from_stalled(rx_full);
     if (sent || received || copied) {
       last_work_ns = UdpWire::now();
+      add(counters_.busy_ns, static_cast<uint64_t>(last_work_ns - start_ns));
       continue;
     }
     const bool pending = caller_->pending.load(std::memory_order_seq_cst);
@@ -366,7 +376,9 @@ void IoThread::run() {
     if (!tx_.has_unclaimed() && !copies_.busy() && !stop_.load() && !now_pending) {
       add(counters_.sleeps, 1);
       epoll_event events[8];
+      const TimeNs slept_from = UdpWire::now();
       const int rc = epoll_wait(epfd_, events, 8, kMaxSleepMs);
+      asleep_ns = UdpWire::now() - slept_from;
       // Woken (a packet, a batch to send, requests posted): the polling window restarts here.
       if (rc > 0) last_work_ns = UdpWire::now();
       bool errors = false;

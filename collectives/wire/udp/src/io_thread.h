@@ -198,6 +198,11 @@ struct IoThreadCounters {
       tx_dropped_full{0}, tx_dropped_error{0}, tx_error_retries{0}, tx_gso_fallbacks{0};
   std::atomic<uint64_t> rx_messages{0}, rx_gro_messages{0}, rx_syscalls{0}, rx_truncated{0}, rx_errors{0};
   std::atomic<uint64_t> sleeps{0};
+  // Nanoseconds the thread was awake (not asleep in epoll, not paused), and of those, in rounds that
+  // moved something (a send, a receive or a copy): busy / awake is how much of its polling went to
+  // work, which its CPU time (about one core whenever awake) does not tell.
+  std::atomic<uint64_t> awake_ns{0};
+  std::atomic<uint64_t> busy_ns{0};
   // Messages this thread received from a stalled sibling's socket, and datagrams it sent from a stalled
   // sibling's queue (IoThread::set_siblings).
   std::atomic<uint64_t> rx_stolen{0};

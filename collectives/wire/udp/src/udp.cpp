@@ -763,6 +763,8 @@ UdpWireStats UdpWire::stats() const {
     s.recv_truncated += get(c.rx_truncated);
     s.recv_errors += get(c.rx_errors);
     s.io_thread_sleeps += get(c.sleeps);
+    s.io_awake_ns += get(c.awake_ns);
+    s.io_busy_ns += get(c.busy_ns);
     s.rx_stolen += get(c.rx_stolen);
     s.tx_stolen += get(c.tx_stolen);
     s.recv_messages_per_io_thread.push_back(get(c.rx_messages));

@@ -101,6 +101,10 @@ struct SideCounters {
   uint64_t rx_stolen = 0;
   uint64_t tx_rerouted = 0;
   uint64_t tx_stolen = 0;
+  // The I/O threads' time awake (not asleep in epoll) and, of it, in rounds that moved something
+  // (UdpWireStats::io_awake_ns, io_busy_ns); 0 without I/O threads.
+  uint64_t io_awake_ns = 0;
+  uint64_t io_busy_ns = 0;
   // The kernel during the row.
   KernelUdp kernel;
 };

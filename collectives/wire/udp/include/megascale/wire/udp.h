@@ -255,6 +255,11 @@ struct UdpWireStats {
   uint64_t tx_deferred = 0;       // rounds that completed a receive and left their ACKs for the next round
   uint64_t sleeps = 0;            // threaded mode: times the thread slept in epoll
   uint64_t io_thread_sleeps = 0;  // io_threads > 0: times an I/O thread slept in epoll
+  // io_threads > 0, summed over the I/O threads: nanoseconds awake (not asleep in epoll), and of those,
+  // in rounds that moved something. An awake thread polls, so its CPU time reads about one core whatever
+  // it moves; io_busy_ns / io_awake_ns is the share that was work (near 1: the threads are the limit).
+  uint64_t io_awake_ns = 0;
+  uint64_t io_busy_ns = 0;
   // io_threads > 0, UdpConfig::stall_ns: messages an I/O thread read from a stalled sibling's socket,
   // packets the engine's thread gave another I/O thread because their own had stalled, and datagrams
   // an I/O thread sent from the queue of a stalled sibling (batches handed to it before it stalled).
