@@ -10,8 +10,9 @@
 # number of ranks that run had on this host. The script starts NRANKS x wires / 2 processes at once, each
 # a pair of wires with that layout sending to each other, so as many wires and threads run as the ranks
 # had, once for each depth in DEPTHS (messages of 1 MiB in flight a connection; default "1 4"). For each
-# it prints their summed rate divided by NRANKS, GB/s each way per rank, and a message's time by Little's
-# law (depth x 1 MiB / a connection's rate). For a ring collective GB/s each way per rank is what busbw
+# it prints their summed rate divided by NRANKS, GB/s each way per rank, a message's time by Little's
+# law (depth x 1 MiB / a connection's rate) and, with I/O threads, the share of their awake time that
+# moved something (near 100%: the threads are the limit). For a ring collective GB/s each way per rank is what busbw
 # measures (each rank sends busbw bytes per second), so the two can be read together. NCCL keeps about one
 # message in flight a connection, so read it against the depth-1 row, and its message time
 # (scripts/megascale-message-times.py) against that row's: a plugin far below them loses its time above
@@ -84,17 +85,22 @@ print(f"wire both ways ({procs} process{'es' if procs > 1 else ''} x 2 wires x (
       f"{nranks} ranks x {wires} wire{'s' if wires > 1 else ''}; lanes {lanes}, segment {segment} B, cc {cc}; "
       f"megascale perf -b -s 1048576 -D {seconds}):")
 for depth in map(int, sys.argv[10:]):
-    total = 0.0
+    total, awake, busy = 0.0, 0, 0
     for p in range(procs):
         with open(f"{folder}/wire-t{depth}-{p}.json") as f:
-            total += json.load(f)["bw"][0]["BW_average"]  # Gb/s, both directions of one pair
+            row = json.load(f)["bw"][0]
+        total += row["BW_average"]  # Gb/s, both directions of one pair
+        awake += row["counters"].get("io_awake_ns", 0)
+        busy += row["counters"].get("io_busy_ns", 0)
     per_rank = total / 8 / nranks
     # Each wire of a pair sends one connection: its rate, and by Little's law a message's time at this
     # depth (what scripts/megascale-message-times.py measures under NCCL).
     per_connection = total / 8 / (2 * procs)
     message_us = depth * 1048576 / (per_connection * 1e3) if per_connection > 0 else float("inf")
+    # With I/O threads: the share of their awake (polling) time that moved something.
+    share = f"; I/O threads busy {100 * busy / awake:.0f}% of their awake time" if awake else ""
     print(f"- {depth} message{'s' if depth > 1 else ''} of 1 MiB in flight a connection (-t {depth}): "
-          f"{per_rank:.2f} GB/s each way per rank, {message_us:.0f} us a message; {total:.1f} Gb/s summed")
+          f"{per_rank:.2f} GB/s each way per rank, {message_us:.0f} us a message; {total:.1f} Gb/s summed{share}")
 EOF
 
 # The plugin's own threaded wire at NCCL's depth, when BUILD_DIR has the plugin: `megascale plugin-check

@@ -2,7 +2,7 @@
 # scripts/wire-both-ways.sh on this host's loopback with a small layout: the layout is read from a
 # plugin echo in a hand-made NCCL log, each depth in DEPTHS runs `megascale perf -b` and prints its line
 # (GB/s each way per rank, a message's time by Little's law, which the line's own figures must agree
-# with), then the plugin's own wire at depth 1 (plugin-check steps_both_ways, a process a rank, with
+# with, and the I/O threads' busy share), then the plugin's own wire at depth 1 (plugin-check steps_both_ways, a process a rank, with
 # that layout), and bad arguments and a log without the echo are refused with exit status 2.
 # Usage: wire_both_ways_test.sh SOURCE_DIR MEGASCALE_BINARY PLUGIN_SO
 set -uo pipefail
@@ -13,12 +13,12 @@ mkdir -p "$dir/build/cli" "$dir/build/collectives/nccl"
 ln -s "$(realpath "$megascale")" "$dir/build/cli/megascale"
 ln -s "$(realpath "$plugin")" "$dir/build/collectives/nccl/libnccl-net-megascale.so"
 
-# The plugin's echo, as NCCL_DEBUG=INFO prints it: one wire of 1 + 0 I/O threads, 2 lanes.
+# The plugin's echo, as NCCL_DEBUG=INFO prints it: one wire of 1 + 1 I/O threads, 2 lanes.
 log=$dir/rank0.log
 cat > "$log" <<'EOF'
 host:1:2 [0] NCCL INFO NET/MegaScale : MEGASCALE_CC=hybrid -> builtin:hybrid (default)
 host:1:2 [0] NCCL INFO NET/MegaScale : MEGASCALE_NTHREADS=1 (test) (default)
-host:1:2 [0] NCCL INFO NET/MegaScale : MEGASCALE_IO_THREADS=0 (test) (default)
+host:1:2 [0] NCCL INFO NET/MegaScale : MEGASCALE_IO_THREADS=1 (test) (default)
 host:1:2 [0] NCCL INFO NET/MegaScale : MEGASCALE_LANES=2 (default)
 host:1:2 [0] NCCL INFO NET/MegaScale : Using [0]lo:127.0.0.1<mtu 65536, -1 Mbps, segment 61440 B>
 EOF
@@ -26,7 +26,7 @@ EOF
 OUT=$dir/out SECONDS_PER_RUN=1 DEPTHS="1 2" "$script" "$log" 2 "$dir/build" > "$dir/lines" 2> "$dir/err" ||
   fail "a run: $(cat "$dir/lines" "$dir/err")"
 cat "$dir/lines"
-grep -qF "wire both ways (1 process x 2 wires x (1 + 0 I/O threads), as 2 ranks x 1 wire; lanes 2, segment 61440 B, cc hybrid;" \
+grep -qF "wire both ways (1 process x 2 wires x (1 + 1 I/O threads), as 2 ranks x 1 wire; lanes 2, segment 61440 B, cc hybrid;" \
   "$dir/lines" || fail "the heading"
 for depth in 1 2; do
   [[ -s $dir/out/wire-t$depth-0.json ]] || fail "no JSON for depth $depth"
@@ -38,10 +38,11 @@ import json, re, sys
 lines = open(sys.argv[1]).read()
 for depth in (1, 2):
     m = re.search(rf"^- {depth} messages? of 1 MiB in flight a connection \(-t {depth}\): ([0-9.]+) GB/s each way "
-                  rf"per rank, ([0-9]+) us a message; ([0-9.]+) Gb/s summed$", lines, re.M)
+                  rf"per rank, ([0-9]+) us a message; ([0-9.]+) Gb/s summed; I/O threads busy ([0-9]+)% of "
+                  rf"their awake time$", lines, re.M)
     assert m, f"no line for depth {depth}"
-    rate, us, summed = float(m[1]), int(m[2]), float(m[3])
-    assert rate > 0 and us > 0, m[0]
+    rate, us, summed, busy = float(m[1]), int(m[2]), float(m[3]), int(m[4])
+    assert rate > 0 and us > 0 and 0 < busy <= 100, m[0]
     assert abs(summed - json.load(open(f"{sys.argv[2]}/wire-t{depth}-0.json"))["bw"][0]["BW_average"]) < 0.05, m[0]
     assert abs(rate - summed / 8 / 2) < 0.01, m[0]
     assert abs(us - depth * 1048576 / (rate * 1e3)) <= max(1, 0.01 * us), m[0]  # the rate is rounded
@@ -61,7 +62,7 @@ assert abs(int(m[1]) - (meds[0] + meds[1]) / 2) <= 1, m[0]
 EOF
 # The plugin took the log's layout, not its own default.
 for r in 0 1; do
-  for echo in MEGASCALE_NTHREADS=1 MEGASCALE_IO_THREADS=0 MEGASCALE_LANES=2 MEGASCALE_SEGMENT_BYTES=61440; do
+  for echo in MEGASCALE_NTHREADS=1 MEGASCALE_IO_THREADS=1 MEGASCALE_LANES=2 MEGASCALE_SEGMENT_BYTES=61440; do
     grep -q "NET/MegaScale : $echo (environment)" "$dir/out/plugin-$r.log" || fail "plugin-$r.log: no $echo"
   done
 done
