@@ -115,9 +115,10 @@ def curve_time(curve, target):
     the target lies off the curve's ends."""
     curve = sorted(curve)
     if target > curve[0][1]:
-        return None, f"above the curve's {fmt(curve[0][1])} GB/s at {curve[0][0]} us"
+        return None, f"above the curve's first point ({fmt(curve[0][1])} GB/s at {curve[0][0]} us): no message time"
     if target < curve[-1][1]:
-        return None, f"below the curve's {fmt(curve[-1][1])} GB/s at {curve[-1][0]} us: over {curve[-1][0]} us"
+        return None, (f"below the curve's last point ({fmt(curve[-1][1])} GB/s at {curve[-1][0]} us): beyond "
+                      f"{curve[-1][0]} us, where the curve was not measured")
     for (t0, b0), (t1, b1) in zip(curve, curve[1:]):
         if b1 <= target <= b0:
             if b0 == b1:
