@@ -130,8 +130,8 @@ def curve_time(curve, target):
 def goal_times(medians, ref, names, keys, goal):
     """The goal (goal x the first variant, median over a collective's rows) in message time, on the
     curve of the Null net's variants: "null" (no time: 0 us) and "null-rN" (N us a message)."""
-    timed = {name: int(name[len("null-r"):]) for name in names
-             if name.startswith("null-r") and name[len("null-r"):].isdigit()}
+    timed = {name: int(name.removeprefix("null-r")) for name in names
+             if name.startswith("null-r") and name.removeprefix("null-r").isdigit()}
     if "null" in names:
         timed["null"] = 0
     if len(timed) < 2:
@@ -141,6 +141,7 @@ def goal_times(medians, ref, names, keys, goal):
           f"({', '.join(sorted(timed, key=timed.get))}: us a message against bandwidth, straight in "
           "1 / bandwidth between points):")
     print()
+
     def over_sizes(name, op):
         values = [v for key in keys if key[0] == op for v in [medians(name, key)] if v is not None]
         return statistics.median(values) if values else None

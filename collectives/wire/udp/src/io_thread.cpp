@@ -378,9 +378,10 @@ void IoThread::run() {
       epoll_event events[8];
       const TimeNs slept_from = UdpWire::now();
       const int rc = epoll_wait(epfd_, events, 8, kMaxSleepMs);
-      asleep_ns = UdpWire::now() - slept_from;
+      const TimeNs woke_ns = UdpWire::now();
+      asleep_ns = woke_ns - slept_from;
       // Woken (a packet, a batch to send, requests posted): the polling window restarts here.
-      if (rc > 0) last_work_ns = UdpWire::now();
+      if (rc > 0) last_work_ns = woke_ns;
       bool errors = false;
       for (int i = 0; i < rc; ++i) {
         // An error queue that is not empty keeps a socket ready (EPOLLERR) until it is read.
