@@ -51,9 +51,11 @@
 #   7. layouts           (only when STEPS names it) MegaScale alone under each thread layout in LAYOUTS
 #                        (default "default 2x6 2x4 2x3"; "default" is the plugin's own choice, WxI sets
 #                        MEGASCALE_NTHREADS=W MEGASCALE_IO_THREADS=I and, for I > 0, MEGASCALE_LANES=I),
-#                        the bandwidth step's sizes, in ROUNDS interleaved rounds; table in $OUT/layouts.md
-#                        (nccl-bandwidth-table.py --variants: medians, and each layout's bandwidth over the
-#                        first's round by round), the layout "default" chose, and the transport per run.
+#                        the bandwidth step's sizes, in ROUNDS interleaved rounds, each bandwidth run followed
+#                        by the same layout's small collectives (the lat step's sizes and LAT_ITERS); tables
+#                        in $OUT/layouts.md (nccl-bandwidth-table.py --variants: medians, and each layout's
+#                        bandwidth, then time per collective, over the first's round by round), the layout
+#                        "default" chose, and the transport per bandwidth run.
 #                        How many polling threads a host holds varies from host to host (with 4 ranks on
 #                        4 x H200 hosts of one kind, 2 x (1 + 6) gave 0.9-1.0 GB/s on one and 3.6-10.5 on
 #                        another: docs/PERFORMANCE.md, sixteenth session): this finds the one for yours
@@ -478,7 +480,7 @@ fi
 
 if want layouts; then
   n=${#layouts[@]}
-  declare -A layout_csvs=()
+  declare -A layout_csvs=() layout_lat_csvs=()
   layout_stats=()
   for ((k = 1; k <= rounds; k++)); do
     for ((j = 0; j < n; j++)); do
@@ -494,11 +496,26 @@ if want layouts; then
       every_channel_via "$label" MegaScale || verdict=1
       [[ -s $out/$label.csv ]] && layout_csvs[$l]+="${layout_csvs[$l]:+,}$out/$label.csv"
       layout_stats+=("$label=$out/stats-$label")
+      # The same layout's small collectives (the lat step's sizes), right after: a layout that spins
+      # more threads can win bandwidth and lose every collective under 1 MiB (docs/PERFORMANCE.md,
+      # twentieth session), so the choice needs both.
+      envs=("${envs[@]/#MEGASCALE_STATS_DIR=*/MEGASCALE_STATS_DIR=$out/stats-$label-lat}")
+      run "$label-lat" "${envs[@]}" -- --min-bytes "$lat_min" --max-bytes "$lat_max" --factor 4 --types float \
+        --iters "$lat_iters" ${bench_ops:+--ops "$bench_ops"} --csv "$out/$label-lat.csv" || verdict=1
+      every_channel_via "$label-lat" MegaScale || verdict=1
+      [[ -s $out/$label-lat.csv ]] && layout_lat_csvs[$l]+="${layout_lat_csvs[$l]:+,}$out/$label-lat.csv"
     done
   done
-  variants=()
-  for l in "${layouts[@]}"; do variants+=("$l=${layout_csvs[$l]:-}"); done
-  if python3 scripts/nccl-bandwidth-table.py --variants --ranks "$nranks" "${variants[@]}" > "$out/layouts.md"; then
+  variants=() lat_variants=()
+  for l in "${layouts[@]}"; do
+    variants+=("$l=${layout_csvs[$l]:-}")
+    lat_variants+=("$l=${layout_lat_csvs[$l]:-}")
+  done
+  if python3 scripts/nccl-bandwidth-table.py --variants --ranks "$nranks" "${variants[@]}" > "$out/layouts.md" &&
+    { printf '\nSmall collectives under each layout (run after each bandwidth run, %s .. %s, %s iterations):\n\n' \
+        "$lat_min" "$lat_max" "$lat_iters"
+      python3 scripts/nccl-bandwidth-table.py --variants --metric time --ranks "$nranks" "${lat_variants[@]}"; } \
+      >> "$out/layouts.md"; then
     chose=$(grep -ohE 'MEGASCALE_IO_THREADS=[0-9]+ \(.*\) \(default\)' "$out"/layouts-default-r1.nccl.rank0.log 2> /dev/null | head -1)
     [[ -n $chose ]] && printf '\n"default" was the plugin'"'"'s own layout: %s\n' "$chose" >> "$out/layouts.md"
     report_table layouts "$out/layouts.md" "${layout_stats[@]}"

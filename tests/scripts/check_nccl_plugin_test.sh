@@ -59,7 +59,7 @@ echo "host:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/$via/0" 
 [[ $NCCL_NET == MegaScale && -z ${MEGASCALE_IO_THREADS:-} ]] &&
   echo "host:1:2 [0] NCCL INFO NET/MegaScale : MEGASCALE_IO_THREADS=6 (stand-in share: 2 wires x (1 + 6 I/O threads)) (default)" >> "$NCCL_DEBUG_FILE"
 case $net in MegaScale) bw=6.00 us=60 ;; Socket) bw=3.00 us=20 ;; Socket4x4) bw=4.00 us=15 ;; Null) bw=12.00 us=5 ;; esac
-[[ $net == MegaScale && ${MEGASCALE_IO_THREADS:-} == 3 && ${MEGASCALE_LANES:-} == 3 ]] && bw=7.50  # the layouts step
+[[ $net == MegaScale && ${MEGASCALE_IO_THREADS:-} == 3 && ${MEGASCALE_LANES:-} == 3 ]] && bw=7.50 us=90  # the layouts step
 [[ $net == Null && -n ${MEGASCALE_NULL_RECV_US:-} ]] && bw=$(( 12 - MEGASCALE_NULL_RECV_US / 50 )).00  # the timing model
 if [[ -n $csv && $rank == 0 ]]; then
   echo "op,type,size_bytes,count,time_us,algbw_gbps,busbw_gbps,wrong" > "$csv"
@@ -189,15 +189,20 @@ grep -qF -- '- lat-megascale-r2: 4 timeouts' "$latency" || fail "latency transpo
 grep -q '^check-nccl-plugin: PASS' "$dir/out.log" || fail "STEPS=lat: no PASS line"
 
 # The layouts step: MegaScale alone under each layout, rounds interleaved (each round starts with the next
-# layout), each layout's bandwidth over the first's, the layout "default" chose, and the transport per run.
+# layout), each bandwidth run followed by the same layout's small collectives, each layout's bandwidth
+# and time over the first's, the layout "default" chose, and the transport per bandwidth run.
 rm -f "$ORDER_LOG"
 check STEPS=layouts ROUNDS=2 LAYOUTS="default 2x3" BENCH_OPS=allreduce ||
   { cat "$dir/out.log"; fail "STEPS=layouts: exit $?"; }
-expected=$'Socket\nMegaScale timed exact\nMegaScale timed exact io3\nMegaScale timed exact io3\nMegaScale timed exact'
+expected=$'Socket\nMegaScale timed exact\nMegaScale timed\nMegaScale timed exact io3\nMegaScale timed io3'
+expected+=$'\nMegaScale timed exact io3\nMegaScale timed io3\nMegaScale timed exact\nMegaScale timed'
 expect_order layout "$expected"
 layouts=$dir/out/layouts.md
 grep -qF '| AllReduce | 67108864 | 6.00 | 7.50 | 1.25 (1.25-1.25) |' "$layouts" || fail "layouts table: $(cat "$layouts")"
 grep -qF -- '- 2x3: 1.25-1.25x (median 1.25)' "$layouts" || fail "layouts summary: $(cat "$layouts")"
+grep -qF 'Small collectives under each layout' "$layouts" || fail "layouts: no small-collective part: $(cat "$layouts")"
+grep -qF '| AllReduce | 67108864 | 60.00 | 90.00 | 1.50 (1.50-1.50) |' "$layouts" ||
+  fail "layouts time table: $(cat "$layouts")"
 grep -qF '"default" was the plugin'"'"'s own layout: MEGASCALE_IO_THREADS=6 (stand-in share: 2 wires x (1 + 6 I/O threads)) (default)' \
   "$layouts" || fail "the default layout's echo: $(cat "$layouts")"
 grep -qF -- '- layouts-2x3-r2: 4 timeouts' "$layouts" || fail "layouts transport line: $(cat "$layouts")"
