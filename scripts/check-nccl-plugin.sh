@@ -113,6 +113,11 @@ nranks=${NRANKS:-$(( ngpus >= 2 ? ngpus : 2 ))}
 rounds=${ROUNDS:-2}
 steps=" ${STEPS:-kill check fault bench lat torch} "
 bench_ops=${BENCH_OPS:-}
+# What a bandwidth run and a small-collective run ask of nccl_check, whichever step makes them.
+bench_args=(--min-bytes "$bench_min" --max-bytes "$max" --factor 2 --types float --exact-sizes
+            ${bench_ops:+--ops "$bench_ops"})
+lat_args=(--min-bytes "$lat_min" --max-bytes "$lat_max" --factor 4 --types float --iters "$lat_iters"
+          ${bench_ops:+--ops "$bench_ops"})
 profile_on=${PROFILE:-0}
 profile_hz=499
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || die "ROUNDS=$rounds: a number of rounds, 1 or more"
@@ -412,8 +417,7 @@ if want bench || want lat || want layouts || want ceiling; then
 fi
 
 if want bench; then
-  rounds_of bench --min-bytes "$bench_min" --max-bytes "$max" --factor 2 --types float --exact-sizes \
-    ${bench_ops:+--ops "$bench_ops"}
+  rounds_of bench "${bench_args[@]}"
   if python3 scripts/nccl-bandwidth-table.py --ranks "$nranks" "${table_nets[@]}" > "$out/bandwidth.md"; then
     # MegaScale's transport per run: timeouts whose retransmissions all arrived as duplicates are a host
     # stalling ACKs, not loss (collectives/nccl/README.md, "Stats").
@@ -468,8 +472,7 @@ if want bench; then
 fi
 
 if want lat; then
-  rounds_of lat --min-bytes "$lat_min" --max-bytes "$lat_max" --factor 4 --types float --iters "$lat_iters" \
-    ${bench_ops:+--ops "$bench_ops"}
+  rounds_of lat "${lat_args[@]}"
   if python3 scripts/nccl-bandwidth-table.py --metric time --ranks "$nranks" "${table_nets[@]}" > "$out/latency.md"; then
     report_table latency "$out/latency.md" "${ms_stats[@]}"
   else
@@ -486,22 +489,21 @@ if want layouts; then
     for ((j = 0; j < n; j++)); do
       l=${layouts[(k - 1 + j) % n]}
       label=layouts-$l-r$k
-      envs=("${megascale_env[@]}" MEGASCALE_STATS_DIR="$out/stats-$label")
+      envs=("${megascale_env[@]}")
       if [[ $l != default ]]; then
         envs+=(MEGASCALE_NTHREADS="${l%x*}" MEGASCALE_IO_THREADS="${l#*x}")
         (( ${l#*x} > 0 )) && envs+=(MEGASCALE_LANES="${l#*x}")
       fi
-      run "$label" "${envs[@]}" -- --min-bytes "$bench_min" --max-bytes "$max" --factor 2 --types float \
-        --exact-sizes ${bench_ops:+--ops "$bench_ops"} --csv "$out/$label.csv" || verdict=1
+      run "$label" "${envs[@]}" MEGASCALE_STATS_DIR="$out/stats-$label" -- "${bench_args[@]}" \
+        --csv "$out/$label.csv" || verdict=1
       every_channel_via "$label" MegaScale || verdict=1
       [[ -s $out/$label.csv ]] && layout_csvs[$l]+="${layout_csvs[$l]:+,}$out/$label.csv"
       layout_stats+=("$label=$out/stats-$label")
       # The same layout's small collectives (the lat step's sizes), right after: a layout that spins
       # more threads can win bandwidth and lose every collective under 1 MiB (docs/PERFORMANCE.md,
       # twentieth session), so the choice needs both.
-      envs=("${envs[@]/#MEGASCALE_STATS_DIR=*/MEGASCALE_STATS_DIR=$out/stats-$label-lat}")
-      run "$label-lat" "${envs[@]}" -- --min-bytes "$lat_min" --max-bytes "$lat_max" --factor 4 --types float \
-        --iters "$lat_iters" ${bench_ops:+--ops "$bench_ops"} --csv "$out/$label-lat.csv" || verdict=1
+      run "$label-lat" "${envs[@]}" MEGASCALE_STATS_DIR="$out/stats-$label-lat" -- "${lat_args[@]}" \
+        --csv "$out/$label-lat.csv" || verdict=1
       every_channel_via "$label-lat" MegaScale || verdict=1
       [[ -s $out/$label-lat.csv ]] && layout_lat_csvs[$l]+="${layout_lat_csvs[$l]:+,}$out/$label-lat.csv"
     done
@@ -528,8 +530,7 @@ fi
 if want ceiling; then
   ceiling_nets="socket-4x4 megascale null"  # the first is what the others are compared with
   for u in "${null_recv_us[@]}"; do ceiling_nets+=" null-r$u"; done
-  NETS="$ceiling_nets" rounds_of ceiling --min-bytes "$bench_min" --max-bytes "$max" --factor 2 \
-    --types float --exact-sizes ${bench_ops:+--ops "$bench_ops"}
+  NETS="$ceiling_nets" rounds_of ceiling "${bench_args[@]}"
   variants=()
   for net in $ceiling_nets; do variants+=("$net=${round_csvs[$net]:-}"); done
   if python3 scripts/nccl-bandwidth-table.py --variants --goal 1.5 --ranks "$nranks" "${variants[@]}" \
