@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -22,6 +23,16 @@ using namespace megascale::nccl::abi;
 using megascale::nccl::test::take_warns;
 using megascale::nccl::test::warn_logger;
 using megascale::nccl::test::warned;
+
+// Calls `step` (one connect and one accept call, as NCCL's proxy alternates them) until `up` says both
+// comms exist, a call fails its assertion, or 10 s pass. The wire's threads make the handshake, and on a
+// loaded 2-core host they may not run for tens of milliseconds: a bound of 200,000 calls, about 24 ms
+// there, once ran out before the connection came up (a clean-clone CI run, 2026-11-29).
+template <typename Step, typename Up>
+void step_until_up(Step step, Up up) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!up() && !::testing::Test::HasFatalFailure() && std::chrono::steady_clock::now() < deadline) step();
+}
 
 class PluginMisuse : public ::testing::Test {
  protected:
@@ -57,14 +68,16 @@ class PluginMisuse : public ::testing::Test {
     ASSERT_EQ(net_->listen(ctx_, 0, handle, &listen_comm), kNetSuccess);
     *send_comm = nullptr;
     *recv_comm = nullptr;
-    for (int i = 0; i < 200000 && (*send_comm == nullptr || *recv_comm == nullptr); ++i) {
-      if (*send_comm == nullptr) {
-        ASSERT_EQ(net_->connect(ctx_, 0, handle, send_comm, nullptr), kNetSuccess);
-      }
-      if (*recv_comm == nullptr) {
-        ASSERT_EQ(net_->accept(listen_comm, recv_comm, nullptr), kNetSuccess);
-      }
-    }
+    step_until_up(
+        [&] {
+          if (*send_comm == nullptr) {
+            ASSERT_EQ(net_->connect(ctx_, 0, handle, send_comm, nullptr), kNetSuccess);
+          }
+          if (*recv_comm == nullptr) {
+            ASSERT_EQ(net_->accept(listen_comm, recv_comm, nullptr), kNetSuccess);
+          }
+        },
+        [&] { return *send_comm != nullptr && *recv_comm != nullptr; });
     ASSERT_NE(*send_comm, nullptr);
     ASSERT_NE(*recv_comm, nullptr);
     EXPECT_EQ(net_->closeListen(listen_comm), kNetSuccess);
@@ -144,14 +157,16 @@ TEST_F(PluginMisuse, ConnectRefusesAnotherContextsConnectInProgress) {
   EXPECT_EQ(net_->finalize(other), kNetSuccess);
   // The connection the token belongs to still comes up in its own context and moves data.
   void* r = nullptr;
-  for (int i = 0; i < 200000 && (s == nullptr || r == nullptr); ++i) {
-    if (s == nullptr) {
-      ASSERT_EQ(net_->connect(ctx_, 0, handle, &s, nullptr), kNetSuccess);
-    }
-    if (r == nullptr) {
-      ASSERT_EQ(net_->accept(listen_comm, &r, nullptr), kNetSuccess);
-    }
-  }
+  step_until_up(
+      [&] {
+        if (s == nullptr) {
+          ASSERT_EQ(net_->connect(ctx_, 0, handle, &s, nullptr), kNetSuccess);
+        }
+        if (r == nullptr) {
+          ASSERT_EQ(net_->accept(listen_comm, &r, nullptr), kNetSuccess);
+        }
+      },
+      [&] { return s != nullptr && r != nullptr; });
   ASSERT_NE(s, nullptr);
   ASSERT_NE(r, nullptr);
   round_trip(s, r, 100000, 3);
@@ -275,14 +290,16 @@ TEST_F(PluginMisuse, TheV8TableRefusesNegativeSizesNamingThem) {
   char handle[kNetHandleMaxBytes] = {};
   void *l = nullptr, *s = nullptr, *r = nullptr;
   ASSERT_EQ(v8->listen(0, handle, &l), kNetSuccess);
-  for (int i = 0; i < 200000 && (s == nullptr || r == nullptr); ++i) {
-    if (s == nullptr) {
-      ASSERT_EQ(v8->connect(0, handle, &s, nullptr), kNetSuccess);
-    }
-    if (r == nullptr) {
-      ASSERT_EQ(v8->accept(l, &r, nullptr), kNetSuccess);
-    }
-  }
+  step_until_up(
+      [&] {
+        if (s == nullptr) {
+          ASSERT_EQ(v8->connect(0, handle, &s, nullptr), kNetSuccess);
+        }
+        if (r == nullptr) {
+          ASSERT_EQ(v8->accept(l, &r, nullptr), kNetSuccess);
+        }
+      },
+      [&] { return s != nullptr && r != nullptr; });
   ASSERT_NE(s, nullptr);
   ASSERT_NE(r, nullptr);
   uint8_t buf[64] = {};
