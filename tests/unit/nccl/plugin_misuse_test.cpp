@@ -24,14 +24,14 @@ using megascale::nccl::test::take_warns;
 using megascale::nccl::test::warn_logger;
 using megascale::nccl::test::warned;
 
-// Calls `step` (one connect and one accept call, as NCCL's proxy alternates them) until `up` says both
-// comms exist, a call fails its assertion, or 10 s pass. The wire's threads make the handshake, and on a
-// loaded 2-core host they may not run for tens of milliseconds: a bound of 200,000 calls, about 24 ms
-// there, once ran out before the connection came up (a clean-clone CI run, 2026-11-29).
-template <typename Step, typename Up>
-void step_until_up(Step step, Up up) {
+// Calls `step` (a connect and an accept, a test(), an isend) until `done` says so, a call fails its
+// assertion, or 10 s pass. The wire's threads do the work the calls wait for, and on a loaded 2-core host
+// they may not run for tens of milliseconds: a bound of 200,000 connect calls, about 24 ms there, once
+// ran out before the connection came up (a clean-clone CI run, 2026-11-29), so no loop here counts calls.
+template <typename Step, typename Done>
+void call_until(Step step, Done done) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (!up() && !::testing::Test::HasFatalFailure() && std::chrono::steady_clock::now() < deadline) step();
+  while (!done() && !::testing::Test::HasFatalFailure() && std::chrono::steady_clock::now() < deadline) step();
 }
 
 class PluginMisuse : public ::testing::Test {
@@ -68,7 +68,7 @@ class PluginMisuse : public ::testing::Test {
     ASSERT_EQ(net_->listen(ctx_, 0, handle, &listen_comm), kNetSuccess);
     *send_comm = nullptr;
     *recv_comm = nullptr;
-    step_until_up(
+    call_until(
         [&] {
           if (*send_comm == nullptr) {
             ASSERT_EQ(net_->connect(ctx_, 0, handle, send_comm, nullptr), kNetSuccess);
@@ -87,7 +87,7 @@ class PluginMisuse : public ::testing::Test {
   NetResult wait(void* request, int* size) {
     int done = 0;
     NetResult r = kNetSuccess;
-    for (long i = 0; i < 50'000'000 && r == kNetSuccess && !done; ++i) r = net_->test(request, &done, size);
+    call_until([&] { r = net_->test(request, &done, size); }, [&] { return r != kNetSuccess || done != 0; });
     EXPECT_TRUE(r != kNetSuccess || done) << "a request never completed";
     return r;
   }
@@ -106,9 +106,8 @@ class PluginMisuse : public ::testing::Test {
     ASSERT_EQ(net_->irecv(r, 1, &data, &size, &tag, &rmr, nullptr, &rreq), kNetSuccess);
     ASSERT_NE(rreq, nullptr);
     void* sreq = nullptr;
-    for (int i = 0; i < 1000000 && sreq == nullptr; ++i) {
-      ASSERT_EQ(net_->isend(s, out.data(), n, tag, smr, nullptr, &sreq), kNetSuccess);
-    }
+    call_until([&] { ASSERT_EQ(net_->isend(s, out.data(), n, tag, smr, nullptr, &sreq), kNetSuccess); },
+               [&] { return sreq != nullptr; });
     ASSERT_NE(sreq, nullptr);
     int sent = -1, got = -1;
     EXPECT_EQ(wait(sreq, &sent), kNetSuccess);
@@ -157,7 +156,7 @@ TEST_F(PluginMisuse, ConnectRefusesAnotherContextsConnectInProgress) {
   EXPECT_EQ(net_->finalize(other), kNetSuccess);
   // The connection the token belongs to still comes up in its own context and moves data.
   void* r = nullptr;
-  step_until_up(
+  call_until(
       [&] {
         if (s == nullptr) {
           ASSERT_EQ(net_->connect(ctx_, 0, handle, &s, nullptr), kNetSuccess);
@@ -290,7 +289,7 @@ TEST_F(PluginMisuse, TheV8TableRefusesNegativeSizesNamingThem) {
   char handle[kNetHandleMaxBytes] = {};
   void *l = nullptr, *s = nullptr, *r = nullptr;
   ASSERT_EQ(v8->listen(0, handle, &l), kNetSuccess);
-  step_until_up(
+  call_until(
       [&] {
         if (s == nullptr) {
           ASSERT_EQ(v8->connect(0, handle, &s, nullptr), kNetSuccess);
