@@ -207,7 +207,22 @@ grep -qF '"default" was the plugin'"'"'s own layout: MEGASCALE_IO_THREADS=6 (sta
   "$layouts" || fail "the default layout's echo: $(cat "$layouts")"
 grep -qF -- '- layouts-2x3-r2: 4 timeouts' "$layouts" || fail "layouts transport line: $(cat "$layouts")"
 grep -q '^check-nccl-plugin: PASS' "$dir/out.log" || fail "STEPS=layouts: no PASS line"
-for bad in "default 2y3" "default 0x3" "default 2x65" "default 2x03" "2x3 2x3" "default"; do
+# Tuned Socket as a layout, put first: every layout paired with it round by round and counted against
+# the goal; Socket's runs keep no stats and have their own channel check.
+rm -f "$ORDER_LOG"
+check STEPS=layouts ROUNDS=2 LAYOUTS="socket-4x4 default 2x3" BENCH_OPS=allreduce ||
+  { cat "$dir/out.log"; fail "STEPS=layouts with socket-4x4: exit $?"; }
+grep -q 'stats dir set' "$ORDER_LOG" && fail "layouts: a stats dir for Socket: $(cat "$ORDER_LOG")"
+[[ $(grep -c '^Socket4x4 timed' "$ORDER_LOG") == 4 ]] || fail "layouts: tuned Socket's runs: $(tr '\n' ' ' < "$ORDER_LOG")"
+grep -qF '| AllReduce | 67108864 | 4.00 | 6.00 | 7.50 | 1.50 (1.50-1.50) | 1.88 (1.88-1.88) |' "$layouts" ||
+  fail "layouts table against Socket 4x4: $(cat "$layouts")"
+grep -qF -- '  - AllReduce: 1.50-1.50x (median 1.50); reaches 1.5x in all 2 pairs' "$layouts" ||
+  fail "layouts goal line: $(cat "$layouts")"
+grep -qF 'ok layouts-socket-4x4-r1: all 2 channel lines say via NET/Socket' "$dir/out.log" ||
+  fail "layouts: Socket's channel check: $(cat "$dir/out.log")"
+grep -qF -- '- layouts-socket-4x4' "$layouts" && fail "layouts: a transport line for Socket: $(cat "$layouts")"
+grep -q '^check-nccl-plugin: PASS' "$dir/out.log" || fail "STEPS=layouts with socket-4x4: no PASS line"
+for bad in "default 2y3" "default 0x3" "default 2x65" "default 2x03" "2x3 2x3" "default" "socket default"; do
   check STEPS=layouts LAYOUTS="$bad"
   (( $? == 2 )) || fail "LAYOUTS=$bad: exit status"
   grep -qE "LAYOUTS(=| has )" "$dir/out.log" || fail "LAYOUTS=$bad: message: $(cat "$dir/out.log")"
