@@ -19,7 +19,8 @@ ratios are MegaScale's time over Socket's (above 1: MegaScale is slower); the su
 per collective against tuned Socket, with no goal.
 
 With --variants the names are free (MegaScale under several settings, e.g. thread layouts, run in
-interleaved rounds by scripts/check-nccl-plugin.sh's layouts step) and each is compared with the first:
+interleaved rounds by scripts/check-nccl-plugin.sh's layouts step, or other nets: tuned Socket, the Null
+net) and each is compared with the first:
 
     nccl-bandwidth-table.py --variants --ranks 4 default=a1.csv,a2.csv 2x3=b1.csv,b2.csv
 
@@ -186,7 +187,7 @@ def variants_table(items, ranks, metric, goal=None):
         return paired_ratios(rounds[name], rounds[ref], key)
 
     what = "Bus bandwidth (GB/s)" if metric == "busbw" else "Time per collective (us)"
-    print(f"# {what} of MegaScale's variants, {ranks} ranks, fp32, over the net (P2P/SHM off), "
+    print(f"# {what} of each net or setting, {ranks} ranks, fp32, over the net (P2P/SHM off), "
           f"median of {n_rounds} round{'s' if n_rounds != 1 else ''}")
     print()
     print("| collective | size (B) | " + " | ".join(names) + " | " +
