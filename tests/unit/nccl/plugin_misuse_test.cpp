@@ -31,7 +31,21 @@ using megascale::nccl::test::warned;
 template <typename Step, typename Done>
 void call_until(Step step, Done done) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (!done() && !::testing::Test::HasFatalFailure() && std::chrono::steady_clock::now() < deadline) step();
+  while (!done() && !::testing::Test::HasFatalFailure() && std::chrono::steady_clock::now() < deadline) {
+    step();
+  }
+}
+
+// Alternates `connect` and `accept`, each only while its comm (*s, *r) is still NULL, as NCCL's proxy does,
+// until both are up (call_until's bounds).
+template <typename Connect, typename Accept>
+void connect_and_accept(Connect connect, Accept accept, void* const* s, void* const* r) {
+  call_until(
+      [&] {
+        if (*s == nullptr) connect();
+        if (*r == nullptr) accept();
+      },
+      [&] { return *s != nullptr && *r != nullptr; });
 }
 
 class PluginMisuse : public ::testing::Test {
@@ -68,16 +82,9 @@ class PluginMisuse : public ::testing::Test {
     ASSERT_EQ(net_->listen(ctx_, 0, handle, &listen_comm), kNetSuccess);
     *send_comm = nullptr;
     *recv_comm = nullptr;
-    call_until(
-        [&] {
-          if (*send_comm == nullptr) {
-            ASSERT_EQ(net_->connect(ctx_, 0, handle, send_comm, nullptr), kNetSuccess);
-          }
-          if (*recv_comm == nullptr) {
-            ASSERT_EQ(net_->accept(listen_comm, recv_comm, nullptr), kNetSuccess);
-          }
-        },
-        [&] { return *send_comm != nullptr && *recv_comm != nullptr; });
+    connect_and_accept([&] { ASSERT_EQ(net_->connect(ctx_, 0, handle, send_comm, nullptr), kNetSuccess); },
+                       [&] { ASSERT_EQ(net_->accept(listen_comm, recv_comm, nullptr), kNetSuccess); },
+                       send_comm, recv_comm);
     ASSERT_NE(*send_comm, nullptr);
     ASSERT_NE(*recv_comm, nullptr);
     EXPECT_EQ(net_->closeListen(listen_comm), kNetSuccess);
@@ -156,16 +163,8 @@ TEST_F(PluginMisuse, ConnectRefusesAnotherContextsConnectInProgress) {
   EXPECT_EQ(net_->finalize(other), kNetSuccess);
   // The connection the token belongs to still comes up in its own context and moves data.
   void* r = nullptr;
-  call_until(
-      [&] {
-        if (s == nullptr) {
-          ASSERT_EQ(net_->connect(ctx_, 0, handle, &s, nullptr), kNetSuccess);
-        }
-        if (r == nullptr) {
-          ASSERT_EQ(net_->accept(listen_comm, &r, nullptr), kNetSuccess);
-        }
-      },
-      [&] { return s != nullptr && r != nullptr; });
+  connect_and_accept([&] { ASSERT_EQ(net_->connect(ctx_, 0, handle, &s, nullptr), kNetSuccess); },
+                     [&] { ASSERT_EQ(net_->accept(listen_comm, &r, nullptr), kNetSuccess); }, &s, &r);
   ASSERT_NE(s, nullptr);
   ASSERT_NE(r, nullptr);
   round_trip(s, r, 100000, 3);
@@ -289,16 +288,8 @@ TEST_F(PluginMisuse, TheV8TableRefusesNegativeSizesNamingThem) {
   char handle[kNetHandleMaxBytes] = {};
   void *l = nullptr, *s = nullptr, *r = nullptr;
   ASSERT_EQ(v8->listen(0, handle, &l), kNetSuccess);
-  call_until(
-      [&] {
-        if (s == nullptr) {
-          ASSERT_EQ(v8->connect(0, handle, &s, nullptr), kNetSuccess);
-        }
-        if (r == nullptr) {
-          ASSERT_EQ(v8->accept(l, &r, nullptr), kNetSuccess);
-        }
-      },
-      [&] { return s != nullptr && r != nullptr; });
+  connect_and_accept([&] { ASSERT_EQ(v8->connect(0, handle, &s, nullptr), kNetSuccess); },
+                     [&] { ASSERT_EQ(v8->accept(l, &r, nullptr), kNetSuccess); }, &s, &r);
   ASSERT_NE(s, nullptr);
   ASSERT_NE(r, nullptr);
   uint8_t buf[64] = {};
