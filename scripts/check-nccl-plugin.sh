@@ -171,6 +171,7 @@ common_env=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NVLS_ENABLE=0 NCCL_DEBUG=
   LOCAL_WORLD_SIZE="$nranks" NCCL_SET_THREAD_NAME=1)
 megascale_env=(NCCL_NET_PLUGIN="$plugin" NCCL_NET=MegaScale MEGASCALE_IFNAME="$ifname")
 socket_env=(NCCL_NET_PLUGIN=none NCCL_NET=Socket)
+socket_4x4_env=("${socket_env[@]}" NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4)  # the tuned baseline
 
 # start_ranks LABEL [timeout] -- NCCL_CHECK_ARGS...: starts one nccl_check per rank in the background
 # with common_env, the caller's envs (VAR=VALUE ...) and, when ranks share GPUs, an NCCL_HOSTID each; the
@@ -375,7 +376,7 @@ rounds_of() {
         megascale) envs=("${megascale_env[@]}" MEGASCALE_STATS_DIR="$(stats_dir_of "$step" "$k")") via=MegaScale
           # The ceiling step times MegaScale's messages from both ends, to read against the Null net's.
           [[ $step == ceiling ]] && envs+=(MEGASCALE_TRACE_FILE="$out/$label.trace-%p.json") ;;
-        socket-4x4) envs+=(NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4) ;;
+        socket-4x4) envs=("${socket_4x4_env[@]}") ;;
         null | null-r*) envs=(NCCL_NET_PLUGIN="$null_net" NCCL_NET=Null NCCL_PROTO=Simple) via=Null extra=(--no-check)
           [[ $net == null-r* ]] && envs+=(MEGASCALE_NULL_RECV_US="${net#null-r}") ;;
       esac
@@ -497,7 +498,7 @@ if want layouts; then
       envs=("${megascale_env[@]}") via=MegaScale
       stats=(MEGASCALE_STATS_DIR="$out/stats-$label") lat_stats=(MEGASCALE_STATS_DIR="$out/stats-$label-lat")
       if [[ $l == socket-4x4 ]]; then
-        envs=("${socket_env[@]}" NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4) via=Socket stats=() lat_stats=()
+        envs=("${socket_4x4_env[@]}") via=Socket stats=() lat_stats=()
       elif [[ $l != default ]]; then
         envs+=(MEGASCALE_NTHREADS="${l%x*}" MEGASCALE_IO_THREADS="${l#*x}")
         (( ${l#*x} > 0 )) && envs+=(MEGASCALE_LANES="${l#*x}")
