@@ -91,7 +91,7 @@
 # run), MEGASCALE_IFNAME (lo: one host talks to itself over loopback). Exit status 0 when the steps run
 # pass (the Socket runs are the baseline and only reported).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 
 build=${1:-build}
 plugin=$(readlink -f "$build/collectives/nccl/libnccl-net-megascale.so" || true)
@@ -140,8 +140,9 @@ if want layouts; then
   declare -A seen_layout=()
   for l in "${layouts[@]}"; do
     if [[ $l != default && $l != socket-4x4 ]]; then
-      [[ $l =~ ^([1-9][0-9]?)x(0|[1-9][0-9]?)$ ]] && (( BASH_REMATCH[1] <= 16 && BASH_REMATCH[2] <= 64 )) ||
+      if ! [[ $l =~ ^([1-9][0-9]?)x(0|[1-9][0-9]?)$ ]] || (( BASH_REMATCH[1] > 16 || BASH_REMATCH[2] > 64 )); then
         die "LAYOUTS has '$l': each is default, socket-4x4 or WIRESxIO_THREADS with 1..16 wires and 0..64 I/O threads, e.g. 2x3"
+      fi
     fi
     [[ -z ${seen_layout[$l]:-} ]] || die "LAYOUTS has '$l' twice"
     seen_layout[$l]=1
@@ -167,6 +168,7 @@ echo "check-nccl-plugin: $nranks ranks on $ngpus GPU(s), plugin $plugin, steps:$
 # by the CPUs each rank gets (MEGASCALE_LOCAL_RANKS in collectives/nccl/README.md).
 # NCCL_SET_THREAD_NAME=1: NCCL names its threads ("NCCL Progress", "NCCL SockS ..."), for the bandwidth
 # step's CPU table and for profilers.
+# shellcheck disable=SC2054  # NCCL_DEBUG_SUBSYS takes a comma-separated list: one element
 common_env=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NVLS_ENABLE=0 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,ENV
   LOCAL_WORLD_SIZE="$nranks" NCCL_SET_THREAD_NAME=1)
 megascale_env=(NCCL_NET_PLUGIN="$plugin" NCCL_NET=MegaScale MEGASCALE_IFNAME="$ifname")
@@ -200,7 +202,7 @@ run() {
   local envs=()
   while [[ $1 != -- ]]; do envs+=("$1"); shift; done
   shift
-  local pids=() status=0 r p watcher= profiler=
+  local pids=() status=0 r p watcher="" profiler=""
   start_ranks "$label" timeout -- --iters "$iters" "$@"
   # PROFILE_DATA=FILE: perf record -a from rank 0's "Init COMPLETE" until the ranks exit (PROFILE=1).
   if [[ -n ${PROFILE_DATA:-} ]]; then
@@ -305,7 +307,8 @@ if want kill; then
     done
     echo "   $label: rank $victim (SIGKILLed) gone after ${took[$victim]:-more than $deadline} s"
     for ((r = 0; r < victim; r++)); do
-      local why=$(grep -m1 'nccl_check: rank' "$out/$label.rank$r.out" || true)
+      local why
+      why=$(grep -m1 'nccl_check: rank' "$out/$label.rank$r.out" || true)
       if [[ -z ${took[$r]:-} ]]; then
         echo "!! $label: rank $r still running ${deadline} s after rank $victim was SIGKILLed (killed now)"
         ok=1
@@ -328,7 +331,9 @@ fi
 
 if [[ ${MPS:-0} == 1 ]]; then
   command -v nvidia-cuda-mps-control > /dev/null || die "MPS=1 but no nvidia-cuda-mps-control on PATH"
-  export CUDA_MPS_PIPE_DIRECTORY=$(readlink -f "$out")/mps-pipe CUDA_MPS_LOG_DIRECTORY=$(readlink -f "$out")/mps-log
+  CUDA_MPS_PIPE_DIRECTORY=$(readlink -f "$out")/mps-pipe
+  CUDA_MPS_LOG_DIRECTORY=$(readlink -f "$out")/mps-log
+  export CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
   mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
   nvidia-cuda-mps-control -d || die "MPS=1: nvidia-cuda-mps-control -d failed (see $CUDA_MPS_LOG_DIRECTORY)"
   trap 'echo quit | nvidia-cuda-mps-control' EXIT

@@ -19,6 +19,8 @@ packages=(
   gnuplot-nox python3-matplotlib iperf3 jq
   # network-namespace tests: ip, tc, iptables
   iproute2 iptables
+  # the shell scripts' lint test (tests/scripts/shellcheck_test.sh)
+  shellcheck
 )
 
 missing=()

@@ -28,7 +28,7 @@
 # SECONDS_PER_RUN (default 5) per depth; OUT (default: a new temporary folder) keeps each process's output
 # and JSON. Exit status 2 when the log has no plugin echo or an argument is wrong, 1 when a run fails.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 
 die() { echo "wire-both-ways: $*" >&2; exit 2; }
 (( $# >= 2 && $# <= 3 )) || die "usage: scripts/wire-both-ways.sh NCCL_LOG NRANKS [BUILD_DIR]"
@@ -77,6 +77,7 @@ run_depth() {
   return $failed
 }
 for depth in $depths; do run_depth "$depth" || exit 1; done
+# shellcheck disable=SC2086  # $depths: one argument per depth (numbers, checked above)
 python3 - "$nranks" "$procs" "$wires" "$io" "$lanes" "$segment" "$cc" "$seconds" "$dir" $depths <<'EOF'
 import json, sys
 nranks, procs, wires, io = (int(a) for a in sys.argv[1:5])

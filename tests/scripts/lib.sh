@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared by the script tests: `source "$(dirname "$0")/lib.sh"` after `set -uo pipefail` gives a scratch
 # folder $dir (removed at exit), fail MESSAGE, and expect_refused.
 dir=$(mktemp -d)

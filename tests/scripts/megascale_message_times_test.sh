@@ -9,6 +9,7 @@
 # Usage: megascale_message_times_test.sh SOURCE_DIR
 set -uo pipefail
 src=$1
+# shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 times=$src/scripts/megascale-message-times.py
 

@@ -6,6 +6,7 @@
 # Usage: megascale_trace_merge_test.sh SOURCE_DIR
 set -uo pipefail
 src=$1
+# shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 merge=$src/scripts/megascale-trace-merge.py
 

@@ -6,6 +6,7 @@
 # Usage: profile_table_test.sh SOURCE_DIR
 set -uo pipefail
 src=$1
+# shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 tool=$src/scripts/profile-table.py
 

@@ -8,6 +8,7 @@
 # Usage: thread_cpu_test.sh SOURCE_DIR
 set -uo pipefail
 src=$1
+# shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 tool=$src/scripts/thread-cpu.py
 

@@ -7,6 +7,7 @@
 # Usage: wire_both_ways_test.sh SOURCE_DIR MEGASCALE_BINARY PLUGIN_SO
 set -uo pipefail
 src=$1 megascale=$2 plugin=$3
+# shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 script=$src/scripts/wire-both-ways.sh
 mkdir -p "$dir/build/cli" "$dir/build/collectives/nccl"
