@@ -87,30 +87,9 @@ EngineConfig fuzz_config(uint64_t seed) {
   return cfg;
 }
 
-// The header length of a datagram's type as the layout defines it (0 if unknown), for the fix-ups.
-size_t header_len_of(const uint8_t* d, size_t len) {
-  if (len < kCommonHeaderBytes) return 0;
-  switch (static_cast<PacketType>(d[5])) {
-    case PacketType::kSeg:
-      return kSegHeaderBytes;
-    case PacketType::kAck:
-      return len >= kAckFixedBytes ? kAckFixedBytes + size_t{d[55]} * 16 : kAckFixedBytes;
-    case PacketType::kCnp:
-      return kCnpBytes;
-    case PacketType::kSyn:
-    case PacketType::kSynAck:
-      return kHandshakeBytes;
-    case PacketType::kFin:
-      return kFinBytes;
-    case PacketType::kRst:
-      return len >= kRstFixedBytes ? kRstFixedBytes + (d[26] | d[27] << 8) : kRstFixedBytes;
-  }
-  return 0;
-}
-
 // Recomputes the header CRC and a SEG's payload CRC so that damaged content reaches the protocol.
 void reseal(std::vector<uint8_t>& d) {
-  const size_t hlen = header_len_of(d.data(), d.size());
+  const size_t hlen = packet_header_len(d.data(), d.size());
   if (hlen == 0 || d.size() < hlen) return;
   if (d[5] == static_cast<uint8_t>(PacketType::kSeg) && d.size() >= kSegHeaderBytes) {
     const size_t payload = d.size() - hlen;

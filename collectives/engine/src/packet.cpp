@@ -404,6 +404,11 @@ DecodeResult decode_impl(const uint8_t* p, size_t len, Packet& out, bool verify_
 
 }  // namespace
 
+size_t packet_header_len(const uint8_t* data, size_t len) {
+  if (len < kCommonHeaderBytes || !known_type(data[5])) return 0;
+  return header_len_of(static_cast<PacketType>(data[5]), data, len);
+}
+
 DecodeResult decode_packet(const uint8_t* p, size_t len, Packet& out, bool verify_payload_crc) {
   return decode_impl(p, len, out, verify_payload_crc, false, 0);
 }

@@ -147,6 +147,35 @@ TEST(Packet, CreditAckCnpHandshakeFinRstRoundTrip) {
   EXPECT_EQ(p.rst.text_view(), std::string(kMaxRstText, 'x'));
 }
 
+TEST(Packet, HeaderLengthIsWhatEachEncoderWrote) {
+  uint8_t b[kMaxHeaderBytes];
+  AckHeader a;
+  a.nsack = 3;
+  size_t n = encode_ack(CommonHeader{.dst_conn_id = 1}, a, b);
+  EXPECT_EQ(packet_header_len(b, n), n);
+  EXPECT_EQ(n, kAckFixedBytes + 3 * 16);
+  EXPECT_EQ(packet_header_len(b, kAckFixedBytes - 1), kAckFixedBytes);  // nsack not present yet
+
+  const std::string text(40, 'r');
+  RstBody r;
+  r.text = text.data();
+  r.text_len = static_cast<uint16_t>(text.size());
+  n = encode_rst(CommonHeader{.dst_conn_id = 0}, r, b);
+  EXPECT_EQ(packet_header_len(b, n), n);
+  EXPECT_EQ(n, kRstFixedBytes + 40);
+
+  n = encode_seg(CommonHeader{.dst_conn_id = 1}, SegHeader{}, b);
+  EXPECT_EQ(packet_header_len(b, n + 100), kSegHeaderBytes);  // the payload is not header
+  n = encode_fin(CommonHeader{.dst_conn_id = 1}, FinBody{}, b);
+  EXPECT_EQ(packet_header_len(b, n), kFinBytes);
+
+  EXPECT_EQ(packet_header_len(b, kCommonHeaderBytes - 1), 0u);  // no type byte to judge by
+  b[5] = 0;
+  EXPECT_EQ(packet_header_len(b, n), 0u);
+  b[5] = 8;
+  EXPECT_EQ(packet_header_len(b, n), 0u);
+}
+
 TEST(Packet, EveryTruncationIsRejected) {
   const auto buf = make_data_seg(1, std::vector<uint8_t>(100, 9), 0, 100, kFlagLast);
   Packet p;

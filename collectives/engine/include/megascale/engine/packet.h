@@ -208,6 +208,11 @@ enum class DecodeResult : uint8_t {
 std::string_view to_string(DecodeResult r);
 std::string_view to_string(PacketType t);
 
+// The header length a datagram's type byte and count fields (nsack, RST text length) imply, judged from
+// the bytes present: 0 when shorter than the common header or of an unknown type. Nothing is validated;
+// decode_packet does that (it rejects a length above kMaxHeaderBytes).
+size_t packet_header_len(const uint8_t* data, size_t len);
+
 // Decodes and validates one datagram. On kOk every field of the type's body is in range and both CRCs
 // matched; with verify_payload_crc = false the payload CRC is not checked (the caller checks it).
 // On kBadPayloadCrc the header fields are filled in (the header itself was intact).
