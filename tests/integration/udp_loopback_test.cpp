@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -519,13 +520,15 @@ TEST_P(UdpLoopback, StalledIoThreadsQueuedBatchesAreSentBySiblings) {
   auto sr = p.sender->post_send(p.send_conn, src.data(), size, 1);
   ASSERT_TRUE(sr) << sr.error().message;
   const engine::Completion sc = p.sender->wait(p.send_conn, *sr, sec(20));
-  EXPECT_TRUE(sc.done && sc.ok) << (sc.done ? sc.error : "the send did not complete while its thread was paused");
+  EXPECT_TRUE(sc.done && sc.ok) << (sc.done ? sc.error
+                                            : "the send did not complete while its thread was paused");
   const engine::Completion rc = p.receiver->wait(p.recv_conn, *rr, sec(20));
   EXPECT_TRUE(rc.done && rc.ok) << rc.error;
   EXPECT_EQ(first_mismatch(dst, size, 11), -1);
   const UdpWireStats tx = p.sender->stats();
-  std::printf("[ takeover ] sender: %llu datagrams sent from the paused thread's queue, %llu packets rerouted\n",
-              static_cast<unsigned long long>(tx.tx_stolen), static_cast<unsigned long long>(tx.tx_rerouted));
+  std::printf(
+      "[ takeover ] sender: %llu datagrams sent from the paused thread's queue, %llu packets rerouted\n",
+      static_cast<unsigned long long>(tx.tx_stolen), static_cast<unsigned long long>(tx.tx_rerouted));
   EXPECT_GT(tx.tx_stolen, 0u) << "no batch was queued on the paused thread, or none was taken over";
   p.sender->pause_io_thread(1, false);
 }
@@ -655,75 +658,107 @@ TEST_P(UdpLoopback, IoThreadsReportEachReceiveWithItsBytesInPlaceUnderLoss) {
   receives_reported_with_bytes_in_place(sender, receiver);
 }
 
-// finished_epoch() lets a caller that polls test() in a tight loop (the NCCL plugin) skip the locked look
-// while nothing on the wire has finished since a look that found its request not done. Polled that way,
-// every send and receive must still be seen done: were the epoch not moved by a completion, or a send
-// held back for the TX fence not announced by requests_held(), the loop below would skip forever and time
-// out. Without I/O threads and with 2 (where finished sends are held back for the fence).
-TEST_P(UdpLoopback, RequestsPolledOnlyWhenTheFinishedEpochMovesAreAllSeenDone) {
+// Tickets (UdpWire::submit): sends and receives submitted from threads other than the progress thread,
+// without the wire's lock, each finish exactly once with its bytes in place, also when the engine's
+// limits (4 sends, 4 receives outstanding) make most of them wait in the wire's queue for a later
+// round, and with I/O threads (the TX and copy fences).
+TEST_P(UdpLoopback, TicketsSubmittedWithoutTheLockFinishWithTheirBytesInPlace) {
   for (const uint32_t io_threads : {0u, 2u}) {
     SCOPED_TRACE(testing::Message() << "io_threads " << io_threads);
     UdpConfig c = wire_config(host_, FaultConfig{});
     c.io_threads = io_threads;
+    c.engine.max_posted_sends = 4;
+    c.engine.max_posted_recvs = 4;
     Pair p = connect_pair(c, c);
     ASSERT_TRUE(p.recv_conn);
-    constexpr int kMessages = 24;
-    constexpr uint64_t kSize = 40 * 1024 + 3;
-    std::vector<std::vector<uint8_t>> sources(kMessages, std::vector<uint8_t>(kSize)),
-        sinks(kMessages, std::vector<uint8_t>(kSize));
-    struct Polled {
-      UdpWire* wire;
-      engine::ConnId conn;
-      engine::RequestId id;
-      uint64_t seen = ~uint64_t{0};
-      bool done = false;
-    };
-    std::vector<Polled> polled;
-    const uint64_t receiver_before = p.receiver->finished_epoch();
+    constexpr int kMessages = 32;
+    const uint64_t sizes[] = {0, 1, 8192, 40 * 1024 + 3, 300 * 1024};
+    std::vector<std::vector<uint8_t>> sources(kMessages), sinks(kMessages);
+    std::vector<UdpWire::Ticket> sends(kMessages), recvs(kMessages);
     for (int i = 0; i < kMessages; ++i) {
-      fill(sources[i], kSize, 900 + i);
-      auto r = p.receiver->post_recv(p.recv_conn, sinks[i].data(), kSize, i);
-      ASSERT_TRUE(r) << r.error().message;
-      polled.push_back({p.receiver.get(), p.recv_conn, *r});
+      const uint64_t size = sizes[i % 5];
+      sources[i].resize(size + 1);
+      sinks[i].assign(size + kCanaryBytes, kCanary);
+      fill(sources[i], size, 700 + i);
+      recvs[i].set_recv(p.recv_conn, sinks[i].data(), size, i);
+      sends[i].set_send(p.send_conn, sources[i].data(), size, i);
     }
-    // Receives posted and nothing sent: nothing finished, so the epoch stands.
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    EXPECT_EQ(p.receiver->finished_epoch(), receiver_before);
-    for (int i = 0; i < kMessages; ++i) {
-      auto s = p.sender->post_send(p.send_conn, sources[i].data(), kSize, i);
-      ASSERT_TRUE(s) << s.error().message;
-      polled.push_back({p.sender.get(), p.send_conn, *s});
-    }
-    int done = 0;
-    uint64_t looks = 0, skipped = 0;
+    // Two submitting threads, one per wire, as NCCL's proxy threads of two ranks.
+    std::thread receiving([&] {
+      for (auto& t : recvs) p.receiver->submit(t);
+    });
+    std::thread sending([&] {
+      for (auto& t : sends) p.sender->submit(t);
+    });
+    receiving.join();
+    sending.join();
     const TimeNs t0 = UdpWire::now();
-    while (done < 2 * kMessages && UdpWire::now() - t0 < sec(20)) {
-      for (Polled& q : polled) {
-        if (q.done) continue;
-        const uint64_t epoch = q.wire->finished_epoch();
-        if (epoch == q.seen && !q.wire->requests_held()) {
-          ++skipped;
-          continue;
-        }
-        ++looks;
-        const engine::Completion got = q.wire->test(q.conn, q.id);
-        if (!got.done) {
-          q.seen = epoch;
-          continue;
-        }
-        ASSERT_TRUE(got.ok) << got.error;
-        q.done = true;
-        ++done;
-      }
+    const auto all_done = [](const std::vector<UdpWire::Ticket>& ts) {
+      return std::all_of(ts.begin(), ts.end(), [](const UdpWire::Ticket& t) { return t.done(); });
+    };
+    while (!(all_done(sends) && all_done(recvs)) && UdpWire::now() - t0 < sec(20)) std::this_thread::yield();
+    ASSERT_TRUE(all_done(sends) && all_done(recvs)) << "tickets never finished";
+    for (int i = 0; i < kMessages; ++i) {
+      const uint64_t size = sizes[i % 5];
+      const engine::Completion& s = sends[i].completion();
+      const engine::Completion& r = recvs[i].completion();
+      ASSERT_TRUE(s.ok && s.send) << "send " << i << ": " << s.error;
+      ASSERT_TRUE(r.ok && !r.send) << "receive " << i << ": " << r.error;
+      EXPECT_EQ(s.bytes, size);
+      EXPECT_EQ(r.bytes, size);
+      EXPECT_EQ(r.tag, i);
+      EXPECT_EQ(first_mismatch(sinks[i], size, 700 + i), -1) << "message " << i;
+      for (uint64_t k = size; k < size + kCanaryBytes; ++k)
+        ASSERT_EQ(sinks[i][k], kCanary) << "message " << i << " wrote past its buffer";
     }
-    ASSERT_EQ(done, 2 * kMessages) << "requests never seen done while polling by the epoch";
-    EXPECT_NE(p.receiver->finished_epoch(), receiver_before);
-    EXPECT_FALSE(p.sender->requests_held());
-    for (int i = 0; i < kMessages; ++i)
-      EXPECT_EQ(first_mismatch(sinks[i], kSize, 900 + i), -1) << "message " << i;
-    std::printf("[   INFO   ] io_threads %u: %llu locked looks, %llu skipped by the epoch\n", io_threads,
-                static_cast<unsigned long long>(looks), static_cast<unsigned long long>(skipped));
   }
+}
+
+// A ticket that cannot be posted finishes at once, not ok, with the reason; close() forgets a
+// connection's tickets, queued or posted, so their memory may go (ASan would see a later touch).
+TEST_P(UdpLoopback, TicketsOfAGoneConnectionFailOrAreForgottenAtClose) {
+  UdpConfig c = wire_config(host_, FaultConfig{});
+  c.engine.max_posted_recvs = 2;
+  Pair p = connect_pair(c, c);
+  ASSERT_TRUE(p.recv_conn);
+
+  UdpWire::Ticket unknown;
+  uint8_t byte = 0;
+  unknown.set_send(p.send_conn + 1000, &byte, 1, 0);
+  p.sender->submit(unknown);
+  const TimeNs t0 = UdpWire::now();
+  while (!unknown.done() && UdpWire::now() - t0 < sec(10)) std::this_thread::yield();
+  ASSERT_TRUE(unknown.done());
+  EXPECT_FALSE(unknown.completion().ok);
+  EXPECT_NE(unknown.completion().error.find("unknown connection"), std::string::npos)
+      << unknown.completion().error;
+
+  UdpWire::Ticket bad;
+  bad.set_recv(p.recv_conn, nullptr, 16, 0);  // a null buffer with room for bytes
+  p.receiver->submit(bad);
+  while (!bad.done() && UdpWire::now() - t0 < sec(10)) std::this_thread::yield();
+  ASSERT_TRUE(bad.done());
+  EXPECT_FALSE(bad.completion().ok);
+  EXPECT_NE(bad.completion().error.find("bad arguments"), std::string::npos) << bad.completion().error;
+
+  {
+    // Five receives against a limit of two: two posted, three queued; none can finish (nothing sent).
+    std::vector<uint8_t> sink(5 * 64);
+    std::vector<UdpWire::Ticket> recvs(5);
+    for (int i = 0; i < 5; ++i) {
+      recvs[i].set_recv(p.recv_conn, sink.data() + 64 * i, 64, i);
+      p.receiver->submit(recvs[i]);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    for (const auto& t : recvs) EXPECT_FALSE(t.done());
+    p.receiver->close(p.recv_conn, /*release=*/true);
+    for (const auto& t : recvs) EXPECT_FALSE(t.done()) << "close() finished a forgotten ticket";
+  }  // the tickets and their buffers are gone; the wire must not touch them again
+  std::vector<uint8_t> late(64, 1);
+  auto s = p.sender->post_send(p.send_conn, late.data(), late.size(), 0);
+  ASSERT_TRUE(s) << s.error().message;
+  (void)p.sender->wait(p.send_conn, *s, ms(300));  // the receiver's RST fails it, or it times out
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
 }
 
 // A receive group's port (SO_REUSEPORT) is claimed: a second wire asking for it is refused with a

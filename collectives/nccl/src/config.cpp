@@ -366,8 +366,9 @@ Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
     }
   }
   echo("MEGASCALE_LATE_ACK_WARN_S",
-       c.late_ack_window_ns == 0 ? "0 (no late-ACK warning)"
-                                 : seconds_text(c.late_ack_window_ns) + " (WARN when many segments arrive twice)",
+       c.late_ack_window_ns == 0
+           ? "0 (no late-ACK warning)"
+           : seconds_text(c.late_ack_window_ns) + " (WARN when many segments arrive twice)",
        late != nullptr);
 
   // The thread layout: MEGASCALE_NTHREADS wires per device, each with MEGASCALE_IO_THREADS I/O threads.
@@ -407,7 +408,9 @@ Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
   c.io_threads = layout.io_threads;
   if (lanes_set < 0) c.lanes = default_lanes(layout);
   echo("MEGASCALE_LANES",
-       std::to_string(c.lanes) + (lanes != nullptr ? "" : c.lanes > kDefaultLanes ? " (one per I/O thread)" : ""),
+       std::to_string(c.lanes) + (lanes != nullptr          ? ""
+                                  : c.lanes > kDefaultLanes ? " (one per I/O thread)"
+                                                            : ""),
        lanes != nullptr);
   echo("MEGASCALE_NTHREADS",
        std::to_string(c.threads_per_device) + (threads != nullptr ? "" : " (" + layout.why + ")"),
@@ -469,7 +472,6 @@ Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
   if (Status s = micros("MEGASCALE_IDLE_POLL_US", 0, 1'000'000, c.idle_poll_ns); !s) return s.error();
   if (Status s = micros("MEGASCALE_PENDING_POLL_US", 0, 10'000'000, c.pending_poll_ns); !s) return s.error();
   if (Status s = micros("MEGASCALE_STALL_US", 0, 1'000'000, c.stall_ns); !s) return s.error();
-  if (Status s = micros("MEGASCALE_TEST_POLL_US", 0, 10'000, c.test_poll_ns); !s) return s.error();
 
   // MEGASCALE_FAULT_*: the wire validates and names the variable itself.
   auto fault = wire::fault_config_from_env(wire::FaultConfig{}, getenv_fn);

@@ -52,8 +52,8 @@ inline constexpr unsigned kHalfShareMinCpus = 16;
 inline constexpr long kMaxLocalRanks = 4096;
 
 struct PluginConfig {
-  std::string cc_source = "hybrid";         // MEGASCALE_CC as given: a preset name or a YAML path
-  cc::CcConfig cc;                          // the resolved preset (retry budget already applied)
+  std::string cc_source = "hybrid";  // MEGASCALE_CC as given: a preset name or a YAML path
+  cc::CcConfig cc;                   // the resolved preset (retry budget already applied)
   // MEGASCALE_LANES: lanes (UDP source ports) per connection. Unset: kDefaultLanes, or one per I/O
   // thread where the layout has more (thread_layout).
   uint32_t lanes = kDefaultLanes;
@@ -84,7 +84,7 @@ struct PluginConfig {
   // MEGASCALE_LATE_ACK_WARN_S: the window in which each wire counts segments that arrived twice, and
   // warns when there were many (StallWatch); 0 = no warning.
   TimeNs late_ack_window_ns = 5 * kNsPerSec;
-  uint32_t threads_per_device = 4;           // MEGASCALE_NTHREADS: UDP wires (progress threads) per device
+  uint32_t threads_per_device = 4;  // MEGASCALE_NTHREADS: UDP wires (progress threads) per device
   // MEGASCALE_IO_THREADS: I/O threads per wire (UdpConfig::io_threads). Unset (both): thread_layout.
   uint32_t io_threads = 0;
   // MEGASCALE_SOURCE_PORTS: the UDP source ports of every device's wire (one per lane; lane i sends from
@@ -101,12 +101,6 @@ struct PluginConfig {
   // MEGASCALE_STALL_US: an I/O thread away from its loop this long is taken as stalled and the others
   // do its sends and receives until it is back (UdpConfig::stall_ns); 0 = off.
   TimeNs stall_ns = 300 * kNsPerUs;
-  // MEGASCALE_TEST_POLL_US: longest pause between two looks into the engine from test() on one comm
-  // while its requests are not done (the pause doubles from 0.25 us up to this); 0 = no pause.
-  // NCCL's progress thread calls test() in a tight loop, and every look takes the wire's lock, which
-  // the wire's thread needs to move packets; but test() looks only when something on the wire has
-  // finished since the request's last look (UdpWire::finished_epoch), so the default is no pause.
-  TimeNs test_poll_ns = 0;
   wire::FaultConfig fault;  // MEGASCALE_FAULT_* (the wire's fault injection)
 
   // How long a connection with requests pending waits on a silent peer before it probes it
@@ -160,9 +154,9 @@ struct ThreadLayout {
   uint32_t wires = kMaxDefaultWires;
   uint32_t io_threads = 0;
   bool lane_per_io_thread = false;  // MEGASCALE_LANES unset: as many lanes as I/O threads (default_lanes)
-  unsigned cpu_share = 1;  // usable CPUs / local ranks
-  std::string share_text;  // "16 usable CPUs / 2 local ranks"
-  std::string why;         // the echo: share, what NCCL keeps, the layout
+  unsigned cpu_share = 1;           // usable CPUs / local ranks
+  std::string share_text;           // "16 usable CPUs / 2 local ranks"
+  std::string why;                  // the echo: share, what NCCL keeps, the layout
 };
 ThreadLayout thread_layout(unsigned usable_cpus, unsigned local_ranks, int lanes_set, int wires_set,
                            int io_set, const std::string& cpus_note = {});

@@ -22,17 +22,6 @@ bool connection_usable(DeviceWire& w, engine::ConnId conn) {
   return st == engine::ConnectionState::kConnecting || st == engine::ConnectionState::kEstablished;
 }
 
-// Why a post was refused: a broken connection fails the comm; otherwise it is a limit and NCCL retries.
-NetResult post_refused(CommBase* comm, const std::string& why) {
-  if (connection_usable(*comm->wire, comm->conn)) {
-    comm->update([](CommBase::Counters& c) { ++c.retry_later; });
-    return abi::kNetSuccess;
-  }
-  std::string message;
-  const NetResult code = classify_failure(*comm->wire, comm->conn, &message);
-  return fail_comm(comm, code, message + " (" + why + ")");
-}
-
 // Adds a request that ended well to its comm's phase histograms (CommBase::phases) and to the request
 // timeline (MEGASCALE_TRACE_FILE); `seen_ns` is when test() found it done.
 void record_phases(CommBase& comm, const Request& r, int sub, const engine::Completion& c, TimeNs seen_ns) {
@@ -51,14 +40,14 @@ void record_phases(CommBase& comm, const Request& r, int sub, const engine::Comp
   if (comm.trace_id != 0) Registry::get().trace().record(comm, r.trace_lane[sub], posted_ns, c, seen_ns);
 }
 
-// Polls the engine for the subs of `r` not yet done. Returns false (and fails the comm) when one failed.
+// Looks at the tickets of the subs of `r` not yet done. Returns false (and fails the comm) when one failed.
 // `seen_ns` (0: not test()'s look, or NCCL needs no completion) records the phases of those that ended.
 bool poll_request(Request& r, NetResult* code, TimeNs seen_ns = 0) {
   CommBase* comm = r.comm;
   for (int i = 0; i < r.n; ++i) {
     if (r.done_mask & (1u << i)) continue;
-    const engine::Completion c = comm->wire->udp().test(comm->conn, r.ids[i]);
-    if (!c.done) continue;
+    if (!r.tickets[i].done()) continue;
+    const engine::Completion& c = r.tickets[i].completion();
     if (!c.ok) {
       std::string message;
       if (connection_usable(*comm->wire, comm->conn)) {
@@ -182,13 +171,9 @@ NetResult isend(void* send_comm, void* data, size_t size, int tag, void* mhandle
     return abi::kNetSuccess;
   }
   r->posted_ns = now;
-  auto id = comm->wire->udp().post_send(comm->conn, data, size, tag);
-  if (!id) {
-    comm->free_request(r);
-    return post_refused(comm, id.error().message);
-  }
+  r->tickets[0].set_send(comm->conn, data, size, tag);
+  comm->wire->udp().submit(r->tickets[0]);
   r->n = 1;
-  r->ids[0] = *id;
   if (comm->trace_id != 0) r->trace_lane[0] = comm->take_trace_lane();
   comm->update([](CommBase::Counters& c) {
     ++c.posted;
@@ -231,23 +216,11 @@ NetResult irecv(void* recv_comm, int n, void** data, const size_t* sizes, const 
   }
   r->posted_ns = now;
   for (int i = 0; i < n; ++i) {
-    auto id = comm->wire->udp().post_recv(comm->conn, data[i], sizes[i], tags[i]);
-    if (!id) {
-      if (i == 0) {
-        comm->free_request(r);
-        return post_refused(comm, id.error().message);
-      }
-      // Receives already posted cannot be withdrawn: the comm cannot go on consistently.
-      std::string message;
-      const NetResult code = classify_failure(*comm->wire, comm->conn, &message);
-      return fail_comm(
-          comm, connection_usable(*comm->wire, comm->conn) ? abi::kNetInternalError : code,
-          "irecv: buffer " + std::to_string(i) + " of " + std::to_string(n) + ": " + id.error().message);
-    }
-    r->ids[i] = *id;
+    r->tickets[i].set_recv(comm->conn, data[i], sizes[i], tags[i]);
+    comm->wire->udp().submit(r->tickets[i]);
     if (comm->trace_id != 0) r->trace_lane[i] = comm->take_trace_lane();
-    r->n = static_cast<uint8_t>(i + 1);
   }
+  r->n = static_cast<uint8_t>(n);
   r->optional = optional;
   comm->update([n](CommBase::Counters& c) {
     ++c.posted;
@@ -285,27 +258,10 @@ NetResult test(void* request, int* done, int* sizes) {
   const CallTimer timer(comm->test_call_ns, now);
   add_owned(comm->test_calls, 1);
   reg.tick(now);
-  // NCCL calls test() in a tight loop; each look into the engine takes the wire's lock, which its thread
-  // needs to move packets. A look is skipped while nothing on the wire has finished since this
-  // request's last look (two atomic loads, no lock), and, while nothing completes on this comm, made
-  // less and less often (MEGASCALE_TEST_POLL_US).
-  wire::UdpWire& udp = comm->wire->udp();
-  const uint64_t epoch = udp.finished_epoch();
-  if (!r->optional && epoch == r->seen_epoch && !udp.requests_held()) return abi::kNetSuccess;
-  if (now < comm->next_poll_ns && !r->optional) return abi::kNetSuccess;
-  const uint8_t before = r->done_mask;
+  // NCCL calls test() in a tight loop: a look is a load of each ticket's flag, without the wire's lock.
   NetResult code = abi::kNetSuccess;
   if (!poll_request(*r, &code, r->optional ? 0 : now)) return code;
-  r->seen_epoch = epoch;
   const bool finished = all_done(*r);
-  if (r->done_mask != before) {
-    comm->poll_backoff_ns = 0;
-    comm->next_poll_ns = 0;
-  } else if (const TimeNs cap = reg.config().test_poll_ns; cap > 0) {
-    comm->poll_backoff_ns =
-        std::min(cap, comm->poll_backoff_ns > 0 ? 2 * comm->poll_backoff_ns : TimeNs{250});
-    comm->next_poll_ns = now + comm->poll_backoff_ns;
-  }
   if (!finished && !r->optional) return abi::kNetSuccess;
   // Done (or optional: NCCL reads LL/LL128 data by its flags and need not wait for the completion;
   // the engine request is kept and freed when it finishes).

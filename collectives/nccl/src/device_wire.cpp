@@ -33,7 +33,6 @@ Request* CommBase::alloc_request() {
   r->reported = false;
   r->n = 0;
   r->done_mask = 0;
-  r->seen_epoch = Request::kNoEpoch;
   return r;
 }
 

@@ -94,11 +94,9 @@ struct Request {
   uint8_t n = 0;
   uint8_t done_mask = 0;  // subs the engine reported done
   TimeNs posted_ns = 0;   // when isend/irecv posted it
-  // The wire's finished_epoch() when test() last looked into the engine and found this request not
-  // done; a look while it is unchanged would find the same (kNoEpoch: not looked yet).
-  uint64_t seen_epoch = kNoEpoch;
-  static constexpr uint64_t kNoEpoch = ~uint64_t{0};
-  engine::RequestId ids[kMaxRecvs] = {};
+  // One engine request per buffer, posted and finished through the wire without its lock
+  // (wire::UdpWire::submit): NCCL's proxy thread never waits out the wire's round.
+  wire::UdpWire::Ticket tickets[kMaxRecvs];
   uint64_t bytes[kMaxRecvs] = {};
   uint8_t trace_lane[kMaxRecvs] = {};  // each sub's lane on its comm's track (MEGASCALE_TRACE_FILE)
 };
@@ -159,9 +157,6 @@ struct CommBase {
   std::atomic<uint64_t> test_call_ns{0};
   std::atomic<uint64_t> test_calls{0};
   std::atomic<uint32_t> in_use{0};  // requests allocated and not freed (requests_in_use())
-  // test() looks into the engine at most this often while nothing completes (see MEGASCALE_TEST_POLL_US).
-  TimeNs next_poll_ns = 0;
-  TimeNs poll_backoff_ns = 0;
   // Its track in MEGASCALE_TRACE_FILE's timeline (TraceWriter; 0 = none), and the track's lanes in use:
   // a request posted takes the lowest free lane per sub and gives it back when freed, so requests in
   // flight together sit side by side and a comm uses as many lanes as it had in flight (the last lane

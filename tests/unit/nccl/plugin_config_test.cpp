@@ -73,14 +73,13 @@ TEST(PluginConfig, DefaultsWithAnEmptyEnvironment) {
   EXPECT_EQ(c->idle_poll_ns, 50'000);
   EXPECT_EQ(c->pending_poll_ns, 1'000'000);
   EXPECT_EQ(c->stall_ns, 300'000);
-  EXPECT_EQ(c->test_poll_ns, 0);
   EXPECT_EQ(c->port_closed_fail_ns, 200 * kNsPerMs);
   EXPECT_FALSE(c->fault.enabled());
   EXPECT_TRUE(c->trace_file.empty());
   EXPECT_EQ(c->late_ack_window_ns, 5 * kNsPerSec);
   // Every knob is echoed once, marked as a default.
   EXPECT_TRUE(c->source_ports.empty());
-  ASSERT_EQ(c->echo.size(), 25u);
+  ASSERT_EQ(c->echo.size(), 24u);
   for (const std::string& line : c->echo) {
     EXPECT_EQ(line.rfind("MEGASCALE_", 0), 0u) << line;
     EXPECT_NE(line.find("(default)"), std::string::npos) << line;
@@ -109,7 +108,7 @@ Result<PluginConfig> load_with_cpus(int n, const std::map<std::string, std::stri
 TEST(ThreadLayout, FollowsTheCpuShareOfEachLocalRank) {
   struct Case {
     unsigned cpus, ranks;
-    uint32_t wires, io;  // MEGASCALE_LANES unset
+    uint32_t wires, io;    // MEGASCALE_LANES unset
     uint32_t wires4, io4;  // MEGASCALE_LANES=4
   };
   for (const Case& k : {
@@ -127,22 +126,23 @@ TEST(ThreadLayout, FollowsTheCpuShareOfEachLocalRank) {
            Case{128, 8, 2, 3, 2, 3},  // an 8-GPU node: more than 2 ranks, half the share spins
            Case{64, 4, 2, 3, 2, 3},   // 4 ranks on the 64-CPU 4 x H200 host (2 x (1 + 3) measured best)
            Case{32, 4, 1, 4, 1, 4},   // 4 ranks, share 8: below kHalfShareMinCpus, as before
-           Case{96, 3, 2, 6, 2, 4},   // 3 ranks, share 32: half is 16, two wires of 1 + 6 (1 + 4 with 4 lanes)
-           Case{64, 2, 2, 6, 2, 4},   // 2 ranks on the 64-CPU host: 4 x (1 + 6) fit, 2 x (1 + 6) measured best
+           Case{96, 3, 2, 6, 2, 4},  // 3 ranks, share 32: half is 16, two wires of 1 + 6 (1 + 4 with 4 lanes)
+           Case{64, 2, 2, 6, 2, 4},  // 2 ranks on the 64-CPU host: 4 x (1 + 6) fit, 2 x (1 + 6) measured best
            Case{256, 1, 2, 6, 2, 4},  // at most 2 wires with I/O threads
            Case{16, 16, 2, 0, 2, 0},  // one CPU each
            Case{16, 64, 2, 0, 2, 0},  // more ranks than CPUs: a share of 1
        }) {
     for (const int lanes : {-1, 4}) {
       const ThreadLayout t = thread_layout(k.cpus, k.ranks, lanes, -1, -1);
-      const std::string what = std::to_string(k.cpus) + " CPUs, " + std::to_string(k.ranks) + " ranks, lanes " +
-                               std::to_string(lanes) + ": " + t.why;
+      const std::string what = std::to_string(k.cpus) + " CPUs, " + std::to_string(k.ranks) +
+                               " ranks, lanes " + std::to_string(lanes) + ": " + t.why;
       EXPECT_EQ(t.wires, lanes < 0 ? k.wires : k.wires4) << what;
       EXPECT_EQ(t.io_threads, lanes < 0 ? k.io : k.io4) << what;
       EXPECT_LE(t.io_threads == 0 ? 0u : t.wires * (1 + t.io_threads), std::max(1u, k.cpus / k.ranks))
           << "the default never spins more threads than the share";
       if (t.io_threads == 0 && t.wires > kMinDefaultWires) {
-        EXPECT_LE(t.wires + kNcclBusyThreads, k.cpus / k.ranks) << "more wires only where the share holds them";
+        EXPECT_LE(t.wires + kNcclBusyThreads, k.cpus / k.ranks)
+            << "more wires only where the share holds them";
       }
     }
   }
@@ -174,9 +174,10 @@ TEST(ThreadLayout, FollowsTheCpuShareOfEachLocalRank) {
       "ranks = 1 each, 2 left to NCCL: 2 wires x (1 + 0 I/O threads)");
   EXPECT_EQ(thread_layout(32, 2, -1, -1, -1).why,
             "32 usable CPUs / 2 local ranks = 16 each, 2 left to NCCL: 2 wires x (1 + 4 I/O threads)");
-  EXPECT_EQ(thread_layout(128, 8, -1, -1, -1).why,
-            "128 usable CPUs / 8 local ranks = 16 each, half of it spinning with 8 local ranks: 2 wires x (1 + 3 "
-            "I/O threads)");
+  EXPECT_EQ(
+      thread_layout(128, 8, -1, -1, -1).why,
+      "128 usable CPUs / 8 local ranks = 16 each, half of it spinning with 8 local ranks: 2 wires x (1 + 3 "
+      "I/O threads)");
 }
 
 TEST(ThreadLayout, ASetValueIsKeptAndTheOtherFittedAroundIt) {
@@ -308,7 +309,6 @@ TEST(PluginConfig, EveryKnobReachesItsField) {
                  {"MEGASCALE_IDLE_POLL_US", "2000"},
                  {"MEGASCALE_PENDING_POLL_US", "30000"},
                  {"MEGASCALE_STALL_US", "750"},
-                 {"MEGASCALE_TEST_POLL_US", "20"},
                  {"MEGASCALE_PORT_CLOSED_MS", "1500"},
                  {"MEGASCALE_FAULT_DROP", "0.01"},
                  {"MEGASCALE_FAULT_SEED", "7"}});
@@ -331,7 +331,6 @@ TEST(PluginConfig, EveryKnobReachesItsField) {
   EXPECT_EQ(c->idle_poll_ns, 2'000'000);
   EXPECT_EQ(c->pending_poll_ns, 30'000'000);
   EXPECT_EQ(c->stall_ns, 750'000);
-  EXPECT_EQ(c->test_poll_ns, 20'000);
   EXPECT_EQ(c->port_closed_fail_ns, 1'500'000'000);
   EXPECT_DOUBLE_EQ(c->fault.drop, 0.01);
   EXPECT_EQ(c->fault.seed, 7u);
@@ -439,7 +438,6 @@ TEST(PluginConfig, BadValuesAreRefusedNamingVariableAndValue) {
       {"MEGASCALE_PENDING_POLL_US", "10000001", "0..10000000"},
       {"MEGASCALE_STALL_US", "-1", "0..1000000"},
       {"MEGASCALE_STALL_US", "1000001", "0..1000000"},
-      {"MEGASCALE_TEST_POLL_US", "-1", "0..10000"},
       {"MEGASCALE_PORT_CLOSED_MS", "-1", "0..3600000"},
       {"MEGASCALE_PORT_CLOSED_MS", "0.5", "0..3600000"},
       {"MEGASCALE_CC", "no-such-preset", ""},

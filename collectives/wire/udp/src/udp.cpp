@@ -302,6 +302,7 @@ Status UdpWire::progress(TimeNs now) {
 
 Status UdpWire::progress_locked(TimeNs now, bool read_clock, bool overlap_copies) {
   ++io_->progress_calls;
+  post_tickets_locked();
   // What the caller posted since the last round, and what that round deferred, leaves first.
   transmit_locked(now, read_clock);
   const uint64_t receives_before = endpoint_->stats().receives_completed;
@@ -331,17 +332,12 @@ Status UdpWire::progress_locked(TimeNs now, bool read_clock, bool overlap_copies
     io_->last_sweep_ns = now;
   }
   publish_pending_locked(now);
-  publish_finished_locked();
+  finish_tickets_locked();
+  publish_held_locked();
   return {};
 }
 
-void UdpWire::publish_finished_locked() {
-  // Every request that finishes, ok or not, goes through the engine's completion counts; a failed or
-  // reset connection is counted too, in case its requests are reported failed without them.
-  const engine::EndpointStats& s = endpoint_->stats();
-  const uint64_t epoch = s.sends_completed + s.receives_completed + s.connections_failed + s.rsts_received;
-  if (epoch != finished_epoch_.load(std::memory_order_relaxed))
-    finished_epoch_.store(epoch, std::memory_order_release);
+void UdpWire::publish_held_locked() {
   held_.store(io_->held.size(), std::memory_order_release);
 }
 

@@ -115,12 +115,19 @@ void UdpWire::thread_main() {
                                                                                    : config_.idle_poll_ns;
     // Batches waiting for their payload copies are given back by a round: no sleep until they are.
     const bool copies_pending = copies_pending_locked();
-    const bool sleep = !config_.busy_poll && deadline > t + config_.spin_ns && t - io_->last_io_ns > window &&
-                       !copies_pending;
+    // A finished ticket waiting for its fence is looked at every round, as a caller's test() would.
+    bool sleep = !config_.busy_poll && deadline > t + config_.spin_ns && t - io_->last_io_ns > window &&
+                 !copies_pending && !tickets_fenced_;
     if (sleep) {
-      // Set under the lock: a post that takes the lock after this sees it and writes the eventfd.
-      sleeping_.store(true, std::memory_order_release);
-      ++io_->sleeps;
+      // Set under the lock: a post that takes the lock after this sees it and writes the eventfd. A
+      // ticket is submitted without the lock: looked for after the flag is set (see submit()).
+      sleeping_.store(true, std::memory_order_seq_cst);
+      if (has_submitted_.load(std::memory_order_seq_cst)) {
+        sleeping_.store(false, std::memory_order_relaxed);
+        sleep = false;
+      } else {
+        ++io_->sleeps;
+      }
     }
     lock.unlock();
     if (notify) progressed_.notify_all();
@@ -295,12 +302,16 @@ void UdpWire::hold_locked(engine::ConnId conn, engine::RequestId req, engine::Co
   if (fence_passed(kind, fence)) return;
   io_->held.emplace(std::make_pair(conn, req), Io::Held{kind, std::move(fence), std::move(result)});
   result = engine::Completion{};
-  publish_finished_locked();
+  publish_held_locked();
   for (const auto& t : io_->threads) t->wake();
 }
 
 engine::Completion UdpWire::test(engine::ConnId conn, engine::RequestId req) {
   std::lock_guard<WireMutex> lock(mu_);
+  return test_locked(conn, req);
+}
+
+engine::Completion UdpWire::test_locked(engine::ConnId conn, engine::RequestId req) {
   const auto key = std::make_pair(conn, req);
   if (auto it = io_->held.find(key); it != io_->held.end()) {
     const Io::Held& h = it->second;
@@ -312,7 +323,7 @@ engine::Completion UdpWire::test(engine::ConnId conn, engine::RequestId req) {
     }
     engine::Completion result = std::move(it->second.completion);
     io_->held.erase(it);
-    publish_finished_locked();
+    publish_held_locked();
     return result;
   }
   engine::Connection* c = endpoint_->connection(conn);
@@ -324,8 +335,128 @@ engine::Completion UdpWire::test(engine::ConnId conn, engine::RequestId req) {
   return result;
 }
 
+void UdpWire::Ticket::set_send(engine::ConnId conn, const void* data, uint64_t size_bytes, int32_t tag) {
+  conn_ = conn;
+  send_ = true;
+  data_ = const_cast<void*>(data);  // only read: the engine's post_send takes it as const again
+  size_ = size_bytes;
+  tag_ = tag;
+  id_ = 0;
+  completion_ = engine::Completion{};
+  done_.store(false, std::memory_order_relaxed);
+}
+
+void UdpWire::Ticket::set_recv(engine::ConnId conn, void* buf, uint64_t capacity_bytes, int32_t tag) {
+  set_send(conn, buf, capacity_bytes, tag);
+  send_ = false;
+}
+
+void UdpWire::submit(Ticket& t) {
+  {
+    std::lock_guard<std::mutex> lock(submit_mu_);
+    submitted_.push_back(&t);
+    has_submitted_.store(true, std::memory_order_seq_cst);
+  }
+  // The progress thread sets `sleeping_` and then looks at has_submitted_ (both seq_cst): either it
+  // sees this ticket, or this sees it asleep and wakes it.
+  if (sleeping_.load(std::memory_order_seq_cst)) eventfd_write(io_->wakefd, 1);
+}
+
+void UdpWire::finish_ticket(Ticket& t, engine::Completion c) {
+  t.completion_ = std::move(c);
+  t.done_.store(true, std::memory_order_release);
+}
+
+void UdpWire::post_tickets_locked() {
+  if (has_submitted_.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lock(submit_mu_);
+    queued_.insert(queued_.end(), submitted_.begin(), submitted_.end());
+    submitted_.clear();
+    has_submitted_.store(false, std::memory_order_relaxed);
+  }
+  if (queued_.empty()) return;
+  // In order; a connection whose ticket met a limit posts nothing more this round (its later tickets
+  // must not overtake it: a receive's tag order, a send's byte order).
+  std::vector<engine::ConnId> blocked;
+  size_t kept = 0;
+  for (Ticket* t : queued_) {
+    const auto failed = [&](std::string why) {
+      finish_ticket(*t,
+                    engine::Completion{.done = true, .ok = false, .error = std::move(why), .send = t->send_});
+    };
+    if (std::find(blocked.begin(), blocked.end(), t->conn_) != blocked.end()) {
+      queued_[kept++] = t;
+      continue;
+    }
+    engine::Connection* c = endpoint_->connection(t->conn_);
+    if (c == nullptr) {
+      failed("udp wire: unknown connection " + std::to_string(t->conn_));
+      continue;
+    }
+    // Checked here so that a refusal on a usable connection below can only be a limit.
+    if (t->tag_ < (t->send_ ? 0 : -1) || (t->data_ == nullptr && t->size_ > 0)) {
+      failed(std::string(t->send_ ? "post_send" : "post_recv") + ": bad arguments (tag " +
+             std::to_string(t->tag_) + ", " + (t->data_ == nullptr ? "null buffer" : "buffer") + " of " +
+             std::to_string(t->size_) + " bytes)");
+      continue;
+    }
+    auto id =
+        t->send_ ? c->post_send(t->data_, t->size_, t->tag_) : c->post_recv(t->data_, t->size_, t->tag_);
+    if (id) {
+      t->id_ = *id;
+      posted_.push_back(t);
+      continue;
+    }
+    const engine::ConnectionState st = c->state();
+    if (st == engine::ConnectionState::kConnecting || st == engine::ConnectionState::kEstablished) {
+      blocked.push_back(t->conn_);  // a limit (requests outstanding, the receive ring): a later round
+      queued_[kept++] = t;
+    } else {
+      failed(id.error().message);
+    }
+  }
+  queued_.resize(kept);
+}
+
+void UdpWire::finish_tickets_locked() {
+  if (posted_.empty()) {
+    tickets_fenced_ = false;
+    return;
+  }
+  // Every request that finishes, ok or not, goes through the engine's completion counts; a failed or
+  // reset connection is counted too, in case its requests are reported failed without them. While the
+  // sum stands and no finished ticket waits for its fence, no posted ticket can have finished.
+  const engine::EndpointStats& s = endpoint_->stats();
+  const uint64_t epoch = s.sends_completed + s.receives_completed + s.connections_failed + s.rsts_received;
+  if (epoch == tickets_epoch_ && !tickets_fenced_) return;
+  tickets_epoch_ = epoch;
+  tickets_fenced_ = false;
+  size_t kept = 0;
+  for (Ticket* t : posted_) {
+    engine::Completion c = test_locked(t->conn_, t->id_);
+    if (c.done) {
+      finish_ticket(*t, std::move(c));
+      continue;
+    }
+    posted_[kept++] = t;
+    tickets_fenced_ |= io_->held.contains(std::make_pair(t->conn_, t->id_));
+  }
+  posted_.resize(kept);
+}
+
+void UdpWire::forget_tickets_locked(engine::ConnId conn) {
+  const auto of_conn = [conn](const Ticket* t) { return t->conn_ == conn; };
+  {
+    std::lock_guard<std::mutex> lock(submit_mu_);
+    std::erase_if(submitted_, of_conn);
+  }
+  std::erase_if(queued_, of_conn);
+  std::erase_if(posted_, of_conn);
+}
+
 void UdpWire::close(engine::ConnId conn, bool release) {
   std::unique_lock<WireMutex> lock(mu_);
+  forget_tickets_locked(conn);
   if (release) {
     endpoint_->release(conn);
     // Its held-back requests go with it (the fences below cover their payloads).
@@ -336,7 +467,7 @@ void UdpWire::close(engine::ConnId conn, bool release) {
   } else if (engine::Connection* c = endpoint_->connection(conn)) {
     c->close(now());
   }
-  publish_finished_locked();
+  publish_held_locked();
   wake_locked();
   if (!io_->threads.empty()) {
     // The caller may free its buffers once this returns: no I/O thread may still read one (a send) or
@@ -372,7 +503,7 @@ engine::Completion UdpWire::wait(engine::ConnId conn, engine::RequestId req, Tim
     if (wait_fence(held.kind, held.fence, deadline)) return held.completion;
     lock.lock();
     io_->held.emplace(std::make_pair(conn, req), std::move(held));
-    publish_finished_locked();
+    publish_held_locked();
     return engine::Completion{false, false, 0, 0,
                               "timed out after " + seconds_text(timeout_ns) +
                                   ": done, but an I/O thread has not finished with its buffer"};
@@ -381,7 +512,7 @@ engine::Completion UdpWire::wait(engine::ConnId conn, engine::RequestId req, Tim
     // An earlier test() saw it finish and holds it back for its fence: wait for that fence.
     Io::Held held = std::move(it->second);
     io_->held.erase(it);
-    publish_finished_locked();
+    publish_held_locked();
     return fence_or_hold(std::move(held));
   }
   engine::Completion result;

@@ -45,6 +45,11 @@
 // under several peer ids while replies go to the address the connection was opened with.
 //
 // API change log:
+//   - (tickets) submit(Ticket&): a send or receive posted without the wire's lock, for a caller that
+//     polls and must not wait out a progress round (NCCL's proxy thread); the progress thread posts it
+//     at its next round and publishes its completion in the ticket (Ticket::done()), after the same
+//     fences test() applies. close(conn) forgets the connection's tickets. finished_epoch(), which let
+//     such a caller skip locked test() calls while nothing had finished, is gone.
 //   - (stalled TX takeover) wait() no longer blocks past its timeout on a finished request's fence: if
 //     an I/O thread still holds the request's packets or copies at the deadline, the request goes back
 //     to the held set for a later test() or wait() and the wait times out. UdpWireStats::tx_stolen.
@@ -335,6 +340,45 @@ class UdpWire {
   Result<engine::RequestId> post_recv(engine::ConnId conn, void* buf, uint64_t capacity_bytes, int32_t tag);
   engine::Completion test(engine::ConnId conn, engine::RequestId req);
   void close(engine::ConnId conn, bool release = false);
+
+  // ---- Tickets: posting and finding a request finished without the wire's lock (threaded mode). ----
+  //
+  // A post or test() waits for the lock while the progress thread runs a round (tens of microseconds
+  // under load). A caller that serves many connections from one polling loop (NCCL's proxy thread)
+  // would wait out a round for each. submit() instead queues the ticket under a lock of its own that
+  // no round holds; the progress thread posts it to the engine at the start of its next round (in
+  // submission order; while the engine refuses it for a limit, such as too many receives outstanding,
+  // it and the connection's later tickets wait for a later round), and once the request finished (the
+  // moment test() would report it: after its TX or copy fence) stores the completion and sets done().
+  // A ticket whose connection is gone or failed finishes at once, not ok, with the engine's reason.
+  // The caller keeps the ticket alive and in place until done(), or until close(conn) returns: close
+  // forgets the connection's tickets, queued or posted, which then never finish.
+  class Ticket {
+   public:
+    Ticket() = default;
+    Ticket(const Ticket&) = delete;
+    Ticket& operator=(const Ticket&) = delete;
+    // Sets the request up for submit() (and clears what a previous use left).
+    void set_send(engine::ConnId conn, const void* data, uint64_t size_bytes, int32_t tag);
+    void set_recv(engine::ConnId conn, void* buf, uint64_t capacity_bytes, int32_t tag);
+    bool done() const { return done_.load(std::memory_order_acquire); }
+    // Valid once done(): the engine's completion (ok, bytes, its times, or the error).
+    const engine::Completion& completion() const { return completion_; }
+
+   private:
+    friend class UdpWire;
+    engine::ConnId conn_ = 0;
+    bool send_ = false;
+    void* data_ = nullptr;
+    uint64_t size_ = 0;
+    int32_t tag_ = 0;
+    engine::RequestId id_ = 0;  // the engine's, once posted
+    engine::Completion completion_;
+    std::atomic<bool> done_{false};
+  };
+  // Queues `t` for the progress thread; never blocks on a round. Requires threaded mode or a caller
+  // that runs progress(): the ticket is posted by the next round.
+  void submit(Ticket& t);
   engine::ConnectionState state(engine::ConnId conn);
   std::string connection_error(engine::ConnId conn);
 
@@ -370,14 +414,9 @@ class UdpWire {
   // datagrams_sent + datagrams_received of stats(), without building the rest: cheap enough for a
   // polling loop that only asks "did anything move since last time?".
   uint64_t datagrams_moved() const;
-  // For callers that poll test() in a tight loop (NCCL's proxy thread), without the lock: a number
-  // that changes whenever a request of this wire may have finished since (a send or receive completed
-  // or failed, a connection failed or was reset), read with acquire. While it is unchanged since a
-  // test() of a request found it not done, and no finished request is held back for a fence
-  // (requests_held() false: a send is reported once the I/O threads have sent it, a receive once they
-  // have copied its payload into place, neither of which moves the count), a new test() of that
-  // request would find it not done again, and the caller may skip it.
-  uint64_t finished_epoch() const { return finished_epoch_.load(std::memory_order_acquire); }
+  // Whether a finished request is held back for its fence (a send until the I/O threads have sent its
+  // packets, a receive until they have copied its payload into place): none is once every test() or
+  // wait() has reported what finished.
   bool requests_held() const { return held_.load(std::memory_order_acquire) != 0; }
 
  private:
@@ -425,8 +464,8 @@ class UdpWire {
   TimeNs next_deadline_locked() const;
   // Whether the application has requests outstanding, for the threads' polling (pending_poll_ns).
   void publish_pending_locked(TimeNs now);
-  // Updates finished_epoch() and requests_held() after whatever may have finished requests.
-  void publish_finished_locked();
+  // Updates requests_held() after whatever may have held or released a request.
+  void publish_held_locked();
   void wake_locked();
   uint64_t completion_signature_locked(engine::ConnId conn) const;
   // The fences: how far each I/O thread must get before the caller may have a request's buffer back.
@@ -455,6 +494,15 @@ class UdpWire {
   // Holds a finished request back (Io::held) while its fence has not passed: `result` then reads not
   // done.
   void hold_locked(engine::ConnId conn, engine::RequestId req, engine::Completion& result);
+  // test() under the lock: a held request once its fence passed, else the engine's answer, held back
+  // while its own fence has not passed.
+  engine::Completion test_locked(engine::ConnId conn, engine::RequestId req);
+  // Tickets (submit()): posts the ones submitted since the last round (start of a round), and finishes
+  // the posted ones the engine finished and whose fences passed (end of a round).
+  void post_tickets_locked();
+  void finish_tickets_locked();
+  void forget_tickets_locked(engine::ConnId conn);
+  static void finish_ticket(Ticket& t, engine::Completion c);
   std::string peer_suffix_locked(engine::ConnId conn) const;
   void thread_main();
   // Waits until pred() holds (under the lock) or `timeout_ns` passes; true if it holds.
@@ -480,9 +528,17 @@ class UdpWire {
   std::atomic<bool> stop_{false};
   std::atomic<bool> sleeping_{false};  // the progress thread is in (or about to enter) epoll_wait
   std::string thread_error_;
-  bool more_tx_ = false;  // the last round filled a whole batch: go again without sleeping
-  std::atomic<uint64_t> finished_epoch_{0};
+  bool more_tx_ = false;           // the last round filled a whole batch: go again without sleeping
   std::atomic<uint64_t> held_{0};  // Io::held.size()
+
+  // Tickets: submitted_ under submit_mu_ (never held across a round), the rest under mu_.
+  std::mutex submit_mu_;
+  std::vector<Ticket*> submitted_;
+  std::atomic<bool> has_submitted_{false};  // submitted_ is not empty (read before the thread sleeps)
+  std::vector<Ticket*> queued_;             // submitted, not yet accepted by the engine (in order)
+  std::vector<Ticket*> posted_;             // accepted, not finished
+  uint64_t tickets_epoch_ = ~uint64_t{0};   // the engine's finished count when posted_ was looked through
+  bool tickets_fenced_ = false;             // a finished ticket waits for its fence: look every round
 };
 
 }  // namespace megascale::wire
