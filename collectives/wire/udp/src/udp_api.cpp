@@ -115,9 +115,10 @@ void UdpWire::thread_main() {
                                                                                    : config_.idle_poll_ns;
     // Batches waiting for their payload copies are given back by a round: no sleep until they are.
     const bool copies_pending = copies_pending_locked();
-    // A finished ticket waiting for its fence is looked at every round, as a caller's test() would.
+    // A finished ticket waiting for its fence is looked at every round, as a caller's test() would; a
+    // ticket queued behind an engine limit is posted by the round after one that finished a ticket.
     bool sleep = !config_.busy_poll && deadline > t + config_.spin_ns && t - io_->last_io_ns > window &&
-                 !copies_pending && !tickets_fenced_;
+                 !copies_pending && !tickets_fenced_ && !(tickets_finished_ && !queued_.empty());
     if (sleep) {
       // Set under the lock: a post that takes the lock after this sees it and writes the eventfd. A
       // ticket is submitted without the lock: looked for after the flag is set (see submit()).
@@ -419,6 +420,7 @@ void UdpWire::post_tickets_locked() {
 }
 
 void UdpWire::finish_tickets_locked() {
+  tickets_finished_ = false;
   if (posted_.empty()) {
     tickets_fenced_ = false;
     return;
@@ -436,6 +438,7 @@ void UdpWire::finish_tickets_locked() {
     engine::Completion c = test_locked(t->conn_, t->id_);
     if (c.done) {
       finish_ticket(*t, std::move(c));
+      tickets_finished_ = true;
       continue;
     }
     posted_[kept++] = t;

@@ -539,6 +539,7 @@ class UdpWire {
   std::vector<Ticket*> posted_;             // accepted, not finished
   uint64_t tickets_epoch_ = ~uint64_t{0};   // the engine's finished count when posted_ was looked through
   bool tickets_fenced_ = false;             // a finished ticket waits for its fence: look every round
+  bool tickets_finished_ = false;           // the last round finished a ticket (a limit may have eased)
 };
 
 }  // namespace megascale::wire
