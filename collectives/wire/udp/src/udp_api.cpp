@@ -336,10 +336,10 @@ engine::Completion UdpWire::test_locked(engine::ConnId conn, engine::RequestId r
   return result;
 }
 
-void UdpWire::Ticket::set_send(engine::ConnId conn, const void* data, uint64_t size_bytes, int32_t tag) {
+void UdpWire::Ticket::set(bool send, engine::ConnId conn, void* data, uint64_t size_bytes, int32_t tag) {
   conn_ = conn;
-  send_ = true;
-  data_ = const_cast<void*>(data);  // only read: the engine's post_send takes it as const again
+  send_ = send;
+  data_ = data;
   size_ = size_bytes;
   tag_ = tag;
   id_ = 0;
@@ -347,9 +347,13 @@ void UdpWire::Ticket::set_send(engine::ConnId conn, const void* data, uint64_t s
   done_.store(false, std::memory_order_relaxed);
 }
 
+void UdpWire::Ticket::set_send(engine::ConnId conn, const void* data, uint64_t size_bytes, int32_t tag) {
+  // Only read: the engine's post_send takes it as const again.
+  set(true, conn, const_cast<void*>(data), size_bytes, tag);
+}
+
 void UdpWire::Ticket::set_recv(engine::ConnId conn, void* buf, uint64_t capacity_bytes, int32_t tag) {
-  set_send(conn, buf, capacity_bytes, tag);
-  send_ = false;
+  set(false, conn, buf, capacity_bytes, tag);
 }
 
 void UdpWire::submit(Ticket& t) {

@@ -367,6 +367,7 @@ class UdpWire {
 
    private:
     friend class UdpWire;
+    void set(bool send, engine::ConnId conn, void* data, uint64_t size_bytes, int32_t tag);
     engine::ConnId conn_ = 0;
     bool send_ = false;
     void* data_ = nullptr;
