@@ -160,7 +160,10 @@ ThreadLayout thread_layout(unsigned usable_cpus, unsigned local_ranks, int lanes
   } else if (io_wide > io_full && budget >= 2 * (1 + io_wide) + kWideHeadroomCpus) {
     t.io_threads = io_wide;
   } else {
-    t.io_threads = budget >= 1 + io_full ? io_full : 0;
+    // I/O threads only where two wires of them fit: with less room, wires of one thread each moved more
+    // and made small collectives faster than one wire of 1 + 4 (docs/PERFORMANCE.md, twenty-ninth
+    // session), and a rank's connections spread over several wires.
+    t.io_threads = budget >= kMaxDefaultWiresWithIoThreads * (1 + io_full) ? io_full : 0;
   }
   if (wires_set >= 0) {
     t.wires = static_cast<uint32_t>(wires_set);

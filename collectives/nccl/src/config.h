@@ -138,16 +138,19 @@ unsigned count_nvidia_gpus(const std::string& pci_devices_dir);
 // local ranks) less kNcclBusyThreads:
 //  - with room for two wires of (1 + kWideIoThreads), and MEGASCALE_LANES unset or above
 //    kMaxDefaultIoThreads: an I/O thread per lane socket, up to kWideIoThreads;
-//  - else with room for one wire and an I/O thread per lane socket (at most kMaxDefaultIoThreads),
-//    that many;
-//  - and as many such wires as fit (1..kMaxDefaultWiresWithIoThreads);
+//  - else with room for two wires of one thread and an I/O thread per lane socket (at most
+//    kMaxDefaultIoThreads), that many on kMaxDefaultWiresWithIoThreads wires;
 //  - with less room, no I/O threads and a wire per CPU of the room (kMinDefaultWires..
 //    kMaxDefaultWires), whose threads sleep when idle;
 //  - but with kHalfShareRanks or more local ranks and a share of kHalfShareMinCpus or more, two wires
 //    spinning on half the share (above).
 // `lanes_set` is MEGASCALE_LANES (< 0: unset). A value the user set (wires_set / io_set >= 0) is kept
-// and the other fitted around it. Measured on 2 ranks sharing 16 CPUs: 1 x (1 + 4) threads gave
-// 4.5-4.9 GB/s all-reduce, the former 4 x (1 + 2) 1.6 (docs/PERFORMANCE.md). `usable_cpus` is
+// and the other fitted around it. Measured on 2 ranks sharing 16 CPUs (a room of 6): on one H100 in the
+// fifth session 1 x (1 + 4) threads gave 4.5-4.9 GB/s all-reduce, 4 x (1 + 0) 3.4-4.0 and the former
+// 4 x (1 + 2) 1.6; on one H200 in the twenty-ninth, with the code of then, 4 x (1 + 0) gave 1.13x the
+// bus bandwidth of 1 x (1 + 4) paired and 0.83x the time of its small collectives, and in a second
+// call 1.23x tuned Socket's all-reduce against 1.13x, 0.80x its small collectives' time against 1.07x
+// (docs/PERFORMANCE.md), so that room now gets 4 x (1 + 0). `usable_cpus` is
 // wire::cpu_budget().usable; `cpus_note` (its note(), e.g. a cgroup quota that limits it) goes into the
 // echoed text. default_lanes() gives the lanes for a layout when MEGASCALE_LANES is unset.
 struct ThreadLayout {

@@ -116,8 +116,10 @@ TEST(ThreadLayout, FollowsTheCpuShareOfEachLocalRank) {
            Case{16, 4, 2, 0, 2, 0},   // 4 ranks on the 16-CPU H100 host: 2 to spare, 2 wires (measured best)
            Case{5, 1, 3, 0, 3, 0},    // 3 to spare: a wire each
            Case{6, 1, 4, 0, 4, 0},    // 4 to spare: not room for 1 + 4, so 4 wires of one thread
-           Case{7, 1, 1, 4, 1, 4},    // 5 to spare: one wire with an I/O thread per lane
-           Case{16, 2, 1, 4, 1, 4},   // 2 ranks on the 16-CPU H100 host (the best layout measured there)
+           Case{7, 1, 4, 0, 4, 0},    // 5 to spare: room for 1 + 4, not for two such wires
+           Case{11, 1, 4, 0, 4, 0},   // 9 to spare: the same
+           Case{12, 1, 2, 4, 2, 4},   // 10 to spare: two wires with an I/O thread per lane
+           Case{16, 2, 4, 0, 4, 0},   // 2 ranks on a 16-CPU H200 host: 4 x (1 + 0) measured best there
            Case{15, 1, 2, 4, 2, 4},   // 13 to spare: not room for 2 x (1 + 6), so two wires of 1 + 4
            Case{16, 1, 2, 4, 2, 4},   // 14 to spare: 2 x (1 + 6) would leave none idle, so two wires of 1 + 4
            Case{18, 1, 2, 6, 2, 4},   // 16 to spare: two wires of 1 + 6 and 2 CPUs idle (1 + 4 with 4 lanes)
@@ -125,7 +127,7 @@ TEST(ThreadLayout, FollowsTheCpuShareOfEachLocalRank) {
                                       // below 1 MiB)
            Case{128, 8, 2, 3, 2, 3},  // an 8-GPU node: more than 2 ranks, half the share spins
            Case{64, 4, 2, 3, 2, 3},   // 4 ranks on the 64-CPU 4 x H200 host (2 x (1 + 3) measured best)
-           Case{32, 4, 1, 4, 1, 4},   // 4 ranks, share 8: below kHalfShareMinCpus, as before
+           Case{32, 4, 4, 0, 4, 0},   // 4 ranks, share 8: below kHalfShareMinCpus, as 2 ranks on 16
            Case{96, 3, 2, 6, 2, 4},  // 3 ranks, share 32: half is 16, two wires of 1 + 6 (1 + 4 with 4 lanes)
            Case{64, 2, 2, 6, 2, 4},  // 2 ranks on the 64-CPU host: 4 x (1 + 6) fit, 2 x (1 + 6) measured best
            Case{256, 1, 2, 6, 2, 4},  // at most 2 wires with I/O threads
@@ -162,7 +164,9 @@ TEST(ThreadLayout, FollowsTheCpuShareOfEachLocalRank) {
   EXPECT_EQ(thread_layout(64, 1, 2, -1, -1).wires, 2u);
   // The echo says why.
   const ThreadLayout t = thread_layout(16, 2, 4, -1, -1);
-  EXPECT_EQ(t.why, "16 usable CPUs / 2 local ranks = 8 each, 2 left to NCCL: 1 wire x (1 + 4 I/O threads)");
+  EXPECT_EQ(t.why, "16 usable CPUs / 2 local ranks = 8 each, 2 left to NCCL: 4 wires x (1 + 0 I/O threads)");
+  EXPECT_EQ(thread_layout(12, 1, 4, -1, -1).why,
+            "12 usable CPUs / 1 local rank = 12 each, 2 left to NCCL: 2 wires x (1 + 4 I/O threads)");
   // A cgroup quota that limits the CPUs is named (wire::CpuBudget::note()): a pod limited to 8 CPUs on
   // a 128-CPU host with 8 ranks gets two wire threads per rank that sleep when idle, not 2 x (1 + 4).
   const ThreadLayout pod = thread_layout(8, 8, 4, -1, -1,
@@ -241,13 +245,15 @@ TEST(LocalRanks, LauncherVariablesThenGpusThenOne) {
 
 // Through the environment: MEGASCALE_LOCAL_RANKS reaches the layout, and a bad value is refused.
 TEST(PluginConfig, LocalRanksShapeTheDefaultThreads) {
-  if (usable_cpus_now() < 7) {
-    GTEST_SKIP() << "needs 7 usable CPUs for a layout with I/O threads, this host gives "
+  if (usable_cpus_now() < 12) {
+    GTEST_SKIP() << "needs 12 usable CPUs for a layout with I/O threads (two wires of 1 + 4 beside NCCL's "
+                    "2), this host gives "
                  << usable_cpus_now();
   }
   auto alone = load({{"MEGASCALE_LOCAL_RANKS", "1"}});
   ASSERT_TRUE(alone) << alone.error().message;
-  EXPECT_EQ(alone->io_threads, usable_cpus_now() >= 16 ? 6u : 4u);
+  // 6 where two wires of 1 + 6 fit beside NCCL's 2 and leave 2 idle (kWideHeadroomCpus).
+  EXPECT_EQ(alone->io_threads, usable_cpus_now() >= 18 ? 6u : 4u);
   EXPECT_EQ(alone->lanes, alone->io_threads);
   auto crowded = load({{"MEGASCALE_LOCAL_RANKS", std::to_string(usable_cpus_now())}});
   ASSERT_TRUE(crowded) << crowded.error().message;
@@ -258,7 +264,7 @@ TEST(PluginConfig, LocalRanksShapeTheDefaultThreads) {
 TEST(PluginConfig, FewCpusGetNoIoThreads) {
   auto c = load({{"MEGASCALE_LOCAL_RANKS", "1"}});
   ASSERT_TRUE(c) << c.error().message;
-  if (usable_cpus_now() < 7) {
+  if (usable_cpus_now() < 12) {
     EXPECT_EQ(c->io_threads, 0u);
     const unsigned spare = usable_cpus_now() > 2 ? usable_cpus_now() - 2 : 0;
     EXPECT_EQ(c->threads_per_device, std::clamp(spare, kMinDefaultWires, kMaxDefaultWires));
