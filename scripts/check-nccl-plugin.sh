@@ -49,7 +49,7 @@
 #                        sends waited for the receiver's credit
 #   6. torch             tests/gpu/torch_allreduce.py through the plugin, when PyTorch is installed
 #   7. layouts           (only when STEPS names it) MegaScale alone under each thread layout in LAYOUTS
-#                        (default "default 2x6 2x4 2x3"; "default" is the plugin's own choice, WxI sets
+#                        (default "default 4x0 2x6 2x4 2x3"; "default" is the plugin's own choice, WxI sets
 #                        MEGASCALE_NTHREADS=W MEGASCALE_IO_THREADS=I and, for I > 0, MEGASCALE_LANES=I),
 #                        the bandwidth step's sizes, in ROUNDS interleaved rounds, each bandwidth run followed
 #                        by the same layout's small collectives (the lat step's sizes and LAT_ITERS); tables
@@ -135,7 +135,7 @@ for s in $steps; do
 done
 want() { [[ $steps == *" $1 "* ]]; }
 # LAYOUTS for the layouts step: "default", WIRESxIO_THREADS or "socket-4x4", two or more, each once.
-read -ra layouts <<< "${LAYOUTS:-default 2x6 2x4 2x3}"
+read -ra layouts <<< "${LAYOUTS:-default 4x0 2x6 2x4 2x3}"
 if want layouts; then
   declare -A seen_layout=()
   for l in "${layouts[@]}"; do
