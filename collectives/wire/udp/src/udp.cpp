@@ -333,12 +333,12 @@ Status UdpWire::progress_locked(TimeNs now, bool read_clock, bool overlap_copies
   }
   publish_pending_locked(now);
   finish_tickets_locked();
-  publish_held_locked();
   return {};
 }
 
-void UdpWire::publish_held_locked() {
-  held_.store(io_->held.size(), std::memory_order_release);
+bool UdpWire::requests_held() const {
+  std::lock_guard<WireMutex> lock(mu_);
+  return !io_->held.empty();
 }
 
 void UdpWire::report_port_errors_locked(TimeNs now) {

@@ -303,7 +303,6 @@ void UdpWire::hold_locked(engine::ConnId conn, engine::RequestId req, engine::Co
   if (fence_passed(kind, fence)) return;
   io_->held.emplace(std::make_pair(conn, req), Io::Held{kind, std::move(fence), std::move(result)});
   result = engine::Completion{};
-  publish_held_locked();
   for (const auto& t : io_->threads) t->wake();
 }
 
@@ -324,7 +323,6 @@ engine::Completion UdpWire::test_locked(engine::ConnId conn, engine::RequestId r
     }
     engine::Completion result = std::move(it->second.completion);
     io_->held.erase(it);
-    publish_held_locked();
     return result;
   }
   engine::Connection* c = endpoint_->connection(conn);
@@ -474,7 +472,6 @@ void UdpWire::close(engine::ConnId conn, bool release) {
   } else if (engine::Connection* c = endpoint_->connection(conn)) {
     c->close(now());
   }
-  publish_held_locked();
   wake_locked();
   if (!io_->threads.empty()) {
     // The caller may free its buffers once this returns: no I/O thread may still read one (a send) or
@@ -510,7 +507,6 @@ engine::Completion UdpWire::wait(engine::ConnId conn, engine::RequestId req, Tim
     if (wait_fence(held.kind, held.fence, deadline)) return held.completion;
     lock.lock();
     io_->held.emplace(std::make_pair(conn, req), std::move(held));
-    publish_held_locked();
     return engine::Completion{false, false, 0, 0,
                               "timed out after " + seconds_text(timeout_ns) +
                                   ": done, but an I/O thread has not finished with its buffer"};
@@ -519,7 +515,6 @@ engine::Completion UdpWire::wait(engine::ConnId conn, engine::RequestId req, Tim
     // An earlier test() saw it finish and holds it back for its fence: wait for that fence.
     Io::Held held = std::move(it->second);
     io_->held.erase(it);
-    publish_held_locked();
     return fence_or_hold(std::move(held));
   }
   engine::Completion result;

@@ -49,7 +49,8 @@
 //     polls and must not wait out a progress round (NCCL's proxy thread); the progress thread posts it
 //     at its next round and publishes its completion in the ticket (Ticket::done()), after the same
 //     fences test() applies. close(conn) forgets the connection's tickets. finished_epoch(), which let
-//     such a caller skip locked test() calls while nothing had finished, is gone.
+//     such a caller skip locked test() calls while nothing had finished, is gone, and requests_held(),
+//     which no polling caller reads any more, takes the lock instead of reading a published count.
 //   - (stalled TX takeover) wait() no longer blocks past its timeout on a finished request's fence: if
 //     an I/O thread still holds the request's packets or copies at the deadline, the request goes back
 //     to the held set for a later test() or wait() and the wait times out. UdpWireStats::tx_stolen.
@@ -417,8 +418,8 @@ class UdpWire {
   uint64_t datagrams_moved() const;
   // Whether a finished request is held back for its fence (a send until the I/O threads have sent its
   // packets, a receive until they have copied its payload into place): none is once every test() or
-  // wait() has reported what finished.
-  bool requests_held() const { return held_.load(std::memory_order_acquire) != 0; }
+  // wait() has reported what finished. Takes the lock.
+  bool requests_held() const;
 
  private:
   struct Io;  // sockets, batching and buffers (src/io.h)
@@ -465,8 +466,6 @@ class UdpWire {
   TimeNs next_deadline_locked() const;
   // Whether the application has requests outstanding, for the threads' polling (pending_poll_ns).
   void publish_pending_locked(TimeNs now);
-  // Updates requests_held() after whatever may have held or released a request.
-  void publish_held_locked();
   void wake_locked();
   uint64_t completion_signature_locked(engine::ConnId conn) const;
   // The fences: how far each I/O thread must get before the caller may have a request's buffer back.
@@ -529,8 +528,7 @@ class UdpWire {
   std::atomic<bool> stop_{false};
   std::atomic<bool> sleeping_{false};  // the progress thread is in (or about to enter) epoll_wait
   std::string thread_error_;
-  bool more_tx_ = false;           // the last round filled a whole batch: go again without sleeping
-  std::atomic<uint64_t> held_{0};  // Io::held.size()
+  bool more_tx_ = false;  // the last round filled a whole batch: go again without sleeping
 
   // Tickets: submitted_ under submit_mu_ (never held across a round), the rest under mu_.
   std::mutex submit_mu_;
