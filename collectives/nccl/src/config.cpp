@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "handle.h"
 #include "megascale/congestion/config.h"
 #include "megascale/engine/config.h"
 #include "megascale/engine/packet.h"
@@ -470,6 +471,28 @@ Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
        c.port_closed_fail_ns == 0 ? std::string("0 (off: a vanished peer fails after the retry budget)")
                                   : std::to_string(c.port_closed_fail_ns / kNsPerMs),
        closed != nullptr);
+
+  // MEGASCALE_STRIPES, MEGASCALE_STRIPE_BYTES: how a comm's messages are cut over its wires.
+  const char* stripes = env("MEGASCALE_STRIPES");
+  if (stripes != nullptr) {
+    auto v = parse_int("MEGASCALE_STRIPES", stripes, 1, kMaxStripes);
+    if (!v) return v.error();
+    c.stripes = static_cast<uint32_t>(*v);
+    if (c.stripes > c.threads_per_device) {
+      c.warnings.push_back("MEGASCALE_STRIPES=" + std::string(stripes) + ": more stripes than the " +
+                           std::to_string(c.threads_per_device) +
+                           " wires per device (MEGASCALE_NTHREADS); stripes share wires, and a wire's "
+                           "thread carries each of them in turn");
+    }
+  }
+  echo("MEGASCALE_STRIPES", std::to_string(c.stripes), stripes != nullptr);
+  const char* stripe_bytes = env("MEGASCALE_STRIPE_BYTES");
+  if (stripe_bytes != nullptr) {
+    auto v = parse_int("MEGASCALE_STRIPE_BYTES", stripe_bytes, 4096, 1LL << 30);
+    if (!v) return v.error();
+    c.stripe_bytes = static_cast<uint64_t>(*v);
+  }
+  echo("MEGASCALE_STRIPE_BYTES", std::to_string(c.stripe_bytes), stripe_bytes != nullptr);
 
   if (Status s = flag("MEGASCALE_BUSY_POLL", c.busy_poll); !s) return s.error();
   if (Status s = micros("MEGASCALE_IDLE_POLL_US", 0, 1'000'000, c.idle_poll_ns); !s) return s.error();

@@ -91,6 +91,13 @@ struct PluginConfig {
   // port i), e.g. as `megascale topo ports` prints them for one destination; empty = ephemeral ports.
   // Needs MEGASCALE_NTHREADS=1 (one wire per device, whose pool every connection shares).
   std::vector<uint16_t> source_ports;
+  // MEGASCALE_STRIPES: connections each comm runs over, each on its own wire (distinct while it is at most
+  // MEGASCALE_NTHREADS), 1..kMaxStripes (handle.h). A message is cut into one part per stripe so that
+  // that many wire threads carry it at once, as NCCL's Socket net spreads one over its sockets.
+  uint32_t stripes = 1;
+  // MEGASCALE_STRIPE_BYTES: each stripe's part of a message but the last stripe's, which takes the rest
+  // (CommBase::part). A 1 MiB message on 4 stripes of 256 KiB is cut even.
+  uint64_t stripe_bytes = 256 * 1024;
   bool busy_poll = false;  // MEGASCALE_BUSY_POLL: wire threads spin instead of sleeping
   // MEGASCALE_IDLE_POLL_US: how long a wire's threads keep polling after their last packet before they
   // sleep in epoll (UdpConfig::idle_poll_ns).

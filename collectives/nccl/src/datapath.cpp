@@ -23,8 +23,10 @@ bool connection_usable(DeviceWire& w, engine::ConnId conn) {
 }
 
 // Adds a request that ended well to its comm's phase histograms (CommBase::phases) and to the request
-// timeline (MEGASCALE_TRACE_FILE); `seen_ns` is when test() found it done.
-void record_phases(CommBase& comm, const Request& r, int sub, const engine::Completion& c, TimeNs seen_ns) {
+// timeline (MEGASCALE_TRACE_FILE: stripe 0's part of each buffer only, `traced`); `seen_ns` is when
+// test() found it done. With stripes, each part adds its own phases.
+void record_phases(CommBase& comm, const Request& r, int sub, bool traced, const engine::Completion& c,
+                   TimeNs seen_ns) {
   const TimeNs posted_ns = r.posted_ns;
   // Clamped at 0: the wire's thread reads its clock at the start of a round, which may be a little
   // before a post that the same round took in.
@@ -37,37 +39,40 @@ void record_phases(CommBase& comm, const Request& r, int sub, const engine::Comp
     if (c.send) add(CommBase::kAck, c.last_ns, c.done_ns);
     add(CommBase::kReport, c.done_ns, seen_ns);
   });
-  if (comm.trace_id != 0) Registry::get().trace().record(comm, r.trace_lane[sub], posted_ns, c, seen_ns);
+  if (traced && comm.trace_id != 0) Registry::get().trace().record(comm, r.trace_lane[sub], posted_ns, c, seen_ns);
 }
 
-// Looks at the tickets of the subs of `r` not yet done. Returns false (and fails the comm) when one failed.
-// `seen_ns` (0: not test()'s look, or NCCL needs no completion) records the phases of those that ended.
+// Looks at the tickets of the parts of `r` not yet done. Returns false (and fails the comm) when one
+// failed. `seen_ns` (0: not test()'s look, or NCCL needs no completion) records the phases of those that
+// ended.
 bool poll_request(Request& r, NetResult* code, TimeNs seen_ns = 0) {
   CommBase* comm = r.comm;
-  for (int i = 0; i < r.n; ++i) {
-    if (r.done_mask & (1u << i)) continue;
-    if (!r.tickets[i].done()) continue;
-    const engine::Completion& c = r.tickets[i].completion();
+  const uint32_t k = comm->stripe_count();
+  for (uint32_t t = 0; t < r.parts; ++t) {
+    if (r.done_mask & (uint64_t{1} << t)) continue;
+    if (!r.tickets[t].done()) continue;
+    const engine::Completion& c = r.tickets[t].completion();
     if (!c.ok) {
+      const Stripe& s = comm->stripes[t % k];
       std::string message;
-      if (connection_usable(*comm->wire, comm->conn)) {
+      if (connection_usable(*s.wire, s.conn)) {
         // The connection is fine: this request alone failed (a receive smaller than the message).
         *code = fail_comm(comm, abi::kNetInvalidUsage, c.error);
       } else {
-        const NetResult failure = classify_failure(*comm->wire, comm->conn, &message);
+        const NetResult failure = classify_failure(*s.wire, s.conn, &message);
         *code = fail_comm(comm, failure, c.error.empty() ? message : c.error);
       }
       return false;
     }
-    r.bytes[i] = c.bytes;
-    if (seen_ns > 0) record_phases(*comm, r, i, c, seen_ns);
-    r.done_mask = static_cast<uint8_t>(r.done_mask | (1u << i));
+    r.bytes[t / k] += c.bytes;
+    if (seen_ns > 0) record_phases(*comm, r, static_cast<int>(t / k), t % k == 0, c, seen_ns);
+    r.done_mask |= uint64_t{1} << t;
   }
   return true;
 }
 
 bool all_done(const Request& r) {
-  return r.done_mask == static_cast<uint8_t>((1u << r.n) - 1);
+  return r.done_mask == (uint64_t{1} << r.parts) - 1;
 }
 
 // Adds the time from its construction to its destruction to `total` (the comm's time inside a call).
@@ -171,9 +176,15 @@ NetResult isend(void* send_comm, void* data, size_t size, int tag, void* mhandle
     return abi::kNetSuccess;
   }
   r->posted_ns = now;
-  r->tickets[0].set_send(comm->conn, data, size, tag);
-  comm->wire->udp().submit(r->tickets[0]);
+  const uint32_t k = comm->stripe_count();
+  for (uint32_t i = 0; i < k; ++i) {
+    const auto [off, len] = comm->part(i, size);
+    r->tickets[i].set_send(comm->stripes[i].conn, static_cast<const char*>(data) + off, len, tag);
+    comm->stripes[i].wire->udp().submit(r->tickets[i]);
+  }
   r->n = 1;
+  r->parts = static_cast<uint8_t>(k);
+  r->bytes[0] = 0;
   if (comm->trace_id != 0) r->trace_lane[0] = comm->take_trace_lane();
   comm->update([](CommBase::Counters& c) {
     ++c.posted;
@@ -215,12 +226,19 @@ NetResult irecv(void* recv_comm, int n, void** data, const size_t* sizes, const 
     return abi::kNetSuccess;
   }
   r->posted_ns = now;
-  for (int i = 0; i < n; ++i) {
-    r->tickets[i].set_recv(comm->conn, data[i], sizes[i], tags[i]);
-    comm->wire->udp().submit(r->tickets[i]);
-    if (comm->trace_id != 0) r->trace_lane[i] = comm->take_trace_lane();
+  const uint32_t k = comm->stripe_count();
+  for (int j = 0; j < n; ++j) {
+    for (uint32_t i = 0; i < k; ++i) {
+      const auto [off, len] = comm->part(i, sizes[j]);
+      wire::UdpWire::Ticket& t = r->tickets[static_cast<uint32_t>(j) * k + i];
+      t.set_recv(comm->stripes[i].conn, static_cast<char*>(data[j]) + off, len, tags[j]);
+      comm->stripes[i].wire->udp().submit(t);
+    }
+    r->bytes[j] = 0;
+    if (comm->trace_id != 0) r->trace_lane[j] = comm->take_trace_lane();
   }
   r->n = static_cast<uint8_t>(n);
+  r->parts = static_cast<uint8_t>(static_cast<uint32_t>(n) * k);
   r->optional = optional;
   comm->update([n](CommBase::Counters& c) {
     ++c.posted;

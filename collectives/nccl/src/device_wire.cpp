@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <chrono>
@@ -15,12 +16,30 @@
 
 namespace megascale::nccl {
 
-CommBase::CommBase(uint32_t m, Role r, uint32_t pool_size) : magic(m), role(r), requests(pool_size) {
+CommBase::CommBase(uint32_t m, Role r, uint32_t pool_size, std::vector<Stripe> s, uint64_t stripe_bytes_)
+    : magic(m),
+      role(r),
+      wire(s.at(0).wire),
+      conn(s.at(0).conn),
+      stripes(std::move(s)),
+      stripe_bytes(stripe_bytes_),
+      requests(pool_size) {
+  const uint32_t k = static_cast<uint32_t>(stripes.size());
+  const uint32_t per_request = (r == Role::kRecv ? kMaxRecvs : 1) * k;
   free_requests.reserve(pool_size);
   for (uint32_t i = pool_size; i > 0; --i) {
     requests[i - 1].comm = this;
+    requests[i - 1].tickets = std::make_unique<wire::UdpWire::Ticket[]>(per_request);
     free_requests.push_back(i - 1);
   }
+}
+
+std::pair<uint64_t, uint64_t> CommBase::part(uint32_t i, uint64_t size) const {
+  const uint32_t k = stripe_count();
+  if (k == 1) return {0, size};
+  const uint64_t off = std::min<uint64_t>(size, uint64_t{i} * stripe_bytes);
+  const uint64_t len = i + 1 == k ? size - off : std::min<uint64_t>(size - off, stripe_bytes);
+  return {off, len};
 }
 
 Request* CommBase::alloc_request() {
@@ -32,6 +51,7 @@ Request* CommBase::alloc_request() {
   r->optional = false;
   r->reported = false;
   r->n = 0;
+  r->parts = 0;
   r->done_mask = 0;
   return r;
 }
@@ -121,7 +141,8 @@ void DeviceWire::take_new_connections_locked() {
       ++i;
       continue;
     }
-    const bool valid = c.ok && c.bytes == sizeof(Hello) && h.hello.magic == kHelloMagic;
+    const bool valid =
+        c.ok && c.bytes == sizeof(Hello) && h.hello.magic == kHelloMagic && h.hello.version == kHandleVersion;
     auto it = valid ? routed_.find(h.hello.listen_id) : routed_.end();
     if (it != routed_.end()) {
       it->second.push_back(h.conn);

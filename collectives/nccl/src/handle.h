@@ -5,6 +5,11 @@
 // it is for: the connecting side sends a Hello naming the listen id from the handle, on a tag NCCL
 // never uses, and the accepting side routes the connection to that listen's accept().
 //
+// A comm may run over several connections, its stripes (MEGASCALE_STRIPES), each on its own wire of the
+// listening device: the handle then carries each wire's port and listen id, and the connecting side
+// opens one connection to each, from its own wires, each with its own hello. The listening side's
+// accept() returns the comm once every stripe has arrived.
+//
 // connect() is non-blocking and NCCL calls it again with the same handle buffer until it returns a comm
 // (as NCCL's IB net keeps its stage in the handle), so connect keeps a token in the handle that finds
 // its in-progress state; the token is looked up, never dereferenced.
@@ -18,11 +23,14 @@
 namespace megascale::nccl {
 
 inline constexpr uint32_t kHandleMagic = 0x484E534D;  // "MSNH"
-inline constexpr uint16_t kHandleVersion = 1;
+inline constexpr uint16_t kHandleVersion = 2;  // 2: stripes
 inline constexpr uint32_t kHelloMagic = 0x4C454D48;  // "HMEL"
 
 // Tags the plugin itself uses on a connection. NCCL's tags are ranks (>= 0 and far below these).
 inline constexpr int32_t kHelloTag = 0x7FFFFFFF;
+
+// The most stripes a comm has (MEGASCALE_STRIPES).
+inline constexpr uint32_t kMaxStripes = 4;
 
 // Copied in and out with memcpy (NCCL's buffer need not be aligned). Host byte order: both sides run the same
 // plugin on the same architecture (NCCL requires it).
@@ -31,14 +39,19 @@ struct ListenHandle {
   uint16_t version;  // kHandleVersion
   uint8_t family;    // 4 or 6
   uint8_t dscp;      // the listener's DSCP (informational)
-  uint16_t port;     // the listener's UDP port (its wire's socket 0)
-  uint16_t reserved0;
+  uint16_t port;     // the listener's UDP port (its wire's socket 0): stripe 0's
+  uint8_t stripes;   // connections the comm runs over, 1..kMaxStripes
+  uint8_t reserved0;
   uint8_t addr[16];  // IPv4 in the first 4 bytes, or IPv6
   uint32_t reserved1;
   uint64_t listen_id;      // names the listen on that wire (random, nonzero)
   uint64_t connect_token;  // 0 from listen; set by the first connect() call on the connecting side
   char ifname[16];         // the listener's interface, for messages
-  uint8_t reserved[64];
+  // Stripes 1..stripes-1: the port and listen id of each one's wire.
+  uint16_t stripe_ports[kMaxStripes - 1];
+  uint16_t reserved2;
+  uint64_t stripe_listen_ids[kMaxStripes - 1];
+  uint8_t reserved[32];
 };
 static_assert(sizeof(ListenHandle) == abi::kNetHandleMaxBytes, "the handle is NCCL's 128 bytes");
 

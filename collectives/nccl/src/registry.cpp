@@ -118,8 +118,18 @@ wire::UdpConfig Registry::udp_config(const Device& d, uint8_t dscp, uint32_t ind
   return u;
 }
 
-Result<DeviceWire*> Registry::wire_for(int dev, uint8_t dscp) {
+Result<std::vector<DeviceWire*>> Registry::wires_for(int dev, uint8_t dscp, uint32_t count) {
   std::lock_guard<std::mutex> lock(mu_);
+  std::vector<DeviceWire*> wires;
+  for (uint32_t i = 0; i < count; ++i) {
+    auto w = wire_for_locked(dev, dscp);
+    if (!w) return w.error();
+    wires.push_back(*w);
+  }
+  return wires;
+}
+
+Result<DeviceWire*> Registry::wire_for_locked(int dev, uint8_t dscp) {
   if (dev < 0 || static_cast<size_t>(dev) >= devices_.size()) {
     return make_error("device " + std::to_string(dev) + " does not exist (" +
                       std::to_string(devices_.size()) + " devices)");

@@ -4,7 +4,7 @@
 //
 //   Registry& r = Registry::get();
 //   if (Status s = r.ensure_ready(logger); !s) { MS_WARN(...); return abi::kNetInvalidArgument; }
-//   auto wire = r.wire_for(dev, dscp);   // Result<DeviceWire*>: round robin over MEGASCALE_NTHREADS
+//   auto wires = r.wires_for(dev, dscp, n);  // n wires in turn over MEGASCALE_NTHREADS (a comm's stripes)
 //
 // Teardown: when the last context is finalized and no comm is open, every wire is destroyed (threads
 // joined, sockets closed) and the request trace written, so NCCL may dlclose the library. The destructor
@@ -46,9 +46,10 @@ class Registry {
   const PluginConfig& config() const { return config_; }
   const std::vector<Device>& devices() const { return devices_; }
 
-  // A wire of device `dev` sending with `dscp`, created on first use; successive calls take the
-  // MEGASCALE_NTHREADS wires in turn.
-  Result<DeviceWire*> wire_for(int dev, uint8_t dscp);
+  // `count` wires of device `dev` sending with `dscp`, each created on first use: the MEGASCALE_NTHREADS
+  // wires are taken in turn, under one lock, so a comm's stripes are on distinct wires while count <=
+  // MEGASCALE_NTHREADS.
+  Result<std::vector<DeviceWire*>> wires_for(int dev, uint8_t dscp, uint32_t count);
 
   void add_context(Context* ctx);
   // Forgets a context (its pending connects must already be retired). False if it was not known.
@@ -78,6 +79,7 @@ class Registry {
   // WARNs when the wire saw many segments arrive twice in its window (DeviceWire::late_acks).
   void warn_late_acks_locked(DeviceWire& w, TimeNs now, bool last);
   wire::UdpConfig udp_config(const Device& d, uint8_t dscp, uint32_t index) const;
+  Result<DeviceWire*> wire_for_locked(int dev, uint8_t dscp);
 
   struct WireSet {
     std::vector<std::unique_ptr<DeviceWire>> wires;

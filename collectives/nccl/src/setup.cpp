@@ -77,13 +77,14 @@ NetResult close_comm(void* p, uint32_t magic, const char* what) {
   }
   if (comm->role == Role::kRecv && comm->failed == abi::kNetSuccess) (void)reap_deferred(comm);
   const uint32_t in_use = comm->requests_in_use();
-  const uint64_t pending = engine_pending(*comm->wire, comm->conn);
+  uint64_t pending = 0;
+  for (const Stripe& st : comm->stripes) pending += engine_pending(*st.wire, st.conn);
   // NCCL frees its buffers once close returns: with anything still posted the engine must let go of
   // them now (release: the peer gets an RST), otherwise a clean close finishes in the wire's thread.
   const bool abortive = in_use > 0 || pending > 0;
   Registry& reg = Registry::get();
   reg.stats().remove(comm);
-  comm->wire->retire(comm->conn, abortive);
+  for (const Stripe& st : comm->stripes) st.wire->retire(st.conn, abortive);
   MS_INFO(abi::kSubsysNet, "%s: %s %s, %u request(s) outstanding, %" PRIu64 " completed", what,
           comm->peer.c_str(), abortive ? "reset" : "closed", in_use, comm->counters_copy().completed);
   comm->magic = 0;
@@ -131,7 +132,9 @@ NetResult finalize(void* ctx) {
   }
   {
     std::lock_guard<std::mutex> lock(c->mu);
-    for (auto& [token, pc] : c->connects) pc->wire->retire(pc->conn, /*abortive=*/true);
+    for (auto& [token, pc] : c->connects) {
+      for (auto& leg : pc->legs) leg->stripe.wire->retire(leg->stripe.conn, /*abortive=*/true);
+    }
     c->connects.clear();
   }
   const uint64_t comm_id = c->comm_id;
@@ -205,32 +208,40 @@ NetResult listen(void* ctx, int dev, void* handle, void** listen_comm) {
     return abi::kNetInvalidArgument;
   }
   Registry& reg = Registry::get();
-  auto w = reg.wire_for(dev, static_cast<uint8_t>(c->traffic_class >> 2));
+  const uint32_t k = reg.config().stripes;
+  auto w = reg.wires_for(dev, static_cast<uint8_t>(c->traffic_class >> 2), k);
   if (!w) {
     MS_WARN("listen: %s", w.error().message.c_str());
     return abi::kNetSystemError;
   }
   const Device& d = reg.devices()[static_cast<size_t>(dev)];
+  auto* l = new ListenComm;
+  l->comm_id = c->comm_id;
+  l->dev = dev;
+  for (DeviceWire* wire : *w) {
+    l->wires.push_back(wire);
+    l->listen_ids.push_back(wire->add_listen());
+    l->accepted.push_back(0);
+  }
   ListenHandle h{};
   h.magic = kHandleMagic;
   h.version = kHandleVersion;
   h.family = d.iface.family == AF_INET6 ? 6 : 4;
-  h.dscp = (*w)->dscp();
-  h.port = (*w)->udp().local_port();
+  h.dscp = l->wires[0]->dscp();
+  h.port = l->wires[0]->udp().local_port();
+  h.stripes = static_cast<uint8_t>(k);
   inet_pton(d.iface.family, d.iface.address.c_str(), h.addr);
-  h.listen_id = (*w)->add_listen();
+  h.listen_id = l->listen_ids[0];
+  for (uint32_t i = 1; i < k; ++i) {
+    h.stripe_ports[i - 1] = l->wires[i]->udp().local_port();
+    h.stripe_listen_ids[i - 1] = l->listen_ids[i];
+  }
   std::snprintf(h.ifname, sizeof h.ifname, "%s", d.iface.name.c_str());
   std::memcpy(handle, &h, sizeof h);
-
-  auto* l = new ListenComm;
-  l->wire = *w;
-  l->listen_id = h.listen_id;
-  l->comm_id = c->comm_id;
-  l->dev = dev;
   reg.listen_opened();
   *listen_comm = l;
-  MS_INFO(abi::kSubsysNet, "listening on %s %s:%u (listen %016" PRIx64 ")", d.iface.name.c_str(),
-          d.iface.address.c_str(), h.port, h.listen_id);
+  MS_INFO(abi::kSubsysNet, "listening on %s %s:%u (listen %016" PRIx64 ", %u stripe(s))", d.iface.name.c_str(),
+          d.iface.address.c_str(), h.port, h.listen_id, k);
   return abi::kNetSuccess;
 }
 
@@ -246,8 +257,12 @@ NetResult connect(void* ctx, int dev, int traffic_class, void* handle, void** se
   ListenHandle h;
   std::memcpy(&h, handle, sizeof h);
   if (h.magic != kHandleMagic || h.version != kHandleVersion) {
-    MS_WARN("connect: the handle is not a MegaScale listen handle (magic 0x%08x version %u)", h.magic,
-            h.version);
+    MS_WARN("connect: the handle is not a MegaScale listen handle of version %u (magic 0x%08x version %u)",
+            kHandleVersion, h.magic, h.version);
+    return abi::kNetInvalidArgument;
+  }
+  if (h.stripes < 1 || h.stripes > kMaxStripes) {
+    MS_WARN("connect: the handle names %u stripes (1..%u)", h.stripes, kMaxStripes);
     return abi::kNetInvalidArgument;
   }
   std::lock_guard<std::mutex> lock(c->mu);
@@ -270,60 +285,80 @@ NetResult connect(void* ctx, int dev, int traffic_class, void* handle, void** se
     const int tc = env_tc >= 0                                  ? env_tc
                    : traffic_class >= 0 && traffic_class <= 255 ? traffic_class
                                                                 : c->traffic_class;
-    auto w = reg.wire_for(dev, static_cast<uint8_t>(tc >> 2));
+    auto w = reg.wires_for(dev, static_cast<uint8_t>(tc >> 2), h.stripes);
     if (!w) {
       MS_WARN("connect: %s", w.error().message.c_str());
       return abi::kNetSystemError;
     }
     auto p = std::make_unique<PendingConnect>();
-    p->wire = *w;
     p->dev = dev;
     p->started_ns = wire::UdpWire::now();
     p->peer = address_text(h) + ":" + std::to_string(h.port) + " (" +
               std::string(h.ifname, strnlen(h.ifname, 16)) + ")";
-    auto conn = p->wire->udp().connect(address_text(h), h.port);
-    if (!conn) {
-      MS_WARN("connect to %s: %s", p->peer.c_str(), conn.error().message.c_str());
-      return abi::kNetSystemError;
-    }
-    p->conn = *conn;
     uint64_t token = random_nonzero();
     while (c->connects.count(token) != 0) token = random_nonzero();
-    p->hello = Hello{kHelloMagic, kHandleVersion, 0, h.listen_id, token};
-    auto req = p->wire->udp().post_send(p->conn, &p->hello, sizeof p->hello, kHelloTag);
-    if (!req) {
-      p->wire->retire(p->conn, /*abortive=*/true);
-      MS_WARN("connect to %s: %s", p->peer.c_str(), req.error().message.c_str());
+    p->token = token;
+    for (uint32_t i = 0; i < h.stripes; ++i) {
+      const uint16_t port = i == 0 ? h.port : h.stripe_ports[i - 1];
+      const uint64_t listen_id = i == 0 ? h.listen_id : h.stripe_listen_ids[i - 1];
+      auto leg = std::make_unique<PendingConnect::Leg>();
+      leg->stripe.wire = (*w)[i];
+      auto conn = leg->stripe.wire->udp().connect(address_text(h), port);
+      const std::string failed = !conn ? conn.error().message : std::string();
+      if (conn) {
+        leg->stripe.conn = *conn;
+        leg->hello = Hello{kHelloMagic, kHandleVersion, 0, listen_id, token};
+        auto req = leg->stripe.wire->udp().post_send(leg->stripe.conn, &leg->hello, sizeof leg->hello, kHelloTag);
+        if (req) {
+          leg->hello_req = *req;
+          p->legs.push_back(std::move(leg));
+          continue;
+        }
+        leg->stripe.wire->retire(leg->stripe.conn, /*abortive=*/true);
+        MS_WARN("connect to %s (stripe %u, port %u): %s", p->peer.c_str(), i, port, req.error().message.c_str());
+      } else {
+        MS_WARN("connect to %s (stripe %u, port %u): %s", p->peer.c_str(), i, port, failed.c_str());
+      }
+      for (auto& done : p->legs) done->stripe.wire->retire(done->stripe.conn, /*abortive=*/true);
       return abi::kNetSystemError;
     }
-    p->hello_req = *req;
     // NCCL calls again with this same buffer: the token finds this state.
     std::memcpy(static_cast<uint8_t*>(handle) + offsetof(ListenHandle, connect_token), &token, sizeof token);
     pc = p.get();
     c->connects.emplace(token, std::move(p));
   }
 
-  const engine::Completion done = pc->wire->udp().test(pc->conn, pc->hello_req);
-  if (!done.done) return abi::kNetSuccess;  // NCCL calls again
-  const uint64_t token = pc->hello.connect_token;
-  if (!done.ok) {
-    MS_WARN("connect to %s failed after %.1f ms: %s", pc->peer.c_str(), ms_since(pc->started_ns),
-            done.error.c_str());
-    pc->wire->retire(pc->conn, /*abortive=*/true);
-    c->connects.erase(token);
-    return abi::kNetRemoteError;
+  bool all_done = true;
+  for (size_t i = 0; i < pc->legs.size(); ++i) {
+    PendingConnect::Leg& leg = *pc->legs[i];
+    if (leg.done) continue;
+    const engine::Completion done = leg.stripe.wire->udp().test(leg.stripe.conn, leg.hello_req);
+    if (!done.done) {
+      all_done = false;
+      continue;
+    }
+    if (!done.ok) {
+      MS_WARN("connect to %s failed after %.1f ms (stripe %zu): %s", pc->peer.c_str(), ms_since(pc->started_ns),
+              i, done.error.c_str());
+      for (auto& l : pc->legs) l->stripe.wire->retire(l->stripe.conn, /*abortive=*/true);
+      c->connects.erase(pc->token);
+      return abi::kNetRemoteError;
+    }
+    leg.done = true;
   }
-  auto* s = new CommBase(kSendMagic, Role::kSend, kSendPoolSize);
-  s->wire = pc->wire;
-  s->conn = pc->conn;
+  if (!all_done) return abi::kNetSuccess;  // NCCL calls again
+  std::vector<Stripe> stripes;
+  for (auto& leg : pc->legs) stripes.push_back(leg->stripe);
+  auto* s = new CommBase(kSendMagic, Role::kSend, kSendPoolSize, std::move(stripes), reg.config().stripe_bytes);
   s->dev = pc->dev;
   s->comm_id = c->comm_id;
   s->ifname = reg.devices()[static_cast<size_t>(pc->dev)].iface.name;
   s->peer = pc->peer;
   s->opened_ns = wire::UdpWire::now();
-  MS_INFO(abi::kSubsysNet, "connected %s -> %s in %.1f ms (wire %u, conn %016" PRIx64 ")", s->ifname.c_str(),
-          s->peer.c_str(), ms_since(pc->started_ns), pc->wire->index(), s->conn);
-  c->connects.erase(token);
+  MS_INFO(abi::kSubsysNet, "connected %s -> %s in %.1f ms (wire %u, conn %016" PRIx64 ", %u stripe(s))",
+          s->ifname.c_str(), s->peer.c_str(), ms_since(pc->started_ns), s->wire->index(), s->conn,
+          s->stripe_count());
+  c->connects.erase(pc->token);
   reg.comm_opened(s);
   *send_comm = s;
   return abi::kNetSuccess;
@@ -338,18 +373,30 @@ NetResult accept(void* listen_comm, void** recv_comm) {
   }
   Registry& reg = Registry::get();
   reg.tick(wire::UdpWire::now());
-  const std::optional<engine::ConnId> conn = l->wire->accept_for(l->listen_id);
-  if (!conn) return abi::kNetSuccess;  // NCCL calls again
-  auto* r = new CommBase(kRecvMagic, Role::kRecv, kRecvPoolSize);
-  r->wire = l->wire;
-  r->conn = *conn;
+  bool all_accepted = true;
+  for (size_t i = 0; i < l->wires.size(); ++i) {
+    if (l->accepted[i] != 0) continue;
+    const std::optional<engine::ConnId> conn = l->wires[i]->accept_for(l->listen_ids[i]);
+    if (conn) {
+      l->accepted[i] = *conn;
+    } else {
+      all_accepted = false;
+    }
+  }
+  if (!all_accepted) return abi::kNetSuccess;  // NCCL calls again
+  std::vector<Stripe> stripes;
+  for (size_t i = 0; i < l->wires.size(); ++i) {
+    stripes.push_back(Stripe{l->wires[i], l->accepted[i]});
+    l->accepted[i] = 0;
+  }
+  auto* r = new CommBase(kRecvMagic, Role::kRecv, kRecvPoolSize, std::move(stripes), reg.config().stripe_bytes);
   r->dev = l->dev;
   r->comm_id = l->comm_id;
   r->ifname = reg.devices()[static_cast<size_t>(l->dev)].iface.name;
-  r->peer = peer_of(*l->wire, *conn);
+  r->peer = peer_of(*r->wire, r->conn);
   r->opened_ns = wire::UdpWire::now();
-  MS_INFO(abi::kSubsysNet, "accepted %s <- %s (wire %u, conn %016" PRIx64 ")", r->ifname.c_str(),
-          r->peer.c_str(), l->wire->index(), r->conn);
+  MS_INFO(abi::kSubsysNet, "accepted %s <- %s (wire %u, conn %016" PRIx64 ", %u stripe(s))", r->ifname.c_str(),
+          r->peer.c_str(), r->wire->index(), r->conn, r->stripe_count());
   reg.comm_opened(r);
   *recv_comm = r;
   return abi::kNetSuccess;
@@ -369,7 +416,11 @@ NetResult close_listen(void* listen_comm) {
     MS_WARN("closeListen: %p is not a listen comm", listen_comm);
     return abi::kNetInvalidArgument;
   }
-  l->wire->remove_listen(l->listen_id);
+  for (size_t i = 0; i < l->wires.size(); ++i) {
+    // A stripe accepted while another had not arrived yet: no comm will take it.
+    if (l->accepted[i] != 0) l->wires[i]->retire(l->accepted[i], /*abortive=*/true);
+    l->wires[i]->remove_listen(l->listen_ids[i]);
+  }
   l->magic = 0;
   delete l;
   Registry::get().listen_closed();

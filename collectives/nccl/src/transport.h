@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "handle.h"
@@ -53,14 +54,24 @@ inline constexpr uint32_t kMrMagic = 0x524D4D4D;       // "MMMR"
 class DeviceWire;
 struct CommBase;
 
-// A connect() in progress: the engine connection and its hello send (the engine reads `hello` until the
-// send completes, so it lives here).
-struct PendingConnect {
+// One of the connections a comm runs over (MEGASCALE_STRIPES; handle.h) and the wire it is on.
+struct Stripe {
   DeviceWire* wire = nullptr;
-  int dev = 0;
   engine::ConnId conn = 0;
-  engine::RequestId hello_req = 0;
-  Hello hello{};
+};
+
+// A connect() in progress: an engine connection and its hello send per stripe (the engine reads `hello`
+// until the send completes, so it lives here).
+struct PendingConnect {
+  struct Leg {
+    Stripe stripe;
+    engine::RequestId hello_req = 0;
+    Hello hello{};
+    bool done = false;
+  };
+  std::vector<std::unique_ptr<Leg>> legs;  // stripe order; pointers: the engine reads each hello in place
+  int dev = 0;
+  uint64_t token = 0;
   std::string peer;  // "addr:port (ifname)" for messages
   TimeNs started_ns = 0;
 };
@@ -76,8 +87,10 @@ struct Context {
 
 struct ListenComm {
   uint32_t magic = kListenMagic;
-  DeviceWire* wire = nullptr;
-  uint64_t listen_id = 0;
+  // Per stripe: its wire, its listen id on that wire, and the connection accepted there (0: none yet).
+  std::vector<DeviceWire*> wires;
+  std::vector<uint64_t> listen_ids;
+  std::vector<engine::ConnId> accepted;
   uint64_t comm_id = 0;
   int dev = 0;
 };
@@ -92,20 +105,29 @@ struct Request {
   bool optional = false;  // irecv with NCCL_NET_OPTIONAL_RECV_COMPLETION: done at the first test
   bool reported = false;  // NCCL was told done; the engine request may still be pending (optional)
   uint8_t n = 0;
-  uint8_t done_mask = 0;  // subs the engine reported done
-  TimeNs posted_ns = 0;   // when isend/irecv posted it
-  // One engine request per buffer, posted and finished through the wire without its lock
-  // (wire::UdpWire::submit): NCCL's proxy thread never waits out the wire's round.
-  wire::UdpWire::Ticket tickets[kMaxRecvs];
-  uint64_t bytes[kMaxRecvs] = {};
+  uint8_t parts = 0;       // engine requests: n x the comm's stripes
+  uint64_t done_mask = 0;  // parts the engine reported done
+  TimeNs posted_ns = 0;    // when isend/irecv posted it
+  // One engine request per buffer and stripe (buffer j's part on stripe i is tickets[j * stripes + i]),
+  // posted and finished through the wires without their locks (wire::UdpWire::submit): NCCL's proxy
+  // thread never waits out a wire's round. Sized by the comm (CommBase's constructor).
+  std::unique_ptr<wire::UdpWire::Ticket[]> tickets;
+  uint64_t bytes[kMaxRecvs] = {};  // per buffer: its parts' bytes added
   uint8_t trace_lane[kMaxRecvs] = {};  // each sub's lane on its comm's track (MEGASCALE_TRACE_FILE)
 };
 
 struct CommBase {
   uint32_t magic = 0;
   Role role = Role::kSend;
-  DeviceWire* wire = nullptr;
+  DeviceWire* wire = nullptr;  // stripe 0's (the one the stats and the timeline name)
   engine::ConnId conn = 0;
+  // Every connection the comm runs over, stripe 0 first. A message of S bytes goes as one part per
+  // stripe: stripe i (but the last) carries bytes [i x stripe_bytes, (i + 1) x stripe_bytes) of it, the
+  // last stripe the rest; parts beyond S are empty. The receiver places stripe i's part at i x
+  // stripe_bytes of the posted buffer, so the parts land contiguous whatever S is, and the size NCCL is
+  // told is the parts' sum.
+  std::vector<Stripe> stripes;
+  uint64_t stripe_bytes = 0;
   int dev = 0;
   uint64_t comm_id = 0;
   std::string ifname;  // the device's interface
@@ -165,7 +187,11 @@ struct CommBase {
   uint64_t trace_lanes_busy = 0;
   uint8_t take_trace_lane();
 
-  CommBase(uint32_t m, Role r, uint32_t pool_size);
+  CommBase(uint32_t m, Role r, uint32_t pool_size, std::vector<Stripe> s, uint64_t stripe_bytes_);
+  uint32_t stripe_count() const { return static_cast<uint32_t>(stripes.size()); }
+  // Stripe i's part of a message of `size` bytes (or of a receive buffer of that capacity): its offset
+  // and length.
+  std::pair<uint64_t, uint64_t> part(uint32_t i, uint64_t size) const;
   Request* alloc_request();
   void free_request(Request* r);
   uint32_t requests_in_use() const { return in_use.load(std::memory_order_relaxed); }

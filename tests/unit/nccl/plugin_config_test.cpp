@@ -63,6 +63,8 @@ TEST(PluginConfig, DefaultsWithAnEmptyEnvironment) {
   EXPECT_EQ(c->traffic_class, -1);
   EXPECT_TRUE(c->ifname.empty());
   EXPECT_TRUE(c->stats_dir.empty());
+  EXPECT_EQ(c->stripes, 1u);
+  EXPECT_EQ(c->stripe_bytes, 256u * 1024);
   const ThreadLayout layout =
       thread_layout(static_cast<unsigned>(usable_cpus_now()),
                     local_ranks_from_env([](const char*) { return nullptr; }).count, -1, -1, -1);
@@ -79,7 +81,7 @@ TEST(PluginConfig, DefaultsWithAnEmptyEnvironment) {
   EXPECT_EQ(c->late_ack_window_ns, 5 * kNsPerSec);
   // Every knob is echoed once, marked as a default.
   EXPECT_TRUE(c->source_ports.empty());
-  ASSERT_EQ(c->echo.size(), 24u);
+  ASSERT_EQ(c->echo.size(), 26u);
   for (const std::string& line : c->echo) {
     EXPECT_EQ(line.rfind("MEGASCALE_", 0), 0u) << line;
     EXPECT_NE(line.find("(default)"), std::string::npos) << line;
@@ -276,6 +278,15 @@ TEST(PluginConfig, FewCpusGetNoIoThreads) {
 }
 
 // Set by hand to more spinning wire threads than CPUs: valid, but warned about, naming the variable.
+TEST(PluginConfig, MoreStripesThanWiresAreWarnedAbout) {
+  auto c = load({{"MEGASCALE_STRIPES", "4"}, {"MEGASCALE_NTHREADS", "2"}, {"MEGASCALE_IO_THREADS", "0"}});
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->stripes, 4u);
+  ASSERT_EQ(c->warnings.size(), 1u);
+  EXPECT_NE(c->warnings[0].find("MEGASCALE_STRIPES=4: more stripes than the 2 wires"), std::string::npos)
+      << c->warnings[0];
+}
+
 TEST(PluginConfig, IoThreadsBeyondTheCpusAreWarnedAbout) {
   auto over = load_with_cpus(1, {{"MEGASCALE_IO_THREADS", "2"}, {"MEGASCALE_NTHREADS", "1"}});
   ASSERT_TRUE(over) << over.error().message;
@@ -316,6 +327,8 @@ TEST(PluginConfig, EveryKnobReachesItsField) {
                  {"MEGASCALE_PENDING_POLL_US", "30000"},
                  {"MEGASCALE_STALL_US", "750"},
                  {"MEGASCALE_PORT_CLOSED_MS", "1500"},
+                 {"MEGASCALE_STRIPES", "3"},
+                 {"MEGASCALE_STRIPE_BYTES", "65536"},
                  {"MEGASCALE_FAULT_DROP", "0.01"},
                  {"MEGASCALE_FAULT_SEED", "7"}});
   ASSERT_TRUE(c) << c.error().message;
@@ -338,6 +351,9 @@ TEST(PluginConfig, EveryKnobReachesItsField) {
   EXPECT_EQ(c->pending_poll_ns, 30'000'000);
   EXPECT_EQ(c->stall_ns, 750'000);
   EXPECT_EQ(c->port_closed_fail_ns, 1'500'000'000);
+  EXPECT_EQ(c->stripes, 3u);
+  EXPECT_EQ(c->stripe_bytes, 65536u);
+  for (const std::string& w : c->warnings) EXPECT_EQ(w.find("MEGASCALE_STRIPES"), std::string::npos) << w;
   EXPECT_DOUBLE_EQ(c->fault.drop, 0.01);
   EXPECT_EQ(c->fault.seed, 7u);
   bool lanes_echoed = false;
@@ -446,6 +462,10 @@ TEST(PluginConfig, BadValuesAreRefusedNamingVariableAndValue) {
       {"MEGASCALE_STALL_US", "1000001", "0..1000000"},
       {"MEGASCALE_PORT_CLOSED_MS", "-1", "0..3600000"},
       {"MEGASCALE_PORT_CLOSED_MS", "0.5", "0..3600000"},
+      {"MEGASCALE_STRIPES", "0", "1..4"},
+      {"MEGASCALE_STRIPES", "5", "1..4"},
+      {"MEGASCALE_STRIPE_BYTES", "4095", "4096..1073741824"},
+      {"MEGASCALE_STRIPE_BYTES", "1M", "4096..1073741824"},
       {"MEGASCALE_CC", "no-such-preset", ""},
       {"MEGASCALE_FAULT_DROP", "1.5", "[0, 1]"},
   };
