@@ -50,7 +50,8 @@
 #   6. torch             tests/gpu/torch_allreduce.py through the plugin, when PyTorch is installed
 #   7. layouts           (only when STEPS names it) MegaScale alone under each thread layout in LAYOUTS
 #                        (default "default 4x0 2x6 2x4 2x3"; "default" is the plugin's own choice, WxI sets
-#                        MEGASCALE_NTHREADS=W MEGASCALE_IO_THREADS=I and, for I > 0, MEGASCALE_LANES=I),
+#                        MEGASCALE_NTHREADS=W MEGASCALE_IO_THREADS=I and, for I > 0, MEGASCALE_LANES=I;
+#                        WxIsS adds MEGASCALE_STRIPES=S, e.g. 4x0s4: each comm cut over 4 wires),
 #                        the bandwidth step's sizes, in ROUNDS interleaved rounds, each bandwidth run followed
 #                        by the same layout's small collectives (the lat step's sizes and LAT_ITERS); tables
 #                        in $OUT/layouts.md (nccl-bandwidth-table.py --variants: medians, and each layout's
@@ -134,14 +135,16 @@ for s in $steps; do
      $s == torch ]] || die "STEPS has '$s': the steps are kill, check, fault, bench, lat, layouts, ceiling and torch"
 done
 want() { [[ $steps == *" $1 "* ]]; }
-# LAYOUTS for the layouts step: "default", WIRESxIO_THREADS or "socket-4x4", two or more, each once.
+# LAYOUTS for the layouts step: "default", WIRESxIO_THREADS[sSTRIPES] or "socket-4x4", two or more, each
+# once.
+layout_re='^([1-9][0-9]?)x(0|[1-9][0-9]?)(s([1-4]))?$'
 read -ra layouts <<< "${LAYOUTS:-default 4x0 2x6 2x4 2x3}"
 if want layouts; then
   declare -A seen_layout=()
   for l in "${layouts[@]}"; do
     if [[ $l != default && $l != socket-4x4 ]]; then
-      if ! [[ $l =~ ^([1-9][0-9]?)x(0|[1-9][0-9]?)$ ]] || (( BASH_REMATCH[1] > 16 || BASH_REMATCH[2] > 64 )); then
-        die "LAYOUTS has '$l': each is default, socket-4x4 or WIRESxIO_THREADS with 1..16 wires and 0..64 I/O threads, e.g. 2x3"
+      if ! [[ $l =~ $layout_re ]] || (( BASH_REMATCH[1] > 16 || BASH_REMATCH[2] > 64 )); then
+        die "LAYOUTS has '$l': each is default, socket-4x4 or WIRESxIO_THREADS[sSTRIPES] with 1..16 wires, 0..64 I/O threads and 1..4 stripes, e.g. 2x3 or 4x0s4"
       fi
     fi
     [[ -z ${seen_layout[$l]:-} ]] || die "LAYOUTS has '$l' twice"
@@ -504,9 +507,10 @@ if want layouts; then
       stats=(MEGASCALE_STATS_DIR="$out/stats-$label") lat_stats=(MEGASCALE_STATS_DIR="$out/stats-$label-lat")
       if [[ $l == socket-4x4 ]]; then
         envs=("${socket_4x4_env[@]}") via=Socket stats=() lat_stats=()
-      elif [[ $l != default ]]; then
-        envs+=(MEGASCALE_NTHREADS="${l%x*}" MEGASCALE_IO_THREADS="${l#*x}")
-        (( ${l#*x} > 0 )) && envs+=(MEGASCALE_LANES="${l#*x}")
+      elif [[ $l != default && $l =~ $layout_re ]]; then
+        envs+=(MEGASCALE_NTHREADS="${BASH_REMATCH[1]}" MEGASCALE_IO_THREADS="${BASH_REMATCH[2]}")
+        (( BASH_REMATCH[2] > 0 )) && envs+=(MEGASCALE_LANES="${BASH_REMATCH[2]}")
+        [[ -n ${BASH_REMATCH[4]} ]] && envs+=(MEGASCALE_STRIPES="${BASH_REMATCH[4]}")
       fi
       failed=0
       run "$label" "${envs[@]}" "${stats[@]}" -- "${bench_args[@]}" --csv "$out/$label.csv" || failed=1

@@ -491,8 +491,12 @@ Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
     auto v = parse_int("MEGASCALE_STRIPE_BYTES", stripe_bytes, 4096, 1LL << 30);
     if (!v) return v.error();
     c.stripe_bytes = static_cast<uint64_t>(*v);
+  } else {
+    c.stripe_bytes = (kStripedMessageBytes / c.stripes + 4095) / 4096 * 4096;
   }
-  echo("MEGASCALE_STRIPE_BYTES", std::to_string(c.stripe_bytes), stripe_bytes != nullptr);
+  echo("MEGASCALE_STRIPE_BYTES",
+       std::to_string(c.stripe_bytes) + (stripe_bytes != nullptr ? "" : " (1 MiB / MEGASCALE_STRIPES)"),
+       stripe_bytes != nullptr);
 
   if (Status s = flag("MEGASCALE_BUSY_POLL", c.busy_poll); !s) return s.error();
   if (Status s = micros("MEGASCALE_IDLE_POLL_US", 0, 1'000'000, c.idle_poll_ns); !s) return s.error();

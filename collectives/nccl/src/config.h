@@ -51,6 +51,10 @@ inline constexpr unsigned kHalfShareMinCpus = 16;
 // MEGASCALE_LOCAL_RANKS and the launchers' counts are taken in 1..kMaxLocalRanks.
 inline constexpr long kMaxLocalRanks = 4096;
 
+// The message MEGASCALE_STRIPE_BYTES's default cuts even over the stripes: NCCL's Simple protocol
+// step at its default NCCL_BUFFSIZE (4 MiB over NCCL_STEPS 8, two steps a slice for ring collectives).
+inline constexpr uint64_t kStripedMessageBytes = 1 << 20;
+
 struct PluginConfig {
   std::string cc_source = "hybrid";  // MEGASCALE_CC as given: a preset name or a YAML path
   cc::CcConfig cc;                   // the resolved preset (retry budget already applied)
@@ -96,8 +100,8 @@ struct PluginConfig {
   // that many wire threads carry it at once, as NCCL's Socket net spreads one over its sockets.
   uint32_t stripes = 1;
   // MEGASCALE_STRIPE_BYTES: each stripe's part of a message but the last stripe's, which takes the rest
-  // (CommBase::part). A 1 MiB message on 4 stripes of 256 KiB is cut even.
-  uint64_t stripe_bytes = 256 * 1024;
+  // (CommBase::part). Unset: kStripedMessageBytes / stripes, rounded up to 4 KiB.
+  uint64_t stripe_bytes = kStripedMessageBytes;
   bool busy_poll = false;  // MEGASCALE_BUSY_POLL: wire threads spin instead of sleeping
   // MEGASCALE_IDLE_POLL_US: how long a wire's threads keep polling after their last packet before they
   // sleep in epoll (UdpConfig::idle_poll_ns).

@@ -72,7 +72,7 @@ bool poll_request(Request& r, NetResult* code, TimeNs seen_ns = 0) {
 }
 
 bool all_done(const Request& r) {
-  return r.done_mask == (uint64_t{1} << r.parts) - 1;
+  return r.done_mask == (r.parts >= 64 ? ~uint64_t{0} : (uint64_t{1} << r.parts) - 1);
 }
 
 // Adds the time from its construction to its destruction to `total` (the comm's time inside a call).

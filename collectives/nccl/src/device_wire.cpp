@@ -7,7 +7,6 @@
 #include <atomic>
 #include <bit>
 #include <chrono>
-#include <random>
 #include <thread>
 
 #include "log.h"
@@ -104,20 +103,16 @@ DeviceWire::~DeviceWire() {
   (void)udp_->progress();
 }
 
-uint64_t DeviceWire::add_listen() {
-  static thread_local std::mt19937_64 rng{std::random_device{}()};
+bool DeviceWire::add_listen(uint64_t listen_id) {
   std::lock_guard<std::mutex> lock(mu_);
-  uint64_t id = 0;
-  while (id == 0 || routed_.count(id) != 0) id = rng();
-  routed_[id];
-  return id;
+  return routed_.try_emplace(listen_id).second;
 }
 
 void DeviceWire::remove_listen(uint64_t listen_id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = routed_.find(listen_id);
   if (it == routed_.end()) return;
-  for (engine::ConnId conn : it->second) udp_->close(conn, /*release=*/true);
+  for (const Routed& r : it->second) udp_->close(r.conn, /*release=*/true);
   routed_.erase(it);
 }
 
@@ -145,7 +140,7 @@ void DeviceWire::take_new_connections_locked() {
         c.ok && c.bytes == sizeof(Hello) && h.hello.magic == kHelloMagic && h.hello.version == kHandleVersion;
     auto it = valid ? routed_.find(h.hello.listen_id) : routed_.end();
     if (it != routed_.end()) {
-      it->second.push_back(h.conn);
+      it->second.push_back(Routed{h.conn, h.hello.stripe});
     } else {
       // A listen closed before its connection arrived, or a connection that failed during the hello.
       MS_INFO(abi::kSubsysNet, "dropping an incoming connection (%s)",
@@ -158,14 +153,19 @@ void DeviceWire::take_new_connections_locked() {
   }
 }
 
-std::optional<engine::ConnId> DeviceWire::accept_for(uint64_t listen_id) {
+std::optional<engine::ConnId> DeviceWire::accept_for(uint64_t listen_id, uint16_t stripe) {
   std::lock_guard<std::mutex> lock(mu_);
   take_new_connections_locked();
   auto it = routed_.find(listen_id);
-  if (it == routed_.end() || it->second.empty()) return std::nullopt;
-  const engine::ConnId conn = it->second.front();
-  it->second.erase(it->second.begin());
-  return conn;
+  if (it == routed_.end()) return std::nullopt;
+  std::vector<Routed>& conns = it->second;
+  for (size_t i = 0; i < conns.size(); ++i) {
+    if (conns[i].stripe != stripe) continue;
+    const engine::ConnId conn = conns[i].conn;
+    conns.erase(conns.begin() + static_cast<std::ptrdiff_t>(i));
+    return conn;
+  }
+  return std::nullopt;
 }
 
 void DeviceWire::retire(engine::ConnId conn, bool abortive) {

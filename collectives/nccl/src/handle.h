@@ -6,9 +6,9 @@
 // never uses, and the accepting side routes the connection to that listen's accept().
 //
 // A comm may run over several connections, its stripes (MEGASCALE_STRIPES), each on its own wire of the
-// listening device: the handle then carries each wire's port and listen id, and the connecting side
-// opens one connection to each, from its own wires, each with its own hello. The listening side's
-// accept() returns the comm once every stripe has arrived.
+// listening device, every one of which holds the listen under the same id: the handle then carries each
+// wire's port, and the connecting side opens one connection to each, from its own wires, each with its
+// own hello. The listening side's accept() returns the comm once every stripe has arrived.
 //
 // connect() is non-blocking and NCCL calls it again with the same handle buffer until it returns a comm
 // (as NCCL's IB net keeps its stage in the handle), so connect keeps a token in the handle that finds
@@ -30,7 +30,7 @@ inline constexpr uint32_t kHelloMagic = 0x4C454D48;  // "HMEL"
 inline constexpr int32_t kHelloTag = 0x7FFFFFFF;
 
 // The most stripes a comm has (MEGASCALE_STRIPES).
-inline constexpr uint32_t kMaxStripes = 4;
+inline constexpr uint32_t kMaxStripes = 8;
 
 // Copied in and out with memcpy (NCCL's buffer need not be aligned). Host byte order: both sides run the same
 // plugin on the same architecture (NCCL requires it).
@@ -44,21 +44,18 @@ struct ListenHandle {
   uint8_t reserved0;
   uint8_t addr[16];  // IPv4 in the first 4 bytes, or IPv6
   uint32_t reserved1;
-  uint64_t listen_id;      // names the listen on that wire (random, nonzero)
+  uint64_t listen_id;      // names the listen on its wires (random, nonzero)
   uint64_t connect_token;  // 0 from listen; set by the first connect() call on the connecting side
   char ifname[16];         // the listener's interface, for messages
-  // Stripes 1..stripes-1: the port and listen id of each one's wire.
-  uint16_t stripe_ports[kMaxStripes - 1];
-  uint16_t reserved2;
-  uint64_t stripe_listen_ids[kMaxStripes - 1];
-  uint8_t reserved[32];
+  uint16_t stripe_ports[kMaxStripes - 1];  // stripes 1..stripes-1: each one's wire's port
+  uint8_t reserved[50];
 };
 static_assert(sizeof(ListenHandle) == abi::kNetHandleMaxBytes, "the handle is NCCL's 128 bytes");
 
 struct Hello {
   uint32_t magic;  // kHelloMagic
   uint16_t version;
-  uint16_t reserved;
+  uint16_t stripe;  // which of the comm's stripes this connection is (stripes may share a wire)
   uint64_t listen_id;
   uint64_t connect_token;
 };

@@ -2,6 +2,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cinttypes>
 #include <cstring>
@@ -218,10 +219,21 @@ NetResult listen(void* ctx, int dev, void* handle, void** listen_comm) {
   auto* l = new ListenComm;
   l->comm_id = c->comm_id;
   l->dev = dev;
-  for (DeviceWire* wire : *w) {
-    l->wires.push_back(wire);
-    l->listen_ids.push_back(wire->add_listen());
-    l->accepted.push_back(0);
+  l->wires = *w;
+  l->accepted.assign(k, 0);
+  // One id for the listen on every stripe's wire (the handle carries it once): a random one that none
+  // of them holds yet. Stripes beyond MEGASCALE_NTHREADS share wires; a wire holds the listen once.
+  std::vector<DeviceWire*> distinct = l->wires;
+  std::sort(distinct.begin(), distinct.end());
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  for (bool taken = true; taken;) {
+    l->listen_id = random_nonzero();
+    taken = false;
+    for (size_t i = 0; i < distinct.size() && !taken; ++i) {
+      if (distinct[i]->add_listen(l->listen_id)) continue;
+      taken = true;
+      for (size_t j = 0; j < i; ++j) distinct[j]->remove_listen(l->listen_id);
+    }
   }
   ListenHandle h{};
   h.magic = kHandleMagic;
@@ -231,11 +243,8 @@ NetResult listen(void* ctx, int dev, void* handle, void** listen_comm) {
   h.port = l->wires[0]->udp().local_port();
   h.stripes = static_cast<uint8_t>(k);
   inet_pton(d.iface.family, d.iface.address.c_str(), h.addr);
-  h.listen_id = l->listen_ids[0];
-  for (uint32_t i = 1; i < k; ++i) {
-    h.stripe_ports[i - 1] = l->wires[i]->udp().local_port();
-    h.stripe_listen_ids[i - 1] = l->listen_ids[i];
-  }
+  h.listen_id = l->listen_id;
+  for (uint32_t i = 1; i < k; ++i) h.stripe_ports[i - 1] = l->wires[i]->udp().local_port();
   std::snprintf(h.ifname, sizeof h.ifname, "%s", d.iface.name.c_str());
   std::memcpy(handle, &h, sizeof h);
   reg.listen_opened();
@@ -300,14 +309,13 @@ NetResult connect(void* ctx, int dev, int traffic_class, void* handle, void** se
     p->token = token;
     for (uint32_t i = 0; i < h.stripes; ++i) {
       const uint16_t port = i == 0 ? h.port : h.stripe_ports[i - 1];
-      const uint64_t listen_id = i == 0 ? h.listen_id : h.stripe_listen_ids[i - 1];
       auto leg = std::make_unique<PendingConnect::Leg>();
       leg->stripe.wire = (*w)[i];
       auto conn = leg->stripe.wire->udp().connect(address_text(h), port);
       const std::string failed = !conn ? conn.error().message : std::string();
       if (conn) {
         leg->stripe.conn = *conn;
-        leg->hello = Hello{kHelloMagic, kHandleVersion, 0, listen_id, token};
+        leg->hello = Hello{kHelloMagic, kHandleVersion, static_cast<uint16_t>(i), h.listen_id, token};
         auto req = leg->stripe.wire->udp().post_send(leg->stripe.conn, &leg->hello, sizeof leg->hello, kHelloTag);
         if (req) {
           leg->hello_req = *req;
@@ -376,7 +384,7 @@ NetResult accept(void* listen_comm, void** recv_comm) {
   bool all_accepted = true;
   for (size_t i = 0; i < l->wires.size(); ++i) {
     if (l->accepted[i] != 0) continue;
-    const std::optional<engine::ConnId> conn = l->wires[i]->accept_for(l->listen_ids[i]);
+    const std::optional<engine::ConnId> conn = l->wires[i]->accept_for(l->listen_id, static_cast<uint16_t>(i));
     if (conn) {
       l->accepted[i] = *conn;
     } else {
@@ -419,7 +427,7 @@ NetResult close_listen(void* listen_comm) {
   for (size_t i = 0; i < l->wires.size(); ++i) {
     // A stripe accepted while another had not arrived yet: no comm will take it.
     if (l->accepted[i] != 0) l->wires[i]->retire(l->accepted[i], /*abortive=*/true);
-    l->wires[i]->remove_listen(l->listen_ids[i]);
+    l->wires[i]->remove_listen(l->listen_id);
   }
   l->magic = 0;
   delete l;

@@ -87,10 +87,11 @@ struct Context {
 
 struct ListenComm {
   uint32_t magic = kListenMagic;
-  // Per stripe: its wire, its listen id on that wire, and the connection accepted there (0: none yet).
+  // Per stripe: its wire, which holds the listen under listen_id, and the connection accepted there
+  // (0: none yet).
   std::vector<DeviceWire*> wires;
-  std::vector<uint64_t> listen_ids;
   std::vector<engine::ConnId> accepted;
+  uint64_t listen_id = 0;
   uint64_t comm_id = 0;
   int dev = 0;
 };
@@ -233,12 +234,13 @@ class DeviceWire {
   uint8_t dscp() const { return dscp_; }
   uint32_t index() const { return index_; }
 
-  // Registers a listen; returns its id (random, nonzero).
-  uint64_t add_listen();
+  // Registers a listen under `listen_id` (nonzero); false if this wire has one of that id already.
+  bool add_listen(uint64_t listen_id);
   // Forgets a listen and releases connections that were routed to it but never accepted.
   void remove_listen(uint64_t listen_id);
-  // Takes in new connections, reads their hellos, and returns one routed to `listen_id` if there is one.
-  std::optional<engine::ConnId> accept_for(uint64_t listen_id);
+  // Takes in new connections, reads their hellos, and returns the one routed to `listen_id` as stripe
+  // `stripe` if it has arrived.
+  std::optional<engine::ConnId> accept_for(uint64_t listen_id, uint16_t stripe);
 
   // Ends a connection the plugin no longer uses. abortive: release now (the peer gets an RST and its
   // pending requests fail); otherwise a clean close that the wire finishes in the background.
@@ -267,8 +269,11 @@ class DeviceWire {
   const TimeNs close_budget_ns_;
   std::unique_ptr<wire::UdpWire> udp_;
   std::mutex mu_;  // guards everything below (taken before the wire's own lock, never after)
-  std::unordered_map<uint64_t, std::vector<engine::ConnId>>
-      routed_;  // listen id -> connections (keys = listens)
+  struct Routed {
+    engine::ConnId conn = 0;
+    uint16_t stripe = 0;
+  };
+  std::unordered_map<uint64_t, std::vector<Routed>> routed_;  // listen id -> connections (keys = listens)
   std::vector<std::unique_ptr<PendingHello>> hellos_;
   std::vector<Closing> closing_;
   StallWatch stalls_;

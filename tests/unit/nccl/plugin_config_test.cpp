@@ -64,7 +64,7 @@ TEST(PluginConfig, DefaultsWithAnEmptyEnvironment) {
   EXPECT_TRUE(c->ifname.empty());
   EXPECT_TRUE(c->stats_dir.empty());
   EXPECT_EQ(c->stripes, 1u);
-  EXPECT_EQ(c->stripe_bytes, 256u * 1024);
+  EXPECT_EQ(c->stripe_bytes, 1u << 20);
   const ThreadLayout layout =
       thread_layout(static_cast<unsigned>(usable_cpus_now()),
                     local_ranks_from_env([](const char*) { return nullptr; }).count, -1, -1, -1);
@@ -285,6 +285,10 @@ TEST(PluginConfig, MoreStripesThanWiresAreWarnedAbout) {
   ASSERT_EQ(c->warnings.size(), 1u);
   EXPECT_NE(c->warnings[0].find("MEGASCALE_STRIPES=4: more stripes than the 2 wires"), std::string::npos)
       << c->warnings[0];
+  EXPECT_EQ(c->stripe_bytes, 256u * 1024);  // 1 MiB cut even
+  auto three = load({{"MEGASCALE_STRIPES", "3"}});
+  ASSERT_TRUE(three) << three.error().message;
+  EXPECT_EQ(three->stripe_bytes, 86u * 4096);  // 1 MiB / 3, rounded up to 4 KiB
 }
 
 TEST(PluginConfig, IoThreadsBeyondTheCpusAreWarnedAbout) {
@@ -462,8 +466,8 @@ TEST(PluginConfig, BadValuesAreRefusedNamingVariableAndValue) {
       {"MEGASCALE_STALL_US", "1000001", "0..1000000"},
       {"MEGASCALE_PORT_CLOSED_MS", "-1", "0..3600000"},
       {"MEGASCALE_PORT_CLOSED_MS", "0.5", "0..3600000"},
-      {"MEGASCALE_STRIPES", "0", "1..4"},
-      {"MEGASCALE_STRIPES", "5", "1..4"},
+      {"MEGASCALE_STRIPES", "0", "1..8"},
+      {"MEGASCALE_STRIPES", "9", "1..8"},
       {"MEGASCALE_STRIPE_BYTES", "4095", "4096..1073741824"},
       {"MEGASCALE_STRIPE_BYTES", "1M", "4096..1073741824"},
       {"MEGASCALE_CC", "no-such-preset", ""},
