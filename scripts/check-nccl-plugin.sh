@@ -137,14 +137,14 @@ done
 want() { [[ $steps == *" $1 "* ]]; }
 # LAYOUTS for the layouts step: "default", WIRESxIO_THREADS[sSTRIPES] or "socket-4x4", two or more, each
 # once.
-layout_re='^([1-9][0-9]?)x(0|[1-9][0-9]?)(s([1-4]))?$'
+layout_re='^([1-9][0-9]?)x(0|[1-9][0-9]?)(s([1-8]))?$'
 read -ra layouts <<< "${LAYOUTS:-default 4x0 2x6 2x4 2x3}"
 if want layouts; then
   declare -A seen_layout=()
   for l in "${layouts[@]}"; do
     if [[ $l != default && $l != socket-4x4 ]]; then
       if ! [[ $l =~ $layout_re ]] || (( BASH_REMATCH[1] > 16 || BASH_REMATCH[2] > 64 )); then
-        die "LAYOUTS has '$l': each is default, socket-4x4 or WIRESxIO_THREADS[sSTRIPES] with 1..16 wires, 0..64 I/O threads and 1..4 stripes, e.g. 2x3 or 4x0s4"
+        die "LAYOUTS has '$l': each is default, socket-4x4 or WIRESxIO_THREADS[sSTRIPES] with 1..16 wires, 0..64 I/O threads and 1..8 stripes, e.g. 2x3 or 4x0s4"
       fi
     fi
     [[ -z ${seen_layout[$l]:-} ]] || die "LAYOUTS has '$l' twice"

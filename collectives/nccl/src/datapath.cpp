@@ -75,6 +75,24 @@ bool all_done(const Request& r) {
   return r.done_mask == (r.parts >= 64 ? ~uint64_t{0} : (uint64_t{1} << r.parts) - 1);
 }
 
+// Whether NCCL may be told the request is done: every part that carries bytes is. A send knows its
+// empty parts (needed_mask); a receive learns them as its parts arrive: after a part short of
+// stripe_bytes the buffer's later parts are empty. Empty parts still travel (the receiver posted them),
+// but nothing waits for them: their tickets finish later with the request deferred (reap_deferred).
+bool complete(const Request& r) {
+  const CommBase& comm = *r.comm;
+  if (comm.role == Role::kSend) return (r.done_mask & r.needed_mask) == r.needed_mask;
+  const uint32_t k = comm.stripe_count();
+  for (uint32_t j = 0; j < r.n; ++j) {
+    for (uint32_t i = 0; i < k; ++i) {
+      const uint32_t t = j * k + i;
+      if ((r.done_mask & (uint64_t{1} << t)) == 0) return false;
+      if (r.tickets[t].completion().bytes < comm.stripe_bytes) break;
+    }
+  }
+  return true;
+}
+
 // Adds the time from its construction to its destruction to `total` (the comm's time inside a call).
 class CallTimer {
  public:
@@ -100,6 +118,7 @@ int clamp_int(uint64_t v) {
 namespace megascale::nccl {
 
 NetResult reap_deferred(CommBase* comm) {
+  if (comm->deferred.empty()) return abi::kNetSuccess;
   using core::all_done;
   using core::poll_request;
   for (size_t k = 0; k < comm->deferred.size();) {
@@ -170,6 +189,7 @@ NetResult isend(void* send_comm, void* data, size_t size, int tag, void* mhandle
   const TimeNs now = wire::UdpWire::now();
   const CallTimer timer(comm->post_call_ns, now);
   Registry::get().tick(now);
+  if (NetResult code = reap_deferred(comm); code != abi::kNetSuccess) return code;
   Request* r = comm->alloc_request();
   if (r == nullptr) {
     comm->update([](CommBase::Counters& c) { ++c.retry_later; });
@@ -177,8 +197,10 @@ NetResult isend(void* send_comm, void* data, size_t size, int tag, void* mhandle
   }
   r->posted_ns = now;
   const uint32_t k = comm->stripe_count();
+  r->needed_mask = 1;
   for (uint32_t i = 0; i < k; ++i) {
     const auto [off, len] = comm->part(i, size);
+    if (len > 0) r->needed_mask |= uint64_t{1} << i;
     r->tickets[i].set_send(comm->stripes[i].conn, static_cast<const char*>(data) + off, len, tag);
     comm->stripes[i].wire->udp().submit(r->tickets[i]);
   }
@@ -279,10 +301,11 @@ NetResult test(void* request, int* done, int* sizes) {
   // NCCL calls test() in a tight loop: a look is a load of each ticket's flag, without the wire's lock.
   NetResult code = abi::kNetSuccess;
   if (!poll_request(*r, &code, r->optional ? 0 : now)) return code;
-  const bool finished = all_done(*r);
+  const bool finished = complete(*r);
   if (!finished && !r->optional) return abi::kNetSuccess;
-  // Done (or optional: NCCL reads LL/LL128 data by its flags and need not wait for the completion;
-  // the engine request is kept and freed when it finishes).
+  // Done (or optional: NCCL reads LL/LL128 data by its flags and need not wait for the completion).
+  // Engine requests still pending (an optional receive's, empty parts') keep the request, which is
+  // freed when they finish.
   *done = 1;
   comm->update([&](CommBase::Counters& c) {
     ++c.completed;
@@ -294,7 +317,7 @@ NetResult test(void* request, int* done, int* sizes) {
   if (sizes != nullptr) {
     for (int i = 0; i < r->n; ++i) sizes[i] = finished ? clamp_int(r->bytes[i]) : 0;
   }
-  if (finished) {
+  if (all_done(*r)) {
     comm->free_request(r);
   } else {
     r->reported = true;

@@ -52,6 +52,7 @@ Request* CommBase::alloc_request() {
   r->n = 0;
   r->parts = 0;
   r->done_mask = 0;
+  r->needed_mask = 0;
   return r;
 }
 

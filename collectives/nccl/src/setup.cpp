@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cinttypes>
 #include <cstring>
 #include <random>
+#include <thread>
 
 #include "log.h"
 #include "megascale/engine/endpoint.h"
@@ -15,6 +17,9 @@
 
 namespace megascale::nccl::core {
 namespace {
+
+// close_comm's wait for requests NCCL already saw done.
+constexpr TimeNs kCloseReapNs = 100 * kNsPerMs;
 
 Context* as_context(void* p) {
   auto* c = static_cast<Context*>(p);
@@ -76,7 +81,13 @@ NetResult close_comm(void* p, uint32_t magic, const char* what) {
     MS_WARN("%s: %p is not a %s comm", what, p, magic == kSendMagic ? "send" : "recv");
     return abi::kNetInvalidArgument;
   }
-  if (comm->role == Role::kRecv && comm->failed == abi::kNetSuccess) (void)reap_deferred(comm);
+  // Requests NCCL saw done may still wait for empty parts or an optional receive's end, which come
+  // within moments: give them that (a bounded wait) rather than reset the connections under them.
+  const TimeNs reap_until = wire::UdpWire::now() + kCloseReapNs;
+  while (comm->failed == abi::kNetSuccess && reap_deferred(comm) == abi::kNetSuccess && !comm->deferred.empty() &&
+         comm->requests_in_use() == comm->deferred.size() && wire::UdpWire::now() < reap_until) {
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
   const uint32_t in_use = comm->requests_in_use();
   uint64_t pending = 0;
   for (const Stripe& st : comm->stripes) pending += engine_pending(*st.wire, st.conn);

@@ -107,7 +107,8 @@ struct Request {
   bool reported = false;  // NCCL was told done; the engine request may still be pending (optional)
   uint8_t n = 0;
   uint8_t parts = 0;       // engine requests: n x the comm's stripes
-  uint64_t done_mask = 0;  // parts the engine reported done
+  uint64_t done_mask = 0;    // parts the engine reported done
+  uint64_t needed_mask = 0;  // a send's parts that carry bytes (and part 0): what NCCL waits for
   TimeNs posted_ns = 0;    // when isend/irecv posted it
   // One engine request per buffer and stripe (buffer j's part on stripe i is tickets[j * stripes + i]),
   // posted and finished through the wires without their locks (wire::UdpWire::submit): NCCL's proxy
@@ -136,7 +137,9 @@ struct CommBase {
   TimeNs opened_ns = 0;
   std::vector<Request> requests;
   std::vector<uint32_t> free_requests;
-  std::vector<uint32_t> deferred;  // optional receives NCCL saw done that the engine has not finished
+  // Requests NCCL saw done whose engine requests are not all finished: optional receives, and requests
+  // whose empty parts (stripes) are still on their way.
+  std::vector<uint32_t> deferred;
   // The first failure; every later call on the comm returns it again.
   NetResult failed = abi::kNetSuccess;
   std::string failed_error;
@@ -286,8 +289,8 @@ NetResult classify_failure(DeviceWire& wire, engine::ConnId conn, std::string* m
 // Records the comm's first failure (WARN once) and returns its code.
 NetResult fail_comm(CommBase* comm, NetResult code, const std::string& message);
 
-// Frees the optional receives NCCL already saw done once the engine finishes them; returns the comm's
-// failure if one of them failed.
+// Frees the requests NCCL already saw done (optional receives, empty parts) once the engine finishes
+// them; returns the comm's failure if one of them failed.
 NetResult reap_deferred(CommBase* comm);
 
 }  // namespace megascale::nccl
