@@ -51,7 +51,8 @@
 #   7. layouts           (only when STEPS names it) MegaScale alone under each thread layout in LAYOUTS
 #                        (default "default 4x0 2x6 2x4 2x3"; "default" is the plugin's own choice, WxI sets
 #                        MEGASCALE_NTHREADS=W MEGASCALE_IO_THREADS=I and, for I > 0, MEGASCALE_LANES=I;
-#                        WxIsS adds MEGASCALE_STRIPES=S, e.g. 4x0s4: each comm cut over 4 wires),
+#                        WxIsS adds MEGASCALE_STRIPES=S, e.g. 4x0s4: each comm cut over 4 wires, and
+#                        WxIsSbK MEGASCALE_STRIPE_BYTES=K KiB),
 #                        the bandwidth step's sizes, in ROUNDS interleaved rounds, each bandwidth run followed
 #                        by the same layout's small collectives (the lat step's sizes and LAT_ITERS); tables
 #                        in $OUT/layouts.md (nccl-bandwidth-table.py --variants: medians, and each layout's
@@ -135,16 +136,16 @@ for s in $steps; do
      $s == torch ]] || die "STEPS has '$s': the steps are kill, check, fault, bench, lat, layouts, ceiling and torch"
 done
 want() { [[ $steps == *" $1 "* ]]; }
-# LAYOUTS for the layouts step: "default", WIRESxIO_THREADS[sSTRIPES] or "socket-4x4", two or more, each
-# once.
-layout_re='^([1-9][0-9]?)x(0|[1-9][0-9]?)(s([1-8]))?$'
+# LAYOUTS for the layouts step: "default", WIRESxIO_THREADS[sSTRIPES[bKIB]] or "socket-4x4", two or
+# more, each once.
+layout_re='^([1-9][0-9]?)x(0|[1-9][0-9]?)(s([1-8])(b([1-9][0-9]{0,5}))?)?$'
 read -ra layouts <<< "${LAYOUTS:-default 4x0 2x6 2x4 2x3}"
 if want layouts; then
   declare -A seen_layout=()
   for l in "${layouts[@]}"; do
     if [[ $l != default && $l != socket-4x4 ]]; then
-      if ! [[ $l =~ $layout_re ]] || (( BASH_REMATCH[1] > 16 || BASH_REMATCH[2] > 64 )); then
-        die "LAYOUTS has '$l': each is default, socket-4x4 or WIRESxIO_THREADS[sSTRIPES] with 1..16 wires, 0..64 I/O threads and 1..8 stripes, e.g. 2x3 or 4x0s4"
+      if ! [[ $l =~ $layout_re ]] || (( BASH_REMATCH[1] > 16 || BASH_REMATCH[2] > 64 || ${BASH_REMATCH[6]:-4} < 4 )); then
+        die "LAYOUTS has '$l': each is default, socket-4x4 or WIRESxIO_THREADS[sSTRIPES[bKIB]] with 1..16 wires, 0..64 I/O threads, 1..8 stripes and stripes of 4 KiB or more, e.g. 2x3, 4x0s4 or 6x0s6b256"
       fi
     fi
     [[ -z ${seen_layout[$l]:-} ]] || die "LAYOUTS has '$l' twice"
@@ -511,6 +512,7 @@ if want layouts; then
         envs+=(MEGASCALE_NTHREADS="${BASH_REMATCH[1]}" MEGASCALE_IO_THREADS="${BASH_REMATCH[2]}")
         (( BASH_REMATCH[2] > 0 )) && envs+=(MEGASCALE_LANES="${BASH_REMATCH[2]}")
         [[ -n ${BASH_REMATCH[4]} ]] && envs+=(MEGASCALE_STRIPES="${BASH_REMATCH[4]}")
+        [[ -n ${BASH_REMATCH[6]} ]] && envs+=(MEGASCALE_STRIPE_BYTES="$((BASH_REMATCH[6] * 1024))")
       fi
       failed=0
       run "$label" "${envs[@]}" "${stats[@]}" -- "${bench_args[@]}" --csv "$out/$label.csv" || failed=1

@@ -222,7 +222,7 @@ grep -qF 'ok layouts-socket-4x4-r1: all 2 channel lines say via NET/Socket' "$di
   fail "layouts: Socket's channel check: $(cat "$dir/out.log")"
 grep -qF -- '- layouts-socket-4x4' "$layouts" && fail "layouts: a transport line for Socket: $(cat "$layouts")"
 grep -q '^check-nccl-plugin: PASS' "$dir/out.log" || fail "STEPS=layouts with socket-4x4: no PASS line"
-for bad in "default 2y3" "default 0x3" "default 17x1" "default 2x65" "default 2x03" "default 2x3s9" "default 2x3s0" "2x3 2x3" "default" "socket default"; do
+for bad in "default 2y3" "default 0x3" "default 17x1" "default 2x65" "default 2x03" "default 2x3s9" "default 2x3s0" "default 2x3s2b3" "default 2x3b8" "2x3 2x3" "default" "socket default"; do
   check STEPS=layouts LAYOUTS="$bad"
   (( $? == 2 )) || fail "LAYOUTS=$bad: exit status"
   grep -qE "LAYOUTS(=| has )" "$dir/out.log" || fail "LAYOUTS=$bad: message: $(cat "$dir/out.log")"
