@@ -174,12 +174,22 @@ ThreadLayout thread_layout(unsigned usable_cpus, unsigned local_ranks, int lanes
     // (budget 2): 2 wires gave 8-28% more than 4 in every round, 3 no more than 4, 1 about half
     // (docs/PERFORMANCE.md, "Wires for a small CPU share").
     t.wires = std::clamp<uint32_t>(budget, kMinDefaultWires, kMaxDefaultWires);
+    if (io_set < 0 && budget >= kStripedDefaultWires) {
+      // Room for kStripedDefaultWires: that many wires, each comm cut over kDefaultStripes of them, so
+      // that a rank's four connections keep every wire busy. 2 ranks on one H200 (a room of 6): 6 x (1
+      // + 0) with 4 stripes moved 1.10-1.35x the bus bandwidth of 4 x (1 + 0) by median in three calls,
+      // its collectives of 512 KiB - 1 MiB as fast or faster, those under 100 B 10-40% slower
+      // (docs/PERFORMANCE.md, thirtieth session).
+      t.wires = kStripedDefaultWires;
+      t.stripes = kDefaultStripes;
+    }
   } else {
     t.wires = std::clamp<uint32_t>(budget / (1 + t.io_threads), 1, kMaxDefaultWiresWithIoThreads);
   }
   t.why = t.share_text + " = " + std::to_string(t.cpu_share) + " each, " + std::to_string(kNcclBusyThreads) +
           " left to NCCL: " + std::to_string(t.wires) + (t.wires == 1 ? " wire" : " wires") + " x (1 + " +
-          std::to_string(t.io_threads) + " I/O threads)";
+          std::to_string(t.io_threads) + " I/O threads)" +
+          (t.stripes > 1 ? ", each comm over " + std::to_string(t.stripes) + " of them" : "");
   return t;
 }
 
@@ -474,6 +484,7 @@ Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
 
   // MEGASCALE_STRIPES, MEGASCALE_STRIPE_BYTES: how a comm's messages are cut over its wires.
   const char* stripes = env("MEGASCALE_STRIPES");
+  c.stripes = layout.stripes;
   if (stripes != nullptr) {
     auto v = parse_int("MEGASCALE_STRIPES", stripes, 1, kMaxStripes);
     if (!v) return v.error();
@@ -485,7 +496,9 @@ Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
                            "thread carries each of them in turn");
     }
   }
-  echo("MEGASCALE_STRIPES", std::to_string(c.stripes), stripes != nullptr);
+  echo("MEGASCALE_STRIPES",
+       std::to_string(c.stripes) + (stripes != nullptr || c.stripes == 1 ? "" : " (" + layout.why + ")"),
+       stripes != nullptr);
   const char* stripe_bytes = env("MEGASCALE_STRIPE_BYTES");
   if (stripe_bytes != nullptr) {
     auto v = parse_int("MEGASCALE_STRIPE_BYTES", stripe_bytes, 4096, 1LL << 30);

@@ -36,7 +36,10 @@ inline constexpr uint32_t kWideIoThreads = 6;
 inline constexpr unsigned kWideHeadroomCpus = 2;
 inline constexpr uint32_t kDefaultLanes = 4;
 inline constexpr uint32_t kMinDefaultWires = 2;  // without I/O threads
-inline constexpr uint32_t kMaxDefaultWires = 4;  // without I/O threads
+inline constexpr uint32_t kMaxDefaultWires = 4;  // without I/O threads, and without stripes
+// Without I/O threads and with room for this many wires, that many, each comm over kDefaultStripes.
+inline constexpr uint32_t kStripedDefaultWires = 6;
+inline constexpr uint32_t kDefaultStripes = 4;
 // With I/O threads, at most this many wires, however large the share: on 4 x H200 (64 CPUs) with 2
 // ranks, 4 x (1 + 6) moved half the bus bandwidth of 2 x (1 + 6) and made 32 KiB - 4 MiB collectives
 // 3-10x slower (thousands of tail probes where 2 wires had none), with 32 CPUs a rank to hold them
@@ -152,7 +155,8 @@ unsigned count_nvidia_gpus(const std::string& pci_devices_dir);
 //  - else with room for two wires of one thread and an I/O thread per lane socket (at most
 //    kMaxDefaultIoThreads), that many on kMaxDefaultWiresWithIoThreads wires;
 //  - with less room, no I/O threads and a wire per CPU of the room (kMinDefaultWires..
-//    kMaxDefaultWires), whose threads sleep when idle;
+//    kMaxDefaultWires), whose threads sleep when idle; with room for kStripedDefaultWires, that many,
+//    each comm cut over kDefaultStripes of them (MEGASCALE_STRIPES);
 //  - but with kHalfShareRanks or more local ranks and a share of kHalfShareMinCpus or more, two wires
 //    spinning on half the share (above).
 // `lanes_set` is MEGASCALE_LANES (< 0: unset). A value the user set (wires_set / io_set >= 0) is kept
@@ -167,6 +171,7 @@ unsigned count_nvidia_gpus(const std::string& pci_devices_dir);
 struct ThreadLayout {
   uint32_t wires = kMaxDefaultWires;
   uint32_t io_threads = 0;
+  uint32_t stripes = 1;  // MEGASCALE_STRIPES when unset
   bool lane_per_io_thread = false;  // MEGASCALE_LANES unset: as many lanes as I/O threads (default_lanes)
   unsigned cpu_share = 1;           // usable CPUs / local ranks
   std::string share_text;           // "16 usable CPUs / 2 local ranks"

@@ -53,7 +53,7 @@ bool poll_request(Request& r, NetResult* code, TimeNs seen_ns = 0) {
     if (!r.tickets[t].done()) continue;
     const engine::Completion& c = r.tickets[t].completion();
     if (!c.ok) {
-      const Stripe& s = comm->stripes[(r.first_stripe[t / k] + t % k) % k];
+      const Stripe& s = comm->stripes[t % k];
       std::string message;
       if (connection_usable(*s.wire, s.conn)) {
         // The connection is fine: this request alone failed (a receive smaller than the message).
@@ -198,11 +198,10 @@ NetResult isend(void* send_comm, void* data, size_t size, int tag, void* mhandle
   r->posted_ns = now;
   const uint32_t k = comm->stripe_count();
   r->needed_mask = 1;
-  r->first_stripe[0] = comm->first_stripe(tag);
   for (uint32_t i = 0; i < k; ++i) {
     const auto [off, len] = comm->part(i, size);
     if (len > 0) r->needed_mask |= uint64_t{1} << i;
-    const Stripe& st = comm->stripes[(r->first_stripe[0] + i) % k];
+    const Stripe& st = comm->stripes[i];
     r->tickets[i].set_send(st.conn, static_cast<const char*>(data) + off, len, tag);
     st.wire->udp().submit(r->tickets[i]);
   }
@@ -252,10 +251,9 @@ NetResult irecv(void* recv_comm, int n, void** data, const size_t* sizes, const 
   r->posted_ns = now;
   const uint32_t k = comm->stripe_count();
   for (int j = 0; j < n; ++j) {
-    r->first_stripe[j] = comm->first_stripe(tags[j]);
     for (uint32_t i = 0; i < k; ++i) {
       const auto [off, len] = comm->part(i, sizes[j]);
-      const Stripe& st = comm->stripes[(r->first_stripe[j] + i) % k];
+      const Stripe& st = comm->stripes[i];
       wire::UdpWire::Ticket& t = r->tickets[static_cast<uint32_t>(j) * k + i];
       t.set_recv(st.conn, static_cast<char*>(data[j]) + off, len, tags[j]);
       st.wire->udp().submit(t);

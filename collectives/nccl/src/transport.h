@@ -114,8 +114,7 @@ struct Request {
   // posted and finished through the wires without their locks (wire::UdpWire::submit): NCCL's proxy
   // thread never waits out a wire's round. Sized by the comm (CommBase's constructor).
   std::unique_ptr<wire::UdpWire::Ticket[]> tickets;
-  uint64_t bytes[kMaxRecvs] = {};         // per buffer: its parts' bytes added
-  uint8_t first_stripe[kMaxRecvs] = {};  // per buffer: the stripe of its part 0 (CommBase::first_stripe)
+  uint64_t bytes[kMaxRecvs] = {};  // per buffer: its parts' bytes added
   uint8_t trace_lane[kMaxRecvs] = {};  // each sub's lane on its comm's track (MEGASCALE_TRACE_FILE)
 };
 
@@ -125,24 +124,13 @@ struct CommBase {
   DeviceWire* wire = nullptr;  // stripe 0's (the one the stats and the timeline name)
   engine::ConnId conn = 0;
   // Every connection the comm runs over, stripe 0 first. A message of S bytes goes as one part per
-  // stripe: part i (but the last) carries bytes [i x stripe_bytes, (i + 1) x stripe_bytes) of it, the
-  // last part the rest; parts beyond S are empty. The receiver places part i at i x stripe_bytes of
-  // the posted buffer, so the parts land contiguous whatever S is, and the size NCCL is told is the
-  // parts' sum.
-  // Part i of a message goes on stripe (first + i) mod stripes, where `first` turns by one with each
-  // message of the same tag (first_stripe()), so that messages shorter than the stripes leave their
-  // bytes on every stripe in turn rather than all on stripe 0. Both sides count a tag's messages in the
-  // order the engine matches them (first come, first matched, per tag), so they agree.
+  // stripe: stripe i (but the last) carries bytes [i x stripe_bytes, (i + 1) x stripe_bytes) of it, the
+  // last stripe the rest; parts beyond S are empty. The receiver places stripe i's part at i x
+  // stripe_bytes of the posted buffer, so the parts land contiguous whatever S is, and the size NCCL is
+  // told is the parts' sum. A message no longer than stripe_bytes has its bytes on stripe 0, whose wire
+  // is then the one its receiver waits for (empty parts are waited for by no one: complete()).
   std::vector<Stripe> stripes;
   uint64_t stripe_bytes = 0;
-  std::unordered_map<int32_t, uint32_t> tag_messages;  // messages posted per tag (mod stripes)
-  uint8_t first_stripe(int32_t tag) {
-    if (stripes.size() == 1) return 0;
-    uint32_t& n = tag_messages[tag];
-    const uint8_t first = static_cast<uint8_t>(n);
-    n = (n + 1) % static_cast<uint32_t>(stripes.size());
-    return first;
-  }
   int dev = 0;
   uint64_t comm_id = 0;
   std::string ifname;  // the device's interface

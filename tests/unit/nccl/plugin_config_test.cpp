@@ -112,6 +112,7 @@ TEST(ThreadLayout, FollowsTheCpuShareOfEachLocalRank) {
     unsigned cpus, ranks;
     uint32_t wires, io;    // MEGASCALE_LANES unset
     uint32_t wires4, io4;  // MEGASCALE_LANES=4
+    uint32_t stripes = 1;
   };
   for (const Case& k : {
            Case{2, 1, 2, 0, 2, 0},    // the CI VM: no I/O threads, at least 2 wires (they sleep when idle)
@@ -119,9 +120,11 @@ TEST(ThreadLayout, FollowsTheCpuShareOfEachLocalRank) {
            Case{5, 1, 3, 0, 3, 0},    // 3 to spare: a wire each
            Case{6, 1, 4, 0, 4, 0},    // 4 to spare: not room for 1 + 4, so 4 wires of one thread
            Case{7, 1, 4, 0, 4, 0},    // 5 to spare: room for 1 + 4, not for two such wires
-           Case{11, 1, 4, 0, 4, 0},   // 9 to spare: the same
+           Case{8, 1, 6, 0, 6, 0, 4},   // 6 to spare: 6 wires, each comm over 4 of them
+           Case{11, 1, 6, 0, 6, 0, 4},  // 9 to spare: the same
            Case{12, 1, 2, 4, 2, 4},   // 10 to spare: two wires with an I/O thread per lane
-           Case{16, 2, 4, 0, 4, 0},   // 2 ranks on a 16-CPU H200 host: 4 x (1 + 0) measured best there
+           Case{16, 2, 6, 0, 6, 0, 4},  // 2 ranks on a 16-CPU H200 host: 6 x (1 + 0), 4 stripes, measured
+                                        // best there
            Case{15, 1, 2, 4, 2, 4},   // 13 to spare: not room for 2 x (1 + 6), so two wires of 1 + 4
            Case{16, 1, 2, 4, 2, 4},   // 14 to spare: 2 x (1 + 6) would leave none idle, so two wires of 1 + 4
            Case{18, 1, 2, 6, 2, 4},   // 16 to spare: two wires of 1 + 6 and 2 CPUs idle (1 + 4 with 4 lanes)
@@ -129,7 +132,7 @@ TEST(ThreadLayout, FollowsTheCpuShareOfEachLocalRank) {
                                       // below 1 MiB)
            Case{128, 8, 2, 3, 2, 3},  // an 8-GPU node: more than 2 ranks, half the share spins
            Case{64, 4, 2, 3, 2, 3},   // 4 ranks on the 64-CPU 4 x H200 host (2 x (1 + 3) measured best)
-           Case{32, 4, 4, 0, 4, 0},   // 4 ranks, share 8: below kHalfShareMinCpus, as 2 ranks on 16
+           Case{32, 4, 6, 0, 6, 0, 4},  // 4 ranks, share 8: below kHalfShareMinCpus, as 2 ranks on 16
            Case{96, 3, 2, 6, 2, 4},  // 3 ranks, share 32: half is 16, two wires of 1 + 6 (1 + 4 with 4 lanes)
            Case{64, 2, 2, 6, 2, 4},  // 2 ranks on the 64-CPU host: 4 x (1 + 6) fit, 2 x (1 + 6) measured best
            Case{256, 1, 2, 6, 2, 4},  // at most 2 wires with I/O threads
@@ -142,6 +145,7 @@ TEST(ThreadLayout, FollowsTheCpuShareOfEachLocalRank) {
                                " ranks, lanes " + std::to_string(lanes) + ": " + t.why;
       EXPECT_EQ(t.wires, lanes < 0 ? k.wires : k.wires4) << what;
       EXPECT_EQ(t.io_threads, lanes < 0 ? k.io : k.io4) << what;
+      EXPECT_EQ(t.stripes, k.stripes) << what;
       EXPECT_LE(t.io_threads == 0 ? 0u : t.wires * (1 + t.io_threads), std::max(1u, k.cpus / k.ranks))
           << "the default never spins more threads than the share";
       if (t.io_threads == 0 && t.wires > kMinDefaultWires) {
@@ -166,7 +170,14 @@ TEST(ThreadLayout, FollowsTheCpuShareOfEachLocalRank) {
   EXPECT_EQ(thread_layout(64, 1, 2, -1, -1).wires, 2u);
   // The echo says why.
   const ThreadLayout t = thread_layout(16, 2, 4, -1, -1);
-  EXPECT_EQ(t.why, "16 usable CPUs / 2 local ranks = 8 each, 2 left to NCCL: 4 wires x (1 + 0 I/O threads)");
+  EXPECT_EQ(t.why,
+            "16 usable CPUs / 2 local ranks = 8 each, 2 left to NCCL: 6 wires x (1 + 0 I/O threads), each comm "
+            "over 4 of them");
+  EXPECT_EQ(thread_layout(6, 1, 4, -1, -1).why,
+            "6 usable CPUs / 1 local rank = 6 each, 2 left to NCCL: 4 wires x (1 + 0 I/O threads)");
+  // Wires or I/O threads the user set: no stripes unless MEGASCALE_STRIPES says so.
+  EXPECT_EQ(thread_layout(16, 2, -1, 4, -1).stripes, 1u);
+  EXPECT_EQ(thread_layout(16, 2, -1, -1, 0).stripes, 1u);
   EXPECT_EQ(thread_layout(12, 1, 4, -1, -1).why,
             "12 usable CPUs / 1 local rank = 12 each, 2 left to NCCL: 2 wires x (1 + 4 I/O threads)");
   // A cgroup quota that limits the CPUs is named (wire::CpuBudget::note()): a pod limited to 8 CPUs on

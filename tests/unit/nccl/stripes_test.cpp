@@ -1,7 +1,6 @@
 // How a comm cuts a message over its stripes (CommBase::part, transport.h): every byte in exactly one
 // part, the parts in order and contiguous, each within what the receiver's buffer of the same or a
-// larger capacity gives that part, a ticket per part, and each tag's messages starting on the stripes
-// in turn (CommBase::first_stripe).
+// larger capacity gives that part, and a ticket per part.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -73,25 +72,6 @@ TEST(Stripes, RequestsHaveATicketPerBufferAndStripe) {
   ASSERT_NE(s, nullptr);
   for (uint32_t t = 0; t < 4; ++t) s->tickets[t].set_send(1, nullptr, 0, 0);
   send.free_request(s);
-}
-
-}  // namespace
-}  // namespace megascale::nccl
-
-namespace megascale::nccl {
-namespace {
-
-TEST(Stripes, EachTagsMessagesStartOnTheNextStripeInTurn) {
-  CommBase c = make_comm(Role::kSend, 3, 4096);
-  EXPECT_EQ(c.first_stripe(5), 0);
-  EXPECT_EQ(c.first_stripe(5), 1);
-  EXPECT_EQ(c.first_stripe(7), 0);  // a tag of its own counts on its own
-  EXPECT_EQ(c.first_stripe(5), 2);
-  EXPECT_EQ(c.first_stripe(5), 0);
-  EXPECT_EQ(c.first_stripe(7), 1);
-  CommBase one = make_comm(Role::kSend, 1, 4096);
-  EXPECT_EQ(one.first_stripe(5), 0);
-  EXPECT_EQ(one.first_stripe(5), 0);
 }
 
 }  // namespace
