@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <utility>
 
 namespace megascale::engine {
 
@@ -32,6 +33,53 @@ void RttHistogram::add(TimeNs rtt_ns) {
   ++count_;
   min_ns_ = std::min(min_ns_, rtt_ns);
   max_ns_ = std::max(max_ns_, rtt_ns);
+}
+
+void RttHistogram::merge(const RttHistogram& other) {
+  if (other.count_ == 0) return;
+  for (size_t i = 0; i < buckets_.size(); ++i) buckets_[i] += other.buckets_[i];
+  min_ns_ = count_ ? std::min(min_ns_, other.min_ns_) : other.min_ns_;
+  max_ns_ = std::max(max_ns_, other.max_ns_);
+  count_ += other.count_;
+}
+
+void ConnectionStats::merge(const ConnectionStats& o) {
+  for (auto [mine, theirs] : {
+           std::pair{&bytes_sent, o.bytes_sent},
+           {&segments_sent, o.segments_sent},
+           {&bytes_acked, o.bytes_acked},
+           {&retransmits_fast, o.retransmits_fast},
+           {&retransmits_rto, o.retransmits_rto},
+           {&timeouts, o.timeouts},
+           {&timeouts_spurious, o.timeouts_spurious},
+           {&tail_probes, o.tail_probes},
+           {&ecn_marks, o.ecn_marks},
+           {&cnps_received, o.cnps_received},
+           {&repaths, o.repaths},
+           {&acks_received, o.acks_received},
+           {&bytes_received, o.bytes_received},
+           {&segments_received, o.segments_received},
+           {&segments_unchecked, o.segments_unchecked},
+           {&ce_received, o.ce_received},
+           {&cnps_sent, o.cnps_sent},
+           {&acks_sent, o.acks_sent},
+           {&duplicates_dropped, o.duplicates_dropped},
+           {&malformed_dropped, o.malformed_dropped},
+           {&corrupt_dropped, o.corrupt_dropped},
+           {&out_of_window_dropped, o.out_of_window_dropped},
+           {&sends_posted, o.sends_posted},
+           {&sends_waited_for_credit, o.sends_waited_for_credit},
+           {&sends_completed, o.sends_completed},
+           {&sends_failed, o.sends_failed},
+           {&recvs_posted, o.recvs_posted},
+           {&recvs_completed, o.recvs_completed},
+           {&recvs_failed, o.recvs_failed},
+       }) {
+    *mine += theirs;
+  }
+  rtt.merge(o.rtt);
+  fabric_delay.merge(o.fabric_delay);
+  rx_delay.merge(o.rx_delay);
 }
 
 TimeNs RttHistogram::percentile_ns(double q) const {

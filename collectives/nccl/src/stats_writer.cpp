@@ -39,17 +39,28 @@ Snapshot take_snapshot(CommBase* comm) {
   s.test_call_ns = comm->test_call_ns.load(std::memory_order_relaxed);
   s.test_calls = comm->test_calls.load(std::memory_order_relaxed);
   s.requests_in_use = comm->requests_in_use();
-  comm->wire->udp().with_endpoint([&](engine::Endpoint& ep) {
-    const engine::Connection* c = ep.connection(comm->conn);
-    if (c == nullptr) return;
-    s.found = true;
-    s.state = std::string(engine::to_string(c->state()));
-    s.lanes = c->lanes();
-    s.segment_bytes = c->segment_bytes();
-    s.remote_id = c->remote_id();
-    s.stats = c->stats();
-    for (uint32_t i = 0; i < s.lanes; ++i) s.lane_stats.push_back(c->lane_stats(i));
-  });
+  // A comm over several stripes: their connections' counters added, their lanes one after another,
+  // and the state of stripe 0 unless another's is not established. The ids are stripe 0's.
+  for (size_t k = 0; k < comm->stripes.size(); ++k) {
+    const Stripe& st = comm->stripes[k];
+    st.wire->udp().with_endpoint([&](engine::Endpoint& ep) {
+      const engine::Connection* c = ep.connection(st.conn);
+      if (c == nullptr) return;
+      const std::string state(engine::to_string(c->state()));
+      if (k == 0) {
+        s.found = true;
+        s.state = state;
+        s.segment_bytes = c->segment_bytes();
+        s.remote_id = c->remote_id();
+        s.stats = c->stats();
+      } else {
+        if (c->state() != engine::ConnectionState::kEstablished) s.state = state;
+        s.stats.merge(c->stats());
+      }
+      s.lanes += c->lanes();
+      for (uint32_t i = 0; i < c->lanes(); ++i) s.lane_stats.push_back(c->lane_stats(i));
+    });
+  }
   return s;
 }
 
@@ -193,6 +204,7 @@ nlohmann::json to_json(const Snapshot& s, const char* event, TimeNs now) {
   j["ifname"] = c.ifname;
   j["role"] = role_name(&c);
   j["conn"] = id_hex(c.conn);
+  j["stripes"] = c.stripes.size();
   j["peer"] = c.peer;
   j["open_s"] = static_cast<double>(now - c.opened_ns) / 1e9;
   const CommBase::Counters& n = s.nccl;

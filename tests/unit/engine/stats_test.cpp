@@ -64,3 +64,55 @@ TEST(RttHistogram, NegativeSamplesAreIgnored) {
 
 }  // namespace
 }  // namespace megascale::engine
+
+namespace megascale::engine {
+namespace {
+
+TEST(RttHistogram, MergeIsTheSameAsAddingEverySample) {
+  RttHistogram a, b, all;
+  for (TimeNs x : {3'000, 70'000, 900}) {
+    a.add(x);
+    all.add(x);
+  }
+  for (TimeNs x : {500, 1'000'000, 64}) {
+    b.add(x);
+    all.add(x);
+  }
+  RttHistogram empty;
+  a.merge(empty);
+  a.merge(b);
+  EXPECT_EQ(a.count(), all.count());
+  EXPECT_EQ(a.min_ns(), 64);
+  EXPECT_EQ(a.max_ns(), 1'000'000);
+  for (double q : {0.1, 0.5, 0.9, 1.0}) EXPECT_EQ(a.percentile_ns(q), all.percentile_ns(q)) << q;
+  empty.merge(b);  // into an empty one: b's own min
+  EXPECT_EQ(empty.min_ns(), 64);
+  EXPECT_EQ(empty.count(), 3u);
+}
+
+TEST(ConnectionStats, MergeAddsEveryCounterAndHistogram) {
+  ConnectionStats a, b;
+  a.bytes_sent = 10;
+  a.timeouts = 1;
+  a.recvs_failed = 2;
+  a.rtt.add(5'000);
+  b.bytes_sent = 5;
+  b.retransmits_fast = 3;
+  b.duplicates_dropped = 4;
+  b.sends_waited_for_credit = 6;
+  b.rtt.add(9'000);
+  b.rx_delay.add(100);
+  a.merge(b);
+  EXPECT_EQ(a.bytes_sent, 15u);
+  EXPECT_EQ(a.timeouts, 1u);
+  EXPECT_EQ(a.retransmits(), 3u);
+  EXPECT_EQ(a.duplicates_dropped, 4u);
+  EXPECT_EQ(a.sends_waited_for_credit, 6u);
+  EXPECT_EQ(a.recvs_failed, 2u);
+  EXPECT_EQ(a.rtt.count(), 2u);
+  EXPECT_EQ(a.rtt.max_ns(), 9'000);
+  EXPECT_EQ(a.rx_delay.count(), 1u);
+}
+
+}  // namespace
+}  // namespace megascale::engine

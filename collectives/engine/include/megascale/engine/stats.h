@@ -31,6 +31,8 @@ class RttHistogram {
   // The q-quantile (0..1), as the upper edge of its bucket clamped to [min, max]; 0 when empty.
   TimeNs percentile_ns(double q) const;
   void clear() { *this = RttHistogram{}; }
+  // Adds every sample of `other` (as if each had been add()ed here).
+  void merge(const RttHistogram& other);
 
   static int bucket_of(TimeNs rtt_ns);
   static TimeNs bucket_upper_ns(int bucket);
@@ -106,6 +108,9 @@ struct ConnectionStats {
   uint64_t recvs_failed = 0;
 
   uint64_t retransmits() const { return retransmits_fast + retransmits_rto; }
+  // Adds another connection's counters and histograms (one figure for several connections that carry
+  // one stream, such as an NCCL comm's stripes).
+  void merge(const ConnectionStats& other);
 };
 
 // Packets an endpoint could not hand to a connection, and connection setup.
