@@ -177,9 +177,11 @@ ThreadLayout thread_layout(unsigned usable_cpus, unsigned local_ranks, int lanes
     if (io_set < 0 && budget >= kStripedDefaultWires) {
       // Room for kStripedDefaultWires: that many wires, each comm cut over kDefaultStripes of them, so
       // that a rank's four connections keep every wire busy. 2 ranks on one H200 (a room of 6): 6 x (1
-      // + 0) with 4 stripes moved 1.10-1.35x the bus bandwidth of 4 x (1 + 0) by median in three calls,
-      // its collectives of 512 KiB - 1 MiB as fast or faster, those under 100 B 10-40% slower
-      // (docs/PERFORMANCE.md, thirtieth session).
+      // + 0) with 4 stripes moved 1.15-1.30x the bus bandwidth of 4 x (1 + 0) by median in four calls,
+      // and took 1.07-1.61x the time for collectives of 8 B - 1 MiB (docs/PERFORMANCE.md, thirtieth
+      // session): bandwidth, which is most of what a net plugin carries between nodes, bought with
+      // small-collective time. Not for larger shares: on 2 x H200 (16 CPUs a rank) 6 x (1 + 0) with 4
+      // stripes moved 0.63-0.94x tuned Socket where 2 x (1 + 4) moved 0.91-1.08x.
       t.wires = kStripedDefaultWires;
       t.stripes = kDefaultStripes;
     }
