@@ -503,7 +503,7 @@ Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
        stripes != nullptr);
   const char* stripe_bytes = env("MEGASCALE_STRIPE_BYTES");
   if (stripe_bytes != nullptr) {
-    auto v = parse_int("MEGASCALE_STRIPE_BYTES", stripe_bytes, 4096, 1LL << 30);
+    auto v = parse_int("MEGASCALE_STRIPE_BYTES", stripe_bytes, kMinStripeBytes, 1LL << 30);
     if (!v) return v.error();
     c.stripe_bytes = static_cast<uint64_t>(*v);
   } else {

@@ -29,8 +29,9 @@ inline constexpr uint32_t kHelloMagic = 0x4C454D48;  // "HMEL"
 // Tags the plugin itself uses on a connection. NCCL's tags are ranks (>= 0 and far below these).
 inline constexpr int32_t kHelloTag = 0x7FFFFFFF;
 
-// The most stripes a comm has (MEGASCALE_STRIPES).
+// The most stripes a comm has (MEGASCALE_STRIPES), and the smallest part they cut (MEGASCALE_STRIPE_BYTES).
 inline constexpr uint32_t kMaxStripes = 8;
+inline constexpr uint32_t kMinStripeBytes = 4096;
 
 // Copied in and out with memcpy (NCCL's buffer need not be aligned). Host byte order: both sides run the same
 // plugin on the same architecture (NCCL requires it).
@@ -48,7 +49,11 @@ struct ListenHandle {
   uint64_t connect_token;  // 0 from listen; set by the first connect() call on the connecting side
   char ifname[16];         // the listener's interface, for messages
   uint16_t stripe_ports[kMaxStripes - 1];  // stripes 1..stripes-1: each one's wire's port
-  uint8_t reserved[50];
+  uint16_t reserved2;
+  // Where the listener cuts a message into stripes (its MEGASCALE_STRIPE_BYTES): the connecting side
+  // cuts its sends there too, whatever its own setting, since the receiver places the parts by it.
+  uint32_t stripe_bytes;
+  uint8_t reserved[44];
 };
 static_assert(sizeof(ListenHandle) == abi::kNetHandleMaxBytes, "the handle is NCCL's 128 bytes");
 

@@ -253,6 +253,7 @@ NetResult listen(void* ctx, int dev, void* handle, void** listen_comm) {
   h.dscp = l->wires[0]->dscp();
   h.port = l->wires[0]->udp().local_port();
   h.stripes = static_cast<uint8_t>(k);
+  h.stripe_bytes = static_cast<uint32_t>(reg.config().stripe_bytes);
   inet_pton(d.iface.family, d.iface.address.c_str(), h.addr);
   h.listen_id = l->listen_id;
   for (uint32_t i = 1; i < k; ++i) h.stripe_ports[i - 1] = l->wires[i]->udp().local_port();
@@ -281,8 +282,9 @@ NetResult connect(void* ctx, int dev, int traffic_class, void* handle, void** se
             kHandleVersion, h.magic, h.version);
     return abi::kNetInvalidArgument;
   }
-  if (h.stripes < 1 || h.stripes > kMaxStripes) {
-    MS_WARN("connect: the handle names %u stripes (1..%u)", h.stripes, kMaxStripes);
+  if (h.stripes < 1 || h.stripes > kMaxStripes || (h.stripes > 1 && h.stripe_bytes < kMinStripeBytes)) {
+    MS_WARN("connect: the handle names %u stripes of %u bytes (1..%u stripes, of %u bytes or more)", h.stripes,
+            h.stripe_bytes, kMaxStripes, kMinStripeBytes);
     return abi::kNetInvalidArgument;
   }
   std::lock_guard<std::mutex> lock(c->mu);
@@ -318,6 +320,7 @@ NetResult connect(void* ctx, int dev, int traffic_class, void* handle, void** se
     uint64_t token = random_nonzero();
     while (c->connects.count(token) != 0) token = random_nonzero();
     p->token = token;
+    p->stripe_bytes = h.stripe_bytes;
     for (uint32_t i = 0; i < h.stripes; ++i) {
       const uint16_t port = i == 0 ? h.port : h.stripe_ports[i - 1];
       auto leg = std::make_unique<PendingConnect::Leg>();
@@ -368,7 +371,8 @@ NetResult connect(void* ctx, int dev, int traffic_class, void* handle, void** se
   if (!all_done) return abi::kNetSuccess;  // NCCL calls again
   std::vector<Stripe> stripes;
   for (auto& leg : pc->legs) stripes.push_back(leg->stripe);
-  auto* s = new CommBase(kSendMagic, Role::kSend, kSendPoolSize, std::move(stripes), reg.config().stripe_bytes);
+  // The listener's cut (the handle's), not ours: its receives place the parts.
+  auto* s = new CommBase(kSendMagic, Role::kSend, kSendPoolSize, std::move(stripes), pc->stripe_bytes);
   s->dev = pc->dev;
   s->comm_id = c->comm_id;
   s->ifname = reg.devices()[static_cast<size_t>(pc->dev)].iface.name;

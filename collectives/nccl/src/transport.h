@@ -72,6 +72,7 @@ struct PendingConnect {
   std::vector<std::unique_ptr<Leg>> legs;  // stripe order; pointers: the engine reads each hello in place
   int dev = 0;
   uint64_t token = 0;
+  uint64_t stripe_bytes = 0;  // the listener's (the handle's)
   std::string peer;  // "addr:port (ifname)" for messages
   TimeNs started_ns = 0;
 };

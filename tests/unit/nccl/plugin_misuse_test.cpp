@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "megascale/nccl/abi/net_v11.h"
+#include "../../../collectives/nccl/src/handle.h"
 #include "megascale/nccl/abi/net_v8.h"
 #include "warn_capture.h"
 
@@ -22,6 +23,9 @@ using namespace megascale::nccl::abi;
 
 using megascale::nccl::test::take_warns;
 using megascale::nccl::test::warn_logger;
+using megascale::nccl::kMaxStripes;
+using megascale::nccl::kMinStripeBytes;
+using megascale::nccl::ListenHandle;
 using megascale::nccl::test::warned;
 
 // Calls `step` (a connect and an accept, a test(), an isend) until `done` says so, a call fails its
@@ -141,6 +145,30 @@ TEST_F(PluginMisuse, ConnectRefusesAHandleThatIsNotOne) {
   EXPECT_EQ(net_->connect(ctx_, 0, handle, &s, nullptr), kNetInvalidArgument);
   EXPECT_EQ(s, nullptr) << "*sendComm must be cleared on failure";
   EXPECT_TRUE(warned("not a MegaScale listen handle"));
+}
+
+// A handle whose stripes the connecting side could not follow (a count out of range, or parts smaller
+// than the plugin cuts) is refused before any connection opens.
+TEST_F(PluginMisuse, ConnectRefusesStripesItCannotFollow) {
+  char handle[kNetHandleMaxBytes] = {};
+  void* listen_comm = nullptr;
+  ASSERT_EQ(net_->listen(ctx_, 0, handle, &listen_comm), kNetSuccess);
+  ListenHandle h;
+  std::memcpy(&h, handle, sizeof h);
+  EXPECT_GE(h.stripes, 1u);
+  EXPECT_GE(h.stripe_bytes, kMinStripeBytes);
+  for (const auto& [stripes, bytes] : {std::pair<uint8_t, uint32_t>{0, 65536}, {kMaxStripes + 1, 65536}, {2, 100}}) {
+    ListenHandle bad = h;
+    bad.stripes = stripes;
+    bad.stripe_bytes = bytes;
+    char copy[kNetHandleMaxBytes];
+    std::memcpy(copy, &bad, sizeof bad);
+    void* s = reinterpret_cast<void*>(uintptr_t{0xdead});
+    EXPECT_EQ(net_->connect(ctx_, 0, copy, &s, nullptr), kNetInvalidArgument) << int(stripes) << " x " << bytes;
+    EXPECT_EQ(s, nullptr);
+    EXPECT_TRUE(warned("the handle names " + std::to_string(stripes) + " stripes of " + std::to_string(bytes)));
+  }
+  EXPECT_EQ(net_->closeListen(listen_comm), kNetSuccess);
 }
 
 TEST_F(PluginMisuse, ConnectRefusesAnotherContextsConnectInProgress) {
