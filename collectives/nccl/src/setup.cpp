@@ -74,6 +74,21 @@ uint64_t engine_pending(DeviceWire& w, engine::ConnId conn) {
   return n;
 }
 
+// Opens one stripe's connection and sends its hello (leg.hello, which the engine reads until the send
+// completes); on failure nothing of it is left.
+Status open_leg(PendingConnect::Leg& leg, const std::string& address, uint16_t port) {
+  auto conn = leg.stripe.wire->udp().connect(address, port);
+  if (!conn) return conn.error();
+  leg.stripe.conn = *conn;
+  auto req = leg.stripe.wire->udp().post_send(leg.stripe.conn, &leg.hello, sizeof leg.hello, kHelloTag);
+  if (!req) {
+    leg.stripe.wire->retire(leg.stripe.conn, /*abortive=*/true);
+    return req.error();
+  }
+  leg.hello_req = *req;
+  return {};
+}
+
 NetResult close_comm(void* p, uint32_t magic, const char* what) {
   auto* comm = static_cast<CommBase*>(p);
   if (comm == nullptr) return abi::kNetSuccess;
@@ -325,24 +340,13 @@ NetResult connect(void* ctx, int dev, int traffic_class, void* handle, void** se
       const uint16_t port = i == 0 ? h.port : h.stripe_ports[i - 1];
       auto leg = std::make_unique<PendingConnect::Leg>();
       leg->stripe.wire = (*w)[i];
-      auto conn = leg->stripe.wire->udp().connect(address_text(h), port);
-      const std::string failed = !conn ? conn.error().message : std::string();
-      if (conn) {
-        leg->stripe.conn = *conn;
-        leg->hello = Hello{kHelloMagic, kHandleVersion, static_cast<uint16_t>(i), h.listen_id, token};
-        auto req = leg->stripe.wire->udp().post_send(leg->stripe.conn, &leg->hello, sizeof leg->hello, kHelloTag);
-        if (req) {
-          leg->hello_req = *req;
-          p->legs.push_back(std::move(leg));
-          continue;
-        }
-        leg->stripe.wire->retire(leg->stripe.conn, /*abortive=*/true);
-        MS_WARN("connect to %s (stripe %u, port %u): %s", p->peer.c_str(), i, port, req.error().message.c_str());
-      } else {
-        MS_WARN("connect to %s (stripe %u, port %u): %s", p->peer.c_str(), i, port, failed.c_str());
+      leg->hello = Hello{kHelloMagic, kHandleVersion, static_cast<uint16_t>(i), h.listen_id, token};
+      if (Status st = open_leg(*leg, address_text(h), port); !st) {
+        MS_WARN("connect to %s (stripe %u, port %u): %s", p->peer.c_str(), i, port, st.error().message.c_str());
+        for (auto& done : p->legs) done->stripe.wire->retire(done->stripe.conn, /*abortive=*/true);
+        return abi::kNetSystemError;
       }
-      for (auto& done : p->legs) done->stripe.wire->retire(done->stripe.conn, /*abortive=*/true);
-      return abi::kNetSystemError;
+      p->legs.push_back(std::move(leg));
     }
     // NCCL calls again with this same buffer: the token finds this state.
     std::memcpy(static_cast<uint8_t*>(handle) + offsetof(ListenHandle, connect_token), &token, sizeof token);
