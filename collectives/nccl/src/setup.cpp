@@ -383,7 +383,7 @@ NetResult connect(void* ctx, int dev, int traffic_class, void* handle, void** se
   s->peer = pc->peer;
   s->opened_ns = wire::UdpWire::now();
   MS_INFO(abi::kSubsysNet, "connected %s -> %s in %.1f ms (wire %u, conn %016" PRIx64 ", %u stripe(s))",
-          s->ifname.c_str(), s->peer.c_str(), ms_since(pc->started_ns), s->wire->index(), s->conn,
+          s->ifname.c_str(), s->peer.c_str(), ms_since(pc->started_ns), s->wire()->index(), s->conn(),
           s->stripe_count());
   c->connects.erase(pc->token);
   reg.comm_opened(s);
@@ -420,10 +420,10 @@ NetResult accept(void* listen_comm, void** recv_comm) {
   r->dev = l->dev;
   r->comm_id = l->comm_id;
   r->ifname = reg.devices()[static_cast<size_t>(l->dev)].iface.name;
-  r->peer = peer_of(*r->wire, r->conn);
+  r->peer = peer_of(*r->wire(), r->conn());
   r->opened_ns = wire::UdpWire::now();
   MS_INFO(abi::kSubsysNet, "accepted %s <- %s (wire %u, conn %016" PRIx64 ", %u stripe(s))", r->ifname.c_str(),
-          r->peer.c_str(), r->wire->index(), r->conn, r->stripe_count());
+          r->peer.c_str(), r->wire()->index(), r->conn(), r->stripe_count());
   reg.comm_opened(r);
   *recv_comm = r;
   return abi::kNetSuccess;

@@ -203,7 +203,7 @@ nlohmann::json to_json(const Snapshot& s, const char* event, TimeNs now) {
   j["dev"] = c.dev;
   j["ifname"] = c.ifname;
   j["role"] = role_name(&c);
-  j["conn"] = id_hex(c.conn);
+  j["conn"] = id_hex(c.conn());
   j["stripes"] = c.stripes.size();
   j["peer"] = c.peer;
   j["open_s"] = static_cast<double>(now - c.opened_ns) / 1e9;
@@ -436,7 +436,7 @@ void StatsWriter::write_prom_locked() {
       if (!s.found) continue;
       std::snprintf(num, sizeof num, "%.17g", m.value(s));
       out += name + "{ifname=\"" + label_value(s.comm->ifname) + "\",role=\"" + role_name(s.comm) +
-             "\",conn=\"" + id_hex(s.comm->conn) + "\",peer=\"" + label_value(s.comm->peer) + "\"} " + num +
+             "\",conn=\"" + id_hex(s.comm->conn()) + "\",peer=\"" + label_value(s.comm->peer) + "\"} " + num +
              "\n";
     }
     if (!m.counter) continue;

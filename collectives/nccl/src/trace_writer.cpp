@@ -50,15 +50,15 @@ void TraceWriter::add(CommBase* comm) {
   // A comm opens once its connection is up (connect: the hello acknowledged; accept: it arrived), so the
   // peer's id for it is known. Read before this writer's lock: the wire's lock is not taken under it.
   uint64_t peer_conn = 0;
-  comm->wire->udp().with_endpoint([&](engine::Endpoint& ep) {
-    if (const engine::Connection* c = ep.connection(comm->conn)) peer_conn = c->remote_id();
+  comm->wire()->udp().with_endpoint([&](engine::Endpoint& ep) {
+    if (const engine::Connection* c = ep.connection(comm->conn())) peer_conn = c->remote_id();
   });
   std::lock_guard<std::mutex> lock(mu_);
   // A send comm's peer text already names the interface ("addr:port (ifname)").
   const bool has_ifname = comm->peer.find(" (") != std::string::npos;
   comms_.push_back(Comm{std::string(comm->role == Role::kSend ? "send " : "recv ") + comm->peer +
                             (has_ifname ? "" : " (" + comm->ifname + ")"),
-                        0, comm->conn, peer_conn});
+                        0, comm->conn(), peer_conn});
   comm->trace_id = static_cast<uint32_t>(comms_.size());  // 1-based: 0 is "no track"
 }
 

@@ -122,8 +122,6 @@ struct Request {
 struct CommBase {
   uint32_t magic = 0;
   Role role = Role::kSend;
-  DeviceWire* wire = nullptr;  // stripe 0's (the one the stats and the timeline name)
-  engine::ConnId conn = 0;
   // Every connection the comm runs over, stripe 0 first. A message of S bytes goes as one part per
   // stripe: stripe i (but the last) carries bytes [i x stripe_bytes, (i + 1) x stripe_bytes) of it, the
   // last stripe the rest; parts beyond S are empty. The receiver places stripe i's part at i x
@@ -195,6 +193,9 @@ struct CommBase {
 
   CommBase(uint32_t m, Role r, uint32_t pool_size, std::vector<Stripe> s, uint64_t stripe_bytes_);
   uint32_t stripe_count() const { return static_cast<uint32_t>(stripes.size()); }
+  // Stripe 0's wire and connection: the ones the stats, the timeline and the log lines name.
+  DeviceWire* wire() const { return stripes[0].wire; }
+  engine::ConnId conn() const { return stripes[0].conn; }
   // Stripe i's part of a message of `size` bytes (or of a receive buffer of that capacity): its offset
   // and length.
   std::pair<uint64_t, uint64_t> part(uint32_t i, uint64_t size) const;
