@@ -171,7 +171,7 @@ unsigned count_nvidia_gpus(const std::string& pci_devices_dir);
 struct ThreadLayout {
   uint32_t wires = kMaxDefaultWires;
   uint32_t io_threads = 0;
-  uint32_t stripes = 1;  // MEGASCALE_STRIPES when unset
+  uint32_t stripes = 1;             // MEGASCALE_STRIPES when unset
   bool lane_per_io_thread = false;  // MEGASCALE_LANES unset: as many lanes as I/O threads (default_lanes)
   unsigned cpu_share = 1;           // usable CPUs / local ranks
   std::string share_text;           // "16 usable CPUs / 2 local ranks"

@@ -39,7 +39,8 @@ void record_phases(CommBase& comm, const Request& r, int sub, bool traced, const
     if (c.send) add(CommBase::kAck, c.last_ns, c.done_ns);
     add(CommBase::kReport, c.done_ns, seen_ns);
   });
-  if (traced && comm.trace_id != 0) Registry::get().trace().record(comm, r.trace_lane[sub], posted_ns, c, seen_ns);
+  if (traced && comm.trace_id != 0)
+    Registry::get().trace().record(comm, r.trace_lane[sub], posted_ns, c, seen_ns);
 }
 
 // Looks at the tickets of the parts of `r` not yet done. Returns false (and fails the comm) when one

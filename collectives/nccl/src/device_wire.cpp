@@ -17,11 +17,7 @@
 namespace megascale::nccl {
 
 CommBase::CommBase(uint32_t m, Role r, uint32_t pool_size, std::vector<Stripe> s, uint64_t stripe_bytes_)
-    : magic(m),
-      role(r),
-      stripes(std::move(s)),
-      stripe_bytes(stripe_bytes_),
-      requests(pool_size) {
+    : magic(m), role(r), stripes(std::move(s)), stripe_bytes(stripe_bytes_), requests(pool_size) {
   if (stripes.empty()) throw std::invalid_argument("a comm needs at least one stripe");
   const uint32_t k = static_cast<uint32_t>(stripes.size());
   const uint32_t per_request = (r == Role::kRecv ? kMaxRecvs : 1) * k;

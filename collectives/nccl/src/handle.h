@@ -23,8 +23,8 @@
 namespace megascale::nccl {
 
 inline constexpr uint32_t kHandleMagic = 0x484E534D;  // "MSNH"
-inline constexpr uint16_t kHandleVersion = 2;  // 2: stripes
-inline constexpr uint32_t kHelloMagic = 0x4C454D48;  // "HMEL"
+inline constexpr uint16_t kHandleVersion = 2;         // 2: stripes
+inline constexpr uint32_t kHelloMagic = 0x4C454D48;   // "HMEL"
 
 // Tags the plugin itself uses on a connection. NCCL's tags are ranks (>= 0 and far below these).
 inline constexpr int32_t kHelloTag = 0x7FFFFFFF;

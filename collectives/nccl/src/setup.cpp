@@ -99,8 +99,9 @@ NetResult close_comm(void* p, uint32_t magic, const char* what) {
   // Requests NCCL saw done may still wait for empty parts or an optional receive's end, which come
   // within moments: give them that (a bounded wait) rather than reset the connections under them.
   const TimeNs reap_until = wire::UdpWire::now() + kCloseReapNs;
-  while (comm->failed == abi::kNetSuccess && reap_deferred(comm) == abi::kNetSuccess && !comm->deferred.empty() &&
-         comm->requests_in_use() == comm->deferred.size() && wire::UdpWire::now() < reap_until) {
+  while (comm->failed == abi::kNetSuccess && reap_deferred(comm) == abi::kNetSuccess &&
+         !comm->deferred.empty() && comm->requests_in_use() == comm->deferred.size() &&
+         wire::UdpWire::now() < reap_until) {
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
   const uint32_t in_use = comm->requests_in_use();
@@ -276,8 +277,8 @@ NetResult listen(void* ctx, int dev, void* handle, void** listen_comm) {
   std::memcpy(handle, &h, sizeof h);
   reg.listen_opened();
   *listen_comm = l;
-  MS_INFO(abi::kSubsysNet, "listening on %s %s:%u (listen %016" PRIx64 ", %u stripe(s))", d.iface.name.c_str(),
-          d.iface.address.c_str(), h.port, h.listen_id, k);
+  MS_INFO(abi::kSubsysNet, "listening on %s %s:%u (listen %016" PRIx64 ", %u stripe(s))",
+          d.iface.name.c_str(), d.iface.address.c_str(), h.port, h.listen_id, k);
   return abi::kNetSuccess;
 }
 
@@ -298,8 +299,8 @@ NetResult connect(void* ctx, int dev, int traffic_class, void* handle, void** se
     return abi::kNetInvalidArgument;
   }
   if (h.stripes < 1 || h.stripes > kMaxStripes || (h.stripes > 1 && h.stripe_bytes < kMinStripeBytes)) {
-    MS_WARN("connect: the handle names %u stripes of %u bytes (1..%u stripes, of %u bytes or more)", h.stripes,
-            h.stripe_bytes, kMaxStripes, kMinStripeBytes);
+    MS_WARN("connect: the handle names %u stripes of %u bytes (1..%u stripes, of %u bytes or more)",
+            h.stripes, h.stripe_bytes, kMaxStripes, kMinStripeBytes);
     return abi::kNetInvalidArgument;
   }
   std::lock_guard<std::mutex> lock(c->mu);
@@ -342,7 +343,8 @@ NetResult connect(void* ctx, int dev, int traffic_class, void* handle, void** se
       leg->stripe.wire = (*w)[i];
       leg->hello = Hello{kHelloMagic, kHandleVersion, static_cast<uint16_t>(i), h.listen_id, token};
       if (Status st = open_leg(*leg, address_text(h), port); !st) {
-        MS_WARN("connect to %s (stripe %u, port %u): %s", p->peer.c_str(), i, port, st.error().message.c_str());
+        MS_WARN("connect to %s (stripe %u, port %u): %s", p->peer.c_str(), i, port,
+                st.error().message.c_str());
         for (auto& done : p->legs) done->stripe.wire->retire(done->stripe.conn, /*abortive=*/true);
         return abi::kNetSystemError;
       }
@@ -364,8 +366,8 @@ NetResult connect(void* ctx, int dev, int traffic_class, void* handle, void** se
       continue;
     }
     if (!done.ok) {
-      MS_WARN("connect to %s failed after %.1f ms (stripe %zu): %s", pc->peer.c_str(), ms_since(pc->started_ns),
-              i, done.error.c_str());
+      MS_WARN("connect to %s failed after %.1f ms (stripe %zu): %s", pc->peer.c_str(),
+              ms_since(pc->started_ns), i, done.error.c_str());
       for (auto& l : pc->legs) l->stripe.wire->retire(l->stripe.conn, /*abortive=*/true);
       c->connects.erase(pc->token);
       return abi::kNetRemoteError;
@@ -403,7 +405,8 @@ NetResult accept(void* listen_comm, void** recv_comm) {
   bool all_accepted = true;
   for (size_t i = 0; i < l->wires.size(); ++i) {
     if (l->accepted[i] != 0) continue;
-    const std::optional<engine::ConnId> conn = l->wires[i]->accept_for(l->listen_id, static_cast<uint16_t>(i));
+    const std::optional<engine::ConnId> conn =
+        l->wires[i]->accept_for(l->listen_id, static_cast<uint16_t>(i));
     if (conn) {
       l->accepted[i] = *conn;
     } else {
@@ -416,14 +419,15 @@ NetResult accept(void* listen_comm, void** recv_comm) {
     stripes.push_back(Stripe{l->wires[i], l->accepted[i]});
     l->accepted[i] = 0;
   }
-  auto* r = new CommBase(kRecvMagic, Role::kRecv, kRecvPoolSize, std::move(stripes), reg.config().stripe_bytes);
+  auto* r =
+      new CommBase(kRecvMagic, Role::kRecv, kRecvPoolSize, std::move(stripes), reg.config().stripe_bytes);
   r->dev = l->dev;
   r->comm_id = l->comm_id;
   r->ifname = reg.devices()[static_cast<size_t>(l->dev)].iface.name;
   r->peer = peer_of(*r->wire(), r->conn());
   r->opened_ns = wire::UdpWire::now();
-  MS_INFO(abi::kSubsysNet, "accepted %s <- %s (wire %u, conn %016" PRIx64 ", %u stripe(s))", r->ifname.c_str(),
-          r->peer.c_str(), r->wire()->index(), r->conn(), r->stripe_count());
+  MS_INFO(abi::kSubsysNet, "accepted %s <- %s (wire %u, conn %016" PRIx64 ", %u stripe(s))",
+          r->ifname.c_str(), r->peer.c_str(), r->wire()->index(), r->conn(), r->stripe_count());
   reg.comm_opened(r);
   *recv_comm = r;
   return abi::kNetSuccess;

@@ -73,7 +73,7 @@ struct PendingConnect {
   int dev = 0;
   uint64_t token = 0;
   uint64_t stripe_bytes = 0;  // the listener's (the handle's)
-  std::string peer;  // "addr:port (ifname)" for messages
+  std::string peer;           // "addr:port (ifname)" for messages
   TimeNs started_ns = 0;
 };
 
@@ -107,15 +107,15 @@ struct Request {
   bool optional = false;  // irecv with NCCL_NET_OPTIONAL_RECV_COMPLETION: done at the first test
   bool reported = false;  // NCCL was told done; the engine request may still be pending (optional)
   uint8_t n = 0;
-  uint8_t parts = 0;       // engine requests: n x the comm's stripes
+  uint8_t parts = 0;         // engine requests: n x the comm's stripes
   uint64_t done_mask = 0;    // parts the engine reported done
   uint64_t needed_mask = 0;  // a send's parts that carry bytes (and part 0): what NCCL waits for
-  TimeNs posted_ns = 0;    // when isend/irecv posted it
+  TimeNs posted_ns = 0;      // when isend/irecv posted it
   // One engine request per buffer and stripe (buffer j's part on stripe i is tickets[j * stripes + i]),
   // posted and finished through the wires without their locks (wire::UdpWire::submit): NCCL's proxy
   // thread never waits out a wire's round. Sized by the comm (CommBase's constructor).
   std::unique_ptr<wire::UdpWire::Ticket[]> tickets;
-  uint64_t bytes[kMaxRecvs] = {};  // per buffer: its parts' bytes added
+  uint64_t bytes[kMaxRecvs] = {};      // per buffer: its parts' bytes added
   uint8_t trace_lane[kMaxRecvs] = {};  // each sub's lane on its comm's track (MEGASCALE_TRACE_FILE)
 };
 

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "megascale/nccl/abi/net_v11.h"
 #include "../../../collectives/nccl/src/handle.h"
+#include "megascale/nccl/abi/net_v11.h"
 #include "megascale/nccl/abi/net_v8.h"
 #include "warn_capture.h"
 
@@ -21,11 +21,11 @@ namespace {
 
 using namespace megascale::nccl::abi;
 
-using megascale::nccl::test::take_warns;
-using megascale::nccl::test::warn_logger;
 using megascale::nccl::kMaxStripes;
 using megascale::nccl::kMinStripeBytes;
 using megascale::nccl::ListenHandle;
+using megascale::nccl::test::take_warns;
+using megascale::nccl::test::warn_logger;
 using megascale::nccl::test::warned;
 
 // Calls `step` (a connect and an accept, a test(), an isend) until `done` says so, a call fails its
@@ -157,16 +157,19 @@ TEST_F(PluginMisuse, ConnectRefusesStripesItCannotFollow) {
   std::memcpy(&h, handle, sizeof h);
   EXPECT_GE(h.stripes, 1u);
   EXPECT_GE(h.stripe_bytes, kMinStripeBytes);
-  for (const auto& [stripes, bytes] : {std::pair<uint8_t, uint32_t>{0, 65536}, {kMaxStripes + 1, 65536}, {2, 100}}) {
+  for (const auto& [stripes, bytes] :
+       {std::pair<uint8_t, uint32_t>{0, 65536}, {kMaxStripes + 1, 65536}, {2, 100}}) {
     ListenHandle bad = h;
     bad.stripes = stripes;
     bad.stripe_bytes = bytes;
     char copy[kNetHandleMaxBytes];
     std::memcpy(copy, &bad, sizeof bad);
     void* s = reinterpret_cast<void*>(uintptr_t{0xdead});
-    EXPECT_EQ(net_->connect(ctx_, 0, copy, &s, nullptr), kNetInvalidArgument) << int(stripes) << " x " << bytes;
+    EXPECT_EQ(net_->connect(ctx_, 0, copy, &s, nullptr), kNetInvalidArgument)
+        << int(stripes) << " x " << bytes;
     EXPECT_EQ(s, nullptr);
-    EXPECT_TRUE(warned("the handle names " + std::to_string(stripes) + " stripes of " + std::to_string(bytes)));
+    EXPECT_TRUE(
+        warned("the handle names " + std::to_string(stripes) + " stripes of " + std::to_string(bytes)));
   }
   EXPECT_EQ(net_->closeListen(listen_comm), kNetSuccess);
 }
