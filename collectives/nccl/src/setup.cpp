@@ -89,6 +89,11 @@ Status open_leg(PendingConnect::Leg& leg, const std::string& address, uint16_t p
   return {};
 }
 
+// Resets every connection a connect() opened so far (it failed, or its context goes).
+void retire_legs(const PendingConnect& pc) {
+  for (const auto& leg : pc.legs) leg->stripe.wire->retire(leg->stripe.conn, /*abortive=*/true);
+}
+
 NetResult close_comm(void* p, uint32_t magic, const char* what) {
   auto* comm = static_cast<CommBase*>(p);
   if (comm == nullptr) return abi::kNetSuccess;
@@ -160,9 +165,7 @@ NetResult finalize(void* ctx) {
   }
   {
     std::lock_guard<std::mutex> lock(c->mu);
-    for (auto& [token, pc] : c->connects) {
-      for (auto& leg : pc->legs) leg->stripe.wire->retire(leg->stripe.conn, /*abortive=*/true);
-    }
+    for (auto& [token, pc] : c->connects) retire_legs(*pc);
     c->connects.clear();
   }
   const uint64_t comm_id = c->comm_id;
@@ -246,11 +249,10 @@ NetResult listen(void* ctx, int dev, void* handle, void** listen_comm) {
   auto* l = new ListenComm;
   l->comm_id = c->comm_id;
   l->dev = dev;
-  l->wires = *w;
-  l->accepted.assign(k, 0);
+  for (DeviceWire* wire : *w) l->stripes.push_back(Stripe{wire, 0});
   // One id for the listen on every stripe's wire (the handle carries it once): a random one that none
   // of them holds yet. Stripes beyond MEGASCALE_NTHREADS share wires; a wire holds the listen once.
-  std::vector<DeviceWire*> distinct = l->wires;
+  std::vector<DeviceWire*> distinct = *w;
   std::sort(distinct.begin(), distinct.end());
   distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
   for (bool taken = true; taken;) {
@@ -266,13 +268,13 @@ NetResult listen(void* ctx, int dev, void* handle, void** listen_comm) {
   h.magic = kHandleMagic;
   h.version = kHandleVersion;
   h.family = d.iface.family == AF_INET6 ? 6 : 4;
-  h.dscp = l->wires[0]->dscp();
-  h.port = l->wires[0]->udp().local_port();
+  h.dscp = l->stripes[0].wire->dscp();
+  h.port = l->stripes[0].wire->udp().local_port();
   h.stripes = static_cast<uint8_t>(k);
   h.stripe_bytes = static_cast<uint32_t>(reg.config().stripe_bytes);
   inet_pton(d.iface.family, d.iface.address.c_str(), h.addr);
   h.listen_id = l->listen_id;
-  for (uint32_t i = 1; i < k; ++i) h.stripe_ports[i - 1] = l->wires[i]->udp().local_port();
+  for (uint32_t i = 1; i < k; ++i) h.stripe_ports[i - 1] = l->stripes[i].wire->udp().local_port();
   std::snprintf(h.ifname, sizeof h.ifname, "%s", d.iface.name.c_str());
   std::memcpy(handle, &h, sizeof h);
   reg.listen_opened();
@@ -345,7 +347,7 @@ NetResult connect(void* ctx, int dev, int traffic_class, void* handle, void** se
       if (Status st = open_leg(*leg, address_text(h), port); !st) {
         MS_WARN("connect to %s (stripe %u, port %u): %s", p->peer.c_str(), i, port,
                 st.error().message.c_str());
-        for (auto& done : p->legs) done->stripe.wire->retire(done->stripe.conn, /*abortive=*/true);
+        retire_legs(*p);
         return abi::kNetSystemError;
       }
       p->legs.push_back(std::move(leg));
@@ -368,7 +370,7 @@ NetResult connect(void* ctx, int dev, int traffic_class, void* handle, void** se
     if (!done.ok) {
       MS_WARN("connect to %s failed after %.1f ms (stripe %zu): %s", pc->peer.c_str(),
               ms_since(pc->started_ns), i, done.error.c_str());
-      for (auto& l : pc->legs) l->stripe.wire->retire(l->stripe.conn, /*abortive=*/true);
+      retire_legs(*pc);
       c->connects.erase(pc->token);
       return abi::kNetRemoteError;
     }
@@ -403,24 +405,19 @@ NetResult accept(void* listen_comm, void** recv_comm) {
   Registry& reg = Registry::get();
   reg.tick(wire::UdpWire::now());
   bool all_accepted = true;
-  for (size_t i = 0; i < l->wires.size(); ++i) {
-    if (l->accepted[i] != 0) continue;
-    const std::optional<engine::ConnId> conn =
-        l->wires[i]->accept_for(l->listen_id, static_cast<uint16_t>(i));
+  for (size_t i = 0; i < l->stripes.size(); ++i) {
+    Stripe& st = l->stripes[i];
+    if (st.conn != 0) continue;
+    const std::optional<engine::ConnId> conn = st.wire->accept_for(l->listen_id, static_cast<uint16_t>(i));
     if (conn) {
-      l->accepted[i] = *conn;
+      st.conn = *conn;
     } else {
       all_accepted = false;
     }
   }
   if (!all_accepted) return abi::kNetSuccess;  // NCCL calls again
-  std::vector<Stripe> stripes;
-  for (size_t i = 0; i < l->wires.size(); ++i) {
-    stripes.push_back(Stripe{l->wires[i], l->accepted[i]});
-    l->accepted[i] = 0;
-  }
-  auto* r =
-      new CommBase(kRecvMagic, Role::kRecv, kRecvPoolSize, std::move(stripes), reg.config().stripe_bytes);
+  auto* r = new CommBase(kRecvMagic, Role::kRecv, kRecvPoolSize, l->stripes, reg.config().stripe_bytes);
+  for (Stripe& st : l->stripes) st.conn = 0;  // the comm has them; the listen waits for the next
   r->dev = l->dev;
   r->comm_id = l->comm_id;
   r->ifname = reg.devices()[static_cast<size_t>(l->dev)].iface.name;
@@ -447,10 +444,10 @@ NetResult close_listen(void* listen_comm) {
     MS_WARN("closeListen: %p is not a listen comm", listen_comm);
     return abi::kNetInvalidArgument;
   }
-  for (size_t i = 0; i < l->wires.size(); ++i) {
+  for (const Stripe& st : l->stripes) {
     // A stripe accepted while another had not arrived yet: no comm will take it.
-    if (l->accepted[i] != 0) l->wires[i]->retire(l->accepted[i], /*abortive=*/true);
-    l->wires[i]->remove_listen(l->listen_id);
+    if (st.conn != 0) st.wire->retire(st.conn, /*abortive=*/true);
+    st.wire->remove_listen(l->listen_id);
   }
   l->magic = 0;
   delete l;

@@ -89,9 +89,8 @@ struct Context {
 struct ListenComm {
   uint32_t magic = kListenMagic;
   // Per stripe: its wire, which holds the listen under listen_id, and the connection accepted there
-  // (0: none yet).
-  std::vector<DeviceWire*> wires;
-  std::vector<engine::ConnId> accepted;
+  // (conn 0: none yet).
+  std::vector<Stripe> stripes;
   uint64_t listen_id = 0;
   uint64_t comm_id = 0;
   int dev = 0;

@@ -62,12 +62,6 @@ TEST(RttHistogram, NegativeSamplesAreIgnored) {
   EXPECT_EQ(h.percentile_ns(0.5), 10'000);  // clamped to [min, max]
 }
 
-}  // namespace
-}  // namespace megascale::engine
-
-namespace megascale::engine {
-namespace {
-
 TEST(RttHistogram, MergeIsTheSameAsAddingEverySample) {
   RttHistogram a, b, all;
   for (TimeNs x : {3'000, 70'000, 900}) {
