@@ -80,7 +80,11 @@
 #                        null-r100, null-r200): what NCCL reaches over a net whose message takes that long,
 #                        to set beside MegaScale's own time per message, which the step measures from both
 #                        ends' request timelines (MEGASCALE_TRACE_FILE; scripts/megascale-message-times.py:
-#                        the mean and where it went), and the goal as a time per message on that curve
+#                        the mean and where it went), and the goal as a time per message on that curve.
+#                        NULL_GDR=1 adds the Null net taking NCCL's GPU buffers (MEGASCALE_NULL_PTR_CUDA=1
+#                        with NCCL_NET_GDR_LEVEL=SYS; channels via NET/Null/N/GDRDMA), untimed (null-gdr)
+#                        and at each NULL_RECV_US (null-gdr-rN): NCCL's ceiling and curve over a net with
+#                        GPUDirect, where its kernels no longer move the bytes through host memory
 # STEPS picks steps by name: kill, check, fault, bench, lat, layouts, ceiling, torch (default all of them
 # but layouts and ceiling); STEPS=bench measures bandwidth only, STEPS=lat small-message latency only.
 #
@@ -164,6 +168,9 @@ for u in "${null_recv_us[@]}"; do
   [[ -z ${seen_recv_us[$u]:-} ]] || die "NULL_RECV_US has '$u' twice"
   seen_recv_us[$u]=1
 done
+# NULL_GDR=1: the ceiling step adds the Null net on NCCL's GPU buffers (null-gdr, null-gdr-rN).
+null_gdr=${NULL_GDR:-0}
+[[ $null_gdr == 0 || $null_gdr == 1 ]] || die "NULL_GDR=$null_gdr: 0 or 1"
 mkdir -p "$out"
 echo "check-nccl-plugin: $nranks ranks on $ngpus GPU(s), plugin $plugin, steps:${steps% }, logs in $out"
 
@@ -386,8 +393,11 @@ rounds_of() {
           # The ceiling step times MegaScale's messages from both ends, to read against the Null net's.
           [[ $step == ceiling ]] && envs+=(MEGASCALE_TRACE_FILE="$out/$label.trace-%p.json") ;;
         socket-4x4) envs=("${socket_4x4_env[@]}") ;;
-        null | null-r*) envs=(NCCL_NET_PLUGIN="$null_net" NCCL_NET=Null NCCL_PROTO=Simple) via=Null extra=(--no-check)
-          [[ $net == null-r* ]] && envs+=(MEGASCALE_NULL_RECV_US="${net#null-r}") ;;
+        null | null-r* | null-gdr | null-gdr-r*)
+          envs=(NCCL_NET_PLUGIN="$null_net" NCCL_NET=Null NCCL_PROTO=Simple) via=Null extra=(--no-check)
+          # GPU buffers: lo has no PCI path, so GPUDirect only at NCCL_NET_GDR_LEVEL=SYS.
+          [[ $net == null-gdr* ]] && envs+=(MEGASCALE_NULL_PTR_CUDA=1 NCCL_NET_GDR_LEVEL=SYS) via='Null/[0-9][0-9]*/GDRDMA'
+          [[ $net =~ -r([0-9]+)$ ]] && envs+=(MEGASCALE_NULL_RECV_US="${BASH_REMATCH[1]}") ;;
       esac
       if [[ $step == bench ]]; then
         watch="$out/$label.cpu.json"
@@ -554,12 +564,17 @@ fi
 if want ceiling; then
   ceiling_nets="socket-4x4 megascale null"  # the first is what the others are compared with
   for u in "${null_recv_us[@]}"; do ceiling_nets+=" null-r$u"; done
+  if [[ $null_gdr == 1 ]]; then
+    ceiling_nets+=" null-gdr"
+    for u in "${null_recv_us[@]}"; do ceiling_nets+=" null-gdr-r$u"; done
+  fi
   NETS="$ceiling_nets" rounds_of ceiling "${bench_args[@]}"
   variants=()
   for net in $ceiling_nets; do variants+=("$net=${round_csvs[$net]:-}"); done
   if python3 scripts/nccl-bandwidth-table.py --variants --goal 1.5 --ranks "$nranks" "${variants[@]}" \
     > "$out/ceiling.md"; then
-    printf '\n"null" is the Null net: no bytes moved, a send done at once (up to 16 ahead of the receives), a receive once its send is posted (its results are not checked). Where its pairs fall below 1.5x socket-4x4, no net that NCCL gives the same channels reaches the goal there.\n' >> "$out/ceiling.md"
+    printf '\n"null" is the Null net: no bytes moved, a send done at once (up to 16 ahead of the receives), a receive once its send is posted (its results are not checked). Where its pairs fall below 1.5x socket-4x4, no net that takes host buffers and that NCCL gives the same channels reaches the goal there.\n' >> "$out/ceiling.md"
+    if [[ $null_gdr == 1 ]]; then printf '"null-gdr" and "null-gdr-rN" are the same on NCCL'"'"'s GPU buffers (MEGASCALE_NULL_PTR_CUDA=1, NCCL_NET_GDR_LEVEL=SYS): NCCL'"'"'s ceiling and curve over a net with GPUDirect, whose kernels leave the bytes in GPU memory.\n' >> "$out/ceiling.md"; fi
     if (( ${#null_recv_us[@]} )); then printf '"null-rN" is the Null net with each receive done N microseconds after its message starts (both its send and its receive posted): what NCCL reaches over a net whose message takes that long. Compare N with MegaScale'"'"'s request times in the transport lines below.\n' >> "$out/ceiling.md"; fi
     { printf "\nMegaScale's time per message in each run (scripts/megascale-message-times.py: both ends' request timelines, from the later of a message's two posts to the receive's test()-done, the start the null-rN nets use):\n\n"
       for ((k = 1; k <= rounds; k++)); do

@@ -28,7 +28,8 @@ With --variants and --goal, each variant's summary also gives, per collective, h
 reach the goal over the first: the check script's ceiling step asks this of the Null net against Socket
 4x4, where a collective whose Null pairs fall short has a goal that no net reaches at those channels.
 Where two or more of the variants are the Null net ("null", untimed: 0 us, and "null-rN": each message
-N us, the ceiling step's NULL_RECV_US), a last part gives, per collective, the goal as a time per
+N us, the ceiling step's NULL_RECV_US; and again for "null-gdr" and "null-gdr-rN", the Null net on
+NCCL's GPU buffers, NULL_GDR=1), a last part gives, per collective, the goal as a time per
 message: where goal x the first variant's bandwidth (median over sizes) lies on that curve, straight
 in 1 / bandwidth between its points. Compare it with MegaScale's mean from
 scripts/megascale-message-times.py: NCCL's bandwidth follows the mean.
@@ -128,17 +129,18 @@ def curve_time(curve, target):
     return None, "not on the curve (it is not falling)"
 
 
-def goal_times(medians, ref, names, keys, goal):
+def goal_times(medians, ref, names, keys, goal, base="null", what="the Null net's curve"):
     """The goal (goal x the first variant, median over a collective's rows) in message time, on the
-    curve of the Null net's variants: "null" (no time: 0 us) and "null-rN" (N us a message)."""
-    timed = {name: int(name.removeprefix("null-r")) for name in names
-             if name.startswith("null-r") and name.removeprefix("null-r").isdigit()}
-    if "null" in names:
-        timed["null"] = 0
+    curve of the Null net's variants: BASE (no time: 0 us) and BASE-rN (N us a message); "null" on host
+    buffers, "null-gdr" on GPU buffers."""
+    timed = {name: int(name.removeprefix(base + "-r")) for name in names
+             if name.startswith(base + "-r") and name.removeprefix(base + "-r").isdigit()}
+    if base in names:
+        timed[base] = 0
     if len(timed) < 2:
         return
     print()
-    print(f"The goal in message time: {goal}x {ref} (median over sizes) on the Null net's curve "
+    print(f"The goal in message time: {goal}x {ref} (median over sizes) on {what} "
           f"({', '.join(sorted(timed, key=timed.get))}: us a message against bandwidth, straight in "
           "1 / bandwidth between points):")
     print()
@@ -213,6 +215,7 @@ def variants_table(items, ranks, metric, goal=None):
                 print(f"  - {op}: {range_text(op_pairs)}; {goal_count(op_pairs, goal)}")
     if goal is not None and metric == "busbw":
         goal_times(median, ref, names, keys, goal)
+        goal_times(median, ref, names, keys, goal, "null-gdr", "the Null net's curve with GPU buffers")
 
 
 def main():

@@ -52,8 +52,9 @@ fi
 net=$NCCL_NET
 [[ $net == Socket && ${NCCL_SOCKET_NTHREADS:-} == 4 ]] && net=Socket4x4
 [[ $net == Null && ( $all_args != *--no-check* || $NCCL_NET_PLUGIN != /* || ${NCCL_PROTO:-} != Simple ) ]] && echo "Null checked or relative" >> "$ORDER_LOG"
-[[ $rank == 0 ]] && echo "$net${csv:+ timed}${exact:+ exact}${MEGASCALE_IO_THREADS:+ io$MEGASCALE_IO_THREADS}${MEGASCALE_NULL_RECV_US:+ r$MEGASCALE_NULL_RECV_US}" >> "$ORDER_LOG"
+[[ $rank == 0 ]] && echo "$net${csv:+ timed}${exact:+ exact}${MEGASCALE_IO_THREADS:+ io$MEGASCALE_IO_THREADS}${MEGASCALE_NULL_RECV_US:+ r$MEGASCALE_NULL_RECV_US}${MEGASCALE_NULL_PTR_CUDA:+ gdr$MEGASCALE_NULL_PTR_CUDA:${NCCL_NET_GDR_LEVEL:-}}" >> "$ORDER_LOG"
 via=$NCCL_NET
+[[ $NCCL_NET == Null && ${MEGASCALE_NULL_PTR_CUDA:-} == 1 && ${NCCL_NET_GDR_LEVEL:-} == SYS ]] && via=Null/0/GDRDMA
 [[ $NCCL_NET == MegaScale && -n ${FAKE_WRONG_NET:-} ]] && via=Socket
 echo "host:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/$via/0" > "$NCCL_DEBUG_FILE"
 [[ $NCCL_NET == MegaScale && -z ${MEGASCALE_IO_THREADS:-} ]] &&
@@ -61,6 +62,7 @@ echo "host:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/$via/0" 
 case $net in MegaScale) bw=6.00 us=60 ;; Socket) bw=3.00 us=20 ;; Socket4x4) bw=4.00 us=15 ;; Null) bw=12.00 us=5 ;; esac
 [[ $net == MegaScale && ${MEGASCALE_IO_THREADS:-} == 3 && ${MEGASCALE_LANES:-} == 3 ]] && bw=7.50 us=90  # the layouts step
 [[ $net == Null && -n ${MEGASCALE_NULL_RECV_US:-} ]] && bw=$(( 12 - MEGASCALE_NULL_RECV_US / 50 )).00  # the timing model
+[[ $net == Null && ${MEGASCALE_NULL_PTR_CUDA:-} == 1 ]] && bw=$(( ${bw%.00} * 3 )).00  # GPU buffers
 if [[ -n $csv && $rank == 0 ]]; then
   echo "op,type,size_bytes,count,time_us,algbw_gbps,busbw_gbps,wrong" > "$csv"
   [[ $ops == *allreduce* ]] && echo "AllReduce,float,67108864,16777216,$us,1,$bw,0" >> "$csv"
@@ -263,6 +265,24 @@ for bad in "0" "100 100" "1ms" "12345678"; do
   (( $? == 2 )) || fail "NULL_RECV_US=$bad: exit status"
   grep -qF "NULL_RECV_US has" "$dir/out.log" || fail "NULL_RECV_US=$bad: message: $(cat "$dir/out.log")"
 done
+# NULL_GDR=1 adds the Null net on GPU buffers, untimed and at each NULL_RECV_US, with GPUDirect allowed;
+# its channels must say GDRDMA.
+rm -f "$ORDER_LOG"
+check STEPS=ceiling ROUNDS=1 BENCH_OPS=allreduce NULL_RECV_US=100 NULL_GDR=1 ||
+  { cat "$dir/out.log"; fail "NULL_GDR=1: exit $?"; }
+expected=$'Socket\nSocket4x4 timed exact\nMegaScale timed exact\nNull timed exact\nNull timed exact r100\nNull timed exact gdr1:SYS\nNull timed exact r100 gdr1:SYS'
+expect_order "ceiling with NULL_GDR=1" "$expected"
+grep -qF '| AllReduce | 67108864 | 4.00 | 6.00 | 12.00 | 10.00 | 36.00 | 30.00 | 1.50 | 3.00 | 2.50 | 9.00 | 7.50 |' \
+  "$ceiling" || fail "ceiling table with NULL_GDR=1: $(cat "$ceiling")"
+grep -qF 'ok ceiling-null-gdr-r100-r1: all 2 channel lines say via NET/Null/[0-9][0-9]*/GDRDMA' "$dir/out.log" ||
+  { cat "$dir/out.log"; fail "NULL_GDR=1: GDRDMA channels not checked"; }
+grep -qF '"null-gdr" and "null-gdr-rN" are the same on NCCL'"'"'s GPU buffers' "$ceiling" ||
+  fail "ceiling: no null-gdr note: $(cat "$ceiling")"
+grep -qF 'on the Null net'"'"'s curve with GPU buffers (null-gdr, null-gdr-r100:' "$ceiling" ||
+  fail "ceiling: no goal on the GPU-buffer curve: $(cat "$ceiling")"
+check STEPS=ceiling NULL_GDR=yes
+(( $? == 2 )) || fail "NULL_GDR=yes: exit status"
+grep -qF "NULL_GDR=yes: 0 or 1" "$dir/out.log" || fail "NULL_GDR=yes: message: $(cat "$dir/out.log")"
 rm "$dir/build/collectives/nccl/libnccl-net-null.so"
 check STEPS=ceiling
 (( $? == 2 )) || fail "STEPS=ceiling without the Null net: exit status"

@@ -114,6 +114,18 @@ out=$(python3 "$table" --variants --goal 1.5 --ranks 4 socket-4x4="$dir/ref-hi.c
   null-r100="$dir/n100.csv")
 grep -qF -- '- AllGather: 15.00 GB/s, above the curve'"'"'s first point (12.00 GB/s at 0 us): no message time' <<< "$out" ||
   fail "goal in message time: above the curve: $out"
+# The same for the Null net on GPU buffers (null-gdr, null-gdr-rN): its own curve, under its own title,
+# beside the host-buffer one (30 and 10 GB/s at 0 and 200 us): all-gather's 1.5 x 10 = 15 GB/s lies half
+# way from 1/30 to 1/10 in 1 / bandwidth, at 100 us.
+csv g0.csv 30.00 30.00
+csv g200.csv 10.00 10.00
+out=$(python3 "$table" --variants --goal 1.5 --ranks 4 socket-4x4="$dir/ref-hi.csv" null="$dir/n0.csv" \
+  null-r100="$dir/n100.csv" null-gdr="$dir/g0.csv" null-gdr-r200="$dir/g200.csv") ||
+  fail "--variants with both curves: exit $?"
+grep -qF 'on the Null net'"'"'s curve (null, null-r100:' <<< "$out" || fail "both curves: host title: $out"
+grep -qF 'on the Null net'"'"'s curve with GPU buffers (null-gdr, null-gdr-r200:' <<< "$out" ||
+  fail "both curves: GPU title: $out"
+grep -qF -- '- AllGather: 15.00 GB/s, about 100 us a message' <<< "$out" || fail "GPU curve: AllGather: $out"
 expect_error "--variants needs two or more" --variants default="$dir/m1.csv"
 expect_error "'2x3' given twice" --variants 2x3="$dir/m1.csv" 2x3="$dir/s1.csv"
 expect_error "'2x3' has 1 rounds, 'default' 2" --variants default="$dir/m1.csv,$dir/m2.csv" 2x3="$dir/s1.csv"

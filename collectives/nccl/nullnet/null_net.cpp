@@ -15,6 +15,12 @@
 // MEGASCALE_NULL_SPEED_MBPS changes the speed. A peer that closes or exits fails the other side's
 // requests with ncclRemoteError.
 //
+// MEGASCALE_NULL_PTR_CUDA=1 also takes NCCL's GPU buffers (ptrSupport NCCL_PTR_HOST | NCCL_PTR_CUDA, as a
+// GPUDirect RDMA NIC's plugin): where NCCL allows GPUDirect (NCCL_NET_GDR_LEVEL=SYS, since there is no
+// PCI path), its Simple buffers stay in GPU memory and its kernels no longer read and write pinned host
+// memory across PCIe. What NCCL reaches then is its ceiling over a net that takes GPU buffers, to set
+// beside the host-memory ceiling (docs/PERFORMANCE.md, "NCCL's ceiling with GPU buffers").
+//
 // A model of a net that takes time, for asking what a net's message time costs under NCCL (all 0, the
 // default, is the net that takes none). A message starts once both its send and its receive are posted.
 //   MEGASCALE_NULL_RECV_US  its receive completes this long after the start;
@@ -64,6 +70,7 @@ constexpr int kDefaultSpeedMbps = 100000;
 
 NetDebugLogger g_log = nullptr;
 int g_speed_mbps = kDefaultSpeedMbps;
+int g_ptr_support = kPtrHost;  // MEGASCALE_NULL_PTR_CUDA=1 adds kPtrCuda
 uint32_t g_ahead = kAhead;
 // The timing model (see the top): nanoseconds, and bytes per nanosecond (0: unbounded).
 int64_t g_recv_ns = 0;
@@ -191,7 +198,9 @@ NetResult init(NetDebugLogger logger) {
   long gbps = 0;
   long slow_permille = 0;
   long slow_us = 0;
-  if (!read_env("MEGASCALE_NULL_SPEED_MBPS", 1, 100000000, "a speed in Mbps", speed) ||
+  long ptr_cuda = 0;
+  if (!read_env("MEGASCALE_NULL_PTR_CUDA", 0, 1, "0 or 1", ptr_cuda) ||
+      !read_env("MEGASCALE_NULL_SPEED_MBPS", 1, 100000000, "a speed in Mbps", speed) ||
       !read_env("MEGASCALE_NULL_AHEAD", 0, kAhead, "a count of sends", ahead) ||
       !read_env("MEGASCALE_NULL_RECV_US", 0, 10000000, "a time in microseconds", recv_us) ||
       !read_env("MEGASCALE_NULL_SEND_US", 0, 10000000, "a time in microseconds", send_us) ||
@@ -201,6 +210,7 @@ NetResult init(NetDebugLogger logger) {
     return kNetInvalidArgument;
   }
   g_speed_mbps = static_cast<int>(speed);
+  g_ptr_support = ptr_cuda != 0 ? (kPtrHost | kPtrCuda) : kPtrHost;
   g_ahead = static_cast<uint32_t>(ahead);
   g_recv_ns = recv_us * 1000;
   g_send_ns = send_us * 1000;
@@ -209,8 +219,9 @@ NetResult init(NetDebugLogger logger) {
   g_slow_ns = slow_permille > 0 ? slow_us * 1000 : 0;
   NULLNET_LOG_TO(kLogInfo, kSubsysInit | kSubsysNet,
               "Null net: moves NO bytes (results are wrong); measures NCCL's own ceiling over a host-memory "
-              "net; speed %d Mbps, sends complete up to %u ahead of the peer's receives",
-              g_speed_mbps, g_send_ns > 0 ? 0 : g_ahead);
+              "net; speed %d Mbps, sends complete up to %u ahead of the peer's receives; %s",
+              g_speed_mbps, g_send_ns > 0 ? 0 : g_ahead,
+              ptr_cuda != 0 ? "host and GPU buffers (MEGASCALE_NULL_PTR_CUDA=1)" : "host buffers");
   if (timed()) {
     NULLNET_LOG_TO(kLogInfo, kSubsysInit | kSubsysNet,
                 "Null net: timing model: a receive completes %ld us after its message starts, no sooner "
@@ -233,7 +244,7 @@ NetResult get_properties(int dev, NetPropertiesV8* props) {
   props->name = g_dev_name;
   props->pciPath = nullptr;
   props->guid = 0;
-  props->ptrSupport = kPtrHost;
+  props->ptrSupport = g_ptr_support;
   props->speed = g_speed_mbps;
   props->maxComms = 65536;
   props->maxRecvs = 1;
@@ -318,7 +329,7 @@ NetResult accept(void* listen_comm, void** recv_comm, NetDeviceHandle** dev_comm
 }
 
 NetResult reg_mr(void* comm, void*, size_t, int type, void** mhandle) {
-  if (comm == nullptr || mhandle == nullptr || type != kPtrHost) return kNetInvalidArgument;
+  if (comm == nullptr || mhandle == nullptr || (type & g_ptr_support) == 0) return kNetInvalidArgument;
   *mhandle = comm;
   return kNetSuccess;
 }

@@ -33,7 +33,7 @@ class NullNet : public ::testing::Test {
     ASSERT_NE(net_, nullptr);
     for (const char* knob : {"MEGASCALE_NULL_SPEED_MBPS", "MEGASCALE_NULL_AHEAD", "MEGASCALE_NULL_RECV_US",
                              "MEGASCALE_NULL_SEND_US", "MEGASCALE_NULL_GBPS", "MEGASCALE_NULL_SLOW_PERMILLE",
-                             "MEGASCALE_NULL_SLOW_US"}) {
+                             "MEGASCALE_NULL_SLOW_US", "MEGASCALE_NULL_PTR_CUDA"}) {
       unsetenv(knob);
     }
     ASSERT_EQ(net_->init(warn_logger), kNetSuccess);
@@ -145,6 +145,36 @@ TEST_F(NullNet, SpeedIsSetOrRefusedByName) {
   EXPECT_TRUE(warned("MEGASCALE_NULL_GBPS=200000 is not a rate in Gb/s (0 .. 100000)"));
   EXPECT_EQ(init_with("MEGASCALE_NULL_SLOW_PERMILLE", "1001"), kNetInvalidArgument);
   EXPECT_TRUE(warned("MEGASCALE_NULL_SLOW_PERMILLE=1001 is not a count of messages in 1000 (0 .. 1000)"));
+}
+
+// MEGASCALE_NULL_PTR_CUDA=1: GPU buffers too (ptrSupport and regMr), for NCCL's ceiling with GPUDirect.
+TEST_F(NullNet, GpuBuffersAreTakenOnlyWithPtrCuda) {
+  void* s = nullptr;
+  void* r = nullptr;
+  connect_pair(&s, &r);
+  void* mh = nullptr;
+  EXPECT_EQ(net_->regMr(r, buf_, 1, kPtrCuda, &mh), kNetInvalidArgument) << "a GPU buffer taken by default";
+  ASSERT_EQ(net_->regMr(r, buf_, 1, kPtrHost, &mh), kNetSuccess);
+  EXPECT_EQ(net_->deregMr(r, mh), kNetSuccess);
+
+  ASSERT_EQ(init_with("MEGASCALE_NULL_PTR_CUDA", "1"), kNetSuccess);
+  NetPropertiesV8 p{};
+  ASSERT_EQ(net_->getProperties(0, &p), kNetSuccess);
+  EXPECT_EQ(p.ptrSupport, kPtrHost | kPtrCuda);
+  ASSERT_EQ(net_->regMr(r, buf_, 1, kPtrCuda, &mh), kNetSuccess);
+  EXPECT_EQ(net_->deregMr(r, mh), kNetSuccess);
+  ASSERT_EQ(net_->regMr(r, buf_, 1, kPtrHost, &mh), kNetSuccess);
+  EXPECT_EQ(net_->deregMr(r, mh), kNetSuccess);
+  send_done(s, 7);  // the data path is the same
+
+  take_warns();
+  EXPECT_EQ(init_with("MEGASCALE_NULL_PTR_CUDA", "yes"), kNetInvalidArgument);
+  EXPECT_TRUE(warned("MEGASCALE_NULL_PTR_CUDA=yes is not 0 or 1"));
+  ASSERT_EQ(net_->init(warn_logger), kNetSuccess);
+  ASSERT_EQ(net_->getProperties(0, &p), kNetSuccess);
+  EXPECT_EQ(p.ptrSupport, kPtrHost) << "init without the knob goes back to host buffers only";
+  EXPECT_EQ(net_->closeSend(s), kNetSuccess);
+  EXPECT_EQ(net_->closeRecv(r), kNetSuccess);
 }
 
 TEST_F(NullNet, AheadZeroMakesEverySendWaitForItsReceive) {
