@@ -16,6 +16,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -130,6 +131,11 @@ void add_plugin_check_command(CLI::App& app) {
   cmd->add_option("--comms-per-thread", o->harness.comms_per_thread, "many_comms_threads: pairs per thread")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
+  cmd->add_option("--mem", o->harness.mem_type,
+                  "Register buffers as host (NCCL_PTR_HOST) or cuda (NCCL_PTR_CUDA; they are host memory: "
+                  "for a plugin that takes them so, e.g. MegaScale with MEGASCALE_GDR_COPY=emulate)")
+      ->transform(CLI::CheckedTransformer(std::map<std::string, int>{{"host", 1}, {"cuda", 2}}))
+      ->default_str("host");
   cmd->add_flag("-v,--verbose", o->harness.verbose, "Print the plugin's log lines (stderr)");
   cmd->add_option("--json", o->json_path, "Also write the results as JSON to this file");
   cmd->callback([o] { exit_code() = run_plugin_check(*o); });

@@ -52,7 +52,8 @@
 #                        (default "default 4x0 2x6 2x4 2x3"; "default" is the plugin's own choice, WxI sets
 #                        MEGASCALE_NTHREADS=W MEGASCALE_IO_THREADS=I and, for I > 0, MEGASCALE_LANES=I;
 #                        WxIsS adds MEGASCALE_STRIPES=S, e.g. 4x0s4: each comm cut over 4 wires, and
-#                        WxIsSbK MEGASCALE_STRIPE_BYTES=K KiB),
+#                        WxIsSbK MEGASCALE_STRIPE_BYTES=K KiB; a suffix +gdr, e.g. default+gdr, adds GDR=1's
+#                        settings to that layout alone),
 #                        the bandwidth step's sizes, in ROUNDS interleaved rounds, each bandwidth run followed
 #                        by the same layout's small collectives (the lat step's sizes and LAT_ITERS); tables
 #                        in $OUT/layouts.md (nccl-bandwidth-table.py --variants: medians, and each layout's
@@ -93,6 +94,9 @@
 # Ranks sharing a GPU time-slice it unless MPS runs: the checks pass either way, but without MPS every
 # net's bandwidth stops near 1.8 GB/s. MPS=1 starts an MPS control daemon of the script's own for the run
 # (pipe and log folders under $OUT) and stops it at the end.
+# GDR=1: every MegaScale run takes NCCL's GPU buffers (MEGASCALE_GDR_COPY=1, moved through pinned host
+# shadows by the GPU's copy engines) with NCCL_NET_GDR_LEVEL=SYS (lo has no PCI location), and every
+# MegaScale channel line must say .../GDRDMA. Socket takes host memory only, so its runs are as before.
 # Other knobs: MAX_BYTES (1G), FAULT_MAX_BYTES (64M), BENCH_MIN_BYTES (64M), ITERS (5), TIMEOUT_S (1800 per
 # run), MEGASCALE_IFNAME (lo: one host talks to itself over loopback). Exit status 0 when the steps run
 # pass (the Socket runs are the baseline and only reported).
@@ -147,9 +151,11 @@ read -ra layouts <<< "${LAYOUTS:-default 4x0 2x6 2x4 2x3}"
 if want layouts; then
   declare -A seen_layout=()
   for l in "${layouts[@]}"; do
-    if [[ $l != default && $l != socket-4x4 ]]; then
-      if ! [[ $l =~ $layout_re ]] || (( BASH_REMATCH[1] > 16 || BASH_REMATCH[2] > 64 || ${BASH_REMATCH[6]:-4} < 4 )); then
-        die "LAYOUTS has '$l': each is default, socket-4x4 or WIRESxIO_THREADS[sSTRIPES[bKIB]] with 1..16 wires, 0..64 I/O threads, 1..8 stripes and stripes of 4 KiB or more, e.g. 2x3, 4x0s4 or 6x0s6b256"
+    b=${l%+gdr}
+    [[ $l == socket-4x4+gdr ]] && die "LAYOUTS has '$l': +gdr is for MegaScale's layouts"
+    if [[ $b != default && $b != socket-4x4 ]]; then
+      if ! [[ $b =~ $layout_re ]] || (( BASH_REMATCH[1] > 16 || BASH_REMATCH[2] > 64 || ${BASH_REMATCH[6]:-4} < 4 )); then
+        die "LAYOUTS has '$l': each is default, socket-4x4 or WIRESxIO_THREADS[sSTRIPES[bKIB]] with 1..16 wires, 0..64 I/O threads, 1..8 stripes and stripes of 4 KiB or more, e.g. 2x3, 4x0s4 or 6x0s6b256, and MegaScale's may end in +gdr"
       fi
     fi
     [[ -z ${seen_layout[$l]:-} ]] || die "LAYOUTS has '$l' twice"
@@ -183,6 +189,16 @@ echo "check-nccl-plugin: $nranks ranks on $ngpus GPU(s), plugin $plugin, steps:$
 common_env=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NVLS_ENABLE=0 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,ENV
   LOCAL_WORLD_SIZE="$nranks" NCCL_SET_THREAD_NAME=1)
 megascale_env=(NCCL_NET_PLUGIN="$plugin" NCCL_NET=MegaScale MEGASCALE_IFNAME="$ifname")
+# GDR=1: NCCL's GPU buffers through the plugin's host shadows (MEGASCALE_GDR_COPY=1), where NCCL allows
+# GPUDirect for the device: lo has no PCI location, so it hangs off the CPU, beyond NCCL's default
+# NCCL_NET_GDR_LEVEL (PXB). Every MegaScale channel must then say .../GDRDMA.
+gdr_env=(MEGASCALE_GDR_COPY=1 NCCL_NET_GDR_LEVEL=SYS)
+megascale_via=MegaScale gdr_via='MegaScale/[0-9]+/GDRDMA'
+case ${GDR:-0} in
+  0) ;;
+  1) megascale_env+=("${gdr_env[@]}") megascale_via=$gdr_via ;;
+  *) die "GDR='${GDR}': 0 or 1" ;;
+esac
 socket_env=(NCCL_NET_PLUGIN=none NCCL_NET=Socket)
 socket_4x4_env=("${socket_env[@]}" NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4)  # the tuned baseline
 
@@ -266,7 +282,7 @@ every_channel_via() {
     echo "!! $label: no NCCL channel lines in $out/$label.nccl.rank*.log"
     return 1
   fi
-  bad=$(grep -v "via NET/$net" <<< "$lines" || true)
+  bad=$(grep -vE "via NET/$net" <<< "$lines" || true)
   if [[ -n $bad ]]; then
     echo "!! $label: channels not on NET/$net:"
     head -5 <<< "$bad"
@@ -354,13 +370,13 @@ fi
 if want check; then
   run megascale "${megascale_env[@]}" MEGASCALE_STATS_DIR="$out/stats" -- --max-bytes "$max" \
     --csv "$out/megascale.csv" || verdict=1
-  every_channel_via megascale MegaScale || verdict=1
+  every_channel_via megascale "$megascale_via" || verdict=1
 fi
 
 if want fault; then
   run megascale-drop1 "${megascale_env[@]}" MEGASCALE_FAULT_DROP=0.01 -- --max-bytes "$fault_max" \
     --csv "$out/megascale-drop1.csv" || verdict=1
-  every_channel_via megascale-drop1 MegaScale || verdict=1
+  every_channel_via megascale-drop1 "$megascale_via" || verdict=1
 fi
 
 # rounds_of STEP ARGS...: ROUNDS interleaved rounds of MegaScale, Socket as it comes and Socket 4x4 (or the
@@ -389,14 +405,14 @@ rounds_of() {
       net=${these[(k - 1 + j) % n]}
       local label=$step-$net-r$k envs=("${socket_env[@]}") via=Socket failed=0 profile="" watch="" extra=()
       case $net in
-        megascale) envs=("${megascale_env[@]}" MEGASCALE_STATS_DIR="$(stats_dir_of "$step" "$k")") via=MegaScale
+        megascale) envs=("${megascale_env[@]}" MEGASCALE_STATS_DIR="$(stats_dir_of "$step" "$k")") via=$megascale_via
           # The ceiling step times MegaScale's messages from both ends, to read against the Null net's.
           [[ $step == ceiling ]] && envs+=(MEGASCALE_TRACE_FILE="$out/$label.trace-%p.json") ;;
         socket-4x4) envs=("${socket_4x4_env[@]}") ;;
         null | null-r* | null-gdr | null-gdr-r*)
           envs=(NCCL_NET_PLUGIN="$null_net" NCCL_NET=Null NCCL_PROTO=Simple) via=Null extra=(--no-check)
           # GPU buffers: lo has no PCI path, so GPUDirect only at NCCL_NET_GDR_LEVEL=SYS.
-          [[ $net == null-gdr* ]] && envs+=(MEGASCALE_NULL_PTR_CUDA=1 NCCL_NET_GDR_LEVEL=SYS) via='Null/[0-9][0-9]*/GDRDMA'
+          [[ $net == null-gdr* ]] && envs+=(MEGASCALE_NULL_PTR_CUDA=1 NCCL_NET_GDR_LEVEL=SYS) via='Null/[0-9]+/GDRDMA'
           [[ $net =~ -r([0-9]+)$ ]] && envs+=(MEGASCALE_NULL_RECV_US="${BASH_REMATCH[1]}") ;;
       esac
       if [[ $step == bench ]]; then
@@ -514,16 +530,18 @@ if want layouts; then
       label=layouts-$l-r$k
       # MegaScale's runs keep their stats; tuned Socket is the baseline, and its failures are reported,
       # not the script's.
-      envs=("${megascale_env[@]}") via=MegaScale
+      envs=("${megascale_env[@]}") via=$megascale_via
       stats=(MEGASCALE_STATS_DIR="$out/stats-$label") lat_stats=(MEGASCALE_STATS_DIR="$out/stats-$label-lat")
+      b=${l%+gdr}
       if [[ $l == socket-4x4 ]]; then
         envs=("${socket_4x4_env[@]}") via=Socket stats=() lat_stats=()
-      elif [[ $l != default && $l =~ $layout_re ]]; then
+      elif [[ $b != default && $b =~ $layout_re ]]; then
         envs+=(MEGASCALE_NTHREADS="${BASH_REMATCH[1]}" MEGASCALE_IO_THREADS="${BASH_REMATCH[2]}")
         (( BASH_REMATCH[2] > 0 )) && envs+=(MEGASCALE_LANES="${BASH_REMATCH[2]}")
         [[ -n ${BASH_REMATCH[4]} ]] && envs+=(MEGASCALE_STRIPES="${BASH_REMATCH[4]}")
         [[ -n ${BASH_REMATCH[6]} ]] && envs+=(MEGASCALE_STRIPE_BYTES="$((BASH_REMATCH[6] * 1024))")
       fi
+      [[ $l == *+gdr ]] && envs+=("${gdr_env[@]}") via=$gdr_via
       failed=0
       run "$label" "${envs[@]}" "${stats[@]}" -- "${bench_args[@]}" --csv "$out/$label.csv" || failed=1
       every_channel_via "$label" "$via" || failed=1
@@ -534,7 +552,7 @@ if want layouts; then
       # twentieth session), so the choice needs both.
       run "$label-lat" "${envs[@]}" "${lat_stats[@]}" -- "${lat_args[@]}" --csv "$out/$label-lat.csv" || failed=1
       every_channel_via "$label-lat" "$via" || failed=1
-      [[ $via == MegaScale && $failed == 1 ]] && verdict=1
+      [[ $via == MegaScale* && $failed == 1 ]] && verdict=1
       [[ -s $out/$label-lat.csv ]] && layout_lat_csvs[$l]+="${layout_lat_csvs[$l]:+,}$out/$label-lat.csv"
     done
   done

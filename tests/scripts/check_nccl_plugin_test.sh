@@ -52,11 +52,14 @@ fi
 net=$NCCL_NET
 [[ $net == Socket && ${NCCL_SOCKET_NTHREADS:-} == 4 ]] && net=Socket4x4
 [[ $net == Null && ( $all_args != *--no-check* || $NCCL_NET_PLUGIN != /* || ${NCCL_PROTO:-} != Simple ) ]] && echo "Null checked or relative" >> "$ORDER_LOG"
-[[ $rank == 0 ]] && echo "$net${csv:+ timed}${exact:+ exact}${MEGASCALE_IO_THREADS:+ io$MEGASCALE_IO_THREADS}${MEGASCALE_NULL_RECV_US:+ r$MEGASCALE_NULL_RECV_US}${MEGASCALE_NULL_PTR_CUDA:+ gdr$MEGASCALE_NULL_PTR_CUDA:${NCCL_NET_GDR_LEVEL:-}}" >> "$ORDER_LOG"
-via=$NCCL_NET
-[[ $NCCL_NET == Null && ${MEGASCALE_NULL_PTR_CUDA:-} == 1 && ${NCCL_NET_GDR_LEVEL:-} == SYS ]] && via=Null/0/GDRDMA
+[[ $rank == 0 ]] && echo "$net${csv:+ timed}${exact:+ exact}${MEGASCALE_IO_THREADS:+ io$MEGASCALE_IO_THREADS}${MEGASCALE_NULL_RECV_US:+ r$MEGASCALE_NULL_RECV_US}${MEGASCALE_NULL_PTR_CUDA:+ gdr$MEGASCALE_NULL_PTR_CUDA:${NCCL_NET_GDR_LEVEL:-}}${MEGASCALE_GDR_COPY:+ gdr$MEGASCALE_GDR_COPY}" >> "$ORDER_LOG"
+via=$NCCL_NET gdr=
 [[ $NCCL_NET == MegaScale && -n ${FAKE_WRONG_NET:-} ]] && via=Socket
-echo "host:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/$via/0" > "$NCCL_DEBUG_FILE"
+# NCCL takes the GPU-buffer path where the net offers it and NCCL_NET_GDR_LEVEL reaches the device.
+[[ $NCCL_NET == MegaScale && ${MEGASCALE_GDR_COPY:-} == 1 && ${NCCL_NET_GDR_LEVEL:-} == SYS && -z ${FAKE_NO_GDR:-} ]] &&
+  gdr=/GDRDMA
+[[ $NCCL_NET == Null && ${MEGASCALE_NULL_PTR_CUDA:-} == 1 && ${NCCL_NET_GDR_LEVEL:-} == SYS ]] && gdr=/GDRDMA
+echo "host:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/$via/0$gdr" > "$NCCL_DEBUG_FILE"
 [[ $NCCL_NET == MegaScale && -z ${MEGASCALE_IO_THREADS:-} ]] &&
   echo "host:1:2 [0] NCCL INFO NET/MegaScale : MEGASCALE_IO_THREADS=6 (stand-in share: 2 wires x (1 + 6 I/O threads)) (default)" >> "$NCCL_DEBUG_FILE"
 case $net in MegaScale) bw=6.00 us=60 ;; Socket) bw=3.00 us=20 ;; Socket4x4) bw=4.00 us=15 ;; Null) bw=12.00 us=5 ;; esac
@@ -224,7 +227,27 @@ grep -qF 'ok layouts-socket-4x4-r1: all 2 channel lines say via NET/Socket' "$di
   fail "layouts: Socket's channel check: $(cat "$dir/out.log")"
 grep -qF -- '- layouts-socket-4x4' "$layouts" && fail "layouts: a transport line for Socket: $(cat "$layouts")"
 grep -q '^check-nccl-plugin: PASS' "$dir/out.log" || fail "STEPS=layouts with socket-4x4: no PASS line"
-for bad in "default 2y3" "default 0x3" "default 17x1" "default 2x65" "default 2x03" "default 2x3s9" "default 2x3s0" "default 2x3s2b3" "default 2x3b8" "2x3 2x3" "default" "socket default"; do
+# A layout ending in +gdr runs MegaScale with NCCL's GPU buffers (and only that layout); its channels must
+# say GDRDMA, and a run where NCCL kept host buffers fails the step.
+rm -f "$ORDER_LOG"
+check STEPS=layouts ROUNDS=1 LAYOUTS="default 2x3+gdr" BENCH_OPS=allreduce ||
+  { cat "$dir/out.log"; fail "STEPS=layouts with +gdr: exit $?"; }
+expected=$'Socket\nMegaScale timed exact\nMegaScale timed\nMegaScale timed exact io3 gdr1\nMegaScale timed io3 gdr1'
+expect_order "layouts with +gdr" "$expected"
+grep -qF 'ok layouts-2x3+gdr-r1: all 2 channel lines say via NET/MegaScale/[0-9]+/GDRDMA' "$dir/out.log" ||
+  fail "layouts +gdr: channel check: $(cat "$dir/out.log")"
+check FAKE_NO_GDR=1 STEPS=layouts ROUNDS=1 LAYOUTS="default default+gdr" BENCH_OPS=allreduce
+(( $? == 1 )) || fail "layouts +gdr without GDRDMA channels: exit status"
+grep -qF '!! layouts-default+gdr-r1: channels not on NET/MegaScale/[0-9]+/GDRDMA' "$dir/out.log" ||
+  fail "layouts +gdr without GDRDMA: message: $(cat "$dir/out.log")"
+# GDR=1: every MegaScale run of every step; Socket's runs as before.
+rm -f "$ORDER_LOG"
+check GDR=1 STEPS=bench ROUNDS=1 BENCH_OPS=allreduce || { cat "$dir/out.log"; fail "GDR=1 STEPS=bench: exit $?"; }
+[[ $(grep -c 'gdr1' "$ORDER_LOG") == 1 && $(grep -c '^MegaScale' "$ORDER_LOG") == 1 ]] ||
+  fail "GDR=1: MegaScale's runs: $(tr '\n' ' ' < "$ORDER_LOG")"
+check GDR=2 STEPS=bench
+(( $? == 2 )) && grep -qF "GDR='2': 0 or 1" "$dir/out.log" || fail "GDR=2: $(cat "$dir/out.log")"
+for bad in "default 2y3" "default 0x3" "default 17x1" "default 2x65" "default 2x03" "default 2x3s9" "default 2x3s0" "default 2x3s2b3" "default 2x3b8" "2x3 2x3" "default" "socket default" "socket-4x4+gdr default" "default default+gd" "2x3+gdr 2x3+gdr"; do
   check STEPS=layouts LAYOUTS="$bad"
   (( $? == 2 )) || fail "LAYOUTS=$bad: exit status"
   grep -qE "LAYOUTS(=| has )" "$dir/out.log" || fail "LAYOUTS=$bad: message: $(cat "$dir/out.log")"
@@ -274,7 +297,7 @@ expected=$'Socket\nSocket4x4 timed exact\nMegaScale timed exact\nNull timed exac
 expect_order "ceiling with NULL_GDR=1" "$expected"
 grep -qF '| AllReduce | 67108864 | 4.00 | 6.00 | 12.00 | 10.00 | 36.00 | 30.00 | 1.50 | 3.00 | 2.50 | 9.00 | 7.50 |' \
   "$ceiling" || fail "ceiling table with NULL_GDR=1: $(cat "$ceiling")"
-grep -qF 'ok ceiling-null-gdr-r100-r1: all 2 channel lines say via NET/Null/[0-9][0-9]*/GDRDMA' "$dir/out.log" ||
+grep -qF 'ok ceiling-null-gdr-r100-r1: all 2 channel lines say via NET/Null/[0-9]+/GDRDMA' "$dir/out.log" ||
   { cat "$dir/out.log"; fail "NULL_GDR=1: GDRDMA channels not checked"; }
 grep -qF '"null-gdr" and "null-gdr-rN" are the same on NCCL'"'"'s GPU buffers' "$ceiling" ||
   fail "ceiling: no null-gdr note: $(cat "$ceiling")"

@@ -518,6 +518,25 @@ Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
   if (Status s = micros("MEGASCALE_PENDING_POLL_US", 0, 10'000'000, c.pending_poll_ns); !s) return s.error();
   if (Status s = micros("MEGASCALE_STALL_US", 0, 1'000'000, c.stall_ns); !s) return s.error();
 
+  const char* gdr = env("MEGASCALE_GDR_COPY");
+  if (gdr != nullptr) {
+    const std::string v = gdr;
+    if (v == "0") {
+      c.gdr_copy = GdrCopyMode::kOff;
+    } else if (v == "1") {
+      c.gdr_copy = GdrCopyMode::kCuda;
+    } else if (v == "emulate") {
+      c.gdr_copy = GdrCopyMode::kEmulate;
+    } else {
+      return bad("MEGASCALE_GDR_COPY", gdr, "must be 0, 1 or emulate");
+    }
+  }
+  echo("MEGASCALE_GDR_COPY",
+       c.gdr_copy == GdrCopyMode::kOff    ? "0 (host memory only)"
+       : c.gdr_copy == GdrCopyMode::kCuda ? "1 (GPU buffers through pinned host shadows, the copy engines)"
+                                          : "emulate (\"GPU\" buffers are host memory, copied by the CPU)",
+       gdr != nullptr);
+
   // MEGASCALE_FAULT_*: the wire validates and names the variable itself.
   auto fault = wire::fault_config_from_env(wire::FaultConfig{}, getenv_fn);
   if (!fault) return fault.error();

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu_copy.h"
 #include "megascale/common/result.h"
 #include "megascale/common/units.h"
 #include "megascale/congestion/params.h"
@@ -116,6 +117,10 @@ struct PluginConfig {
   // do its sends and receives until it is back (UdpConfig::stall_ns); 0 = off.
   TimeNs stall_ns = 300 * kNsPerUs;
   wire::FaultConfig fault;  // MEGASCALE_FAULT_* (the wire's fault injection)
+  // MEGASCALE_GDR_COPY: 1 advertises NCCL_PTR_CUDA and moves NCCL's GPU buffers through pinned host
+  // shadows with the GPU's copy engines (gpu_copy.h); "emulate" does the same with the CPU on host
+  // memory, for the conformance harness; 0 (default) takes host memory only.
+  GdrCopyMode gdr_copy = GdrCopyMode::kOff;
 
   // How long a connection with requests pending waits on a silent peer before it probes it
   // (EngineConfig::keepalive_interval_ns): a quarter of the retry budget, within 10 ms..1 s, and with

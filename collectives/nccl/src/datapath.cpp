@@ -1,9 +1,13 @@
 // The data path (NCCL's progress thread): memory registration, isend, grouped irecv, test, iflush,
 // irecvConsumed. Buffers go straight to the engine: a send is read in place by the wire (zero copy), a
-// receive is written in place as segments arrive (the UDP datapath's one copy).
+// receive is written in place as segments arrive (the UDP datapath's one copy). GPU buffers
+// (MEGASCALE_GDR_COPY) go through their host shadows: a send's bytes are copied there first (its parts
+// wait in the comm's `staged` queue), a receive's are copied to the GPU once its parts are in.
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <memory>
+#include <string>
 
 #include "log.h"
 #include "plugin.h"
@@ -113,6 +117,61 @@ int clamp_int(uint64_t v) {
   return v > INT_MAX ? INT_MAX : static_cast<int>(v);
 }
 
+// A registered GPU buffer's shadow: where the wire reads or writes [data, data + size) of it. Null when
+// `mhandle` is host memory; an error when the range is not inside the registration.
+Result<char*> shadow_of(void* mhandle, const void* data, uint64_t size) {
+  const auto* h = static_cast<const MemHandle*>(mhandle);
+  if (h == nullptr || h->magic != kMrMagic || h->shadow == nullptr) return static_cast<char*>(nullptr);
+  const auto* base = static_cast<const char*>(h->data);
+  const auto* p = static_cast<const char*>(data);
+  if (p < base || size > h->size || static_cast<size_t>(p - base) > h->size - size) {
+    return make_error("GPU buffer " + std::to_string(reinterpret_cast<uintptr_t>(data)) + " (+" +
+                      std::to_string(size) + " bytes) is outside its registration of " +
+                      std::to_string(h->size) + " bytes");
+  }
+  return h->shadow + (p - base);
+}
+
+NetResult copy_failed(CommBase* comm, const Error& e) {
+  return fail_comm(comm, abi::kNetUnhandledCudaError, "GPU buffer copy: " + e.message);
+}
+
+void submit_send(CommBase& comm, Request& r) {
+  for (uint32_t i = 0; i < r.parts; ++i) comm.stripes[i].wire->udp().submit(r.tickets[i]);
+}
+
+// Hands the comm's staged sends to the wire, in post order, as far as their copies have passed.
+NetResult pump_staged(CommBase* comm) {
+  while (!comm->staged.empty()) {
+    Request& r = comm->requests[comm->staged.front()];
+    if (r.stage == Request::kToHost) {
+      auto passed = comm->copier->passed(r.copy_mark);
+      if (!passed) return copy_failed(comm, passed.error());
+      if (!*passed) break;
+    }
+    submit_send(*comm, r);
+    r.stage = Request::kNoStage;
+    comm->staged.pop_front();
+  }
+  return abi::kNetSuccess;
+}
+
+// A receive into shadows whose parts are in: queues their copies to the GPU once, then says whether they
+// are done.
+Result<bool> copied_to_gpu(CommBase* comm, Request& r) {
+  if (r.stage == Request::kNoStage) {
+    for (int j = 0; j < r.n; ++j) {
+      if (r.gpu[j] == nullptr || r.bytes[j] == 0) continue;
+      if (Status s = comm->copier->to_device(r.gpu[j], r.shadow[j], r.bytes[j]); !s) return s.error();
+    }
+    auto mark = comm->copier->mark();
+    if (!mark) return mark.error();
+    r.copy_mark = *mark;
+    r.stage = Request::kToDevice;
+  }
+  return comm->copier->passed(r.copy_mark);
+}
+
 }  // namespace
 }  // namespace megascale::nccl::core
 
@@ -147,17 +206,38 @@ NetResult reg_mr(void* comm, void* data, size_t size, int type, void** mhandle) 
     return abi::kNetInvalidArgument;
   }
   *mhandle = nullptr;
-  if (type != abi::kPtrHost) {
-    MS_WARN("regMr: only host memory (NCCL_PTR_HOST) is supported, got type %d for %p (%zu bytes)", type,
-            data, size);
+  const GdrCopyMode mode = Registry::get().config().gdr_copy;
+  const bool gpu = type == abi::kPtrCuda && mode != GdrCopyMode::kOff;
+  if (type != abi::kPtrHost && !gpu) {
+    MS_WARN(
+        "regMr: only host memory (NCCL_PTR_HOST) is supported without MEGASCALE_GDR_COPY=1, got type %d "
+        "for %p (%zu bytes)",
+        type, data, size);
     return abi::kNetInternalError;
   }
-  auto* h = new MemHandle;
+  auto h = std::make_unique<MemHandle>();
   h->comm = comm;
   h->data = data;
   h->size = size;
   h->type = type;
-  *mhandle = h;
+  if (gpu) {
+    auto* c = static_cast<CommBase*>(comm);
+    if (!c->copier) {
+      auto copier = make_copier(mode);
+      if (!copier) {
+        MS_WARN("regMr: MEGASCALE_GDR_COPY: %s", copier.error().message.c_str());
+        return abi::kNetUnhandledCudaError;
+      }
+      c->copier = std::move(*copier);
+    }
+    auto shadow = c->copier->alloc_shadow(size);
+    if (!shadow) {
+      MS_WARN("regMr: the host shadow of GPU buffer %p: %s", data, shadow.error().message.c_str());
+      return abi::kNetUnhandledCudaError;
+    }
+    h->shadow = static_cast<char*>(*shadow);
+  }
+  *mhandle = h.release();
   return abi::kNetSuccess;
 }
 
@@ -170,12 +250,21 @@ NetResult dereg_mr(void* comm, void* mhandle) {
     return abi::kNetInvalidArgument;
   }
   h->magic = 0;
+  if (h->shadow != nullptr) {
+    // With requests out the wire or a copy may still use the shadow: it goes with the comm.
+    auto* c = static_cast<CommBase*>(h->comm);
+    if (c->requests_in_use() > 0) {
+      c->orphan_shadows.push_back(h->shadow);
+    } else {
+      if (Status s = c->copier->drain(); !s) MS_WARN("deregMr: %s", s.error().message.c_str());
+      c->copier->free_shadow(h->shadow);
+    }
+  }
   delete h;
   return abi::kNetSuccess;
 }
 
 NetResult isend(void* send_comm, void* data, size_t size, int tag, void* mhandle, void** request) {
-  (void)mhandle;
   CommBase* comm = as_comm(send_comm, kSendMagic);
   if (comm == nullptr || request == nullptr) {
     MS_WARN("isend: %p is not a send comm", send_comm);
@@ -190,24 +279,48 @@ NetResult isend(void* send_comm, void* data, size_t size, int tag, void* mhandle
   const TimeNs now = wire::UdpWire::now();
   const CallTimer timer(comm->post_call_ns, now);
   Registry::get().tick(now);
+  auto shadow = shadow_of(mhandle, data, size);
+  if (!shadow) {
+    MS_WARN("isend: %s", shadow.error().message.c_str());
+    return abi::kNetInvalidArgument;
+  }
   if (NetResult code = reap_deferred(comm); code != abi::kNetSuccess) return code;
+  if (NetResult code = pump_staged(comm); code != abi::kNetSuccess) return code;
   Request* r = comm->alloc_request();
   if (r == nullptr) {
     comm->update([](CommBase::Counters& c) { ++c.retry_later; });
     return abi::kNetSuccess;
   }
   r->posted_ns = now;
+  const char* src = static_cast<const char*>(data);
+  if (*shadow != nullptr && size > 0) {
+    // The bytes go to the shadow first; the wire reads them there.
+    Status s = comm->copier->to_host(*shadow, data, size);
+    auto mark = s ? comm->copier->mark() : Result<uint64_t>(s.error());
+    if (!mark) {
+      comm->free_request(r);
+      return copy_failed(comm, mark.error());
+    }
+    src = *shadow;
+    r->stage = Request::kToHost;
+    r->copy_mark = *mark;
+  } else if (!comm->staged.empty()) {
+    r->stage = Request::kQueued;  // behind a send still being copied
+  }
   const uint32_t k = comm->stripe_count();
   r->needed_mask = 1;
+  r->parts = static_cast<uint8_t>(k);
   for (uint32_t i = 0; i < k; ++i) {
     const auto [off, len] = comm->part(i, size);
     if (len > 0) r->needed_mask |= uint64_t{1} << i;
-    const Stripe& st = comm->stripes[i];
-    r->tickets[i].set_send(st.conn, static_cast<const char*>(data) + off, len, tag);
-    st.wire->udp().submit(r->tickets[i]);
+    r->tickets[i].set_send(comm->stripes[i].conn, src + off, len, tag);
+  }
+  if (r->stage == Request::kNoStage) {
+    submit_send(*comm, *r);
+  } else {
+    comm->staged.push_back(static_cast<uint32_t>(r - comm->requests.data()));
   }
   r->n = 1;
-  r->parts = static_cast<uint8_t>(k);
   r->bytes[0] = 0;
   if (comm->trace_id != 0) r->trace_lane[0] = comm->take_trace_lane();
   comm->update([](CommBase::Counters& c) {
@@ -220,7 +333,6 @@ NetResult isend(void* send_comm, void* data, size_t size, int tag, void* mhandle
 
 NetResult irecv(void* recv_comm, int n, void** data, const size_t* sizes, const int* tags, void** mhandles,
                 void** request) {
-  (void)mhandles;
   CommBase* comm = as_comm(recv_comm, kRecvMagic);
   if (comm == nullptr || request == nullptr) {
     MS_WARN("irecv: %p is not a recv comm", recv_comm);
@@ -240,6 +352,15 @@ NetResult irecv(void* recv_comm, int n, void** data, const size_t* sizes, const 
       return abi::kNetInvalidArgument;
     }
   }
+  char* shadows[kMaxRecvs] = {};
+  for (int j = 0; j < n; ++j) {
+    auto shadow = shadow_of(mhandles != nullptr ? mhandles[j] : nullptr, data[j], sizes[j]);
+    if (!shadow) {
+      MS_WARN("irecv: buffer %d: %s", j, shadow.error().message.c_str());
+      return abi::kNetInvalidArgument;
+    }
+    shadows[j] = *shadow;
+  }
   const TimeNs now = wire::UdpWire::now();
   const CallTimer timer(comm->post_call_ns, now);
   Registry::get().tick(now);
@@ -252,11 +373,19 @@ NetResult irecv(void* recv_comm, int n, void** data, const size_t* sizes, const 
   r->posted_ns = now;
   const uint32_t k = comm->stripe_count();
   for (int j = 0; j < n; ++j) {
+    // A GPU buffer's parts land in its shadow, and go to the GPU once they are all in (test()).
+    char* dst = static_cast<char*>(data[j]);
+    if (shadows[j] != nullptr) {
+      r->gpu[j] = data[j];
+      r->shadow[j] = shadows[j];
+      r->staged_recv = true;
+      dst = shadows[j];
+    }
     for (uint32_t i = 0; i < k; ++i) {
       const auto [off, len] = comm->part(i, sizes[j]);
       const Stripe& st = comm->stripes[i];
       wire::UdpWire::Ticket& t = r->tickets[static_cast<uint32_t>(j) * k + i];
-      t.set_recv(st.conn, static_cast<char*>(data[j]) + off, len, tags[j]);
+      t.set_recv(st.conn, dst + off, len, tags[j]);
       st.wire->udp().submit(t);
     }
     r->bytes[j] = 0;
@@ -264,7 +393,9 @@ NetResult irecv(void* recv_comm, int n, void** data, const size_t* sizes, const 
   }
   r->n = static_cast<uint8_t>(n);
   r->parts = static_cast<uint8_t>(static_cast<uint32_t>(n) * k);
-  r->optional = optional;
+  // An optional completion lets NCCL read LL/LL128 flags in the buffer before test(): a GPU buffer gets
+  // its bytes only from test(), so it is always completed.
+  r->optional = optional && !r->staged_recv;
   comm->update([n](CommBase::Counters& c) {
     ++c.posted;
     c.posted_buffers += static_cast<uint64_t>(n);
@@ -282,7 +413,8 @@ NetResult iflush(void* recv_comm, int n, void** data, const int* sizes, void** m
     MS_WARN("iflush: %p is not a recv comm", recv_comm);
     return abi::kNetInvalidArgument;
   }
-  // Host memory written by the CPU is visible to the GPU without a flush: nothing to wait for.
+  // Host memory written by the CPU is visible to the GPU without a flush, and a GPU buffer's copy was done
+  // before test() said so: nothing to wait for.
   *request = nullptr;
   return abi::kNetSuccess;
 }
@@ -301,11 +433,20 @@ NetResult test(void* request, int* done, int* sizes) {
   const CallTimer timer(comm->test_call_ns, now);
   add_owned(comm->test_calls, 1);
   reg.tick(now);
+  if (!comm->staged.empty()) {
+    if (NetResult code = pump_staged(comm); code != abi::kNetSuccess) return code;
+    if (r->stage != Request::kNoStage) return abi::kNetSuccess;  // its copy to the shadow runs
+  }
   // NCCL calls test() in a tight loop: a look is a load of each ticket's flag, without the wire's lock.
   NetResult code = abi::kNetSuccess;
   if (!poll_request(*r, &code, r->optional ? 0 : now)) return code;
   const bool finished = complete(*r);
   if (!finished && !r->optional) return abi::kNetSuccess;
+  if (r->staged_recv) {
+    auto copied = copied_to_gpu(comm, *r);
+    if (!copied) return copy_failed(comm, copied.error());
+    if (!*copied) return abi::kNetSuccess;
+  }
   // Done (or optional: NCCL reads LL/LL128 data by its flags and need not wait for the completion).
   // Engine requests still pending (an optional receive's, empty parts') keep the request, which is
   // freed when they finish.

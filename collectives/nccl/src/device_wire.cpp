@@ -49,6 +49,13 @@ Request* CommBase::alloc_request() {
   r->parts = 0;
   r->done_mask = 0;
   r->needed_mask = 0;
+  r->stage = Request::kNoStage;
+  r->staged_recv = false;
+  r->copy_mark = 0;
+  for (int j = 0; j < kMaxRecvs; ++j) {
+    r->gpu[j] = nullptr;
+    r->shadow[j] = nullptr;
+  }
   return r;
 }
 

@@ -118,6 +118,11 @@ NetResult close_comm(void* p, uint32_t magic, const char* what) {
   Registry& reg = Registry::get();
   reg.stats().remove(comm);
   for (const Stripe& st : comm->stripes) st.wire->retire(st.conn, abortive);
+  if (comm->copier) {
+    // Copies still queued write into shadows or NCCL's GPU buffers, which go once close returns.
+    if (Status s = comm->copier->drain(); !s) MS_WARN("%s: %s", what, s.error().message.c_str());
+    for (void* shadow : comm->orphan_shadows) comm->copier->free_shadow(shadow);
+  }
   MS_INFO(abi::kSubsysNet, "%s: %s %s, %u request(s) outstanding, %" PRIu64 " completed", what,
           comm->peer.c_str(), abortive ? "reset" : "closed", in_use, comm->counters_copy().completed);
   comm->magic = 0;
@@ -213,7 +218,10 @@ NetResult get_properties(int dev, abi::NetPropertiesV11* props) {
   props->name = const_cast<char*>(d.iface.name.c_str());
   props->pciPath = d.iface.pci_path.empty() ? nullptr : const_cast<char*>(d.iface.pci_path.c_str());
   props->guid = static_cast<uint64_t>(dev);  // every interface is its own port
+  // GPU buffers only where the plugin copies them itself (MEGASCALE_GDR_COPY): NCCL then uses them
+  // where NCCL_NET_GDR_LEVEL allows (a device without a PCI path, like lo, hangs off the CPU: PHB).
   props->ptrSupport = abi::kPtrHost;
+  if (Registry::get().config().gdr_copy != GdrCopyMode::kOff) props->ptrSupport |= abi::kPtrCuda;
   props->regIsGlobal = 0;
   props->forceFlush = 0;
   props->speed = d.iface.speed_mbps > 0 ? d.iface.speed_mbps : 100000;

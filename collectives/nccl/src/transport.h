@@ -13,6 +13,7 @@
 #include <cinttypes>
 #include <cstdint>
 #include <cstdio>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -21,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "gpu_copy.h"
 #include "handle.h"
 #include "megascale/engine/connection.h"
 #include "megascale/engine/stats.h"
@@ -115,6 +117,17 @@ struct Request {
   // thread never waits out a wire's round. Sized by the comm (CommBase's constructor).
   std::unique_ptr<wire::UdpWire::Ticket[]> tickets;
   uint64_t bytes[kMaxRecvs] = {};      // per buffer: its parts' bytes added
+  // GPU buffers (MEGASCALE_GDR_COPY; gpu_copy.h). A send whose bytes are on their way to its shadow
+  // (kToHost), or queued behind one (kQueued: sends reach the wire in the order posted), has its tickets
+  // set but not submitted until the comm's copier passes copy_mark (pump_staged). A receive into shadows
+  // (gpu[j] non-null: buffer j's GPU address, its parts landing in the shadow) is copied to the GPU once
+  // its parts are in (kToDevice) and done when copy_mark passes.
+  enum Stage : uint8_t { kNoStage, kToHost, kQueued, kToDevice };
+  Stage stage = kNoStage;
+  bool staged_recv = false;
+  uint64_t copy_mark = 0;
+  void* gpu[kMaxRecvs] = {};
+  const char* shadow[kMaxRecvs] = {};
   uint8_t trace_lane[kMaxRecvs] = {};  // each sub's lane on its comm's track (MEGASCALE_TRACE_FILE)
 };
 
@@ -139,6 +152,12 @@ struct CommBase {
   // Requests NCCL saw done whose engine requests are not all finished: optional receives, and requests
   // whose empty parts (stripes) are still on their way.
   std::vector<uint32_t> deferred;
+  // GPU buffers (MEGASCALE_GDR_COPY): the comm's copier, made at its first NCCL_PTR_CUDA regMr; its
+  // sends waiting for their copies, in post order (indices into `requests`); and shadows deregistered
+  // while requests were out, freed when the comm closes.
+  std::unique_ptr<Copier> copier;
+  std::deque<uint32_t> staged;
+  std::vector<void*> orphan_shadows;
   // The first failure; every later call on the comm returns it again.
   NetResult failed = abi::kNetSuccess;
   std::string failed_error;
@@ -213,13 +232,15 @@ inline void add_owned(std::atomic<uint64_t>& counter, uint64_t d) {
 }
 
 // What regMr returns: host memory needs no registration with a UDP datapath; the handle records the
-// range for checks and messages.
+// range for checks and messages. GPU memory (MEGASCALE_GDR_COPY) gets a host shadow of the same size,
+// which the wire reads and writes in its place: a GPU address a maps to shadow + (a - data).
 struct MemHandle {
   uint32_t magic = kMrMagic;
   void* comm = nullptr;
   void* data = nullptr;
   size_t size = 0;
   int type = 0;
+  char* shadow = nullptr;
 };
 
 // One UDP wire of one device (for one DSCP) with its acceptor: connections that arrive are held until

@@ -32,6 +32,10 @@ Options plugin_options() {
   o.case_timeout_s = 90.0;
   o.threads = 4;
   o.comms_per_thread = 3;
+  // With the plugin's GPU-buffer path emulated on the CPU, every buffer is registered as NCCL_PTR_CUDA:
+  // the cases then run through the host shadows and their copies (the GdrEmulate. entries).
+  const char* gdr = std::getenv("MEGASCALE_GDR_COPY");
+  if (gdr != nullptr && std::string(gdr) == "emulate") o.mem_type = 2;
   return o;
 }
 

@@ -76,12 +76,13 @@ TEST(PluginConfig, DefaultsWithAnEmptyEnvironment) {
   EXPECT_EQ(c->pending_poll_ns, 1'000'000);
   EXPECT_EQ(c->stall_ns, 300'000);
   EXPECT_EQ(c->port_closed_fail_ns, 200 * kNsPerMs);
+  EXPECT_EQ(c->gdr_copy, GdrCopyMode::kOff);  // host memory only
   EXPECT_FALSE(c->fault.enabled());
   EXPECT_TRUE(c->trace_file.empty());
   EXPECT_EQ(c->late_ack_window_ns, 5 * kNsPerSec);
   // Every knob is echoed once, marked as a default.
   EXPECT_TRUE(c->source_ports.empty());
-  ASSERT_EQ(c->echo.size(), 26u);
+  ASSERT_EQ(c->echo.size(), 27u);
   for (const std::string& line : c->echo) {
     EXPECT_EQ(line.rfind("MEGASCALE_", 0), 0u) << line;
     EXPECT_NE(line.find("(default)"), std::string::npos) << line;
@@ -344,6 +345,7 @@ TEST(PluginConfig, EveryKnobReachesItsField) {
                  {"MEGASCALE_PORT_CLOSED_MS", "1500"},
                  {"MEGASCALE_STRIPES", "3"},
                  {"MEGASCALE_STRIPE_BYTES", "65536"},
+                 {"MEGASCALE_GDR_COPY", "1"},
                  {"MEGASCALE_FAULT_DROP", "0.01"},
                  {"MEGASCALE_FAULT_SEED", "7"}});
   ASSERT_TRUE(c) << c.error().message;
@@ -369,6 +371,7 @@ TEST(PluginConfig, EveryKnobReachesItsField) {
   EXPECT_EQ(c->stripes, 3u);
   EXPECT_EQ(c->stripe_bytes, 65536u);
   for (const std::string& w : c->warnings) EXPECT_EQ(w.find("MEGASCALE_STRIPES"), std::string::npos) << w;
+  EXPECT_EQ(c->gdr_copy, GdrCopyMode::kCuda);
   EXPECT_DOUBLE_EQ(c->fault.drop, 0.01);
   EXPECT_EQ(c->fault.seed, 7u);
   bool lanes_echoed = false;
@@ -481,6 +484,8 @@ TEST(PluginConfig, BadValuesAreRefusedNamingVariableAndValue) {
       {"MEGASCALE_STRIPES", "9", "1..8"},
       {"MEGASCALE_STRIPE_BYTES", "4095", "4096..1073741824"},
       {"MEGASCALE_STRIPE_BYTES", "1M", "4096..1073741824"},
+      {"MEGASCALE_GDR_COPY", "2", "0, 1 or emulate"},
+      {"MEGASCALE_GDR_COPY", "yes", "0, 1 or emulate"},
       {"MEGASCALE_CC", "no-such-preset", ""},
       {"MEGASCALE_FAULT_DROP", "1.5", "[0, 1]"},
   };

@@ -80,7 +80,7 @@ Status case_load(Env& env) {
     std::set<std::string> names;
     for (int d = 0; d < n; ++d) MS_TRY(check_properties(env.net, d, names));
     // One small transfer too: the data path must not print either.
-    Pair pair(env.net, ctx.get(), env.dev);
+    Pair pair(env.net, ctx.get(), env.dev, env.options.mem_type);
     MS_TRY(pair.connect(Deadline(15)));
     MS_TRY(pair.register_buffers(8 * 4096));
     MS_TRY(stream(env.net, pair, 4096, 8, 16, 1, Deadline(15), 11));
@@ -101,7 +101,7 @@ Status case_connect_accept_one_thread(Env& env) {
   // Several connections in turn, each progressed only by this thread (NCCL's service thread, and its
   // loopback GDR probe, do exactly this).
   for (int i = 0; i < 4; ++i) {
-    Pair pair(env.net, ctx.get(), env.dev);
+    Pair pair(env.net, ctx.get(), env.dev, env.options.mem_type);
     const auto t0 = Clock::now();
     MS_TRY(pair.connect(Deadline(15)));
     if (i == 0) env.detail = "first connection in " + std::to_string(seconds_since(t0) * 1e3) + " ms";
@@ -288,10 +288,10 @@ Status case_optional_recv_completion(Env& env) {
       void* sreq = nullptr;
       MS_TRY(isend_retrying(env.net, pair, src, kMsg, 6, deadline, &sreq));
       int got[8];
-      MS_TRY(wait_request(env.net, rreq, got, deadline, "optional-completion receive"));
-      // The data itself tells when it arrived (as LL flags do for NCCL's kernels); meanwhile the send is
-      // tested, as NCCL's proxy keeps testing its other requests.
+      // Meanwhile the send is tested, as NCCL's proxy keeps testing its other requests.
       bool sent = false;
+      MS_TRY(wait_request(env.net, rreq, got, deadline, "optional-completion receive", sreq, &sent));
+      // The data itself tells when it arrived (as LL flags do for NCCL's kernels).
       while (!sent || poll_pattern(dst, kMsg, 7000 + static_cast<uint64_t>(step)) >= 0) {
         MS_REQUIRE(!deadline.passed(), "the data of an optional-completion receive never arrived");
         if (!sent) {

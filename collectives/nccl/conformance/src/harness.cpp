@@ -111,8 +111,8 @@ Status Pair::connect(const Deadline& deadline) {
 Status Pair::register_buffers(size_t bytes) {
   send_buf.assign(std::max<size_t>(bytes, 8), 0);
   recv_buf.assign(std::max<size_t>(bytes, 8), 0);
-  MS_CALL(net_.reg_mr(send_comm, send_buf.data(), send_buf.size(), abi::kPtrHost, &send_mr));
-  MS_CALL(net_.reg_mr(recv_comm, recv_buf.data(), recv_buf.size(), abi::kPtrHost, &recv_mr));
+  MS_CALL(net_.reg_mr(send_comm, send_buf.data(), send_buf.size(), mem_type_, &send_mr));
+  MS_CALL(net_.reg_mr(recv_comm, recv_buf.data(), recv_buf.size(), mem_type_, &recv_mr));
   return {};
 }
 
@@ -141,13 +141,21 @@ Status isend_retrying(Net& net, Pair& pair, void* data, size_t size, int tag, co
   return {};
 }
 
-Status wait_request(Net& net, void* request, int* sizes, const Deadline& deadline, const char* what) {
+Status wait_request(Net& net, void* request, int* sizes, const Deadline& deadline, const char* what,
+                    void* other, bool* other_done) {
   MS_REQUIRE(request != nullptr, std::string(what) + ": no request to wait for");
   for (;;) {
     int done = 0;
     const NetResult r = net.test(request, &done, sizes);
     if (r != abi::kNetSuccess) return make_error(std::string(what) + ": test returned " + result_name(r));
     if (done) return {};
+    if (other != nullptr && !*other_done) {
+      int sent = 0;
+      const NetResult o = net.test(other, &sent, nullptr);
+      if (o != abi::kNetSuccess)
+        return make_error(std::string(what) + ": the send tested meanwhile returned " + result_name(o));
+      *other_done = sent != 0;
+    }
     if (deadline.passed()) return make_error(std::string(what) + ": not done within the deadline");
   }
 }

@@ -89,14 +89,14 @@ class Context {
 // A connected send/recv pair with one registered buffer region on each side; closes what is open.
 class Pair {
  public:
-  Pair(Net& net, void* ctx, int dev) : net_(net), ctx_(ctx), dev_(dev) {}
+  Pair(Net& net, void* ctx, int dev, int mem_type) : net_(net), ctx_(ctx), dev_(dev), mem_type_(mem_type) {}
   ~Pair();
   Pair(const Pair&) = delete;
   Pair& operator=(const Pair&) = delete;
 
   // listen, then connect and accept alternated on this thread until both return a comm.
   Status connect(const Deadline& deadline);
-  // Allocates and registers `bytes` of host memory on each side.
+  // Allocates `bytes` of host memory on each side and registers it as Options::mem_type.
   Status register_buffers(size_t bytes);
   Status close();
 
@@ -112,6 +112,7 @@ class Pair {
   Net& net_;
   void* ctx_;
   int dev_;
+  int mem_type_;
 };
 
 // The shape of most cases: a fresh context, a connected pair with `buffer_bytes` registered on each
@@ -121,7 +122,7 @@ template <class Body>
 Status with_pair(Env& env, size_t buffer_bytes, Body&& body) {
   Context ctx(env.net);
   MS_TRY(ctx.init());
-  Pair pair(env.net, ctx.get(), env.dev);
+  Pair pair(env.net, ctx.get(), env.dev, env.options.mem_type);
   MS_TRY(pair.connect(Deadline(15)));
   MS_TRY(pair.register_buffers(buffer_bytes));
   MS_TRY(body(pair));
@@ -141,7 +142,11 @@ Status stream(Net& net, Pair& pair, size_t bytes, int inflight, int count, int t
 Status isend_retrying(Net& net, Pair& pair, void* data, size_t size, int tag, const Deadline& deadline,
                       void** request);
 
-// Tests `request` until done or the deadline; `sizes` as NCCL passes it (may be null).
-Status wait_request(Net& net, void* request, int* sizes, const Deadline& deadline, const char* what);
+// Tests `request` until done or the deadline; `sizes` as NCCL passes it (may be null). With `other` (a
+// send still out, *other_done false), tests it too between looks, as NCCL's proxy keeps testing every
+// request it has out: a plugin may move a send only when it is tested (MegaScale's GPU buffers wait
+// there for their copies). *other_done says when it finished; it is not tested after that.
+Status wait_request(Net& net, void* request, int* sizes, const Deadline& deadline, const char* what,
+                    void* other = nullptr, bool* other_done = nullptr);
 
 }  // namespace megascale::nccl::conformance

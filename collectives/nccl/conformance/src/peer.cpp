@@ -203,7 +203,7 @@ Status spawn(Env& env, const char* mode, Child& child) {
 Status transfer_until_error(Env& env, Child& child, void* comm, bool sending) {
   std::vector<uint8_t> buf(kPeerInflight * kPeerMsg, 0x3C);
   void* mr = nullptr;
-  MS_CALL(env.net.reg_mr(comm, buf.data(), buf.size(), abi::kPtrHost, &mr));
+  MS_CALL(env.net.reg_mr(comm, buf.data(), buf.size(), env.options.mem_type, &mr));
   void* reqs[kPeerInflight] = {};
   int peer_done = 0, our_done = 0;
   bool killed = false;

@@ -36,6 +36,10 @@ struct Options {
   int threads = 4;               // many-comms case: threads ...
   int comms_per_thread = 4;      // ... and connection pairs per thread
   bool verbose = false;          // plugin log lines to stderr as they come
+  // The type every buffer is registered as (regMr): NCCL_PTR_HOST (1), or NCCL_PTR_CUDA (2) to drive a
+  // plugin's GPU-buffer path with host memory where the plugin can take it so (MegaScale with
+  // MEGASCALE_GDR_COPY=emulate). The buffers are host memory either way.
+  int mem_type = 1;
 };
 
 struct CaseResult {

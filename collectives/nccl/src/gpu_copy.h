@@ -1,0 +1,53 @@
+// GPU buffers over a host datapath (MEGASCALE_GDR_COPY): with it on, the plugin advertises
+// NCCL_PTR_CUDA, so that where NCCL would use GPUDirect RDMA (NCCL_NET_GDR_LEVEL) its network buffers
+// stay in GPU memory and the plugin moves them through a pinned host shadow with the GPU's copy
+// engines: a send's bytes are copied to the shadow before its parts go to the wire, a receive lands in
+// the shadow and is copied to the GPU before test() says done. Without it NCCL's kernels read and write
+// host memory across PCIe themselves, one thread block per channel, which caps a channel well below
+// what the copy engines move (docs/PERFORMANCE.md, "NCCL's own ceiling").
+//
+//   auto copier = make_copier(GdrCopyMode::kCuda);            // on a thread with NCCL's CUDA context
+//   void* shadow = *(*copier)->alloc_shadow(bytes);
+//   (*copier)->to_host(shadow, gpu_ptr, n);                    // queued, in order
+//   uint64_t mark = *(*copier)->mark();
+//   while (!*(*copier)->passed(mark)) { ... }                  // polled from test()
+//
+// The CUDA driver is loaded with dlopen (libcuda.so.1) the first time a copier is made, so the plugin
+// loads and runs on hosts without CUDA, and nothing links against it. kEmulate copies with the CPU,
+// one queued copy every other passed() call, and treats "GPU" pointers as host memory: the conformance
+// harness drives the staged path with it on machines without a GPU (NCCL itself never needs it).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "megascale/common/result.h"
+
+namespace megascale::nccl {
+
+enum class GdrCopyMode : uint8_t { kOff, kCuda, kEmulate };
+
+// Copies between GPU buffers and their host shadows on one stream, completed in the order queued.
+// Used by one thread at a time (the comm's, as NCCL calls it).
+class Copier {
+ public:
+  virtual ~Copier() = default;
+  virtual Result<void*> alloc_shadow(size_t bytes) = 0;  // pinned host memory for the copy engines
+  virtual void free_shadow(void* shadow) = 0;
+  virtual Status to_host(void* host, const void* gpu, size_t bytes) = 0;
+  virtual Status to_device(void* gpu, const void* host, size_t bytes) = 0;
+  // A mark after every copy queued so far (marks increase), and whether they are all done. An error
+  // names the failed call.
+  virtual Result<uint64_t> mark() = 0;
+  virtual Result<bool> passed(uint64_t mark) = 0;
+  // Waits until every queued copy is done (before a shadow is freed or the comm goes).
+  virtual Status drain() = 0;
+};
+
+// A copier for `mode` (not kOff). kCuda takes the calling thread's current CUDA context (NCCL's: the
+// proxy threads that call regMr and the data path have it set) and makes it current again wherever it
+// is used; it fails, naming why, when libcuda cannot be loaded or no context is current.
+Result<std::unique_ptr<Copier>> make_copier(GdrCopyMode mode);
+
+}  // namespace megascale::nccl
