@@ -140,35 +140,67 @@ void submit_send(CommBase& comm, Request& r) {
   for (uint32_t i = 0; i < r.parts; ++i) comm.stripes[i].wire->udp().submit(r.tickets[i]);
 }
 
-// Hands the comm's staged sends to the wire, in post order, as far as their copies have passed.
+// Hands the comm's staged sends to the wire, in post order and part order, each part once its copy has
+// passed.
 NetResult pump_staged(CommBase* comm) {
   while (!comm->staged.empty()) {
     Request& r = comm->requests[comm->staged.front()];
-    if (r.stage == Request::kToHost) {
-      auto passed = comm->copier->passed(r.copy_mark);
-      if (!passed) return copy_failed(comm, passed.error());
-      if (!*passed) break;
+    while (r.submitted < r.parts) {
+      const uint32_t i = r.submitted;
+      if (r.part_mark[i] != 0) {
+        auto passed = comm->copier->passed(r.part_mark[i]);
+        if (!passed) return copy_failed(comm, passed.error());
+        if (!*passed) return abi::kNetSuccess;  // later parts' copies come after it
+      }
+      comm->stripes[i].wire->udp().submit(r.tickets[i]);
+      ++r.submitted;
     }
-    submit_send(*comm, r);
     r.stage = Request::kNoStage;
     comm->staged.pop_front();
   }
   return abi::kNetSuccess;
 }
 
-// A receive into shadows whose parts are in: queues their copies to the GPU once, then says whether they
-// are done.
-Result<bool> copied_to_gpu(CommBase* comm, Request& r) {
-  if (r.stage == Request::kNoStage) {
-    for (int j = 0; j < r.n; ++j) {
-      if (r.gpu[j] == nullptr || r.bytes[j] == 0) continue;
-      if (Status s = comm->copier->to_device(r.gpu[j], r.shadow[j], r.bytes[j]); !s) return s.error();
-    }
+// A receive into shadows: queues the copy to the GPU of each part that has arrived since the last look
+// (at its offset in its buffer: stripe i's part lands at i x stripe_bytes), with one mark after them.
+// Without a free mark it waits for the next look.
+Status queue_arrived_copies(CommBase* comm, Request& r) {
+  const uint64_t fresh = r.done_mask & ~r.copy_queued;
+  if (fresh == 0 || comm->copier->free_marks() == 0) return {};
+  const uint32_t k = comm->stripe_count();
+  bool queued = false;
+  for (uint32_t t = 0; t < r.parts; ++t) {
+    if ((fresh & (uint64_t{1} << t)) == 0) continue;
+    const uint32_t j = t / k;
+    const uint64_t got = r.tickets[t].completion().bytes;
+    if (r.gpu[j] == nullptr || got == 0) continue;
+    const uint64_t off = (t % k) * comm->stripe_bytes;
+    if (Status s = comm->copier->to_device(static_cast<char*>(r.gpu[j]) + off, r.shadow[j] + off, got); !s)
+      return s;
+    queued = true;
+  }
+  r.copy_queued |= fresh;
+  if (queued) {
     auto mark = comm->copier->mark();
     if (!mark) return mark.error();
     r.copy_mark = *mark;
-    r.stage = Request::kToDevice;
   }
+  return {};
+}
+
+// A failed comm's queued copies, finished before NCCL hears of the failure: NCCL may free its buffers
+// once a request failed, and no copy may land in them afterwards (the copy engine cannot take one back).
+NetResult failed_after_copies(CommBase* comm, NetResult code) {
+  if (comm->copier) {
+    if (Status s = comm->copier->drain(); !s) MS_WARN("GPU buffer copy: %s", s.error().message.c_str());
+  }
+  return code;
+}
+
+// Whether a receive into shadows has every arrived part's bytes on the GPU.
+Result<bool> copied_to_gpu(CommBase* comm, Request& r) {
+  if ((r.done_mask & ~r.copy_queued) != 0) return false;  // a part still waits for a free mark
+  if (r.copy_mark == 0) return true;
   return comm->copier->passed(r.copy_mark);
 }
 
@@ -286,34 +318,38 @@ NetResult isend(void* send_comm, void* data, size_t size, int tag, void* mhandle
   }
   if (NetResult code = reap_deferred(comm); code != abi::kNetSuccess) return code;
   if (NetResult code = pump_staged(comm); code != abi::kNetSuccess) return code;
-  Request* r = comm->alloc_request();
+  const uint32_t k = comm->stripe_count();
+  const bool copy = *shadow != nullptr && size > 0;
+  // A copy takes a mark per part: without them, NCCL tries again later (gpu_copy.h: marks are not made
+  // in the data path).
+  Request* r = copy && comm->copier->free_marks() < k ? nullptr : comm->alloc_request();
   if (r == nullptr) {
     comm->update([](CommBase::Counters& c) { ++c.retry_later; });
     return abi::kNetSuccess;
   }
   r->posted_ns = now;
-  const char* src = static_cast<const char*>(data);
-  if (*shadow != nullptr && size > 0) {
-    // The bytes go to the shadow first; the wire reads them there.
-    Status s = comm->copier->to_host(*shadow, data, size);
-    auto mark = s ? comm->copier->mark() : Result<uint64_t>(s.error());
-    if (!mark) {
-      comm->free_request(r);
-      return copy_failed(comm, mark.error());
-    }
-    src = *shadow;
-    r->stage = Request::kToHost;
-    r->copy_mark = *mark;
+  const char* src = copy ? *shadow : static_cast<const char*>(data);
+  if (copy) {
+    r->stage = Request::kToHost;  // each part's bytes go to the shadow first; the wire reads them there
   } else if (!comm->staged.empty()) {
     r->stage = Request::kQueued;  // behind a send still being copied
   }
-  const uint32_t k = comm->stripe_count();
   r->needed_mask = 1;
   r->parts = static_cast<uint8_t>(k);
   for (uint32_t i = 0; i < k; ++i) {
     const auto [off, len] = comm->part(i, size);
     if (len > 0) r->needed_mask |= uint64_t{1} << i;
     r->tickets[i].set_send(comm->stripes[i].conn, src + off, len, tag);
+    r->part_mark[i] = 0;
+    if (copy && len > 0) {
+      Status s = comm->copier->to_host(*shadow + off, static_cast<const char*>(data) + off, len);
+      auto mark = s ? comm->copier->mark() : Result<uint64_t>(s.error());
+      if (!mark) {
+        comm->free_request(r);
+        return copy_failed(comm, mark.error());
+      }
+      r->part_mark[i] = *mark;
+    }
   }
   if (r->stage == Request::kNoStage) {
     submit_send(*comm, *r);
@@ -427,7 +463,7 @@ NetResult test(void* request, int* done, int* sizes) {
   }
   *done = 0;
   CommBase* comm = r->comm;
-  if (comm->failed != abi::kNetSuccess) return comm->failed;
+  if (comm->failed != abi::kNetSuccess) return failed_after_copies(comm, comm->failed);
   Registry& reg = Registry::get();
   const TimeNs now = wire::UdpWire::now();
   const CallTimer timer(comm->test_call_ns, now);
@@ -439,7 +475,10 @@ NetResult test(void* request, int* done, int* sizes) {
   }
   // NCCL calls test() in a tight loop: a look is a load of each ticket's flag, without the wire's lock.
   NetResult code = abi::kNetSuccess;
-  if (!poll_request(*r, &code, r->optional ? 0 : now)) return code;
+  if (!poll_request(*r, &code, r->optional ? 0 : now)) return failed_after_copies(comm, code);
+  if (r->staged_recv) {
+    if (Status s = queue_arrived_copies(comm, *r); !s) return copy_failed(comm, s.error());
+  }
   const bool finished = complete(*r);
   if (!finished && !r->optional) return abi::kNetSuccess;
   if (r->staged_recv) {

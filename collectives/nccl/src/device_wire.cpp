@@ -51,6 +51,8 @@ Request* CommBase::alloc_request() {
   r->needed_mask = 0;
   r->stage = Request::kNoStage;
   r->staged_recv = false;
+  r->submitted = 0;
+  r->copy_queued = 0;
   r->copy_mark = 0;
   for (int j = 0; j < kMaxRecvs; ++j) {
     r->gpu[j] = nullptr;

@@ -120,19 +120,24 @@ class CudaCopier final : public Copier {
     return check(api_.memcpy_htod_async(reinterpret_cast<CUdeviceptr>(gpu), host, bytes, stream_),
                  "cuMemcpyHtoDAsync");
   }
+  // The pool of events (gpu_copy.h: made here, never in the data path).
+  Status make_events(size_t n) {
+    if (Status s = make_current(); !s) return s;
+    free_events_.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+      CUevent e = nullptr;
+      if (Status s = check(api_.event_create(&e, kEventDisableTiming), "cuEventCreate"); !s) return s;
+      free_events_.push_back(e);
+    }
+    return {};
+  }
+  size_t free_marks() const override { return free_events_.size(); }
   Result<uint64_t> mark() override {
+    if (free_events_.empty()) return make_error("no free mark (every CUDA event of the copier's pool is in use)");
     if (Status s = make_current(); !s) return s.error();
-    CUevent e = nullptr;
-    if (!free_events_.empty()) {
-      e = free_events_.back();
-      free_events_.pop_back();
-    } else if (Status s = check(api_.event_create(&e, kEventDisableTiming), "cuEventCreate"); !s) {
-      return s.error();
-    }
-    if (Status s = check(api_.event_record(e, stream_), "cuEventRecord"); !s) {
-      (void)api_.event_destroy(e);
-      return s.error();
-    }
+    CUevent e = free_events_.back();
+    if (Status s = check(api_.event_record(e, stream_), "cuEventRecord"); !s) return s.error();
+    free_events_.pop_back();
     pending_.push_back({++last_mark_, e});
     return last_mark_;
   }
@@ -189,6 +194,7 @@ class CudaCopier final : public Copier {
 // copy (so a caller that uses a copy before its mark has passed reads stale bytes, which tests catch).
 class EmulatedCopier final : public Copier {
  public:
+  explicit EmulatedCopier(size_t marks) : marks_(marks) {}
   ~EmulatedCopier() override { (void)drain(); }
   Result<void*> alloc_shadow(size_t bytes) override {
     void* p = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096 + 4096);
@@ -199,7 +205,10 @@ class EmulatedCopier final : public Copier {
   void free_shadow(void* shadow) override { std::free(shadow); }
   Status to_host(void* host, const void* gpu, size_t bytes) override { return queue(host, gpu, bytes); }
   Status to_device(void* gpu, const void* host, size_t bytes) override { return queue(gpu, host, bytes); }
+  size_t free_marks() const override { return marks_ - in_use_; }
   Result<uint64_t> mark() override {
+    if (in_use_ == marks_) return make_error("no free mark (every mark of the copier's pool is in use)");
+    ++in_use_;
     queue_.push_back({nullptr, nullptr, 0, ++last_mark_});
     return last_mark_;
   }
@@ -234,9 +243,12 @@ class EmulatedCopier final : public Copier {
     while (!queue_.empty() && queue_.front().mark != 0) {
       passed_ = queue_.front().mark;
       queue_.pop_front();
+      --in_use_;
     }
   }
   std::deque<Copy> queue_;
+  size_t marks_;
+  size_t in_use_ = 0;  // marks queued and not passed
   uint64_t last_mark_ = 0;
   uint64_t passed_ = 0;
   uint64_t looks_ = 0;
@@ -244,8 +256,9 @@ class EmulatedCopier final : public Copier {
 
 }  // namespace
 
-Result<std::unique_ptr<Copier>> make_copier(GdrCopyMode mode) {
-  if (mode == GdrCopyMode::kEmulate) return std::unique_ptr<Copier>(new EmulatedCopier);
+Result<std::unique_ptr<Copier>> make_copier(GdrCopyMode mode, size_t marks) {
+  if (marks == 0) return make_error("a copier needs at least one mark");
+  if (mode == GdrCopyMode::kEmulate) return std::unique_ptr<Copier>(new EmulatedCopier(marks));
   if (mode != GdrCopyMode::kCuda) return make_error("MEGASCALE_GDR_COPY is off: no copier");
   const CudaApi& api = cuda_api();
   if (!api.error.empty()) return make_error(api.error);
@@ -255,7 +268,9 @@ Result<std::unique_ptr<Copier>> make_copier(GdrCopyMode mode) {
   CUstream stream = nullptr;
   if (CUresult r = api.stream_create(&stream, kStreamNonBlocking); r != kCudaSuccess)
     return make_error("cuStreamCreate failed: CUDA error " + std::to_string(r));
-  return std::unique_ptr<Copier>(new CudaCopier(api, ctx, stream));
+  auto copier = std::make_unique<CudaCopier>(api, ctx, stream);
+  if (Status s = copier->make_events(marks); !s) return s.error();
+  return std::unique_ptr<Copier>(std::move(copier));
 }
 
 }  // namespace megascale::nccl

@@ -9,8 +9,14 @@
 //   auto copier = make_copier(GdrCopyMode::kCuda);            // on a thread with NCCL's CUDA context
 //   void* shadow = *(*copier)->alloc_shadow(bytes);
 //   (*copier)->to_host(shadow, gpu_ptr, n);                    // queued, in order
-//   uint64_t mark = *(*copier)->mark();
+//   if ((*copier)->free_marks() > 0) mark = *(*copier)->mark();   // else try again at the next call
 //   while (!*(*copier)->passed(mark)) { ... }                  // polled from test()
+//
+// Marks are CUDA events made once, with the copier: the data path creates no CUDA object. Creating one
+// (cuEventCreate) takes the driver's context lock for writing, and an application thread in a pageable
+// cudaMemcpy holds that lock while it waits for its stream, which waits for NCCL's kernel, which waits
+// for the proxy thread inside test(): a deadlock, seen under NCCL on the first small collectives
+// (docs/PERFORMANCE.md, "The GDR copy path's hang"). With every mark in use the data path waits.
 //
 // The CUDA driver is loaded with dlopen (libcuda.so.1) the first time a copier is made, so the plugin
 // loads and runs on hosts without CUDA, and nothing links against it. kEmulate copies with the CPU,
@@ -38,7 +44,8 @@ class Copier {
   virtual Status to_host(void* host, const void* gpu, size_t bytes) = 0;
   virtual Status to_device(void* gpu, const void* host, size_t bytes) = 0;
   // A mark after every copy queued so far (marks increase), and whether they are all done. An error
-  // names the failed call.
+  // names the failed call, or says no mark is free (free_marks() was 0: the caller's bug).
+  virtual size_t free_marks() const = 0;
   virtual Result<uint64_t> mark() = 0;
   virtual Result<bool> passed(uint64_t mark) = 0;
   // Waits until every queued copy is done (before a shadow is freed or the comm goes).
@@ -48,6 +55,8 @@ class Copier {
 // A copier for `mode` (not kOff). kCuda takes the calling thread's current CUDA context (NCCL's: the
 // proxy threads that call regMr and the data path have it set) and makes it current again wherever it
 // is used; it fails, naming why, when libcuda cannot be loaded or no context is current.
-Result<std::unique_ptr<Copier>> make_copier(GdrCopyMode mode);
+// kMarks marks: one per part of each of a comm's NCCL requests (32 x 8 stripes).
+inline constexpr size_t kMarks = 256;
+Result<std::unique_ptr<Copier>> make_copier(GdrCopyMode mode, size_t marks = kMarks);
 
 }  // namespace megascale::nccl

@@ -117,15 +117,20 @@ struct Request {
   // thread never waits out a wire's round. Sized by the comm (CommBase's constructor).
   std::unique_ptr<wire::UdpWire::Ticket[]> tickets;
   uint64_t bytes[kMaxRecvs] = {};      // per buffer: its parts' bytes added
-  // GPU buffers (MEGASCALE_GDR_COPY; gpu_copy.h). A send whose bytes are on their way to its shadow
-  // (kToHost), or queued behind one (kQueued: sends reach the wire in the order posted), has its tickets
-  // set but not submitted until the comm's copier passes copy_mark (pump_staged). A receive into shadows
-  // (gpu[j] non-null: buffer j's GPU address, its parts landing in the shadow) is copied to the GPU once
-  // its parts are in (kToDevice) and done when copy_mark passes.
-  enum Stage : uint8_t { kNoStage, kToHost, kQueued, kToDevice };
+  // GPU buffers (MEGASCALE_GDR_COPY; gpu_copy.h), a part at a time so that a message's first part goes
+  // (or lands) while the copy engine still moves the rest. A send whose parts are on their way to its
+  // shadow (kToHost), or queued behind one (kQueued: sends reach the wire in the order posted), has its
+  // tickets set; pump_staged submits part i once the copier passes part_mark[i] (0: nothing to copy),
+  // in part order (submitted). A receive into shadows (staged_recv; gpu[j] non-null: buffer j's GPU
+  // address, its parts landing in the shadow) queues each part's copy to the GPU as the part arrives
+  // (copy_queued) and is done when its parts are in and copy_mark, after the last of those copies, passes.
+  enum Stage : uint8_t { kNoStage, kToHost, kQueued };
   Stage stage = kNoStage;
   bool staged_recv = false;
-  uint64_t copy_mark = 0;
+  uint8_t submitted = 0;          // a staged send's parts handed to the wire
+  uint64_t copy_queued = 0;       // a staged receive's parts whose copy is queued
+  uint64_t copy_mark = 0;         // a staged receive's last queued copy
+  uint64_t part_mark[kMaxStripes] = {};
   void* gpu[kMaxRecvs] = {};
   const char* shadow[kMaxRecvs] = {};
   uint8_t trace_lane[kMaxRecvs] = {};  // each sub's lane on its comm's track (MEGASCALE_TRACE_FILE)

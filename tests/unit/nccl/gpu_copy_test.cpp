@@ -62,6 +62,30 @@ TEST(GpuCopy, AMarkWithNothingQueuedPassesAtOnceAfterDrain) {
   EXPECT_TRUE(*(*made)->passed(*m));
 }
 
+// Marks come from a fixed pool (the data path makes no CUDA objects): with all of them queued there is
+// none, mark() refuses by name, and one comes back as soon as a queued mark passes.
+TEST(GpuCopy, MarksAreAFixedPoolThatRefillsAsMarksPass) {
+  ASSERT_FALSE(make_copier(GdrCopyMode::kEmulate, 0));
+  auto made = make_copier(GdrCopyMode::kEmulate, 2);
+  ASSERT_TRUE(made) << made.error().message;
+  Copier& c = **made;
+  EXPECT_EQ(c.free_marks(), 2u);
+  auto a = c.mark();
+  auto b = c.mark();
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(c.free_marks(), 0u);
+  auto none = c.mark();
+  ASSERT_FALSE(none);
+  EXPECT_NE(none.error().message.find("no free mark"), std::string::npos) << none.error().message;
+  int looks = 0;
+  while (!*c.passed(*a)) ASSERT_LT(++looks, 10);
+  EXPECT_GE(c.free_marks(), 1u);
+  ASSERT_TRUE(c.mark());
+  ASSERT_TRUE(c.drain());
+  EXPECT_EQ(c.free_marks(), 2u);
+}
+
 TEST(GpuCopy, CudaCopierNamesWhyItCannotStart) {
   // On CI there is no driver (libcuda.so.1); on a GPU host this thread has no CUDA context current.
   auto made = make_copier(GdrCopyMode::kCuda);
