@@ -1,8 +1,8 @@
 // The data path (NCCL's progress thread): memory registration, isend, grouped irecv, test, iflush,
 // irecvConsumed. Buffers go straight to the engine: a send is read in place by the wire (zero copy), a
 // receive is written in place as segments arrive (the UDP datapath's one copy). GPU buffers
-// (MEGASCALE_GDR_COPY) go through their host shadows: a send's bytes are copied there first (its parts
-// wait in the comm's `staged` queue), a receive's are copied to the GPU once its parts are in.
+// (MEGASCALE_GDR_COPY) go through their host shadows: a send's parts are copied there first (each waits
+// in the comm's `staged` queue for its copy), a receive's are copied to the GPU as each part lands.
 #include <algorithm>
 #include <climits>
 #include <cstdint>
@@ -409,7 +409,7 @@ NetResult irecv(void* recv_comm, int n, void** data, const size_t* sizes, const 
   r->posted_ns = now;
   const uint32_t k = comm->stripe_count();
   for (int j = 0; j < n; ++j) {
-    // A GPU buffer's parts land in its shadow, and go to the GPU once they are all in (test()).
+    // A GPU buffer's parts land in its shadow, and each goes to the GPU once it is in (test()).
     char* dst = static_cast<char*>(data[j]);
     if (shadows[j] != nullptr) {
       r->gpu[j] = data[j];
