@@ -133,7 +133,8 @@ class CudaCopier final : public Copier {
   }
   size_t free_marks() const override { return free_events_.size(); }
   Result<uint64_t> mark() override {
-    if (free_events_.empty()) return make_error("no free mark (every CUDA event of the copier's pool is in use)");
+    if (free_events_.empty())
+      return make_error("no free mark (every CUDA event of the copier's pool is in use)");
     if (Status s = make_current(); !s) return s.error();
     CUevent e = free_events_.back();
     if (Status s = check(api_.event_record(e, stream_), "cuEventRecord"); !s) return s.error();
