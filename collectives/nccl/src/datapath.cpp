@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 
@@ -140,6 +141,16 @@ void submit_send(CommBase& comm, Request& r) {
   for (uint32_t i = 0; i < r.parts; ++i) comm.stripes[i].wire->udp().submit(r.tickets[i]);
 }
 
+// Whether the comm's copier has `need` free marks, after taking back every mark whose copies are done:
+// a look at all of them, so that marks held by requests NCCL is not testing come back too (a receive's
+// marks are otherwise looked at only when NCCL tests it).
+Result<bool> have_marks(CommBase* comm, size_t need) {
+  if (comm->copier->free_marks() >= need) return true;
+  auto looked = comm->copier->passed(std::numeric_limits<uint64_t>::max());
+  if (!looked) return looked.error();
+  return comm->copier->free_marks() >= need;
+}
+
 // Hands the comm's staged sends to the wire, in post order and part order, each part once its copy has
 // passed.
 NetResult pump_staged(CommBase* comm) {
@@ -166,7 +177,10 @@ NetResult pump_staged(CommBase* comm) {
 // Without a free mark it waits for the next look.
 Status queue_arrived_copies(CommBase* comm, Request& r) {
   const uint64_t fresh = r.done_mask & ~r.copy_queued;
-  if (fresh == 0 || comm->copier->free_marks() == 0) return {};
+  if (fresh == 0) return {};
+  auto room = have_marks(comm, 1);
+  if (!room) return room.error();
+  if (!*room) return {};
   const uint32_t k = comm->stripe_count();
   bool queued = false;
   for (uint32_t t = 0; t < r.parts; ++t) {
@@ -255,7 +269,8 @@ NetResult reg_mr(void* comm, void* data, size_t size, int type, void** mhandle) 
   if (gpu) {
     auto* c = static_cast<CommBase*>(comm);
     if (!c->copier) {
-      auto copier = make_copier(mode);
+      // A mark for each part of each request the comm can have out (gpu_copy.h).
+      auto copier = make_copier(mode, c->requests.size() * c->stripe_count());
       if (!copier) {
         MS_WARN("regMr: MEGASCALE_GDR_COPY: %s", copier.error().message.c_str());
         return abi::kNetUnhandledCudaError;
@@ -322,7 +337,15 @@ NetResult isend(void* send_comm, void* data, size_t size, int tag, void* mhandle
   const bool copy = *shadow != nullptr && size > 0;
   // A copy takes a mark per part: without them, NCCL tries again later (gpu_copy.h: marks are not made
   // in the data path).
-  Request* r = copy && comm->copier->free_marks() < k ? nullptr : comm->alloc_request();
+  if (copy) {
+    auto room = have_marks(comm, k);
+    if (!room) return copy_failed(comm, room.error());
+    if (!*room) {
+      comm->update([](CommBase::Counters& c) { ++c.retry_later; });
+      return abi::kNetSuccess;
+    }
+  }
+  Request* r = comm->alloc_request();
   if (r == nullptr) {
     comm->update([](CommBase::Counters& c) { ++c.retry_later; });
     return abi::kNetSuccess;

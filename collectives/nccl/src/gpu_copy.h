@@ -6,7 +6,7 @@
 // host memory across PCIe themselves, one thread block per channel, which caps a channel well below
 // what the copy engines move (docs/PERFORMANCE.md, "NCCL's own ceiling").
 //
-//   auto copier = make_copier(GdrCopyMode::kCuda);            // on a thread with NCCL's CUDA context
+//   auto copier = make_copier(GdrCopyMode::kCuda, 64);        // on a thread with NCCL's CUDA context
 //   void* shadow = *(*copier)->alloc_shadow(bytes);
 //   (*copier)->to_host(shadow, gpu_ptr, n);                    // queued, in order
 //   if ((*copier)->free_marks() > 0) mark = *(*copier)->mark();   // else try again at the next call
@@ -55,8 +55,10 @@ class Copier {
 // A copier for `mode` (not kOff). kCuda takes the calling thread's current CUDA context (NCCL's: the
 // proxy threads that call regMr and the data path have it set) and makes it current again wherever it
 // is used; it fails, naming why, when libcuda cannot be loaded or no context is current.
-// kMarks marks: one per part of each of a comm's NCCL requests (32 x 8 stripes).
-inline constexpr size_t kMarks = 256;
-Result<std::unique_ptr<Copier>> make_copier(GdrCopyMode mode, size_t marks = kMarks);
+// `marks`: the pool's size (at least 1). The plugin gives a comm one per part of each request it can
+// have out (its request pool x its stripes): every send holds a mark per part until that part's copy
+// has passed, so sends never wait for one; a receive's copies take one per batch, and a receive that finds none waits (the data path takes
+// back the marks whose copies are done whenever it finds too few).
+Result<std::unique_ptr<Copier>> make_copier(GdrCopyMode mode, size_t marks = 256);
 
 }  // namespace megascale::nccl
