@@ -335,17 +335,15 @@ NetResult isend(void* send_comm, void* data, size_t size, int tag, void* mhandle
   if (NetResult code = pump_staged(comm); code != abi::kNetSuccess) return code;
   const uint32_t k = comm->stripe_count();
   const bool copy = *shadow != nullptr && size > 0;
-  // A copy takes a mark per part: without them, NCCL tries again later (gpu_copy.h: marks are not made
-  // in the data path).
+  // A copy takes a mark per part: without them, as without a free request, NCCL tries again later
+  // (gpu_copy.h: marks are not made in the data path).
+  bool marks_free = true;
   if (copy) {
     auto room = have_marks(comm, k);
     if (!room) return copy_failed(comm, room.error());
-    if (!*room) {
-      comm->update([](CommBase::Counters& c) { ++c.retry_later; });
-      return abi::kNetSuccess;
-    }
+    marks_free = *room;
   }
-  Request* r = comm->alloc_request();
+  Request* r = marks_free ? comm->alloc_request() : nullptr;
   if (r == nullptr) {
     comm->update([](CommBase::Counters& c) { ++c.retry_later; });
     return abi::kNetSuccess;
