@@ -536,6 +536,31 @@ Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
        : c.gdr_copy == GdrCopyMode::kCuda ? "1 (GPU buffers through pinned host shadows, the copy engines)"
                                           : "emulate (\"GPU\" buffers are host memory, copied by the CPU)",
        gdr != nullptr);
+  const char* copy_timeout = env("MEGASCALE_GDR_COPY_TIMEOUT_MS");
+  if (copy_timeout != nullptr) {
+    auto v = parse_int("MEGASCALE_GDR_COPY_TIMEOUT_MS", copy_timeout, 0, 3'600'000);
+    if (!v) return v.error();
+    c.gdr_copy_timeout_ns = static_cast<TimeNs>(*v) * kNsPerMs;
+  }
+  echo("MEGASCALE_GDR_COPY_TIMEOUT_MS",
+       c.gdr_copy_timeout_ns == 0 ? std::string("0 (a GPU buffer copy is waited for however long it takes)")
+                                  : std::to_string(c.gdr_copy_timeout_ns / kNsPerMs),
+       copy_timeout != nullptr);
+  const char* copy_stall = env("MEGASCALE_FAULT_COPY_STALL");
+  if (copy_stall != nullptr) {
+    auto v = parse_int("MEGASCALE_FAULT_COPY_STALL", copy_stall, 0, 1LL << 40);
+    if (!v) return v.error();
+    c.fault_copy_stall = static_cast<uint64_t>(*v);
+  }
+  if (c.fault_copy_stall > 0 && c.gdr_copy == GdrCopyMode::kOff) {
+    c.warnings.push_back("MEGASCALE_FAULT_COPY_STALL=" + std::string(copy_stall) +
+                         " has no effect: MEGASCALE_GDR_COPY is 0, so no GPU buffer is copied");
+  }
+  echo("MEGASCALE_FAULT_COPY_STALL",
+       c.fault_copy_stall == 0
+           ? std::string("0 (off)")
+           : std::to_string(c.fault_copy_stall) + " (every GPU buffer copy after these is held back)",
+       copy_stall != nullptr);
 
   // MEGASCALE_FAULT_*: the wire validates and names the variable itself.
   auto fault = wire::fault_config_from_env(wire::FaultConfig{}, getenv_fn);

@@ -204,9 +204,14 @@ Status queue_arrived_copies(CommBase* comm, Request& r) {
 
 // A failed comm's queued copies, finished before NCCL hears of the failure: NCCL may free its buffers
 // once a request failed, and no copy may land in them afterwards (the copy engine cannot take one back).
+// Once: test() is called again and again on a failed comm's requests, and a copier that gave up on a copy
+// says so at every call.
 NetResult failed_after_copies(CommBase* comm, NetResult code) {
-  if (comm->copier) {
-    if (Status s = comm->copier->drain(); !s) MS_WARN("GPU buffer copy: %s", s.error().message.c_str());
+  if (comm->copier && !comm->copies_settled) {
+    comm->copies_settled = true;
+    if (Status s = comm->copier->drain();
+        !s && comm->failed_error.find(s.error().message) == std::string::npos)
+      MS_WARN("GPU buffer copy: %s", s.error().message.c_str());
   }
   return code;
 }
@@ -270,7 +275,9 @@ NetResult reg_mr(void* comm, void* data, size_t size, int type, void** mhandle) 
     auto* c = static_cast<CommBase*>(comm);
     if (!c->copier) {
       // A mark for each part of each request the comm can have out (gpu_copy.h).
-      auto copier = make_copier(mode, c->requests.size() * c->stripe_count());
+      const PluginConfig& cfg = Registry::get().config();
+      auto copier = make_copier(mode, c->requests.size() * c->stripe_count(),
+                                CopyLimits{cfg.gdr_copy_timeout_ns, cfg.fault_copy_stall});
       if (!copier) {
         MS_WARN("regMr: MEGASCALE_GDR_COPY: %s", copier.error().message.c_str());
         return abi::kNetUnhandledCudaError;

@@ -4,11 +4,14 @@
 
 #include <dlfcn.h>
 
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -90,7 +93,7 @@ class CudaCopier final : public Copier {
  public:
   CudaCopier(const CudaApi& api, CUcontext ctx, CUstream stream) : api_(api), ctx_(ctx), stream_(stream) {}
   ~CudaCopier() override {
-    if (current()) {
+    if (!abandoned_ && current()) {
       (void)api_.stream_synchronize(stream_);
       for (auto& p : pending_) (void)api_.event_destroy(p.event);
       for (CUevent e : free_events_) (void)api_.event_destroy(e);
@@ -108,7 +111,11 @@ class CudaCopier final : public Copier {
     return p;
   }
   void free_shadow(void* shadow) override {
-    if (shadow != nullptr && current()) (void)api_.mem_free_host(shadow);
+    if (shadow != nullptr && !abandoned_ && current()) (void)api_.mem_free_host(shadow);
+  }
+  bool abandon() override {
+    abandoned_ = true;
+    return false;  // a copy the engine still holds may land in a shadow at any time
   }
   Status to_host(void* host, const void* gpu, size_t bytes) override {
     if (Status s = make_current(); !s) return s;
@@ -189,6 +196,7 @@ class CudaCopier final : public Copier {
   std::vector<CUevent> free_events_;
   uint64_t last_mark_ = 0;
   uint64_t passed_ = 0;
+  bool abandoned_ = false;
 };
 
 // The CPU's version: "GPU" pointers are host memory; every other passed() call performs the oldest queued
@@ -221,6 +229,10 @@ class EmulatedCopier final : public Copier {
   Status drain() override {
     while (!queue_.empty()) step();
     return {};
+  }
+  bool abandon() override {
+    queue_.clear();  // no copy runs after this: the shadows may go
+    return true;
   }
 
  private:
@@ -255,11 +267,137 @@ class EmulatedCopier final : public Copier {
   uint64_t looks_ = 0;
 };
 
+// A copier's limits (gpu_copy.h, CopyLimits) around the copier that moves the bytes: it times each mark
+// from when it was made, gives up on a copy still not done after limits.timeout_ns, and holds back the
+// marks after limits.stall_after (fault injection).
+class LimitedCopier final : public Copier {
+ public:
+  LimitedCopier(std::unique_ptr<Copier> inner, CopyLimits limits)
+      : inner_(std::move(inner)), limits_(limits) {}
+
+  Result<void*> alloc_shadow(size_t bytes) override {
+    if (failed_) return make_error(why_);
+    return inner_->alloc_shadow(bytes);
+  }
+  void free_shadow(void* shadow) override {
+    if (!failed_ || may_free_) inner_->free_shadow(shadow);  // else kept: a given-up copy may still land
+  }
+  Status to_host(void* host, const void* gpu, size_t bytes) override {
+    if (failed_) return make_error(why_);
+    ++unmarked_;
+    return inner_->to_host(host, gpu, bytes);
+  }
+  Status to_device(void* gpu, const void* host, size_t bytes) override {
+    if (failed_) return make_error(why_);
+    ++unmarked_;
+    return inner_->to_device(gpu, host, bytes);
+  }
+  size_t free_marks() const override { return failed_ ? 0 : inner_->free_marks(); }
+  Result<uint64_t> mark() override {
+    if (failed_) return make_error(why_);
+    auto m = inner_->mark();
+    if (!m) return m;
+    made_.push_back({*m, Clock::now()});
+    last_ = *m;
+    unmarked_ = 0;
+    return m;
+  }
+  Result<bool> passed(uint64_t m) override {
+    if (failed_) return make_error(why_);
+    // Marks pass in the order made: look at the oldest ones not yet seen to pass.
+    while (!made_.empty()) {
+      const Made& oldest = made_.front();
+      const bool held = limits_.stall_after > 0 && oldest.mark > limits_.stall_after;
+      if (!held) {
+        auto done = inner_->passed(oldest.mark);
+        if (!done) return done.error();
+        if (*done) {
+          passed_ = oldest.mark;
+          made_.pop_front();
+          continue;
+        }
+      }
+      const auto waited =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - oldest.at).count();
+      if (limits_.timeout_ns > 0 && waited > limits_.timeout_ns) return give_up(waited);
+      break;
+    }
+    return m <= passed_;
+  }
+  Status drain() override {
+    if (failed_) return make_error(why_);
+    if (limits_.timeout_ns == 0 && limits_.stall_after == 0) return inner_->drain();  // no limit: wait
+    // Copies queued after the last mark get one of their own, as soon as one is free.
+    while (unmarked_ > 0) {
+      if (inner_->free_marks() > 0) {
+        if (auto m = mark(); !m) return m.error();
+        break;
+      }
+      if (!made_.empty() && !wait_a_little(made_.front().mark)) return make_error(why_);
+    }
+    while (last_ > passed_) {
+      if (!wait_a_little(last_)) return make_error(why_);
+    }
+    return {};
+  }
+  bool abandon() override { return inner_->abandon(); }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Made {
+    uint64_t mark;
+    Clock::time_point at;
+  };
+  // One look at whether `m` passed, with a short pause when not; false once the copier failed.
+  bool wait_a_little(uint64_t m) {
+    auto done = passed(m);
+    if (!done) {
+      if (why_.empty()) why_ = done.error().message;
+      return false;
+    }
+    if (!*done) std::this_thread::sleep_for(std::chrono::microseconds(20));
+    return true;
+  }
+  Error give_up(int64_t waited_ns) {
+    char text[160];
+    std::snprintf(text, sizeof text, "a GPU buffer copy was still not done %.1f s after it was queued",
+                  static_cast<double>(waited_ns) / 1e9);
+    why_ = std::string(text) +
+           (limits_.stall_after > 0 && made_.front().mark > limits_.stall_after
+                ? " (MEGASCALE_FAULT_COPY_STALL=" + std::to_string(limits_.stall_after) +
+                      ": every copy after the first " + std::to_string(limits_.stall_after) + " is held back)"
+                : "") +
+           " (MEGASCALE_GDR_COPY_TIMEOUT_MS=" + std::to_string(limits_.timeout_ns / 1'000'000) +
+           "): the copy engine's queue is likely stuck behind GPU work that waits for this very copy (its "
+           "stream sharing a hardware queue with a NCCL kernel: CUDA_DEVICE_MAX_CONNECTIONS set low, ranks "
+           "sharing a GPU under MPS, or many streams); MEGASCALE_GDR_COPY=0 keeps NCCL's buffers in host "
+           "memory";
+    failed_ = true;
+    may_free_ = inner_->abandon();
+    if (!may_free_) why_ += ". The comm's shadows are kept, since the copy may still land";
+    return Error{why_};
+  }
+
+  std::unique_ptr<Copier> inner_;
+  CopyLimits limits_;
+  std::deque<Made> made_;  // marks not yet seen to pass, oldest first
+  uint64_t last_ = 0;      // the newest mark
+  uint64_t passed_ = 0;    // the newest mark seen to pass
+  uint64_t unmarked_ = 0;  // copies queued since the last mark
+  bool failed_ = false;    // a copy was given up on: every call fails with why_
+  bool may_free_ = false;  // ... and the copier that moves the bytes will move none after it
+  std::string why_;
+};
+
 }  // namespace
 
-Result<std::unique_ptr<Copier>> make_copier(GdrCopyMode mode, size_t marks) {
+Result<std::unique_ptr<Copier>> make_copier(GdrCopyMode mode, size_t marks, CopyLimits limits) {
   if (marks == 0) return make_error("a copier needs at least one mark");
-  if (mode == GdrCopyMode::kEmulate) return std::unique_ptr<Copier>(new EmulatedCopier(marks));
+  if (limits.timeout_ns < 0) return make_error("a copier's timeout cannot be negative");
+  const auto limited = [&](std::unique_ptr<Copier> inner) -> Result<std::unique_ptr<Copier>> {
+    return std::unique_ptr<Copier>(new LimitedCopier(std::move(inner), limits));
+  };
+  if (mode == GdrCopyMode::kEmulate) return limited(std::make_unique<EmulatedCopier>(marks));
   if (mode != GdrCopyMode::kCuda) return make_error("MEGASCALE_GDR_COPY is off: no copier");
   const CudaApi& api = cuda_api();
   if (!api.error.empty()) return make_error(api.error);
@@ -271,7 +409,7 @@ Result<std::unique_ptr<Copier>> make_copier(GdrCopyMode mode, size_t marks) {
     return make_error("cuStreamCreate failed: CUDA error " + std::to_string(r));
   auto copier = std::make_unique<CudaCopier>(api, ctx, stream);
   if (Status s = copier->make_events(marks); !s) return s.error();
-  return std::unique_ptr<Copier>(std::move(copier));
+  return limited(std::move(copier));
 }
 
 }  // namespace megascale::nccl

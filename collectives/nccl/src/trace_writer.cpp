@@ -58,7 +58,7 @@ void TraceWriter::add(CommBase* comm) {
   const bool has_ifname = comm->peer.find(" (") != std::string::npos;
   comms_.push_back(Comm{std::string(comm->role == Role::kSend ? "send " : "recv ") + comm->peer +
                             (has_ifname ? "" : " (" + comm->ifname + ")"),
-                        0, comm->conn(), peer_conn});
+                        0, comm->conn(), peer_conn, comm->stripe_count()});
   comm->trace_id = static_cast<uint32_t>(comms_.size());  // 1-based: 0 is "no track"
 }
 
@@ -107,6 +107,7 @@ Status TraceWriter::write() {
       if (lane == 0) {
         args["conn"] = id_hex(comms_[i].conn);
         args["peer_conn"] = id_hex(comms_[i].peer_conn);
+        args["stripes"] = comms_[i].stripes;
       }
       metadata(f, first, "thread_name", pid, &tid, args);
       metadata(f, first, "thread_sort_index", pid, &tid, {{"sort_index", tid}});

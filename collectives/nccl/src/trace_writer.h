@@ -61,6 +61,7 @@ class TraceWriter {
     uint32_t lanes = 0;  // lanes its recorded requests used (the highest + 1)
     uint64_t conn = 0;       // its engine connection's id, and the peer's id for the same connection:
     uint64_t peer_conn = 0;  // a send's (conn, peer_conn) is its receive's (peer_conn, conn)
+    uint32_t stripes = 1;    // its stripes: a request's bytes are stripe 0's part of the message
   };
 
   std::string path_;

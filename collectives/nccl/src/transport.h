@@ -116,7 +116,7 @@ struct Request {
   // posted and finished through the wires without their locks (wire::UdpWire::submit): NCCL's proxy
   // thread never waits out a wire's round. Sized by the comm (CommBase's constructor).
   std::unique_ptr<wire::UdpWire::Ticket[]> tickets;
-  uint64_t bytes[kMaxRecvs] = {};      // per buffer: its parts' bytes added
+  uint64_t bytes[kMaxRecvs] = {};  // per buffer: its parts' bytes added
   // GPU buffers (MEGASCALE_GDR_COPY; gpu_copy.h), a part at a time so that a message's first part goes
   // (or lands) while the copy engine still moves the rest. A send whose parts are on their way to its
   // shadow (kToHost), or queued behind one (kQueued: sends reach the wire in the order posted), has its
@@ -127,9 +127,9 @@ struct Request {
   enum Stage : uint8_t { kNoStage, kToHost, kQueued };
   Stage stage = kNoStage;
   bool staged_recv = false;
-  uint8_t submitted = 0;          // a staged send's parts handed to the wire
-  uint64_t copy_queued = 0;       // a staged receive's parts whose copy is queued
-  uint64_t copy_mark = 0;         // a staged receive's last queued copy
+  uint8_t submitted = 0;     // a staged send's parts handed to the wire
+  uint64_t copy_queued = 0;  // a staged receive's parts whose copy is queued
+  uint64_t copy_mark = 0;    // a staged receive's last queued copy
   uint64_t part_mark[kMaxStripes] = {};
   void* gpu[kMaxRecvs] = {};
   const char* shadow[kMaxRecvs] = {};
@@ -163,6 +163,7 @@ struct CommBase {
   std::unique_ptr<Copier> copier;
   std::deque<uint32_t> staged;
   std::vector<void*> orphan_shadows;
+  bool copies_settled = false;  // a failed comm's queued copies were waited for (once: test() reports it)
   // The first failure; every later call on the comm returns it again.
   NetResult failed = abi::kNetSuccess;
   std::string failed_error;

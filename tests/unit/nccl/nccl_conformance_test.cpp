@@ -3,11 +3,13 @@
 // patterns on loopback, one test per harness case; the older ABI tables (v8..v10) through the basic
 // cases; and, in fresh processes (the plugin reads its environment once), a bad MEGASCALE_* value
 // failing init with a message naming it, the stats files MEGASCALE_STATS_DIR asks for, and the request
-// timeline MEGASCALE_TRACE_FILE asks for; and that the harness fails a net that moves no bytes.
+// timeline MEGASCALE_TRACE_FILE asks for, and a stuck GPU buffer copy failing a transfer rather than
+// hanging it; and that the harness fails a net that moves no bytes.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -343,7 +345,8 @@ void expect_forked_run_passes(const char* prefix, void (*child)(const std::strin
       const nlohmann::json& a = e["args"];
       if (tid % 100 != 0) continue;
       ids_on_lane0 = ids_on_lane0 && a.contains("conn") && a.contains("peer_conn") &&
-                     a["conn"].get<std::string>().size() == 16 && a["peer_conn"] != std::string(16, '0');
+                     a["conn"].get<std::string>().size() == 16 && a["peer_conn"] != std::string(16, '0') &&
+                     a.value("stripes", 0) >= 1;  // the comm's stripes, for megascale-message-times.py
       if (!ids_on_lane0) continue;
       const std::string name = a["name"];
       (name.rfind("send ", 0) == 0 ? send_ids : recv_ids).emplace(a["conn"], a["peer_conn"]);
@@ -440,6 +443,44 @@ void expect_forked_run_passes(const char* prefix, void (*child)(const std::strin
   expect.exit();
 }
 
+// Exits 0 when a GPU buffer copy that never finishes (MEGASCALE_FAULT_COPY_STALL: every copy after the
+// first 20 held back, the emulated GPU-buffer path) fails the transfer with ncclUnhandledCudaError and a
+// WARN naming the wait and its likely cause once MEGASCALE_GDR_COPY_TIMEOUT_MS has passed, rather than
+// hanging until the harness's own deadline; the comms then close.
+[[noreturn]] void stuck_copy_run() {
+  ::setenv("MEGASCALE_GDR_COPY", "emulate", 1);
+  ::setenv("MEGASCALE_FAULT_COPY_STALL", "20", 1);
+  ::setenv("MEGASCALE_GDR_COPY_TIMEOUT_MS", "300", 1);
+  Options o = plugin_options();
+  o.cases = {"steps_in_flight"};  // 64 x 512 KiB, 8 in flight: far more than 20 copies
+  const auto t0 = std::chrono::steady_clock::now();
+  const Report r = run(o);
+  const double took_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  Expectations expect;
+  expect(r.load_error.empty() && r.cases.size() == 1, "the case ran" + failures(r));
+  if (r.cases.size() == 1) {
+    const CaseResult& c = r.cases[0];
+    expect(!c.passed, "the case failed");
+    expect(c.detail.find("returned ncclUnhandledCudaError") != std::string::npos,
+           "test() returned ncclUnhandledCudaError: " + c.detail);
+    expect(c.detail.find("deadline") == std::string::npos && c.detail.find("timed out") == std::string::npos,
+           "the plugin failed it, not the harness's deadline: " + c.detail);
+  }
+  expect(log_has(r, "a GPU buffer copy was still not done"), "a WARN says a copy was still not done");
+  expect(log_has(r, "(MEGASCALE_FAULT_COPY_STALL=20: every copy after the first 20 is held back)"),
+         "the WARN names the fault");
+  expect(log_has(r, "CUDA_DEVICE_MAX_CONNECTIONS"), "the WARN names the likely cause");
+  expect(took_s < 30,
+         "it failed well before the case's 60 s deadline (took " + std::to_string(took_s) + " s)");
+  expect.exit();
+}
+
+TEST_F(NcclPluginEnvironment, AStuckGpuBufferCopyFailsTheTransferInsteadOfHanging) {
+  EXPECT_EXIT(stuck_copy_run(), ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(init_with("MEGASCALE_GDR_COPY_TIMEOUT_MS", "-1", "MEGASCALE_GDR_COPY_TIMEOUT_MS=-1"),
+              ::testing::ExitedWithCode(0), "");
+}
+
 // Exits 0 when segments arriving twice (half of all datagrams duplicated on receive) make the wire WARN of
 // late ACKs and say how to compare layouts; with `warn_s` "0" the data moves the same and no warning comes.
 [[noreturn]] void late_ack_run(const char* warn_s) {
@@ -454,7 +495,8 @@ void expect_forked_run_passes(const char* prefix, void (*child)(const std::strin
   expect(passed, "the cases pass" + failures(r));
   const bool warned = log_has(r, "were ones this side already had: the peer resent them because its ACKs");
   if (std::string(warn_s) == "0") {
-    expect(log_has(r, "MEGASCALE_LATE_ACK_WARN_S=0 (no late-ACK warning) (environment)"), "the echo says off");
+    expect(log_has(r, "MEGASCALE_LATE_ACK_WARN_S=0 (no late-ACK warning) (environment)"),
+           "the echo says off");
     expect(!warned, "no late-ACK WARN when it is off");
   } else {
     expect(warned, "a WARN names the duplicates and late ACKs");

@@ -77,12 +77,14 @@ TEST(PluginConfig, DefaultsWithAnEmptyEnvironment) {
   EXPECT_EQ(c->stall_ns, 300'000);
   EXPECT_EQ(c->port_closed_fail_ns, 200 * kNsPerMs);
   EXPECT_EQ(c->gdr_copy, GdrCopyMode::kOff);  // host memory only
+  EXPECT_EQ(c->gdr_copy_timeout_ns, 10 * kNsPerSec);
+  EXPECT_EQ(c->fault_copy_stall, 0u);
   EXPECT_FALSE(c->fault.enabled());
   EXPECT_TRUE(c->trace_file.empty());
   EXPECT_EQ(c->late_ack_window_ns, 5 * kNsPerSec);
   // Every knob is echoed once, marked as a default.
   EXPECT_TRUE(c->source_ports.empty());
-  ASSERT_EQ(c->echo.size(), 27u);
+  ASSERT_EQ(c->echo.size(), 29u);
   for (const std::string& line : c->echo) {
     EXPECT_EQ(line.rfind("MEGASCALE_", 0), 0u) << line;
     EXPECT_NE(line.find("(default)"), std::string::npos) << line;
@@ -116,17 +118,17 @@ TEST(ThreadLayout, FollowsTheCpuShareOfEachLocalRank) {
     uint32_t stripes = 1;
   };
   for (const Case& k : {
-           Case{2, 1, 2, 0, 2, 0},    // the CI VM: no I/O threads, at least 2 wires (they sleep when idle)
-           Case{16, 4, 2, 0, 2, 0},   // 4 ranks on the 16-CPU H100 host: 2 to spare, 2 wires (measured best)
-           Case{5, 1, 3, 0, 3, 0},    // 3 to spare: a wire each
-           Case{6, 1, 4, 0, 4, 0},    // 4 to spare: not room for 1 + 4, so 4 wires of one thread
-           Case{7, 1, 4, 0, 4, 0},    // 5 to spare: room for 1 + 4, not for two such wires
-           Case{8, 1, 6, 0, 6, 0, 4},   // 6 to spare: 6 wires, each comm over 4 of them
+           Case{2, 1, 2, 0, 2, 0},     // the CI VM: no I/O threads, at least 2 wires (they sleep when idle)
+           Case{16, 4, 2, 0, 2, 0},    // 4 ranks on the 16-CPU H100 host: 2 to spare, 2 wires (measured best)
+           Case{5, 1, 3, 0, 3, 0},     // 3 to spare: a wire each
+           Case{6, 1, 4, 0, 4, 0},     // 4 to spare: not room for 1 + 4, so 4 wires of one thread
+           Case{7, 1, 4, 0, 4, 0},     // 5 to spare: room for 1 + 4, not for two such wires
+           Case{8, 1, 6, 0, 6, 0, 4},  // 6 to spare: 6 wires, each comm over 4 of them
            Case{11, 1, 6, 0, 6, 0, 4},  // 9 to spare: the same
-           Case{12, 1, 2, 4, 2, 4},   // 10 to spare: two wires with an I/O thread per lane
+           Case{12, 1, 2, 4, 2, 4},     // 10 to spare: two wires with an I/O thread per lane
            Case{16, 2, 6, 0, 6, 0, 4},  // 2 ranks on a 16-CPU H200 host: 6 x (1 + 0), 4 stripes, measured
                                         // best there
-           Case{15, 1, 2, 4, 2, 4},   // 13 to spare: not room for 2 x (1 + 6), so two wires of 1 + 4
+           Case{15, 1, 2, 4, 2, 4},     // 13 to spare: not room for 2 x (1 + 6), so two wires of 1 + 4
            Case{16, 1, 2, 4, 2, 4},   // 14 to spare: 2 x (1 + 6) would leave none idle, so two wires of 1 + 4
            Case{18, 1, 2, 6, 2, 4},   // 16 to spare: two wires of 1 + 6 and 2 CPUs idle (1 + 4 with 4 lanes)
            Case{32, 2, 2, 4, 2, 4},   // 2 ranks on the 32-CPU H200 host (2 x (1 + 4): steady, and faster
@@ -171,9 +173,10 @@ TEST(ThreadLayout, FollowsTheCpuShareOfEachLocalRank) {
   EXPECT_EQ(thread_layout(64, 1, 2, -1, -1).wires, 2u);
   // The echo says why.
   const ThreadLayout t = thread_layout(16, 2, 4, -1, -1);
-  EXPECT_EQ(t.why,
-            "16 usable CPUs / 2 local ranks = 8 each, 2 left to NCCL: 6 wires x (1 + 0 I/O threads), each comm "
-            "over 4 of them");
+  EXPECT_EQ(
+      t.why,
+      "16 usable CPUs / 2 local ranks = 8 each, 2 left to NCCL: 6 wires x (1 + 0 I/O threads), each comm "
+      "over 4 of them");
   EXPECT_EQ(thread_layout(6, 1, 4, -1, -1).why,
             "6 usable CPUs / 1 local rank = 6 each, 2 left to NCCL: 4 wires x (1 + 0 I/O threads)");
   // Wires or I/O threads the user set: no stripes unless MEGASCALE_STRIPES says so.
@@ -303,6 +306,32 @@ TEST(PluginConfig, MoreStripesThanWiresAreWarnedAbout) {
   EXPECT_EQ(three->stripe_bytes, 86u * 4096);  // 1 MiB / 3, rounded up to 4 KiB
 }
 
+// The copy-stall fault does nothing without the GPU-buffer path, and says so; with it, it is echoed.
+TEST(PluginConfig, CopyStallWithoutTheGpuBufferPathIsWarnedAbout) {
+  auto off = load({{"MEGASCALE_FAULT_COPY_STALL", "5"}});
+  ASSERT_TRUE(off) << off.error().message;
+  ASSERT_EQ(off->warnings.size(), 1u);
+  EXPECT_NE(off->warnings[0].find("MEGASCALE_FAULT_COPY_STALL=5 has no effect: MEGASCALE_GDR_COPY is 0"),
+            std::string::npos)
+      << off->warnings[0];
+  auto on = load({{"MEGASCALE_FAULT_COPY_STALL", "5"},
+                  {"MEGASCALE_GDR_COPY", "emulate"},
+                  {"MEGASCALE_GDR_COPY_TIMEOUT_MS", "0"}});
+  ASSERT_TRUE(on) << on.error().message;
+  EXPECT_TRUE(on->warnings.empty());
+  EXPECT_EQ(on->gdr_copy_timeout_ns, 0);
+  bool stall = false, timeout = false;
+  for (const std::string& line : on->echo) {
+    stall |=
+        line == "MEGASCALE_FAULT_COPY_STALL=5 (every GPU buffer copy after these is held back) (environment)";
+    timeout |= line ==
+               "MEGASCALE_GDR_COPY_TIMEOUT_MS=0 (a GPU buffer copy is waited for however long it takes) "
+               "(environment)";
+  }
+  EXPECT_TRUE(stall);
+  EXPECT_TRUE(timeout);
+}
+
 TEST(PluginConfig, IoThreadsBeyondTheCpusAreWarnedAbout) {
   auto over = load_with_cpus(1, {{"MEGASCALE_IO_THREADS", "2"}, {"MEGASCALE_NTHREADS", "1"}});
   ASSERT_TRUE(over) << over.error().message;
@@ -346,6 +375,8 @@ TEST(PluginConfig, EveryKnobReachesItsField) {
                  {"MEGASCALE_STRIPES", "3"},
                  {"MEGASCALE_STRIPE_BYTES", "65536"},
                  {"MEGASCALE_GDR_COPY", "1"},
+                 {"MEGASCALE_GDR_COPY_TIMEOUT_MS", "2500"},
+                 {"MEGASCALE_FAULT_COPY_STALL", "100"},
                  {"MEGASCALE_FAULT_DROP", "0.01"},
                  {"MEGASCALE_FAULT_SEED", "7"}});
   ASSERT_TRUE(c) << c.error().message;
@@ -372,6 +403,8 @@ TEST(PluginConfig, EveryKnobReachesItsField) {
   EXPECT_EQ(c->stripe_bytes, 65536u);
   for (const std::string& w : c->warnings) EXPECT_EQ(w.find("MEGASCALE_STRIPES"), std::string::npos) << w;
   EXPECT_EQ(c->gdr_copy, GdrCopyMode::kCuda);
+  EXPECT_EQ(c->gdr_copy_timeout_ns, 2500 * kNsPerMs);
+  EXPECT_EQ(c->fault_copy_stall, 100u);
   EXPECT_DOUBLE_EQ(c->fault.drop, 0.01);
   EXPECT_EQ(c->fault.seed, 7u);
   bool lanes_echoed = false;
@@ -486,6 +519,9 @@ TEST(PluginConfig, BadValuesAreRefusedNamingVariableAndValue) {
       {"MEGASCALE_STRIPE_BYTES", "1M", "4096..1073741824"},
       {"MEGASCALE_GDR_COPY", "2", "0, 1 or emulate"},
       {"MEGASCALE_GDR_COPY", "yes", "0, 1 or emulate"},
+      {"MEGASCALE_GDR_COPY_TIMEOUT_MS", "-1", "0..3600000"},
+      {"MEGASCALE_GDR_COPY_TIMEOUT_MS", "10s", "0..3600000"},
+      {"MEGASCALE_FAULT_COPY_STALL", "-2", "0..1099511627776"},
       {"MEGASCALE_CC", "no-such-preset", ""},
       {"MEGASCALE_FAULT_DROP", "1.5", "[0, 1]"},
   };
