@@ -53,7 +53,7 @@
 #                        MEGASCALE_NTHREADS=W MEGASCALE_IO_THREADS=I and, for I > 0, MEGASCALE_LANES=I;
 #                        WxIsS adds MEGASCALE_STRIPES=S, e.g. 4x0s4: each comm cut over 4 wires, and
 #                        WxIsSbK MEGASCALE_STRIPE_BYTES=K KiB; a suffix +gdr, e.g. default+gdr, adds GDR=1's
-#                        settings to that layout alone),
+#                        settings to that layout alone, +gdrrx GDR=rx's),
 #                        the bandwidth step's sizes, in ROUNDS interleaved rounds, each bandwidth run followed
 #                        by the same layout's small collectives (the lat step's sizes and LAT_ITERS); tables
 #                        in $OUT/layouts.md (nccl-bandwidth-table.py --variants: medians, and each layout's
@@ -85,7 +85,9 @@
 #                        NULL_GDR=1 adds the Null net taking NCCL's GPU buffers (MEGASCALE_NULL_PTR_CUDA=1
 #                        with NCCL_NET_GDR_LEVEL=SYS; channels via NET/Null/N/GDRDMA), untimed (null-gdr)
 #                        and at each NULL_RECV_US (null-gdr-rN): NCCL's ceiling and curve over a net with
-#                        GPUDirect, where its kernels no longer move the bytes through host memory
+#                        GPUDirect, where its kernels no longer move the bytes through host memory;
+#                        NULL_GDR=rx the same on GPU buffers for receives only (NCCL_NET_GDR_READ=0 too:
+#                        null-gdrrx, null-gdrrx-rN), and NULL_GDR="1 rx" both
 # STEPS picks steps by name: kill, check, fault, bench, lat, layouts, ceiling, torch (default all of them
 # but layouts and ceiling); STEPS=bench measures bandwidth only, STEPS=lat small-message latency only.
 #
@@ -96,9 +98,15 @@
 # (pipe and log folders under $OUT) and stops it at the end.
 # GDR=1: every MegaScale run takes NCCL's GPU buffers (MEGASCALE_GDR_COPY=1, moved through pinned host
 # shadows by the GPU's copy engines) with NCCL_NET_GDR_LEVEL=SYS (lo has no PCI location), and every
-# MegaScale channel line must say .../GDRDMA. Socket takes host memory only, so its runs are as before.
+# MegaScale channel line must say .../GDRDMA. GDR=rx: GPU buffers for receives only (NCCL_NET_GDR_READ=0
+# as well: NCCL's sends stay in host memory, which its kernels write, and only a receive is copied);
+# every MegaScale [receive] channel line must say .../GDRDMA. Socket takes host memory only, so its runs
+# are as before.
 # Other knobs: MAX_BYTES (1G), FAULT_MAX_BYTES (64M), BENCH_MIN_BYTES (64M), ITERS (5), TIMEOUT_S (1800 per
-# run), MEGASCALE_IFNAME (lo: one host talks to itself over loopback). Exit status 0 when the steps run
+# run), MEGASCALE_IFNAME (lo: one host talks to itself over loopback). HANG_S (300): a rank whose wait, or
+# whose main thread's CUDA or NCCL call, lasts that long prints every thread's stack in its .out file and
+# exits 4 (nccl_check --timeout-s), so that a hang says where each thread was (frames in the plugin show
+# as offsets: addr2line -f -C -e BUILD/collectives/nccl/libnccl-net-megascale.so OFFSET names them). Exit status 0 when the steps run
 # pass (the Socket runs are the baseline and only reported).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
@@ -124,6 +132,7 @@ ngpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 (( ngpus >= 1 )) || die "no GPU visible (nvidia-smi -L)"
 nranks=${NRANKS:-$(( ngpus >= 2 ? ngpus : 2 ))}
 rounds=${ROUNDS:-2}
+hang_s=${HANG_S:-300}
 steps=" ${STEPS:-kill check fault bench lat torch} "
 bench_ops=${BENCH_OPS:-}
 # What a bandwidth run and a small-collective run ask of nccl_check, whichever step makes them.
@@ -134,6 +143,8 @@ lat_args=(--min-bytes "$lat_min" --max-bytes "$lat_max" --factor 4 --types float
 profile_on=${PROFILE:-0}
 profile_hz=499
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || die "ROUNDS=$rounds: a number of rounds, 1 or more"
+[[ $hang_s =~ ^[1-9][0-9]{0,4}$ ]] || die "HANG_S=$hang_s: seconds, 1 .. 86400"
+(( hang_s <= 86400 )) || die "HANG_S=$hang_s: seconds, 1 .. 86400"
 [[ $profile_on == 0 || $profile_on == 1 ]] || die "PROFILE=$profile_on: 0 or 1"
 if [[ $profile_on == 1 ]] && ! command -v perf > /dev/null; then
   echo "check-nccl-plugin: PROFILE=1 but no perf on PATH: no profile (install linux-tools / linux-perf)"
@@ -151,11 +162,12 @@ read -ra layouts <<< "${LAYOUTS:-default 4x0 2x6 2x4 2x3}"
 if want layouts; then
   declare -A seen_layout=()
   for l in "${layouts[@]}"; do
-    b=${l%+gdr}
-    [[ $l == socket-4x4+gdr ]] && die "LAYOUTS has '$l': +gdr is for MegaScale's layouts"
+    b=${l%+gdr*}
+    [[ $l == *+gdr* && $l != *+gdr && $l != *+gdrrx ]] && die "LAYOUTS has '$l': the suffixes are +gdr and +gdrrx"
+    [[ $l == socket-4x4+gdr* ]] && die "LAYOUTS has '$l': +gdr and +gdrrx are for MegaScale's layouts"
     if [[ $b != default && $b != socket-4x4 ]]; then
       if ! [[ $b =~ $layout_re ]] || (( BASH_REMATCH[1] > 16 || BASH_REMATCH[2] > 64 || ${BASH_REMATCH[6]:-4} < 4 )); then
-        die "LAYOUTS has '$l': each is default, socket-4x4 or WIRESxIO_THREADS[sSTRIPES[bKIB]] with 1..16 wires, 0..64 I/O threads, 1..8 stripes and stripes of 4 KiB or more, e.g. 2x3, 4x0s4 or 6x0s6b256, and MegaScale's may end in +gdr"
+        die "LAYOUTS has '$l': each is default, socket-4x4 or WIRESxIO_THREADS[sSTRIPES[bKIB]] with 1..16 wires, 0..64 I/O threads, 1..8 stripes and stripes of 4 KiB or more, e.g. 2x3, 4x0s4 or 6x0s6b256, and MegaScale's may end in +gdr or +gdrrx"
       fi
     fi
     [[ -z ${seen_layout[$l]:-} ]] || die "LAYOUTS has '$l' twice"
@@ -174,9 +186,11 @@ for u in "${null_recv_us[@]}"; do
   [[ -z ${seen_recv_us[$u]:-} ]] || die "NULL_RECV_US has '$u' twice"
   seen_recv_us[$u]=1
 done
-# NULL_GDR=1: the ceiling step adds the Null net on NCCL's GPU buffers (null-gdr, null-gdr-rN).
-null_gdr=${NULL_GDR:-0}
-[[ $null_gdr == 0 || $null_gdr == 1 ]] || die "NULL_GDR=$null_gdr: 0 or 1"
+# NULL_GDR=1: the ceiling step adds the Null net on NCCL's GPU buffers (null-gdr, null-gdr-rN); rx: on
+# GPU buffers for receives only (null-gdrrx, null-gdrrx-rN); "1 rx": both.
+read -ra null_gdr <<< "${NULL_GDR:-0}"
+[[ ${null_gdr[*]} == 0 || ${null_gdr[*]} == 1 || ${null_gdr[*]} == rx || ${null_gdr[*]} == "1 rx" ]] ||
+  die "NULL_GDR='${NULL_GDR:-}': 0, 1, rx or \"1 rx\""
 mkdir -p "$out"
 echo "check-nccl-plugin: $nranks ranks on $ngpus GPU(s), plugin $plugin, steps:${steps% }, logs in $out"
 
@@ -192,12 +206,18 @@ megascale_env=(NCCL_NET_PLUGIN="$plugin" NCCL_NET=MegaScale MEGASCALE_IFNAME="$i
 # GDR=1: NCCL's GPU buffers through the plugin's host shadows (MEGASCALE_GDR_COPY=1), where NCCL allows
 # GPUDirect for the device: lo has no PCI location, so it hangs off the CPU, beyond NCCL's default
 # NCCL_NET_GDR_LEVEL (PXB). Every MegaScale channel must then say .../GDRDMA.
+# GDR=rx adds NCCL_NET_GDR_READ=0: NCCL then registers GPU buffers for its receives only, and its send
+# channels stay on host memory (channel lines: [send] via NET/MegaScale/0, [receive] via .../GDRDMA).
+# megascale_via, and the *_via of each mode: what each channel line must say, the [receive] lines' after
+# a space when they differ (every_channel_via).
 gdr_env=(MEGASCALE_GDR_COPY=1 NCCL_NET_GDR_LEVEL=SYS)
-megascale_via=MegaScale gdr_via='MegaScale/[0-9]+/GDRDMA'
+gdr_rx_env=("${gdr_env[@]}" NCCL_NET_GDR_READ=0)
+megascale_via=MegaScale gdr_via='MegaScale/[0-9]+/GDRDMA' gdr_rx_via='MegaScale MegaScale/[0-9]+/GDRDMA'
 case ${GDR:-0} in
   0) ;;
   1) megascale_env+=("${gdr_env[@]}") megascale_via=$gdr_via ;;
-  *) die "GDR='${GDR}': 0 or 1" ;;
+  rx) megascale_env+=("${gdr_rx_env[@]}") megascale_via=$gdr_rx_via ;;
+  *) die "GDR='${GDR}': 0, 1 or rx" ;;
 esac
 socket_env=(NCCL_NET_PLUGIN=none NCCL_NET=Socket)
 socket_4x4_env=("${socket_env[@]}" NCCL_SOCKET_NTHREADS=4 NCCL_NSOCKS_PERTHREAD=4)  # the tuned baseline
@@ -217,7 +237,7 @@ start_ranks() {
     (( ngpus < nranks )) && hostid=(NCCL_HOSTID="megascale-check-rank$r")
     env "${common_env[@]}" "${envs[@]}" "${hostid[@]}" NCCL_DEBUG_FILE="$out/$label.nccl.rank$r.log" \
       "${wrap[@]}" "$check" --rank "$r" --nranks "$nranks" --id-file "$out/$label.id" --gpu $((r % ngpus)) \
-      "$@" > "$out/$label.rank$r.out" 2>&1 &
+      --timeout-s "$hang_s" "$@" > "$out/$label.rank$r.out" 2>&1 &
     pids+=($!)
   done
 }
@@ -274,21 +294,27 @@ profile_stop() {
   rm -f "$data" "$data.old" "$data.start"
 }
 
-# every_channel_via LABEL NET: each "Channel ... via" line of the run names NET/<NET>.
+# every_channel_via LABEL "NET [RECV_NET]": each "Channel ... via" line of the run names NET/<NET> (an
+# ERE); with RECV_NET, each "[receive]" line names NET/<RECV_NET> instead.
 every_channel_via() {
-  local label=$1 net=$2 lines bad
+  local label=$1 net=${2% *} recv_net=${2#* } lines bad
   lines=$(cat "$out/$label".nccl.rank*.log 2>/dev/null | grep -E 'Channel [0-9]+/[0-9]+ .* via ' || true)
   if [[ -z $lines ]]; then
     echo "!! $label: no NCCL channel lines in $out/$label.nccl.rank*.log"
     return 1
   fi
+  local what="NET/$net"
   bad=$(grep -vE "via NET/$net" <<< "$lines" || true)
+  if [[ $recv_net != "$net" ]]; then
+    what+=", the [receive] lines NET/$recv_net"
+    bad+=$(grep -F '[receive]' <<< "$lines" | grep -vE "via NET/$recv_net" || true)
+  fi
   if [[ -n $bad ]]; then
-    echo "!! $label: channels not on NET/$net:"
+    echo "!! $label: channels not on $what:"
     head -5 <<< "$bad"
     return 1
   fi
-  echo "ok $label: all $(wc -l <<< "$lines") channel lines say via NET/$net"
+  echo "ok $label: all $(wc -l <<< "$lines") channel lines say via $what"
   grep -hE "NET/Plugin|Assigned NET plugin|Using network" "$out/$label".nccl.rank0.log | head -3
   return 0  # those lines are information: their absence is not a failure
 }
@@ -409,10 +435,12 @@ rounds_of() {
           # The ceiling step times MegaScale's messages from both ends, to read against the Null net's.
           [[ $step == ceiling ]] && envs+=(MEGASCALE_TRACE_FILE="$out/$label.trace-%p.json") ;;
         socket-4x4) envs=("${socket_4x4_env[@]}") ;;
-        null | null-r* | null-gdr | null-gdr-r*)
+        null | null-r* | null-gdr | null-gdr-r* | null-gdrrx | null-gdrrx-r*)
           envs=(NCCL_NET_PLUGIN="$null_net" NCCL_NET=Null NCCL_PROTO=Simple) via=Null extra=(--no-check)
-          # GPU buffers: lo has no PCI path, so GPUDirect only at NCCL_NET_GDR_LEVEL=SYS.
+          # GPU buffers: lo has no PCI path, so GPUDirect only at NCCL_NET_GDR_LEVEL=SYS; for receives
+          # only with NCCL_NET_GDR_READ=0.
           [[ $net == null-gdr* ]] && envs+=(MEGASCALE_NULL_PTR_CUDA=1 NCCL_NET_GDR_LEVEL=SYS) via='Null/[0-9]+/GDRDMA'
+          [[ $net == null-gdrrx* ]] && envs+=(NCCL_NET_GDR_READ=0) via='Null Null/[0-9]+/GDRDMA'
           [[ $net =~ -r([0-9]+)$ ]] && envs+=(MEGASCALE_NULL_RECV_US="${BASH_REMATCH[1]}") ;;
       esac
       if [[ $step == bench ]]; then
@@ -532,7 +560,7 @@ if want layouts; then
       # not the script's.
       envs=("${megascale_env[@]}") via=$megascale_via
       stats=(MEGASCALE_STATS_DIR="$out/stats-$label") lat_stats=(MEGASCALE_STATS_DIR="$out/stats-$label-lat")
-      b=${l%+gdr}
+      b=${l%+gdr*}
       if [[ $l == socket-4x4 ]]; then
         envs=("${socket_4x4_env[@]}") via=Socket stats=() lat_stats=()
       elif [[ $b != default && $b =~ $layout_re ]]; then
@@ -542,6 +570,7 @@ if want layouts; then
         [[ -n ${BASH_REMATCH[6]} ]] && envs+=(MEGASCALE_STRIPE_BYTES="$((BASH_REMATCH[6] * 1024))")
       fi
       [[ $l == *+gdr ]] && envs+=("${gdr_env[@]}") via=$gdr_via
+      [[ $l == *+gdrrx ]] && envs+=("${gdr_rx_env[@]}") via=$gdr_rx_via
       failed=0
       run "$label" "${envs[@]}" "${stats[@]}" -- "${bench_args[@]}" --csv "$out/$label.csv" || failed=1
       every_channel_via "$label" "$via" || failed=1
@@ -582,17 +611,21 @@ fi
 if want ceiling; then
   ceiling_nets="socket-4x4 megascale null"  # the first is what the others are compared with
   for u in "${null_recv_us[@]}"; do ceiling_nets+=" null-r$u"; done
-  if [[ $null_gdr == 1 ]]; then
-    ceiling_nets+=" null-gdr"
-    for u in "${null_recv_us[@]}"; do ceiling_nets+=" null-gdr-r$u"; done
-  fi
+  for g in "${null_gdr[@]}"; do
+    [[ $g == 0 ]] && continue
+    base=null-gdr
+    [[ $g == rx ]] && base=null-gdrrx
+    ceiling_nets+=" $base"
+    for u in "${null_recv_us[@]}"; do ceiling_nets+=" $base-r$u"; done
+  done
   NETS="$ceiling_nets" rounds_of ceiling "${bench_args[@]}"
   variants=()
   for net in $ceiling_nets; do variants+=("$net=${round_csvs[$net]:-}"); done
   if python3 scripts/nccl-bandwidth-table.py --variants --goal 1.5 --ranks "$nranks" "${variants[@]}" \
     > "$out/ceiling.md"; then
     printf '\n"null" is the Null net: no bytes moved, a send done at once (up to 16 ahead of the receives), a receive once its send is posted (its results are not checked). Where its pairs fall below 1.5x socket-4x4, no net that takes host buffers and that NCCL gives the same channels reaches the goal there.\n' >> "$out/ceiling.md"
-    if [[ $null_gdr == 1 ]]; then printf '"null-gdr" and "null-gdr-rN" are the same on NCCL'"'"'s GPU buffers (MEGASCALE_NULL_PTR_CUDA=1, NCCL_NET_GDR_LEVEL=SYS): NCCL'"'"'s ceiling and curve over a net with GPUDirect, whose kernels leave the bytes in GPU memory.\n' >> "$out/ceiling.md"; fi
+    if [[ " ${null_gdr[*]} " == *" 1 "* ]]; then printf '"null-gdr" and "null-gdr-rN" are the same on NCCL'"'"'s GPU buffers (MEGASCALE_NULL_PTR_CUDA=1, NCCL_NET_GDR_LEVEL=SYS): NCCL'"'"'s ceiling and curve over a net with GPUDirect, whose kernels leave the bytes in GPU memory.\n' >> "$out/ceiling.md"; fi
+    if [[ " ${null_gdr[*]} " == *" rx "* ]]; then printf '"null-gdrrx" and "null-gdrrx-rN" are the same on GPU buffers for receives only (NCCL_NET_GDR_READ=0 too): NCCL'"'"'s kernels write their sends to pinned host memory and read their receives from GPU memory.\n' >> "$out/ceiling.md"; fi
     if (( ${#null_recv_us[@]} )); then printf '"null-rN" is the Null net with each receive done N microseconds after its message starts (both its send and its receive posted): what NCCL reaches over a net whose message takes that long. Compare N with MegaScale'"'"'s request times in the transport lines below.\n' >> "$out/ceiling.md"; fi
     { printf "\nMegaScale's time per message in each run (scripts/megascale-message-times.py: both ends' request timelines, from the later of a message's two posts to the receive's test()-done, the start the null-rN nets use):\n\n"
       for ((k = 1; k <= rounds; k++)); do

@@ -5,7 +5,9 @@
 
 Each TRACE is a rank's MEGASCALE_TRACE_FILE (collectives/nccl/README.md, "Request timeline"). Every send
 comm is paired with the receive comm of another rank that it feeds, and for each message of at least
---min-bytes (default 512 KiB: NCCL's ring steps; smaller ones are protocol ends) the net's time is the
+--min-bytes (default 512 KiB: NCCL's ring steps; smaller ones are protocol ends; on a comm whose track
+says it runs over S stripes, whose requests are stripe 0's part of each message, --min-bytes / S) the
+net's time is the
 receive's test()-done minus the later of the send's and the receive's posts. That is the start the Null
 net's timing model uses (MEGASCALE_NULL_RECV_US), so the figures read straight against the curve the
 check script's ceiling step measures with NULL_RECV_US (docs/PERFORMANCE.md, "What a net's message time
@@ -50,10 +52,13 @@ def comms_of(doc, min_bytes):
             # The plugin writes a request's phases right after it, on its lane: its first and last segment.
             last_of_lane.pop(e["tid"])[2:] = [e["ts"], e["ts"] + e["dur"]]
             continue
-        if e.get("cat") != "request" or e.get("args", {}).get("bytes", 0) < min_bytes:
+        if e.get("cat") != "request":
             continue
         track = e["tid"] // 100  # a comm's lanes are tracks 100 * comm + lane
         args = tracks.get(track * 100, {})
+        # A striped comm's request is stripe 0's part: a message of min_bytes has min_bytes / stripes there.
+        if e.get("args", {}).get("bytes", 0) < min_bytes / max(1, args.get("stripes", 1)):
+            continue
         ids = (args["conn"], args["peer_conn"]) if "conn" in args and "peer_conn" in args else None
         msg = [e["ts"], e["ts"] + e["dur"], None, None]  # posted, test()-done, first and last segment
         last_of_lane[e["tid"]] = msg

@@ -29,7 +29,8 @@ reach the goal over the first: the check script's ceiling step asks this of the 
 4x4, where a collective whose Null pairs fall short has a goal that no net reaches at those channels.
 Where two or more of the variants are the Null net ("null", untimed: 0 us, and "null-rN": each message
 N us, the ceiling step's NULL_RECV_US; and again for "null-gdr" and "null-gdr-rN", the Null net on
-NCCL's GPU buffers, NULL_GDR=1), a last part gives, per collective, the goal as a time per
+NCCL's GPU buffers, NULL_GDR=1, and "null-gdrrx" and "null-gdrrx-rN", on GPU buffers for receives only,
+NULL_GDR=rx), a last part gives, per collective, the goal as a time per
 message: where goal x the first variant's bandwidth (median over sizes) lies on that curve, straight
 in 1 / bandwidth between its points. Compare it with MegaScale's mean from
 scripts/megascale-message-times.py: NCCL's bandwidth follows the mean.
@@ -132,7 +133,7 @@ def curve_time(curve, target):
 def goal_times(medians, ref, names, keys, goal, base="null", what="the Null net's curve"):
     """The goal (goal x the first variant, median over a collective's rows) in message time, on the
     curve of the Null net's variants: BASE (no time: 0 us) and BASE-rN (N us a message); "null" on host
-    buffers, "null-gdr" on GPU buffers."""
+    buffers, "null-gdr" on GPU buffers, "null-gdrrx" on GPU buffers for receives only."""
     timed = {name: int(name.removeprefix(base + "-r")) for name in names
              if name.startswith(base + "-r") and name.removeprefix(base + "-r").isdigit()}
     if base in names:
@@ -216,6 +217,8 @@ def variants_table(items, ranks, metric, goal=None):
     if goal is not None and metric == "busbw":
         goal_times(median, ref, names, keys, goal)
         goal_times(median, ref, names, keys, goal, "null-gdr", "the Null net's curve with GPU buffers")
+        goal_times(median, ref, names, keys, goal, "null-gdrrx",
+                   "the Null net's curve with GPU buffers for receives only")
 
 
 def main():

@@ -26,11 +26,15 @@
 // ncclCommGetAsyncError (as PyTorch's NCCL watchdog does). When NCCL reports an asynchronous error (a net
 // plugin's test() failing, say, because a peer died), the rank prints it with ncclGetLastError, aborts the
 // communicator and exits with status 3. --timeout-s N (default 0: none) does the same, with status 4, when
-// one wait lasts N seconds with no error reported.
+// one wait lasts N seconds with no error reported, and a watchdog thread exits with status 4 when the main
+// thread has been inside one CUDA or NCCL call for N seconds (a pageable cudaMemcpy waiting for a kernel
+// that waits for the net, say). Either way the rank first prints what it was doing and every thread's
+// stack (thread_stacks.h): a hang says where each thread was.
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -41,6 +45,7 @@
 #include <vector>
 
 #include "nccl_check_data.h"
+#include "thread_stacks.h"
 
 namespace megascale::gpucheck {
 namespace {
@@ -214,12 +219,70 @@ ncclUniqueId exchange_id(const Args& a) {
   usage("rank 0 wrote no id file within 60 s");
 }
 
+// What the main thread is doing, and since when: the watchdog's view of it (Watchdog, beat()).
+std::atomic<const char*> g_doing{"starting"};
+std::atomic<int64_t> g_since_ns{0};
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// The main thread is about to do `what` (a call that may block) or is still waiting, actively, in it.
+void beat(const char* what) {
+  g_doing.store(what);
+  g_since_ns.store(now_ns());
+}
+
+// Every thread's stack on stderr, under a line saying why.
+void report_hang(int rank, const char* why, double seconds) {
+  std::fprintf(stderr,
+               "nccl_check: rank %d: %s %.1f s (--timeout-s) while %s; every thread's stack follows\n", rank,
+               why, seconds, g_doing.load());
+  std::fflush(stderr);
+  write_thread_stacks(STDERR_FILENO);
+}
+
+// Exits the process with status 4 when the main thread has spent `timeout_s` inside one call (its last
+// beat() that long ago), after report_hang: a thread blocked in the CUDA driver or in NCCL cannot time
+// itself out. Nothing is aborted: ncclCommAbort could wait on the very thread that is stuck.
+class Watchdog {
+ public:
+  Watchdog(int rank, double timeout_s) : rank_(rank), timeout_ns_(static_cast<int64_t>(timeout_s * 1e9)) {
+    if (timeout_ns_ > 0) thread_ = std::thread([this] { watch(); });
+  }
+  ~Watchdog() {
+    stop_.store(true);
+    if (thread_.joinable()) thread_.join();
+  }
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+ private:
+  void watch() {
+    while (!stop_.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      const int64_t stuck = now_ns() - g_since_ns.load();
+      if (stuck < timeout_ns_) continue;
+      report_hang(rank_, "no return from the main thread's call in", static_cast<double>(stuck) / 1e9);
+      std::fflush(stdout);
+      std::_Exit(4);
+    }
+  }
+  int rank_;
+  int64_t timeout_ns_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
 // Waits for STREAM like cudaStreamSynchronize, but gives up when NCCL reports an asynchronous error on
 // COMM (exit 3) or when a.timeout_s passes (exit 4), aborting the communicator first so that no NCCL
 // thread is left spinning on a dead peer.
 void wait_for(cudaStream_t stream, ncclComm_t comm, const Args& a) {
   const auto t0 = std::chrono::steady_clock::now();
   for (;;) {
+    beat("waiting for the stream");
     const cudaError_t e = cudaStreamQuery(stream);
     if (e == cudaSuccess) return;
     if (e != cudaErrorNotReady) {
@@ -239,10 +302,8 @@ void wait_for(cudaStream_t stream, ncclComm_t comm, const Args& a) {
       std::exit(3);
     }
     if (a.timeout_s > 0 && waited >= a.timeout_s) {
-      std::fprintf(stderr,
-                   "nccl_check: rank %d: no completion and no error in %.1f s (--timeout-s); "
-                   "aborting the communicator\n",
-                   a.rank, waited);
+      report_hang(a.rank, "no completion and no error in", waited);
+      std::fprintf(stderr, "nccl_check: rank %d: aborting the communicator\n", a.rank);
       ncclCommAbort(comm);
       std::exit(4);
     }
@@ -305,6 +366,8 @@ int run(const Args& a) {
   CUDA_CHECK(cudaSetDevice(gpu));
   const ncclUniqueId id = exchange_id(a);
   ncclComm_t comm;
+  beat("in ncclCommInitRank");
+  const Watchdog watchdog(a.rank, a.timeout_s);
   NCCL_CHECK(ncclCommInitRank(&comm, a.nranks, id, a.rank));
   cudaStream_t stream;
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -352,13 +415,16 @@ int run(const Args& a) {
       for (size_t bytes : sizes_of(a)) {
         const Shape s = shape_for(op, t, bytes, n, a.odd_counts);
         const std::vector<uint8_t> in = make_input(s, t, a.rank);
+        beat("copying a row's input to the GPU (cudaMemcpy)");
         CUDA_CHECK(cudaMemcpy(d_send, in.data(), in.size(), cudaMemcpyHostToDevice));
         // Stale or untouched output shows as NaN bytes.
         CUDA_CHECK(cudaMemset(d_recv, 0xFF, s.recv_elems * element_bytes(t)));
+        beat("launching the warm-up collectives");
         for (int w = 0; w < a.warmup; ++w) launch(op, s, t, d_send, d_recv, a.rank, n, comm, stream);
         wait_for(stream, comm, a);
         float ms = 0;
         if (a.gap_us == 0) {
+          beat("launching the timed collectives");
           CUDA_CHECK(cudaEventRecord(start, stream));
           for (int i = 0; i < a.iters; ++i) launch(op, s, t, d_send, d_recv, a.rank, n, comm, stream);
           CUDA_CHECK(cudaEventRecord(stop, stream));
@@ -367,6 +433,7 @@ int run(const Args& a) {
         } else {
           for (int i = 0; i < a.iters; ++i) {
             std::this_thread::sleep_for(std::chrono::microseconds(a.gap_us));
+            beat("launching a timed collective");
             CUDA_CHECK(cudaEventRecord(start, stream));
             launch(op, s, t, d_send, d_recv, a.rank, n, comm, stream);
             CUDA_CHECK(cudaEventRecord(stop, stream));
@@ -379,11 +446,13 @@ int run(const Args& a) {
         int64_t wrong = 0;
         if (a.check) {
           out.resize(s.recv_elems * element_bytes(t));
+          beat("copying a row's result to the host (cudaMemcpy)");
           CUDA_CHECK(cudaMemcpy(out.data(), d_recv, out.size(), cudaMemcpyDeviceToHost));
           wrong = static_cast<int64_t>(count_wrong(op, s, t, a.rank, n, out.data()));
         }
         // The slowest rank's time and the sum of wrong elements over ranks.
         double time_us = static_cast<double>(ms) * 1e3 / a.iters;
+        beat("summing the ranks' wrong elements and times (8-byte all-reduces, pageable copies)");
         CUDA_CHECK(cudaMemcpy(d_wrong, &wrong, sizeof wrong, cudaMemcpyHostToDevice));
         CUDA_CHECK(cudaMemcpy(d_time, &time_us, sizeof time_us, cudaMemcpyHostToDevice));
         NCCL_CHECK(ncclGroupStart());
@@ -426,6 +495,7 @@ int run(const Args& a) {
   CUDA_CHECK(cudaFree(d_recv));
   CUDA_CHECK(cudaFree(d_wrong));
   CUDA_CHECK(cudaFree(d_time));
+  beat("in ncclCommDestroy");
   NCCL_CHECK(ncclCommDestroy(comm));
   return total_wrong == 0 ? 0 : 1;
 }

@@ -49,17 +49,22 @@ if [[ -n $kill_mode ]]; then
   echo "nccl_check: rank $rank: NCCL reported an asynchronous error after 0.1 s of waiting: stand-in" >&2
   exit 3
 fi
+[[ -n ${ARGS_LOG:-} ]] && echo "$all_args" >> "$ARGS_LOG"
 net=$NCCL_NET
 [[ $net == Socket && ${NCCL_SOCKET_NTHREADS:-} == 4 ]] && net=Socket4x4
 [[ $net == Null && ( $all_args != *--no-check* || $NCCL_NET_PLUGIN != /* || ${NCCL_PROTO:-} != Simple ) ]] && echo "Null checked or relative" >> "$ORDER_LOG"
-[[ $rank == 0 ]] && echo "$net${csv:+ timed}${exact:+ exact}${MEGASCALE_IO_THREADS:+ io$MEGASCALE_IO_THREADS}${MEGASCALE_NULL_RECV_US:+ r$MEGASCALE_NULL_RECV_US}${MEGASCALE_NULL_PTR_CUDA:+ gdr$MEGASCALE_NULL_PTR_CUDA:${NCCL_NET_GDR_LEVEL:-}}${MEGASCALE_GDR_COPY:+ gdr$MEGASCALE_GDR_COPY}" >> "$ORDER_LOG"
+[[ $rank == 0 ]] && echo "$net${csv:+ timed}${exact:+ exact}${MEGASCALE_IO_THREADS:+ io$MEGASCALE_IO_THREADS}${MEGASCALE_NULL_RECV_US:+ r$MEGASCALE_NULL_RECV_US}${MEGASCALE_NULL_PTR_CUDA:+ gdr$MEGASCALE_NULL_PTR_CUDA:${NCCL_NET_GDR_LEVEL:-}}${MEGASCALE_GDR_COPY:+ gdr$MEGASCALE_GDR_COPY}${NCCL_NET_GDR_READ:+ read$NCCL_NET_GDR_READ}" >> "$ORDER_LOG"
 via=$NCCL_NET gdr=
 [[ $NCCL_NET == MegaScale && -n ${FAKE_WRONG_NET:-} ]] && via=Socket
-# NCCL takes the GPU-buffer path where the net offers it and NCCL_NET_GDR_LEVEL reaches the device.
+# NCCL takes the GPU-buffer path where the net offers it and NCCL_NET_GDR_LEVEL reaches the device, for
+# sends only unless NCCL_NET_GDR_READ=0.
 [[ $NCCL_NET == MegaScale && ${MEGASCALE_GDR_COPY:-} == 1 && ${NCCL_NET_GDR_LEVEL:-} == SYS && -z ${FAKE_NO_GDR:-} ]] &&
   gdr=/GDRDMA
 [[ $NCCL_NET == Null && ${MEGASCALE_NULL_PTR_CUDA:-} == 1 && ${NCCL_NET_GDR_LEVEL:-} == SYS ]] && gdr=/GDRDMA
-echo "host:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/$via/0$gdr" > "$NCCL_DEBUG_FILE"
+send_gdr=$gdr
+[[ ${NCCL_NET_GDR_READ:-} == 0 ]] && send_gdr=
+{ echo "host:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/$via/0$send_gdr"
+  echo "host:1:2 [0] NCCL INFO Channel 00/0 : 1[0] -> 0[0] [receive] via NET/$via/0$gdr"; } > "$NCCL_DEBUG_FILE"
 [[ $NCCL_NET == MegaScale && -z ${MEGASCALE_IO_THREADS:-} ]] &&
   echo "host:1:2 [0] NCCL INFO NET/MegaScale : MEGASCALE_IO_THREADS=6 (stand-in share: 2 wires x (1 + 6 I/O threads)) (default)" >> "$NCCL_DEBUG_FILE"
 case $net in MegaScale) bw=6.00 us=60 ;; Socket) bw=3.00 us=20 ;; Socket4x4) bw=4.00 us=15 ;; Null) bw=12.00 us=5 ;; esac
@@ -223,7 +228,7 @@ grep -qF '| AllReduce | 67108864 | 4.00 | 6.00 | 7.50 | 1.50 (1.50-1.50) | 1.88 
   fail "layouts table against Socket 4x4: $(cat "$layouts")"
 grep -qF -- '  - AllReduce: 1.50-1.50x (median 1.50); reaches 1.5x in all 2 pairs' "$layouts" ||
   fail "layouts goal line: $(cat "$layouts")"
-grep -qF 'ok layouts-socket-4x4-r1: all 2 channel lines say via NET/Socket' "$dir/out.log" ||
+grep -qF 'ok layouts-socket-4x4-r1: all 4 channel lines say via NET/Socket' "$dir/out.log" ||
   fail "layouts: Socket's channel check: $(cat "$dir/out.log")"
 grep -qF -- '- layouts-socket-4x4' "$layouts" && fail "layouts: a transport line for Socket: $(cat "$layouts")"
 grep -q '^check-nccl-plugin: PASS' "$dir/out.log" || fail "STEPS=layouts with socket-4x4: no PASS line"
@@ -234,20 +239,50 @@ check STEPS=layouts ROUNDS=1 LAYOUTS="default 2x3+gdr" BENCH_OPS=allreduce ||
   { cat "$dir/out.log"; fail "STEPS=layouts with +gdr: exit $?"; }
 expected=$'Socket\nMegaScale timed exact\nMegaScale timed\nMegaScale timed exact io3 gdr1\nMegaScale timed io3 gdr1'
 expect_order "layouts with +gdr" "$expected"
-grep -qF 'ok layouts-2x3+gdr-r1: all 2 channel lines say via NET/MegaScale/[0-9]+/GDRDMA' "$dir/out.log" ||
+grep -qF 'ok layouts-2x3+gdr-r1: all 4 channel lines say via NET/MegaScale/[0-9]+/GDRDMA' "$dir/out.log" ||
   fail "layouts +gdr: channel check: $(cat "$dir/out.log")"
 check FAKE_NO_GDR=1 STEPS=layouts ROUNDS=1 LAYOUTS="default default+gdr" BENCH_OPS=allreduce
 (( $? == 1 )) || fail "layouts +gdr without GDRDMA channels: exit status"
 grep -qF '!! layouts-default+gdr-r1: channels not on NET/MegaScale/[0-9]+/GDRDMA' "$dir/out.log" ||
   fail "layouts +gdr without GDRDMA: message: $(cat "$dir/out.log")"
+# Every rank gets --timeout-s HANG_S (default 300): a hang prints every thread's stack and exits.
+check STEPS=bench ROUNDS=1 BENCH_OPS=allreduce ARGS_LOG="$dir/args.log" || { cat "$dir/out.log"; fail "ARGS_LOG run: exit $?"; }
+[[ $(grep -c -- '--timeout-s 300 ' "$dir/args.log") == $(grep -c . "$dir/args.log") ]] ||
+  fail "--timeout-s 300 not on every run: $(cat "$dir/args.log")"
+rm -f "$dir/args.log"
+check STEPS=bench ROUNDS=1 BENCH_OPS=allreduce HANG_S=42 ARGS_LOG="$dir/args.log" || fail "HANG_S=42: exit $?"
+[[ $(grep -c -- '--timeout-s 42 ' "$dir/args.log") == $(grep -c . "$dir/args.log") ]] ||
+  fail "HANG_S=42 not passed on: $(cat "$dir/args.log")"
+for bad in 0 -5 1.5 90000 soon; do
+  check STEPS=bench HANG_S="$bad"
+  (( $? == 2 )) && grep -qF "HANG_S=$bad: seconds, 1 .. 86400" "$dir/out.log" || fail "HANG_S=$bad: $(cat "$dir/out.log")"
+done
+# +gdrrx: GPU buffers for receives only (NCCL_NET_GDR_READ=0); the [receive] lines must say GDRDMA, the
+# [send] lines may not.
+rm -f "$ORDER_LOG"
+check STEPS=layouts ROUNDS=1 LAYOUTS="default default+gdrrx" BENCH_OPS=allreduce ||
+  { cat "$dir/out.log"; fail "STEPS=layouts with +gdrrx: exit $?"; }
+expected=$'Socket\nMegaScale timed exact\nMegaScale timed\nMegaScale timed exact gdr1 read0\nMegaScale timed gdr1 read0'
+expect_order "layouts with +gdrrx" "$expected"
+grep -qF 'ok layouts-default+gdrrx-r1: all 4 channel lines say via NET/MegaScale, the [receive] lines NET/MegaScale/[0-9]+/GDRDMA' "$dir/out.log" ||
+  fail "layouts +gdrrx: channel check: $(cat "$dir/out.log")"
+check FAKE_NO_GDR=1 STEPS=layouts ROUNDS=1 LAYOUTS="default default+gdrrx" BENCH_OPS=allreduce
+(( $? == 1 )) || fail "layouts +gdrrx without GDRDMA receives: exit status"
+grep -qF '!! layouts-default+gdrrx-r1: channels not on NET/MegaScale, the [receive] lines NET/MegaScale/[0-9]+/GDRDMA' "$dir/out.log" ||
+  fail "layouts +gdrrx without GDRDMA: message: $(cat "$dir/out.log")"
+grep -qF '[receive] via NET/MegaScale/0' "$dir/out.log" || fail "layouts +gdrrx: the bad line not shown: $(cat "$dir/out.log")"
 # GDR=1: every MegaScale run of every step; Socket's runs as before.
 rm -f "$ORDER_LOG"
 check GDR=1 STEPS=bench ROUNDS=1 BENCH_OPS=allreduce || { cat "$dir/out.log"; fail "GDR=1 STEPS=bench: exit $?"; }
 [[ $(grep -c 'gdr1' "$ORDER_LOG") == 1 && $(grep -c '^MegaScale' "$ORDER_LOG") == 1 ]] ||
   fail "GDR=1: MegaScale's runs: $(tr '\n' ' ' < "$ORDER_LOG")"
+rm -f "$ORDER_LOG"
+check GDR=rx STEPS=bench ROUNDS=1 BENCH_OPS=allreduce || { cat "$dir/out.log"; fail "GDR=rx STEPS=bench: exit $?"; }
+[[ $(grep -c 'gdr1 read0' "$ORDER_LOG") == 1 && $(grep -c '^MegaScale' "$ORDER_LOG") == 1 ]] ||
+  fail "GDR=rx: MegaScale's runs: $(tr '\n' ' ' < "$ORDER_LOG")"
 check GDR=2 STEPS=bench
-(( $? == 2 )) && grep -qF "GDR='2': 0 or 1" "$dir/out.log" || fail "GDR=2: $(cat "$dir/out.log")"
-for bad in "default 2y3" "default 0x3" "default 17x1" "default 2x65" "default 2x03" "default 2x3s9" "default 2x3s0" "default 2x3s2b3" "default 2x3b8" "2x3 2x3" "default" "socket default" "socket-4x4+gdr default" "default default+gd" "2x3+gdr 2x3+gdr"; do
+(( $? == 2 )) && grep -qF "GDR='2': 0, 1 or rx" "$dir/out.log" || fail "GDR=2: $(cat "$dir/out.log")"
+for bad in "default 2y3" "default 0x3" "default 17x1" "default 2x65" "default 2x03" "default 2x3s9" "default 2x3s0" "default 2x3s2b3" "default 2x3b8" "2x3 2x3" "default" "socket default" "socket-4x4+gdr default" "socket-4x4+gdrrx default" "default default+gd" "default default+gdrx" "2x3+gdr 2x3+gdr"; do
   check STEPS=layouts LAYOUTS="$bad"
   (( $? == 2 )) || fail "LAYOUTS=$bad: exit status"
   grep -qE "LAYOUTS(=| has )" "$dir/out.log" || fail "LAYOUTS=$bad: message: $(cat "$dir/out.log")"
@@ -267,7 +302,7 @@ grep -qF '| AllReduce | 67108864 | 4.00 | 6.00 | 12.00 | 1.50 (1.50-1.50) | 3.00
   fail "ceiling table: $(cat "$ceiling")"
 grep -qF -- '  - AllReduce: 3.00-3.00x (median 3.00); reaches 1.5x in all' "$ceiling" ||
   fail "ceiling: the Null net's goal line: $(cat "$ceiling")"
-grep -qF 'ok ceiling-null-r1: all 2 channel lines say via NET/Null' "$dir/out.log" ||
+grep -qF 'ok ceiling-null-r1: all 4 channel lines say via NET/Null' "$dir/out.log" ||
   { cat "$dir/out.log"; fail "Null's channels not checked"; }
 grep -qF -- '- ceiling-megascale-r1: 4 timeouts' "$ceiling" || fail "ceiling transport line: $(cat "$ceiling")"
 grep -qF -- '- ceiling-megascale-r2: 2 connections (paired by connection id), 20 messages: median 200 us, mean 200, p90 200, p99 200, max 200;' \
@@ -297,15 +332,29 @@ expected=$'Socket\nSocket4x4 timed exact\nMegaScale timed exact\nNull timed exac
 expect_order "ceiling with NULL_GDR=1" "$expected"
 grep -qF '| AllReduce | 67108864 | 4.00 | 6.00 | 12.00 | 10.00 | 36.00 | 30.00 | 1.50 | 3.00 | 2.50 | 9.00 | 7.50 |' \
   "$ceiling" || fail "ceiling table with NULL_GDR=1: $(cat "$ceiling")"
-grep -qF 'ok ceiling-null-gdr-r100-r1: all 2 channel lines say via NET/Null/[0-9]+/GDRDMA' "$dir/out.log" ||
+grep -qF 'ok ceiling-null-gdr-r100-r1: all 4 channel lines say via NET/Null/[0-9]+/GDRDMA' "$dir/out.log" ||
   { cat "$dir/out.log"; fail "NULL_GDR=1: GDRDMA channels not checked"; }
 grep -qF '"null-gdr" and "null-gdr-rN" are the same on NCCL'"'"'s GPU buffers' "$ceiling" ||
   fail "ceiling: no null-gdr note: $(cat "$ceiling")"
 grep -qF 'on the Null net'"'"'s curve with GPU buffers (null-gdr, null-gdr-r100:' "$ceiling" ||
   fail "ceiling: no goal on the GPU-buffer curve: $(cat "$ceiling")"
-check STEPS=ceiling NULL_GDR=yes
-(( $? == 2 )) || fail "NULL_GDR=yes: exit status"
-grep -qF "NULL_GDR=yes: 0 or 1" "$dir/out.log" || fail "NULL_GDR=yes: message: $(cat "$dir/out.log")"
+# NULL_GDR="1 rx" adds both; rx's Null net takes GPU buffers for receives only (NCCL_NET_GDR_READ=0).
+rm -f "$ORDER_LOG"
+check STEPS=ceiling ROUNDS=1 BENCH_OPS=allreduce NULL_RECV_US=100 NULL_GDR="1 rx" ||
+  { cat "$dir/out.log"; fail "NULL_GDR='1 rx': exit $?"; }
+expected=$'Socket\nSocket4x4 timed exact\nMegaScale timed exact\nNull timed exact\nNull timed exact r100\nNull timed exact gdr1:SYS\nNull timed exact r100 gdr1:SYS\nNull timed exact gdr1:SYS read0\nNull timed exact r100 gdr1:SYS read0'
+expect_order "ceiling with NULL_GDR='1 rx'" "$expected"
+grep -qF 'ok ceiling-null-gdrrx-r100-r1: all 4 channel lines say via NET/Null, the [receive] lines NET/Null/[0-9]+/GDRDMA' "$dir/out.log" ||
+  { cat "$dir/out.log"; fail "NULL_GDR=rx: GDRDMA receive channels not checked"; }
+grep -qF '"null-gdrrx" and "null-gdrrx-rN" are the same on GPU buffers for receives only' "$ceiling" ||
+  fail "ceiling: no null-gdrrx note: $(cat "$ceiling")"
+grep -qF 'on the Null net'"'"'s curve with GPU buffers for receives only (null-gdrrx, null-gdrrx-r100:' "$ceiling" ||
+  fail "ceiling: no goal on the receive-only GPU-buffer curve: $(cat "$ceiling")"
+for bad in yes 2 "rx 1" "1 1"; do
+  check STEPS=ceiling NULL_GDR="$bad"
+  (( $? == 2 )) || fail "NULL_GDR=$bad: exit status"
+  grep -qF "NULL_GDR='$bad': 0, 1, rx or \"1 rx\"" "$dir/out.log" || fail "NULL_GDR=$bad: message: $(cat "$dir/out.log")"
+done
 rm "$dir/build/collectives/nccl/libnccl-net-null.so"
 check STEPS=ceiling
 (( $? == 2 )) || fail "STEPS=ceiling without the Null net: exit status"

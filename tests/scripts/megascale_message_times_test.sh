@@ -20,10 +20,12 @@ d = sys.argv[1]
 MiB = 1 << 20
 def rank(path, host, pid, comms):
     ev = [{"name": "process_name", "ph": "M", "pid": pid, "args": {"name": "r"}}]
-    for tid, role, name, reqs, *ids in comms:  # ids: (conn, peer_conn), as the plugin writes them
+    for tid, role, name, reqs, *ids in comms:  # ids: (conn, peer_conn[, stripes]), as the plugin writes them
         args = {"name": name}
         if ids:
             args.update(conn=ids[0][0], peer_conn=ids[0][1])
+            if len(ids[0]) > 2:
+                args.update(stripes=ids[0][2])
         ev.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": args})
         for k, (posted, seen, size, *transfer) in enumerate(reqs):  # transfer: (first, last) segment
             lane = k % 2  # NCCL keeps two in flight: alternate lanes, as the plugin's tracks do
@@ -64,6 +66,14 @@ ph_send = [(0, 40, MiB, 30, 140), (1000, 1900, MiB, 1800, 1890), (3000, 3100, Mi
 ph_recv = [(10, 160, MiB, 50, 150), (1000, 2110, MiB, 1820, 2100), (3000, 3100, MiB, 3010, 3090)]
 rank("p0.json", "h1", 31, [(100, "send", "send p", ph_send, ("0000000000000005", "0000000000000006"))])
 rank("p1.json", "h1", 32, [(100, "recv", "recv p", ph_recv, ("0000000000000006", "0000000000000005"))])
+# Over 4 stripes the plugin records stripe 0's part of each message: 256 KiB parts of 1 MiB messages
+# count as messages there, and an 8 KiB part (a small message) still does not.
+st_send = [(1000 * k, 1000 * k + 20, MiB // 4) for k in K] + [(1000 * k + 400, 1000 * k + 401, 8192) for k in K]
+st_recv = [(1000 * k - 50, 1000 * k + 200, MiB // 4) for k in K]
+rank("s0.json", "h1", 41, [(100, "send", "send st", st_send, ("0000000000000007", "0000000000000008", 4))])
+rank("s1.json", "h1", 42, [(100, "recv", "recv st", st_recv, ("0000000000000008", "0000000000000007", 4))])
+rank("s0-one.json", "h1", 43, [(100, "send", "send st", st_send, ("0000000000000007", "0000000000000008", 1))])
+rank("s1-one.json", "h1", 44, [(100, "recv", "recv st", st_recv, ("0000000000000008", "0000000000000007", 1))])
 rank("sends-only.json", "h1", 14, [(100, "send", "send y", send01), (200, "recv", "recv z", recv01)])  # one rank: none to pair with
 PY
 
@@ -81,6 +91,11 @@ out=$(python3 "$times" "$dir/i0.json" "$dir/i1.json") || fail "exit $? with ids:
 $out"
 out=$(python3 "$times" "$dir/self.json") || fail "exit $? on one process's own pair: $out"
 [[ $out == "1 connections (paired by connection id), 10 messages: median 250 us,"* ]] || fail "one file: got: $out"
+out=$(python3 "$times" "$dir/s0.json" "$dir/s1.json") || fail "exit $? with stripes: $out"
+[[ $out == "1 connections (paired by connection id), 10 messages: median 200 us,"* ]] || fail "stripes: got: $out"
+# The same parts on a comm of one stripe are smaller than a message: none is paired.
+python3 "$times" "$dir/s0-one.json" "$dir/s1-one.json" > /dev/null 2>&1
+(( $? == 2 )) || fail "256 KiB requests of one stripe were taken as messages"
 # --min-bytes 1 takes the 8-byte sends in: rank 0's comm then has 20 sends against 10 receives, no pair.
 out=$(python3 "$times" --min-bytes 1 "$dir/r0.json" "$dir/r1.json") || fail "--min-bytes 1: exit $?"
 [[ $out == "1 connections (paired by timing), "* ]] || fail "--min-bytes 1: got: $out"
