@@ -226,6 +226,18 @@ Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
     echo(name, std::to_string(field / kNsPerUs), text != nullptr);
     return {};
   };
+  // A knob in whole milliseconds, 0..hi, into a TimeNs field; echoed in milliseconds, 0 as `zero_means`.
+  auto millis = [&](const char* name, long long hi, const char* zero_means, TimeNs& field) -> Status {
+    const char* text = env(name);
+    if (text != nullptr) {
+      auto v = parse_int(name, text, 0, hi);
+      if (!v) return v.error();
+      field = static_cast<TimeNs>(*v) * kNsPerMs;
+    }
+    echo(name, field == 0 ? std::string("0 (") + zero_means + ")" : std::to_string(field / kNsPerMs),
+         text != nullptr);
+    return {};
+  };
   // A 0/1 knob.
   auto flag = [&](const char* name, bool& field) -> Status {
     const char* text = env(name);
@@ -473,16 +485,10 @@ Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
   }
   echo("MEGASCALE_SOURCE_PORTS", sports ? std::string(sports) : "unset (ephemeral ports)", sports != nullptr);
 
-  const char* closed = env("MEGASCALE_PORT_CLOSED_MS");
-  if (closed != nullptr) {
-    auto v = parse_int("MEGASCALE_PORT_CLOSED_MS", closed, 0, 3'600'000);
-    if (!v) return v.error();
-    c.port_closed_fail_ns = static_cast<TimeNs>(*v) * kNsPerMs;
-  }
-  echo("MEGASCALE_PORT_CLOSED_MS",
-       c.port_closed_fail_ns == 0 ? std::string("0 (off: a vanished peer fails after the retry budget)")
-                                  : std::to_string(c.port_closed_fail_ns / kNsPerMs),
-       closed != nullptr);
+  if (Status s = millis("MEGASCALE_PORT_CLOSED_MS", 3'600'000,
+                        "off: a vanished peer fails after the retry budget", c.port_closed_fail_ns);
+      !s)
+    return s.error();
 
   // MEGASCALE_STRIPES, MEGASCALE_STRIPE_BYTES: how a comm's messages are cut over its wires.
   const char* stripes = env("MEGASCALE_STRIPES");
@@ -536,16 +542,10 @@ Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
        : c.gdr_copy == GdrCopyMode::kCuda ? "1 (GPU buffers through pinned host shadows, the copy engines)"
                                           : "emulate (\"GPU\" buffers are host memory, copied by the CPU)",
        gdr != nullptr);
-  const char* copy_timeout = env("MEGASCALE_GDR_COPY_TIMEOUT_MS");
-  if (copy_timeout != nullptr) {
-    auto v = parse_int("MEGASCALE_GDR_COPY_TIMEOUT_MS", copy_timeout, 0, 3'600'000);
-    if (!v) return v.error();
-    c.gdr_copy_timeout_ns = static_cast<TimeNs>(*v) * kNsPerMs;
-  }
-  echo("MEGASCALE_GDR_COPY_TIMEOUT_MS",
-       c.gdr_copy_timeout_ns == 0 ? std::string("0 (a GPU buffer copy is waited for however long it takes)")
-                                  : std::to_string(c.gdr_copy_timeout_ns / kNsPerMs),
-       copy_timeout != nullptr);
+  if (Status s = millis("MEGASCALE_GDR_COPY_TIMEOUT_MS", 3'600'000,
+                        "a GPU buffer copy is waited for however long it takes", c.gdr_copy_timeout_ns);
+      !s)
+    return s.error();
   const char* copy_stall = env("MEGASCALE_FAULT_COPY_STALL");
   if (copy_stall != nullptr) {
     auto v = parse_int("MEGASCALE_FAULT_COPY_STALL", copy_stall, 0, 1LL << 40);
