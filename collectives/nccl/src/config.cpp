@@ -542,24 +542,25 @@ Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
        : c.gdr_copy == GdrCopyMode::kCuda ? "1 (GPU buffers through pinned host shadows, the copy engines)"
                                           : "emulate (\"GPU\" buffers are host memory, copied by the CPU)",
        gdr != nullptr);
-  if (Status s = millis("MEGASCALE_GDR_COPY_TIMEOUT_MS", 3'600'000,
-                        "a GPU buffer copy is waited for however long it takes", c.gdr_copy_timeout_ns);
+  if (Status s =
+          millis("MEGASCALE_GDR_COPY_TIMEOUT_MS", 3'600'000,
+                 "a GPU buffer copy is waited for however long it takes", c.gdr_copy_limits.timeout_ns);
       !s)
     return s.error();
   const char* copy_stall = env("MEGASCALE_FAULT_COPY_STALL");
   if (copy_stall != nullptr) {
     auto v = parse_int("MEGASCALE_FAULT_COPY_STALL", copy_stall, 0, 1LL << 40);
     if (!v) return v.error();
-    c.fault_copy_stall = static_cast<uint64_t>(*v);
+    c.gdr_copy_limits.stall_after = static_cast<uint64_t>(*v);
   }
-  if (c.fault_copy_stall > 0 && c.gdr_copy == GdrCopyMode::kOff) {
+  if (c.gdr_copy_limits.stall_after > 0 && c.gdr_copy == GdrCopyMode::kOff) {
     c.warnings.push_back("MEGASCALE_FAULT_COPY_STALL=" + std::string(copy_stall) +
                          " has no effect: MEGASCALE_GDR_COPY is 0, so no GPU buffer is copied");
   }
   echo("MEGASCALE_FAULT_COPY_STALL",
-       c.fault_copy_stall == 0
-           ? std::string("0 (off)")
-           : std::to_string(c.fault_copy_stall) + " (every GPU buffer copy after these is held back)",
+       c.gdr_copy_limits.stall_after == 0 ? std::string("0 (off)")
+                                          : std::to_string(c.gdr_copy_limits.stall_after) +
+                                                " (every GPU buffer copy after these is held back)",
        copy_stall != nullptr);
 
   // MEGASCALE_FAULT_*: the wire validates and names the variable itself.

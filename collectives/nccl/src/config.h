@@ -121,13 +121,11 @@ struct PluginConfig {
   // shadows with the GPU's copy engines (gpu_copy.h); "emulate" does the same with the CPU on host
   // memory, for the conformance harness; 0 (default) takes host memory only.
   GdrCopyMode gdr_copy = GdrCopyMode::kOff;
-  // MEGASCALE_GDR_COPY_TIMEOUT_MS: a GPU buffer copy still not done this long after it was queued fails
-  // its comm (ncclUnhandledCudaError, with a WARN naming the likely cause) instead of leaving NCCL to wait
-  // for it forever (gpu_copy.h, CopyLimits); 0 = wait forever.
-  TimeNs gdr_copy_timeout_ns = 10 * kNsPerSec;
-  // MEGASCALE_FAULT_COPY_STALL=N (fault injection): every GPU buffer copy after the first N is held back,
-  // as if stuck, so that the timeout's failure path can be checked; 0 = off.
-  uint64_t fault_copy_stall = 0;
+  // What a comm's copier gives up on (gpu_copy.h, CopyLimits): MEGASCALE_GDR_COPY_TIMEOUT_MS, a copy still
+  // not done this long after it was queued fails its comm (ncclUnhandledCudaError, a WARN naming the
+  // likely cause) instead of leaving NCCL to wait forever, 0 = wait forever; MEGASCALE_FAULT_COPY_STALL=N
+  // (fault injection), every copy after the first N held back as if stuck, 0 = off.
+  CopyLimits gdr_copy_limits;
 
   // How long a connection with requests pending waits on a silent peer before it probes it
   // (EngineConfig::keepalive_interval_ns): a quarter of the retry budget, within 10 ms..1 s, and with

@@ -275,9 +275,8 @@ NetResult reg_mr(void* comm, void* data, size_t size, int type, void** mhandle) 
     auto* c = static_cast<CommBase*>(comm);
     if (!c->copier) {
       // A mark for each part of each request the comm can have out (gpu_copy.h).
-      const PluginConfig& cfg = Registry::get().config();
-      auto copier = make_copier(mode, c->requests.size() * c->stripe_count(),
-                                CopyLimits{cfg.gdr_copy_timeout_ns, cfg.fault_copy_stall});
+      auto copier =
+          make_copier(mode, c->requests.size() * c->stripe_count(), Registry::get().config().gdr_copy_limits);
       if (!copier) {
         MS_WARN("regMr: MEGASCALE_GDR_COPY: %s", copier.error().message.c_str());
         return abi::kNetUnhandledCudaError;

@@ -307,8 +307,7 @@ class LimitedCopier final : public Copier {
     // Marks pass in the order made: look at the oldest ones not yet seen to pass.
     while (!made_.empty()) {
       const Made& oldest = made_.front();
-      const bool held = limits_.stall_after > 0 && oldest.mark > limits_.stall_after;
-      if (!held) {
+      if (!held(oldest.mark)) {
         auto done = inner_->passed(oldest.mark);
         if (!done) return done.error();
         if (*done) {
@@ -317,9 +316,10 @@ class LimitedCopier final : public Copier {
           continue;
         }
       }
+      if (limits_.timeout_ns == 0) break;
       const auto waited =
           std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - oldest.at).count();
-      if (limits_.timeout_ns > 0 && waited > limits_.timeout_ns) return give_up(waited);
+      if (waited > limits_.timeout_ns) return give_up(waited);
       break;
     }
     return m <= passed_;
@@ -348,6 +348,8 @@ class LimitedCopier final : public Copier {
     uint64_t mark;
     Clock::time_point at;
   };
+  // Whether `mark` is held back (the stall fault): never seen to pass.
+  bool held(uint64_t mark) const { return limits_.stall_after > 0 && mark > limits_.stall_after; }
   // One look at whether `m` passed, with a short pause when not; false once the copier failed.
   bool wait_a_little(uint64_t m) {
     auto done = passed(m);
@@ -363,7 +365,7 @@ class LimitedCopier final : public Copier {
     std::snprintf(text, sizeof text, "a GPU buffer copy was still not done %.1f s after it was queued",
                   static_cast<double>(waited_ns) / 1e9);
     why_ = std::string(text) +
-           (limits_.stall_after > 0 && made_.front().mark > limits_.stall_after
+           (held(made_.front().mark)
                 ? " (MEGASCALE_FAULT_COPY_STALL=" + std::to_string(limits_.stall_after) +
                       ": every copy after the first " + std::to_string(limits_.stall_after) + " is held back)"
                 : "") +

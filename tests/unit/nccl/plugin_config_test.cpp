@@ -77,8 +77,8 @@ TEST(PluginConfig, DefaultsWithAnEmptyEnvironment) {
   EXPECT_EQ(c->stall_ns, 300'000);
   EXPECT_EQ(c->port_closed_fail_ns, 200 * kNsPerMs);
   EXPECT_EQ(c->gdr_copy, GdrCopyMode::kOff);  // host memory only
-  EXPECT_EQ(c->gdr_copy_timeout_ns, 10 * kNsPerSec);
-  EXPECT_EQ(c->fault_copy_stall, 0u);
+  EXPECT_EQ(c->gdr_copy_limits.timeout_ns, 10 * kNsPerSec);
+  EXPECT_EQ(c->gdr_copy_limits.stall_after, 0u);
   EXPECT_FALSE(c->fault.enabled());
   EXPECT_TRUE(c->trace_file.empty());
   EXPECT_EQ(c->late_ack_window_ns, 5 * kNsPerSec);
@@ -319,7 +319,7 @@ TEST(PluginConfig, CopyStallWithoutTheGpuBufferPathIsWarnedAbout) {
                   {"MEGASCALE_GDR_COPY_TIMEOUT_MS", "0"}});
   ASSERT_TRUE(on) << on.error().message;
   EXPECT_TRUE(on->warnings.empty());
-  EXPECT_EQ(on->gdr_copy_timeout_ns, 0);
+  EXPECT_EQ(on->gdr_copy_limits.timeout_ns, 0);
   bool stall = false, timeout = false;
   for (const std::string& line : on->echo) {
     stall |=
@@ -403,8 +403,8 @@ TEST(PluginConfig, EveryKnobReachesItsField) {
   EXPECT_EQ(c->stripe_bytes, 65536u);
   for (const std::string& w : c->warnings) EXPECT_EQ(w.find("MEGASCALE_STRIPES"), std::string::npos) << w;
   EXPECT_EQ(c->gdr_copy, GdrCopyMode::kCuda);
-  EXPECT_EQ(c->gdr_copy_timeout_ns, 2500 * kNsPerMs);
-  EXPECT_EQ(c->fault_copy_stall, 100u);
+  EXPECT_EQ(c->gdr_copy_limits.timeout_ns, 2500 * kNsPerMs);
+  EXPECT_EQ(c->gdr_copy_limits.stall_after, 100u);
   EXPECT_DOUBLE_EQ(c->fault.drop, 0.01);
   EXPECT_EQ(c->fault.seed, 7u);
   bool lanes_echoed = false;
