@@ -310,7 +310,7 @@ class Parser {
       if (!w) return w.error();
       std::filesystem::path p(*w);
       if (p.is_relative()) p = std::filesystem::path(source_).parent_path() / p;
-      if (!std::filesystem::exists(p)) return error(key, value, fmt::format("no such file ({})", p.string()));
+      if (!exists(p)) return error(key, value, fmt::format("no such file ({})", p.string()));
       s.cdf = p.string();
     } else if (k == "load") {
       auto x = number(key, value, 0.001, 1);
@@ -385,12 +385,24 @@ class Parser {
     return Status{};
   }
 
-  // Flattens a map of overrides into (dotted key, value) pairs.
-  Status cc(const YAML::Node& node, const std::string& prefix, SimScenario& s) const {
+  // Flattens a map of overrides into (dotted key, value) pairs. Preset keys are at most three deep
+  // (hybrid.swift.beta): deeper maps are refused, and so is a map with more keys than kMaxCcKeys in
+  // all, since an alias can make a map contain itself (`cc: &c {rto: *c}`) or repeat another any number
+  // of times, which would recurse without end or cost time exponential in the text.
+  static constexpr int kMaxCcDepth = 3;
+  static constexpr size_t kMaxCcKeys = 1000;
+  Status cc(const YAML::Node& node, const std::string& prefix, SimScenario& s, int depth = 1,
+            size_t* keys = nullptr) const {
+    size_t count = 0;
+    if (keys == nullptr) keys = &count;
     for (const auto& kv : node) {
       const std::string k = prefix + kv.first.Scalar();
+      if (++*keys > kMaxCcKeys)
+        return error(kv.first, kv.second, fmt::format("cc: more than {} keys", kMaxCcKeys));
       if (kv.second.IsMap()) {
-        if (Status st = cc(kv.second, k + ".", s); !st) return st;
+        if (depth >= kMaxCcDepth)
+          return error(kv.first, kv.second, fmt::format("cc: keys nest at most {} deep", kMaxCcDepth));
+        if (Status st = cc(kv.second, k + ".", s, depth + 1, keys); !st) return st;
       } else if (kv.second.IsScalar() && !kv.second.Scalar().empty()) {
         s.cc_overrides.emplace_back(k, kv.second.Scalar());
       } else {
@@ -544,14 +556,21 @@ class Parser {
     std::filesystem::path p(v);
     if (p.is_relative()) {
       const std::filesystem::path near = std::filesystem::path(source_).parent_path() / p;
-      if (std::filesystem::exists(near)) p = near;
+      if (exists(near)) p = near;
     }
-    if (!std::filesystem::exists(p))
+    if (!exists(p))
       return error(
           key, value,
           fmt::format("not a fabric preset ({}), star:N, or an existing file", fmt::join(presets, ", ")));
     s.fabric = p.string();
     return Status{};
+  }
+
+  // std::filesystem::exists without its throw: a name too long for the file system (ENAMETOOLONG) or a
+  // loop of links is no such file here, not an exception out of the loader.
+  static bool exists(const std::filesystem::path& p) {
+    std::error_code ec;
+    return std::filesystem::exists(p, ec);
   }
 
   std::string_view source_;
@@ -564,6 +583,8 @@ Result<SimScenario> parse_sim_scenario(std::string_view yaml_text, std::string_v
     return Parser(source).scenario(YAML::Load(std::string(yaml_text)));
   } catch (const YAML::Exception& e) {
     return make_error(fmt::format("{}:{}: YAML syntax error: {}", source, e.mark.line + 1, e.msg));
+  } catch (const std::exception& e) {
+    return make_error(fmt::format("{}: cannot parse: {}", source, e.what()));
   }
 }
 

@@ -92,6 +92,40 @@ TEST(Scenario, BadKeyAndBadValueNameFileLineKeyAndValue) {
   EXPECT_NE(r.error().message.find("good.yaml"), std::string::npos);
 }
 
+// Found by fuzz_sim_scenario (tests/fuzz/corpus/fuzz_sim_scenario/crash_*): each used to end the process.
+TEST(Scenario, PathsTooLongAndAliasLoopsAreErrorsNotCrashes) {
+  const std::string workload = "workload: {kind: incast, senders: 1, receiver: 0, bytes: 1}\n";
+  // A name longer than the file system takes (ENAMETOOLONG): std::filesystem::exists threw.
+  auto a = parse_sim_scenario("fabric: " + std::string(300, 'a') + "\n" + workload, "x.yaml");
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.error().message.find("not a fabric preset"), std::string::npos) << a.error().message;
+  auto b = parse_sim_scenario(
+      "fabric: star:2\nworkload: {kind: poisson, load: 0.3, cdf: " + std::string(300, 'c') + "}\n", "x.yaml");
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.error().message.find("no such file"), std::string::npos) << b.error().message;
+  // A cc map that contains itself through an alias: the flattening recursed until the stack ran out.
+  auto c = parse_sim_scenario("fabric: star:2\n" + workload + "cc: &c {rto: *c}\n", "x.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.error().message.find("x.yaml:3: rto: "), std::string::npos) << c.error().message;
+  EXPECT_NE(c.error().message.find("cc: keys nest at most 3 deep"), std::string::npos) << c.error().message;
+  // Aliases that repeat a map: refused past 1000 keys instead of flattened (40 x 40 x 40 here).
+  std::string fan = "fabric: star:2\n" + workload + "cc:\n  a: &a {";
+  for (int i = 0; i < 40; ++i) fan += (i ? ", k" : "k") + std::to_string(i) + ": 1";
+  fan += "}\n  b: &b {";
+  for (int i = 0; i < 40; ++i) fan += (i ? ", m" : "m") + std::to_string(i) + ": *a";
+  fan += "}\n";
+  for (int i = 0; i < 40; ++i) fan += "  x" + std::to_string(i) + ": *b\n";
+  auto d = parse_sim_scenario(fan, "x.yaml");
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.error().message.find("cc: more than 1000 keys"), std::string::npos) << d.error().message;
+  // Nested keys up to a preset's own depth still flatten.
+  auto e =
+      parse_sim_scenario("fabric: star:2\n" + workload + "cc: {hybrid: {swift: {beta: 0.5}}}\n", "x.yaml");
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  ASSERT_EQ(e->cc_overrides.size(), 1u);
+  EXPECT_EQ(e->cc_overrides[0].first, "hybrid.swift.beta");
+}
+
 TEST(Scenario, SameSeedGivesTheIdenticalSummaryTwice) {
   auto s = load_sim_scenario(kDir + "permutation-small.yaml");
   ASSERT_TRUE(s.ok()) << s.error().message;
