@@ -13,8 +13,10 @@
 #   tsan  build/tsan   -O1 -g1 with ThreadSanitizer: the wire, nccl and simnet unit tests (the
 #                      wire's progress and I/O threads, the plugin's callers on other threads, the
 #                      simulator's partitions on threads), with the fixed-window controller (below).
-#   fuzz  build/fuzz   clang + libFuzzer: each fuzz target runs MEGASCALE_FUZZ_SECONDS (default 60)
-#                      from the committed seed corpus; a crash leaves its input in build/fuzz/artifacts/
+#   fuzz  build/fuzz   clang + libFuzzer: each fuzz target (the engine's decoder and endpoints, the cc
+#                      preset loader, the plugin's environment, the sim scenario and fabric loaders)
+#                      runs MEGASCALE_FUZZ_SECONDS (default 60) from the committed seed corpus; a
+#                      crash, a leak or a unit slower than 10 s leaves its input in build/fuzz/artifacts/
 #                      (add it to tests/fuzz/corpus/<target>/ once fixed, so every build replays it).
 # MEGASCALE_TEST_STAGES (default "test asan tsan fuzz") picks stages, e.g. MEGASCALE_TEST_STAGES=test.
 set -euo pipefail
@@ -94,17 +96,22 @@ stage_fuzz() {
   local build=build/fuzz
   CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMEGASCALE_WERROR=ON \
     -DMEGASCALE_FUZZ=ON -DMEGASCALE_BUILD_BENCH=OFF -DMEGASCALE_ENABLE_CUDA=OFF
-  local targets=(fuzz_packet fuzz_handshake) crashed=() t
+  local targets=(fuzz_packet fuzz_handshake fuzz_cc_preset fuzz_plugin_env fuzz_sim_scenario) crashed=() t dict
   cmake --build "$build" -j"$jobs" --target "${targets[@]}"
   mkdir -p "$build/artifacts"
   for t in "${targets[@]}"; do
     # New inputs go to a scratch corpus; the committed seeds are only read.
     mkdir -p "$build/corpus/$t"
+    # The text targets' keys and syntax (tests/fuzz/<target>.dict), where there is one.
+    dict=()
+    if [ -f "tests/fuzz/$t.dict" ]; then dict=(-dict="tests/fuzz/$t.dict"); fi
     echo "--- $t: ${fuzz_seconds} s from tests/fuzz/corpus/$t"
+    # -timeout: a unit slower than 10 s (a hang, or a cost super-linear in the input) is a failure with
+    # its input kept, as a crash is. The text targets skip inputs above 64 KiB themselves.
     if ! "$build/tests/fuzz/$t" -max_total_time="$fuzz_seconds" -print_final_stats=1 -timeout=10 \
-      -rss_limit_mb=2048 -artifact_prefix="$build/artifacts/$t-" "$build/corpus/$t" "tests/fuzz/corpus/$t" \
-      >"$build/$t.log" 2>&1; then
-      grep -A30 -E "^==[0-9]+==ERROR|^fuzz_[a-z]+: |^SUMMARY" "$build/$t.log" | head -60 || true
+      -rss_limit_mb=2048 "${dict[@]}" -artifact_prefix="$build/artifacts/$t-" "$build/corpus/$t" \
+      "tests/fuzz/corpus/$t" >"$build/$t.log" 2>&1; then
+      grep -A30 -E "^==[0-9]+==ERROR|^fuzz_[a-z_]+: |^SUMMARY" "$build/$t.log" | head -60 || true
       crashed+=("$t")
     fi
     grep -E "^stat::(number_of_executed_units|average_exec_per_sec|new_units_added)|^Done" "$build/$t.log" || true
