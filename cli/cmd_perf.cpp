@@ -202,7 +202,8 @@ void add_perf_command(CLI::App& app) {
   cmd->add_option("--timeout", o.timeout_s, "Fail when nothing completes for this many seconds")
       ->capture_default_str();
   cmd->add_option("--buffer-mib", f->buffer_mib,
-                  "Message buffers per side, MiB (bounds the bw window for big sizes)")
+                  "Message buffers per side, MiB: bounds the bw window; must hold one message of the largest "
+                  "size (a latency row: five), else perf refuses")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   cmd->add_option("--json", f->json_path, "Also write the results as JSON (perftest's keys) to this file");

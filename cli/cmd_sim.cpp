@@ -151,6 +151,18 @@ int run_sim(const SimOptions& o) {
              s->fabric == "star" ? fmt::format("star of {}", s->star_hosts) : s->fabric, s->lanes, s->seed);
   if (s->threads > 1)
     fmt::print("threads      {} (partitions, sim/README.md \"Parallel runs\")\n", s->threads);
+  // Before anything is allocated: idle threads and a fabric too large for this machine are said.
+  auto footprint = sim::scenario_footprint(*s);
+  if (!footprint) {
+    fmt::print(stderr, "{}\n", footprint.error().message);
+    return kExitUsage;
+  }
+  auto warnings = sim::check_footprint(*footprint, sim::read_meminfo());
+  if (!warnings) {
+    fmt::print(stderr, "megascale sim: {}: {}\n", o.scenario, warnings.error().message);
+    return kExitUsage;
+  }
+  for (const std::string& w : *warnings) fmt::print(stderr, "megascale sim: warning: {}\n", w);
   std::vector<Timed> runs;
   for (const std::string& c : controllers) {
     auto t = run_one(*s, c, o.quiet);

@@ -5,8 +5,9 @@
 #
 # Four stages, each in its own build directory under build/; every stage runs even when an earlier
 # one failed (one CI run reports everything), and the script fails at the end if any stage did:
-#   test  build/test   Release, every part; ctest runs every test, then the netns tests alone
-#                      (they time a shared link) with their measured figures printed.
+#   test  build/test   Release, every part; ctest runs every test, then the 2-minute soak
+#                      (scripts/soak.sh 2, label soak) alone, then the netns tests alone (they time a
+#                      shared link) with their measured figures printed.
 #   asan  build/asan   -O1 -g1 with AddressSanitizer + UndefinedBehaviorSanitizer: the
 #                      congestion, engine, wire, nccl, topology, host and simnet unit tests and the fuzz
 #                      corpus replays (ctest labels).
@@ -42,7 +43,9 @@ stage_test() {
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMEGASCALE_WERROR=ON
   cmake --build "$build" -j"$jobs"
   local status=0
-  ctest --test-dir "$build" --output-on-failure -j"$jobs" -LE '^netns$' || status=1
+  ctest --test-dir "$build" --output-on-failure -j"$jobs" -LE '^(netns|soak)$' || status=1
+  # The 2-minute soak (scripts/soak.sh 2) alone: it loads both cores for its whole run.
+  ctest --test-dir "$build" --output-on-failure -L '^soak$' || status=1
   # The netns tests alone, after the rest; their figures (queueing delay, goodput, flap recovery) are
   # shown here, not only on failure.
   if ! ctest --test-dir "$build" --output-on-failure -L '^netns$' -V >"$build/netns.log" 2>&1; then

@@ -70,10 +70,10 @@ std::vector<std::string> banner(const PerfOptions& o, const UdpWire& w, const Cl
                               ? "sleep in epoll when idle"
                               : "adaptive (spin while traffic flows, sleep in epoll after 1 ms without)"));
   if (o.io_threads > 0) {
-    b.push_back(fmt::format(" I/O threads     : {} per side; {}", o.io_threads,
-                            o.stall_us == 0 ? std::string("a stalled one is not taken over (--stall-us 0)")
-                                            : fmt::format("one silent for {} us is taken over by the others",
-                                                          o.stall_us)));
+    b.push_back(fmt::format(
+        " I/O threads     : {} per side; {}", o.io_threads,
+        o.stall_us == 0 ? std::string("a stalled one is not taken over (--stall-us 0)")
+                        : fmt::format("one silent for {} us is taken over by the others", o.stall_us)));
   }
   if (!o.payload_crc) b.push_back(" Payload CRC     : off on this side (--no-payload-crc)");
   b.push_back(fmt::format(" Faults          : {}", describe_faults(setup.fault)));
@@ -232,6 +232,7 @@ PerfRun run_client_on(UdpWire& w, const std::string& host, uint16_t port, const 
   for (const std::string& line : run.report.banner) emit(sink, pending, line);
 
   uint64_t row = 0;
+  uint64_t row_reports = 0;
   for (PerfTest test : {PerfTest::kBw, PerfTest::kLat}) {
     if (o.test != PerfTest::kBoth && o.test != test) continue;
     emit(sink, pending, test == PerfTest::kBw ? bw_header() : lat_header());
@@ -246,7 +247,11 @@ PerfRun run_client_on(UdpWire& w, const std::string& host, uint16_t port, const 
       std::vector<std::string> lines;
       uint64_t payload = 0, messages = 0;
       const RowCounters* counters = nullptr;
+      // The server keeps the row too (its --json): the row as this side writes it, the config once.
+      json report{{"type", "report"}};
+      if (row_reports++ == 0) report["config"] = run.report.config;
       if (r->bw) {
+        report["bw_row"] = bw_row_json(*r->bw);
         run.report.bw.push_back(*r->bw);
         lines.push_back(bw_row_line(*r->bw));
         const uint64_t ways = r->bw->bidirectional ? 2 : 1;
@@ -254,6 +259,7 @@ PerfRun run_client_on(UdpWire& w, const std::string& host, uint16_t port, const 
         messages = ways * r->bw->iterations;
         counters = &run.report.bw.back().counters;
       } else {
+        report["lat_row"] = lat_row_json(*r->lat);
         run.report.lat.push_back(*r->lat);
         lines.push_back(lat_row_line(*r->lat));
         payload = 2 * size * r->lat->iterations;
@@ -263,7 +269,8 @@ PerfRun run_client_on(UdpWire& w, const std::string& host, uint16_t port, const 
       lines.push_back(counters_line(*counters));
       if (o.verbose) lines.push_back(wire_line(*counters, payload, messages));
       for (const std::string& line : lines) emit(sink, pending, line);
-      if (Status st = s.send_control(json{{"type", "report"}, {"lines", pending}}); !st) {
+      report["lines"] = pending;
+      if (Status st = s.send_control(report); !st) {
         return failed(std::move(run), PerfStatus::kFailed, st.error().message);
       }
       pending.clear();

@@ -162,6 +162,7 @@ SideSnapshot take_snapshot(wire::UdpWire& w, engine::ConnId conn) {
   SideSnapshot s;
   w.with_endpoint([&](engine::Endpoint& ep) {
     if (const engine::Connection* c = ep.connection(conn)) s.conn = c->stats();
+    s.endpoint = ep.stats();
   });
   s.rtt = rtt_counts(s.conn.rtt);
   s.wire = w.stats();
@@ -187,6 +188,9 @@ SideCounters side_delta(const SideSnapshot& a, const SideSnapshot& b) {
   d.cnps_sent = y.cnps_sent - x.cnps_sent;
   d.duplicates_dropped = y.duplicates_dropped - x.duplicates_dropped;
   d.corrupt_dropped = y.corrupt_dropped - x.corrupt_dropped;
+  d.malformed_dropped = y.malformed_dropped - x.malformed_dropped;
+  d.endpoint_malformed = b.endpoint.malformed_dropped - a.endpoint.malformed_dropped;
+  d.unknown_connection = b.endpoint.unknown_connection - a.endpoint.unknown_connection;
   for (size_t i = 0; i < d.rtt.size(); ++i) d.rtt[i] = b.rtt[i] >= a.rtt[i] ? b.rtt[i] - a.rtt[i] : 0;
   d.rtt_max_ns = y.rtt.max_ns();
   const wire::UdpWireStats& u = a.wire;
@@ -202,7 +206,13 @@ SideCounters side_delta(const SideSnapshot& a, const SideSnapshot& b) {
   d.gro_messages = v.gro_messages - u.gro_messages;
   d.send_dropped_full = v.send_dropped_full - u.send_dropped_full;
   d.progress_calls = v.progress_calls - u.progress_calls;
+  d.fault_offered = v.fault.datagrams - u.fault.datagrams;
   d.fault_dropped = v.fault.dropped - u.fault.dropped;
+  d.fault_duplicated = v.fault.duplicated - u.fault.duplicated;
+  d.fault_reordered = v.fault.reordered - u.fault.reordered;
+  d.fault_delayed = v.fault.delayed - u.fault.delayed;
+  d.fault_corrupted = v.fault.corrupted - u.fault.corrupted;
+  d.fault_ce_marked = v.fault.ce_marked - u.fault.ce_marked;
   d.rx_stolen = v.rx_stolen - u.rx_stolen;
   d.tx_rerouted = v.tx_rerouted - u.tx_rerouted;
   d.tx_stolen = v.tx_stolen - u.tx_stolen;
@@ -233,6 +243,9 @@ SideCounters sum_sides(const SideCounters& a, const SideCounters& b, bool same_h
   s.cnps_sent += b.cnps_sent;
   s.duplicates_dropped += b.duplicates_dropped;
   s.corrupt_dropped += b.corrupt_dropped;
+  s.malformed_dropped += b.malformed_dropped;
+  s.endpoint_malformed += b.endpoint_malformed;
+  s.unknown_connection += b.unknown_connection;
   for (size_t i = 0; i < s.rtt.size(); ++i) s.rtt[i] += b.rtt[i];
   s.rtt_max_ns = std::max(a.rtt_max_ns, b.rtt_max_ns);
   s.datagrams_sent += b.datagrams_sent;
@@ -246,7 +259,13 @@ SideCounters sum_sides(const SideCounters& a, const SideCounters& b, bool same_h
   s.gro_messages += b.gro_messages;
   s.send_dropped_full += b.send_dropped_full;
   s.progress_calls += b.progress_calls;
+  s.fault_offered += b.fault_offered;
   s.fault_dropped += b.fault_dropped;
+  s.fault_duplicated += b.fault_duplicated;
+  s.fault_reordered += b.fault_reordered;
+  s.fault_delayed += b.fault_delayed;
+  s.fault_corrupted += b.fault_corrupted;
+  s.fault_ce_marked += b.fault_ce_marked;
   s.rx_stolen += b.rx_stolen;
   s.tx_rerouted += b.tx_rerouted;
   s.tx_stolen += b.tx_stolen;
@@ -259,6 +278,15 @@ SideCounters sum_sides(const SideCounters& a, const SideCounters& b, bool same_h
     s.kernel.in_errors += b.kernel.in_errors;
   }
   return s;
+}
+
+uint64_t faults_injected(const SideCounters& c) {
+  return c.fault_dropped + c.fault_duplicated + c.fault_reordered + c.fault_delayed + c.fault_corrupted +
+         c.fault_ce_marked;
+}
+
+uint64_t junk_dropped(const SideCounters& c) {
+  return c.corrupt_dropped + c.malformed_dropped + c.endpoint_malformed + c.unknown_connection;
 }
 
 }  // namespace megascale::perf

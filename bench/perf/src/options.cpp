@@ -79,6 +79,7 @@ Status validate_perf_options(const PerfOptions& o) {
     return bad(fmt::format("--timeout {}: must be > 0 and at most 86400 seconds", o.timeout_s));
   }
   if (o.buffer_budget_bytes < (1ULL << 20)) return bad("--buffer-mib: at least 1 MiB");
+  if (Status s = check_buffer_budget(o); !s) return s;
   if (o.cc.empty()) return bad("--cc: empty preset name");
   if (o.loopback && !o.server.empty()) {
     return bad(fmt::format("--loopback runs both sides here: drop the server address '{}'", o.server));
@@ -151,9 +152,34 @@ uint64_t iterations_for(const PerfOptions& o, PerfTest test, uint64_t size_bytes
   return std::min(base, cap);
 }
 
+uint64_t buffer_bytes(uint64_t count, uint64_t size_bytes) {
+  const uint64_t pages = (std::max<uint64_t>(size_bytes, 1) + kBufferPageBytes - 1) / kBufferPageBytes;
+  return count * pages * kBufferPageBytes;
+}
+
 uint32_t buffers_for(const PerfOptions& o, uint64_t size_bytes) {
-  const uint64_t fit = o.buffer_budget_bytes / std::max<uint64_t>(size_bytes, 1);
+  const uint64_t fit = o.buffer_budget_bytes / buffer_bytes(1, size_bytes);
   return static_cast<uint32_t>(std::clamp<uint64_t>(fit, 1, o.window));
+}
+
+Status check_buffer_budget(const PerfOptions& o) {
+  for (PerfTest test : {PerfTest::kBw, PerfTest::kLat}) {
+    if (o.test != PerfTest::kBoth && o.test != test) continue;
+    const std::vector<uint64_t> sizes = sizes_for(o, test);
+    const uint64_t size = *std::max_element(sizes.begin(), sizes.end());
+    const uint64_t count = test == PerfTest::kBw ? 1 : kLatBuffersPerSide;
+    const uint64_t need = buffer_bytes(count, size);
+    if (need <= o.buffer_budget_bytes) continue;
+    const uint64_t need_mib = (need + (1ULL << 20) - 1) >> 20;
+    const std::string what =
+        test == PerfTest::kBw ? fmt::format("one bw message of {} B", size)
+                              : fmt::format("a latency row's {} buffers of {} B", kLatBuffersPerSide, size);
+    return make_error(fmt::format(
+        "--buffer-mib {}: {} need{} {} MiB of buffers per side{}; give --buffer-mib {} or a smaller size",
+        o.buffer_budget_bytes >> 20, what, test == PerfTest::kBw ? "s" : "", need_mib,
+        test == PerfTest::kBw && o.bidirectional ? " each way" : "", need_mib));
+  }
+  return {};
 }
 
 }  // namespace megascale::perf

@@ -133,7 +133,12 @@ Status check_agreement(const PerfOptions& s, const std::string& server_cc_name, 
   if (s.is_explicit(flag::kBidirectional)) {
     differ(flag::kBidirectional, s.bidirectional ? "on" : "off", c.bidirectional ? "on" : "off");
   }
-  if (diffs.empty()) return {};
+  if (diffs.empty()) {
+    // The client's sizes must fit the server's own --buffer-mib too.
+    if (Status st = check_buffer_budget(adopt_params(s, c)); !st)
+      return make_error("server: " + st.error().message);
+    return {};
+  }
   std::string text =
       "server and client flags differ (give both sides the same flags, or the server only -p):";
   for (const std::string& d : diffs) text += "\n  " + d;
@@ -159,6 +164,9 @@ json to_json(const SideCounters& c) {
               {"cnps_sent", c.cnps_sent},
               {"duplicates_dropped", c.duplicates_dropped},
               {"corrupt_dropped", c.corrupt_dropped},
+              {"malformed_dropped", c.malformed_dropped},
+              {"endpoint_malformed", c.endpoint_malformed},
+              {"unknown_connection", c.unknown_connection},
               {"rtt_buckets", rtt},
               {"rtt_max_ns", c.rtt_max_ns},
               {"datagrams_sent", c.datagrams_sent},
@@ -172,7 +180,13 @@ json to_json(const SideCounters& c) {
               {"gro_messages", c.gro_messages},
               {"send_dropped_full", c.send_dropped_full},
               {"progress_calls", c.progress_calls},
+              {"fault_offered", c.fault_offered},
               {"fault_dropped", c.fault_dropped},
+              {"fault_duplicated", c.fault_duplicated},
+              {"fault_reordered", c.fault_reordered},
+              {"fault_delayed", c.fault_delayed},
+              {"fault_corrupted", c.fault_corrupted},
+              {"fault_ce_marked", c.fault_ce_marked},
               {"rx_stolen", c.rx_stolen},
               {"tx_rerouted", c.tx_rerouted},
               {"tx_stolen", c.tx_stolen},
@@ -201,6 +215,9 @@ SideCounters side_counters_from_json(const json& j) {
   c.cnps_sent = u("cnps_sent");
   c.duplicates_dropped = u("duplicates_dropped");
   c.corrupt_dropped = u("corrupt_dropped");
+  c.malformed_dropped = u("malformed_dropped");
+  c.endpoint_malformed = u("endpoint_malformed");
+  c.unknown_connection = u("unknown_connection");
   if (j.contains("rtt_buckets") && j["rtt_buckets"].is_array()) {
     for (const json& e : j["rtt_buckets"]) {
       if (!e.is_array() || e.size() != 2) continue;
@@ -220,7 +237,13 @@ SideCounters side_counters_from_json(const json& j) {
   c.gro_messages = u("gro_messages");
   c.send_dropped_full = u("send_dropped_full");
   c.progress_calls = u("progress_calls");
+  c.fault_offered = u("fault_offered");
   c.fault_dropped = u("fault_dropped");
+  c.fault_duplicated = u("fault_duplicated");
+  c.fault_reordered = u("fault_reordered");
+  c.fault_delayed = u("fault_delayed");
+  c.fault_corrupted = u("fault_corrupted");
+  c.fault_ce_marked = u("fault_ce_marked");
   c.rx_stolen = u("rx_stolen");
   c.tx_rerouted = u("tx_rerouted");
   c.tx_stolen = u("tx_stolen");

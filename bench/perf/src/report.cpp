@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
+#include <utility>
 
 #include "megascale/perf/protocol.h"
 
@@ -121,6 +123,41 @@ std::string us_text(TimeNs ns) {
   return fmt::format("{:.1f} us", static_cast<double>(ns) / 1e3);
 }
 
+// "a 1, b 2" of the non-zero counts, in order.
+std::string nonzero_list(std::initializer_list<std::pair<const char*, uint64_t>> counts) {
+  std::string text;
+  for (const auto& [name, n] : counts) {
+    if (n == 0) continue;
+    text += fmt::format("{}{} {}", text.empty() ? "" : ", ", name, n);
+  }
+  return text;
+}
+
+// Only with MEGASCALE_FAULT_* set: how many of each fault the injectors applied in the row.
+std::string faults_text(const SideCounters& t) {
+  if (t.fault_offered == 0) return "";
+  const uint64_t n = faults_injected(t);
+  if (n == 0) return fmt::format(", faults injected 0 of {} datagrams", t.fault_offered);
+  return fmt::format(", faults injected {} of {} datagrams ({})", n, t.fault_offered,
+                     nonzero_list({{"drop", t.fault_dropped},
+                                   {"duplicate", t.fault_duplicated},
+                                   {"reorder", t.fault_reordered},
+                                   {"delay", t.fault_delayed},
+                                   {"corrupt", t.fault_corrupted},
+                                   {"ce", t.fault_ce_marked}}));
+}
+
+// Datagrams the receivers threw away: a payload or header that failed its check, or no such connection.
+std::string junk_text(const SideCounters& t) {
+  const uint64_t n = junk_dropped(t);
+  if (n == 0) return "junk dropped 0";
+  return fmt::format("junk dropped {} ({})", n,
+                     nonzero_list({{"corrupt payload", t.corrupt_dropped},
+                                   {"bad content", t.malformed_dropped},
+                                   {"undecodable", t.endpoint_malformed},
+                                   {"unknown connection", t.unknown_connection}}));
+}
+
 }  // namespace
 
 std::string counters_line(const RowCounters& c) {
@@ -136,12 +173,12 @@ std::string counters_line(const RowCounters& c) {
         fmt::format("kernel drops: RcvbufErrors +{} InErrors +{}{}, our sockets +{}", t.kernel.rcvbuf_errors,
                     t.kernel.in_errors, c.same_host ? "" : " (both hosts)", t.kernel.socket_drops);
   }
-  std::string faults = t.fault_dropped ? fmt::format(", injected drops {}", t.fault_dropped) : "";
   return fmt::format(
       " # retx {} (fast {}, rto {}), timeouts {}, ecn {}, cnp {}, repaths {}, {}, "
-      "sends that waited for a credit {} of {}, {}{}",
+      "sends that waited for a credit {} of {}, {}{}, {}",
       t.retransmits_fast + t.retransmits_rto, t.retransmits_fast, t.retransmits_rto, t.timeouts, t.ecn_marks,
-      t.cnps_received, t.repaths, rtt, t.sends_waited_for_credit, t.sends_posted, drops, faults);
+      t.cnps_received, t.repaths, rtt, t.sends_waited_for_credit, t.sends_posted, drops, faults_text(t),
+      junk_text(t));
 }
 
 std::string wire_line(const RowCounters& c, uint64_t payload_bytes, uint64_t messages) {
@@ -152,14 +189,15 @@ std::string wire_line(const RowCounters& c, uint64_t payload_bytes, uint64_t mes
   const std::string takeover =
       t.rx_stolen + t.tx_rerouted + t.tx_stolen == 0
           ? ""
-          : fmt::format("; stalled I/O threads' work taken over: {} messages received, {} packets rerouted, "
-                        "{} datagrams sent from their queues",
-                        t.rx_stolen, t.tx_rerouted, t.tx_stolen);
+          : fmt::format(
+                "; stalled I/O threads' work taken over: {} messages received, {} packets rerouted, "
+                "{} datagrams sent from their queues",
+                t.rx_stolen, t.tx_rerouted, t.tx_stolen);
   // With I/O threads: the share of their awake (polling) time that moved something.
-  const std::string busy =
-      t.io_awake_ns == 0 ? ""
-                         : fmt::format("; I/O threads busy {:.0f}% of their {:.2f} s awake",
-                                       100 * per(t.io_busy_ns, t.io_awake_ns), t.io_awake_ns / 1e9);
+  const std::string busy = t.io_awake_ns == 0
+                               ? ""
+                               : fmt::format("; I/O threads busy {:.0f}% of their {:.2f} s awake",
+                                             100 * per(t.io_busy_ns, t.io_awake_ns), t.io_awake_ns / 1e9);
   return fmt::format(
       " # wire (both sides): per message {:.1f} datagrams, {:.2f} send + {:.2f} recv syscalls, {:.1f} "
       "progress "
@@ -198,6 +236,19 @@ json counters_json(const RowCounters& c) {
               {"tx_stolen", t.tx_stolen},
               {"io_awake_ns", t.io_awake_ns},
               {"io_busy_ns", t.io_busy_ns},
+              {"faults_injected", faults_injected(t)},
+              {"fault_datagrams", t.fault_offered},
+              {"fault_dropped", t.fault_dropped},
+              {"fault_duplicated", t.fault_duplicated},
+              {"fault_reordered", t.fault_reordered},
+              {"fault_delayed", t.fault_delayed},
+              {"fault_corrupted", t.fault_corrupted},
+              {"fault_ce_marked", t.fault_ce_marked},
+              {"junk_dropped", junk_dropped(t)},
+              {"corrupt_dropped", t.corrupt_dropped},
+              {"malformed_dropped", t.malformed_dropped},
+              {"endpoint_malformed", t.endpoint_malformed},
+              {"unknown_connection", t.unknown_connection},
               {"same_host", c.same_host},
               {"client", to_json(c.client)},
               {"server", to_json(c.server)}};
@@ -234,6 +285,61 @@ json lat_row_json(const LatRow& r) {
               {"p50", f.p50_us},
               {"verified_messages", r.verified_messages},
               {"counters", counters_json(r.counters)}};
+}
+
+namespace {
+
+RowCounters counters_from_json(const json& j) {
+  RowCounters c;
+  c.same_host = j.at("same_host").get<bool>();
+  c.client = side_counters_from_json(j.at("client"));
+  c.server = side_counters_from_json(j.at("server"));
+  c.total = sum_sides(c.client, c.server, c.same_host);
+  return c;
+}
+
+}  // namespace
+
+Result<BwRow> bw_row_from_json(const json& j) {
+  try {
+    BwRow r;
+    r.figures = bw_figures_from_json(j);
+    r.size_bytes = j.at("MsgSize").get<uint64_t>();
+    r.iterations = j.at("n_iterations").get<uint64_t>();
+    r.window = j.at("window").get<uint32_t>();
+    r.bidirectional = j.at("bidirectional").get<bool>();
+    r.verified_messages = j.at("verified_messages").get<uint64_t>();
+    r.counters = counters_from_json(j.at("counters"));
+    if (r.bidirectional) {
+      r.forward = bw_figures_from_json(j.at("client_to_server"));
+      r.reverse = bw_figures_from_json(j.at("server_to_client"));
+    }
+    return r;
+  } catch (const json::exception& e) {
+    return make_error(std::string("malformed bw row: ") + e.what());
+  }
+}
+
+Result<LatRow> lat_row_from_json(const json& j) {
+  try {
+    LatRow r;
+    r.size_bytes = j.at("MsgSize").get<uint64_t>();
+    r.iterations = j.at("n_iterations").get<uint64_t>();
+    LatFigures& f = r.figures;
+    f.t_min_us = j.at("t_min").get<double>();
+    f.t_max_us = j.at("t_max").get<double>();
+    f.t_typical_us = j.at("t_typical").get<double>();
+    f.t_avg_us = j.at("t_avg").get<double>();
+    f.t_stdev_us = j.at("t_stdev").get<double>();
+    f.p99_us = j.at("percentile_99").get<double>();
+    f.p999_us = j.at("percentile_99.9").get<double>();
+    f.p50_us = j.at("p50").get<double>();
+    r.verified_messages = j.at("verified_messages").get<uint64_t>();
+    r.counters = counters_from_json(j.at("counters"));
+    return r;
+  } catch (const json::exception& e) {
+    return make_error(std::string("malformed latency row: ") + e.what());
+  }
 }
 
 json report_json(const PerfReport& r) {

@@ -30,7 +30,7 @@ class Buffers {
   uint8_t* operator[](uint64_t i) { return mem_.get() + (i % count_) * stride_; }
 
  private:
-  static constexpr uint64_t kPage = 4096;
+  static constexpr uint64_t kPage = kBufferPageBytes;
   static uint64_t round_up(uint64_t n) { return (n + kPage - 1) / kPage * kPage; }
   struct Free {
     void operator()(uint8_t* p) const { std::free(p); }
@@ -352,6 +352,8 @@ class LatRecvs {
   const char* what_;
   std::array<engine::RequestId, kLatRecvsAhead + 1> ids_{};
 };
+
+static_assert(2 + kLatRecvsAhead + 1 == kLatBuffersPerSide, "options.h counts a latency row's buffers");
 
 Result<LatRow> client_lat_row(Session& s, const PerfOptions& o, uint64_t row, uint64_t size, uint64_t count,
                               bool same_host) {

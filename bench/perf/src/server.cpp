@@ -30,6 +30,26 @@ std::string host_name() {
   return name;
 }
 
+// A client's "report": its lines were printed; its config and row go into this side's report.
+Status keep_reported(const json& m, const UdpWire& w, PerfReport& into) {
+  if (m.contains("config") && m["config"].is_object()) {
+    into.config = m["config"];
+    into.config["mode"] = fmt::format("server on {}: rows as its client measured them (client's config)",
+                                      w.capabilities().describe());
+  }
+  if (m.contains("bw_row")) {
+    auto row = bw_row_from_json(m["bw_row"]);
+    if (!row) return make_error("protocol: the client's report: " + row.error().message);
+    into.bw.push_back(std::move(*row));
+  }
+  if (m.contains("lat_row")) {
+    auto row = lat_row_from_json(m["lat_row"]);
+    if (!row) return make_error("protocol: the client's report: " + row.error().message);
+    into.lat.push_back(std::move(*row));
+  }
+  return {};
+}
+
 }  // namespace
 
 std::string describe_faults(const wire::FaultConfig& f) {
@@ -99,12 +119,17 @@ PerfRun run_server_on(UdpWire& w, const PerfOptions& o, const std::string& cc_na
                            w.peer_address(s.conn()->peer()), to_string(eff.test), describe_sizes(eff),
                            eff.window, params->lanes, params->cc));
   }
+  // The rows the client reports, for this side's --json; kept when the run fails later.
+  PerfRun run;
+  auto stop_with = [&](std::string error) {
+    s.close();
+    run.status = PerfStatus::kFailed;
+    run.error = std::move(error);
+    return std::move(run);
+  };
   for (;;) {
     auto m = s.recv_control("");
-    if (!m) {
-      s.close();
-      return failed(PerfStatus::kFailed, m.error().message);
-    }
+    if (!m) return stop_with(m.error().message);
     const std::string type = m->value("type", std::string());
     if (m->contains("lines") && (*m)["lines"].is_array()) {
       for (const json& line : (*m)["lines"]) {
@@ -112,21 +137,17 @@ PerfRun run_server_on(UdpWire& w, const PerfOptions& o, const std::string& cc_na
       }
     }
     if (type == "row") {
-      if (Status st = server_row(s, eff, *m); !st) {
-        s.close();
-        return failed(PerfStatus::kFailed, st.error().message);
-      }
+      if (Status st = server_row(s, eff, *m); !st) return stop_with(st.error().message);
     } else if (type == "report") {
-      // printed above
+      if (Status st = keep_reported(*m, w, run.report); !st) return stop_with(st.error().message);
     } else if (type == "done") {
       break;
     } else {
-      s.close();
-      return failed(PerfStatus::kFailed, "protocol: unexpected '" + type + "' message from the client");
+      return stop_with("protocol: unexpected '" + type + "' message from the client");
     }
   }
   s.close();
-  return PerfRun{};
+  return run;
 }
 
 }  // namespace megascale::perf::detail

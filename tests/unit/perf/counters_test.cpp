@@ -134,5 +134,32 @@ TEST(PerfSides, DeltaAndSumCountBothDirectionsAndTheHostOnce) {
   EXPECT_FALSE(side_delta(unread, b).kernel.ok);
 }
 
+TEST(PerfSides, FaultsAndJunkAreCountedPerRowAndSummed) {
+  SideSnapshot a, b;
+  a.wire.fault.datagrams = 100;
+  b.wire.fault.datagrams = 600;
+  b.wire.fault.dropped = 9;
+  b.wire.fault.duplicated = 4;
+  b.wire.fault.reordered = 6;
+  b.wire.fault.delayed = 1;
+  b.wire.fault.corrupted = 2;
+  b.wire.fault.ce_marked = 3;
+  b.conn.corrupt_dropped = 2;
+  b.conn.malformed_dropped = 1;
+  a.endpoint.malformed_dropped = 10;
+  b.endpoint.malformed_dropped = 13;
+  b.endpoint.unknown_connection = 5;
+  const SideCounters d = side_delta(a, b);
+  EXPECT_EQ(d.fault_offered, 500u);
+  EXPECT_EQ(faults_injected(d), 25u);
+  EXPECT_EQ(d.endpoint_malformed, 3u);
+  EXPECT_EQ(junk_dropped(d), 2u + 1u + 3u + 5u);
+
+  const SideCounters both = sum_sides(d, d, /*same_host=*/true);
+  EXPECT_EQ(both.fault_offered, 1000u);
+  EXPECT_EQ(faults_injected(both), 50u);
+  EXPECT_EQ(junk_dropped(both), 22u);
+}
+
 }  // namespace
 }  // namespace megascale::perf

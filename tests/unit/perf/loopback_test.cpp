@@ -1,6 +1,7 @@
 // `megascale perf` end to end on loopback: short bw and latency rows with every byte checked by the
 // receiver, counters reported after each row, retransmissions counted under injected loss, and the
 // server/client flag check and failure paths (exit 2 vs exit 1 cases). Rows are small and short.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -175,6 +176,36 @@ TEST(PerfLoopback, InjectedLossIsRecoveredAndCounted) {
   EXPECT_NE(r.report.config["faults"].get<std::string>().find("drop 2%"), std::string::npos);
 }
 
+TEST(PerfLoopback, TableShowsTheFaultsInjectedAndTheJunkDropped) {
+  setenv("MEGASCALE_FAULT_DROP", "0.02", 1);
+  setenv("MEGASCALE_FAULT_CORRUPT", "0.02", 1);
+  setenv("MEGASCALE_FAULT_SEED", "11", 1);
+  PerfOptions o = loopback({"-s", "-n", "--check", "--test"});
+  o.test = PerfTest::kBw;
+  o.size_bytes = 65536;
+  o.iterations = 100;
+  o.check = true;
+  Captured out;
+  const PerfRun r = run_perf(o, out.sink());
+  unsetenv("MEGASCALE_FAULT_DROP");
+  unsetenv("MEGASCALE_FAULT_CORRUPT");
+  unsetenv("MEGASCALE_FAULT_SEED");
+  ASSERT_EQ(r.status, PerfStatus::kOk) << r.error;
+  const SideCounters& t = r.report.bw.at(0).counters.total;
+  ASSERT_GT(t.fault_dropped, 0u);
+  ASSERT_GT(t.fault_corrupted, 0u);
+  EXPECT_GT(junk_dropped(t), 0u);  // a flipped bit fails a CRC: the receiver drops the datagram
+  std::string counters;
+  for (const std::string& l : out.lines) {
+    if (l.rfind(" # retx", 0) == 0) counters = l;
+  }
+  EXPECT_NE(counters.find(fmt::format(", faults injected {} of", faults_injected(t))), std::string::npos)
+      << counters;
+  EXPECT_NE(counters.find(fmt::format("drop {}", t.fault_dropped)), std::string::npos) << counters;
+  EXPECT_NE(counters.find(fmt::format("corrupt {}", t.fault_corrupted)), std::string::npos) << counters;
+  EXPECT_NE(counters.find(fmt::format("junk dropped {} (", junk_dropped(t))), std::string::npos) << counters;
+}
+
 TEST(PerfLoopback, BadOptionsAreUsageErrors) {
   PerfOptions o = loopback({"-s"});
   o.all_sizes = true;
@@ -269,6 +300,44 @@ TEST(PerfServerClient, ServerWithOnlyAPortRunsTheClientsTest) {
   EXPECT_EQ(client_run.report.config["negotiated_segment_bytes"], 1400);
   // The server printed the rows the client reported.
   EXPECT_TRUE(server_out.has_line_starting(" 3000       20 "));
+}
+
+TEST(PerfServerClient, ServerReportHasTheRowsItPrinted) {
+  const uint16_t port = free_port();
+  PerfOptions server;
+  server.cc = kSteadyCc;
+  server.port = port;
+  server.port_given = true;
+  server.lanes = 1;
+  server.timeout_s = 10;
+  server.explicit_flags = {"--lanes"};
+  PerfRun server_run;
+  std::thread t([&] { server_run = run_perf(server, PerfSink{}); });
+
+  PerfOptions client = server;
+  client.server = "127.0.0.1";
+  client.test = PerfTest::kBoth;
+  client.size_bytes = 3000;
+  client.iterations = 20;
+  client.explicit_flags = {"-s", "-n", "--test", "--lanes"};
+  PerfRun client_run;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    client_run = run_perf(client, PerfSink{});
+    if (client_run.status == PerfStatus::kOk) break;
+    usleep(100'000);
+  }
+  t.join();
+  ASSERT_EQ(client_run.status, PerfStatus::kOk) << client_run.error;
+  ASSERT_EQ(server_run.status, PerfStatus::kOk) << server_run.error;
+  // The server's --json document has the rows its table printed, as the client measured them.
+  const nlohmann::json doc = report_json(server_run.report);
+  ASSERT_EQ(doc["bw"].size(), 1u) << doc.dump();
+  ASSERT_EQ(doc["lat"].size(), 1u) << doc.dump();
+  EXPECT_EQ(doc["bw"][0], report_json(client_run.report)["bw"][0]);
+  EXPECT_EQ(doc["lat"][0], report_json(client_run.report)["lat"][0]);
+  EXPECT_EQ(doc["bw"][0]["verified_messages"], 20);
+  EXPECT_EQ(doc["config"]["test"], "both");
+  EXPECT_NE(doc["config"]["mode"].get<std::string>().find("server on"), std::string::npos);
 }
 
 TEST(PerfServerClient, NoServerIsAFailureNamingTheConnection) {

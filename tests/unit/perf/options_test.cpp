@@ -57,6 +57,48 @@ TEST(PerfBuffers, WindowIsBoundedByTheBufferBudget) {
   EXPECT_EQ(buffers_for(o, 1u << 30), 1u);   // at least one
 }
 
+TEST(PerfBuffers, SmallMessagesTakeWholePagesOfTheBudget) {
+  PerfOptions o;
+  o.window = 1024;
+  o.buffer_budget_bytes = 1u << 20;
+  EXPECT_EQ(buffer_bytes(1, 2), 4096u);
+  EXPECT_EQ(buffer_bytes(3, 4097), 3u * 8192);
+  EXPECT_EQ(buffers_for(o, 2), 256u);  // 1 MiB of 4 KiB pages, not 1024 messages of 2 B
+}
+
+TEST(PerfBuffers, ABudgetTooSmallForOneMessageIsRefusedWithTheSizeItNeeds) {
+  auto error_of = [](const PerfOptions& o) {
+    Status s = validate_perf_options(o);
+    return s ? std::string() : s.error().message;
+  };
+  PerfOptions big = with({"-s"});
+  big.test = PerfTest::kBw;
+  big.size_bytes = 1u << 30;
+  big.buffer_budget_bytes = 1u << 20;
+  EXPECT_NE(error_of(big).find("--buffer-mib 1: one bw message of 1073741824 B needs 1024 MiB of buffers per "
+                               "side; give --buffer-mib 1024"),
+            std::string::npos)
+      << error_of(big);
+  big.buffer_budget_bytes = 1024u << 20;
+  EXPECT_EQ(error_of(big), "");
+
+  PerfOptions sweep = with({"-a"});
+  sweep.all_sizes = true;
+  sweep.test = PerfTest::kBw;
+  sweep.bidirectional = true;
+  sweep.buffer_budget_bytes = 1u << 20;
+  EXPECT_NE(error_of(sweep).find("needs 64 MiB of buffers per side each way"), std::string::npos)
+      << error_of(sweep);
+
+  // A latency row keeps five buffers on each side.
+  PerfOptions lat = with({"-s"});
+  lat.test = PerfTest::kLat;
+  lat.size_bytes = 1u << 20;
+  lat.buffer_budget_bytes = 4u << 20;
+  EXPECT_NE(error_of(lat).find("a latency row's 5 buffers of 1048576 B need 5 MiB"), std::string::npos)
+      << error_of(lat);
+}
+
 TEST(PerfValidate, DefaultsAreValid) {
   EXPECT_TRUE(validate_perf_options(PerfOptions{}));
 }

@@ -130,6 +130,21 @@ TEST(PerfAgreement, SweepAgainstSizeDiffers) {
   EXPECT_NE(s.error().message.find("-a on the server, -s 4096 on the client"), std::string::npos);
 }
 
+TEST(PerfAgreement, ClientSizesMustFitTheServersBufferBudget) {
+  PerfOptions server;
+  server.buffer_budget_bytes = 1u << 20;
+  PerfOptions client;
+  client.test = PerfTest::kBw;
+  client.size_bytes = 8u << 20;
+  Status s = check_agreement(server, "x", params_from(client, "x"));
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message.find("server: --buffer-mib 1: one bw message of 8388608 B needs 8 MiB"),
+            std::string::npos)
+      << s.error().message;
+  server.buffer_budget_bytes = 8u << 20;
+  EXPECT_TRUE(check_agreement(server, "x", params_from(client, "x")));
+}
+
 TEST(PerfAgreement, AdoptedOptionsAreTheClientsTestWithTheServersLimits) {
   PerfOptions server;
   server.buffer_budget_bytes = 64u << 20;

@@ -145,6 +145,73 @@ TEST(PerfTables, CountersLineNamesEveryCounterAndTheKernelDrops) {
   EXPECT_NE(counters_line(unread).find("rtt -"), std::string::npos);
 }
 
+TEST(PerfTables, CountersLineShowsInjectedFaultsAndJunk) {
+  RowCounters c;
+  EXPECT_EQ(counters_line(c).find("faults injected"), std::string::npos);  // injection off: not named
+  EXPECT_NE(counters_line(c).find(", junk dropped 0"), std::string::npos) << counters_line(c);
+
+  c.total.fault_offered = 1000;
+  EXPECT_NE(counters_line(c).find(", faults injected 0 of 1000 datagrams"), std::string::npos)
+      << counters_line(c);
+
+  c.total.fault_dropped = 20;
+  c.total.fault_duplicated = 5;
+  c.total.fault_reordered = 7;
+  c.total.fault_corrupted = 3;
+  c.total.corrupt_dropped = 3;
+  c.total.unknown_connection = 2;
+  const std::string line = counters_line(c);
+  EXPECT_NE(line.find(", faults injected 35 of 1000 datagrams (drop 20, duplicate 5, reorder 7, corrupt 3)"),
+            std::string::npos)
+      << line;
+  EXPECT_NE(line.find(", junk dropped 5 (corrupt payload 3, unknown connection 2)"), std::string::npos)
+      << line;
+
+  BwRow row;
+  row.counters = c;
+  const nlohmann::json j = bw_row_json(row)["counters"];
+  EXPECT_EQ(j["faults_injected"], 35);
+  EXPECT_EQ(j["fault_datagrams"], 1000);
+  EXPECT_EQ(j["fault_corrupted"], 3);
+  EXPECT_EQ(j["junk_dropped"], 5);
+}
+
+TEST(PerfJson, RowsReadBackAsWritten) {
+  BwRow b;
+  b.size_bytes = 4096;
+  b.iterations = 10;
+  b.window = 8;
+  b.verified_messages = 10;
+  b.figures.bw_average_gbps = 3.5;
+  b.bidirectional = true;
+  b.forward.bw_average_gbps = 2.0;
+  b.reverse.bw_average_gbps = 1.5;
+  b.counters.client.retransmits_fast = 2;
+  b.counters.server.fault_dropped = 4;
+  b.counters.server.corrupt_dropped = 1;
+  b.counters.total = sum_sides(b.counters.client, b.counters.server, false);
+  auto back = bw_row_from_json(bw_row_json(b));
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(bw_row_json(*back), bw_row_json(b));
+  EXPECT_EQ(back->counters.total.fault_dropped, 4u);
+
+  LatRow l;
+  l.size_bytes = 2;
+  l.iterations = 2;
+  l.figures = lat_figures({2000, 4000});
+  l.counters.client.unknown_connection = 3;
+  l.counters.total = l.counters.client;
+  auto lback = lat_row_from_json(lat_row_json(l));
+  ASSERT_TRUE(lback) << lback.error().message;
+  EXPECT_EQ(lat_row_json(*lback), lat_row_json(l));
+
+  nlohmann::json broken = bw_row_json(b);
+  broken.erase("MsgSize");
+  auto bad = bw_row_from_json(broken);
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("malformed bw row"), std::string::npos) << bad.error().message;
+}
+
 TEST(PerfJson, RowsUsePerftestsKeys) {
   BwRow b;
   b.size_bytes = 4096;

@@ -54,6 +54,7 @@ TimeNs rtt_percentile_ns(const RttCounts& c, double q, TimeNs max_ns);
 // One side of a connection at one instant.
 struct SideSnapshot {
   engine::ConnectionStats conn;
+  engine::EndpointStats endpoint;
   RttCounts rtt{};
   wire::UdpWireStats wire;
   KernelUdp kernel;
@@ -80,7 +81,8 @@ struct SideCounters {
   uint64_t ce_received = 0;
   uint64_t cnps_sent = 0;
   uint64_t duplicates_dropped = 0;
-  uint64_t corrupt_dropped = 0;
+  uint64_t corrupt_dropped = 0;    // payload CRC mismatch
+  uint64_t malformed_dropped = 0;  // intact header, impossible content
   RttCounts rtt{};
   TimeNs rtt_max_ns = 0;  // the histogram's max so far (for the top bucket)
   // The wire.
@@ -95,7 +97,19 @@ struct SideCounters {
   uint64_t gro_messages = 0;
   uint64_t send_dropped_full = 0;
   uint64_t progress_calls = 0;
-  uint64_t fault_dropped = 0;  // injected by MEGASCALE_FAULT_* (not the kernel's)
+  // Injected by MEGASCALE_FAULT_* on this side's receive path (not the kernel's); fault_offered counts
+  // the datagrams the injector saw (0: injection off).
+  uint64_t fault_offered = 0;
+  uint64_t fault_dropped = 0;
+  uint64_t fault_duplicated = 0;
+  uint64_t fault_reordered = 0;
+  uint64_t fault_delayed = 0;
+  uint64_t fault_corrupted = 0;
+  uint64_t fault_ce_marked = 0;
+  // Datagrams the endpoint could not hand to a connection: failed decoding (bad magic, header CRC,
+  // truncated) or for a connection id it does not have.
+  uint64_t endpoint_malformed = 0;
+  uint64_t unknown_connection = 0;
   // A stalled I/O thread's work taken over (--stall-us): messages read from its socket, packets given
   // to a sibling instead, and datagrams a sibling sent from its queue.
   uint64_t rx_stolen = 0;
@@ -110,6 +124,11 @@ struct SideCounters {
 };
 
 SideCounters side_delta(const SideSnapshot& before, const SideSnapshot& after);
+
+// Faults injected in all (every kind), and datagrams dropped as junk (corrupt payload, impossible
+// content, undecodable, unknown connection).
+uint64_t faults_injected(const SideCounters& c);
+uint64_t junk_dropped(const SideCounters& c);
 
 // a + b, field by field (both directions of a row; the kernel's host counters too, so give
 // `same_host` = true when both sides read the same machine's counters: they are then taken from `a`).

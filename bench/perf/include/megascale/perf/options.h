@@ -57,6 +57,11 @@ inline constexpr int kSweepMaxLog2Bw = 26;
 inline constexpr uint64_t kDefaultRowBytes = uint64_t{2} << 30;
 inline constexpr uint64_t kMinDefaultIterations = 16;
 inline constexpr uint64_t kMaxSizeBytes = uint64_t{1} << 30;  // -s limit: buffers are allocated
+// Each message buffer starts on a page and takes whole pages.
+inline constexpr uint64_t kBufferPageBytes = 4096;
+// Buffers a latency row takes on each side: two for its sends (one in flight, one being refilled),
+// three for the receives it keeps posted ahead (rows.h, kLatRecvsAhead + 1).
+inline constexpr uint64_t kLatBuffersPerSide = 5;
 
 // Flag names as the command line spells them; PerfOptions::explicit_flags holds those the user gave,
 // which the parameter exchange compares between server and client.
@@ -147,8 +152,14 @@ std::vector<uint64_t> sizes_for(const PerfOptions& o, PerfTest test);
 // default capped to kDefaultRowBytes.
 uint64_t iterations_for(const PerfOptions& o, PerfTest test, uint64_t size_bytes);
 
-// Message buffers one side allocates for a bw row: enough for the window, within the budget (at least
-// one). The bw window is min(window, buffers).
+// Message buffers one side allocates for a bw row, each way: enough for the window, within the budget
+// (at least one; check_buffer_budget refuses a budget too small for that). The bw window is
+// min(window, buffers).
 uint32_t buffers_for(const PerfOptions& o, uint64_t size_bytes);
+// Memory `count` buffers for messages of `size_bytes` take (each rounded up to whole pages).
+uint64_t buffer_bytes(uint64_t count, uint64_t size_bytes);
+// --buffer-mib must hold one bw message of the largest size each way and a latency row's
+// kLatBuffersPerSide: an error names the flag and the budget the sizes need.
+Status check_buffer_budget(const PerfOptions& o);
 
 }  // namespace megascale::perf

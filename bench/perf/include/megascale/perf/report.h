@@ -102,5 +102,9 @@ std::string wire_line(const RowCounters& c, uint64_t payload_bytes, uint64_t mes
 nlohmann::json bw_row_json(const BwRow& r);
 nlohmann::json lat_row_json(const LatRow& r);
 nlohmann::json report_json(const PerfReport& r);
+// The rows back from bw_row_json / lat_row_json (the server keeps the rows its client reports):
+// counters from their "client" and "server" parts. Error: a key missing or of the wrong type.
+Result<BwRow> bw_row_from_json(const nlohmann::json& j);
+Result<LatRow> lat_row_from_json(const nlohmann::json& j);
 
 }  // namespace megascale::perf

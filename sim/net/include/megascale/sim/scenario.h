@@ -161,6 +161,33 @@ Result<cc::CcConfig> scenario_cc_config(const SimScenario& scenario, const std::
 Result<std::vector<FlowSpec>> scenario_flows(const SimScenario& scenario, uint32_t hosts,
                                              uint64_t host_rate_bps, uint32_t* group_ranks = nullptr);
 
+// What a scenario will build, known before the fabric is allocated: its elements, the partitions that
+// get any of them (threads beyond those have nothing to run), and an estimate of the memory the run
+// takes (a model fitted to peak RSS, scenario_footprint.cpp; within about 2x).
+struct ScenarioFootprint {
+  uint64_t hosts = 0;
+  uint64_t switches = 0;
+  uint64_t links = 0;  // fabric links (each two one-way ports)
+  uint64_t flows = 0;
+  uint64_t connections = 0;      // (source, destination) pairs x connections_per_pair
+  uint32_t partitions = 1;       // threads asked for
+  uint32_t busy_partitions = 1;  // partitions with at least one host or switch
+  uint64_t estimated_bytes = 0;
+};
+Result<ScenarioFootprint> scenario_footprint(const SimScenario& scenario);
+
+// The machine's memory from /proc/meminfo (MemTotal, MemAvailable), in bytes; 0 where unknown.
+struct MemInfo {
+  uint64_t total_bytes = 0;
+  uint64_t available_bytes = 0;
+};
+MemInfo parse_meminfo(std::string_view proc_meminfo_text);
+MemInfo read_meminfo();
+
+// What to tell the user before a run: warnings (threads with no partition to run, an estimate above
+// the available memory), or an error when the estimate exceeds the machine's physical memory.
+Result<std::vector<std::string>> check_footprint(const ScenarioFootprint& f, const MemInfo& memory);
+
 // Builds the fabric and runs the workload under `controller` ("" = the scenario's). `progress` (may be
 // null) is told every 100 us of virtual time.
 Result<ScenarioRun> run_sim_scenario(const SimScenario& scenario, const std::string& controller,
