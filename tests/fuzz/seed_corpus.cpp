@@ -108,6 +108,14 @@ std::vector<std::pair<std::string, Bytes>> packets() {
   out.emplace_back("syn", header(encode_handshake({.type = PacketType::kSyn, .dst_conn_id = 0}, hs, h), h));
   out.emplace_back("syn_ack",
                    header(encode_handshake({.type = PacketType::kSynAck, .dst_conn_id = id}, hs, h), h));
+  HandshakeBody v3 = hs;
+  v3.version_min = v3.version_max = 3;
+  out.emplace_back(
+      "syn_ack_confirm",
+      header(
+          encode_handshake(
+              {.version = 3, .type = PacketType::kSynAck, .flags = kFlagConfirm, .dst_conn_id = id}, v3, h),
+          h));
   HandshakeBody v2 = hs;
   v2.version_min = 2;
   v2.version_max = 3;

@@ -186,6 +186,7 @@ megascale::Result<std::unique_ptr<UdpWire>> make_wire(const Args& a, uint16_t bi
   cfg.engine.lanes = a.lanes;
   cfg.engine.segment_bytes = a.segment;
   cfg.engine.seed = seed;
+  cfg.fixed_seed = true;  // the same path ids every run, for the topology tests
   cfg.engine.connect_timeout_ns = megascale::sec(std::min(10.0, a.deadline_s));
   cfg.idle_poll_ns = megascale::us(a.idle_poll_us);
   cfg.pending_poll_ns = cfg.idle_poll_ns;

@@ -190,6 +190,18 @@ PerfRun run_client_on(UdpWire& w, const std::string& host, uint16_t port, const 
   auto ctl = open("control");
   if (!ctl) return failed(std::move(run), PerfStatus::kFailed, ctl.error().message);
   Session s(w, *ctl, o, sink, "server");
+  // A server busy with another client refuses our connections (Endpoint::refuse): say so plainly
+  // rather than as whatever the refusal interrupted.
+  auto busy_or = [&](std::string text) -> std::string {
+    const engine::Connection* c = s.control();
+    if (c != nullptr && c->state() == engine::ConnectionState::kFailed &&
+        c->error().find("connection refused by peer") != std::string::npos &&
+        c->error().find("server busy") != std::string::npos) {
+      return fmt::format("server {} port {} is busy with another client's run; try again when it ends", host,
+                         port);
+    }
+    return text;
+  };
   auto established = [&](engine::Connection* c) -> Status {
     if (Status st =
             s.drive([&] { return c->state() != engine::ConnectionState::kConnecting; }, "the connection");
@@ -202,22 +214,23 @@ PerfRun run_client_on(UdpWire& w, const std::string& host, uint16_t port, const 
     return {};
   };
   if (Status st = established(s.control()); !st)
-    return failed(std::move(run), PerfStatus::kFailed, st.error().message);
+    return failed(std::move(run), PerfStatus::kFailed, busy_or(st.error().message));
   auto data = open("data");
   if (!data) return failed(std::move(run), PerfStatus::kFailed, data.error().message);
   s.set_data(*data);
   if (Status st = established(s.conn()); !st)
-    return failed(std::move(run), PerfStatus::kFailed, st.error().message);
+    return failed(std::move(run), PerfStatus::kFailed, busy_or(st.error().message));
   if (Status st = s.post_control_recv(); !st)
-    return failed(std::move(run), PerfStatus::kFailed, st.error().message);
+    return failed(std::move(run), PerfStatus::kFailed, busy_or(st.error().message));
   if (Status st = s.send_control(to_json(params_from(o, setup.cc_name))); !st) {
-    return failed(std::move(run), PerfStatus::kFailed, st.error().message);
+    return failed(std::move(run), PerfStatus::kFailed, busy_or(st.error().message));
   }
   auto reply = s.recv_control("accept");
   if (!reply) {
     const bool refused = s.last_control().find("\"refuse\"") != std::string::npos;
+    const std::string why = busy_or(reply.error().message);
     s.close();
-    return failed(std::move(run), refused ? PerfStatus::kUsage : PerfStatus::kFailed, reply.error().message);
+    return failed(std::move(run), refused ? PerfStatus::kUsage : PerfStatus::kFailed, why);
   }
   ServerInfo srv;
   srv.transport = reply->value("transport", std::string("?"));

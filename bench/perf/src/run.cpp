@@ -39,7 +39,6 @@ wire::UdpConfig wire_config_for(const PerfOptions& o, PerfRole side, const cc::C
   // Room for the bw window plus the control messages.
   c.engine.max_posted_recvs = std::max<uint32_t>(c.engine.max_posted_recvs, o.window + 8);
   c.engine.max_posted_sends = std::max<uint32_t>(c.engine.max_posted_sends, o.window + 8);
-  c.engine.seed = server ? 2 : 1;
   // --timeout also bounds the connection attempt (a client started before its server, a wrong port).
   c.engine.connect_timeout_ns = std::min(c.engine.connect_timeout_ns, sec(o.timeout_s));
   return c;

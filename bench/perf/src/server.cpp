@@ -84,13 +84,24 @@ PerfRun run_server_on(UdpWire& w, const PerfOptions& o, const std::string& cc_na
     if (!id) w.wait_for_io(std::min(w.next_deadline(), UdpWire::now() + 20 * kNsPerMs));
   }
   Session s(w, *id, o, sink, "client");
+  // One client at a time: its data connection comes from the address its control connection came
+  // from (both leave from its home socket); any other client is told the server is busy.
+  const std::string busy = "server busy: another client's run is in progress";
+  const uint32_t client_peer = s.control()->peer();
   std::optional<engine::ConnId> data;
-  if (Status st = s.drive([&] { return (data = w.endpoint().accept()).has_value(); }, "the data connection");
-      !st) {
+  auto data_came = [&] {
+    while ((data = w.endpoint().accept())) {
+      if (w.endpoint().connection(*data)->peer() == client_peer) return true;
+      w.endpoint().refuse(*data, busy);
+    }
+    return false;
+  };
+  if (Status st = s.drive(data_came, "the data connection"); !st) {
     s.close();
     return failed(PerfStatus::kFailed, st.error().message);
   }
   s.set_data(*data);
+  s.refuse_newcomers(busy);
   if (Status st = s.post_control_recv(); !st) return failed(PerfStatus::kFailed, st.error().message);
   auto msg = s.recv_control("params");
   if (!msg) {

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <optional>
 #include <thread>
 
 #include "megascale/perf/protocol.h"
@@ -31,6 +32,11 @@ Session::Session(wire::UdpWire& w, engine::ConnId control, const PerfOptions& o,
 
 Status Session::progress() {
   if (Status s = wire_.progress(); !s) return make_error("udp wire: " + s.error().message);
+  if (!refuse_why_.empty()) {
+    while (std::optional<engine::ConnId> other = wire_.endpoint().accept()) {
+      wire_.endpoint().refuse(*other, refuse_why_);
+    }
+  }
   return {};
 }
 

@@ -39,8 +39,10 @@ class Session {
   engine::Completion test_send(engine::RequestId id) { return wire_.test(data_id_, id); }
   engine::Connection* control() { return wire_.endpoint().connection(control_id_); }
 
-  // One progress round (receive, engine, timers, send).
+  // One progress round (receive, engine, timers, send). After refuse_newcomers(why), every connection
+  // another client opens meanwhile is refused with `why` (Endpoint::refuse): the server serves one.
   Status progress();
+  void refuse_newcomers(std::string why) { refuse_why_ = std::move(why); }
   // Nothing to do until the wire has news: with --poll sleep, sleeps in epoll until a datagram or the
   // engine's next deadline; --poll busy returns at once; --poll adaptive returns at once while the
   // last datagram is less than kAdaptiveSpinNs old, then sleeps.
@@ -108,6 +110,7 @@ class Session {
   TimeNs timeout_ns_;
   const PerfSink& sink_;
   std::string peer_name_;
+  std::string refuse_why_;
   TimeNs last_activity_ns_ = 0;
   TimeNs last_note_ns_ = 0;
   std::vector<uint8_t> control_buf_;

@@ -321,11 +321,34 @@ void ConnectionCore::accept_syn(TimeNs now, const HandshakeBody& syn, uint16_t v
   version_ = version;
   establish(now, syn);
   synack_pending_ = true;
+  // Version 3: the SYN_ACK asks for a confirmation (kFlagConfirm), and until a packet names our id the
+  // application does not see the connection (the SYN may be a stranger's replay).
+  if (version >= 3 && cfg_.confirm_handshake) {
+    awaiting_confirm_ = true;
+    connect_start_ns_ = now;
+  }
+}
+
+void ConnectionCore::abandon(std::string why) {
+  // Never seen by the application: no requests to fail; the endpoint drops it (Endpoint::settle).
+  ++ep_stats_->handshakes_unconfirmed;
+  state_ = ConnectionState::kFailed;
+  error_ = std::move(why);
+  ctl_deadline_ = kNever;
+  synack_pending_ = false;
 }
 
 void ConnectionCore::on_syn_ack(TimeNs now, const Packet& pkt) {
-  if (state_ != ConnectionState::kConnecting) return;  // a duplicate SYN_ACK
   const HandshakeBody& hs = pkt.handshake;
+  const bool confirm = (pkt.hdr.flags & kFlagConfirm) != 0;
+  if (state_ != ConnectionState::kConnecting) {
+    // A duplicate SYN_ACK. One that asks for a confirmation means ours was lost: confirm again.
+    if (confirm && initiator_ && hs.src_conn_id == remote_id_ &&
+        (state_ == ConnectionState::kEstablished || state_ == ConnectionState::kClosing)) {
+      ack_now_ = true;
+    }
+    return;
+  }
   const uint16_t v = hs.version_max;
   if (hs.version_min != v || v < cfg_.version_min || v > cfg_.version_max || !version_implemented(v)) {
     ++ep_stats_->version_mismatches;
@@ -343,6 +366,9 @@ void ConnectionCore::on_syn_ack(TimeNs now, const Packet& pkt) {
   ctl_deadline_ = kNever;
   syn_pending_ = false;
   establish(now, hs);
+  // The acceptor waits for a packet naming its id before its application sees the connection: an ACK
+  // (with nothing to acknowledge yet) at once, rather than whenever our application first posts.
+  if (confirm) ack_now_ = true;
 }
 
 void ConnectionCore::on_rst(const Packet& pkt) {
@@ -355,9 +381,18 @@ void ConnectionCore::on_rst(const Packet& pkt) {
     return;
   }
   if (!is_open()) return;
+  if (awaiting_confirm_) {
+    // The SYN's claimed sender knows no such connection: a replayed or forged SYN.
+    abandon("handshake from peer " + std::to_string(peer_) + " reset by the initiator: " + text);
+    return;
+  }
   if (state_ == ConnectionState::kConnecting) {
     if (r.reason == RstReason::kVersionMismatch) ++ep_stats_->version_mismatches;
     fail("connect to peer " + std::to_string(peer_) + ": refused: " + text);
+    return;
+  }
+  if (r.reason == RstReason::kRefused) {
+    fail("connection refused by peer " + std::to_string(peer_) + ": " + text);
     return;
   }
   fail("connection reset by peer " + std::to_string(peer_) + ": " + text);
@@ -466,6 +501,12 @@ void ConnectionCore::on_packet(TimeNs now, TimeNs rx_time_ns, const Packet& pkt,
     ++stats_.malformed_dropped;
     return;
   }
+  // Only the initiator knows our id, from our SYN_ACK: any packet naming it but an RST confirms it.
+  if (awaiting_confirm_ && pkt.hdr.type != PacketType::kRst && is_open()) {
+    awaiting_confirm_ = false;
+    confirmed_news_ = true;
+    ctl_deadline_ = kNever;
+  }
   // The wire's receive timestamp, never later than now (clock conversions may err by nanoseconds).
   const TimeNs rx_ns = std::min(rx_time_ns, now);
   if (rx_time_ns != kRxTimeNow) stats_.rx_delay.add(now - rx_ns);
@@ -532,14 +573,17 @@ bool ConnectionCore::poll_control(TimeNs now, TxPacket& out) {
   }
   if (synack_pending_) {
     synack_pending_ = false;
-    out.header_len =
-        static_cast<uint16_t>(encode_handshake(CommonHeader{.version = static_cast<uint8_t>(version_),
-                                                            .type = PacketType::kSynAck,
-                                                            .lane = 0,
-                                                            .flags = 0,
-                                                            .dst_conn_id = remote_id_},
-                                               handshake_body(), out.header));
+    out.header_len = static_cast<uint16_t>(
+        encode_handshake(CommonHeader{.version = static_cast<uint8_t>(version_),
+                                      .type = PacketType::kSynAck,
+                                      .lane = 0,
+                                      .flags = awaiting_confirm_ ? kFlagConfirm : uint8_t{0},
+                                      .dst_conn_id = remote_id_},
+                         handshake_body(), out.header));
     fill_common(out, 0);
+    // Without a confirmation the SYN_ACK is sent again (it or the answer was lost), until
+    // connect_timeout_ns; an unconfirmed SYN_ACK is otherwise sent again only for a duplicate SYN.
+    if (awaiting_confirm_) ctl_deadline_ = now + ctl_rto_.timeout_ns();
     return true;
   }
   if (fin_reply_pending_ || fin_pending_) {
@@ -620,6 +664,13 @@ void ConnectionCore::on_timer(TimeNs now) {
         return;
       }
       syn_pending_ = true;
+    } else if (awaiting_confirm_) {
+      if (ctl_rto_.on_timeout(now) == cc::RtoVerdict::kGiveUp) {
+        abandon("handshake from peer " + std::to_string(peer_) + " not confirmed after " +
+                duration_text(now - connect_start_ns_));
+        return;
+      }
+      synack_pending_ = true;
     } else if (state_ == ConnectionState::kClosing && !fin_sent_) {
       maybe_finish_drain(now);
     } else if (state_ == ConnectionState::kClosing && fin_sent_) {

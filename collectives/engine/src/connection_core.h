@@ -151,6 +151,15 @@ class ConnectionCore {
   void accept_syn(TimeNs now, const HandshakeBody& syn, uint16_t version);
   // Acceptor: a duplicate SYN: answer again.
   void resend_syn_ack() { synack_pending_ = true; }
+  // Acceptor with EngineConfig::confirm_handshake on a version-3 connection: no packet from the
+  // initiator has named our id yet, so the application has not been given the connection.
+  bool awaiting_confirm() const { return awaiting_confirm_; }
+  // True once, at the packet that confirmed the handshake: the endpoint hands the connection out then.
+  bool take_confirmed() {
+    const bool c = confirmed_news_;
+    confirmed_news_ = false;
+    return c;
+  }
   // A decoded packet for this connection. `r` is kOk or kBadPayloadCrc. `rx_time_ns`: when it arrived
   // (the wire's receive timestamp), or kRxTimeNow.
   void on_packet(TimeNs now, TimeNs rx_time_ns, const Packet& pkt, bool ce, DecodeResult r);
@@ -195,6 +204,8 @@ class ConnectionCore {
   void complete(uint32_t idx, bool ok, uint64_t bytes, int32_t tag, std::string error);
   void establish(TimeNs now, const HandshakeBody& peer_hs);
   void on_syn_ack(TimeNs now, const Packet& pkt);
+  // An accepted connection whose handshake was never confirmed fails, counted in handshakes_unconfirmed.
+  void abandon(std::string why);
   void on_fin(TimeNs now, const Packet& pkt);
   void on_rst(const Packet& pkt);
   void maybe_finish_drain(TimeNs now);
@@ -342,8 +353,10 @@ class ConnectionCore {
   bool initiator_;
   bool syn_pending_ = false;
   bool synack_pending_ = false;
-  cc::RtoEstimator ctl_rto_;      // SYN retransmission (budget: connect_timeout_ns)
-  TimeNs ctl_deadline_ = kNever;  // SYN or FIN retransmission
+  bool awaiting_confirm_ = false;  // see awaiting_confirm()
+  bool confirmed_news_ = false;    // see take_confirmed()
+  cc::RtoEstimator ctl_rto_;       // SYN (and confirmed SYN_ACK) retransmission (budget: connect_timeout_ns)
+  TimeNs ctl_deadline_ = kNever;   // SYN, confirmed SYN_ACK or FIN retransmission
   uint32_t syns_sent_ = 0;
   TimeNs connect_start_ns_ = 0;
   bool close_requested_ = false;

@@ -127,6 +127,19 @@ struct Endpoint::Impl {
     }
   }
 
+  // After a packet or timer on connection `e`: a handshake just confirmed hands it to accept(); one that
+  // failed before it was confirmed (never seen by the application) is dropped.
+  void settle(Entry* e) {
+    ConnectionCore& core = *e->core;
+    if (core.take_confirmed()) {
+      accept_queue.push_back(core.id());
+      ++stats.connections_accepted;
+    } else if (core.awaiting_confirm() && core.state() == ConnectionState::kFailed) {
+      drop.push_back(core.id());
+    }
+  }
+  std::vector<ConnId> drop;  // settle()'s output: connections to release
+
   // Rebuilds the table after the vector of entries moved (insertions may reallocate it).
   void reindex() {
     table = detail::ConnTable<Entry>{};
@@ -274,9 +287,11 @@ void Endpoint::dispatch(TimeNs now, uint32_t peer, DecodeResult r, bool ce, Time
     ConnectionCore* raw = core.get();
     im.add_entry(std::unique_ptr<Connection>(new Connection(std::move(core))), raw);
     raw->accept_syn(now, hs, hi);
-    im.touch(im.conns.size() - 1);  // its SYN_ACK
-    im.accept_queue.push_back(id);
-    ++im.stats.connections_accepted;
+    im.touch(im.conns.size() - 1);   // its SYN_ACK
+    if (!raw->awaiting_confirm()) {  // else at the confirmation (settle)
+      im.accept_queue.push_back(id);
+      ++im.stats.connections_accepted;
+    }
     return;
   }
 
@@ -300,6 +315,8 @@ void Endpoint::dispatch(TimeNs now, uint32_t peer, DecodeResult r, bool ce, Time
       e->core->set_payload_copier(im.copier);
       e->core->on_packet(now, rx_time_ns, pkt, ce, r);
       im.touch(im.index_of(e));
+      im.settle(e);
+      drop_unconfirmed();
     }
     return;  // never answer an RST with an RST
   }
@@ -318,6 +335,19 @@ void Endpoint::dispatch(TimeNs now, uint32_t peer, DecodeResult r, bool ce, Time
   e->core->set_payload_copier(im.copier);
   e->core->on_packet(now, rx_time_ns, pkt, ce, r);
   im.touch(im.index_of(e));
+  im.settle(e);
+  drop_unconfirmed();
+}
+
+void Endpoint::drop_unconfirmed() {
+  Impl& im = *impl_;
+  if (im.drop.empty()) return;
+  // release() moves entries: take the ids first.
+  std::vector<ConnId> ids;
+  ids.swap(im.drop);
+  for (const ConnId id : ids) release(id);
+  ids.clear();
+  ids.swap(im.drop);  // keep the capacity
 }
 
 bool Endpoint::poll_tx(TimeNs now, TxPacket& out) {
@@ -409,8 +439,12 @@ void Endpoint::on_timer(TimeNs now) {
   Impl& im = *impl_;
   if (!im.scheduled) {
     for (Impl::Entry& e : im.conns) {
-      if (e.core->next_deadline() <= now) e.core->on_timer(now);
+      if (e.core->next_deadline() <= now) {
+        e.core->on_timer(now);
+        im.settle(&e);
+      }
     }
+    drop_unconfirmed();
     return;
   }
   detail::DeadlineHeap& heap = im.schedule.deadlines;
@@ -425,7 +459,9 @@ void Endpoint::on_timer(TimeNs now) {
   for (const uint32_t i : im.due) {
     im.conns[i].core->on_timer(now);
     im.touch(i);
+    im.settle(&im.conns[i]);
   }
+  drop_unconfirmed();
 }
 
 Connection* Endpoint::connection(ConnId id) {
@@ -451,16 +487,23 @@ void Endpoint::on_port_unreachable(TimeNs now, uint32_t peer) {
 }
 
 void Endpoint::release(ConnId id) {
+  release_with(id, RstReason::kAborted, "peer released the connection while open",
+               "connection released while open");
+}
+
+void Endpoint::refuse(ConnId id, std::string_view why) {
+  release_with(id, RstReason::kRefused, why, "connection refused here: " + std::string(why));
+}
+
+void Endpoint::release_with(ConnId id, RstReason reason, std::string_view rst_text,
+                            const std::string& local) {
   Impl& im = *impl_;
   Impl::Entry* e = im.find(id);
   if (e == nullptr) return;
   ConnectionCore& core = *e->core;
   if (core.is_open()) {
-    if (core.remote_id() != 0) {
-      im.queue_rst(core.peer(), core.remote_id(), id, RstReason::kAborted,
-                   "peer released the connection while open");
-    }
-    core.fail("connection released while open");
+    if (core.remote_id() != 0) im.queue_rst(core.peer(), core.remote_id(), id, reason, std::string(rst_text));
+    core.fail(local);
   }
   const auto pos = static_cast<size_t>(e - im.conns.data());
   im.conns.erase(im.conns.begin() + static_cast<std::ptrdiff_t>(pos));

@@ -369,8 +369,9 @@ DecodeResult decode_impl(const uint8_t* p, size_t len, Packet& out, bool verify_
       h.recv_slots = get<uint32_t>(p, 44);
       h.window_segments = get<uint32_t>(p, 48);
       // Reserved bytes are zero (a future version may give them meaning; this one refuses them).
-      if (h.src_conn_id == 0 || h.version_min > h.version_max || out.hdr.flags != 0 || p[39] != 0 ||
-          get<uint32_t>(p, 52) != 0) {
+      const uint8_t known = type == PacketType::kSynAck && p[4] >= 3 ? kFlagConfirm : 0;
+      if (h.src_conn_id == 0 || h.version_min > h.version_max || (out.hdr.flags & ~known) != 0 ||
+          p[39] != 0 || get<uint32_t>(p, 52) != 0) {
         return DecodeResult::kBadField;
       }
       if ((type == PacketType::kSyn) != (out.hdr.dst_conn_id == 0)) return DecodeResult::kBadField;

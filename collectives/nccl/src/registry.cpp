@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <random>
 
 #include "log.h"
 
@@ -114,7 +113,7 @@ wire::UdpConfig Registry::udp_config(const Device& d, uint8_t dscp, uint32_t ind
   u.engine.max_posted_recvs = kEngineMaxRecvs;
   u.engine.connect_timeout_ns = config_.retry_budget_ns;
   u.engine.keepalive_interval_ns = config_.keepalive_interval_ns();
-  u.engine.seed = std::random_device{}() ^ (uint64_t{std::random_device{}()} << 32);
+  // engine.seed: the wire draws a random one per process (UdpConfig::fixed_seed false).
   return u;
 }
 

@@ -74,6 +74,9 @@ Result<Host*> Fabric::add_host() {
   // Connection arrays grow on demand (same packets, engine/config.h): a 12,288-host permutation's
   // 24,576 connection ends would otherwise take ~0.55 MiB each, allocated whole.
   ec.grow_connection_state = true;
+  // Simulated hosts replay no one's datagrams: accept at the SYN, with the packets (and so the
+  // published results) of versions 1 and 2.
+  ec.confirm_handshake = false;
   ec.seed = mix64(cfg_.engine.seed ^ (uint64_t{address} << 20));
   ec.cc.flow.line_rate_bps = static_cast<double>(cfg_.host_rate_bps);
   auto ep = engine::Endpoint::create(ec);

@@ -107,18 +107,19 @@ TEST(Packet, CreditAckCnpHandshakeFinRstRoundTrip) {
 
   HandshakeBody hs{.src_conn_id = 99,
                    .version_min = 1,
-                   .version_max = 3,
+                   .version_max = kVersion + 1,
                    .lanes = 8,
                    .cc_kind = 2,
                    .mss_bytes = 8000,
                    .recv_slots = 256,
                    .window_segments = 4096};
-  n = encode_handshake(CommonHeader{.version = 3, .type = PacketType::kSyn, .dst_conn_id = 0}, hs, b);
+  n = encode_handshake(CommonHeader{.version = kVersion + 1, .type = PacketType::kSyn, .dst_conn_id = 0}, hs,
+                       b);
   ASSERT_EQ(decode_packet(b, n, p), DecodeResult::kOk);  // a future version's SYN still decodes
   EXPECT_EQ(p.hdr.type, PacketType::kSyn);
-  EXPECT_EQ(p.hdr.version, 3);
+  EXPECT_EQ(p.hdr.version, kVersion + 1);
   EXPECT_EQ(p.handshake.src_conn_id, 99u);
-  EXPECT_EQ(p.handshake.version_max, 3);
+  EXPECT_EQ(p.handshake.version_max, kVersion + 1);
   EXPECT_EQ(p.handshake.lanes, 8);
   EXPECT_EQ(p.handshake.cc_kind, 2);
   EXPECT_EQ(p.handshake.mss_bytes, 8000u);
@@ -313,6 +314,22 @@ TEST(Packet, FieldsOutOfRangeAreRejectedEvenWithAValidCrc) {
   hs.version_min = 1;
   n = encode_handshake(CommonHeader{.type = PacketType::kSynAck, .dst_conn_id = 0}, hs, hdr);
   expect_field(std::vector<uint8_t>(hdr, hdr + n), n, "SYN_ACK to id 0");
+  // kFlagConfirm belongs to a version-3 SYN_ACK: on a SYN, or on a SYN_ACK of version 2, it is refused.
+  hs.version_min = hs.version_max = 3;
+  n = encode_handshake(
+      CommonHeader{.version = 3, .type = PacketType::kSynAck, .flags = kFlagConfirm, .dst_conn_id = 9}, hs,
+      hdr);
+  ASSERT_EQ(decode_packet(hdr, n, p), DecodeResult::kOk);
+  EXPECT_EQ(p.hdr.flags, kFlagConfirm);
+  n = encode_handshake(CommonHeader{.version = 3, .type = PacketType::kSyn, .flags = kFlagConfirm}, hs, hdr);
+  expect_field(std::vector<uint8_t>(hdr, hdr + n), n, "SYN with kFlagConfirm");
+  hs.version_min = hs.version_max = 2;
+  n = encode_handshake(
+      CommonHeader{.version = 2, .type = PacketType::kSynAck, .flags = kFlagConfirm, .dst_conn_id = 9}, hs,
+      hdr);
+  expect_field(std::vector<uint8_t>(hdr, hdr + n), n, "version-2 SYN_ACK with kFlagConfirm");
+  hs.version_min = 1;
+  hs.version_max = kVersion;
   n = encode_handshake(CommonHeader{.type = PacketType::kSyn}, hs, hdr);
   for (const size_t reserved : {size_t{39}, size_t{52}, size_t{55}}) {
     std::vector<uint8_t> syn(hdr, hdr + n);
@@ -356,7 +373,10 @@ TEST(PacketDecode, OversizedHeaderCountsAreRejectedNotCopied) {
   size_t nsack_off = n;
   for (size_t off = 0; off < n; ++off) {
     if (off >= 20 && off < 24) continue;  // header CRC differs too
-    if (b0[off] == 0 && b1[off] == 1) { nsack_off = off; break; }
+    if (b0[off] == 0 && b1[off] == 1) {
+      nsack_off = off;
+      break;
+    }
   }
   ASSERT_LT(nsack_off, n) << "nsack byte not found";
   ASSERT_GT(n1, n);

@@ -31,7 +31,7 @@ TEST(PayloadCrc, OffSendsUncheckedDataOnVersion2AndItArrivesIntact) {
   uint64_t flagged = 0, with_crc = 0;
   net.rule = [&](const Sent& s) {
     if (s.is_data() && s.pkt.payload_len > 0) {
-      EXPECT_EQ(s.pkt.hdr.version, 2);
+      EXPECT_EQ(s.pkt.hdr.version, kVersion);  // version 2 or later
       ((s.pkt.hdr.flags & kFlagNoPayloadCrc) ? flagged : with_crc) += 1;
       if (s.pkt.hdr.flags & kFlagNoPayloadCrc) {
         EXPECT_EQ(s.pkt.seg.payload_crc, 0u);

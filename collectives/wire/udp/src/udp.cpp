@@ -4,6 +4,7 @@
 #include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -114,6 +115,7 @@ namespace {
 // The software-path floors of UdpConfig, raised onto the engine's congestion settings, and the floor of
 // pending_poll_ns (idle_poll_ns): config() reports what the wire uses.
 UdpConfig with_software_floors(UdpConfig c) {
+  if (!c.fixed_seed) c.engine.seed = random_engine_seed();
   cc::PacerParams& pacer = c.engine.cc.pacer;
   pacer.burst_bytes = std::max(pacer.burst_bytes, c.pacer_burst_floor_bytes);
   cc::RtoParams& rto = c.engine.cc.rto;
@@ -139,6 +141,25 @@ std::string UdpCapabilities::describe() const {
          " recv " + (ecn_recv ? "on" : "off") + ", rx timestamps " + (rx_timestamps ? "on" : "off") +
          ", sndbuf " + std::to_string(sndbuf_bytes) + " B, rcvbuf " + std::to_string(rcvbuf_bytes) + " B" +
          (rx_group > 0 ? ", rx group " + std::to_string(rx_group) + " by " + rx_spread : std::string());
+}
+
+uint64_t random_engine_seed() {
+  uint64_t r[2] = {};
+  size_t got = 0;
+  while (got < sizeof r) {
+    const ssize_t n = getrandom(reinterpret_cast<uint8_t*>(r) + got, sizeof r - got, 0);
+    if (n <= 0 && errno != EINTR) break;
+    if (n > 0) got += static_cast<size_t>(n);
+  }
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  uint64_t x = r[0] ^ (static_cast<uint64_t>(getpid()) << 32) ^ static_cast<uint64_t>(ts.tv_nsec) ^
+               (static_cast<uint64_t>(ts.tv_sec) * 0x9E3779B97F4A7C15ULL);
+  // SplitMix64's finalizer, so that seeds differing in one bit share nothing.
+  x += 0x9E3779B97F4A7C15ULL + r[1];
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
 }
 
 UdpWire::UdpWire(const UdpConfig& config, std::unique_ptr<engine::Endpoint> endpoint, std::unique_ptr<Io> io)

@@ -157,8 +157,7 @@ int main(int argc, char** argv) {
   const std::string load_before = loadavg();
   const uint64_t rcvbuf_errors_before = udp_rcvbuf_errors();
 
-  wire::UdpConfig rcfg = cfg;
-  rcfg.engine.seed = 2;
+  wire::UdpConfig rcfg = cfg;  // each wire draws its own seed
   auto rx = wire::UdpWire::create(rcfg);
   auto tx = wire::UdpWire::create(cfg);
   if (!rx || !tx) {

@@ -87,7 +87,7 @@ struct EngineConfig {
   uint32_t max_connections = 65536;
 
   // Protocol versions this endpoint advertises (packet.h: the engine implements kVersionMin..kVersion,
-  // 1..2). A connection speaks the highest version in both ends' ranges; a handshake whose ranges do not
+  // 1..3). A connection speaks the highest version in both ends' ranges; a handshake whose ranges do not
   // overlap fails with "version mismatch", and so does one that agrees on a version this engine does
   // not implement. version_max = 1 makes this end speak version 1 with everyone.
   uint16_t version_min = kVersionMin;
@@ -103,9 +103,20 @@ struct EngineConfig {
   bool payload_crc = true;
 
   // Seeds the PRNG for connection ids, path ids and RTO jitter: same seed, same inputs -> same packets.
-  // In production give every process its own seed (e.g. a hash of host address and pid), so that the
-  // lanes of different hosts do not all pick the same path ids (UDP source ports).
+  // The engine reads no entropy itself: a driver on a real network passes a random seed per process
+  // (wire::random_engine_seed(): getrandom mixed with pid and time), because connection ids are the
+  // handshake's nonces (README, "Handshake"): a fixed seed gives every run the same ids, so datagrams
+  // captured from one run are valid in the next. Fixed seeds are for the simulator and tests.
   uint64_t seed = 1;
+
+  // Version 3 handshake (packet.h, kFlagConfirm): an accepted connection reaches accept() only once a
+  // packet from the initiator names this side's new connection id, which the initiator learns from the
+  // SYN_ACK alone; a SYN replayed from an earlier run (or sent with a forged source address) never gets
+  // there. The SYN_ACK is retransmitted on the handshake's RTO schedule and the connection is dropped,
+  // unseen by the application, after connect_timeout_ns (EndpointStats::handshakes_unconfirmed).
+  // Off: accept() gets a connection at its SYN, as versions 1 and 2 do (the simulator, whose hosts
+  // are no strangers, keeps its packets that way).
+  bool confirm_handshake = true;
 
   // Simulation only: messages are byte counts without bytes (the packet-level simulator carries no
   // payload). post_send/post_recv accept a null buffer (the size still counts); DATA segments leave with

@@ -57,11 +57,16 @@
 //   - (epscale) poll_tx, next_deadline and on_timer no longer scan every connection (a ready set and a
 //     deadline heap; README "Serving many connections"); the packets are the same. New
 //     EndpointStats::connections_polled.
+//   - (replay) protocol version 3: with EngineConfig::confirm_handshake (default on) accept() returns a
+//     connection only once the initiator has answered its SYN_ACK (README, "Handshake");
+//     EndpointStats::handshakes_unconfirmed. New refuse(id, why): release with an RST "refused".
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "megascale/common/result.h"
@@ -137,7 +142,9 @@ class Endpoint {
   // config.connect_timeout_ns. Errors: too many connections.
   Result<ConnId> connect(TimeNs now, uint32_t peer);
 
-  // The next connection a peer opened to us, in arrival order; nullopt if none is waiting.
+  // The next connection a peer opened to us, in arrival order; nullopt if none is waiting. With
+  // config.confirm_handshake (version 3) a connection comes out only once the initiator has answered
+  // our SYN_ACK, so a replayed or forged SYN never does.
   std::optional<ConnId> accept();
 
   // One arriving datagram from `peer`, with the IP header's CE mark. Bytes are read during the call
@@ -196,6 +203,9 @@ class Endpoint {
   // Forgets a connection. If it was still open, its pending requests fail ("released while open") and
   // the peer gets an RST. Its id then answers as unknown.
   void release(ConnId id);
+  // As release, for a connection this side will not serve (a server busy with another client): the
+  // peer's connection fails with "connection refused by peer N: <why>" (an RST of reason kRefused).
+  void refuse(ConnId id, std::string_view why);
 
   // Ids of all connections not yet released, in creation order.
   std::vector<ConnId> connection_ids() const;
@@ -215,6 +225,9 @@ class Endpoint {
   explicit Endpoint(std::unique_ptr<Impl> impl);
   // Hands the packet decoded into Impl::scratch (with result r) to the endpoint or its connection.
   void dispatch(TimeNs now, uint32_t peer, DecodeResult r, bool ce, TimeNs rx_time_ns);
+  // Releases the connections whose handshake failed unconfirmed (Impl::settle collected them).
+  void drop_unconfirmed();
+  void release_with(ConnId id, RstReason reason, std::string_view rst_text, const std::string& local);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -49,11 +49,12 @@ inline constexpr uint32_t kMagic = 0x4C43534D;  // "MSCL" in memory order
 // Protocol versions this engine implements, kVersionMin..kVersion:
 //   1  the first.
 //   2  adds kFlagNoPayloadCrc: a SEG DATA whose payload carries no CRC (EngineConfig::payload_crc).
-// Every other layout and rule is the same in both. A connection speaks the highest version both ends
+//   3  adds kFlagConfirm: a SYN_ACK that asks the initiator to confirm it (EngineConfig::confirm_handshake).
+// Every other layout and rule is the same in all three. A connection speaks the highest version both ends
 // offer (EngineConfig::version_min..version_max), so a version-2 engine and a version-1 one talk
 // version 1, with every payload checked.
 inline constexpr uint8_t kVersionMin = 1;
-inline constexpr uint8_t kVersion = 2;
+inline constexpr uint8_t kVersion = 3;
 inline constexpr bool version_implemented(uint32_t v) {
   return v >= kVersionMin && v <= kVersion;
 }
@@ -97,6 +98,11 @@ inline constexpr uint8_t kFlagAckRequest = 0x20;
 // payload; the header CRC still covers the header). Only the sender's EngineConfig::payload_crc = false
 // sets it; the receiver counts such segments (ConnectionStats::segments_unchecked).
 inline constexpr uint8_t kFlagNoPayloadCrc = 0x40;
+// SYN_ACK, version 3 and later: the acceptor holds the connection back from accept() until a packet
+// from the initiator names the acceptor's connection id (src_conn_id here, a fresh random value the
+// initiator has only from this SYN_ACK). The initiator answers it with an ACK at once. A SYN replayed
+// from an earlier run thus never yields an accepted connection: its sender never sees the SYN_ACK.
+inline constexpr uint8_t kFlagConfirm = 0x80;
 
 enum class RstReason : uint16_t {
   kVersionMismatch = 1,    // SYN's version range does not overlap ours

@@ -125,8 +125,11 @@ struct EndpointStats {
   uint64_t syns_received = 0;       // including retransmitted SYNs
   uint64_t version_mismatches = 0;  // handshakes refused or failed on version
   uint64_t connections_initiated = 0;
-  uint64_t connections_accepted = 0;
+  uint64_t connections_accepted = 0;  // handed to accept() (with confirm_handshake: once confirmed)
   uint64_t connections_failed = 0;
+  // Accepted SYNs whose SYN_ACK no packet from the initiator ever answered (EngineConfig::
+  // confirm_handshake): replayed or forged SYNs, or an initiator that vanished. Dropped unseen.
+  uint64_t handshakes_unconfirmed = 0;
   uint64_t port_unreachable_reports = 0;  // on_port_unreachable calls (ICMP port unreachable, from the wire)
   uint64_t requests_posted = 0;     // every connection's post_send and post_recv that were accepted
   uint64_t receives_completed = 0;  // every connection's receive completions, ok or not (the wire defers

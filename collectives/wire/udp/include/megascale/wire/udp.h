@@ -104,6 +104,10 @@ struct SockAddr;
 struct RxMessage;
 }  // namespace detail
 
+// A seed no other process draws: getrandom(2) mixed with the pid and the clock (either alone
+// suffices; both together survive a failing getrandom and a pid or clock that repeats).
+uint64_t random_engine_seed();
+
 struct UdpConfig {
   std::string bind_host = "127.0.0.1";  // local address ("0.0.0.0" or "::" for any); its family is the
                                         // wire's: an IPv6 wire talks to IPv6 peers only
@@ -160,6 +164,11 @@ struct UdpConfig {
   TimeNs stall_ns = 300 * kNsPerUs;
   FaultConfig fault;            // off by default
   engine::EngineConfig engine;  // the transport's own knobs
+  // engine.seed is replaced by random_engine_seed() when the wire is created, so that every process
+  // draws its own connection ids (the handshake's nonces: a fixed seed gives every run the same ids,
+  // and datagrams captured from one run are valid in the next). true: engine.seed as given, for tests
+  // that want the same ids every run.
+  bool fixed_seed = false;
 
   // Software-path floors, applied to engine.cc when the wire is created (config() shows the result).
   // The congestion presets' pacer burst and RTO floor are fabric values (a NIC paces per packet and
