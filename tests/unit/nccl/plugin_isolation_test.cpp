@@ -2,10 +2,13 @@
 // foreign plugins that hang in init, have NULL table entries, abort in init, crash in isend or hang in
 // test (unit/nccl/foreign_plugin.cpp, one build per misbehaviour) each fail the case and name the
 // call, within the case timeout, and the harness goes on with the next case. (The MegaScale plugin
-// passes every case, the peer-stopped ones included: nccl_conformance_test.cpp.)
+// passes every case, the peer-stopped ones included: nccl_conformance_test.cpp.) And a preset with a
+// syntax error, which made the MegaScale plugin's init abort, fails the load without taking the harness.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <string>
 
 #include "megascale/nccl/conformance.h"
@@ -83,6 +86,30 @@ TEST(PluginIsolation, ATestThatNeverReturnsFailsTheCaseWithinTheTimeout) {
   EXPECT_FALSE(r.cases[1].passed);
   EXPECT_EQ(r.cases[1].detail, "test did not return within 2 s");
   EXPECT_LT(took, 2 * 2 + kSlackS);
+}
+
+// The MegaScale plugin given a preset with a syntax error (issue 55: init aborted the host process):
+// whether init aborts or fails with an error, the harness reports it as the load's failure and lives.
+TEST(PluginIsolation, APresetWithASyntaxErrorFailsTheLoadAndTheHarnessLives) {
+  char path[] = "/tmp/megascale-bad-preset-XXXXXX";
+  const int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  const char text[] = "controller: [hybrid\n";
+  ASSERT_EQ(::write(fd, text, sizeof text - 1), static_cast<ssize_t>(sizeof text - 1));
+  ::close(fd);
+  ::setenv("MEGASCALE_IFNAME", "lo", /*overwrite=*/0);
+  ::setenv("MEGASCALE_CC", path, 1);
+  Options o;
+  o.plugin_path = MEGASCALE_NCCL_PLUGIN_PATH;
+  o.cases = {"load"};
+  o.case_timeout_s = 60;
+  const Report r = run(o);
+  ::unsetenv("MEGASCALE_CC");
+  ::unlink(path);
+  EXPECT_TRUE(r.cases.empty());
+  const bool aborted = r.load_error == "killed by SIGABRT in init";
+  const bool failed = r.load_error.rfind("init failed: ", 0) == 0;
+  EXPECT_TRUE(aborted || failed) << r.load_error;
 }
 
 }  // namespace
