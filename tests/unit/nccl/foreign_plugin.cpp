@@ -75,7 +75,9 @@ NetResult dereg_mr(void* /*comm*/, void* /*mhandle*/) {
   return kNetSuccess;
 }
 
-NetResult isend(void* /*comm*/, void* /*data*/, int /*size*/, int /*tag*/, void* /*mh*/, void** request) {
+// UndefinedBehaviorSanitizer would stop the store to NULL itself (sanitizer builds): the fault is the point.
+__attribute__((no_sanitize("undefined"))) NetResult isend(void* /*comm*/, void* /*data*/, int /*size*/,
+                                                          int /*tag*/, void* /*mh*/, void** request) {
   if (FOREIGN_MODE == 4) *g_null = 1;
   *request = kObject;
   return kNetSuccess;
