@@ -9,9 +9,11 @@
 // Loads the plugin exactly as NCCL does (dlopen RTLD_NOW|RTLD_LOCAL, ncclNetPlugin_v11 then v10..v8,
 // init with a logger) and runs the conformance cases (collectives/nccl/conformance): setup progressed on
 // one thread, 8 steps in flight, grouped receives, sizes 0 B .. 8 MiB, 32 requests per comm, many comms
-// on many threads, closes with requests outstanding, and a peer process killed mid-transfer. Prints one
-// line per case; exit status 0 when every case passed or was skipped, 1 when one failed, 2 on bad
-// arguments or a plugin that does not load.
+// on many threads, closes with requests outstanding, and a peer process killed or stopped mid-transfer.
+// The plugin runs only in child processes, one per case: a crash, an abort or a hang in any call fails
+// that case, naming the call, within --timeout-s, and the check goes on. Prints one line per case and a
+// summary; exit status 0 when every case passed or was skipped, 1 when one failed, 2 on bad arguments
+// or a plugin that does not load (its probe failed, crashed or hung: then no case runs).
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -66,7 +68,12 @@ int run_plugin_check(PluginCheckOptions& o) {
     std::fflush(stdout);
   });
   if (!report.load_error.empty()) {
-    fmt::print(stderr, "plugin-check: {}\n", report.load_error);
+    fmt::print("  FAIL {:<28} {}\n", "load", report.load_error);
+    for (const std::string& l : report.log) {
+      if (l.rfind("WARN", 0) == 0 && report.load_error.find(l) == std::string::npos)
+        fmt::print("         plugin: {}\n", l);
+    }
+    fmt::print("plugin-check: the plugin did not load: no case ran\n");
     return kExitUsage;
   }
   fmt::print("{} (ncclNetPlugin_v{}), {} device(s), cases on device '{}': {} passed, {} failed, {} skipped\n",
@@ -95,10 +102,7 @@ int run_plugin_check(PluginCheckOptions& o) {
       return kExitUsage;
     }
   }
-  // A case that hung left a thread inside the plugin: exit without waiting for it.
-  std::fflush(stdout);
-  if (failed > 0) std::_Exit(kExitFailure);
-  return kExitOk;
+  return failed > 0 ? kExitFailure : kExitOk;
 }
 
 }  // namespace
@@ -107,7 +111,9 @@ void add_plugin_check_command(CLI::App& app) {
   auto o = std::make_shared<PluginCheckOptions>();
   CLI::App* cmd = app.add_subcommand(
       "plugin-check",
-      "Check an NCCL net plugin (.so) against NCCL's call patterns, on the CPU, without NCCL");
+      "Check an NCCL net plugin (.so) against NCCL's call patterns, on the CPU, without NCCL. The plugin "
+      "runs only in child processes, one per case: a crash, abort or hang in any call (init included) "
+      "fails that case, naming the call, and the check goes on");
   cmd->add_option("plugin", o->harness.plugin_path, "Path of the plugin .so (as for NCCL_NET_PLUGIN)");
   cmd->add_flag("--list", o->list, "List the cases and exit");
   cmd->add_option("--case", o->harness.cases, "Run only this case (repeatable; default: all)")
@@ -119,10 +125,12 @@ void add_plugin_check_command(CLI::App& app) {
       ->check(CLI::Range(-1, 1 << 20));
   cmd->add_option("--budget-s", o->harness.retry_budget_s,
                   "Retry budget asked of the plugin (MEGASCALE_RETRY_BUDGET_S, if unset); bounds the "
-                  "peer-killed cases")
+                  "peer-killed and peer-stopped cases")
       ->check(CLI::Range(0.1, 600.0))
       ->capture_default_str();
-  cmd->add_option("--timeout-s", o->harness.case_timeout_s, "A case running longer fails (hang)")
+  cmd->add_option("--timeout-s", o->harness.case_timeout_s,
+                  "A case whose process runs longer is killed and fails, naming the plugin calls in "
+                  "progress (the plugin's load and init likewise)")
       ->check(CLI::Range(1.0, 3600.0))
       ->capture_default_str();
   cmd->add_option("--threads", o->harness.threads, "many_comms_threads: threads")

@@ -30,6 +30,8 @@ Status case_many_comms_threads(Env& env);
 Status case_close_with_requests(Env& env);
 Status case_peer_killed_while_sending(Env& env);
 Status case_peer_killed_while_receiving(Env& env);
+Status case_peer_stopped_while_sending(Env& env);
+Status case_peer_stopped_while_receiving(Env& env);
 Status case_latency(Env& env);
 Status case_step_time(Env& env);
 Status case_steps_both_ways(Env& env);

@@ -2,10 +2,9 @@
 #include "megascale/nccl/conformance.h"
 
 #include <cstdlib>
-#include <future>
-#include <thread>
 
 #include "cases.h"
+#include "isolate.h"
 
 namespace megascale::nccl::conformance {
 
@@ -40,6 +39,14 @@ const std::vector<CaseInfo>& all_cases() {
       {"peer_killed_while_receiving",
        "the sending peer process is SIGKILLed: irecv/test fail within the retry budget",
        case_peer_killed_while_receiving},
+      {"peer_stopped_while_sending",
+       "the receiving peer process is stopped (SIGSTOP, alive but silent): isend/test fail within the "
+       "retry budget",
+       case_peer_stopped_while_sending},
+      {"peer_stopped_while_receiving",
+       "the sending peer process is stopped (SIGSTOP, alive but silent): irecv/test fail within the "
+       "retry budget",
+       case_peer_stopped_while_receiving},
       {"latency", "one 8-byte message at a time: microseconds per message (informational)", case_latency},
       {"step_time",
        "one 1 MiB message at a time: microseconds from isend to its receive done (informational)",
@@ -69,38 +76,32 @@ bool Report::passed() const {
 
 namespace {
 
-// Runs one case on a thread of its own so that a plugin that hangs fails the case instead of the run.
-// A case that times out leaves its thread behind (detached): the plugin is stuck and the process
-// should exit after reporting.
-CaseResult run_case(const CaseInfo& info, Env env) {
+// Keeps the newest `n` lines of `lines`.
+void keep_tail(std::vector<std::string>& lines, size_t n) {
+  if (lines.size() > n) lines.erase(lines.begin(), lines.end() - static_cast<std::ptrdiff_t>(n));
+}
+
+CaseResult to_case_result(const CaseInfo& info, ChildOutcome& o) {
   CaseResult result;
   result.name = info.name;
-  LogCapture::get().mark();
-  const auto t0 = Clock::now();
-  auto task = std::make_shared<std::packaged_task<std::pair<Status, std::string>()>>([info, env]() mutable {
-    Status s = info.fn(env);
-    return std::make_pair(std::move(s), env.detail);
-  });
-  std::future<std::pair<Status, std::string>> done = task->get_future();
-  std::thread([task] { (*task)(); }).detach();
-  const auto wait = std::chrono::duration<double>(env.options.case_timeout_s);
-  if (done.wait_for(wait) != std::future_status::ready) {
-    result.detail =
-        "HANG: the case did not finish within " + std::to_string(env.options.case_timeout_s) + " s";
+  result.seconds = o.seconds;
+  result.warnings = std::move(o.warnings);
+  if (!o.failure.empty()) {
+    // A crash or hang says so first; what the case had found by then (if anything) follows.
+    result.detail = o.failure;
+    if (o.verdict == 'F' || (o.verdict == 0 && !o.detail.empty()))
+      result.detail += " (the case: " + o.detail + ")";
+  } else if (!o.load_error.empty()) {
+    result.detail = "the plugin did not load in the case's process: " + o.load_error;
+  } else if (o.verdict == 'P') {
+    result.passed = true;
+    result.detail = o.detail;
+  } else if (o.verdict == 'S') {
+    result.skipped = true;
+    result.detail = o.detail;
   } else {
-    auto [status, detail] = done.get();
-    if (status) {
-      result.passed = true;
-      result.detail = detail;
-    } else if (status.error().message.rfind("SKIP: ", 0) == 0) {
-      result.skipped = true;
-      result.detail = status.error().message.substr(6);
-    } else {
-      result.detail = status.error().message;
-    }
+    result.detail = o.detail;
   }
-  result.seconds = seconds_since(t0);
-  result.warnings = LogCapture::get().warnings_since_mark();
   return result;
 }
 
@@ -109,68 +110,30 @@ CaseResult run_case(const CaseInfo& info, Env env) {
 Report run(const Options& options, const std::function<void(const CaseResult&)>& on_case) {
   Report report;
   report.plugin_path = options.plugin_path;
-  // The plugin reads its knobs once, at its first init: set the short budget before it loads.
-  const std::string budget = std::to_string(options.retry_budget_s);
-  ::setenv("MEGASCALE_RETRY_BUDGET_S", budget.c_str(), /*overwrite=*/0);
-  LogCapture::get().set_verbose(options.verbose);
-
-  auto loaded = Net::load(options.plugin_path, options.abi_version);
-  if (!loaded) {
-    report.load_error = loaded.error().message;
+  // The plugin is loaded only in child processes, one to probe it and one per case: whatever it does
+  // (crash, abort, hang, exit) ends that process and is reported; this one never runs its code.
+  ChildOutcome probe = run_in_child(options, nullptr);
+  report.plugin_name = probe.plugin_name;
+  report.abi_version = probe.abi_version;
+  report.devices = probe.devices;
+  report.device_name = probe.device_name;
+  report.log = std::move(probe.log);
+  if (!probe.failure.empty() || !probe.load_error.empty()) {
+    report.load_error = !probe.failure.empty() ? probe.failure : probe.load_error;
+    keep_tail(report.log, 200);
     return report;
   }
-  std::shared_ptr<Net> net = std::move(*loaded);
-  struct LogOnReturn {
-    Report& r;
-    ~LogOnReturn() {
-      if (r.log.empty()) r.log = LogCapture::get().tail(200);
-    }
-  } log_on_return{report};
-  report.plugin_name = net->name();
-  report.abi_version = net->version();
 
-  Env env{net, *net, options, 0, {}, {}};
-  {
-    Context ctx(env.net);
-    if (Status s = ctx.init(); !s) {
-      report.load_error = "init failed: " + s.error().message;
-      for (const std::string& l : LogCapture::get().tail(3)) report.load_error += "\n  " + l;
-      return report;
-    }
-    int n = 0;
-    if (env.net.devices(&n) != abi::kNetSuccess || n < 1) {
-      report.load_error = "devices() failed or reported no device";
-      return report;
-    }
-    report.devices = n;
-    env.dev = options.dev >= 0 ? options.dev : 0;
-    if (options.dev < 0) {
-      for (int d = 0; d < n; ++d) {
-        DeviceProps p;
-        if (env.net.properties(d, &p) == abi::kNetSuccess && p.name == "lo") env.dev = d;
-      }
-    }
-    if (env.dev >= n || env.net.properties(env.dev, &env.props) != abi::kNetSuccess) {
-      report.load_error =
-          "device " + std::to_string(env.dev) + " is not usable (" + std::to_string(n) + " devices)";
-      return report;
-    }
-    report.device_name = env.props.name;
-    (void)ctx.finalize();
-  }
-
-  bool hung = false;
   for (const CaseInfo& info : all_cases()) {
     bool selected = options.cases.empty();
     for (const std::string& c : options.cases) selected = selected || c == info.name;
     if (!selected) continue;
-    report.cases.push_back(run_case(info, env));
-    if (hung)
-      report.cases.back().detail += " (after an earlier case hung: its thread may still hold the plugin)";
-    hung = hung || report.cases.back().detail.rfind("HANG:", 0) == 0;
+    ChildOutcome o = run_in_child(options, &info);
+    report.log.insert(report.log.end(), o.log.begin(), o.log.end());
+    keep_tail(report.log, 200);
+    report.cases.push_back(to_case_result(info, o));
     if (on_case) on_case(report.cases.back());
   }
-  report.log = LogCapture::get().tail(200);
   return report;
 }
 

@@ -32,24 +32,30 @@ namespace megascale::nccl::conformance {
 
 using Clock = std::chrono::steady_clock;
 
+// The factor every case's deadline is multiplied by (Options::time_scale resolved: a sanitizer build
+// is several times slower, and its deadlines are that much longer). Set once, before a case runs.
+void set_time_scale(double scale);
+double time_scale();
+
+// A deadline `seconds` from now, times time_scale() unless `scaled` is false (the harness's own
+// --timeout-s is the user's and is kept as given).
 class Deadline {
  public:
-  explicit Deadline(double seconds)
-      : end_(Clock::now() +
-             std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds))),
-        seconds_(seconds) {}
+  explicit Deadline(double seconds, bool scaled = true)
+      : seconds_(scaled ? seconds * time_scale() : seconds),
+        end_(Clock::now() +
+             std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds_))) {}
   bool passed() const { return Clock::now() >= end_; }
   double seconds() const { return seconds_; }
 
  private:
-  Clock::time_point end_;
   double seconds_;
+  Clock::time_point end_;
 };
 
 double seconds_since(Clock::time_point t);
 
-// Everything a case needs. A case that hangs is abandoned on its thread, so the thread holds its own
-// reference to the plugin and its own copy of the options (both outlive run()).
+// Everything a case needs (in the case's own process: see isolate.h).
 struct Env {
   std::shared_ptr<Net> owner;
   Net& net;

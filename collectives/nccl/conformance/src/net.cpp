@@ -6,6 +6,9 @@
 #include <atomic>
 #include <cstdarg>
 #include <cstdio>
+#include <type_traits>
+
+#include "isolate.h"
 
 namespace megascale::nccl::conformance {
 namespace {
@@ -49,6 +52,34 @@ void fill_v9(const Props& p, DeviceProps* out) {
   out->max_coll_bytes = p.maxCollBytes;
 }
 
+// The table's entries NCCL calls without checking them for NULL, comma-separated, that are NULL.
+template <class Table>
+std::string null_entries(const Table& t) {
+  std::string missing;
+  auto need = [&](const void* fn, const char* name) {
+    if (fn == nullptr) missing += (missing.empty() ? "" : ", ") + std::string(name);
+  };
+#define MS_NEED(field) need(reinterpret_cast<const void*>(t.field), #field)
+  MS_NEED(init);
+  MS_NEED(devices);
+  MS_NEED(getProperties);
+  MS_NEED(listen);
+  MS_NEED(connect);
+  MS_NEED(accept);
+  MS_NEED(regMr);
+  MS_NEED(deregMr);
+  MS_NEED(isend);
+  MS_NEED(irecv);
+  MS_NEED(iflush);
+  MS_NEED(test);
+  MS_NEED(closeSend);
+  MS_NEED(closeRecv);
+  MS_NEED(closeListen);
+  if constexpr (std::is_same_v<Table, abi::NetV11>) MS_NEED(finalize);
+#undef MS_NEED
+  return missing;
+}
+
 void* const kLegacyCtx = reinterpret_cast<void*>(uintptr_t{0x1e6ac7});
 
 }  // namespace
@@ -79,8 +110,14 @@ std::vector<std::string> LogCapture::tail(size_t n) {
   return std::vector<std::string>(lines_.begin() + static_cast<std::ptrdiff_t>(from), lines_.end());
 }
 
+void LogCapture::set_sink(std::function<void(int level, const std::string& line)> sink) {
+  std::lock_guard<std::mutex> lock(mu_);
+  sink_ = std::move(sink);
+}
+
 void LogCapture::add(int level, const std::string& line) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (sink_) sink_(level, line);
   if (verbose_) std::fprintf(stderr, "  [plugin] %s\n", line.c_str());
   if (lines_.size() >= 4096) lines_.erase(lines_.begin(), lines_.begin() + 1024);
   lines_.push_back(line);
@@ -90,7 +127,11 @@ void LogCapture::add(int level, const std::string& line) {
 Result<std::unique_ptr<Net>> Net::load(const std::string& path, int abi) {
   if (abi != 0 && (abi < 8 || abi > 11))
     return make_error("ABI version " + std::to_string(abi) + ": the harness speaks 8..11");
-  void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  void* lib = nullptr;
+  {
+    const InCall in(Call::kDlopen);
+    lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  }
   if (lib == nullptr) {
     const char* e = dlerror();
     return make_error("dlopen " + path + ": " + (e != nullptr ? e : "unknown error"));
@@ -122,6 +163,14 @@ Result<std::unique_ptr<Net>> Net::load(const std::string& path, int abi) {
     return make_error(path + " exports no " +
                       (abi ? "ncclNetPlugin_v" + std::to_string(abi) : "ncclNetPlugin_v11..v8") + " symbol");
   }
+  const std::string missing = net->v11_   ? null_entries(*net->v11_)
+                              : net->v10_ ? null_entries(*net->v10_)
+                              : net->v9_  ? null_entries(*net->v9_)
+                                          : null_entries(*net->v8_);
+  if (!missing.empty()) {
+    return make_error("ncclNetPlugin_v" + std::to_string(net->version_) +
+                      " has NULL entries that NCCL calls: " + missing);
+  }
   const char* name = net->v11_   ? net->v11_->name
                      : net->v10_ ? net->v10_->name
                      : net->v9_  ? net->v9_->name
@@ -137,6 +186,7 @@ Result<std::unique_ptr<Net>> Net::load(const std::string& path, int abi) {
           : v8_->call(__VA_ARGS__))
 
 NetResult Net::init(void** ctx) {
+  const InCall in(Call::kInit);
   if (v11_) {
     abi::NetCommConfig cfg{abi::kTrafficClassUndef};
     static std::atomic<uint64_t> next_comm_id{0x5eed0000};
@@ -152,14 +202,17 @@ NetResult Net::init(void** ctx) {
 }
 
 NetResult Net::finalize(void* ctx) {
+  const InCall in(Call::kFinalize);
   return v11_ ? v11_->finalize(ctx) : abi::kNetSuccess;
 }
 
 NetResult Net::devices(int* n) {
+  const InCall in(Call::kDevices);
   return MS_DISPATCH(devices, n);
 }
 
 NetResult Net::properties(int dev, DeviceProps* out) {
+  const InCall in(Call::kGetProperties);
   NetResult r = abi::kNetSuccess;
   if (v11_) {
     abi::NetPropertiesV11 p{};
@@ -178,12 +231,14 @@ NetResult Net::properties(int dev, DeviceProps* out) {
 }
 
 NetResult Net::listen(void* ctx, int dev, void* handle, void** listen_comm) {
+  const InCall in(Call::kListen);
   if (v11_) return v11_->listen(ctx, dev, handle, listen_comm);
   if (v10_) return v10_->listen(dev, handle, listen_comm);
   return v9_ ? v9_->listen(dev, handle, listen_comm) : v8_->listen(dev, handle, listen_comm);
 }
 
 NetResult Net::connect(void* ctx, int dev, void* handle, void** send_comm) {
+  const InCall in(Call::kConnect);
   abi::NetDeviceHandle* dev_comm = nullptr;
   if (v11_) return v11_->connect(ctx, dev, handle, send_comm, &dev_comm);
   if (v10_) {
@@ -195,19 +250,23 @@ NetResult Net::connect(void* ctx, int dev, void* handle, void** send_comm) {
 }
 
 NetResult Net::accept(void* listen_comm, void** recv_comm) {
+  const InCall in(Call::kAccept);
   abi::NetDeviceHandle* dev_comm = nullptr;
   return MS_DISPATCH(accept, listen_comm, recv_comm, &dev_comm);
 }
 
 NetResult Net::reg_mr(void* comm, void* data, size_t size, int type, void** mhandle) {
+  const InCall in(Call::kRegMr);
   return MS_DISPATCH(regMr, comm, data, size, type, mhandle);
 }
 
 NetResult Net::dereg_mr(void* comm, void* mhandle) {
+  const InCall in(Call::kDeregMr);
   return MS_DISPATCH(deregMr, comm, mhandle);
 }
 
 NetResult Net::isend(void* send_comm, void* data, size_t size, int tag, void* mhandle, void** request) {
+  const InCall in(Call::kIsend);
   if (v11_) return v11_->isend(send_comm, data, size, tag, mhandle, nullptr, request);
   if (v10_) return v10_->isend(send_comm, data, size, tag, mhandle, nullptr, request);
   if (v9_) return v9_->isend(send_comm, data, size, tag, mhandle, request);
@@ -217,6 +276,7 @@ NetResult Net::isend(void* send_comm, void* data, size_t size, int tag, void* mh
 
 NetResult Net::irecv(void* recv_comm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
                      void** request) {
+  const InCall in(Call::kIrecv);
   if (v11_) return v11_->irecv(recv_comm, n, data, sizes, tags, mhandles, nullptr, request);
   if (v10_) return v10_->irecv(recv_comm, n, data, sizes, tags, mhandles, nullptr, request);
   if (v9_) return v9_->irecv(recv_comm, n, data, sizes, tags, mhandles, request);
@@ -232,19 +292,24 @@ NetResult Net::irecv(void* recv_comm, int n, void** data, size_t* sizes, int* ta
 }
 
 NetResult Net::iflush(void* recv_comm, int n, void** data, int* sizes, void** mhandles, void** request) {
+  const InCall in(Call::kIflush);
   return MS_DISPATCH(iflush, recv_comm, n, data, sizes, mhandles, request);
 }
 
 NetResult Net::test(void* request, int* done, int* sizes) {
+  const InCall in(Call::kTest);
   return MS_DISPATCH(test, request, done, sizes);
 }
 NetResult Net::close_send(void* c) {
+  const InCall in(Call::kCloseSend);
   return MS_DISPATCH(closeSend, c);
 }
 NetResult Net::close_recv(void* c) {
+  const InCall in(Call::kCloseRecv);
   return MS_DISPATCH(closeRecv, c);
 }
 NetResult Net::close_listen(void* c) {
+  const InCall in(Call::kCloseListen);
   return MS_DISPATCH(closeListen, c);
 }
 
@@ -257,6 +322,7 @@ bool Net::has_irecv_consumed() const {
 
 NetResult Net::irecv_consumed(void* recv_comm, int n, void* request) {
   if (!has_irecv_consumed()) return abi::kNetSuccess;
+  const InCall in(Call::kIrecvConsumed);
   return MS_DISPATCH(irecvConsumed, recv_comm, n, request);
 }
 

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -55,10 +56,13 @@ class LogCapture {
   std::vector<std::string> warnings_since_mark();
   std::vector<std::string> tail(size_t n);
   void add(int level, const std::string& line);
+  // Also hands each line to `sink` as it comes (a case's process sends them to the harness).
+  void set_sink(std::function<void(int level, const std::string& line)> sink);
 
  private:
   std::mutex mu_;
   bool verbose_ = false;
+  std::function<void(int, const std::string&)> sink_;
   std::vector<std::string> lines_;
   std::vector<std::string> warnings_;
   size_t mark_ = 0;
@@ -67,8 +71,9 @@ class LogCapture {
 class Net {
  public:
   // dlopen(path, RTLD_NOW | RTLD_LOCAL) and dlsym ncclNetPlugin_v11, v10, v9, v8 in that order (or only
-  // ncclNetPlugin_v<abi> when abi != 0). The library stays loaded for the life of the process (as
-  // NCCL keeps it while comms use it; the harness may load the same path again).
+  // ncclNetPlugin_v<abi> when abi != 0). A table with a NULL entry that NCCL calls unconditionally is
+  // an error naming the entries (NCCL would jump to address 0). The library stays loaded for the life of the
+  // process (as NCCL keeps it while comms use it; the harness may load the same path again).
   static Result<std::unique_ptr<Net>> load(const std::string& path, int abi);
 
   int version() const { return version_; }

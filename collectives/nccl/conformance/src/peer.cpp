@@ -1,7 +1,8 @@
-// The peer-killed cases: a child process (this program re-executed as the peer) transfers data with
-// the harness through the plugin and is killed with SIGKILL mid-transfer; the harness's pending
-// requests must then fail (ncclSystemError or ncclRemoteError from test or a post) within the retry
-// budget, never hang.
+// The peer cases: a child process (this program re-executed as the peer) transfers data with the
+// harness through the plugin and is killed with SIGKILL mid-transfer (its socket closes: the plugin may
+// hear so at once), or stopped with SIGSTOP (alive, its socket open, silent: only the plugin's own
+// retry budget can tell); the harness's pending requests must then fail (ncclSystemError or
+// ncclRemoteError from test or a post) within the retry budget, never hang.
 //
 // The child is recognised by MEGASCALE_CONFORMANCE_PEER in its environment; a constructor runs it
 // before main() and exits. Protocol on two pipes: the listening side writes its 128-byte handle; the
@@ -9,6 +10,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -81,6 +83,7 @@ int run_peer(const char* spec) {
   if (std::sscanf(spec, "%7s %d %d %d %d %n", mode, &abi_version, &dev, &in_fd, &out_fd, &consumed) < 5)
     return 2;
   const std::string path(spec + consumed);
+  set_time_scale(0);  // this build's own
   auto net = Net::load(path, abi_version);
   if (!net) return 3;
   Net& n = **net;
@@ -184,7 +187,9 @@ Status spawn(Env& env, const char* mode, Child& child) {
   const pid_t pid = ::fork();
   MS_REQUIRE(pid >= 0, "fork failed");
   if (pid == 0) {
-    // Only async-signal-safe calls between fork and exec.
+    // Only async-signal-safe calls between fork and exec. The peer dies with its parent, the case's
+    // process, whichever way that ends.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     ::fcntl(down[0], F_SETFD, 0);
     ::fcntl(up[1], F_SETFD, 0);
     ::execve("/proc/self/exe", argv, envp.data());
@@ -198,9 +203,14 @@ Status spawn(Env& env, const char* mode, Child& child) {
   return {};
 }
 
-// Keeps `inflight` requests posted on `comm` (sends or receives), kills the child once it has completed
-// some messages, and requires an error from the plugin within the bound.
-Status transfer_until_error(Env& env, Child& child, void* comm, bool sending) {
+// How the peer is taken away mid-transfer.
+enum class Silence { kKill, kStop };
+
+// Keeps `inflight` requests posted on `comm` (sends or receives), kills or stops the child once it has
+// completed some messages, and requires an error from the plugin within the bound.
+Status transfer_until_error(Env& env, Child& child, void* comm, bool sending, Silence how) {
+  const char* signal_text = how == Silence::kKill ? "SIGKILL" : "SIGSTOP";
+  const char* gone = how == Silence::kKill ? "killed" : "stopped";
   std::vector<uint8_t> buf(kPeerInflight * kPeerMsg, 0x3C);
   void* mr = nullptr;
   MS_CALL(env.net.reg_mr(comm, buf.data(), buf.size(), env.options.mem_type, &mr));
@@ -209,27 +219,33 @@ Status transfer_until_error(Env& env, Child& child, void* comm, bool sending) {
   bool killed = false;
   Clock::time_point killed_at{};
   const double budget = env.options.retry_budget_s;
-  const double bound = 2 * budget + 3.0;  // keepalive/RTO detection plus scheduling slack
+  // Keepalive/RTO detection plus scheduling slack (longer in a slow build).
+  const double bound = 2 * budget + 3.0 * time_scale();
   const Deadline setup(60);
   NetResult failure = abi::kNetSuccess;
   std::string where;
   while (failure == abi::kNetSuccess) {
     if (!killed) {
       MS_REQUIRE(drain_progress(child.from_child, &peer_done) >= 0,
-                 "the peer process reported an error before it was killed");
+                 std::string("the peer process reported an error before it was ") + gone);
       if (peer_done >= 4 && our_done >= 4) {
-        child.kill_now();
+        if (how == Silence::kKill) {
+          child.kill_now();
+        } else {
+          ::kill(child.pid, SIGSTOP);  // reaped, once killed, by ~Child
+        }
         killed = true;
         killed_at = Clock::now();
       } else {
-        MS_REQUIRE(!setup.passed(), "no traffic with the peer process within 60 s (peer " +
+        MS_REQUIRE(!setup.passed(), "no traffic with the peer process within " +
+                                        std::to_string(setup.seconds()) + " s (peer " +
                                         std::to_string(peer_done) + " messages, us " +
                                         std::to_string(our_done) + ")");
       }
     } else if (seconds_since(killed_at) > bound + 10) {
       (void)env.net.dereg_mr(comm, mr);
       return make_error("HANG: no error " + std::to_string(seconds_since(killed_at)) +
-                        " s after the peer was killed (retry budget " + std::to_string(budget) + " s)");
+                        " s after the peer was " + gone + " (retry budget " + std::to_string(budget) + " s)");
     }
     for (int i = 0; i < kPeerInflight && failure == abi::kNetSuccess; ++i) {
       void* data = buf.data() + kPeerMsg * static_cast<size_t>(i);
@@ -256,23 +272,21 @@ Status transfer_until_error(Env& env, Child& child, void* comm, bool sending) {
   const double after = killed ? seconds_since(killed_at) : -1;
   (void)env.net.dereg_mr(comm, mr);
   MS_REQUIRE(killed,
-             std::string(where) + " returned " + result_name(failure) + " before the peer was killed");
+             std::string(where) + " returned " + result_name(failure) + " before the peer was " + gone);
   MS_REQUIRE(failure == abi::kNetSystemError || failure == abi::kNetRemoteError,
              where + " returned " + result_name(failure) +
                  " (a network failure should be ncclSystemError or ncclRemoteError)");
-  MS_REQUIRE(after <= bound, where + " reported the failure only " + std::to_string(after) +
-                                 " s after the kill (bound " + std::to_string(bound) +
+  MS_REQUIRE(after <= bound, where + " reported the failure only " + std::to_string(after) + " s after " +
+                                 signal_text + " (bound " + std::to_string(bound) +
                                  " s for a retry budget of " + std::to_string(budget) + " s)");
   char text[160];
-  std::snprintf(text, sizeof text, "%s returned %s %.2f s after SIGKILL (retry budget %.1f s)", where.c_str(),
-                result_name(failure), after, budget);
+  std::snprintf(text, sizeof text, "%s returned %s %.2f s after %s (retry budget %.1f s)", where.c_str(),
+                result_name(failure), after, signal_text, budget);
   env.detail = text;
   return {};
 }
 
-}  // namespace
-
-Status case_peer_killed_while_sending(Env& env) {
+Status peer_gone_while_sending(Env& env, Silence how) {
   Context ctx(env.net);
   MS_TRY(ctx.init());
   Child child;
@@ -285,16 +299,16 @@ Status case_peer_killed_while_sending(Env& env) {
     MS_CALL(env.net.connect(ctx.get(), env.dev, handle, &send_comm));
     MS_REQUIRE(!deadline.passed(), "connect to the peer process did not complete");
   }
-  Status s = transfer_until_error(env, child, send_comm, /*sending=*/true);
+  Status s = transfer_until_error(env, child, send_comm, /*sending=*/true, how);
   const auto t0 = Clock::now();
   MS_CALL(env.net.close_send(send_comm));
-  MS_REQUIRE(seconds_since(t0) < 5,
+  MS_REQUIRE(seconds_since(t0) < 5 * time_scale(),
              "closeSend after the failure took " + std::to_string(seconds_since(t0)) + " s");
   MS_TRY(s);
   return ctx.finalize();
 }
 
-Status case_peer_killed_while_receiving(Env& env) {
+Status peer_gone_while_receiving(Env& env, Silence how) {
   Context ctx(env.net);
   MS_TRY(ctx.init());
   uint8_t handle[abi::kNetHandleMaxBytes] = {};
@@ -310,14 +324,32 @@ Status case_peer_killed_while_receiving(Env& env) {
     MS_CALL(env.net.accept(listen_comm, &recv_comm));
     MS_REQUIRE(!deadline.passed(), "accept from the peer process did not complete");
   }
-  Status s = transfer_until_error(env, child, recv_comm, /*sending=*/false);
+  Status s = transfer_until_error(env, child, recv_comm, /*sending=*/false, how);
   const auto t0 = Clock::now();
   MS_CALL(env.net.close_recv(recv_comm));
   MS_CALL(env.net.close_listen(listen_comm));
-  MS_REQUIRE(seconds_since(t0) < 5,
+  MS_REQUIRE(seconds_since(t0) < 5 * time_scale(),
              "closeRecv after the failure took " + std::to_string(seconds_since(t0)) + " s");
   MS_TRY(s);
   return ctx.finalize();
+}
+
+}  // namespace
+
+Status case_peer_killed_while_sending(Env& env) {
+  return peer_gone_while_sending(env, Silence::kKill);
+}
+
+Status case_peer_killed_while_receiving(Env& env) {
+  return peer_gone_while_receiving(env, Silence::kKill);
+}
+
+Status case_peer_stopped_while_sending(Env& env) {
+  return peer_gone_while_sending(env, Silence::kStop);
+}
+
+Status case_peer_stopped_while_receiving(Env& env) {
+  return peer_gone_while_receiving(env, Silence::kStop);
 }
 
 }  // namespace megascale::nccl::conformance

@@ -3,15 +3,21 @@
 // through NCCL's call patterns on host memory: connect and accept progressed alternately on one thread,
 // 8 steps in flight per connection, grouped receives with tags, receives larger than the send, zero-byte
 // messages, 32 requests per comm, many comms on many threads, closes with requests outstanding, and a
-// peer process killed mid-transfer (test must then fail within the retry budget, not hang). Runs on the
-// CPU. Used by tests/integration/nccl_conformance_test.cpp and `megascale plugin-check PATH`.
+// peer process killed or stopped mid-transfer (test must then fail within the retry budget, not hang).
+// Runs on the CPU. Used by tests/unit/nccl/nccl_conformance_test.cpp and `megascale plugin-check PATH`.
+//
+// The plugin never runs in the calling process: a child process (fork) loads and probes it, then each
+// case runs in a child of its own, in its own process group. A case whose process crashes, aborts, exits
+// or overruns case_timeout_s fails with what happened and the plugin call it happened in ("killed by
+// SIGSEGV in isend", "init did not return within 30 s"); the harness kills the process group and goes
+// on with the next case. Call run() from a point of the program with no other threads running.
 //
 //   conformance::Options opt;
 //   opt.plugin_path = "build/collectives/nccl/libnccl-net-megascale.so";
 //   conformance::Report rep = conformance::run(opt, [](const conformance::CaseResult& c) { print(c); });
 //   return rep.passed() ? 0 : 1;
 //
-// The peer-killed cases re-execute the running program (/proc/self/exe) as the peer; a static
+// The peer cases re-execute the running program (/proc/self/exe) as the peer; a static
 // initializer in this library recognises the peer's environment and runs the peer instead of main().
 // Any program linking the harness therefore works as its own peer.
 #pragma once
@@ -29,13 +35,19 @@ struct Options {
   int abi_version = 0;             // 0: the newest the plugin exports (NCCL's order); else exactly 8..11
   int dev = -1;                    // device to use; -1: the one named "lo" if any, else device 0
   std::vector<std::string> cases;  // empty: all cases
-  // Retry budget the plugin is asked to use (MEGASCALE_RETRY_BUDGET_S, set only when unset, before the
-  // plugin is loaded); bounds how long the peer-killed cases may take to see an error.
+  // Retry budget the plugin is asked to use (MEGASCALE_RETRY_BUDGET_S in the cases' processes, when
+  // unset); bounds how long the peer cases may take to see an error.
   double retry_budget_s = 2.0;
-  double case_timeout_s = 60.0;  // a case that takes longer fails (a hang is a failure)
-  int threads = 4;               // many-comms case: threads ...
-  int comms_per_thread = 4;      // ... and connection pairs per thread
-  bool verbose = false;          // plugin log lines to stderr as they come
+  // A case's process (the plugin's load and probe included) that runs longer is killed and the case
+  // fails, naming the plugin calls still in progress; so is the first, probing process.
+  double case_timeout_s = 60.0;
+  // Factor on the deadlines inside the cases (a connection's setup, a stream of messages, the slack
+  // after a peer is gone); not on case_timeout_s. 0: 1 in a plain build, 3 under AddressSanitizer, 5
+  // under ThreadSanitizer.
+  double time_scale = 0;
+  int threads = 4;           // many-comms case: threads ...
+  int comms_per_thread = 4;  // ... and connection pairs per thread
+  bool verbose = false;      // plugin log lines to stderr as they come
   // The type every buffer is registered as (regMr): NCCL_PTR_HOST (1), or NCCL_PTR_CUDA (2) to drive a
   // plugin's GPU-buffer path with host memory where the plugin can take it so (MegaScale with
   // MEGASCALE_GDR_COPY=emulate). The buffers are host memory either way.
@@ -58,7 +70,9 @@ struct Report {
   int devices = 0;
   std::string device_name;  // the device the cases ran on
   std::vector<CaseResult> cases;
-  std::string load_error;        // non-empty when the plugin could not be loaded or initialized
+  // Non-empty when the plugin could not be loaded or probed (init, devices, properties): an error it
+  // returned, a NULL table entry, or its process crashing or hanging (then no case ran).
+  std::string load_error;
   std::vector<std::string> log;  // the plugin's last log lines (WARN and INFO), oldest first
 
   bool passed() const;
@@ -67,7 +81,8 @@ struct Report {
 // Names of every case, in run order, with a one-line description each.
 std::vector<std::pair<std::string, std::string>> case_list();
 
-// Loads the plugin and runs the selected cases; `on_case` sees each result as it finishes.
+// Probes the plugin and runs the selected cases, each in a process of its own; `on_case` sees each
+// result as it finishes.
 Report run(const Options& options, const std::function<void(const CaseResult&)>& on_case = {});
 
 }  // namespace megascale::nccl::conformance
