@@ -154,5 +154,21 @@ TEST(Scenario, IncastFlowsPerSender) {
   EXPECT_EQ(paper->senders * paper->flows_per_sender, 5000u);
 }
 
+// A key written twice is refused with both lines (yaml-cpp keeps both; the parser would take the last).
+TEST(Scenario, DuplicateKeyIsRefusedWithBothLines) {
+  auto top = parse_sim_scenario(std::string(kGood) + "seed: 6\n", "dup.yaml");
+  ASSERT_FALSE(top);
+  EXPECT_NE(top.error().message.find("dup.yaml:15: duplicate key 'seed' (first on line 13)"),
+            std::string::npos)
+      << top.error().message;
+  std::string nested = kGood;
+  nested.replace(nested.find("  buffer_bytes: 300000\n"), 0, "  buffer_bytes: 1\n");
+  auto inner = parse_sim_scenario(nested, "dup.yaml");
+  ASSERT_FALSE(inner);
+  EXPECT_NE(inner.error().message.find("dup.yaml:7: duplicate key 'switch.buffer_bytes' (first on line 6)"),
+            std::string::npos)
+      << inner.error().message;
+}
+
 }  // namespace
 }  // namespace megascale::sim

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <string>
 
+#include "megascale/common/yaml_text.h"
 #include "megascale/wire/fault.h"
 
 namespace megascale::wire {
@@ -131,7 +132,11 @@ Result<FaultConfig> parse_fault_config(std::string_view yaml_text, std::string_v
     root = YAML::Load(std::string(yaml_text));
   } catch (const YAML::Exception& e) {
     return make_error(std::string(source) + ": YAML: " + e.what());
+  } catch (const std::exception& e) {
+    return make_error(std::string(source) + ": cannot parse: " + e.what());
   }
+  if (auto dups = yaml::duplicate_keys(root); !dups.empty())
+    return make_error(yaml::in_file_order(std::move(dups), source));
   FaultConfig config;
   if (!root.IsMap() || !root["fault"]) return config;
   const YAML::Node section = root["fault"];

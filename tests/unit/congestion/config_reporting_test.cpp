@@ -1,0 +1,95 @@
+// How a preset's mistakes are reported (congestion/src/config.cpp): in time linear in the preset's size
+// however many there are, and settings the chosen controller never reads are named (unread_settings).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+
+#include "megascale/congestion/config.h"
+
+namespace megascale::cc {
+namespace {
+
+// 160k unknown keys: each is reported with its line. Quadratic reporting took over 100 s here; linear
+// takes well under a second, so 20 s holds on a loaded 2-core CI machine and fails the quadratic form.
+TEST(CcConfigReporting, ManyUnknownKeysAreReportedInLinearTime) {
+  constexpr int kKeys = 160'000;
+  std::string text = "controller: swift\n";
+  text.reserve(static_cast<size_t>(kKeys) * 16);
+  for (int i = 0; i < kKeys; ++i) text += "k" + std::to_string(i) + ": 1\n";
+  const auto start = std::chrono::steady_clock::now();
+  Result<CcConfig> c = parse_cc_config(text, "many.yaml");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_FALSE(c);
+  const std::string& m = c.error().message;
+  EXPECT_NE(m.find("many.yaml:2: unknown key 'k0'"), std::string::npos);
+  EXPECT_NE(m.find("many.yaml:160001: unknown key 'k159999'"), std::string::npos);
+  EXPECT_LT(seconds, 20.0) << "reporting " << kKeys << " unknown keys took " << seconds << " s";
+}
+
+// Many keys written twice: each duplicate is reported against its first line, also in linear time.
+TEST(CcConfigReporting, ManyDuplicateKeysAreReportedInLinearTime) {
+  constexpr int kKeys = 80'000;
+  std::string text = "controller: swift\n";
+  for (int i = 0; i < kKeys; ++i) text += "k" + std::to_string(i) + ": 1\n";
+  for (int i = 0; i < kKeys; ++i) text += "k" + std::to_string(i) + ": 2\n";
+  const auto start = std::chrono::steady_clock::now();
+  Result<CcConfig> c = parse_cc_config(text, "dups.yaml");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_FALSE(c);
+  EXPECT_NE(c.error().message.find("dups.yaml:80002: duplicate key 'k0' (first on line 2)"),
+            std::string::npos);
+  EXPECT_LT(seconds, 20.0);
+}
+
+// Past yaml-cpp's nesting limit its message is "bad file" at a mark past the last line: the loader names
+// the nesting and the last line instead.
+TEST(CcConfigReporting, DeepNestingNamesTheNestingAndALineOfTheFile) {
+  Result<CcConfig> c =
+      parse_cc_config("controller: hybrid\nflow: " + std::string(100'000, '[') + "\n", "d.yaml");
+  ASSERT_FALSE(c);
+  EXPECT_NE(c.error().message.find("d.yaml:2: YAML syntax error: lists or mappings nested deeper than"),
+            std::string::npos)
+      << c.error().message;
+}
+
+TEST(CcConfigReporting, AnotherControllersSectionIsNamed) {
+  Result<CcConfig> c =
+      parse_cc_config("controller: swift\ndcqcn:\n  g: 0.5\n  min_rate_mbps: 20\n", "s.yaml");
+  ASSERT_TRUE(c) << c.error().message;
+  const std::vector<std::string> unread = unread_settings(*c);
+  ASSERT_EQ(unread.size(), 1u);
+  EXPECT_EQ(unread[0],
+            "dcqcn.g, dcqcn.min_rate_mbps are set, but the swift controller does not read the "
+            "dcqcn section");
+}
+
+TEST(CcConfigReporting, SharedSectionsAndTheControllersOwnAreRead) {
+  for (const std::string& name : builtin_cc_config_names()) {
+    Result<CcConfig> c = builtin_cc_config(name);
+    ASSERT_TRUE(c) << c.error().message;
+    EXPECT_TRUE(unread_settings(*c).empty()) << name << ": " << unread_settings(*c)[0];
+  }
+  // The hybrid's own Swift part is hybrid.swift, read by the hybrid; the top-level swift is not.
+  Result<CcConfig> h =
+      parse_cc_config("controller: hybrid\nhybrid:\n  swift: {beta: 0.5}\nswift:\n  beta: 0.7\n", "h.yaml");
+  ASSERT_TRUE(h) << h.error().message;
+  const std::vector<std::string> unread = unread_settings(*h);
+  ASSERT_EQ(unread.size(), 1u);
+  EXPECT_EQ(unread[0], "swift.beta is set, but the hybrid controller does not read the swift section");
+}
+
+// The controller chosen by MEGASCALE_CC_CONTROLLER is the one that counts.
+TEST(CcConfigReporting, TheControllerAfterOverridesCounts) {
+  Result<CcConfig> c = parse_cc_config("controller: swift\ndcqcn:\n  g: 0.5\n", "s.yaml");
+  ASSERT_TRUE(c) << c.error().message;
+  auto env = [](const char* name) -> const char* {
+    return std::string(name) == "MEGASCALE_CC_CONTROLLER" ? "dcqcn" : nullptr;
+  };
+  Result<CcConfig> switched = apply_cc_env_overrides(*c, env);
+  ASSERT_TRUE(switched) << switched.error().message;
+  EXPECT_TRUE(unread_settings(*switched).empty());
+}
+
+}  // namespace
+}  // namespace megascale::cc
