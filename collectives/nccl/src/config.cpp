@@ -209,10 +209,18 @@ TimeNs PluginConfig::keepalive_interval_ns() const {
   return k;
 }
 
-// MEGASCALE_* variables that megascale's other programs read, not the plugin, and that may be set in a
-// process that loads it (the conformance harness's peer, the trainer, the netns tests).
-constexpr const char* kOtherProgramsVars[] = {"MEGASCALE_CONFORMANCE_PEER", "MEGASCALE_TRAIN_PROFILE",
-                                              "MEGASCALE_NETNS_TIMELINE_MS"};
+// MEGASCALE_* variables that megascale's other programs and scripts read, not the plugin, and that may be
+// set in a process that loads it (the conformance harness's peer, the null net, the trainer, the netns
+// tests, scripts/test.sh). A name ending in '_' stands for every name it begins.
+constexpr std::string_view kOtherProgramsVars[] = {"MEGASCALE_CONFORMANCE_PEER", "MEGASCALE_NULL_",
+                                                   "MEGASCALE_TRAIN_PROFILE",    "MEGASCALE_NETNS_",
+                                                   "MEGASCALE_TEST_STAGES",      "MEGASCALE_FUZZ_SECONDS"};
+
+static bool read_by_other_programs(std::string_view name) {
+  return std::any_of(std::begin(kOtherProgramsVars), std::end(kOtherProgramsVars), [&](std::string_view v) {
+    return v.back() == '_' ? name.substr(0, v.size()) == v : name == v;
+  });
+}
 
 static Result<PluginConfig> read_plugin_config(const GetEnvFn& getenv_fn) {
   PluginConfig c;
@@ -647,9 +655,7 @@ Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn,
   }
   for (const std::string& name : std::set<std::string>(set_names.begin(), set_names.end())) {
     if (name.rfind("MEGASCALE_", 0) != 0 || asked.count(name) != 0) continue;
-    if (std::find(std::begin(kOtherProgramsVars), std::end(kOtherProgramsVars), name) !=
-        std::end(kOtherProgramsVars))
-      continue;
+    if (read_by_other_programs(name)) continue;
     c->warnings.push_back(name + " is not a knob of the plugin and is ignored; did you mean " +
                           closest_name(name, knobs) + "? (docs/CONFIG.md lists them all)");
   }

@@ -42,6 +42,25 @@ TEST(CcConfigReporting, ManyDuplicateKeysAreReportedInLinearTime) {
   EXPECT_LT(seconds, 20.0);
 }
 
+// Aliases: ten levels of ten aliases each (10^10 paths) and a mapping that contains itself are walked
+// once each by the duplicate-key check, which still finds the duplicate inside.
+TEST(CcConfigReporting, AliasesAreWalkedOnce) {
+  std::string text = "controller: swift\nl0: &l0 [x, x, x, x, x, x, x, x, x, x]\n";
+  for (int i = 1; i < 10; ++i) {
+    text += "l" + std::to_string(i) + ": &l" + std::to_string(i) + " [";
+    for (int j = 0; j < 10; ++j) text += (j > 0 ? ", *l" : "*l") + std::to_string(i - 1);
+    text += "]\n";
+  }
+  text += "m: &m {k: 1, k: 2, self: *m}\n";
+  const auto start = std::chrono::steady_clock::now();
+  Result<CcConfig> c = parse_cc_config(text, "a.yaml");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_FALSE(c);
+  EXPECT_NE(c.error().message.find("a.yaml:12: duplicate key 'm.k' (first on line 12)"), std::string::npos)
+      << c.error().message;
+  EXPECT_LT(seconds, 20.0);
+}
+
 // Past yaml-cpp's nesting limit its message is "bad file" at a mark past the last line: the loader names
 // the nesting and the last line instead.
 TEST(CcConfigReporting, DeepNestingNamesTheNestingAndALineOfTheFile) {

@@ -63,7 +63,10 @@ TEST(PluginUnknownEnv, SuggestsAcrossEveryReader) {
 }
 
 TEST(PluginUnknownEnv, OtherVariablesAreNotThePluginsBusiness) {
-  auto c = load({{"NCCL_DEBUG", "INFO"}, {"MEGASCALE", "1"}, {"MEGASCALE_CONFORMANCE_PEER", "x"}});
+  auto c = load({{"NCCL_DEBUG", "INFO"},
+                 {"MEGASCALE", "1"},
+                 {"MEGASCALE_CONFORMANCE_PEER", "x"},
+                 {"MEGASCALE_NULL_GBPS", "5"}});
   ASSERT_TRUE(c) << c.error().message;
   EXPECT_TRUE(not_a_knob_warnings(*c).empty());
 }
