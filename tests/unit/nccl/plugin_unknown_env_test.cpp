@@ -83,6 +83,7 @@ TEST(PluginUnknownEnv, NoDocumentedKnobIsReported) {
   const std::regex name("MEGASCALE_[A-Z0-9_]*[A-Z0-9]");
   for (auto it = std::sregex_iterator(doc.begin(), doc.end(), name); it != std::sregex_iterator(); ++it)
     documented.insert(it->str());
+  documented.erase("MEGASCALE_FAULT_DROPP");  // the page's example of a typo
   ASSERT_GT(documented.size(), 40u);
   std::vector<std::string> names(documented.begin(), documented.end());
   auto c = load_plugin_config([](const char*) -> const char* { return nullptr; }, names);
