@@ -170,5 +170,21 @@ TEST(Scenario, DuplicateKeyIsRefusedWithBothLines) {
       << inner.error().message;
 }
 
+// A cc section the run's controller does not read is a warning of the run (megascale sim prints it).
+TEST(Scenario, ACcSectionTheControllerDoesNotReadIsAWarning) {
+  auto s = parse_sim_scenario(std::string(kGood) + "cc:\n  dcqcn: {g: 0.5}\n", "unread.yaml");
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  s->bytes = 20'000;  // keep the test fast
+  auto run = run_sim_scenario(*s, "", nullptr);
+  ASSERT_TRUE(run.ok()) << run.error().message;
+  ASSERT_EQ(run->warnings.size(), 1u);
+  EXPECT_EQ(run->warnings[0],
+            "unread.yaml: controller swift: dcqcn.g is set, but the swift controller does not read the dcqcn "
+            "section");
+  auto as_dcqcn = run_sim_scenario(*s, "dcqcn-nic", nullptr);
+  ASSERT_TRUE(as_dcqcn.ok()) << as_dcqcn.error().message;
+  EXPECT_TRUE(as_dcqcn->warnings.empty());
+}
+
 }  // namespace
 }  // namespace megascale::sim
