@@ -95,6 +95,8 @@ Result<std::vector<Preset>> resolve_presets(const std::vector<std::string>& args
   for (const std::string& name : names) {
     Result<cc::CcConfig> config = cc::resolve_cc_config(name);
     if (!config) return config.error();
+    for (const std::string& unread : cc::unread_settings(*config))
+      fmt::print(stderr, "megascale cc: warning: {}: {}\n", name, unread);
     std::error_code ec;
     std::string label = file_safe(fs::is_regular_file(name, ec) ? fs::path(name).stem().string() : name);
     const std::string base = label;

@@ -70,6 +70,7 @@ Result<Timed> run_one(const sim::SimScenario& s, const std::string& controller, 
   }
   auto r = sim::run_sim_scenario(s, controller, quiet ? nullptr : &progress);
   if (!r) return r.error();
+  for (const std::string& w : r->warnings) fmt::print(stderr, "warning: {}\n", w);
   Timed t;
   t.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   t.summary = sim::summarize_run(*r);

@@ -4,6 +4,7 @@
 #include "megascale/congestion/config.h"
 
 #include <fmt/format.h>
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
@@ -21,6 +22,7 @@
 #include <string_view>
 #include <system_error>
 #include <type_traits>
+#include <unordered_map>
 #include <vector>
 
 #include "config_schema.h"
@@ -30,6 +32,7 @@ namespace megascale::cc {
 namespace {
 
 using yaml::at_line;
+using yaml::duplicate_keys;
 using yaml::in_file_order;
 using yaml::is_plain_scalar;
 using yaml::line_of;
@@ -65,9 +68,11 @@ class YamlReader {
       : errors_(errors), lines_(lines) {}
 
   // Reads the mapping `node` as the section at `prefix` ("" for the top level); `body` visits its keys.
+  // A key written twice is reported by yaml::duplicate_keys over the whole document; here the first one
+  // counts. Linear in the number of keys: 160k unknown keys take about a second, most of it yaml-cpp's parse.
   template <class Body>
   void read_mapping(const YAML::Node& node, const std::string& prefix, Body&& body) {
-    Level level{prefix, {}, {}};
+    Level level{prefix, {}, {}, {}};
     for (const auto& pair : node) {
       const YAML::Node key = pair.first;  // a copy: yaml-cpp's iterators hand out temporaries
       if (!key.IsScalar()) {
@@ -75,23 +80,18 @@ class YamlReader {
               fmt::format("{}: keys must be plain names, got {}", where(prefix), node_kind(key)));
         continue;
       }
-      auto same = [&](const Entry& e) { return e.key == key.Scalar(); };
-      if (auto prev = std::find_if(level.entries.begin(), level.entries.end(), same);
-          prev != level.entries.end()) {
-        error(line_of(key), fmt::format("duplicate key '{}' (first on line {})",
-                                        join(prefix, printable(key.Scalar())), line_of(prev->key_node)));
-        continue;
+      if (level.index.emplace(key.Scalar(), level.entries.size()).second) {
+        level.entries.push_back({key.Scalar(), key, pair.second});
       }
-      level.entries.push_back({key.Scalar(), key, pair.second});
     }
     Level* saved = level_;
     level_ = &level;
     body();
     level_ = saved;
+    std::string valid;  // the same list for every unknown key of this mapping, built once
     for (const Entry& e : level.entries) {
-      if (std::find(level.known.begin(), level.known.end(), e.key) != level.known.end()) continue;
-      std::string valid;
-      for (std::string_view k : level.known) valid += fmt::format("{}{}", valid.empty() ? "" : ", ", k);
+      if (e.known) continue;
+      if (valid.empty()) valid = fmt::format("{}", fmt::join(level.known, ", "));
       error(line_of(e.key_node),
             fmt::format("unknown key '{}'; valid keys {}: {}", join(prefix, printable(e.key)),
                         prefix.empty() ? "at the top level" : "in '" + prefix + "'", valid));
@@ -101,10 +101,11 @@ class YamlReader {
   // The YAML value of `key` in the current mapping, or null when absent. Marks the key as known.
   const YAML::Node* lookup(std::string_view key) {
     level_->known.push_back(key);
-    for (const Entry& e : level_->entries) {
-      if (e.key == key) return &e.value;
-    }
-    return nullptr;
+    auto it = level_->index.find(std::string(key));
+    if (it == level_->index.end()) return nullptr;
+    Entry& e = level_->entries[it->second];
+    e.known = true;
+    return &e.value;
   }
 
   std::string path(std::string_view key) const { return join(level_->prefix, key); }
@@ -150,11 +151,13 @@ class YamlReader {
     std::string key;
     YAML::Node key_node;
     YAML::Node value;
+    bool known = false;  // the schema asked for it
   };
   struct Level {
     std::string prefix;
-    std::vector<Entry> entries;
-    std::vector<std::string_view> known;
+    std::vector<Entry> entries;                     // file order, first of each name
+    std::unordered_map<std::string, size_t> index;  // name -> entries[i]
+    std::vector<std::string_view> known;            // the names the schema asked for, in its order
   };
 
   static std::string join(std::string_view prefix, std::string_view key) {
@@ -262,7 +265,7 @@ Result<CcConfig> parse_document(const std::string& text, std::string_view source
 
   CcConfig config;
   config.name = stem_of(source);
-  std::vector<ParseError> errors;
+  std::vector<ParseError> errors = duplicate_keys(root);
   std::map<std::string, int> lines;
   YamlReader reader(errors, lines);
   reader.read_mapping(root, "", [&] {
@@ -312,6 +315,28 @@ class KeyPaths {
   template <class T>
   void field(std::string_view key, T& /*value*/, double /*scale*/, Bound /*bound*/) {
     paths.push_back(prefix_.empty() ? std::string(key) : prefix_ + "." + std::string(key));
+  }
+
+ private:
+  std::string prefix_;
+};
+
+// Every schema key path with its value as a number, in schema order.
+class KeyValues {
+ public:
+  std::vector<std::pair<std::string, double>> values;
+
+  template <class Body>
+  void section(std::string_view key, Body&& body) {
+    const std::string saved = prefix_;
+    prefix_ = prefix_.empty() ? std::string(key) : prefix_ + "." + std::string(key);
+    body();
+    prefix_ = saved;
+  }
+  template <class T>
+  void field(std::string_view key, T& value, double /*scale*/, Bound /*bound*/) {
+    values.emplace_back(prefix_.empty() ? std::string(key) : prefix_ + "." + std::string(key),
+                        static_cast<double>(value));
   }
 
  private:
@@ -419,6 +444,14 @@ Result<ControllerKind> parse_controller_kind(std::string_view name) {
 Result<CcConfig> parse_cc_config(std::string_view yaml_text, std::string_view source) {
   try {
     return parse_document(std::string(yaml_text), source);
+  } catch (const YAML::DeepRecursion& e) {
+    // yaml-cpp's own message here is "bad file", and its mark is where the scanner stopped, often past
+    // the last line: name the nesting and a line the file has.
+    const int last_line = static_cast<int>(std::count(yaml_text.begin(), yaml_text.end(), '\n')) +
+                          (yaml_text.empty() || yaml_text.back() == '\n' ? 0 : 1);
+    const int line = std::max(1, std::min(e.mark.is_null() ? last_line : e.mark.line + 1, last_line));
+    return make_error(fmt::format("{}:{}: YAML syntax error: lists or mappings nested deeper than {} levels",
+                                  source, line, e.depth() - 1));
   } catch (const YAML::Exception& e) {
     std::string where = e.mark.is_null()
                             ? std::string(source)
@@ -480,6 +513,31 @@ Result<CcConfig> resolve_cc_config(const std::string& path_or_name) {
   }
   return make_error(fmt::format("'{}' is neither a preset file nor a built-in preset; built-in presets: {}",
                                 printable(path_or_name), fmt::join(builtin_cc_config_names(), ", ")));
+}
+
+std::vector<std::string> unread_settings(const CcConfig& config) {
+  CcConfig copy = config;
+  CcConfig defaults;
+  KeyValues set;
+  KeyValues unset;
+  schema::visit_cc_config(copy, set);
+  schema::visit_cc_config(defaults, unset);
+  const std::string own(to_string(config.kind));
+  std::vector<std::string> sentences;
+  for (ControllerKind other : {ControllerKind::kFixedWindow, ControllerKind::kSwift, ControllerKind::kDcqcn,
+                               ControllerKind::kHybrid}) {
+    const std::string section(to_string(other));
+    if (other == config.kind) continue;
+    std::vector<std::string> keys;
+    for (size_t i = 0; i < set.values.size(); ++i) {
+      const auto& [path, value] = set.values[i];
+      if (path.rfind(section + ".", 0) == 0 && value != unset.values[i].second) keys.push_back(path);
+    }
+    if (keys.empty()) continue;
+    sentences.push_back(fmt::format("{} {} set, but the {} controller does not read the {} section",
+                                    fmt::join(keys, ", "), keys.size() == 1 ? "is" : "are", own, section));
+  }
+  return sentences;
 }
 
 Result<CcConfig> apply_cc_env_overrides(const CcConfig& base,

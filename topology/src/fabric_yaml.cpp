@@ -66,18 +66,10 @@ class Reader {
       fail(line_of(node), prefix.empty() ? "top level" : prefix, shown(node), "expected a mapping of keys");
       return false;
     }
-    std::vector<std::pair<std::string, int>> seen;  // a repeated key would silently shadow the first
+    // A repeated key is refused before this (yaml::duplicate_keys over the whole file).
     for (const auto& pair : node) {
       const YAML::Node key = pair.first;
       std::string name = key.IsScalar() ? key.Scalar() : "?";
-      for (const auto& [prev, prev_line] : seen) {
-        if (prev == name) {
-          fail(line_of(key), join(prefix, name), "",
-               fmt::format("duplicate key (first on line {})", prev_line));
-          return false;
-        }
-      }
-      seen.emplace_back(name, line_of(key));
       bool ok = false;
       for (std::string_view k : known) ok = ok || k == name;
       if (!ok) {
@@ -231,11 +223,17 @@ Result<FabricSpec> parse_fabric_yaml(std::string_view text, std::string_view sou
   } catch (const YAML::Exception& e) {
     return make_error(
         fmt::format("{}:{}: not valid YAML: {}", source, e.mark.is_null() ? 0 : e.mark.line + 1, e.msg));
+  } catch (const std::exception& e) {
+    return make_error(fmt::format("{}: cannot parse: {}", source, e.what()));
   }
   try {
+    if (auto dups = yaml::duplicate_keys(root); !dups.empty())
+      return make_error(yaml::in_file_order(std::move(dups), source));
     return read_spec(root, source);
   } catch (const YAML::Exception& e) {
     return make_error(fmt::format("{}:{}: {}", source, e.mark.is_null() ? 0 : e.mark.line + 1, e.msg));
+  } catch (const std::exception& e) {
+    return make_error(fmt::format("{}: cannot parse: {}", source, e.what()));
   }
 }
 

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <string>
 #include <system_error>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -191,7 +192,7 @@ std::string shown(const YAML::Node& node) {
   return fmt::format("\"{}\"", printable(node.Scalar()));
 }
 
-// Reads one mapping: typed fields by key, records each key's line, reports unknown and duplicate keys.
+// Reads one mapping: typed fields by key, records each key's line, reports unknown keys.
 class SectionReader {
  public:
   SectionReader(std::string prefix, const YAML::Node& map, std::vector<ParseError>& errors,
@@ -204,12 +205,8 @@ class SectionReader {
             {line_of(key), fmt::format("{}: keys must be plain names, got {}", prefix_, shown(key))});
         continue;
       }
-      auto same = [&](const Entry& e) { return e.key == key.Scalar(); };
-      if (auto prev = std::find_if(entries_.begin(), entries_.end(), same); prev != entries_.end()) {
-        errors_.push_back({line_of(key), fmt::format("{}.{}: duplicate key (first on line {})", prefix_,
-                                                     printable(key.Scalar()), prev->line)});
-        continue;
-      }
+      // A repeated key is reported by yaml::duplicate_keys over the whole document; the first counts.
+      if (!seen_.insert(key.Scalar()).second) continue;
       entries_.push_back({key.Scalar(), line_of(key), pair.second});
     }
   }
@@ -330,6 +327,7 @@ class SectionReader {
   std::vector<ParseError>& errors_;
   std::map<std::string, int>& lines_;
   std::vector<Entry> entries_;
+  std::unordered_set<std::string> seen_;  // the keys in entries_
   std::vector<std::string_view> known_;
 };
 
@@ -395,13 +393,15 @@ Result<RunConfig> parse_document(std::string_view yaml_text, std::string_view so
 
   RunConfig run;
   run.name = stem_of(source);
-  std::vector<ParseError> errors;
+  std::vector<ParseError> errors = yaml::duplicate_keys(root);  // the first of a repeated key counts
   std::map<std::string, int> lines;
+  std::unordered_set<std::string> seen;
   bool have_model = false;
   for (const auto& pair : root) {
     const YAML::Node key = pair.first;
     const YAML::Node value = pair.second;
     const std::string name = key.IsScalar() ? key.Scalar() : std::string();
+    if (key.IsScalar() && !seen.insert(name).second) continue;
     if (name == "description") {
       if (!value.IsScalar() && !value.IsNull()) {
         errors.push_back({line_of(value), fmt::format("description: {}: expected text", shown(value))});

@@ -1,14 +1,58 @@
 // What the exported tables share: the calls whose ABI forms differ from the core's only in what they
 // ignore or in const-ness, and the v11 properties copied into an older layout. Each net_vN.cpp keeps
 // only what its version really changes (init, connect's traffic class, int sizes, profiler handles).
+//
+// Every entry of every table goes through guarded<fn>: the core returns errors as values, and whatever
+// still throws (std::bad_alloc, a bug) becomes a WARN naming the call and ncclInternalError here rather
+// than unwinding into NCCL's C frames, which terminates the process.
 #pragma once
 
+#include <exception>
+#include <string_view>
+
+#include "log.h"
 #include "megascale/nccl/abi/net_v11.h"
 #include "megascale/nccl/abi/net_v8.h"
 #include "megascale/nccl/abi/net_v9.h"
 #include "plugin.h"
 
 namespace megascale::nccl {
+
+namespace detail {
+
+// The WARN for an exception that reached a table entry; `signature` is the guard's __PRETTY_FUNCTION__,
+// which names the wrapped function ("[with auto Fn = megascale::nccl::core::listen; ...]").
+inline abi::NetResult escaped(std::string_view signature, const char* what) noexcept {
+  std::string_view call = signature;
+  if (size_t at = signature.find("Fn = "); at != std::string_view::npos) {
+    call = signature.substr(at + 5);
+    call = call.substr(0, call.find_first_of(";]"));
+  }
+  MS_WARN("%.*s: internal error: %s", static_cast<int>(call.size()), call.data(), what);
+  return abi::kNetInternalError;
+}
+
+template <auto Fn, class Signature = decltype(Fn)>
+struct Guard;
+
+template <auto Fn, class... Args>
+struct Guard<Fn, abi::NetResult (*)(Args...)> {
+  static abi::NetResult call(Args... args) noexcept {
+    try {
+      return Fn(args...);
+    } catch (const std::exception& e) {
+      return escaped(__PRETTY_FUNCTION__, e.what());
+    } catch (...) {
+      return escaped(__PRETTY_FUNCTION__, "an exception that is not a std::exception");
+    }
+  }
+};
+
+}  // namespace detail
+
+// `fn` with every exception turned into a WARN and abi::kNetInternalError: what the tables export.
+template <auto Fn>
+inline constexpr auto guarded = &detail::Guard<Fn>::call;
 
 // Fields every version from v8 has (the shared fields mean the same in every version; only the set
 // of fields differs).

@@ -11,6 +11,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
+#include <set>
+#include <string_view>
 
 #include "handle.h"
 #include "megascale/congestion/config.h"
@@ -206,7 +209,20 @@ TimeNs PluginConfig::keepalive_interval_ns() const {
   return k;
 }
 
-Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
+// MEGASCALE_* variables that megascale's other programs and scripts read, not the plugin, and that may be
+// set in a process that loads it (the conformance harness's peer, the null net, the trainer, the netns
+// tests, scripts/test.sh). A name ending in '_' stands for every name it begins.
+constexpr std::string_view kOtherProgramsVars[] = {"MEGASCALE_CONFORMANCE_PEER", "MEGASCALE_NULL_",
+                                                   "MEGASCALE_TRAIN_PROFILE",    "MEGASCALE_NETNS_",
+                                                   "MEGASCALE_TEST_STAGES",      "MEGASCALE_FUZZ_SECONDS"};
+
+static bool read_by_other_programs(std::string_view name) {
+  return std::any_of(std::begin(kOtherProgramsVars), std::end(kOtherProgramsVars), [&](std::string_view v) {
+    return v.back() == '_' ? name.substr(0, v.size()) == v : name == v;
+  });
+}
+
+static Result<PluginConfig> read_plugin_config(const GetEnvFn& getenv_fn) {
   PluginConfig c;
   auto env = [&](const char* name) -> const char* {
     const char* v = getenv_fn(name);
@@ -581,6 +597,67 @@ Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn) {
 
   if (Status s = cc::validate_cc_config(c.cc, "MEGASCALE_CC=" + c.cc_source); !s) {
     return make_error(s.error().message);
+  }
+  for (const std::string& unread : cc::unread_settings(c.cc)) {
+    c.warnings.push_back("MEGASCALE_CC=" + c.cc_source + ": " + unread);
+  }
+  return c;
+}
+
+std::string closest_name(const std::string& name, const std::vector<std::string>& candidates) {
+  std::string best;
+  size_t best_distance = std::numeric_limits<size_t>::max();
+  std::vector<size_t> row(name.size() + 1);
+  for (const std::string& c : candidates) {
+    // Levenshtein distance, one row at a time.
+    for (size_t i = 0; i <= name.size(); ++i) row[i] = i;
+    for (size_t j = 1; j <= c.size(); ++j) {
+      size_t diagonal = row[0];
+      row[0] = j;
+      for (size_t i = 1; i <= name.size(); ++i) {
+        const size_t above = row[i];
+        row[i] = std::min({row[i] + 1, row[i - 1] + 1, diagonal + (name[i - 1] == c[j - 1] ? 0 : 1)});
+        diagonal = above;
+      }
+    }
+    if (row[name.size()] < best_distance) {
+      best_distance = row[name.size()];
+      best = c;
+    }
+  }
+  return best;
+}
+
+std::vector<std::string> megascale_env_names(char** envp) {
+  std::vector<std::string> names;
+  for (char** e = envp; e != nullptr && *e != nullptr; ++e) {
+    const std::string_view entry(*e);
+    if (entry.rfind("MEGASCALE_", 0) != 0) continue;
+    names.emplace_back(entry.substr(0, entry.find('=')));
+  }
+  return names;
+}
+
+Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn,
+                                        const std::vector<std::string>& set_names) {
+  // Every name the readers ask for is a knob; every read is unconditional (a reader that stops early
+  // stops on an error, which fails init anyway).
+  std::set<std::string> asked;
+  auto recording = [&](const char* name) -> const char* {
+    asked.insert(name);
+    return getenv_fn(name);
+  };
+  Result<PluginConfig> c = read_plugin_config(recording);
+  if (!c) return c;
+  std::vector<std::string> knobs;
+  for (const std::string& name : asked) {
+    if (name.rfind("MEGASCALE_", 0) == 0) knobs.push_back(name);
+  }
+  for (const std::string& name : std::set<std::string>(set_names.begin(), set_names.end())) {
+    if (name.rfind("MEGASCALE_", 0) != 0 || asked.count(name) != 0) continue;
+    if (read_by_other_programs(name)) continue;
+    c->warnings.push_back(name + " is not a knob of the plugin and is ignored; did you mean " +
+                          closest_name(name, knobs) + "? (docs/CONFIG.md lists them all)");
   }
   return c;
 }

@@ -143,8 +143,19 @@ struct PluginConfig {
 using GetEnvFn = wire::GetEnv;
 
 // Reads and validates every MEGASCALE_* variable through `getenv_fn`. The error names the variable,
-// the value and what is allowed: "MEGASCALE_LANES=0: must be an integer in 1..64".
-Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn);
+// the value and what is allowed: "MEGASCALE_LANES=0: must be an integer in 1..64". `set_names` are
+// the names of the variables the environment holds (megascale_env_names): each MEGASCALE_* one that is
+// not a knob gets a warning naming the closest knob ("MEGASCALE_FAULT_DROPP is not a knob ...; did you
+// mean MEGASCALE_FAULT_DROP?"). The knobs are exactly the names read through `getenv_fn`, so the list
+// cannot drift from the code.
+Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn,
+                                        const std::vector<std::string>& set_names = {});
+
+// The names of the MEGASCALE_* variables in `envp` (NAME=value strings, as environ).
+std::vector<std::string> megascale_env_names(char** envp);
+
+// The one of `candidates` closest to `name` by edit distance (the first of equals); "" when empty.
+std::string closest_name(const std::string& name, const std::vector<std::string>& candidates);
 
 // How many ranks share this host's CPUs: MEGASCALE_LOCAL_RANKS, else a launcher's variable
 // (LOCAL_WORLD_SIZE from torchrun, OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS), else the NVIDIA GPUs

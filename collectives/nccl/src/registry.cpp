@@ -2,6 +2,7 @@
 #include "registry.h"
 
 #include <sys/socket.h>
+#include <unistd.h>  // environ
 
 #include <algorithm>
 #include <cstdlib>
@@ -36,7 +37,8 @@ Status Registry::ensure_ready() {
   std::lock_guard<std::mutex> lock(mu_);
   if (tried_) return status_;
   tried_ = true;
-  auto cfg = load_plugin_config([](const char* name) { return std::getenv(name); });
+  auto cfg =
+      load_plugin_config([](const char* name) { return std::getenv(name); }, megascale_env_names(environ));
   if (!cfg) {
     status_ = cfg.error();
     return status_;
@@ -164,9 +166,8 @@ Result<DeviceWire*> Registry::wire_for_locked(int dev, uint8_t dscp) {
             dev, d.iface.name.c_str(), index, (*udp)->capabilities().describe().c_str(), dscp, config_.lanes,
             d.segment_bytes, config_.cc.name.c_str(), static_cast<long long>(ec.cc.rto.min_rto_ns / kNsPerUs),
             probe_text.c_str(), ec.payload_crc ? "on" : "off (unchecked to version-2 peers)");
-    set.wires.push_back(
-        std::make_unique<DeviceWire>(dev, dscp, index, std::move(*udp), config_.retry_budget_ns + kNsPerSec,
-                                     config_.late_ack_window_ns));
+    set.wires.push_back(std::make_unique<DeviceWire>(
+        dev, dscp, index, std::move(*udp), config_.retry_budget_ns + kNsPerSec, config_.late_ack_window_ns));
     stats_.add_wire(set.wires.back().get(), d.iface.name);
     return set.wires.back().get();
   }
@@ -245,11 +246,12 @@ void Registry::maybe_teardown_locked() {
 void Registry::warn_late_acks_locked(DeviceWire& w, TimeNs now, bool last) {
   const std::optional<std::string> why = w.late_acks(now, last);
   if (!why) return;
-  MS_WARN("device %s wire %u: %s. With %u wires x (1 + %u I/O threads) a rank here, "
-          "`STEPS=layouts scripts/check-nccl-plugin.sh` compares thread layouts on this host "
-          "(MEGASCALE_NTHREADS, MEGASCALE_IO_THREADS; collectives/nccl/README.md)",
-          devices_[static_cast<size_t>(w.dev())].iface.name.c_str(), w.index(), why->c_str(),
-          config_.threads_per_device, config_.io_threads);
+  MS_WARN(
+      "device %s wire %u: %s. With %u wires x (1 + %u I/O threads) a rank here, "
+      "`STEPS=layouts scripts/check-nccl-plugin.sh` compares thread layouts on this host "
+      "(MEGASCALE_NTHREADS, MEGASCALE_IO_THREADS; collectives/nccl/README.md)",
+      devices_[static_cast<size_t>(w.dev())].iface.name.c_str(), w.index(), why->c_str(),
+      config_.threads_per_device, config_.io_threads);
 }
 
 void Registry::remove_wires_from_stats_locked() {

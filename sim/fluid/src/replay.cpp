@@ -179,9 +179,14 @@ class Parser {
 
 Result<Scenario> parse_scenario(std::string_view yaml_text, std::string_view source) {
   try {
-    return Parser(source).scenario(YAML::Load(std::string(yaml_text)));
+    const YAML::Node root = YAML::Load(std::string(yaml_text));
+    if (auto dups = yaml::duplicate_keys(root); !dups.empty())
+      return make_error(yaml::in_file_order(std::move(dups), source));
+    return Parser(source).scenario(root);
   } catch (const YAML::Exception& e) {
     return make_error(fmt::format("{}:{}: YAML syntax error: {}", source, e.mark.line + 1, e.msg));
+  } catch (const std::exception& e) {
+    return make_error(fmt::format("{}: cannot parse: {}", source, e.what()));
   }
 }
 

@@ -580,7 +580,10 @@ class Parser {
 
 Result<SimScenario> parse_sim_scenario(std::string_view yaml_text, std::string_view source) {
   try {
-    return Parser(source).scenario(YAML::Load(std::string(yaml_text)));
+    const YAML::Node root = YAML::Load(std::string(yaml_text));
+    if (auto dups = yaml::duplicate_keys(root); !dups.empty())
+      return make_error(yaml::in_file_order(std::move(dups), source));
+    return Parser(source).scenario(root);
   } catch (const YAML::Exception& e) {
     return make_error(fmt::format("{}:{}: YAML syntax error: {}", source, e.mark.line + 1, e.msg));
   } catch (const std::exception& e) {
@@ -633,6 +636,8 @@ Result<ScenarioRun> run_sim_scenario(const SimScenario& s, const std::string& co
   run.controller = controller.empty() ? s.controller : controller;
   auto cc = scenario_cc_config(s, run.controller);
   if (!cc) return cc.error();
+  for (const std::string& unread : cc::unread_settings(*cc))
+    run.warnings.push_back(fmt::format("{}: controller {}: {}", s.source, run.controller, unread));
   FabricConfig fc;
   fc.engine.cc = *cc;
   fc.engine.lanes = s.lanes;

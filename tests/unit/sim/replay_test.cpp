@@ -188,5 +188,10 @@ TEST(ReplayTest, ShippedScenariosParseAndDescribeThemselves) {
   EXPECT_EQ(found, 3);
 }
 
+TEST(ReplayScenario, DuplicateKeyIsRefusedWithBothLines) {
+  const std::string e = parse_error("controller: swift\nname: a\ncontroller: dcqcn\n");
+  EXPECT_NE(e.find("bad.yaml:3: duplicate key 'controller' (first on line 1)"), std::string::npos) << e;
+}
+
 }  // namespace
 }  // namespace megascale::sim

@@ -188,5 +188,37 @@ TEST(Scenario, IncastFlowsPerSender) {
   EXPECT_EQ(paper->senders * paper->flows_per_sender, 5000u);
 }
 
+// A key written twice is refused with both lines (yaml-cpp keeps both; the parser would take the last).
+TEST(Scenario, DuplicateKeyIsRefusedWithBothLines) {
+  auto top = parse_sim_scenario(std::string(kGood) + "seed: 6\n", "dup.yaml");
+  ASSERT_FALSE(top);
+  EXPECT_NE(top.error().message.find("dup.yaml:15: duplicate key 'seed' (first on line 13)"),
+            std::string::npos)
+      << top.error().message;
+  std::string nested = kGood;
+  nested.replace(nested.find("  buffer_bytes: 300000\n"), 0, "  buffer_bytes: 1\n");
+  auto inner = parse_sim_scenario(nested, "dup.yaml");
+  ASSERT_FALSE(inner);
+  EXPECT_NE(inner.error().message.find("dup.yaml:7: duplicate key 'switch.buffer_bytes' (first on line 6)"),
+            std::string::npos)
+      << inner.error().message;
+}
+
+// A cc section the run's controller does not read is a warning of the run (megascale sim prints it).
+TEST(Scenario, ACcSectionTheControllerDoesNotReadIsAWarning) {
+  auto s = parse_sim_scenario(std::string(kGood) + "cc:\n  dcqcn: {g: 0.5}\n", "unread.yaml");
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  s->bytes = 20'000;  // keep the test fast
+  auto run = run_sim_scenario(*s, "", nullptr);
+  ASSERT_TRUE(run.ok()) << run.error().message;
+  ASSERT_EQ(run->warnings.size(), 1u);
+  EXPECT_EQ(run->warnings[0],
+            "unread.yaml: controller swift: dcqcn.g is set, but the swift controller does not read the dcqcn "
+            "section");
+  auto as_dcqcn = run_sim_scenario(*s, "dcqcn-nic", nullptr);
+  ASSERT_TRUE(as_dcqcn.ok()) << as_dcqcn.error().message;
+  EXPECT_TRUE(as_dcqcn->warnings.empty());
+}
+
 }  // namespace
 }  // namespace megascale::sim

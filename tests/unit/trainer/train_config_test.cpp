@@ -206,5 +206,20 @@ TEST(TrainConfig, DescribeNamesTheShape) {
   EXPECT_NE(d.find("causal"), std::string::npos) << d;
 }
 
+// A repeated key, in a section or at the top level, is refused with both lines; the first is not
+// silently shadowed by the second.
+TEST(TrainConfig, DuplicateKeyIsRefusedWithBothLines) {
+  Result<RunConfig> in_section = parse_run_config(std::string(kGoodModel) + "  n_layer: 4\n", "t.yaml");
+  ASSERT_FALSE(in_section);
+  EXPECT_NE(in_section.error().message.find("t.yaml:7: duplicate key 'model.n_layer' (first on line 4)"),
+            std::string::npos)
+      << in_section.error().message;
+  Result<RunConfig> top =
+      parse_run_config(std::string(kGoodModel) + "train:\n  seq_len: 64\nmodel:\n  n_layer: 4\n", "t.yaml");
+  ASSERT_FALSE(top);
+  EXPECT_NE(top.error().message.find("t.yaml:9: duplicate key 'model' (first on line 1)"), std::string::npos)
+      << top.error().message;
+}
+
 }  // namespace
 }  // namespace megascale::trainer

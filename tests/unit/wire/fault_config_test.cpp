@@ -183,5 +183,13 @@ TEST(FaultConfigValidate, RejectsOutOfRangeStructValues) {
   EXPECT_NE(s.error().message.find("fault.reorder"), std::string::npos) << s.error().message;
 }
 
+TEST(FaultConfigYaml, DuplicateKeyIsRefusedWithBothLines) {
+  auto cfg = parse_fault_config("fault:\n  drop: 0.1\n  seed: 3\n  drop: 0.5\n", "dup.yaml");
+  ASSERT_FALSE(cfg);
+  EXPECT_NE(cfg.error().message.find("dup.yaml:4: duplicate key 'fault.drop' (first on line 2)"),
+            std::string::npos)
+      << cfg.error().message;
+}
+
 }  // namespace
 }  // namespace megascale::wire

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <string>
 
+#include "megascale/common/yaml_text.h"
 #include "megascale/wire/fault.h"
 
 namespace megascale::wire {
@@ -125,13 +126,17 @@ Status validate_fault_config(const FaultConfig& c, std::string_view source) {
   return {};
 }
 
-Result<FaultConfig> parse_fault_config(std::string_view yaml_text, std::string_view source) {
+static Result<FaultConfig> parse_fault_document(std::string_view yaml_text, std::string_view source) {
   YAML::Node root;
   try {
     root = YAML::Load(std::string(yaml_text));
   } catch (const YAML::Exception& e) {
     return make_error(std::string(source) + ": YAML: " + e.what());
+  } catch (const std::exception& e) {
+    return make_error(std::string(source) + ": cannot parse: " + e.what());
   }
+  if (auto dups = yaml::duplicate_keys(root); !dups.empty())
+    return make_error(yaml::in_file_order(std::move(dups), source));
   FaultConfig config;
   if (!root.IsMap() || !root["fault"]) return config;
   const YAML::Node section = root["fault"];
@@ -160,6 +165,15 @@ Result<FaultConfig> parse_fault_config(std::string_view yaml_text, std::string_v
   if (delay_us_given && !delay_given && config.delay_ns > 0) config.delay = 1.0;
   if (Status s = validate_fault_config(config, source); !s) return s.error();
   return config;
+}
+
+// yaml-cpp reports by throwing, also while a tree is walked: every throw ends here as an error.
+Result<FaultConfig> parse_fault_config(std::string_view yaml_text, std::string_view source) {
+  try {
+    return parse_fault_document(yaml_text, source);
+  } catch (const std::exception& e) {
+    return make_error(std::string(source) + ": cannot parse: " + e.what());
+  }
 }
 
 Result<FaultConfig> load_fault_config(const std::string& path) {

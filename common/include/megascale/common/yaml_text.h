@@ -7,6 +7,7 @@
 //   msg += "'" + printable(node.Scalar()) + "'";
 //   errors.push_back({line_of(node), "expected a mapping, got " + std::string(node_kind(node))});
 //   return make_error(in_file_order(std::move(errors), source));
+//   if (auto dups = duplicate_keys(root); !dups.empty()) return make_error(in_file_order(dups, source));
 #pragma once
 
 #include <yaml-cpp/yaml.h>
@@ -16,6 +17,9 @@
 #include <limits>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
 #include <vector>
 
 namespace megascale::yaml {
@@ -92,6 +96,43 @@ inline std::string in_file_order(std::vector<ParseError> errors, std::string_vie
     message += at_line(source, e.line) + ": " + e.text;
   }
   return message;
+}
+
+// Every key written twice in one mapping anywhere under `root`, as "duplicate key 'a.b' (first on line
+// N)" at the second one's line: yaml-cpp keeps both and a lookup silently takes the first, so a user's
+// later value would be ignored. Key paths join mapping keys with '.' and list items as [i], below
+// `prefix`. Linear in the size of the text: a hash per mapping, no recursion on deep input, and a node
+// that aliases reach many times (`*a`, even inside its own anchor) is walked once.
+inline std::vector<ParseError> duplicate_keys(const YAML::Node& root, const std::string& prefix = "") {
+  std::vector<ParseError> errors;
+  std::vector<std::pair<YAML::Node, std::string>> todo{{root, prefix}};
+  std::unordered_set<int> walked;  // the text positions of the mappings and lists seen
+  auto join = [](const std::string& path, const std::string& key) {
+    return path.empty() ? key : path + "." + key;
+  };
+  while (!todo.empty()) {
+    auto [node, path] = std::move(todo.back());
+    todo.pop_back();
+    if (!node.IsMap() && !node.IsSequence()) continue;
+    if (!walked.insert(node.Mark().pos).second) continue;
+    if (node.IsSequence()) {
+      size_t i = 0;
+      for (const auto& item : node) todo.emplace_back(item, path + "[" + std::to_string(i++) + "]");
+      continue;
+    }
+    std::unordered_map<std::string, int> first_line;
+    for (const auto& pair : node) {
+      const YAML::Node key = pair.first;  // a copy: yaml-cpp's iterators hand out temporaries
+      if (!key.IsScalar()) continue;      // a mapping or list as a key: each loader refuses it itself
+      if (auto [it, fresh] = first_line.emplace(key.Scalar(), line_of(key)); !fresh) {
+        errors.push_back({line_of(key), "duplicate key '" + join(path, printable(key.Scalar())) +
+                                            "' (first on line " + std::to_string(it->second) + ")"});
+        continue;
+      }
+      todo.emplace_back(pair.second, join(path, key.Scalar()));
+    }
+  }
+  return errors;
 }
 
 }  // namespace megascale::yaml

@@ -46,6 +46,12 @@ Result<CcConfig> apply_cc_env_overrides(const CcConfig& base,
                                         const std::function<const char*(const char*)>& getenv_fn,
                                         std::vector<std::string>* applied = nullptr);
 
+// Settings `config`'s controller never reads: for each section of another controller (swift, dcqcn,
+// hybrid, fixed) that holds values other than the defaults, one sentence naming those keys, e.g.
+// "dcqcn.g, dcqcn.min_rate_mbps are set, but the swift controller does not read the dcqcn section".
+// Loaders log these as warnings: a preset tuned for one controller and run with another is a mistake.
+std::vector<std::string> unread_settings(const CcConfig& config);
+
 // Checks every value's range; `source` names the config in the message.
 Status validate_cc_config(const CcConfig& config, std::string_view source);
 

@@ -149,6 +149,9 @@ struct ScenarioRun {
   size_t hosts = 0;
   size_t switches = 0;
   uint32_t group_ranks = 0;  // collective: ranks per group (for bus bandwidth)
+  // Settings the run ignores, one sentence each ("file: cc: dcqcn.g is set, but the swift controller
+  // does not read the dcqcn section"), for the caller to print as warnings.
+  std::vector<std::string> warnings;
 };
 
 // The controller's preset with the scenario's cc overrides applied. Errors: an unknown preset, a key
