@@ -137,6 +137,8 @@ std::string counters_line(const RowCounters& c) {
                     t.kernel.in_errors, c.same_host ? "" : " (both hosts)", t.kernel.socket_drops);
   }
   std::string faults = t.fault_dropped ? fmt::format(", injected drops {}", t.fault_dropped) : "";
+  // A lane at its controller's floor for seconds while ACKs flow crawls without ever timing out.
+  if (t.floor_stalls) faults += fmt::format(", WARN lanes stuck at the cc floor {}", t.floor_stalls);
   return fmt::format(
       " # retx {} (fast {}, rto {}), timeouts {}, ecn {}, cnp {}, repaths {}, {}, "
       "sends that waited for a credit {} of {}, {}{}",
@@ -152,9 +154,10 @@ std::string wire_line(const RowCounters& c, uint64_t payload_bytes, uint64_t mes
   const std::string takeover =
       t.rx_stolen + t.tx_rerouted + t.tx_stolen == 0
           ? ""
-          : fmt::format("; stalled I/O threads' work taken over: {} messages received, {} packets rerouted, "
-                        "{} datagrams sent from their queues",
-                        t.rx_stolen, t.tx_rerouted, t.tx_stolen);
+          : fmt::format(
+                "; stalled I/O threads' work taken over: {} messages received, {} packets rerouted, "
+                "{} datagrams sent from their queues",
+                t.rx_stolen, t.tx_rerouted, t.tx_stolen);
   // With I/O threads: the share of their awake (polling) time that moved something.
   const std::string busy =
       t.io_awake_ns == 0 ? ""
@@ -184,6 +187,7 @@ json counters_json(const RowCounters& c) {
               {"ecn_marks", t.ecn_marks},
               {"cnps", t.cnps_received},
               {"repaths", t.repaths},
+              {"floor_stalls", t.floor_stalls},
               {"sends_posted", t.sends_posted},
               {"sends_waited_for_credit", t.sends_waited_for_credit},
               {"rtt_samples", rtt_total(t.rtt)},
