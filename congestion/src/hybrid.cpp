@@ -71,7 +71,13 @@ void HybridController::decrease(TimeNs now, double factor) {
 
 void HybridController::respond(TimeNs now, bool ecn, double acked_packets) {
   const SwiftParams& s = p_.swift;
-  const bool over_target = have_delay_ && !target_.below(delay_ns_, cwnd_, hops_);
+  bool over_target = have_delay_ && !target_.below(delay_ns_, cwnd_, hops_);
+  if (over_target && delay_upper_bound_) {
+    // Swift §3.1-§3.3: only fabric delay cuts. A bound above the target may be the receiver's host
+    // delay, not the fabric's: no delay signal, so hold (an ECN mark still cuts below).
+    if (!ecn) return;
+    over_target = false;
+  }
 
   if (!over_target && !ecn) {
     // Swift Algorithm 1 additive increase: ai per RTT's worth of ACKs at or above one packet, ai per
@@ -119,10 +125,12 @@ void HybridController::on_ack(TimeNs now, const AckSample& ack) {
 
   if (ack.rtt_ns >= 0) {
     rtt_ns_ = positive_rtt(ack.rtt_ns);
-    pacing_rtt_.on_sample(ack.rtt_ns);
-    // Swift §3.3: the fabric delay excludes the receiver's echoed queuing and processing time.
+    // Swift §3.3: the fabric delay excludes the receiver's echoed queuing and processing time; §3.4
+    // paces below one packet over that fabric round trip too (swift.cpp says why).
     const TimeNs remote_ns = p_.swift.use_fabric_delay ? std::max<TimeNs>(ack.remote_delay_ns, 0) : 0;
+    pacing_rtt_.on_sample(ack.rtt_ns - remote_ns);
     delay_ns_ = static_cast<double>(std::max<TimeNs>(ack.rtt_ns - remote_ns, 0));
+    delay_upper_bound_ = ack.delay_upper_bound;
     have_delay_ = true;
   } else if (!ecn) {
     return;  // neither a delay sample nor a mark: nothing to act on
@@ -167,6 +175,10 @@ void HybridController::on_spurious_rto(TimeNs now) {
 
 void HybridController::on_timer(TimeNs now) {
   close_rounds(now);
+}
+
+bool HybridController::at_floor() const {
+  return cwnd_ <= p_.swift.min_cwnd_packets;
 }
 
 double HybridController::cwnd_bytes() const {

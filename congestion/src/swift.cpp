@@ -80,6 +80,10 @@ void SwiftController::on_cnp(TimeNs /*now*/) {}  // delay is the only congestion
 
 void SwiftController::on_timer(TimeNs /*now*/) {}  // no timers
 
+bool SwiftController::at_floor() const {
+  return cwnd_ <= p_.min_cwnd_packets;
+}
+
 bool SwiftController::can_decrease(TimeNs now) const {
   // Algorithm 1: can_decrease = (now - t_last_decrease >= rtt); the first decrease is always allowed.
   return !decreased_once_ || now - t_last_decrease_ >= rtt_ns_;
@@ -103,12 +107,15 @@ void SwiftController::on_ack(TimeNs now, const AckSample& ack) {
   if (ack.rtt_ns < 0) return;  // no delay sample: nothing to compare with the target
 
   rtt_ns_ = positive_rtt(ack.rtt_ns);
-  pacing_rtt_.on_sample(ack.rtt_ns);
   if (ack.hops != 0) hops_ = ack.hops;  // TTL-measured hop count replaces the configured one
 
   // §3.3: the fabric part of the RTT excludes the receiver's echoed queuing and processing time.
   const TimeNs remote_ns = p_.use_fabric_delay ? std::max<TimeNs>(ack.remote_delay_ns, 0) : 0;
   const double delay_ns = static_cast<double>(std::max<TimeNs>(ack.rtt_ns - remote_ns, 0));
+  // §3.4 spaces cwnd packets over the round trip of the path the window governs, here the fabric's: a
+  // receiver descheduled for milliseconds would otherwise put 1,000 of its stalls between the sends of
+  // a window at the 0.001-packet floor, and the samples that could lift it would come as rarely.
+  pacing_rtt_.on_sample(ack.rtt_ns - remote_ns);
   const double acked_packets = ack.acked_packets != 0
                                    ? static_cast<double>(ack.acked_packets)
                                    : static_cast<double>(ack.acked_bytes) / flow_.mss_bytes;
@@ -118,6 +125,9 @@ void SwiftController::on_ack(TimeNs now, const AckSample& ack) {
     // Additive increase: ai packets per RTT's worth of ACKs above one packet, ai per ACK below it.
     cwnd_ += cwnd_ >= 1 ? p_.ai_packets / cwnd_ * acked_packets : p_.ai_packets * acked_packets;
     cwnd_ = std::min(std::max(cwnd_, p_.min_cwnd_packets), p_.max_cwnd_packets);
+  } else if (ack.delay_upper_bound) {
+    // §3.1-§3.3: Swift cuts on fabric delay only, the endpoint's part taken out. A bound still holds
+    // the receiver's unechoed host delay, so above the target it tells nothing about the fabric: hold.
   } else if (can_decrease(now)) {
     // Multiplicative decrease proportional to the excess delay, at most max_mdf (Algorithm 1).
     // delay >= target > 0 here unless the target itself is 0; a zero delay has no excess to cut.

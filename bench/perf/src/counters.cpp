@@ -180,6 +180,7 @@ SideCounters side_delta(const SideSnapshot& a, const SideSnapshot& b) {
   d.ecn_marks = y.ecn_marks - x.ecn_marks;
   d.cnps_received = y.cnps_received - x.cnps_received;
   d.repaths = y.repaths - x.repaths;
+  d.floor_stalls = y.floor_stalls - x.floor_stalls;
   d.bytes_sent = y.bytes_sent - x.bytes_sent;
   d.sends_posted = y.sends_posted - x.sends_posted;
   d.sends_waited_for_credit = y.sends_waited_for_credit - x.sends_waited_for_credit;
@@ -235,6 +236,7 @@ SideCounters sum_sides(const SideCounters& a, const SideCounters& b, bool same_h
   s.ecn_marks += b.ecn_marks;
   s.cnps_received += b.cnps_received;
   s.repaths += b.repaths;
+  s.floor_stalls += b.floor_stalls;
   s.bytes_sent += b.bytes_sent;
   s.sends_posted += b.sends_posted;
   s.sends_waited_for_credit += b.sends_waited_for_credit;

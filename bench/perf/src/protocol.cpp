@@ -156,6 +156,7 @@ json to_json(const SideCounters& c) {
               {"ecn_marks", c.ecn_marks},
               {"cnps_received", c.cnps_received},
               {"repaths", c.repaths},
+              {"floor_stalls", c.floor_stalls},
               {"bytes_sent", c.bytes_sent},
               {"sends_posted", c.sends_posted},
               {"sends_waited_for_credit", c.sends_waited_for_credit},
@@ -207,6 +208,7 @@ SideCounters side_counters_from_json(const json& j) {
   c.ecn_marks = u("ecn_marks");
   c.cnps_received = u("cnps_received");
   c.repaths = u("repaths");
+  c.floor_stalls = u("floor_stalls");
   c.bytes_sent = u("bytes_sent");
   c.sends_posted = u("sends_posted");
   c.sends_waited_for_credit = u("sends_waited_for_credit");

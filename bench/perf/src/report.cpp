@@ -173,12 +173,15 @@ std::string counters_line(const RowCounters& c) {
         fmt::format("kernel drops: RcvbufErrors +{} InErrors +{}{}, our sockets +{}", t.kernel.rcvbuf_errors,
                     t.kernel.in_errors, c.same_host ? "" : " (both hosts)", t.kernel.socket_drops);
   }
+  // A lane at its controller's floor for seconds while ACKs flow crawls without ever timing out.
+  const std::string floor =
+      t.floor_stalls ? fmt::format(", WARN lanes stuck at the cc floor {}", t.floor_stalls) : std::string();
   return fmt::format(
       " # retx {} (fast {}, rto {}), timeouts {}, ecn {}, cnp {}, repaths {}, {}, "
-      "sends that waited for a credit {} of {}, {}{}, {}",
+      "sends that waited for a credit {} of {}, {}{}, {}{}",
       t.retransmits_fast + t.retransmits_rto, t.retransmits_fast, t.retransmits_rto, t.timeouts, t.ecn_marks,
       t.cnps_received, t.repaths, rtt, t.sends_waited_for_credit, t.sends_posted, drops, faults_text(t),
-      junk_text(t));
+      junk_text(t), floor);
 }
 
 std::string wire_line(const RowCounters& c, uint64_t payload_bytes, uint64_t messages) {
@@ -222,6 +225,7 @@ json counters_json(const RowCounters& c) {
               {"ecn_marks", t.ecn_marks},
               {"cnps", t.cnps_received},
               {"repaths", t.repaths},
+              {"floor_stalls", t.floor_stalls},
               {"sends_posted", t.sends_posted},
               {"sends_waited_for_credit", t.sends_waited_for_credit},
               {"rtt_samples", rtt_total(t.rtt)},

@@ -39,6 +39,7 @@ Status validate_engine_config(const EngineConfig& c) {
     return bad("ack_every_segments", std::to_string(c.ack_every_segments), "must be 1..64");
   }
   if (c.ack_delay_ns < 0) return bad("ack_delay_ns", std::to_string(c.ack_delay_ns), "must be >= 0");
+  if (c.floor_stall_ns < 0) return bad("floor_stall_ns", std::to_string(c.floor_stall_ns), "must be >= 0");
   if (c.tail_probe_min_ns < 0) {
     return bad("tail_probe_min_ns", std::to_string(c.tail_probe_min_ns), "must be >= 0");
   }

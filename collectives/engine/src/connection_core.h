@@ -115,6 +115,10 @@ struct Lane {
   bool round_over_target = false;
   bool round_ce = false;
   uint32_t bad_rounds = 0;
+  // Floor stall detection (EngineConfig::floor_stall_ns): since when an ACK found the controller at
+  // its floor (kNever: not at it), and whether this stay was counted.
+  TimeNs floor_since_ns = kNever;
+  bool floor_counted = false;
   LaneStats stats;
 };
 
@@ -267,6 +271,8 @@ class ConnectionCore {
   // *wake is lowered to when a pacer would release one.
   int pick_lane(TimeNs now, uint32_t len, TimeNs* wake);
   void lane_rtt_sample(TimeNs now, Lane& lane, TimeNs rtt_ns, bool ce);
+  // After an ACK reached the lane's controller: a stay at the floor longer than floor_stall_ns counts.
+  void lane_floor_check(TimeNs now, Lane& lane);
   void repath(TimeNs now, Lane& lane);
 
   const EngineConfig& cfg_;

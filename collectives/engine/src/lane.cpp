@@ -83,6 +83,23 @@ void ConnectionCore::lane_rtt_sample(TimeNs now, Lane& lane, TimeNs rtt_ns, bool
   lane.target_delay_ns = static_cast<TimeNs>(lane.cc->state().target_delay_ns);
 }
 
+void ConnectionCore::lane_floor_check(TimeNs now, Lane& lane) {
+  if (!lane.cc->at_floor()) {
+    lane.floor_since_ns = kNever;
+    lane.floor_counted = false;
+    return;
+  }
+  if (lane.floor_since_ns == kNever) lane.floor_since_ns = now;
+  // ACKs keep arriving, so neither the RTO nor the retry budget will ever end this: only a count says
+  // that the lane crawls (a delay-based controller reading a host's own scheduling as fabric delay).
+  if (cfg_.floor_stall_ns == 0 || lane.floor_counted || now - lane.floor_since_ns < cfg_.floor_stall_ns)
+    return;
+  lane.floor_counted = true;
+  ++lane.stats.floor_stalls;
+  ++stats_.floor_stalls;
+  ++ep_stats_->floor_stalls;
+}
+
 void ConnectionCore::repath(TimeNs now, Lane& lane) {
   uint32_t next = lane.stats.path_id;
   while (next == lane.stats.path_id || next == kHomePathId) next = static_cast<uint32_t>(splitmix64(rng_));

@@ -398,7 +398,11 @@ void ConnectionCore::on_ack(TimeNs now, TimeNs rx_ns, const Packet& pkt) {
   // belong to the lane of the echoed segment. A coalesced ACK also covers other lanes' segments: each
   // of those lanes gets the classic sample (now - send time of its newest never-retransmitted segment
   // acknowledged here, less the echoed receiver delay), else a delay-based controller would never
-  // grow a lane whose segments are never the last of a batch.
+  // grow a lane whose segments are never the last of a batch. The echoed delay is the latest
+  // segment's: those segments arrived earlier and waited longer for this ACK (a receiver descheduled
+  // for milliseconds acknowledges every lane's arrivals at once), so their sample only bounds the
+  // fabric delay from above (AckSample::delay_upper_bound): below the target it proves room, above it
+  // it may be the receiver's scheduling and must not cut.
   const uint32_t echo_lane = a.echo_lane < lanes_.size() ? a.echo_lane : kMaxLanes;
   uint64_t mask = ack_lane_mask_;
   if (echo_lane < kMaxLanes && (rtt_ns >= 0 || a.ce_count > 0)) mask |= uint64_t{1} << echo_lane;
@@ -421,9 +425,11 @@ void ConnectionCore::on_ack(TimeNs now, TimeNs rx_ns, const Packet& pkt) {
     } else if (ack_lane_newest_sent_[i] > 0 && rx_ns >= ack_lane_newest_sent_[i]) {
       smp.rtt_ns = rx_ns - ack_lane_newest_sent_[i];
       smp.remote_delay_ns = std::min<TimeNs>(a.remote_delay_ns, smp.rtt_ns);
+      smp.delay_upper_bound = true;
     }
     lane.cc->on_ack(now, smp);
     lane_refresh(now, lane);
+    lane_floor_check(now, lane);
     if (smp.acked_packets > 0) lane.consecutive_rtos = 0;
     lane.stats.bytes_acked += smp.acked_bytes;
     lane.stats.segments_acked += smp.acked_packets;

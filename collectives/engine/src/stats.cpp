@@ -56,6 +56,7 @@ void ConnectionStats::merge(const ConnectionStats& o) {
            {&ecn_marks, o.ecn_marks},
            {&cnps_received, o.cnps_received},
            {&repaths, o.repaths},
+           {&floor_stalls, o.floor_stalls},
            {&acks_received, o.acks_received},
            {&bytes_received, o.bytes_received},
            {&segments_received, o.segments_received},

@@ -221,6 +221,22 @@ std::optional<std::string> DeviceWire::late_acks(TimeNs now, bool last) {
   return stalls_.look(now, s.segments_received, s.duplicates_dropped, read_host_cpu());
 }
 
+std::optional<std::string> DeviceWire::floor_stalls() {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t stalls = udp_->endpoint_stats().floor_stalls;
+  if (stalls <= floor_stalls_warned_) return std::nullopt;
+  const uint64_t fresh = stalls - floor_stalls_warned_;
+  floor_stalls_warned_ = stalls;
+  return std::to_string(fresh) +
+         " lane(s) stayed at the congestion controller's floor (its least window or rate) for over " +
+         std::to_string(engine::EngineConfig{}.floor_stall_ns / kNsPerMs) +
+         " ms (the plugin keeps the engine's default) while ACKs kept arriving: the connection crawls but "
+         "never times out (" +
+         std::to_string(stalls) +
+         " so far; floor_stalls in MEGASCALE_STATS_DIR). A delay-based controller (MEGASCALE_CC) on a host "
+         "too busy to send and answer promptly reads its own scheduling as fabric delay";
+}
+
 NetResult classify_failure(DeviceWire& wire, engine::ConnId conn, std::string* message) {
   const std::string thread_error = wire.udp().thread_error();
   if (!thread_error.empty()) {

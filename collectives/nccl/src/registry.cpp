@@ -269,6 +269,10 @@ void Registry::tick(TimeNs now) {
       for (auto& w : set.wires) {
         w->reap_closing(now);
         warn_late_acks_locked(*w, now, false);
+        if (std::optional<std::string> why = w->floor_stalls()) {
+          MS_WARN("device %s wire %u: %s", devices_[static_cast<size_t>(w->dev())].iface.name.c_str(),
+                  w->index(), why->c_str());
+        }
       }
     }
   }

@@ -99,6 +99,9 @@ const std::vector<Metric>& metrics() {
        [](S s) { return double(s.stats.tail_probes); }},
       {"timeouts_spurious", "Retransmission timeouts undone: the original copies arrived after all.", true,
        [](S s) { return double(s.stats.timeouts_spurious); }},
+      {"floor_stalls",
+       "Lanes that stayed at the congestion controller's floor for seconds while ACKs arrived.", true,
+       [](S s) { return double(s.stats.floor_stalls); }},
       {"ecn_marks", "CE marks echoed by the peer.", true, [](S s) { return double(s.stats.ecn_marks); }},
       {"cnps_received", "DCQCN congestion notifications received.", true,
        [](S s) { return double(s.stats.cnps_received); }},
@@ -255,6 +258,7 @@ nlohmann::json to_json(const Snapshot& s, const char* event, TimeNs now) {
                      {"timeouts", l.timeouts},
                      {"ecn_marks", l.ecn_marks},
                      {"repaths", l.repaths},
+                     {"floor_stalls", l.floor_stalls},
                      {"cwnd_bytes", l.cwnd_bytes},
                      {"pacing_rate_bps", l.pacing_rate_bps},
                      {"rtt_p50_ns", l.rtt.percentile_ns(0.5)}});

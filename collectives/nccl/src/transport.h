@@ -282,6 +282,9 @@ class DeviceWire {
   // Every StallWatch window: what to warn of if many segments arrived twice (late ACKs). `last`: the
   // wire stops, the window open now ends here.
   std::optional<std::string> late_acks(TimeNs now, bool last);
+  // What to warn of when lanes of this wire's connections stayed at their controller's floor while
+  // ACKs arrived (engine::EndpointStats::floor_stalls) since the last call that returned one.
+  std::optional<std::string> floor_stalls();
 
  private:
   struct PendingHello {
@@ -308,6 +311,7 @@ class DeviceWire {
   std::unordered_map<uint64_t, std::vector<Routed>> routed_;  // listen id -> connections (keys = listens)
   std::vector<std::unique_ptr<PendingHello>> hellos_;
   std::vector<Closing> closing_;
+  uint64_t floor_stalls_warned_ = 0;  // EndpointStats::floor_stalls already warned of
   StallWatch stalls_;
 };
 

@@ -366,6 +366,63 @@ TEST(HybridTest, FabricDelayExcludesRemoteDelay) {
   EXPECT_LT(whole.cwnd_packets(), 10);
 }
 
+// Swift §3.1-§3.3: only fabric delay cuts. A sample that only bounds the fabric delay from above (the
+// receiver's delay for it was not echoed: AckSample::delay_upper_bound) increases below the target,
+// holds above it, and an ECN mark on it still cuts as DCQCN's R_C does.
+AckSample bound(TimeNs rtt_ns, bool ecn = false) {
+  AckSample a = ack(rtt_ns, ecn);
+  a.delay_upper_bound = true;
+  return a;
+}
+
+TEST(HybridTest, AnUpperBoundOverTheTargetHoldsWithoutEcn) {
+  HybridParams p;
+  HybridController cc(p, test_flow());
+  for (TimeNs t = 0; t < 100'000'000; t += 1'000'000) cc.on_ack(t, bound(5'000'000));
+  EXPECT_DOUBLE_EQ(cc.cwnd_packets(), 10);
+  EXPECT_EQ(cc.state().decreases, 0u);
+  // Below the target a bound grows the window as an exact sample does.
+  HybridController exact(p, test_flow());
+  cc.on_ack(100'000'000, bound(kRttNs));
+  exact.on_ack(100'000'000, ack(kRttNs));
+  EXPECT_DOUBLE_EQ(cc.cwnd_packets(), 10 + p.swift.ai_packets / 10);
+  EXPECT_DOUBLE_EQ(exact.cwnd_packets(), 10 + p.swift.ai_packets / 10);
+}
+
+TEST(HybridTest, AnUpperBoundOverTheTargetWithEcnCutsByEcnAlone) {
+  HybridParams p;
+  HybridController cc(p, test_flow());
+  cc.on_ack(0, bound(10'000'000, /*ecn=*/true));
+  // alpha starts at 1: R_C (1 - alpha/2) = one half, which is also max_mdf; the delay adds nothing.
+  EXPECT_NEAR(cc.cwnd_packets(), 10 * (1 - std::min(0.5, p.swift.max_mdf)), 1e-12);
+  EXPECT_EQ(cc.state().decreases, 1u);
+}
+
+// Swift §3.3-§3.4, as in Swift: below one packet the sends are spaced over the fabric round trip, the
+// receiver's echoed delay taken out.
+TEST(HybridTest, PacesBelowOnePacketOverTheFabricRoundTrip) {
+  HybridParams p;
+  p.swift.init_cwnd_packets = 0.5;
+  HybridController cc(p, test_flow());
+  AckSample a = ack(300'000 + 4'700'000);
+  a.remote_delay_ns = 4'700'000;
+  cc.on_ack(0, a);
+  ASSERT_LT(cc.cwnd_packets(), 1);
+  const double expected_bps = cc.cwnd_packets() * kMss * 8 / 300e-6;
+  EXPECT_NEAR(cc.pacing_rate_bps(), expected_bps, expected_bps * 1e-12);
+}
+
+TEST(HybridTest, AtFloorOnlyAtMinCwnd) {
+  HybridParams p;
+  HybridController cc(p, test_flow());
+  EXPECT_FALSE(cc.at_floor());
+  for (uint32_t i = 1; i <= p.swift.retx_reset_threshold; ++i) cc.on_rto(i);
+  ASSERT_DOUBLE_EQ(cc.cwnd_packets(), p.swift.min_cwnd_packets);
+  EXPECT_TRUE(cc.at_floor());
+  cc.on_ack(1'000'000, ack(kRttNs));
+  EXPECT_FALSE(cc.at_floor());
+}
+
 TEST(HybridTest, AckWithoutRttSampleOnlyReactsToEcn) {
   HybridParams p;
   HybridController cc(p, test_flow());

@@ -288,6 +288,26 @@ TEST(SwiftPacing, BelowOnePacketPacesOnePacketPerRttOverCwnd) {
   EXPECT_EQ(cc.state().decreases, 40u);
 }
 
+// §3.3-§3.4: below one packet the window is spaced over the fabric's round trip, without the receiver's
+// echoed delay: a receiver descheduled for 4.7 ms does not put 1,000 of its stalls between two sends.
+TEST(SwiftPacing, BelowOnePacketPacesOverTheFabricRoundTrip) {
+  const SwiftParams p = params_with_init(0.5);
+  const FlowParams flow = test_flow();
+  SwiftController cc(p, flow);
+  const TimeNs fabric = 300'000;  // over the 150 us target at this window: a cut, no increase
+  cc.on_ack(0, ack_with_rtt(fabric + 4'700'000, 4'700'000));
+  ASSERT_LT(cc.cwnd_packets(), 1);
+  const double expected_bps = cc.cwnd_packets() * kMss * 8 / (static_cast<double>(fabric) * 1e-9);
+  EXPECT_NEAR(cc.pacing_rate_bps(), expected_bps, expected_bps * 1e-12);
+
+  SwiftParams whole = p;
+  whole.use_fabric_delay = false;  // then the end-to-end RTT is the signal, and it spaces the sends
+  SwiftController end_to_end(whole, flow);
+  end_to_end.on_ack(0, ack_with_rtt(fabric + 4'700'000, 4'700'000));
+  const double e2e_bps = end_to_end.cwnd_packets() * kMss * 8 / (static_cast<double>(fabric + 4'700'000) * 1e-9);
+  EXPECT_NEAR(end_to_end.pacing_rate_bps(), e2e_bps, e2e_bps * 1e-12);
+}
+
 // One sample that measured an outage (a segment that sat out a link flap) must not space the next
 // sends by the outage: the pacing RTT moves by at most x1.375 per sample, and follows a real rise.
 TEST(SwiftPacing, AnOutlierSampleDoesNotStallTheFlow) {
@@ -398,6 +418,53 @@ TEST(SwiftSignals, FabricDelayExcludesRemoteDelay) {
   SwiftController end_to_end(whole, test_flow());
   end_to_end.on_ack(0, ack);
   EXPECT_LT(end_to_end.cwnd_packets(), 10);
+}
+
+// A sample whose receiver delay was not echoed (another lane's segment answered by a coalesced ACK)
+// is rtt - echoed delay >= the fabric delay: an upper bound. §3.1-§3.3 cut on fabric delay alone, so
+// a bound below the target proves room (increase), and one above it proves nothing (hold).
+AckSample bound_with_rtt(TimeNs rtt_ns) {
+  AckSample ack = ack_with_rtt(rtt_ns);
+  ack.delay_upper_bound = true;
+  return ack;
+}
+
+TEST(SwiftSignals, AnUpperBoundBelowTheTargetIncreasesAsAnExactSample) {
+  const SwiftParams p = params_with_init(10);
+  SwiftController exact(p, test_flow());
+  SwiftController bound(p, test_flow());
+  exact.on_ack(0, ack_with_rtt(10'000));
+  bound.on_ack(0, bound_with_rtt(10'000));
+  EXPECT_DOUBLE_EQ(bound.cwnd_packets(), 10 + p.ai_packets / 10);
+  EXPECT_DOUBLE_EQ(bound.cwnd_packets(), exact.cwnd_packets());
+}
+
+TEST(SwiftSignals, AnUpperBoundAboveTheTargetHoldsAndLeavesTheCutToExactSamples) {
+  const SwiftParams p = params_with_init(10);
+  SwiftController cc(p, test_flow());
+  // A receiver descheduled for 5 ms: every bound is 200x the target, none may cut.
+  for (TimeNs t = 0; t < 100'000'000; t += 1'000'000) cc.on_ack(t, bound_with_rtt(5'000'000));
+  EXPECT_DOUBLE_EQ(cc.cwnd_packets(), 10);
+  EXPECT_EQ(cc.state().decreases, 0u);
+  EXPECT_FALSE(cc.at_floor());
+  // The decrease clock was not started by the holds: an exact sample over the target cuts at once.
+  cc.on_ack(100'000'000, ack_with_rtt(10'000'000));
+  EXPECT_DOUBLE_EQ(cc.cwnd_packets(), 10 * (1 - p.max_mdf));
+}
+
+// ---- The floor (§3.4: min_cwnd) ------------------------------------------------------------------
+
+TEST(SwiftFloor, AtFloorOnlyAtMinCwnd) {
+  SwiftParams p = params_with_init(10);
+  SwiftController cc(p, test_flow());
+  EXPECT_FALSE(cc.at_floor());
+  for (uint32_t i = 0; i < p.retx_reset_threshold; ++i) cc.on_rto(static_cast<TimeNs>(i) * 1'000'000);
+  ASSERT_DOUBLE_EQ(cc.cwnd_packets(), p.min_cwnd_packets);  // Algorithm 1: repeated RTOs reset to min
+  EXPECT_TRUE(cc.at_floor());
+  // One ACK below the target adds ai (below one packet, ai per ACK): off the floor.
+  cc.on_ack(10'000'000, ack_with_rtt(10'000));
+  EXPECT_DOUBLE_EQ(cc.cwnd_packets(), p.min_cwnd_packets + p.ai_packets);
+  EXPECT_FALSE(cc.at_floor());
 }
 
 TEST(SwiftSignals, CnpsAndTimersChangeNothing) {

@@ -596,6 +596,10 @@ void UdpWire::transmit_locked(TimeNs now, bool read_clock) {
     return;
   }
   for (int round = 0; round < kTxRoundsPerProgress; ++round) {
+    // Each segment's send time is the RTT sample's start: a round stamped with the clock read before
+    // the previous round's send calls would add their time (hundreds of microseconds for a batch of
+    // 60 KiB datagrams, a scheduling quantum when the thread is preempted) to the fabric delay.
+    if (read_clock && round > 0) now = UdpWire::now();
     size_t n = 0;
     while (n < config_.batch && endpoint_->poll_tx(now, io.tx[n])) ++n;
     size_t k = 0;

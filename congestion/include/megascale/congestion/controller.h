@@ -34,14 +34,17 @@ struct FlowParams {
 
 // One acknowledgement, as the transport delivers it to the sender's controller.
 struct AckSample {
-  uint64_t acked_bytes = 0;      // newly acknowledged payload bytes
-  uint32_t acked_packets = 0;    // newly acknowledged segments
-  TimeNs rtt_ns = -1;            // RTT sample from the echoed send timestamp; <0 = no sample
-  TimeNs remote_delay_ns = 0;    // receiver's queuing+processing delay echoed in the ACK (Swift's
-                                 // endpoint delay); fabric delay = rtt_ns - remote_delay_ns
-  bool ecn_ce = false;           // the ACK echoes CE: at least one acked packet was marked
-  uint32_t ce_packets = 0;       // how many acked packets were marked, when the receiver counts them
-  uint8_t hops = 0;              // forward hops measured from TTL (0 = unknown, use FlowParams::hops)
+  uint64_t acked_bytes = 0;        // newly acknowledged payload bytes
+  uint32_t acked_packets = 0;      // newly acknowledged segments
+  TimeNs rtt_ns = -1;              // RTT sample from the echoed send timestamp; <0 = no sample
+  TimeNs remote_delay_ns = 0;      // receiver's queuing+processing delay echoed in the ACK (Swift's
+                                   // endpoint delay); fabric delay = rtt_ns - remote_delay_ns
+  bool ecn_ce = false;             // the ACK echoes CE: at least one acked packet was marked
+  uint32_t ce_packets = 0;         // how many acked packets were marked, when the receiver counts them
+  uint8_t hops = 0;                // forward hops measured from TTL (0 = unknown, use FlowParams::hops)
+  bool delay_upper_bound = false;  // remote_delay_ns is not this sample's own (a coalesced ACK echoed
+                                   // another segment), so rtt_ns - remote_delay_ns is only an upper
+                                   // bound of the fabric delay: it may show room, never congestion
 };
 
 enum class ControllerKind : uint8_t { kFixedWindow, kSwift, kDcqcn, kHybrid };
@@ -88,6 +91,9 @@ class Controller {
   virtual double cwnd_bytes() const = 0;
   // Rate to pace segments at, bps; never above the line rate, never zero.
   virtual double pacing_rate_bps() const = 0;
+  // The window or rate is at its configured minimum (Swift's min_cwnd, DCQCN's min_rate): a lane that
+  // stays there while ACKs keep arriving is starved, not merely slowed (the engine counts it).
+  virtual bool at_floor() const { return false; }
 
   virtual ControllerState state() const = 0;
 };

@@ -67,6 +67,7 @@ class DcqcnController final : public Controller {
   double cwnd_bytes() const override;
   // R_C.
   double pacing_rate_bps() const override { return rate_bps_; }
+  bool at_floor() const override { return rate_bps_ <= min_rate_bps_; }
   ControllerState state() const override;
 
   double rate_bps() const { return rate_bps_; }                // R_C

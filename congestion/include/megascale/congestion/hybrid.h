@@ -47,6 +47,7 @@ class HybridController final : public Controller {
   double cwnd_bytes() const override;
   // Line rate at or above one packet (ACK-clocked); cwnd * mss per RTT below it (Swift §3.4).
   double pacing_rate_bps() const override;
+  bool at_floor() const override;  // cwnd at swift.min_cwnd_packets
   // cwnd, pacing rate, target delay for the current window, alpha as of the last call, decreases.
   ControllerState state() const override;
 
@@ -66,11 +67,12 @@ class HybridController final : public Controller {
   HybridParams p_;
   SwiftTarget target_;       // p_.swift's target delay curve
   FlowParams flow_;
-  double cwnd_;              // packets (fractional below 1)
-  TimeNs rtt_ns_;            // latest RTT sample, else FlowParams::base_rtt_ns
-  PacingRtt pacing_rtt_;     // the smoothed RTT that spaces sends below one packet (swift.h)
-  double delay_ns_ = 0;      // latest delay compared with the target (fabric delay by default)
-  bool have_delay_ = false;  // no sample yet: the first signals count as "below target"
+  double cwnd_;                     // packets (fractional below 1)
+  TimeNs rtt_ns_;                   // latest RTT sample, else FlowParams::base_rtt_ns
+  PacingRtt pacing_rtt_;            // the smoothed RTT that spaces sends below one packet (swift.h)
+  double delay_ns_ = 0;             // latest delay compared with the target (fabric delay by default)
+  bool have_delay_ = false;         // no sample yet: the first signals count as "below target"
+  bool delay_upper_bound_ = false;  // delay_ns_ only bounds the fabric delay (AckSample::delay_upper_bound)
   double alpha_ = kInitialAlpha;
   // The alpha round now open: it starts at the first call and lasts one RTT.
   bool round_open_ = false;

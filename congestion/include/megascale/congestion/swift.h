@@ -73,6 +73,7 @@ class SwiftController final : public Controller {
   TimeNs next_timer_ns() const override { return kNever; }
   double cwnd_bytes() const override;
   double pacing_rate_bps() const override;
+  bool at_floor() const override;  // cwnd at min_cwnd_packets
   ControllerState state() const override;
 
   double cwnd_packets() const { return cwnd_; }

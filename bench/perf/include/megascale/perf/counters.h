@@ -73,7 +73,8 @@ struct SideCounters {
   uint64_t ecn_marks = 0;  // CE marks echoed back to this sender
   uint64_t cnps_received = 0;
   uint64_t repaths = 0;
-  uint64_t bytes_sent = 0;  // payload, retransmissions included
+  uint64_t floor_stalls = 0;  // lanes that stayed at their controller's floor for seconds, ACKs flowing
+  uint64_t bytes_sent = 0;    // payload, retransmissions included
   uint64_t sends_posted = 0;
   uint64_t sends_waited_for_credit = 0;  // posted before the peer's receive had granted them room
   // The transport (receiver side).

@@ -56,6 +56,10 @@ struct EngineConfig {
   // ... or after its RTT stayed above its controller's delay target, with ECN marks, for this many
   // consecutive RTTs (0 = never).
   uint32_t repath_delay_rtts = 32;
+  // A lane whose controller stays at its floor (Controller::at_floor: Swift's min_cwnd, DCQCN's
+  // min_rate) for this long while ACKs keep arriving is starved, not congested: counted once per such
+  // stay in ConnectionStats::floor_stalls (the plugin WARNs on it). 0 = never counted.
+  TimeNs floor_stall_ns = 3'000'000'000;
 
   // ACKs: one per ack_every_segments received segments, and no segment waits longer than
   // ack_delay_ns for its ACK. Out-of-order, duplicate and last-of-message segments are acked at once.

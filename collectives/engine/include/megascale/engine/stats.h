@@ -60,6 +60,8 @@ struct LaneStats {
   uint64_t cnps_received = 0;     // CNPs for this lane
   uint64_t cnps_sent = 0;         // receiver side: CNPs sent for CE marks arriving on this lane
   uint64_t repaths = 0;           // times this lane took a new path id
+  uint64_t floor_stalls = 0;      // stays at the controller's floor longer than floor_stall_ns with
+                                  // ACKs arriving (EngineConfig::floor_stall_ns)
   RttHistogram rtt;               // RTT samples (Karn: none from retransmitted segments)
   double cwnd_bytes = 0;          // the controller's window now
   double pacing_rate_bps = 0;     // the controller's pacing rate now
@@ -80,6 +82,8 @@ struct ConnectionStats {
   uint64_t ecn_marks = 0;          // CE marks echoed by the peer
   uint64_t cnps_received = 0;
   uint64_t repaths = 0;
+  uint64_t floor_stalls = 0;  // lanes that stayed at their controller's floor longer than
+                              // EngineConfig::floor_stall_ns while ACKs arrived (once per stay)
   uint64_t acks_received = 0;
   RttHistogram rtt;           // RTT samples: send to the ACK's arrival (the wire's receive timestamp)
   RttHistogram fabric_delay;  // the same samples less the receiver's echoed delay (what Swift and
@@ -138,6 +142,7 @@ struct EndpointStats {
   uint64_t segments_received = 0;   // every connection's ConnectionStats::segments_received
   uint64_t duplicates_dropped = 0;  // every connection's ConnectionStats::duplicates_dropped: segments the
                                     // peer sent again though this side had them (its ACKs were late or lost)
+  uint64_t floor_stalls = 0;        // every connection's ConnectionStats::floor_stalls
   uint64_t sends_completed = 0;     // every connection's send completions, ok or not (a simulated
                                     // workload looks at its requests only after some completed)
   uint64_t connections_polled = 0;  // connections poll_tx asked for a packet: about one per packet sent
