@@ -300,28 +300,8 @@ Result<CcConfig> parse_document(const std::string& text, std::string_view source
   return make_error(in_file_order(std::move(errors), source));
 }
 
-// Every schema key path ("swift.beta", "hybrid.swift.min_cwnd_packets"), in schema order.
-class KeyPaths {
- public:
-  std::vector<std::string> paths;
-
-  template <class Body>
-  void section(std::string_view key, Body&& body) {
-    const std::string saved = prefix_;
-    prefix_ = prefix_.empty() ? std::string(key) : prefix_ + "." + std::string(key);
-    body();
-    prefix_ = saved;
-  }
-  template <class T>
-  void field(std::string_view key, T& /*value*/, double /*scale*/, Bound /*bound*/) {
-    paths.push_back(prefix_.empty() ? std::string(key) : prefix_ + "." + std::string(key));
-  }
-
- private:
-  std::string prefix_;
-};
-
-// Every schema key path with its value as a number, in schema order.
+// Every schema key path ("swift.beta", "hybrid.swift.min_cwnd_packets") with its value as a number, in
+// schema order.
 class KeyValues {
  public:
   std::vector<std::pair<std::string, double>> values;
@@ -373,7 +353,7 @@ Result<CcConfig> apply_env_overrides(const CcConfig& base,
                                      std::vector<std::string>* applied) {
   CcConfig config = base;
   CcConfig probe;
-  KeyPaths keys;
+  KeyValues keys;
   schema::visit_cc_config(probe, keys);
 
   std::vector<std::string> errors;
@@ -393,7 +373,7 @@ Result<CcConfig> apply_env_overrides(const CcConfig& base,
         applied->push_back(fmt::format("{}={}", env_name_of(schema::kControllerKey), v));
     }
   }
-  for (const std::string& path : keys.paths) {
+  for (const auto& [path, unused_value] : keys.values) {
     const std::string name = env_name_of(path);
     const char* v = value_of(name);
     if (v == nullptr) continue;
