@@ -9,22 +9,11 @@
 #include <string>
 #include <thread>
 
+#include "free_port.h"
 #include "megascale/perf/run.h"
 
 namespace megascale::perf {
 namespace {
-
-uint16_t free_port() {
-  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
 
 TEST(PerfBusyServer, ASecondClientIsToldTheServerIsBusyAndTheFirstCarriesOn) {
   const uint16_t port = free_port();

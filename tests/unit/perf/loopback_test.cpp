@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "free_port.h"
 #include "megascale/perf/run.h"
 
 namespace megascale::perf {
@@ -41,19 +42,6 @@ PerfOptions loopback(std::initializer_list<std::string_view> given = {}) {
   o.timeout_s = 20;
   for (std::string_view f : given) o.explicit_flags.insert(std::string(f));
   return o;
-}
-
-// A UDP port free for `lanes` consecutive ports right now (the server binds port .. port+lanes-1).
-uint16_t free_port() {
-  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
 }
 
 TEST(PerfLoopback, BandwidthRowsCheckEveryByteAndReportCounters) {
