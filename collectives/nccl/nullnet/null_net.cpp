@@ -34,7 +34,7 @@
 //                           CPU makes one.
 // Times are CLOCK_MONOTONIC, which both processes on one host share.
 //
-// Uses the ABI facts of ../shared/research/nccl-plugin.md, through the project's own v8 header (NCCL
+// Uses the project's own v8 ABI header (collectives/nccl/include/megascale/nccl/abi/net_v8.h; NCCL
 // 2.20 .. 2.28 load v8).
 #include <fcntl.h>
 #include <signal.h>
