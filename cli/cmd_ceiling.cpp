@@ -7,8 +7,8 @@
 //
 // One line per row: goodput; the host's busy cores over the run (/proc/stat, softirq included: run it
 // on an otherwise idle host) and the sender and receiver threads' own; and payload bytes per busy
-// CPU-second of the host. Where a host is CPU-bound (the NCCL plugin on a GPU host,
-// docs/PERFORMANCE.md), bytes per CPU-second bounds what any design over that path can move.
+// CPU-second of the host. Where a host is CPU-bound (the NCCL plugin on a GPU host), bytes per
+// CPU-second bounds what any design over that path can move.
 // Exit status: 0 done, 1 a run failed or a payload arrived corrupt, 2 bad flags.
 #include <fmt/format.h>
 

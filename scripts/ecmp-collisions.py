@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""The random-hashing expectation for ECMP collisions on a 2-tier leaf-spine (cc-sim.md §7's [calc]).
+"""The random-hashing expectation for ECMP collisions on a 2-tier leaf-spine.
 
 A permutation over NICs; each flow leaving its ToR takes a uniformly random spine; flows get max-min fair
 rates (progressive filling) over their NIC links and the ToR-spine links. Prints the mean over trials of
 the aggregate rate normalised to the NICs' total, for the shapes of configs/sim/tor-split-*.yaml and
-for cc-sim.md §7's 32 x 32 case (where the note gives ~0.51 and ~0.64). No congestion-control dynamics:
-the simulator's figures (sim/README.md, "ToR split") are to be read against these.
+for a 32 x 32 case (32 ToRs, 32 spines; ~0.51 at link rate and ~0.64 with 2 x 200G splits). No
+congestion-control dynamics: the simulator's figures (sim/README.md, "ToR split") are to be read against these.
     python3 scripts/ecmp-collisions.py
 """
 import random
@@ -51,8 +51,8 @@ def main():
     cases = [
         ("tor-split-none: 8 ToRs x 8 x 400G NICs, 8 spines", 8, 8, 8, 400, 400, 2000),
         ("tor-split-2x200: 8 ToRs x 16 x 200G NICs, 8 spines", 8, 8, 16, 200, 400, 2000),
-        ("cc-sim.md 7: 32 ToRs x 32 hosts, 32 spines, host = link rate", 32, 32, 32, 400, 400, 200),
-        ("cc-sim.md 7: 32 ToRs x 64 hosts at half link rate (2x200G split)", 32, 32, 64, 200, 400, 100),
+        ("32 ToRs x 32 hosts, 32 spines, host = link rate", 32, 32, 32, 400, 400, 200),
+        ("32 ToRs x 64 hosts at half link rate (2x200G split)", 32, 32, 64, 200, 400, 100),
     ]
     for name, tors, spines, per_tor, nic, up, trials in cases:
         print(f"{normalised_throughput(tors, spines, per_tor, nic, up, trials, rng):.3f}  {name} ({trials} trials)")

@@ -10,12 +10,11 @@ says it runs over S stripes, whose requests are stripe 0's part of each message,
 net's time is the
 receive's test()-done minus the later of the send's and the receive's posts. That is the start the Null
 net's timing model uses (MEGASCALE_NULL_RECV_US), so the figures read straight against the curve the
-check script's ceiling step measures with NULL_RECV_US (docs/PERFORMANCE.md, "What a net's message time
-costs under NCCL"). NCCL's bandwidth follows the mean more than the median.
+check script's ceiling step measures with NULL_RECV_US. NCCL's bandwidth follows the mean more than the median.
 
 Pairing: by the connection ids each comm's track carries (a send's "conn" and "peer_conn" are its
-receive's "peer_conn" and "conn"; the plugin writes them since 2026-11-28), in any file, the same one
-too. A send comm without them (older timelines) is paired by timing with the unpaired receive comm on
+receive's "peer_conn" and "conn", which the plugin writes), in any file, the same one too. A send comm
+without them (timelines from other writers) is paired by timing with the unpaired receive comm on
 another rank, within 2 messages of its count, whose k-th receive completes soonest after the k-th send
 is posted, by median; a pairing whose median is not positive is no pairing.
 

@@ -58,8 +58,7 @@ stage_test() {
 }
 
 # The sanitizer builds compile at -O1 with line tables only (-g1), not RelWithDebInfo's -O2 -g: it
-# halves their compile time (measured on the 2-core dev VM: 13-26 s against 26-51 s for four heavy
-# files under ASan), and sanitizer reports still name the file and line of every frame.
+# halves their compile time, and sanitizer reports still name the file and line of every frame.
 san_flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG"
   "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG")
 

@@ -17,9 +17,8 @@ table groups the threads by name and prints a markdown table: one column per LAB
 per group, cores used over each file's window (CPU seconds / wall seconds) per rank (divided by
 --ranks, default 1), the median over the LABEL's files (the rounds), and names the files whose window
 was the whole run. The host's rows: busy, of which softirq, and of which steal (time a hypervisor gave
-to other guests while this one's vCPUs wanted to run: on 4 x H200 VMs the plugin's rounds with 0.4-1.7
-host CPUs of it were its slow ones, and Socket's with 1.4-2.5 were Socket's; docs/PERFORMANCE.md,
-seventeenth session); when any file had steal, a line under the table gives each file's, in host CPUs.
+to other guests while this one's vCPUs wanted to run: on VMs the rounds with steal are a net's slow
+ones, whichever net runs in them); when any file had steal, a line under the table gives each file's, in host CPUs.
 Groups:
   - MegaScale wire thread   "msprogress" (the engine's thread of each wire)
   - MegaScale I/O threads   "msio<N>"

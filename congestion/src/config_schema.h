@@ -76,7 +76,7 @@ void visit_flow(Flow& p, W& w) {
   w.field("hops", p.hops, kSame, kAnyValue);
 }
 
-// Swift, SIGCOMM '20 Algorithm 1 and §3.5 (research notes cc-sim.md §1).
+// Swift, SIGCOMM '20 Algorithm 1 and §3.5.
 template <class Swift, class W>
 void visit_swift(Swift& p, W& w) {
   w.field("ai_packets", p.ai_packets, kSame, kPositive);
@@ -94,7 +94,7 @@ void visit_swift(Swift& p, W& w) {
   w.field("use_fabric_delay", p.use_fabric_delay, kSame, kAnyValue);
 }
 
-// DCQCN reaction point and CNP pacing, SIGCOMM '15 (cc-sim.md §2).
+// DCQCN reaction point and CNP pacing, SIGCOMM '15.
 template <class Dcqcn, class W>
 void visit_dcqcn(Dcqcn& p, W& w) {
   w.field("g", p.g, kSame, kFraction);

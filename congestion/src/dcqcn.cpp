@@ -22,8 +22,8 @@ constexpr double kUnlimitedWindowBytes = 1e18;
 }  // namespace
 
 DcqcnParams dcqcn_paper_params() {
-  // Zhu et al. SIGCOMM '15 values at 40 Gbps, as collected in cc-sim.md §2 (checked there against
-  // HPCC-sim and MATLAB fluid models citing the paper).
+  // Zhu et al. SIGCOMM '15 values at 40 Gbps (as HPCC-sim and MATLAB fluid models citing the paper
+  // use them).
   DcqcnParams p;
   p.g = 1.0 / 256;
   p.alpha_init = 1.0;
@@ -40,7 +40,7 @@ DcqcnParams dcqcn_paper_params() {
 }
 
 DcqcnParams dcqcn_nic_firmware_params(double line_rate_bps) {
-  // cc-sim.md §2 table: NVIDIA/Mellanox CX-4+ firmware [DOCA "DCQCN CC Parameters"] and HPCC-sim's
+  // NVIDIA/Mellanox CX-4+ firmware [DOCA "DCQCN CC Parameters"] and HPCC-sim's
   // Mellanox-style "dcqcn" run (simulation/run.py) for what the DOCA excerpt does not give.
   DcqcnParams p = dcqcn_paper_params();
   p.g = 5.0 / 1024;                           // alpha <- (G/1024) alpha with G = 1019 (DOCA)
@@ -122,7 +122,7 @@ void DcqcnController::catch_up(TimeNs now) {
 //   fast recovery    while max(i_T, i_B) <  F   (so exactly F steps of fast recovery, QCN's "F cycles")
 //   additive         when  max(i_T, i_B) >= F and min(i_T, i_B) < F
 //   hyper            when  min(i_T, i_B) >= F, step i = min(i_T, i_B) - F + 1 (1 on the first)
-// The paper's text (cc-sim.md §2) says fast recovery while both counts are "< F" and additive/hyper when
+// The paper's text says fast recovery while both counts are "< F" and additive/hyper when
 // one/both "exceed" F. Read with counts that include the current expiry, "< F" and "> F" leave the count
 // == F undefined and give only F-1 fast-recovery steps; reading the counts before the current expiry
 // with ">= F" closes that gap, keeps F fast-recovery steps and gives the notes' i = min - F + 1.
@@ -183,7 +183,7 @@ void DcqcnController::on_cnp(TimeNs now) {
   const bool merged =
       p_.min_decrease_interval_ns > 0 && cut_once_ && now - last_cut_ns_ < p_.min_decrease_interval_ns;
   if (!merged) {
-    // Zhu et al., RP algorithm (cc-sim.md §2), on a CNP: R_T = R_C, R_C = R_C (1 - alpha/2), with alpha
+    // Zhu et al., RP algorithm, on a CNP: R_T = R_C, R_C = R_C (1 - alpha/2), with alpha
     // before its update.
     const double cut = std::min(alpha_ / 2, std::clamp(p_.max_decrease_fraction, 0.0, 1.0));
     target_rate_bps_ = rate_bps_;

@@ -1,6 +1,6 @@
 // Every thread's stack, for a hang report: nccl_check prints them when a wait outlasts --timeout-s, so
-// that a run stuck in a net plugin, in NCCL or in the CUDA driver says where each thread was (the GDR
-// copy path's deadlock was found from such a report: docs/PERFORMANCE.md, thirty-second session).
+// that a run stuck in a net plugin, in NCCL or in the CUDA driver says where each thread was (a
+// deadlock between threads shows as each one's wait).
 //
 //   megascale::gpucheck::write_thread_stacks(STDERR_FILENO);
 //

@@ -308,10 +308,10 @@ void launch(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, float* dq_a
 
 // The backward's block shape: keys per block (64: 4 warps, 128: 8 warps) and the minimum blocks per SM
 // the compiler must fit (a register cap). MEGASCALE_ATTENTION_BWD=KEYSxBLOCKS (64x1, 64x3, 128x1,
-// 128x2) overrides the default, to measure one form against another (every form passed
-// trainer_attention_test on an H100). Defaults from the bench (docs/PERFORMANCE.md, "Trainer speed"):
-// D=64: 64 keys with a 168-register cap (3 blocks per SM; 0.697 ms at B=16 T=1024 H=12 vs 0.748 uncapped
-// and 0.773 with 128 keys); D=128: 128 keys (0.801 ms at B=8 T=1024 H=16 vs 0.944 with 64 keys).
+// 128x2) overrides the default, to measure one form against another (every form passes
+// trainer_attention_test). Defaults are the bench's fastest forms (trainer_attention_bench; figures in
+// docs/PERFORMANCE.md): D=64: 64 keys with a 168-register cap (3 blocks per SM), ahead of uncapped and
+// of 128 keys; D=128: 128 keys, ahead of 64.
 struct BackwardForm {
   int keys = 0, min_blocks = 0;
 };

@@ -182,9 +182,9 @@ void launch(__nv_bfloat16* o, float* lse, const __nv_bfloat16* q, const __nv_bfl
 
 void launch_attention_forward_tc(__nv_bfloat16* o, float* lse, const __nv_bfloat16* q, const __nv_bfloat16* k,
                                  const __nv_bfloat16* v, const AttentionShape& s, cudaStream_t stream) {
-  // Blocks per SM the compiler must fit (a register cap). D=64: 4 (<= 128 registers, an 8-byte spill):
-  // 0.153-0.154 ms against 0.159-0.160 uncapped (132 registers, 3 blocks) at B=16 T=1024 H=12; D=128:
-  // uncapped (172 registers), since the cap spills 368 bytes and costs 28% (docs/PERFORMANCE.md).
+  // Blocks per SM the compiler must fit (a register cap). D=64: 4 (<= 128 registers, an 8-byte spill),
+  // a few percent faster than uncapped (132 registers, 3 blocks); D=128: uncapped (172 registers), since
+  // the cap spills 368 bytes and costs more than it gains (figures in docs/PERFORMANCE.md).
   // MEGASCALE_ATTENTION_FWD=x1 (no cap) or x4 overrides the default, to measure one against the other.
   // Read once; any other value aborts, naming the variable. 0: unset, 1: x1, 4: x4.
   static const int forced = [] {

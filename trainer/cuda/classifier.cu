@@ -6,9 +6,9 @@
 //
 // bf16 rows with Vp % 8 == 0 (every config: the padded vocabulary is a multiple of 64) take a faster
 // kernel: the block holds its whole row in registers (16-byte loads, up to 8 chunks of 8 per thread, so
-// Vp <= 65536), reads it from memory once and writes the gradient once. The generic kernel below read the
-// row three times (max, sum, gradient) with 2-byte loads: 5.1 ms on GPT-2 124M (16384 x 50304), 9.9% of
-// the step (docs/PERFORMANCE.md, "Trainer speed").
+// Vp <= 65536), reads it from memory once and writes the gradient once. The generic kernel below reads the
+// row three times (max, sum, gradient) with 2-byte loads, a tenth of a GPT-2 124M step (figures in
+// docs/PERFORMANCE.md).
 #include <type_traits>
 
 #include "cuda_check.h"

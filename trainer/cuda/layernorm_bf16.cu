@@ -1,9 +1,9 @@
 // The bf16 LayerNorm kernels the model runs (layernorm.cu dispatches here when C % 8 == 0, C <= 2048 and
 // the rows are 16-byte aligned; the generic kernels there cover the rest and fp32).
 //
-// Why a second set: the generic backward read every element with 2-byte loads in two kernels (one warp
-// per row for dx, then one thread per column walking 64 rows for dw/db) and took 0.47 ms per call on
-// GPT-2 124M (16384 x 768), 22.6% of the step (docs/PERFORMANCE.md, "Trainer speed"). Here a warp holds
+// Why a second set: the generic backward reads every element with 2-byte loads in two kernels (one warp
+// per row for dx, then one thread per column walking 64 rows for dw/db), about a fifth of a GPT-2 124M
+// step (figures in docs/PERFORMANCE.md). Here a warp holds
 // its row in registers, loaded once in 16-byte pieces: lane l owns the 8-column chunks l, l + 32, ...;
 // the backward computes dx and, in the same pass, adds the row's dout * xhat and dout into the warp's
 // column accumulators for dw/db (in shared memory). The block's warps then combine their accumulators in
@@ -98,9 +98,9 @@ __global__ void __launch_bounds__(kForwardWarps * 32)
 // stored, in bf16) in [2C, 3C): the bias gradient of the projection whose output this residual took.
 //
 // Each warp keeps its dw/db column sums in shared memory, not registers: in registers they took 16 per
-// 8 columns a lane owns, which held a block to ~150-250 registers a thread, the grid to ~2 blocks per SM,
-// and spilled at C = 2048 (the shared-memory form: 1.58 -> 1.34 ms per 124M step, 4.02 -> 3.33 at 350M,
-// 7.91 -> 4.45 at 1.3B; docs/PERFORMANCE.md). A warp's accumulator rows hold element (chunk, e) at
+// 8 columns a lane owns, which would hold a block to ~150-250 registers a thread, the grid to ~2 blocks
+// per SM, and spill at C = 2048 (the shared-memory form makes the step faster at every model size;
+// figures in docs/PERFORMANCE.md). A warp's accumulator rows hold element (chunk, e) at
 // e * chunks + chunk, so its 32 lanes touch 32 consecutive floats; it adds its rows in row order, and the
 // warps are combined in warp order, so dw/db stay bit-reproducible.
 template <int kChunks, bool kSumDx>

@@ -320,8 +320,7 @@ Status finish_lat_send(Session& s, engine::RequestId& id, const char* ack, const
 // ping-pong would measure the order of the loop, not the transport. The receive for round trip
 // i + kLatRecvsAhead is posted once this side's message of round trip i has left, so that its
 // credit travels behind that message, not ahead of it: a credit ahead of the message in one round
-// made the peer acknowledge the credit before it read the message, 5 us a trip on the dev VM
-// (docs/PERFORMANCE.md, "Ping-pong with receives posted ahead").
+// would make the peer acknowledge the credit before it read the message, microseconds a trip.
 class LatRecvs {
  public:
   LatRecvs(Session& s, Buffers& bufs, uint64_t size, uint64_t total, const char* what)

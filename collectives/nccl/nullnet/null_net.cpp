@@ -19,7 +19,7 @@
 // GPUDirect RDMA NIC's plugin): where NCCL allows GPUDirect (NCCL_NET_GDR_LEVEL=SYS, since there is no
 // PCI path), its Simple buffers stay in GPU memory and its kernels no longer read and write pinned host
 // memory across PCIe. What NCCL reaches then is its ceiling over a net that takes GPU buffers, to set
-// beside the host-memory ceiling (docs/PERFORMANCE.md, "NCCL's ceiling with GPU buffers").
+// beside the host-memory ceiling (figures in docs/PERFORMANCE.md).
 //
 // A model of a net that takes time, for asking what a net's message time costs under NCCL (all 0, the
 // default, is the net that takes none). A message starts once both its send and its receive are posted.
@@ -34,7 +34,7 @@
 //                           CPU makes one.
 // Times are CLOCK_MONOTONIC, which both processes on one host share.
 //
-// Uses the ABI facts of ../shared/research/nccl-plugin.md, through the project's own v8 header (NCCL
+// Uses the project's own v8 ABI header (collectives/nccl/include/megascale/nccl/abi/net_v8.h; NCCL
 // 2.20 .. 2.28 load v8).
 #include <fcntl.h>
 #include <signal.h>

@@ -4,7 +4,7 @@
 // engines: a send's bytes are copied to the shadow before its parts go to the wire, a receive lands in
 // the shadow and is copied to the GPU before test() says done. Without it NCCL's kernels read and write
 // host memory across PCIe themselves, one thread block per channel, which caps a channel well below
-// what the copy engines move (docs/PERFORMANCE.md, "NCCL's own ceiling").
+// what the copy engines move (figures in docs/PERFORMANCE.md).
 //
 //   auto copier = make_copier(GdrCopyMode::kCuda, 64);        // on a thread with NCCL's CUDA context
 //   void* shadow = *(*copier)->alloc_shadow(bytes);
@@ -16,8 +16,8 @@
 // Marks are CUDA events made once, with the copier: the data path creates no CUDA object. Creating one
 // (cuEventCreate) takes the driver's context lock for writing, and an application thread in a pageable
 // cudaMemcpy holds that lock while it waits for its stream, which waits for NCCL's kernel, which waits
-// for the proxy thread inside test(): a deadlock, seen under NCCL on the first small collectives
-// (docs/PERFORMANCE.md, "The GDR copy path's hang"). With every mark in use the data path waits.
+// for the proxy thread inside test(): a deadlock, which NCCL's first small collectives reach. With
+// every mark in use the data path waits.
 //
 // A copy that never finishes must not become a hang (a net's failures reach NCCL as errors): make_copier's
 // copiers give up on a copy still not done `timeout_ns` after its mark (MEGASCALE_GDR_COPY_TIMEOUT_MS):

@@ -1,13 +1,11 @@
 // Late ACKs, seen from the receiving side of a wire: windows in which many of the segments that arrived
 // were ones this side already had. The peer resent them because no ACK came in time: its RTO or tail
-// probe fired. On loopback that is a host whose polling threads wait for a CPU (on 4 x H200 with too many
-// of them: 3,500-100,000 duplicates a run and a 5-10x loss of bandwidth, where a good run has under
-// 600; docs/PERFORMANCE.md, sixteenth session); on a fabric also a path whose delay jumped. Either way
-// the job is slow and nothing else says why, so the plugin warns (Registry::tick). The warning also says
-// how much CPU time the hypervisor gave to other guests meanwhile (steal, from /proc/stat), a cause outside
-// the job: on 4 x H200 VMs the plugin's rounds with 0.4-1.7 CPUs of steal ran at 0.40-0.69x tuned Socket,
-// against 1.05x in a round with none, and in another call Socket's rounds had the steal and were the slow
-// ones (docs/PERFORMANCE.md, seventeenth session).
+// probe fired. On loopback that is a host whose polling threads wait for a CPU (with more of them than
+// CPUs a run gets thousands of duplicates and a several-fold loss of bandwidth, where a good run has a
+// few hundred); on a fabric also a path whose delay jumped. Either way the job is slow and nothing else
+// says why, so the plugin warns (Registry::tick). The warning also says how much CPU time the hypervisor
+// gave to other guests meanwhile (steal, from /proc/stat), a cause outside the job: on VMs the rounds
+// with steal are the slow ones, whichever net runs in them (figures in docs/PERFORMANCE.md).
 //
 //   StallWatch w(5 * kNsPerSec);
 //   if (w.due(now))

@@ -110,10 +110,10 @@ class Runner : public HostListener, public EventSource {
 
   // A check acts only on a request that completed (test() done; a receive of the posted size, placed
   // or failed, passes the counter gate in check()), so a host's list needs a look only after a request
-  // of one of its flows completed: with 5,000 flows into one host, a look at every frame was ~90% of
-  // a run (docs/PERFORMANCE.md, "Swift incast"). A completion during a frame or a timer is looked at
-  // right after, on the same host, whose list holds the flow; one during a kick or a free NIC waits
-  // for the next activity of either end of its flow, as before, so the peers look too. The looks that
+  // of one of its flows completed: with 5,000 flows into one host, a look at every frame would be most
+  // of a run. A completion during a frame or a timer is looked at right after, on the same host, whose
+  // list holds the flow; one during a kick or a free NIC waits for the next activity of either end of
+  // its flow, so the peers look too. The looks that
   // remain happen at the same events as before, so the results are the same.
   void on_requests_completed(Host& host, bool activity_follows) override {
     const uint32_t h = host.address();

@@ -1,4 +1,4 @@
-// DCQCN reaction point and CNP pacing against the published rules (Zhu et al. SIGCOMM '15; cc-sim.md §2),
+// DCQCN reaction point and CNP pacing against the published rules (Zhu et al. SIGCOMM '15),
 // driven by scripted events in virtual time. Expected values are computed from the paper's equations.
 #include "megascale/congestion/dcqcn.h"
 

@@ -30,8 +30,8 @@ using megascale::nccl::test::warned;
 
 // Calls `step` (a connect and an accept, a test(), an isend) until `done` says so, a call fails its
 // assertion, or 10 s pass. The wire's threads do the work the calls wait for, and on a loaded 2-core host
-// they may not run for tens of milliseconds: a bound of 200,000 connect calls, about 24 ms there, once
-// ran out before the connection came up (a clean-clone CI run, 2026-11-29), so no loop here counts calls.
+// they may not run for tens of milliseconds: a bound on the number of calls (200,000 connect calls take
+// about 24 ms there) can run out before the connection comes up, so no loop here counts calls.
 template <typename Step, typename Done>
 void call_until(Step step, Done done) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);

@@ -25,7 +25,7 @@ TEST(StallWatch, AWindowOfZeroIsNeverDue) {
 }
 
 TEST(StallWatch, AGoodRunsDuplicatesDoNotWarn) {
-  // This session's good runs: under 600 duplicates over a whole run of ~20 windows.
+  // A good run: under 600 duplicates over a whole run of ~20 windows.
   StallWatch w;
   w.look(0, 0, 0, std::nullopt);
   uint64_t seg = 0, dup = 0;
@@ -51,7 +51,7 @@ TEST(StallWatch, AFewDuplicatesOfLittleTrafficDoNotWarn) {
 TEST(StallWatch, AStalledHostWarnsOnceAMinuteAndSumsTheWindowsBetween) {
   StallWatch w;
   w.look(0, 0, 0, std::nullopt);
-  // A collapsed run of this session: thousands of duplicates a window.
+  // A collapsed run: thousands of duplicates a window.
   const auto first = w.look(kW, 40'000, 4'000, std::nullopt);
   ASSERT_TRUE(first);
   EXPECT_NE(first->find("4000 of the 44000 segments that arrived in 5 s were ones this side already had"),

@@ -1,4 +1,4 @@
-// Swift's claim for windows below one packet (Kumar et al., SIGCOMM '20, Table 3; cc-sim.md §6 item 1),
+// Swift's claim for windows below one packet (Kumar et al., SIGCOMM '20, Table 3),
 // on a 500-flow cut of configs/sim/swift-incast-5000.yaml that runs in well under a second: with more
 // flows than the buffer holds packets, a window floor of one packet keeps the queue full and loses,
 // while Swift's fractional windows hold the delay near its target without loss after the start-up.

@@ -217,9 +217,8 @@ Status case_step_time(Env& env) {
 
 Status case_steps_both_ways(Env& env) {
   // step_time with a second pair in the other direction: what a ring's rank asks of its wires with
-  // NCCL's default buffers, one 1 MiB message in flight each way (docs/PERFORMANCE.md, "The wire alone
-  // at NCCL's depth"). Both pairs' ends are in this process, so its wires carry a send and a receive
-  // each, as a rank's do.
+  // NCCL's default buffers, one 1 MiB message in flight each way. Both pairs' ends are in this process, so
+  // its wires carry a send and a receive each, as a rank's do.
   return time_steps(env, 2, ", both ways at once");
 }
 

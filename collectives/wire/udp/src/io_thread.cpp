@@ -299,7 +299,7 @@ bool IoThread::receive_ready(bool& rx_full) {
   bool received = false;
   // The first socket every loop, the others every kOtherSocketsEvery loops: an empty recvmmsg is a
   // system call all the same, and with 4 lanes on 2 threads two of a thread's three looks found nothing
-  // (5-6 recvmmsg per datagram received under NCCL, docs/PERFORMANCE.md).
+  // (several recvmmsg per datagram received under NCCL).
   const size_t looks =
       ++loops_ % kOtherSocketsEvery == 0 ? rx_fds_.size() : std::min<size_t>(1, rx_fds_.size());
   for (size_t k = 0; k < looks && !rx_full; ++k) received = receive_from(rx_fds_[k], rx_full) > 0 || received;
@@ -363,9 +363,9 @@ void IoThread::run() {
       // waits for an answer): more is due within microseconds, and waking from epoll costs tens of them.
       // But this round found nothing: give the CPU to any thread waiting for one. With more polling
       // threads than CPUs, the thread that holds the next packet otherwise waits out a scheduler slice
-      // (milliseconds), and RTOs follow: `megascale perf --io-threads 1` on 2 CPUs moved 0.4 Gb/s, and
-      // 12-13 with the yield (docs/PERFORMANCE.md, "Polling threads that give way"). With a CPU to
-      // spare, the yield returns at once.
+      // (milliseconds), and RTOs follow (`megascale perf --io-threads 1` on 2 CPUs moves many times more
+      // with the yield than without; figures in docs/PERFORMANCE.md). With a CPU to spare, the yield
+      // returns at once.
       std::this_thread::yield();
       continue;
     }

@@ -4,8 +4,8 @@
 // (the caller of progress(), or the wire's progress thread) then does only protocol work and the one
 // copy of payload into posted buffers.
 //
-// Why: on one thread, a wire moves ~20 Gbit/s over loopback at best (docs/PERFORMANCE.md): per payload
-// byte the receiver pays the kernel's copy, a CRC pass and the copy into the posted buffer, the sender a
+// Why: on one thread, a wire's loopback bandwidth is bounded by its per-byte work: per payload byte the
+// receiver pays the kernel's copy, a CRC pass and the copy into the posted buffer, the sender a
 // CRC pass and the kernel's copy (on loopback, also the receiving half of the kernel's path). With the
 // system calls and the receive CRC on I/O threads, lanes on different sockets proceed in parallel.
 //

@@ -1,6 +1,7 @@
 // DCQCN (Zhu et al., "Congestion Control for Large-Scale RDMA Deployments", SIGCOMM 2015): the
 // reaction point (RP, sender) as a Controller, and the notification point's (NP, receiver) CNP pacing.
-// Equations and parameter values: /work/shared/research/cc-sim.md §2.
+// Equations: the paper's RP and NP algorithms; parameter values: the paper's and the firmware's (below,
+// each with its sources).
 //
 //   DcqcnController rp(dcqcn_paper_params(), FlowParams{.line_rate_bps = gbps(40)});
 //   CnpPacer np(dcqcn_paper_params().cnp_interval_ns);       // at the receiver, one per flow
@@ -21,12 +22,12 @@
 
 namespace megascale::cc {
 
-// The values of the paper at 40 Gbps (cc-sim.md §2): g = 1/256, K = T = 55 us, B = 10 MB, F = 5,
+// The values of the paper at 40 Gbps: g = 1/256, K = T = 55 us, B = 10 MB, F = 5,
 // R_AI = 40 Mbps, N = 50 us, alpha starts at 1, no merging of close CNPs; one cut is at most 50% since
-// alpha <= 1. R_HAI is not in our notes: it keeps the DcqcnParams default.
+// alpha <= 1. R_HAI is not given there: it keeps the DcqcnParams default.
 DcqcnParams dcqcn_paper_params();
 
-// NVIDIA ConnectX firmware style (cc-sim.md §2 table, DOCA "DCQCN CC Parameters" and HPCC-sim's
+// NVIDIA ConnectX firmware style (DOCA "DCQCN CC Parameters" and HPCC-sim's
 // Mellanox-style "dcqcn"): alpha updated every 1 us with g = 5/1024 (G = 1019), alpha starts at
 // 1023/1024, at most one cut per 4 us (rate_reduce_monitor_period), at most 50% per cut, 1 Mbps floor,
 // increase timer 300 us with F = 1, R_AI = 5 Mbps and R_HAI = 50 Mbps per 25 Gbps of `line_rate_bps`.
@@ -105,7 +106,7 @@ class DcqcnController final : public Controller {
   uint64_t decreases_ = 0;
 };
 
-// The notification point's CNP pacing for one flow (Zhu et al., NP algorithm; cc-sim.md §2): when a CE-marked
+// The notification point's CNP pacing for one flow (Zhu et al., NP algorithm): when a CE-marked
 // packet arrives and no CNP was sent for this flow within the last `cnp_interval_ns`, send one CNP now. The
 // first CE mark always yields a CNP; CE marks inside the interval are absorbed (not deferred); unmarked
 // packets never yield one. A CNP exactly `cnp_interval_ns` after the previous one is allowed.

@@ -5,7 +5,7 @@
 //   FiveTuple t{.src_ip = 0x0a000001, .dst_ip = 0x0a000102, .src_port = 49152};   // dst port 4791, UDP
 //   uint32_t member = ecmp_select(*m, switch_id, t, 32);   // which of 32 equal-cost links the flow takes
 //
-// Sources (shared/research/tools-topology.md §3): SAI's sai_hash_algorithm_t (CRC, XOR, CRC_32LO,
+// Sources: SAI's sai_hash_algorithm_t (CRC, XOR, CRC_32LO,
 // CRC_32HI, CRC_CCITT, CRC_XOR) and Broadcom RTAG7 as FBOSS configures it (CRC16XOR8/4/2/1, CRC16, XOR16,
 // CRC16-CCITT, CRC32 LO/HI; 32-bit seeds; bit offsets choosing which hash bits index the group).
 // Broadcom's exact key layout and seed handling are not public (§6), so this model fixes them as follows
@@ -28,7 +28,7 @@
 
 namespace megascale::topo {
 
-// RoCEv2's UDP destination port (IBTA RoCEv2 annex A17; tools-topology.md §3).
+// RoCEv2's UDP destination port (IBTA RoCEv2 annex A17).
 inline constexpr uint16_t kRoceV2UdpPort = 4791;
 inline constexpr uint8_t kIpProtocolUdp = 17;
 

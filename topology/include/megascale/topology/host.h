@@ -8,7 +8,7 @@
 //     for (const auto& nic : host->nics) fmt::print("{} {} {}\n", gpu.pci.bus_id, nic.name(),
 //                                                   to_string(path_between(*host, gpu.pci, nic.pci)));
 //
-// Path types follow NCCL and `nvidia-smi topo -m` (NCCL src/include/graph.h; tools-topology.md §2.1):
+// Path types follow NCCL and `nvidia-smi topo -m` (NCCL src/include/graph.h):
 // PIX = at most one PCIe switch between the two, PXB = several switches but no host bridge, PHB = through
 // the CPU's host bridge, NODE = across host bridges within one NUMA node, SYS = across the inter-socket
 // link. A PCIe switch is counted once however many ports (bridges) it shows, as NCCL does when it folds

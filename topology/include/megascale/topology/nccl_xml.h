@@ -5,7 +5,7 @@
 //   megascale::topo::host::write_nccl_topo_xml(*host, "/tmp/topo.xml");   // NCCL_TOPO_FILE=/tmp/topo.xml
 //   auto back = megascale::topo::host::read_nccl_topo_xml("/tmp/topo.xml");
 //
-// The format (NCCL src/graph/xml.cc, topo.cc; tools-topology.md §2.1):
+// The format (NCCL src/graph/xml.cc, topo.cc):
 //   <system version="1">
 //     <cpu numaid="0" affinity="ffffffff,..." arch="x86_64" vendor="GenuineIntel" familyid="6" modelid="143">
 //       <pci busid="0000:16:00.0" class="0x060400" vendor=... link_speed="32.0 GT/s PCIe" link_width="16">

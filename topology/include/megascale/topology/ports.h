@@ -14,7 +14,7 @@
 // least loaded link of that ECMP group). When no port qualifies, the rule relaxes step by step: allow a
 // little excess load, then paths already used, so every port in the range is eventually eligible.
 // The default range is 0xC000-0xFFFF, where Linux puts RoCEv2 source ports
-// (rdma_flow_label_to_udp_sport, include/rdma/ib_verbs.h; tools-topology.md §3).
+// (rdma_flow_label_to_udp_sport, include/rdma/ib_verbs.h).
 #pragma once
 
 #include <array>

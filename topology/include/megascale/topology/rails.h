@@ -7,7 +7,7 @@
 //   for (const auto& w : rails.warnings) fmt::print("warning: {}\n", w.message);
 //
 // A rail-optimised server wires NIC i of every server to leaf switch i, so GPU i must own NIC i and reach
-// it without crossing the CPU (tools-topology.md §2.4; MegaScale NSDI'24 §3.3: 8 x 200G NICs per server,
+// it without crossing the CPU (MegaScale NSDI'24 §3.3: 8 x 200G NICs per server,
 // "multi-rail"). Pairing: each GPU takes a NIC of its best path type (PIX < PXB < PHB < NODE < SYS), then
 // fewest PCIe switches between them; among NICs still tied, the one serving fewest GPUs so far, then the
 // lowest bus id. GPUs with fewer tied choices pick first, so a GPU with a single best NIC is not starved

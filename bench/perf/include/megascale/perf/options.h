@@ -33,8 +33,8 @@ enum class PerfTest : uint8_t { kBw, kLat, kBoth };
 // left for kAdaptiveSpinNs: a bw row or a ping-pong runs as with kBusy, a side waiting for its peer
 // costs no CPU. kSleep sleeps in epoll whenever nothing is due: on a host with fewer free cores than
 // spinning threads (a loaded 2-core VM) it measures better, since a woken thread is scheduled ahead of
-// one that spins (a 50 us window measured worse than both: spinning uses up the scheduler's credit
-// and the sleeps still come).
+// one that spins (a short spin window, such as 50 us, is worse than both: spinning uses up the
+// scheduler's credit and the sleeps still come).
 enum class PerfPoll : uint8_t { kAdaptive, kBusy, kSleep };
 inline constexpr int64_t kAdaptiveSpinNs = 1'000'000;
 std::string_view to_string(PerfPoll p);

@@ -99,9 +99,10 @@ struct EngineConfig {
 
   // CRC32C over every SEG payload this end sends (the receiver checks it, and drops and does not
   // acknowledge a payload that fails). false: DATA segments leave flagged kFlagNoPayloadCrc, without the
-  // CRC, on connections that speak version 2, saving a pass over every payload byte at each end (the UDP
-  // wire's I/O threads spend about a sixth of their time on it: docs/PERFORMANCE.md); the header CRC
-  // still protects every header, and the network's own checks (UDP checksum, Ethernet FCS) the payload.
+  // CRC, on connections that speak version 2, saving a pass over every payload byte at each end (the
+  // largest cost of the UDP wire's I/O threads above the kernel's; figures in docs/PERFORMANCE.md); the
+  // header CRC still protects every header, and the network's own checks (UDP checksum, Ethernet FCS)
+  // the payload.
   // On a version-1 connection payloads keep their CRC. The receiver checks whatever carries a CRC,
   // whatever its own setting, and counts the segments that came without (segments_unchecked).
   bool payload_crc = true;

@@ -26,40 +26,7 @@
 // the connection's own peer. A SYN and an RST about an unknown connection name no id of ours: they
 // are matched by (peer, remote connection id), so they leave with path id kHomePathId, which a wire
 // must send from the address its peers connect to.
-//
-// API change log (after the first commit of this header):
-//   - (late acks) stats.h: EndpointStats::segments_received and duplicates_dropped, every connection's.
-//   - packet.h: SEG DATA carries the send's tag at offset 52 (was reserved); new flags kFlagTooLarge
-//     (SEG: the message is larger than the receive) and kFlagAckRequest (ACK: keepalive probe).
-//   - config.h: keepalive_interval_ns (liveness of idle connections with pending requests).
-//   - connection.h: close() drains sends still waiting for a credit for at most the retry budget.
-//   - (io threads) on_verified_packet: on_packet for a datagram whose payload CRC the caller checked;
-//     PayloadCopier and set_payload_copier: payload copies a wire may run on other threads;
-//     EngineConfig::wire_seals_payload_crc, TxPacket::payload_crc_pending and seal_seg_payload_crc.
-//   - (engine2) on_packet(..., ce, rx_time_ns = kRxTimeNow): the datagram's arrival time (a kernel
-//     receive timestamp in the caller's clock domain); RTT samples for the controllers end at the
-//     ACK's arrival and the echoed remote delay starts at the segment's arrival, so this host's
-//     scheduling delay is not read as fabric delay. ConnectionStats gained fabric_delay and rx_delay;
-//     ConnectionStats::rtt now ends at arrival (was: at processing).
-//   - (engine2) on_packet demultiplexes by connection id alone: SEG/ACK/CNP/FIN/SYN_ACK and RSTs that
-//     name our id are accepted from any peer id (was: only from the connection's peer; wires no longer
-//     need to rewrite peer ids). New constant kHomePathId (0): SYNs and endpoint RSTs carry it, lanes
-//     never do; a wire sends it from its home address (the one peers connect to).
-//   - (sim) config.h: virtual_payload (default false) for the packet-level simulator. When true, a
-//     message is a byte count without bytes: post_send/post_recv accept a null buffer; a DATA segment
-//     leaves with TxPacket::payload nullptr and payload CRC 0; received payload is neither CRC-checked nor
-//     copied. New on_packet_header_only(now, peer, header, header_len, absent_payload_bytes, ce,
-//     rx_time_ns) takes a datagram whose payload is absent, and packet.h's decode_packet_header_only
-//     decodes one. With virtual_payload false nothing changes.
-//   - (portclosed) on_port_unreachable: a peer whose port is closed fails its connections after
-//     EngineConfig::port_closed_fail_ns (200 ms) rather than the retry budget (30 s);
-//     EndpointStats::port_unreachable_reports.
-//   - (epscale) poll_tx, next_deadline and on_timer no longer scan every connection (a ready set and a
-//     deadline heap; README "Serving many connections"); the packets are the same. New
-//     EndpointStats::connections_polled.
-//   - (replay) protocol version 3: with EngineConfig::confirm_handshake (default on) accept() returns a
-//     connection only once the initiator has answered its SYN_ACK (README, "Handshake");
-//     EndpointStats::handshakes_unconfirmed. New refuse(id, why): release with an RST "refused".
+
 #pragma once
 
 #include <cstdint>

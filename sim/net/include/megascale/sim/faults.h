@@ -1,6 +1,6 @@
 // Link failures in a simulated CLOS fabric (clos.h): a model link (both directions) taken down and
 // brought back up at given times, to ask how the transport rides out a link flap (MegaScale §6.3:
-// flaps of seconds; cc-sim.md §3: the retry budget must outlast them).
+// flaps of seconds: the retry budget must outlast them).
 //
 //   auto link = parse_fabric_link(model, "tor0-spine3");           // or "h0:n0", or a LinkId "17"
 //   LinkFaults faults(fabric, {{.at_ps = 100 * kPsPerUs, .link = *link, .up = false},

@@ -1,5 +1,5 @@
 // Flow sizes from an empirical CDF and Poisson flow arrivals at a target load: the traffic of the
-// DCTCP/HPCC-style FCT experiments (cc-sim.md §6 item 5; HPCC-sim's traffic_gen does the same).
+// DCTCP/HPCC-style FCT experiments (HPCC-sim's traffic_gen does the same).
 //
 //   Result<FlowSizeCdf> cdf = FlowSizeCdf::load("configs/sim/cdf/web-search.txt");
 //   Rng rng(seed);

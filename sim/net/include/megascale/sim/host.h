@@ -15,7 +15,7 @@
 // engine's next_deadline(); the NIC pulls one packet from poll_tx whenever its port is free, so
 // frames leave back to back at line rate and the engine's pacers and windows, not a host queue,
 // decide what waits (as an RDMA NIC's scheduler pulls from its QPs when the port frees; HPCC-sim's
-// RdmaHw, cc-sim.md §8). The engine runs with EngineConfig::virtual_payload.
+// RdmaHw). The engine runs with EngineConfig::virtual_payload.
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,7 @@
 // A link: propagation delay from one end to the other. It receives a frame when its last bit has been
 // put on the wire (by the OutputQueue feeding it) and hands it to the far end `delay_ps` later, when
 // that last bit arrives. Frames in flight wait in a ring in arrival order, and the link keeps one
-// pending event, for the head of the ring (cc-sim.md §8, htsim's Pipe): a 1 us, 400 Gbit/s link with
+// pending event, for the head of the ring (htsim's Pipe): a 1 us, 400 Gbit/s link with
 // 50 frames in flight costs one heap entry, not 50.
 //
 //   Link link(sim, /*delay_ps=*/kPsPerUs, &switch_port, &pool);

@@ -1,6 +1,6 @@
 // Simulated packets: the engine's header bytes and a payload length, no payload bytes. They come from
 // a pool's free list and go back to it when delivered or dropped, so a run allocates only while the
-// number of packets alive grows (cc-sim.md §8: htsim's PacketDB free lists).
+// number of packets alive grows (htsim's PacketDB free lists).
 //
 //   PacketPool pool;
 //   Packet* p = pool.alloc();

@@ -1,5 +1,5 @@
 // An output port's queue: frames wait in FIFO order and are serialised onto the next element (a Link)
-// at the port's rate, one completion event per frame in service (cc-sim.md §8: htsim's
+// at the port's rate, one completion event per frame in service (htsim's
 // beginService/completeService). It has a byte capacity with tail drop and RED/ECN marking.
 //
 //   QueueConfig qc{.rate_bps = 100'000'000'000, .capacity_bytes = 1 << 20,

@@ -8,7 +8,7 @@
 //   std::vector<SizeBin> bins = slowdown_by_size(flow_bytes, fct_ps, ideal_ps, completed,
 //                                                default_size_bins_bytes());
 //
-// Sampling (htsim's way, cc-sim.md §8: statistics are sampled, output is plain data files): an event
+// Sampling (htsim's way: statistics are sampled, output is plain data files): an event
 // every interval reads the receivers' engine counters (bytes placed into receive buffers, each byte
 // once, so retransmissions do not count twice) and every switch output port's backlog and pause
 // state. Queue backlogs go into a histogram with four buckets per doubling (<= 19% wide), so a run of

@@ -203,7 +203,7 @@ struct ScenarioSummary {
   double slowdown_p50 = 0, slowdown_p99 = 0;                              // FCT / ideal FCT
   // Mean over all flows of ideal FCT / FCT (0 for a flow that did not complete): each flow's rate as
   // a fraction of its NIC's, averaged; the simulated counterpart of the "normalised aggregate
-  // throughput" of ECMP collision calculations (cc-sim.md §7) for equal flows.
+  // throughput" of ECMP collision calculations (scripts/ecmp-collisions.py) for equal flows.
   double rate_fraction_mean = 0;
   // RTT: the sample-weighted mean of the flows' median RTTs, and the largest flow p99 (engine
   // histograms, so within ~19%).

@@ -14,7 +14,7 @@
 //   Blinker b(sim);
 //   sim.run(ps_from_ns(100));   // b.blinks == 10
 //
-// Design (cc-sim.md §8, after htsim's eventlist): time is a uint64 count of picoseconds, so a 4 KB
+// Design (after htsim's eventlist): time is a uint64 count of picoseconds, so a 4 KB
 // frame at 400 Gbit/s (81.92 ns) keeps its exact length and nothing drifts over long runs. An event is
 // an EventSource pointer; an element keeps at most one or two pending events (a link one, a queue one
 // per packet in service), never one per packet in flight, so the queue stays small. The queue is a

@@ -5,7 +5,7 @@
 // modulo the group size; default_ecmp_hash by default), an EcmpSelect that returns the member itself
 // (fabrics built from topology/'s model plug its switch hash models in through it, clos.h), or
 // per-packet spraying (a uniformly random member per frame from the simulation's PRNG, as in
-// packet-spraying fabrics; cc-sim.md §6 compares it with per-flow ECMP).
+// packet-spraying fabrics; configs/sim/htsim-tails-*.yaml compare it with per-flow ECMP).
 // Next hops are kept as groups shared by destinations (a ToR's one uplink group serves every remote
 // host), so a 12,288-NIC fabric costs one 4-byte group id per (switch, destination).
 // Forwarding is store-and-forward with no switching latency: a frame enters its output queue when its

@@ -1,6 +1,6 @@
 // The parts of NCCL's net plugin ABI that every version shares: result codes, the logger and profiler
 // callback types, debug levels and subsystem flags, the device-offload handle and the constants a
-// plugin must respect. Written from the ABI facts in shared/research/nccl-plugin.md (§1.3, §1.5), checked
+// plugin must respect. Written from NCCL's net plugin headers (its ext-net example), checked
 // against nccl.h 2.28.9 (NCCL_VERSION_CODE 22809) for the result codes. FROZEN: these are the layouts
 // NCCL 2.20 .. 2.28 compile against; never reorder or resize anything here.
 //

@@ -1,6 +1,6 @@
 // NCCL net plugin ABI version 10 (NCCL 2.26 and 2.27 prefer it; 2.28 still accepts it), exported as
 // `ncclNetPlugin_v10`. FROZEN: field order and types are the ABI. Written from
-// shared/research/nccl-plugin.md §1.1 and §2.
+// NCCL's net plugin headers for this version (its ext-net example).
 //
 // Relative to v9: init takes a profiler callback too, connect takes a per-connection NetCommConfig
 // (the communicator's traffic class), isend/irecv take profiler handles. NCCL's v10 adapter calls init

@@ -1,6 +1,6 @@
 // NCCL net plugin ABI version 11 (NCCL 2.28 and 2.29 prefer it; 2.30 still accepts it), exported as
 // `ncclNetPlugin_v11`. FROZEN: field order and types are the ABI. Written from
-// shared/research/nccl-plugin.md §1.4, §1.5 and §2.
+// NCCL's net plugin headers for this version (its ext-net example).
 //
 // Relative to v10: init is called once PER COMMUNICATOR and returns a context (`ctx`) that listen and
 // connect receive; finalize(ctx) ends it (also after a failed init); the traffic class moves from

@@ -1,6 +1,6 @@
 // NCCL net plugin ABI version 8 (NCCL 2.20 .. 2.23 prefer it; 2.24 .. 2.28 still accept it), exported
 // as `ncclNetPlugin_v8`. FROZEN: field order and types are the ABI. Written from
-// shared/research/nccl-plugin.md §1.1 (what v8 has relative to v9 .. v11).
+// NCCL's net plugin headers for this version (its ext-net example).
 //
 // Differences from v9: sizes are `int` (messages < 2 GiB), properties have no forceFlush, vProps or
 // max*Bytes, and there is no makeVDevice. NCCL's own v8 adapter clears an optional-completion

@@ -1,6 +1,6 @@
 // NCCL net plugin ABI version 9 (NCCL 2.24 and 2.25 prefer it; 2.26 .. 2.28 still accept it), exported
 // as `ncclNetPlugin_v9`. FROZEN: field order and types are the ABI. Written from
-// shared/research/nccl-plugin.md §1.1.
+// NCCL's net plugin headers for this version (its ext-net example).
 //
 // Relative to v8: isend/irecv sizes are size_t; properties gain forceFlush, vProps, maxP2pBytes and
 // maxCollBytes; makeVDevice (NIC fusion) is added; irecv may see kOptionalRecvCompletion in *request.
