@@ -12,6 +12,7 @@ check-nccl-plugin.sh, which reads them instead of NCCL's log.
                                       "auto"), exit 1 unless every rank's layout has those values
                                       (auto: the plugin chose it).
     stats.py setting DIR NAME         the value of one knob in force (the first rank's).
+    stats.py segment DIR              the engine segment size of the first connection, in bytes.
 
 The plugin writes one DIR/megascale-nccl-HOST-PID.jsonl per process: a "settings" record first (every
 knob by name, {"value", "source"}, and "layout"), then "periodic"/"close" records per connection (with
@@ -131,12 +132,23 @@ def setting(directory, name):
     raise StatsError(f"no settings record in the stats files of {directory}")
 
 
+def segment(directory):
+    for _, _, conns in processes(directory):
+        for c in conns:
+            if isinstance(c.get("segment_bytes"), int) and c["segment_bytes"] > 0:
+                print(c["segment_bytes"])
+                return 0
+    raise StatsError(f"no connection record with segment_bytes in the stats files of {directory}")
+
+
 def main(argv):
     try:
         if len(argv) == 3 and argv[0] == "connections" and argv[2].isdigit() and int(argv[2]) > 0:
             return connections(argv[1], int(argv[2]))
         if len(argv) in (2, 4) and argv[0] == "layout" and (len(argv) == 2 or argv[2] == "--expect"):
             return layout(argv[1], argv[3] if len(argv) == 4 else None)
+        if len(argv) == 2 and argv[0] == "segment":
+            return segment(argv[1])
         if len(argv) == 3 and argv[0] == "setting":
             return setting(argv[1], argv[2])
     except (StatsError, OSError) as e:

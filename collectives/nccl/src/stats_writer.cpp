@@ -418,7 +418,10 @@ PluginSettings settings_of(const PluginConfig& config) {
         break;
       }
     }
-    if (r.name == "MEGASCALE_NTHREADS") wires_source = r.source, wires_value = r.value;
+    if (r.name == "MEGASCALE_NTHREADS") {
+      wires_source = r.source;
+      wires_value = r.value;
+    }
     if (r.name == "MEGASCALE_IO_THREADS") io_source = r.source;
     p.settings.push_back(std::move(r));
   }

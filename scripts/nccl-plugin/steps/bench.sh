@@ -26,7 +26,7 @@ step_bench() {
     # The transport alone on the same CPUs with the layout the plugin chose, for reading the table
     # against: scripts/wire-both-ways.sh (exit 2: it could not run here, e.g. no megascale CLI built).
     printf "\nThe wire alone, both directions at once on these CPUs (scripts/wire-both-ways.sh):\n\n" >> "$out/bandwidth.md"
-    OUT="$out/wire" scripts/wire-both-ways.sh "$out/bench-megascale-r1.nccl.rank0.log" "$nranks" "$build" \
+    OUT="$out/wire" scripts/wire-both-ways.sh "$(stats_dir_of bench 1)" "$nranks" "$build" \
       >> "$out/bandwidth.md" 2>&1
     case $? in
       0) ;;
