@@ -3,10 +3,11 @@
 # plugin chose for a run: `megascale perf -b` (both directions at once, a ring's pattern) over loopback,
 # no GPU and no NCCL in the way.
 #
-#   scripts/wire-both-ways.sh NCCL_LOG NRANKS [BUILD_DIR]     # BUILD_DIR defaults to build/
+#   scripts/wire-both-ways.sh STATS_DIR NRANKS [BUILD_DIR]    # BUILD_DIR defaults to build/
 #
-# NCCL_LOG is one rank's NCCL_DEBUG=INFO log of a run through the plugin: its echo of MEGASCALE_NTHREADS,
-# MEGASCALE_IO_THREADS, MEGASCALE_LANES and MEGASCALE_CC, and the segment its device used. NRANKS is the
+# STATS_DIR is the MEGASCALE_STATS_DIR of a run through the plugin: its "settings" record gives the
+# layout (wires, I/O threads, lanes) and MEGASCALE_CC, its connection records the segment size
+# (scripts/nccl-plugin/stats.py reads them). NRANKS is the
 # number of ranks that run had on this host. The script starts NRANKS x wires / 2 processes at once, each
 # a pair of wires with that layout sending to each other, so as many wires and threads run as the ranks
 # had, once for each depth in DEPTHS (messages of 1 MiB in flight a connection; default "1 4"). For each
@@ -20,22 +21,23 @@
 # the wire carries when it is kept busy. `megascale perf` drives its wires from its own thread, and its
 # rows give each wire one connection each way: a rank with as many wires as NCCL's channels (2 here).
 # When BUILD_DIR holds the plugin, a last line gives the depth-1 time through the plugin's own threaded
-# wire (`megascale plugin-check --case steps_both_ways` in NRANKS processes, with the log's layout): two
+# wire (`megascale plugin-check --case steps_both_ways` in NRANKS processes, with the run's layout): two
 # pairs a process, a rank's two channels each way over the rank's own wires, however many it has. With
 # one wire a rank that line carries twice what the perf rows put on a wire; it is the one to read.
 # scripts/check-nccl-plugin.sh's bench step runs it after its NCCL rounds.
 #
 # SECONDS_PER_RUN (default 5) per depth; OUT (default: a new temporary folder) keeps each process's output
-# and JSON. Exit status 2 when the log has no plugin echo or an argument is wrong, 1 when a run fails.
+# and JSON (plugin-check's stats files in OUT/plugin-stats). Exit status 2 when STATS_DIR has no
+# plugin settings or connections or an argument is wrong, 1 when a run fails.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 
 die() { echo "wire-both-ways: $*" >&2; exit 2; }
-(( $# >= 2 && $# <= 3 )) || die "usage: scripts/wire-both-ways.sh NCCL_LOG NRANKS [BUILD_DIR]"
-log=$1 nranks=$2 build=${3:-build}
+(( $# >= 2 && $# <= 3 )) || die "usage: scripts/wire-both-ways.sh STATS_DIR NRANKS [BUILD_DIR]"
+stats=$1 nranks=$2 build=${3:-build}
 seconds=${SECONDS_PER_RUN:-5}
 depths=${DEPTHS:-1 4}
-[[ -r $log ]] || die "cannot read the NCCL log '$log'"
+[[ -d $stats ]] || die "no stats folder '$stats'"
 [[ $nranks =~ ^[1-9][0-9]*$ ]] || die "NRANKS=$nranks: a number of ranks, 1 or more"
 [[ $seconds =~ ^[1-9][0-9]*$ ]] || die "SECONDS_PER_RUN=$seconds: whole seconds, 1 or more"
 [[ -n ${depths// } ]] || die "DEPTHS is empty: give the messages in flight a connection, e.g. '1 4'"
@@ -45,17 +47,19 @@ done
 megascale=$build/cli/megascale
 [[ -x $megascale ]] || die "no $megascale (build the megascale CLI first)"
 
-# The plugin's echo lines: "NET/MegaScale : MEGASCALE_IO_THREADS=4 (...)", and the device line
-# "Using [0]lo:127.0.0.1<mtu 65536, -1 Mbps, segment 32768 B>".
-echoed() { sed -nE "s/.*NET\/MegaScale : $1=([^ ]+).*/\1/p" "$log" | head -1; }
-wires=$(echoed MEGASCALE_NTHREADS) io=$(echoed MEGASCALE_IO_THREADS) lanes=$(echoed MEGASCALE_LANES)
-cc=$(echoed MEGASCALE_CC)
-segment=$(sed -nE 's/.*NET\/MegaScale : Using .*segment ([0-9]+) B>.*/\1/p' "$log" | head -1)
-for v in wires io lanes cc segment; do
-  [[ -n ${!v} ]] || die "'$log' has no plugin echo of $v (a NCCL_DEBUG=INFO log of a run through MegaScale?)"
-done
-[[ $wires =~ ^[0-9]+$ && $io =~ ^[0-9]+$ && $lanes =~ ^[0-9]+$ ]] ||
-  die "'$log': unexpected layout echo (wires '$wires', I/O threads '$io', lanes '$lanes')"
+# The run's layout ("wires=2,io_threads=1,lanes=2,stripes=1,stripe_bytes=1048576 (...)"), controller
+# ("hybrid -> builtin:hybrid": the first word) and segment, from the plugin's stats files.
+stats_py() {  # stats.py's answer, or its message on standard error and exit status 2
+  local said
+  said=$(python3 scripts/nccl-plugin/stats.py "$@" 2>&1) || die "'$stats': ${said#stats.py: }"
+  echo "$said"
+}
+layout=$(stats_py layout "$stats" | head -1) || exit 2
+[[ $layout =~ ^wires=([0-9]+),io_threads=([0-9]+),lanes=([0-9]+), ]] || die "'$stats': unexpected layout '$layout'"
+wires=${BASH_REMATCH[1]} io=${BASH_REMATCH[2]} lanes=${BASH_REMATCH[3]}
+cc=$(stats_py setting "$stats" MEGASCALE_CC) || exit 2
+cc=${cc%% *}
+segment=$(stats_py segment "$stats") || exit 2
 procs=$(( (nranks * wires + 1) / 2 ))
 dir=${OUT:-$(mktemp -d /tmp/wire-both-ways.XXXXXX)}
 mkdir -p "$dir"
@@ -106,13 +110,13 @@ EOF
 
 # The plugin's own threaded wire at NCCL's depth, when BUILD_DIR has the plugin: `megascale plugin-check
 # --case steps_both_ways` (one 1 MiB message at a time each way on two pairs, all four ends in one
-# process: one rank's sends and receives) in NRANKS processes at once, with the layout of the log.
+# process: one rank's sends and receives) in NRANKS processes at once, with the run's layout.
 plugin=$build/collectives/nccl/libnccl-net-megascale.so
 [[ -r $plugin ]] || exit 0
 pids=() failed=0
 for ((r = 0; r < nranks; r++)); do
   env MEGASCALE_IFNAME=lo MEGASCALE_NTHREADS="$wires" MEGASCALE_IO_THREADS="$io" MEGASCALE_LANES="$lanes" \
-    MEGASCALE_CC="$cc" MEGASCALE_SEGMENT_BYTES="$segment" \
+    MEGASCALE_CC="$cc" MEGASCALE_SEGMENT_BYTES="$segment" MEGASCALE_STATS_DIR="$dir/plugin-stats" \
     "$megascale" plugin-check "$plugin" --case steps_both_ways -v > "$dir/plugin-$r.log" 2>&1 &
   pids+=($!)
 done

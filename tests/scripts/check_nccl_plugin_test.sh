@@ -7,8 +7,10 @@
 # the table and verdict, the latency step's table (microseconds, MegaScale's time over Socket's), the CPU
 # table by thread (each net's named threads in its own column), PROFILE=1's
 # table by kind of work (a stand-in perf), that a
-# MegaScale run whose channels are not on NET/MegaScale fails the script,
-# and that a bad STEPS or ROUNDS is refused with a message naming it. Then the kill step: the last rank
+# MegaScale run whose stats files show no connections (NCCL did not use the plugin) fails the script,
+# that a layouts run whose layout in force (its stats) is not the one asked for fails it, and that a
+# bad STEPS, ROUNDS or LAYOUTS is refused with a message naming it. --list, --help, the skip without a
+# GPU, and scripts/nccl-plugin/stats.py on the fixture files of tests/scripts/data/nccl-plugin-stats. Then the kill step: the last rank
 # is SIGKILLed; a survivor that stops with exit 3 passes, one that hangs past KILL_DEADLINE_S or exits
 # otherwise fails the script when it runs MegaScale, and is only reported when it runs Socket.
 # Usage: check_nccl_plugin_test.sh SOURCE_DIR
@@ -52,8 +54,17 @@ fi
 [[ -n ${ARGS_LOG:-} ]] && echo "$all_args" >> "$ARGS_LOG"
 net=$NCCL_NET
 [[ $net == Socket && ${NCCL_SOCKET_NTHREADS:-} == 4 ]] && net=Socket4x4
+# The layout the stand-in plugin runs: MEGASCALE_LAYOUT's values over its own default's.
+declare -A layout=([wires]=2 [io_threads]=6 [lanes]=6 [stripes]=1 [stripe_bytes]=1048576)
+layout_source="auto: stand-in share: 2 wires x (1 + 6 I/O threads)" io=
+if [[ -n ${MEGASCALE_LAYOUT:-} && -z ${FAKE_IGNORE_LAYOUT:-} ]]; then
+  IFS=, read -ra parts <<< "$MEGASCALE_LAYOUT"
+  for p in "${parts[@]}"; do layout[${p%%=*}]=${p#*=}; done
+  layout[lanes]=${layout[io_threads]}
+  layout_source=environment io=${layout[io_threads]}
+fi
 [[ $net == Null && ( $all_args != *--no-check* || $NCCL_NET_PLUGIN != /* || ${NCCL_PROTO:-} != Simple ) ]] && echo "Null checked or relative" >> "$ORDER_LOG"
-[[ $rank == 0 ]] && echo "$net${csv:+ timed}${exact:+ exact}${MEGASCALE_IO_THREADS:+ io$MEGASCALE_IO_THREADS}${MEGASCALE_NULL_RECV_US:+ r$MEGASCALE_NULL_RECV_US}${MEGASCALE_NULL_PTR_CUDA:+ gdr$MEGASCALE_NULL_PTR_CUDA:${NCCL_NET_GDR_LEVEL:-}}${MEGASCALE_GDR_COPY:+ gdr$MEGASCALE_GDR_COPY}${NCCL_NET_GDR_READ:+ read$NCCL_NET_GDR_READ}" >> "$ORDER_LOG"
+[[ $rank == 0 ]] && echo "$net${csv:+ timed}${exact:+ exact}${io:+ io$io}${MEGASCALE_NULL_RECV_US:+ r$MEGASCALE_NULL_RECV_US}${MEGASCALE_NULL_PTR_CUDA:+ gdr$MEGASCALE_NULL_PTR_CUDA:${NCCL_NET_GDR_LEVEL:-}}${MEGASCALE_GDR_COPY:+ gdr$MEGASCALE_GDR_COPY}${NCCL_NET_GDR_READ:+ read$NCCL_NET_GDR_READ}" >> "$ORDER_LOG"
 via=$NCCL_NET gdr=
 [[ $NCCL_NET == MegaScale && -n ${FAKE_WRONG_NET:-} ]] && via=Socket
 # NCCL takes the GPU-buffer path where the net offers it and NCCL_NET_GDR_LEVEL reaches the device, for
@@ -65,10 +76,8 @@ send_gdr=$gdr
 [[ ${NCCL_NET_GDR_READ:-} == 0 ]] && send_gdr=
 { echo "host:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/$via/0$send_gdr"
   echo "host:1:2 [0] NCCL INFO Channel 00/0 : 1[0] -> 0[0] [receive] via NET/$via/0$gdr"; } > "$NCCL_DEBUG_FILE"
-[[ $NCCL_NET == MegaScale && -z ${MEGASCALE_IO_THREADS:-} ]] &&
-  echo "host:1:2 [0] NCCL INFO NET/MegaScale : MEGASCALE_IO_THREADS=6 (stand-in share: 2 wires x (1 + 6 I/O threads)) (default)" >> "$NCCL_DEBUG_FILE"
 case $net in MegaScale) bw=6.00 us=60 ;; Socket) bw=3.00 us=20 ;; Socket4x4) bw=4.00 us=15 ;; Null) bw=12.00 us=5 ;; esac
-[[ $net == MegaScale && ${MEGASCALE_IO_THREADS:-} == 3 && ${MEGASCALE_LANES:-} == 3 ]] && bw=7.50 us=90  # the layouts step
+[[ $net == MegaScale && $io == 3 ]] && bw=7.50 us=90  # the layouts step
 [[ $net == Null && -n ${MEGASCALE_NULL_RECV_US:-} ]] && bw=$(( 12 - MEGASCALE_NULL_RECV_US / 50 )).00  # the timing model
 [[ $net == Null && ${MEGASCALE_NULL_PTR_CUDA:-} == 1 ]] && bw=$(( ${bw%.00} * 3 )).00  # GPU buffers
 if [[ -n $csv && $rank == 0 ]]; then
@@ -87,12 +96,20 @@ if [[ -n ${MEGASCALE_TRACE_FILE:-} ]]; then  # a request timeline: 10 sends, and
     done
     echo ']}'; } > "${MEGASCALE_TRACE_FILE//%p/$$}"
 fi
-if [[ -n ${MEGASCALE_STATS_DIR:-} && $rank == 0 ]]; then
+# The plugin's stats file of this rank's process: its settings record, a send and a receive connection
+# (none with FAKE_WRONG_NET: NCCL did not use the plugin), and on rank 0 the transport's counters.
+if [[ -n ${MEGASCALE_STATS_DIR:-} ]]; then
   [[ $NCCL_NET == MegaScale ]] || echo "stats dir set for $NCCL_NET" >> "$ORDER_LOG"
   mkdir -p "$MEGASCALE_STATS_DIR"
-  echo '{"event":"close","engine":{"timeouts":4,"timeouts_spurious":1,"retransmits_rto":9,"retransmits_fast":0,"duplicates_dropped":9,"rtt_max_ns":6000000}}' \
-    > "$MEGASCALE_STATS_DIR/stand-in.jsonl"
-  [[ -n ${FAKE_BAD_STATS:-} ]] && echo '{"event":' >> "$MEGASCALE_STATS_DIR/stand-in.jsonl"
+  stats=$MEGASCALE_STATS_DIR/megascale-nccl-stand-in-$$.jsonl
+  printf '{"event":"settings","host":"stand-in","pid":%s,"settings":{"MEGASCALE_CC":{"value":"hybrid","source":"default"}},"layout":{"wires":%s,"io_threads":%s,"lanes":%s,"stripes":%s,"stripe_bytes":%s,"source":"%s"}}\n' \
+    $$ "${layout[wires]}" "${layout[io_threads]}" "${layout[lanes]}" "${layout[stripes]}" "${layout[stripe_bytes]}" "$layout_source" > "$stats"
+  if [[ -z ${FAKE_WRONG_NET:-} ]]; then
+    echo '{"event":"periodic","conn":"0x1","role":"send","segment_bytes":61440}' >> "$stats"
+    echo '{"event":"periodic","conn":"0x2","role":"recv","segment_bytes":61440}' >> "$stats"
+  fi
+  [[ $rank == 0 ]] && echo '{"event":"close","engine":{"timeouts":4,"timeouts_spurious":1,"retransmits_rto":9,"retransmits_fast":0,"duplicates_dropped":9,"rtt_max_ns":6000000}}' >> "$stats"
+  [[ -n ${FAKE_BAD_STATS:-} && $rank == 0 ]] && echo '{"event":' >> "$stats"
 fi
 # A thread named as the net's own would be, busy for a while (bash's own loop, in a renamed subshell),
 # for the bandwidth step's CPU table (FAKE_BUSY=1). The loop runs for wall time, not a count of turns,
@@ -141,6 +158,61 @@ expect_order() {  # WHAT EXPECTED: the runs the stand-ins logged since ORDER_LOG
   [[ $(cat "$ORDER_LOG") == "$2" ]] || fail "$1 runs in this order: $(tr '\n' ' ' < "$ORDER_LOG")"
 }
 
+# scripts/nccl-plugin/stats.py on fixture files as the plugin writes them: two ranks' processes, each
+# with its settings record and connections; a rank whose file has no connection; a broken record.
+stats_py=$src/scripts/nccl-plugin/stats.py
+data=$src/tests/scripts/data/nccl-plugin-stats
+# stats_says WANT_STATUS WANT_LINE ARGS...: stats.py ARGS exits WANT_STATUS and prints WANT_LINE.
+stats_says() {
+  local want=$1 line=$2 got
+  shift 2
+  got=$(python3 "$stats_py" "$@" 2>&1)
+  local status=$?
+  (( status == want )) || fail "stats.py $*: exit $status, want $want: $got"
+  grep -qxF -- "$line" <<< "$got" || fail "stats.py $*: printed '$got', want the line '$line'"
+}
+stats_says 0 "the plugin's stats files of all 2 ranks show its connections (2 send, 2 receive)" \
+  connections "$data/two-ranks" 2
+stats_says 1 "the plugin's stats in $data/two-ranks: 2 processes wrote the plugin's settings, not 3 (one per rank)" \
+  connections "$data/two-ranks" 3
+stats_says 1 "the plugin's stats in $data/one-idle: megascale-nccl-h-202.jsonl shows 0 send and 0 receive connections" \
+  connections "$data/one-idle" 2
+auto_layout="wires=4,io_threads=0,lanes=4,stripes=2,stripe_bytes=524288 (auto: 6 usable CPUs / 1 local rank = 6 each, 2 left to NCCL: 4 wires x (1 + 0 I/O threads), each comm over 2 of them)"
+stats_says 0 "$auto_layout" layout "$data/two-ranks"
+stats_says 0 "$auto_layout" layout "$data/two-ranks" --expect auto
+stats_says 0 "$auto_layout" layout "$data/two-ranks" --expect wires=4,stripes=2
+stats_says 1 "the layout in force is not wires=2: megascale-nccl-h-101.jsonl: wires=4; megascale-nccl-h-102.jsonl: wires=4" \
+  layout "$data/two-ranks" --expect wires=2
+stats_says 2 "stats.py: --expect lanes=x: each part is KEY=NUMBER, KEY one of wires, io_threads, lanes, stripes, stripe_bytes" \
+  layout "$data/two-ranks" --expect lanes=x
+stats_says 0 "hybrid" setting "$data/two-ranks" MEGASCALE_CC
+python3 "$stats_py" connections "$data/broken" 1 > "$dir/err" 2>&1
+(( $? == 2 )) && grep -qF "$data/broken/megascale-nccl-h-101.jsonl:2: not a JSON record" "$dir/err" ||
+  fail "stats.py on a broken record: $(cat "$dir/err")"
+stats_says 2 "stats.py: no stats files (*.jsonl) in $dir/none" connections "$dir/none" 1
+
+# The driver without running a step: --list names every step in order, --help shows the header (the
+# LAYOUTS form among it), a bad option or argument is refused, and with no GPU visible it skips (77).
+"$src/scripts/check-nccl-plugin.sh" --list > "$dir/list" || fail "--list: exit $?"
+[[ $(cut -d' ' -f1 "$dir/list" | tr '\n' ' ') == "kill check fault bench lat layouts ceiling torch " ]] ||
+  fail "--list: $(cat "$dir/list")"
+"$src/scripts/check-nccl-plugin.sh" --help > "$dir/help" || fail "--help: exit $?"
+grep -qF "LAYOUTS (the layouts step): entries separated by ';'" "$dir/help" || fail "--help: $(cat "$dir/help")"
+grep -q '^#' "$dir/help" && fail "--help keeps the comment marks: $(head -3 "$dir/help")"
+"$src/scripts/check-nccl-plugin.sh" --bogus > /dev/null 2> "$dir/err"
+(( $? == 2 )) && grep -qF "unknown option '--bogus'" "$dir/err" || fail "--bogus: $(cat "$dir/err")"
+"$src/scripts/check-nccl-plugin.sh" "$dir/build" extra > /dev/null 2> "$dir/err"
+(( $? == 2 )) && grep -qF "one build folder at most" "$dir/err" || fail "two arguments: $(cat "$dir/err")"
+mkdir -p "$dir/nogpu"
+printf '#!/bin/sh\nexit 9\n' > "$dir/nogpu/nvidia-smi"
+chmod +x "$dir/nogpu/nvidia-smi"
+PATH=$dir/nogpu:$PATH OUT="$dir/out" "$src/scripts/check-nccl-plugin.sh" "$dir/build" > "$dir/out.log" 2>&1
+(( $? == 77 )) && grep -qF "check-nccl-plugin: skipped: no GPU visible (nvidia-smi -L)" "$dir/out.log" ||
+  fail "no GPU: $(cat "$dir/out.log")"
+# A bad setting is refused before the GPU is looked for.
+PATH=$dir/nogpu:$PATH STEPS=tune "$src/scripts/check-nccl-plugin.sh" "$dir/build" > "$dir/out.log" 2>&1
+(( $? == 2 )) || fail "STEPS=tune without a GPU: $(cat "$dir/out.log")"
+
 check STEPS=bench ROUNDS=2 BENCH_OPS=allreduce,allgather FAKE_BUSY=1 || { cat "$dir/out.log"; fail "exit $? on a good run"; }
 expected=$'Socket\nMegaScale timed exact\nSocket timed exact\nSocket4x4 timed exact\nSocket timed exact\nSocket4x4 timed exact\nMegaScale timed exact'
 expect_order bench "$expected"
@@ -182,7 +254,8 @@ grep -qF '| AllReduce | 67108864 |' "$dir/out.log" || fail "the table is not pri
 
 rm -f "$ORDER_LOG"
 check STEPS=bench ROUNDS=1 FAKE_WRONG_NET=1 && fail "exit 0 with MegaScale's channels on NET/Socket"
-grep -q '!! bench-megascale-r1: channels not on NET/MegaScale' "$dir/out.log" || fail "no message for the wrong net"
+grep -qE '^!! bench-megascale-r1: not through the plugin: .*megascale-nccl-stand-in-[0-9]+.jsonl shows 0 send and 0 receive connections' "$dir/out.log" ||
+  fail "no message for the wrong net: $(cat "$dir/out.log")"
 grep -q '^check-nccl-plugin: FAIL' "$dir/out.log" || fail "no FAIL line"
 
 # The latency step: the same interleaved rounds (no exact sizes), microseconds and time ratios, and
@@ -200,27 +273,29 @@ grep -q '^check-nccl-plugin: PASS' "$dir/out.log" || fail "STEPS=lat: no PASS li
 
 # The layouts step: MegaScale alone under each layout, rounds interleaved (each round starts with the next
 # layout), each bandwidth run followed by the same layout's small collectives, each layout's bandwidth
-# and time over the first's, the layout "default" chose, and the transport per bandwidth run.
+# and time over the first's, the layout "auto" chose (from its stats), and the transport per bandwidth run.
 rm -f "$ORDER_LOG"
-check STEPS=layouts ROUNDS=2 LAYOUTS="default 2x3" BENCH_OPS=allreduce ||
+check STEPS=layouts ROUNDS=2 LAYOUTS="auto; wires=2,io_threads=3" BENCH_OPS=allreduce ||
   { cat "$dir/out.log"; fail "STEPS=layouts: exit $?"; }
 expected=$'Socket\nMegaScale timed exact\nMegaScale timed\nMegaScale timed exact io3\nMegaScale timed io3'
 expected+=$'\nMegaScale timed exact io3\nMegaScale timed io3\nMegaScale timed exact\nMegaScale timed'
 expect_order layout "$expected"
 layouts=$dir/out/layouts.md
 grep -qF '| AllReduce | 67108864 | 6.00 | 7.50 | 1.25 (1.25-1.25) |' "$layouts" || fail "layouts table: $(cat "$layouts")"
-grep -qF -- '- 2x3: 1.25-1.25x (median 1.25)' "$layouts" || fail "layouts summary: $(cat "$layouts")"
+grep -qF -- '- wires2-io_threads3: 1.25-1.25x (median 1.25)' "$layouts" || fail "layouts summary: $(cat "$layouts")"
 grep -qF 'Small collectives under each layout' "$layouts" || fail "layouts: no small-collective part: $(cat "$layouts")"
 grep -qF '| AllReduce | 67108864 | 60.00 | 90.00 | 1.50 (1.50-1.50) |' "$layouts" ||
   fail "layouts time table: $(cat "$layouts")"
-grep -qF '"default" was the plugin'"'"'s own layout: MEGASCALE_IO_THREADS=6 (stand-in share: 2 wires x (1 + 6 I/O threads)) (default)' \
+grep -qF '"auto" was the plugin'"'"'s own layout: wires=2,io_threads=6,lanes=6,stripes=1,stripe_bytes=1048576 (auto: stand-in share: 2 wires x (1 + 6 I/O threads))' \
   "$layouts" || fail "the default layout's echo: $(cat "$layouts")"
-grep -qF -- '- layouts-2x3-r2: 4 timeouts' "$layouts" || fail "layouts transport line: $(cat "$layouts")"
+grep -qF -- '- layouts-wires2-io_threads3-r2: 4 timeouts' "$layouts" || fail "layouts transport line: $(cat "$layouts")"
+grep -qF 'ok layouts-wires2-io_threads3-r1: the plugin'"'"'s stats files of all 2 ranks show its connections (2 send, 2 receive)' \
+  "$dir/out.log" || fail "layouts: the plugin's connections: $(cat "$dir/out.log")"
 grep -q '^check-nccl-plugin: PASS' "$dir/out.log" || fail "STEPS=layouts: no PASS line"
 # Tuned Socket as a layout, put first: every layout paired with it round by round and counted against
 # the goal; Socket's runs keep no stats and have their own channel check.
 rm -f "$ORDER_LOG"
-check STEPS=layouts ROUNDS=2 LAYOUTS="socket-4x4 default 2x3" BENCH_OPS=allreduce ||
+check STEPS=layouts ROUNDS=2 LAYOUTS="socket-4x4;auto;wires=2,io_threads=3" BENCH_OPS=allreduce ||
   { cat "$dir/out.log"; fail "STEPS=layouts with socket-4x4: exit $?"; }
 grep -q 'stats dir set' "$ORDER_LOG" && fail "layouts: a stats dir for Socket: $(cat "$ORDER_LOG")"
 [[ $(grep -c '^Socket4x4 timed' "$ORDER_LOG") == 4 ]] || fail "layouts: tuned Socket's runs: $(tr '\n' ' ' < "$ORDER_LOG")"
@@ -235,15 +310,15 @@ grep -q '^check-nccl-plugin: PASS' "$dir/out.log" || fail "STEPS=layouts with so
 # A layout ending in +gdr runs MegaScale with NCCL's GPU buffers (and only that layout); its channels must
 # say GDRDMA, and a run where NCCL kept host buffers fails the step.
 rm -f "$ORDER_LOG"
-check STEPS=layouts ROUNDS=1 LAYOUTS="default 2x3+gdr" BENCH_OPS=allreduce ||
+check STEPS=layouts ROUNDS=1 LAYOUTS="auto;wires=2,io_threads=3+gdr" BENCH_OPS=allreduce ||
   { cat "$dir/out.log"; fail "STEPS=layouts with +gdr: exit $?"; }
 expected=$'Socket\nMegaScale timed exact\nMegaScale timed\nMegaScale timed exact io3 gdr1\nMegaScale timed io3 gdr1'
 expect_order "layouts with +gdr" "$expected"
-grep -qF 'ok layouts-2x3+gdr-r1: all 4 channel lines say via NET/MegaScale/[0-9]+/GDRDMA' "$dir/out.log" ||
+grep -qF 'ok layouts-wires2-io_threads3+gdr-r1: all 4 channel lines say via NET/MegaScale/[0-9]+/GDRDMA' "$dir/out.log" ||
   fail "layouts +gdr: channel check: $(cat "$dir/out.log")"
-check FAKE_NO_GDR=1 STEPS=layouts ROUNDS=1 LAYOUTS="default default+gdr" BENCH_OPS=allreduce
+check FAKE_NO_GDR=1 STEPS=layouts ROUNDS=1 LAYOUTS="auto;auto+gdr" BENCH_OPS=allreduce
 (( $? == 1 )) || fail "layouts +gdr without GDRDMA channels: exit status"
-grep -qF '!! layouts-default+gdr-r1: channels not on NET/MegaScale/[0-9]+/GDRDMA' "$dir/out.log" ||
+grep -qF '!! layouts-auto+gdr-r1: channels not on NET/MegaScale/[0-9]+/GDRDMA' "$dir/out.log" ||
   fail "layouts +gdr without GDRDMA: message: $(cat "$dir/out.log")"
 # Every rank gets --timeout-s HANG_S (default 300): a hang prints every thread's stack and exits.
 check STEPS=bench ROUNDS=1 BENCH_OPS=allreduce ARGS_LOG="$dir/args.log" || { cat "$dir/out.log"; fail "ARGS_LOG run: exit $?"; }
@@ -260,15 +335,15 @@ done
 # +gdrrx: GPU buffers for receives only (NCCL_NET_GDR_READ=0); the [receive] lines must say GDRDMA, the
 # [send] lines may not.
 rm -f "$ORDER_LOG"
-check STEPS=layouts ROUNDS=1 LAYOUTS="default default+gdrrx" BENCH_OPS=allreduce ||
+check STEPS=layouts ROUNDS=1 LAYOUTS="auto;auto+gdrrx" BENCH_OPS=allreduce ||
   { cat "$dir/out.log"; fail "STEPS=layouts with +gdrrx: exit $?"; }
 expected=$'Socket\nMegaScale timed exact\nMegaScale timed\nMegaScale timed exact gdr1 read0\nMegaScale timed gdr1 read0'
 expect_order "layouts with +gdrrx" "$expected"
-grep -qF 'ok layouts-default+gdrrx-r1: all 4 channel lines say via NET/MegaScale, the [receive] lines NET/MegaScale/[0-9]+/GDRDMA' "$dir/out.log" ||
+grep -qF 'ok layouts-auto+gdrrx-r1: all 4 channel lines say via NET/MegaScale, the [receive] lines NET/MegaScale/[0-9]+/GDRDMA' "$dir/out.log" ||
   fail "layouts +gdrrx: channel check: $(cat "$dir/out.log")"
-check FAKE_NO_GDR=1 STEPS=layouts ROUNDS=1 LAYOUTS="default default+gdrrx" BENCH_OPS=allreduce
+check FAKE_NO_GDR=1 STEPS=layouts ROUNDS=1 LAYOUTS="auto;auto+gdrrx" BENCH_OPS=allreduce
 (( $? == 1 )) || fail "layouts +gdrrx without GDRDMA receives: exit status"
-grep -qF '!! layouts-default+gdrrx-r1: channels not on NET/MegaScale, the [receive] lines NET/MegaScale/[0-9]+/GDRDMA' "$dir/out.log" ||
+grep -qF '!! layouts-auto+gdrrx-r1: channels not on NET/MegaScale, the [receive] lines NET/MegaScale/[0-9]+/GDRDMA' "$dir/out.log" ||
   fail "layouts +gdrrx without GDRDMA: message: $(cat "$dir/out.log")"
 grep -qF '[receive] via NET/MegaScale/0' "$dir/out.log" || fail "layouts +gdrrx: the bad line not shown: $(cat "$dir/out.log")"
 # GDR=1: every MegaScale run of every step; Socket's runs as before.
@@ -282,11 +357,19 @@ check GDR=rx STEPS=bench ROUNDS=1 BENCH_OPS=allreduce || { cat "$dir/out.log"; f
   fail "GDR=rx: MegaScale's runs: $(tr '\n' ' ' < "$ORDER_LOG")"
 check GDR=2 STEPS=bench
 (( $? == 2 )) && grep -qF "GDR='2': 0, 1 or rx" "$dir/out.log" || fail "GDR=2: $(cat "$dir/out.log")"
-for bad in "default 2y3" "default 0x3" "default 17x1" "default 2x65" "default 2x03" "default 2x3s9" "default 2x3s0" "default 2x3s2b3" "default 2x3b8" "2x3 2x3" "default" "socket default" "socket-4x4+gdr default" "socket-4x4+gdrrx default" "default default+gd" "default default+gdrx" "2x3+gdr 2x3+gdr"; do
+for bad in "default;2x3" "auto 2x3" "auto;wires=2 io_threads=3" "auto;wires=2,,io_threads=3" "auto;wires=2," "auto;lanes=3" "auto;wires=x" "auto;wires=-1" "auto;wires=2,wires=3" "auto;" "auto" "auto;auto" "socket;auto" "socket-4x4+gdr;auto" "socket-4x4+gdrrx;auto" "auto;auto+gd" "auto;auto+gdrx" "wires=2+gdr;wires=2+gdr"; do
   check STEPS=layouts LAYOUTS="$bad"
   (( $? == 2 )) || fail "LAYOUTS=$bad: exit status"
   grep -qE "LAYOUTS(=| has )" "$dir/out.log" || fail "LAYOUTS=$bad: message: $(cat "$dir/out.log")"
 done
+check STEPS=layouts LAYOUTS="auto;2x3"
+grep -qF "LAYOUTS has '2x3': each is auto, socket-4x4 or a MEGASCALE_LAYOUT value" "$dir/out.log" ||
+  fail "the old layout form's message: $(cat "$dir/out.log")"
+# A run whose layout in force (its stats) is not the one asked for fails the step.
+check FAKE_IGNORE_LAYOUT=1 STEPS=layouts ROUNDS=1 LAYOUTS="auto;wires=2,io_threads=3" BENCH_OPS=allreduce
+(( $? == 1 )) || fail "a layout not in force: exit status"
+grep -qF '!! layouts-wires2-io_threads3-r1: the layout in force is not wires=2,io_threads=3: megascale-nccl-stand-in-' \
+  "$dir/out.log" || fail "a layout not in force: message: $(cat "$dir/out.log")"
 
 # The ceiling step: the Null net (no bytes moved, so --no-check) beside Socket 4x4 and MegaScale in
 # interleaved rounds, each over Socket 4x4; its channels must be on NET/Null; MegaScale's runs (only

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# scripts/wire-both-ways.sh on this host's loopback with a small layout: the layout is read from a
-# plugin echo in a hand-made NCCL log, each depth in DEPTHS runs `megascale perf -b` and prints its line
+# scripts/wire-both-ways.sh on this host's loopback with a small layout: the layout is read from the
+# plugin's stats files of a run (a hand-made settings record and connection), each depth in DEPTHS runs `megascale perf -b` and prints its line
 # (GB/s each way per rank, a message's time by Little's law, which the line's own figures must agree
 # with, and the I/O threads' busy share), then the plugin's own wire at depth 1 (plugin-check steps_both_ways, a process a rank, with
-# that layout), and bad arguments and a log without the echo are refused with exit status 2.
+# that layout, which its own stats files must show), and bad arguments and stats without the plugin's
+# settings or connections are refused with exit status 2.
 # Usage: wire_both_ways_test.sh SOURCE_DIR MEGASCALE_BINARY PLUGIN_SO
 set -uo pipefail
 src=$1 megascale=$2 plugin=$3
@@ -14,14 +15,12 @@ mkdir -p "$dir/build/cli" "$dir/build/collectives/nccl"
 ln -s "$(realpath "$megascale")" "$dir/build/cli/megascale"
 ln -s "$(realpath "$plugin")" "$dir/build/collectives/nccl/libnccl-net-megascale.so"
 
-# The plugin's echo, as NCCL_DEBUG=INFO prints it: one wire of 1 + 1 I/O threads, 2 lanes.
-log=$dir/rank0.log
-cat > "$log" <<'EOF'
-host:1:2 [0] NCCL INFO NET/MegaScale : MEGASCALE_CC=hybrid -> builtin:hybrid (default)
-host:1:2 [0] NCCL INFO NET/MegaScale : MEGASCALE_NTHREADS=1 (test) (default)
-host:1:2 [0] NCCL INFO NET/MegaScale : MEGASCALE_IO_THREADS=1 (test) (default)
-host:1:2 [0] NCCL INFO NET/MegaScale : MEGASCALE_LANES=2 (default)
-host:1:2 [0] NCCL INFO NET/MegaScale : Using [0]lo:127.0.0.1<mtu 65536, -1 Mbps, segment 61440 B>
+# A run's stats as the plugin writes them: one wire of 1 + 1 I/O threads, 2 lanes, segments of 61440 B.
+log=$dir/stats
+mkdir -p "$log"
+cat > "$log/megascale-nccl-h-1.jsonl" <<'EOF'
+{"event":"settings","host":"h","pid":1,"settings":{"MEGASCALE_CC":{"value":"hybrid -> builtin:hybrid","source":"default"}},"layout":{"wires":1,"io_threads":1,"lanes":2,"stripes":1,"stripe_bytes":1048576,"source":"auto: test"}}
+{"event":"periodic","pid":1,"role":"send","conn":"0x1","lanes":2,"segment_bytes":61440}
 EOF
 
 OUT=$dir/out SECONDS_PER_RUN=1 DEPTHS="1 2" "$script" "$log" 2 "$dir/build" > "$dir/lines" 2> "$dir/err" ||
@@ -52,7 +51,7 @@ for depth in (1, 2):
     # The I/O threads' busy share is the JSON's (under a loaded host it can round to 0%).
     c = row["counters"]
     assert c["io_awake_ns"] > 0 and abs(busy - 100 * c["io_busy_ns"] / c["io_awake_ns"]) <= 0.51, m[0]
-# The plugin's line: the medians of the two processes' own results, which ran with the log's layout.
+# The plugin's line: the medians of the two processes' own results, which ran with the run's layout.
 meds = []
 for r in (0, 1):
     log = open(f"{sys.argv[2]}/plugin-{r}.log").read()
@@ -66,18 +65,27 @@ assert m, "no plugin line"
 assert (int(m[2]), int(m[3])) == (round(min(meds)), round(max(meds))), m[0]
 assert abs(int(m[1]) - (meds[0] + meds[1]) / 2) <= 1, m[0]
 EOF
-# The plugin took the log's layout, not its own default.
-for r in 0 1; do
-  for echo in MEGASCALE_NTHREADS=1 MEGASCALE_IO_THREADS=1 MEGASCALE_LANES=2 MEGASCALE_SEGMENT_BYTES=61440; do
-    grep -q "NET/MegaScale : $echo (environment)" "$dir/out/plugin-$r.log" || fail "plugin-$r.log: no $echo"
-  done
-done
+# The plugin took the run's layout, not its own default: its stats files say so.
+stats_py=$src/scripts/nccl-plugin/stats.py
+[[ $(python3 "$stats_py" layout "$dir/out/plugin-stats" --expect wires=1,io_threads=1,lanes=2) == \
+   "wires=1,io_threads=1,lanes=2,stripes=1,stripe_bytes=1048576 (environment)" ]] ||
+  fail "plugin-check's layout: $(python3 "$stats_py" layout "$dir/out/plugin-stats" 2>&1)"
+[[ $(python3 "$stats_py" setting "$dir/out/plugin-stats" MEGASCALE_SEGMENT_BYTES) == 61440 ]] ||
+  fail "plugin-check's segment: $(python3 "$stats_py" setting "$dir/out/plugin-stats" MEGASCALE_SEGMENT_BYTES 2>&1)"
+# (plugin-check runs its case in processes of its own: each of the two writes one file or more).
+(( $(find "$dir/out/plugin-stats" -name '*.jsonl' | wc -l) >= 2 )) || fail "plugin-check: fewer stats files than processes"
 
 expect_refused "depth 0" "DEPTHS='0': each a number" env DEPTHS=0 "$script" "$log" 2 "$dir/build"
 expect_refused "depth x" "DEPTHS='1 x': each a number" env DEPTHS="1 x" "$script" "$log" 2 "$dir/build"
 expect_refused "no depth" "DEPTHS is empty" env DEPTHS=" " "$script" "$log" 2 "$dir/build"
 expect_refused "no ranks" "NRANKS=0" "$script" "$log" 0 "$dir/build"
-echo "host:1:2 [0] NCCL INFO NET/Socket : Using [0]lo:127.0.0.1<0>" > "$dir/socket.log"
-expect_refused "a log without the echo" "has no plugin echo" "$script" "$dir/socket.log" 2 "$dir/build"
+mkdir -p "$dir/no-settings" "$dir/no-conns"
+tail -1 "$log/megascale-nccl-h-1.jsonl" > "$dir/no-settings/megascale-nccl-h-1.jsonl"
+expect_refused "stats without settings" "no settings record in the stats files of $dir/no-settings" \
+  "$script" "$dir/no-settings" 2 "$dir/build"
+head -1 "$log/megascale-nccl-h-1.jsonl" > "$dir/no-conns/megascale-nccl-h-1.jsonl"
+expect_refused "stats without connections" "no connection record with segment_bytes" \
+  "$script" "$dir/no-conns" 2 "$dir/build"
+expect_refused "no stats folder" "no stats folder '$dir/nothing'" "$script" "$dir/nothing" 2 "$dir/build"
 expect_refused "no CLI" "no $dir/none/cli/megascale" "$script" "$log" 2 "$dir/none"
 echo "PASS: wire-both-ways.sh"

@@ -61,7 +61,7 @@ Status Registry::ensure_ready() {
     d.iface = std::move(i);
     devices_.push_back(std::move(d));
   }
-  stats_.configure(config_.stats_dir, config_.stats_interval_ns);
+  stats_.configure(config_.stats_dir, config_.stats_interval_ns, settings_of(config_));
   trace_.configure(config_.trace_file);
 
   for (const std::string& line : config_.echo)

@@ -360,17 +360,101 @@ std::string label_value(const std::string& v) {
   return out;
 }
 
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// The "settings" record: every knob by name (in the table's order) and the layout.
+std::string settings_line(const PluginSettings& p, TimeNs now) {
+  nlohmann::ordered_json j = {{"event", "settings"},
+                              {"time_unix_ms", static_cast<int64_t>(std::time(nullptr)) * 1000},
+                              {"monotonic_ns", now},
+                              {"host", host_name()},
+                              {"pid", static_cast<int64_t>(::getpid())}};
+  nlohmann::ordered_json settings = nlohmann::ordered_json::object();
+  for (const SettingRecord& r : p.settings) settings[r.name] = {{"value", r.value}, {"source", r.source}};
+  j["settings"] = settings;
+  const LayoutRecord& l = p.layout;
+  j["layout"] = {{"wires", l.wires},     {"io_threads", l.io_threads},     {"lanes", l.lanes},
+                 {"stripes", l.stripes}, {"stripe_bytes", l.stripe_bytes}, {"source", l.source}};
+  return j.dump();
+}
+
+// The info metrics of the .prom: a sample of value 1 per knob and one for the layout.
+std::string settings_prom(const PluginSettings& p) {
+  std::string out;
+  prom_metadata(out, "megascale_nccl_setting_info",
+                "The value of each plugin knob in force, and its source (environment or default).", false);
+  for (const SettingRecord& r : p.settings) {
+    out += "megascale_nccl_setting_info{name=\"" + label_value(r.name) + "\",value=\"" +
+           label_value(r.value) + "\",source=\"" + label_value(r.source) + "\"} 1\n";
+  }
+  const LayoutRecord& l = p.layout;
+  prom_metadata(out, "megascale_nccl_layout_info",
+                "The thread layout in force; source is auto (the plugin's rule) or environment.", false);
+  out += "megascale_nccl_layout_info{wires=\"" + std::to_string(l.wires) + "\",io_threads=\"" +
+         std::to_string(l.io_threads) + "\",lanes=\"" + std::to_string(l.lanes) + "\",stripes=\"" +
+         std::to_string(l.stripes) + "\",stripe_bytes=\"" + std::to_string(l.stripe_bytes) + "\",source=\"" +
+         label_value(l.source.substr(0, l.source.find(':'))) + "\"} 1\n";
+  return out;
+}
+
 }  // namespace
 
-void StatsWriter::configure(const std::string& dir, TimeNs interval_ns) {
+PluginSettings settings_of(const PluginConfig& config) {
+  PluginSettings p;
+  // Each echo line is "NAME=value (environment)" or "NAME=value (default)".
+  std::string wires_source, io_source, wires_value;
+  for (const std::string& line : config.echo) {
+    SettingRecord r;
+    const size_t eq = line.find('=');
+    r.name = line.substr(0, eq);
+    r.value = eq == std::string::npos ? "" : line.substr(eq + 1);
+    for (const char* source : {"environment", "default"}) {
+      const std::string tail = std::string(" (") + source + ")";
+      if (ends_with(r.value, tail)) {
+        r.value.resize(r.value.size() - tail.size());
+        r.source = source;
+        break;
+      }
+    }
+    if (r.name == "MEGASCALE_NTHREADS") {
+      wires_source = r.source;
+      wires_value = r.value;
+    }
+    if (r.name == "MEGASCALE_IO_THREADS") io_source = r.source;
+    p.settings.push_back(std::move(r));
+  }
+  LayoutRecord& l = p.layout;
+  l.wires = config.threads_per_device;
+  l.io_threads = config.io_threads;
+  l.lanes = config.lanes;
+  l.stripes = config.stripes;
+  l.stripe_bytes = config.stripe_bytes;
+  if (wires_source == "default" && io_source == "default") {
+    // The default's echo is "4 (the rule's reason)".
+    const size_t open = wires_value.find(" (");
+    l.source = "auto";
+    if (open != std::string::npos && ends_with(wires_value, ")"))
+      l.source += ": " + wires_value.substr(open + 2, wires_value.size() - open - 3);
+  } else {
+    l.source = "environment";
+  }
+  return p;
+}
+
+void StatsWriter::configure(const std::string& dir, TimeNs interval_ns, const PluginSettings& settings) {
   std::lock_guard<std::mutex> lock(mu_);
   if (dir.empty()) return;
   const std::string base = dir + "/megascale-nccl-" + host_name() + "-" + std::to_string(::getpid());
   jsonl_path_ = base + ".jsonl";
   prom_path_ = base + ".prom";
   interval_ns_ = interval_ns;
+  settings_prom_ = settings_prom(settings);
   next_ns_.store(0, std::memory_order_relaxed);
   enabled_.store(true, std::memory_order_release);
+  append_lines(jsonl_path_, {settings_line(settings, wire::UdpWire::now())});
+  write_prom_locked();
 }
 
 void StatsWriter::add(CommBase* comm) {
@@ -431,7 +515,7 @@ void StatsWriter::flush(TimeNs now) {
 void StatsWriter::write_prom_locked() {
   std::vector<Snapshot> snaps;
   for (CommBase* c : comms_) snaps.push_back(take_snapshot(c));
-  std::string out;
+  std::string out = settings_prom_;
   char num[64];
   for (const Metric& m : metrics()) {
     const std::string name = std::string("megascale_nccl_") + m.name + (m.counter ? "_total" : "");

@@ -13,6 +13,13 @@
 //                                            node_exporter's textfile collector; rewritten atomically
 //                                            (tmp + rename)
 //
+// Both files also say how the plugin was set up, for scripts and dashboards that must not read its log:
+// the .jsonl opens with one "settings" record (every knob's value and where it came from, and the thread
+// layout), and the .prom carries megascale_nccl_setting_info{name,value,source} per knob and
+// megascale_nccl_layout_info{wires,io_threads,lanes,stripes,stripe_bytes,source}, each of value 1.
+//
+//   StatsWriter w;
+//   w.configure(cfg.stats_dir, cfg.stats_interval_ns, settings_of(cfg));
 // Snapshots are taken from NCCL's proxy threads (the data path calls tick(), which does work only when
 // a snapshot is due) and on close; each takes the connection's wire lock briefly.
 #pragma once
@@ -23,6 +30,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "megascale/common/units.h"
 
@@ -30,11 +38,42 @@ namespace megascale::nccl {
 
 struct CommBase;
 class DeviceWire;
+struct PluginConfig;
+
+// One knob as resolved: its name, the value in force as the INFO echo writes it, and "environment" or
+// "default".
+struct SettingRecord {
+  std::string name;
+  std::string value;
+  std::string source;
+};
+
+// The thread layout in force. `source` is "environment" when the user set it, else "auto: " and the
+// rule's reason ("auto: 6 usable CPUs / 1 local rank = 6 each, ..."); the Prometheus label keeps the
+// part before the colon.
+struct LayoutRecord {
+  uint32_t wires = 0;       // UDP wires (progress threads) per device
+  uint32_t io_threads = 0;  // I/O threads per wire
+  uint32_t lanes = 0;       // lanes (UDP source ports) per connection
+  uint32_t stripes = 0;     // wires each comm's messages are cut over
+  uint64_t stripe_bytes = 0;
+  std::string source;
+};
+
+struct PluginSettings {
+  std::vector<SettingRecord> settings;  // in the plugin table's order
+  LayoutRecord layout;
+};
+
+// The resolved settings and layout of `config`, as the stats files record them. This is the one place
+// that knows how PluginConfig holds them.
+PluginSettings settings_of(const PluginConfig& config);
 
 class StatsWriter {
  public:
-  // Empty dir: disabled (every call returns at once).
-  void configure(const std::string& dir, TimeNs interval_ns);
+  // Empty dir: disabled (every call returns at once). Otherwise appends the "settings" record to the
+  // .jsonl and writes the .prom with `settings` in it.
+  void configure(const std::string& dir, TimeNs interval_ns, const PluginSettings& settings = {});
   bool enabled() const { return enabled_.load(std::memory_order_relaxed); }
 
   void add(CommBase* comm);
@@ -60,7 +99,8 @@ class StatsWriter {
   TimeNs interval_ns_ = 0;
   std::string jsonl_path_;
   std::string prom_path_;
-  std::mutex mu_;  // guards everything below and the files
+  std::string settings_prom_;  // the info lines, written at the top of every .prom
+  std::mutex mu_;              // guards everything below and the files
   std::set<CommBase*> comms_;
   std::map<DeviceWire*, std::string> wires_;  // running wires and their interface names
   // Sums over closed connections, per (metric, ifname, role).

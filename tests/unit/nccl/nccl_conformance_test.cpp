@@ -233,8 +233,24 @@ void expect_forked_run_passes(const char* prefix, void (*child)(const std::strin
     ++closes;
   }
   expect(closes == 2, "two close records in the JSON lines");
-  expect(jsonl.find("\"bytes_sent\"") != std::string::npos && jsonl.find("\"lanes\":2") != std::string::npos,
+  const size_t first_close = jsonl.find("\"event\":\"close\"");
+  expect(jsonl.find("\"bytes_sent\"") != std::string::npos && first_close != std::string::npos &&
+             jsonl.find("\"lanes\":2", first_close) < jsonl.find('\n', first_close),
          "engine counters and the lane count in the JSON lines");
+  // How the plugin was set up opens the JSON lines and is in the textfile (stats_writer.h).
+  const nlohmann::json settings = nlohmann::json::parse(jsonl.substr(0, jsonl.find('\n')), nullptr, false);
+  expect(!settings.is_discarded() && settings.value("event", "") == "settings" &&
+             settings["layout"]["lanes"] == 2 &&
+             settings["settings"]["MEGASCALE_LANES"] ==
+                 nlohmann::json({{"value", "2"}, {"source", "environment"}}),
+         "the settings record first in the JSON lines, with the lanes set");
+  expect(
+      prom.find(
+          "megascale_nccl_setting_info{name=\"MEGASCALE_LANES\",value=\"2\",source=\"environment\"} 1\n") !=
+              std::string::npos &&
+          prom.find("megascale_nccl_layout_info{") != std::string::npos &&
+          prom.find(",lanes=\"2\",") != std::string::npos,
+      "the settings and the layout in the textfile");
   expect(prom.find("# TYPE megascale_nccl_bytes_sent_total counter") != std::string::npos,
          "Prometheus metadata in the textfile");
   expect(prom.find("conn=\"closed\"") != std::string::npos, "closed-connection totals in the textfile");
