@@ -5,8 +5,8 @@
 #
 #   scripts/wire-both-ways.sh NCCL_LOG NRANKS [BUILD_DIR]     # BUILD_DIR defaults to build/
 #
-# NCCL_LOG is one rank's NCCL_DEBUG=INFO log of a run through the plugin: its echo of MEGASCALE_NTHREADS,
-# MEGASCALE_IO_THREADS, MEGASCALE_LANES and MEGASCALE_CC, and the segment its device used. NRANKS is the
+# NCCL_LOG is one rank's NCCL_DEBUG=INFO log of a run through the plugin: its echo of MEGASCALE_LAYOUT
+# (wires, io_threads, lanes) and MEGASCALE_CC, and the segment its device used. NRANKS is the
 # number of ranks that run had on this host. The script starts NRANKS x wires / 2 processes at once, each
 # a pair of wires with that layout sending to each other, so as many wires and threads run as the ranks
 # had, once for each depth in DEPTHS (messages of 1 MiB in flight a connection; default "1 4"). For each
@@ -45,10 +45,12 @@ done
 megascale=$build/cli/megascale
 [[ -x $megascale ]] || die "no $megascale (build the megascale CLI first)"
 
-# The plugin's echo lines: "NET/MegaScale : MEGASCALE_IO_THREADS=4 (...)", and the device line
-# "Using [0]lo:127.0.0.1<mtu 65536, -1 Mbps, segment 32768 B>".
+# The plugin's echo lines: "NET/MegaScale : MEGASCALE_LAYOUT=wires=2,io_threads=4,lanes=4,... (...)",
+# and the device line "Using [0]lo:127.0.0.1<mtu 65536, -1 Mbps, segment 32768 B>".
 echoed() { sed -nE "s/.*NET\/MegaScale : $1=([^ ]+).*/\1/p" "$log" | head -1; }
-wires=$(echoed MEGASCALE_NTHREADS) io=$(echoed MEGASCALE_IO_THREADS) lanes=$(echoed MEGASCALE_LANES)
+layout=$(echoed MEGASCALE_LAYOUT)
+layout_key() { sed -nE "s/(^|.*,)$1=([0-9]+).*/\2/p" <<< "$layout"; }
+wires=$(layout_key wires) io=$(layout_key io_threads) lanes=$(layout_key lanes)
 cc=$(echoed MEGASCALE_CC)
 segment=$(sed -nE 's/.*NET\/MegaScale : Using .*segment ([0-9]+) B>.*/\1/p' "$log" | head -1)
 for v in wires io lanes cc segment; do
@@ -111,7 +113,7 @@ plugin=$build/collectives/nccl/libnccl-net-megascale.so
 [[ -r $plugin ]] || exit 0
 pids=() failed=0
 for ((r = 0; r < nranks; r++)); do
-  env MEGASCALE_IFNAME=lo MEGASCALE_NTHREADS="$wires" MEGASCALE_IO_THREADS="$io" MEGASCALE_LANES="$lanes" \
+  env MEGASCALE_IFNAME=lo MEGASCALE_LAYOUT="wires=$wires,io_threads=$io,lanes=$lanes" \
     MEGASCALE_CC="$cc" MEGASCALE_SEGMENT_BYTES="$segment" \
     "$megascale" plugin-check "$plugin" --case steps_both_ways -v > "$dir/plugin-$r.log" 2>&1 &
   pids+=($!)

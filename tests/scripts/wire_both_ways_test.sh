@@ -17,10 +17,8 @@ ln -s "$(realpath "$plugin")" "$dir/build/collectives/nccl/libnccl-net-megascale
 # The plugin's echo, as NCCL_DEBUG=INFO prints it: one wire of 1 + 1 I/O threads, 2 lanes.
 log=$dir/rank0.log
 cat > "$log" <<'EOF'
-host:1:2 [0] NCCL INFO NET/MegaScale : MEGASCALE_CC=hybrid -> builtin:hybrid (default)
-host:1:2 [0] NCCL INFO NET/MegaScale : MEGASCALE_NTHREADS=1 (test) (default)
-host:1:2 [0] NCCL INFO NET/MegaScale : MEGASCALE_IO_THREADS=1 (test) (default)
-host:1:2 [0] NCCL INFO NET/MegaScale : MEGASCALE_LANES=2 (default)
+host:1:2 [0] NCCL INFO NET/MegaScale : MEGASCALE_CC=hybrid (preset hybrid) (default)
+host:1:2 [0] NCCL INFO NET/MegaScale : MEGASCALE_LAYOUT=wires=1,io_threads=1,lanes=2,stripes=1,stripe_bytes=1048576 (auto: test) (default)
 host:1:2 [0] NCCL INFO NET/MegaScale : Using [0]lo:127.0.0.1<mtu 65536, -1 Mbps, segment 61440 B>
 EOF
 
@@ -68,7 +66,8 @@ assert abs(int(m[1]) - (meds[0] + meds[1]) / 2) <= 1, m[0]
 EOF
 # The plugin took the log's layout, not its own default.
 for r in 0 1; do
-  for echo in MEGASCALE_NTHREADS=1 MEGASCALE_IO_THREADS=1 MEGASCALE_LANES=2 MEGASCALE_SEGMENT_BYTES=61440; do
+  for echo in "MEGASCALE_LAYOUT=wires=1,io_threads=1,lanes=2,[^ ]* (given: wires=1,io_threads=1,lanes=2;.*" \
+    "MEGASCALE_SEGMENT_BYTES=61440"; do
     grep -q "NET/MegaScale : $echo (environment)" "$dir/out/plugin-$r.log" || fail "plugin-$r.log: no $echo"
   done
 done

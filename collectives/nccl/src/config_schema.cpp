@@ -23,7 +23,6 @@ struct Reader {
   PluginConfig& c;
   const GetEnvFn& getenv_fn;
   LocalRanks local;  // MEGASCALE_LOCAL_RANKS, for the layout
-  unsigned cpu_share = 1;
 
   // The variable's text; nullptr when unset or empty.
   const char* env(std::string_view name) const {
@@ -283,7 +282,6 @@ Status read_layout(Reader& r, const Knob& k) {
   const wire::CpuBudget cpus = wire::cpu_budget();
   const LayoutChoice choice = resolve_layout(*req, cpus.usable, r.local.count, cpus.note());
   r.c.layout = choice.layout;
-  r.cpu_share = choice.cpu_share;
   r.set(k, r.c.layout.text(), text,
         (text ? "given: " + std::string(text) + "; rest auto: " : "auto: ") + choice.why);
   const Layout& t = r.c.layout;
@@ -360,7 +358,7 @@ Status read_gdr_copy(Reader& r, const Knob& k) {
 
 Status read_copy_stall(Reader& r, const Knob& k) {
   uint64_t& after = r.c.gdr_copy_limits.stall_after;
-  Status s = read_integer(r, k, after, 1, after == 0 ? "off" : "");
+  Status s = read_integer(r, k, after, 1);
   if (!s) return s;
   Setting& out = r.c.settings.back();
   out.note = after == 0 ? "off" : "every GPU buffer copy after these is held back";
@@ -508,7 +506,7 @@ std::vector<std::string> known_names() {
     names.insert(name);
     return nullptr;
   };
-  Reader r{c, record, {}, 1};
+  Reader r{c, record, {}};
   for (const Knob& k : plugin_knobs()) {
     if (k.type == Type::kFamily) {
       (void)k.read(r, k);
@@ -563,7 +561,7 @@ Result<std::string> splice_generated(const std::string& doc, const std::string& 
 
 Result<PluginConfig> read_all(const GetEnvFn& getenv_fn) {
   PluginConfig c;
-  Reader r{c, getenv_fn, {}, 1};
+  Reader r{c, getenv_fn, {}};
   for (const Knob& k : plugin_knobs()) {
     if (Status s = k.read(r, k); !s) return s.error();
   }

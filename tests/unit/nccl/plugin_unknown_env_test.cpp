@@ -114,15 +114,15 @@ TEST(PluginUnknownEnv, APresetSectionTheControllerDoesNotReadIsAWarning) {
 }
 
 TEST(PluginUnknownEnv, ClosestNameIsTheSmallestEditDistance) {
-  EXPECT_EQ(closest_name("MEGASCALE_LANSE", {"MEGASCALE_LANES", "MEGASCALE_TC"}), "MEGASCALE_LANES");
-  EXPECT_EQ(closest_name("MEGASCALE_T", {"MEGASCALE_LANES", "MEGASCALE_TC"}), "MEGASCALE_TC");
+  EXPECT_EQ(closest_name("MEGASCALE_LAYUOT", {"MEGASCALE_LAYOUT", "MEGASCALE_TC"}), "MEGASCALE_LAYOUT");
+  EXPECT_EQ(closest_name("MEGASCALE_T", {"MEGASCALE_LAYOUT", "MEGASCALE_TC"}), "MEGASCALE_TC");
   EXPECT_EQ(closest_name("X", {}), "");
 }
 
 TEST(PluginUnknownEnv, EnvNamesKeepsOnlyMegascaleNames) {
-  char a[] = "MEGASCALE_LANES=4", b[] = "PATH=/bin", c[] = "MEGASCALE_X=a=b";
+  char a[] = "MEGASCALE_LAYOUT=wires=4", b[] = "PATH=/bin", c[] = "MEGASCALE_X=a=b";
   char* envp[] = {a, b, c, nullptr};
-  EXPECT_EQ(megascale_env_names(envp), (std::vector<std::string>{"MEGASCALE_LANES", "MEGASCALE_X"}));
+  EXPECT_EQ(megascale_env_names(envp), (std::vector<std::string>{"MEGASCALE_LAYOUT", "MEGASCALE_X"}));
 }
 
 }  // namespace
