@@ -7,8 +7,8 @@
 //  - a refused one gets a message that names a MEGASCALE_* variable.
 //
 // Input: lines NAME=VALUE, the process environment as the plugin's getenv sees it. A NAME without the
-// MEGASCALE_ prefix gets it (LAYOUT=wires=2 sets MEGASCALE_LAYOUT), except the launchers' LOCAL_WORLD_SIZE and
-// OMPI_COMM_WORLD_LOCAL_SIZE. What touches the file system is kept to a private temporary folder:
+// MEGASCALE_ prefix gets it (LAYOUT=wires=2 sets MEGASCALE_LAYOUT), except the launchers' LOCAL_WORLD_SIZE
+// and OMPI_COMM_WORLD_LOCAL_SIZE. What touches the file system is kept to a private temporary folder:
 //  - MEGASCALE_CC: a built-in preset name is passed on; any other value is preset text ("\n" in it a
 //    newline), written to a file there whose path the parser gets (so "{controller: swift}" works);
 //  - MEGASCALE_STATS_DIR (which the parser creates): by the value's first byte, the folder itself, a

@@ -25,17 +25,20 @@ inline constexpr unsigned kNcclBusyThreads = 2;
 // without spare CPUs the busy threads fill the share and small collectives wait on the scheduler.
 inline constexpr uint32_t kWideIoThreads = 6;
 inline constexpr unsigned kWideHeadroomCpus = 2;
-// Else two wires of 1 + kIoThreads where the room holds them.
+// Else two wires of 1 + kIoThreads where the room holds them. I/O threads only where two such wires fit:
+// with less room, wires of one thread each move more and spread a rank's connections over several wires.
 inline constexpr uint32_t kIoThreads = 4;
 // Else, without I/O threads, kStripedWires wires with each comm over kStripedStripes of them where the
-// room is at least kStripedWires, else one wire a CPU of the room, kMinWires..kMaxWires; these threads
-// sleep when idle.
+// room is at least kStripedWires (so that a rank's connections keep every wire busy), else one wire a CPU
+// of the room, kMinWires..kMaxWires, so that with NCCL's two they do not outnumber the share; these
+// threads sleep when idle.
 inline constexpr uint32_t kStripedWires = 6;
 inline constexpr uint32_t kStripedStripes = 4;
 inline constexpr uint32_t kMinWires = 2;
 inline constexpr uint32_t kMaxWires = 4;
 // With kHalfShareRanks or more ranks on the host and a share of kHalfShareMinCpus or more, only half the
-// share spins: many ranks' polling threads on one host contend for its memory bandwidth and caches.
+// share spins: with every CPU of a many-rank host polling, the ranks' threads starve each other
+// (docs/PERFORMANCE.md).
 inline constexpr unsigned kHalfShareRanks = 3;
 inline constexpr unsigned kHalfShareMinCpus = 16;
 // A connection has one lane per I/O thread, but at least kDefaultLanes.
@@ -44,7 +47,7 @@ inline constexpr uint32_t kDefaultLanes = 4;
 // default NCCL_BUFFSIZE (4 MiB over NCCL_STEPS 8, two steps a slice for ring collectives).
 inline constexpr uint64_t kStripedMessageBytes = 1 << 20;
 
-// The rule in words, for the echo and docs/CONFIG.md.
+// The rule in words, as docs/CONFIG.md states it (schema::render_markdown).
 inline constexpr std::string_view kLayoutRuleText =
     "Two CPUs of the rank's share (usable CPUs / local ranks) stay with NCCL, and the rest, the room, "
     "gets the first of these that fits: 2 wires x (1 + 6 I/O threads) with 2 CPUs to spare, 2 wires x "
