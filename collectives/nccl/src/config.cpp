@@ -3,15 +3,12 @@
 #include "config.h"
 
 #include <dirent.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <limits>
 #include <set>
 #include <string_view>
@@ -20,6 +17,7 @@
 #include "megascale/engine/packet.h"
 
 namespace megascale::nccl {
+
 std::string host_name() {
   char host[256] = {};
   if (::gethostname(host, sizeof host - 1) != 0) return "host";
