@@ -115,7 +115,7 @@ plugin=$build/collectives/nccl/libnccl-net-megascale.so
 [[ -r $plugin ]] || exit 0
 pids=() failed=0
 for ((r = 0; r < nranks; r++)); do
-  env MEGASCALE_IFNAME=lo MEGASCALE_NTHREADS="$wires" MEGASCALE_IO_THREADS="$io" MEGASCALE_LANES="$lanes" \
+  env MEGASCALE_IFNAME=lo MEGASCALE_LAYOUT="wires=$wires,io_threads=$io,lanes=$lanes" \
     MEGASCALE_CC="$cc" MEGASCALE_SEGMENT_BYTES="$segment" MEGASCALE_STATS_DIR="$dir/plugin-stats" \
     "$megascale" plugin-check "$plugin" --case steps_both_ways -v > "$dir/plugin-$r.log" 2>&1 &
   pids+=($!)

@@ -2,13 +2,13 @@
 // grammar: integers, seconds, micro- and milliseconds, booleans, sizes, port lists, file patterns,
 // presets by name or file, the preset's per-key overrides (MEGASCALE_CC_*) and the wire's fault knobs
 // (MEGASCALE_FAULT_*). It may not crash, hang, leak or throw (ASan/UBSan watch), and:
-//  - an accepted environment gives lanes, wires, stripes and a segment size in their ranges, one echo line
-//    per knob and a preset that passes validate_cc_config;
+//  - an accepted environment gives a layout (lanes, wires, stripes) and a segment size in their ranges,
+//    one setting per knob and a preset that passes validate_cc_config;
 //  - a refused one gets a message that names a MEGASCALE_* variable.
 //
 // Input: lines NAME=VALUE, the process environment as the plugin's getenv sees it. A NAME without the
-// MEGASCALE_ prefix gets it (LANES=4 sets MEGASCALE_LANES), except the launchers' LOCAL_WORLD_SIZE and
-// OMPI_COMM_WORLD_LOCAL_SIZE. What touches the file system is kept to a private temporary folder:
+// MEGASCALE_ prefix gets it (LAYOUT=wires=2 sets MEGASCALE_LAYOUT), except the launchers' LOCAL_WORLD_SIZE
+// and OMPI_COMM_WORLD_LOCAL_SIZE. What touches the file system is kept to a private temporary folder:
 //  - MEGASCALE_CC: a built-in preset name is passed on; any other value is preset text ("\n" in it a
 //    newline), written to a file there whose path the parser gets (so "{controller: swift}" works);
 //  - MEGASCALE_STATS_DIR (which the parser creates): by the value's first byte, the folder itself, a
@@ -113,14 +113,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   const nccl::PluginConfig& c = *config;
-  if (c.lanes < 1 || c.lanes > engine::kMaxLanes) fail("lanes out of range", std::to_string(c.lanes));
-  if (c.threads_per_device < 1) fail("no wire per device", std::to_string(c.threads_per_device));
-  if (c.stripes < 1 || c.stripe_bytes == 0) fail("no stripe", std::to_string(c.stripes));
+  const nccl::Layout& l = c.layout;
+  if (l.lanes < 1 || l.lanes > engine::kMaxLanes) fail("lanes out of range", l.text());
+  if (l.wires < 1) fail("no wire per device", l.text());
+  if (l.stripes < 1 || l.stripe_bytes == 0) fail("no stripe", l.text());
   if (c.segment_bytes > engine::kMaxSegmentPayload)
     fail("segment too large", std::to_string(c.segment_bytes));
-  if (c.source_ports.size() != 0 && c.source_ports.size() != c.lanes)
+  if (c.source_ports.size() != 0 && c.source_ports.size() != l.lanes)
     fail("a port list not one per lane", "");
-  if (c.echo.empty()) fail("nothing echoed", "");
+  if (c.settings.empty()) fail("nothing echoed", "");
   if (Status s = cc::validate_cc_config(c.cc, "MEGASCALE_CC"); !s)
     fail("accepted an invalid preset", s.error().message);
   return 0;

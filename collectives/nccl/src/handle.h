@@ -5,8 +5,8 @@
 // it is for: the connecting side sends a Hello naming the listen id from the handle, on a tag NCCL
 // never uses, and the accepting side routes the connection to that listen's accept().
 //
-// A comm may run over several connections, its stripes (MEGASCALE_STRIPES), each on its own wire of the
-// listening device, every one of which holds the listen under the same id: the handle then carries each
+// A comm may run over several connections, its stripes (MEGASCALE_LAYOUT stripes=), each on its own wire of
+// the listening device, every one of which holds the listen under the same id: the handle then carries each
 // wire's port, and the connecting side opens one connection to each, from its own wires, each with its
 // own hello. The listening side's accept() returns the comm once every stripe has arrived.
 //
@@ -29,7 +29,7 @@ inline constexpr uint32_t kHelloMagic = 0x4C454D48;   // "HMEL"
 // Tags the plugin itself uses on a connection. NCCL's tags are ranks (>= 0 and far below these).
 inline constexpr int32_t kHelloTag = 0x7FFFFFFF;
 
-// The most stripes a comm has (MEGASCALE_STRIPES), and the smallest part they cut (MEGASCALE_STRIPE_BYTES).
+// The most stripes a comm has, and the smallest part they cut (MEGASCALE_LAYOUT stripes=, stripe_bytes=).
 inline constexpr uint32_t kMaxStripes = 8;
 inline constexpr uint32_t kMinStripeBytes = 4096;
 
@@ -50,7 +50,7 @@ struct ListenHandle {
   char ifname[16];         // the listener's interface, for messages
   uint16_t stripe_ports[kMaxStripes - 1];  // stripes 1..stripes-1: each one's wire's port
   uint16_t reserved2;
-  // Where the listener cuts a message into stripes (its MEGASCALE_STRIPE_BYTES): the connecting side
+  // Where the listener cuts a message into stripes (its MEGASCALE_LAYOUT stripe_bytes): the connecting side
   // cuts its sends there too, whatever its own setting, since the receiver places the parts by it.
   uint32_t stripe_bytes;
   uint8_t reserved[44];

@@ -1,7 +1,7 @@
 // Logging through NCCL's logger, never stdout: the plugin's only output channel besides the stats files.
 // NCCL hands its logger to init; until then (and when NCCL passes none) messages are dropped.
 //
-//   MS_WARN("MEGASCALE_LANES=%s: not an integer in 1..64", text);         // always shown
+//   MS_WARN("MEGASCALE_TC=%s: not an integer in 0..255", text);           // always shown
 //   MS_INFO(kSubsysNet, "connected to %s in %.1f ms", peer.c_str(), ms);  // NCCL_DEBUG=INFO
 //
 // Every message starts with "NET/MegaScale : ", as NCCL's own nets prefix theirs ("NET/IB : ").

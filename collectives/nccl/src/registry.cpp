@@ -64,8 +64,8 @@ Status Registry::ensure_ready() {
   stats_.configure(config_.stats_dir, config_.stats_interval_ns, settings_of(config_));
   trace_.configure(config_.trace_file);
 
-  for (const std::string& line : config_.echo)
-    MS_INFO(abi::kSubsysInit | abi::kSubsysEnv, "%s", line.c_str());
+  for (const Setting& setting : config_.settings)
+    MS_INFO(abi::kSubsysInit | abi::kSubsysEnv, "%s", echo_line(setting).c_str());
   for (const std::string& line : config_.warnings) MS_WARN("%s", line.c_str());
   std::string using_text;
   for (size_t i = 0; i < devices_.size(); ++i) {
@@ -100,13 +100,13 @@ wire::UdpConfig Registry::udp_config(const Device& d, uint8_t dscp, uint32_t ind
   u.idle_poll_ns = config_.idle_poll_ns;
   u.pending_poll_ns = config_.pending_poll_ns;
   u.stall_ns = config_.stall_ns;
-  u.io_threads = config_.io_threads;
+  u.io_threads = config_.layout.io_threads;
   u.min_rto_floor_ns = config_.rto_floor_ns;
   u.fault = config_.fault;
   u.fault.seed = config_.fault.seed + index;
   u.engine.cc = config_.cc;
   if (d.iface.speed_mbps > 0) u.engine.cc.flow.line_rate_bps = static_cast<double>(d.iface.speed_mbps) * 1e6;
-  u.engine.lanes = config_.lanes;
+  u.engine.lanes = config_.layout.lanes;
   u.engine.tail_probe = config_.tail_probe;
   u.engine.payload_crc = config_.payload_crc;
   u.engine.port_closed_fail_ns = config_.port_closed_fail_ns;
@@ -136,7 +136,7 @@ Result<DeviceWire*> Registry::wire_for_locked(int dev, uint8_t dscp) {
                       std::to_string(devices_.size()) + " devices)");
   }
   WireSet& set = wires_[{dev, dscp}];
-  if (set.wires.size() < config_.threads_per_device) {
+  if (set.wires.size() < config_.layout.wires) {
     const uint32_t index = static_cast<uint32_t>(set.wires.size());
     const Device& d = devices_[static_cast<size_t>(dev)];
     wire::UdpConfig cfg = udp_config(d, dscp, index);
@@ -163,9 +163,10 @@ Result<DeviceWire*> Registry::wire_for_locked(int dev, uint8_t dscp) {
     MS_INFO(abi::kSubsysNet | abi::kSubsysInit,
             "device %d %s wire %u: %s, dscp %u, %u lanes, segment %u B, %s, RTO >= %lld us, tail probes %s, "
             "payload CRC %s",
-            dev, d.iface.name.c_str(), index, (*udp)->capabilities().describe().c_str(), dscp, config_.lanes,
-            d.segment_bytes, config_.cc.name.c_str(), static_cast<long long>(ec.cc.rto.min_rto_ns / kNsPerUs),
-            probe_text.c_str(), ec.payload_crc ? "on" : "off (unchecked to version-2 peers)");
+            dev, d.iface.name.c_str(), index, (*udp)->capabilities().describe().c_str(), dscp,
+            config_.layout.lanes, d.segment_bytes, config_.cc.name.c_str(),
+            static_cast<long long>(ec.cc.rto.min_rto_ns / kNsPerUs), probe_text.c_str(),
+            ec.payload_crc ? "on" : "off (unchecked to version-2 peers)");
     set.wires.push_back(std::make_unique<DeviceWire>(
         dev, dscp, index, std::move(*udp), config_.retry_budget_ns + kNsPerSec, config_.late_ack_window_ns));
     stats_.add_wire(set.wires.back().get(), d.iface.name);
@@ -249,9 +250,9 @@ void Registry::warn_late_acks_locked(DeviceWire& w, TimeNs now, bool last) {
   MS_WARN(
       "device %s wire %u: %s. With %u wires x (1 + %u I/O threads) a rank here, "
       "`STEPS=layouts scripts/check-nccl-plugin.sh` compares thread layouts on this host "
-      "(MEGASCALE_NTHREADS, MEGASCALE_IO_THREADS; collectives/nccl/README.md)",
+      "(MEGASCALE_LAYOUT; docs/CONFIG.md)",
       devices_[static_cast<size_t>(w.dev())].iface.name.c_str(), w.index(), why->c_str(),
-      config_.threads_per_device, config_.io_threads);
+      config_.layout.wires, config_.layout.io_threads);
 }
 
 void Registry::remove_wires_from_stats_locked() {

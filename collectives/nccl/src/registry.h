@@ -4,7 +4,8 @@
 //
 //   Registry& r = Registry::get();
 //   if (Status s = r.ensure_ready(logger); !s) { MS_WARN(...); return abi::kNetInvalidArgument; }
-//   auto wires = r.wires_for(dev, dscp, n);  // n wires in turn over MEGASCALE_NTHREADS (a comm's stripes)
+//   auto wires = r.wires_for(dev, dscp, n);  // n wires in turn over MEGASCALE_LAYOUT wires (a comm's
+//   stripes)
 //
 // Teardown: when the last context is finalized and no comm is open, every wire is destroyed (threads
 // joined, sockets closed) and the request trace written, so NCCL may dlclose the library. The destructor
@@ -46,9 +47,9 @@ class Registry {
   const PluginConfig& config() const { return config_; }
   const std::vector<Device>& devices() const { return devices_; }
 
-  // `count` wires of device `dev` sending with `dscp`, each created on first use: the MEGASCALE_NTHREADS
-  // wires are taken in turn, under one lock, so a comm's stripes are on distinct wires while count <=
-  // MEGASCALE_NTHREADS.
+  // `count` wires of device `dev` sending with `dscp`, each created on first use: the layout's wires
+  // (MEGASCALE_LAYOUT wires=) are taken in turn, under one lock, so a comm's stripes are on distinct wires
+  // while count <= wires.
   Result<std::vector<DeviceWire*>> wires_for(int dev, uint8_t dscp, uint32_t count);
 
   void add_context(Context* ctx);

@@ -247,7 +247,7 @@ NetResult listen(void* ctx, int dev, void* handle, void** listen_comm) {
     return abi::kNetInvalidArgument;
   }
   Registry& reg = Registry::get();
-  const uint32_t k = reg.config().stripes;
+  const uint32_t k = reg.config().layout.stripes;
   auto w = reg.wires_for(dev, static_cast<uint8_t>(c->traffic_class >> 2), k);
   if (!w) {
     MS_WARN("listen: %s", w.error().message.c_str());
@@ -259,7 +259,7 @@ NetResult listen(void* ctx, int dev, void* handle, void** listen_comm) {
   l->dev = dev;
   for (DeviceWire* wire : *w) l->stripes.push_back(Stripe{wire, 0});
   // One id for the listen on every stripe's wire (the handle carries it once): a random one that none
-  // of them holds yet. Stripes beyond MEGASCALE_NTHREADS share wires; a wire holds the listen once.
+  // of them holds yet. Stripes beyond MEGASCALE_LAYOUT's wires share wires; a wire holds the listen once.
   std::vector<DeviceWire*> distinct = *w;
   std::sort(distinct.begin(), distinct.end());
   distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
@@ -279,7 +279,7 @@ NetResult listen(void* ctx, int dev, void* handle, void** listen_comm) {
   h.dscp = l->stripes[0].wire->dscp();
   h.port = l->stripes[0].wire->udp().local_port();
   h.stripes = static_cast<uint8_t>(k);
-  h.stripe_bytes = static_cast<uint32_t>(reg.config().stripe_bytes);
+  h.stripe_bytes = static_cast<uint32_t>(reg.config().layout.stripe_bytes);
   inet_pton(d.iface.family, d.iface.address.c_str(), h.addr);
   h.listen_id = l->listen_id;
   for (uint32_t i = 1; i < k; ++i) h.stripe_ports[i - 1] = l->stripes[i].wire->udp().local_port();
@@ -424,7 +424,8 @@ NetResult accept(void* listen_comm, void** recv_comm) {
     }
   }
   if (!all_accepted) return abi::kNetSuccess;  // NCCL calls again
-  auto* r = new CommBase(kRecvMagic, Role::kRecv, kRecvPoolSize, l->stripes, reg.config().stripe_bytes);
+  auto* r =
+      new CommBase(kRecvMagic, Role::kRecv, kRecvPoolSize, l->stripes, reg.config().layout.stripe_bytes);
   for (Stripe& st : l->stripes) st.conn = 0;  // the comm has them; the listen waits for the next
   r->dev = l->dev;
   r->comm_id = l->comm_id;
@@ -472,7 +473,7 @@ NetResult set_net_attr(void* ctx, abi::NetAttrV11* attr) {
   if (!logged.exchange(true)) {
     MS_INFO(
         abi::kSubsysNet | abi::kSubsysTuning,
-        "setNetAttr hints are ignored: every connection runs MEGASCALE_CC (%s) with MEGASCALE_LANES lanes "
+        "setNetAttr hints are ignored: every connection runs MEGASCALE_CC (%s) with MEGASCALE_LAYOUT's lanes "
         "whatever the peers/flows/op/algo/proto (first hint: send peers %d..%d flows %d..%d, op 0x%x)",
         Registry::get().config().cc.name.c_str(), attr->sendCommAttr.minConcurrentPeers,
         attr->sendCommAttr.maxConcurrentPeers, attr->sendCommAttr.minFlowsPerPeer,

@@ -372,7 +372,10 @@ std::string settings_line(const PluginSettings& p, TimeNs now) {
                               {"host", host_name()},
                               {"pid", static_cast<int64_t>(::getpid())}};
   nlohmann::ordered_json settings = nlohmann::ordered_json::object();
-  for (const SettingRecord& r : p.settings) settings[r.name] = {{"value", r.value}, {"source", r.source}};
+  for (const Setting& r : p.settings) {
+    settings[r.name] = {{"value", r.value}, {"source", r.source}};
+    if (!r.note.empty()) settings[r.name]["note"] = r.note;
+  }
   j["settings"] = settings;
   const LayoutRecord& l = p.layout;
   j["layout"] = {{"wires", l.wires},     {"io_threads", l.io_threads},     {"lanes", l.lanes},
@@ -385,7 +388,7 @@ std::string settings_prom(const PluginSettings& p) {
   std::string out;
   prom_metadata(out, "megascale_nccl_setting_info",
                 "The value of each plugin knob in force, and its source (environment or default).", false);
-  for (const SettingRecord& r : p.settings) {
+  for (const Setting& r : p.settings) {
     out += "megascale_nccl_setting_info{name=\"" + label_value(r.name) + "\",value=\"" +
            label_value(r.value) + "\",source=\"" + label_value(r.source) + "\"} 1\n";
   }
@@ -403,42 +406,21 @@ std::string settings_prom(const PluginSettings& p) {
 
 PluginSettings settings_of(const PluginConfig& config) {
   PluginSettings p;
-  // Each echo line is "NAME=value (environment)" or "NAME=value (default)".
-  std::string wires_source, io_source, wires_value;
-  for (const std::string& line : config.echo) {
-    SettingRecord r;
-    const size_t eq = line.find('=');
-    r.name = line.substr(0, eq);
-    r.value = eq == std::string::npos ? "" : line.substr(eq + 1);
-    for (const char* source : {"environment", "default"}) {
-      const std::string tail = std::string(" (") + source + ")";
-      if (ends_with(r.value, tail)) {
-        r.value.resize(r.value.size() - tail.size());
-        r.source = source;
-        break;
-      }
-    }
-    if (r.name == "MEGASCALE_NTHREADS") {
-      wires_source = r.source;
-      wires_value = r.value;
-    }
-    if (r.name == "MEGASCALE_IO_THREADS") io_source = r.source;
-    p.settings.push_back(std::move(r));
-  }
+  p.settings = config.settings;
   LayoutRecord& l = p.layout;
-  l.wires = config.threads_per_device;
-  l.io_threads = config.io_threads;
-  l.lanes = config.lanes;
-  l.stripes = config.stripes;
-  l.stripe_bytes = config.stripe_bytes;
-  if (wires_source == "default" && io_source == "default") {
-    // The default's echo is "4 (the rule's reason)".
-    const size_t open = wires_value.find(" (");
-    l.source = "auto";
-    if (open != std::string::npos && ends_with(wires_value, ")"))
-      l.source += ": " + wires_value.substr(open + 2, wires_value.size() - open - 3);
-  } else {
-    l.source = "environment";
+  l.wires = config.layout.wires;
+  l.io_threads = config.layout.io_threads;
+  l.lanes = config.layout.lanes;
+  l.stripes = config.layout.stripes;
+  l.stripe_bytes = config.layout.stripe_bytes;
+  l.source = "auto";
+  for (const Setting& s : config.settings) {
+    if (s.name != "MEGASCALE_LAYOUT") continue;
+    if (s.source == "environment") {
+      l.source = "environment";
+    } else if (!s.note.empty()) {
+      l.source = s.note;  // "auto: 6 usable CPUs / 1 local rank ..."
+    }
   }
   return p;
 }

@@ -42,12 +42,6 @@ struct PluginConfig;
 
 // One knob as resolved: its name, the value in force as the INFO echo writes it, and "environment" or
 // "default".
-struct SettingRecord {
-  std::string name;
-  std::string value;
-  std::string source;
-};
-
 // The thread layout in force. `source` is "environment" when the user set it, else "auto: " and the
 // rule's reason ("auto: 6 usable CPUs / 1 local rank = 6 each, ..."); the Prometheus label keeps the
 // part before the colon.
@@ -61,7 +55,7 @@ struct LayoutRecord {
 };
 
 struct PluginSettings {
-  std::vector<SettingRecord> settings;  // in the plugin table's order
+  std::vector<Setting> settings;  // in the plugin table's order
   LayoutRecord layout;
 };
 

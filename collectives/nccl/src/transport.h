@@ -56,7 +56,7 @@ inline constexpr uint32_t kMrMagic = 0x524D4D4D;       // "MMMR"
 class DeviceWire;
 struct CommBase;
 
-// One of the connections a comm runs over (MEGASCALE_STRIPES; handle.h) and the wire it is on.
+// One of the connections a comm runs over (MEGASCALE_LAYOUT stripes; handle.h) and the wire it is on.
 struct Stripe {
   DeviceWire* wire = nullptr;
   engine::ConnId conn = 0;

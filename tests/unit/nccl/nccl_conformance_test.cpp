@@ -142,7 +142,13 @@ bool log_has(const Report& r, const std::string& text) {
 }
 
 TEST_F(NcclPluginEnvironment, BadValuesFailInitNamingTheVariable) {
-  EXPECT_EXIT(init_with("MEGASCALE_LANES", "0", "MEGASCALE_LANES=0"), ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(
+      init_with("MEGASCALE_LAYOUT", "lanes=0", "MEGASCALE_LAYOUT=lanes=0: lanes must be an integer in 1..64"),
+      ::testing::ExitedWithCode(0), "");
+  // A replaced layout variable fails init naming its replacement.
+  EXPECT_EXIT(init_with("MEGASCALE_NTHREADS", "4",
+                        "MEGASCALE_NTHREADS is replaced by MEGASCALE_LAYOUT (e.g. MEGASCALE_LAYOUT=wires=4)"),
+              ::testing::ExitedWithCode(0), "");
   EXPECT_EXIT(init_with("MEGASCALE_CC", "no-such-preset", "MEGASCALE_CC=no-such-preset"),
               ::testing::ExitedWithCode(0), "");
   EXPECT_EXIT(init_with("MEGASCALE_RETRY_BUDGET_S", "-1", "MEGASCALE_RETRY_BUDGET_S=-1"),
@@ -207,7 +213,7 @@ void expect_forked_run_passes(const char* prefix, void (*child)(const std::strin
 // Exits 0 when the knobs are echoed at INFO and a run writes both stats files with the counters.
 [[noreturn]] void stats_run(const std::string& dir) {
   ::setenv("MEGASCALE_STATS_DIR", dir.c_str(), 1);
-  ::setenv("MEGASCALE_LANES", "2", 1);
+  ::setenv("MEGASCALE_LAYOUT", "lanes=2", 1);
   ::setenv("MEGASCALE_RTO_FLOOR_US", "2500", 1);
   ::setenv("MEGASCALE_TAIL_PROBE", "0", 1);
   Options o = plugin_options();
@@ -215,7 +221,9 @@ void expect_forked_run_passes(const char* prefix, void (*child)(const std::strin
   const Report r = run(o);
   Expectations expect;
   expect(r.load_error.empty() && r.cases.size() == 1 && r.cases[0].passed, "the case passes" + failures(r));
-  expect(log_has(r, "MEGASCALE_LANES=2 (environment)"), "MEGASCALE_LANES echoed at INFO");
+  expect(log_has(r, ",lanes=2,stripes=") && log_has(r, "MEGASCALE_LAYOUT=wires=") &&
+             log_has(r, "(given: lanes=2; rest auto: "),
+         "MEGASCALE_LAYOUT echoed at INFO, resolved");
   // The controller in effect: the default, unless the outer environment chose one. (The ThreadSanitizer
   // stage of scripts/test.sh sets MEGASCALE_CC=fixed: under its slowdown the default hybrid controller
   // can crawl, and this case then missed its deadline.)
@@ -241,12 +249,12 @@ void expect_forked_run_passes(const char* prefix, void (*child)(const std::strin
   const nlohmann::json settings = nlohmann::json::parse(jsonl.substr(0, jsonl.find('\n')), nullptr, false);
   expect(!settings.is_discarded() && settings.value("event", "") == "settings" &&
              settings["layout"]["lanes"] == 2 &&
-             settings["settings"]["MEGASCALE_LANES"] ==
-                 nlohmann::json({{"value", "2"}, {"source", "environment"}}),
+             settings["settings"]["MEGASCALE_LAYOUT"]["source"] == "environment" &&
+             settings["layout"]["source"] == "environment",
          "the settings record first in the JSON lines, with the lanes set");
   expect(
       prom.find(
-          "megascale_nccl_setting_info{name=\"MEGASCALE_LANES\",value=\"2\",source=\"environment\"} 1\n") !=
+          "megascale_nccl_setting_info{name=\"MEGASCALE_LAYOUT\",value=\"wires=") !=
               std::string::npos &&
           prom.find("megascale_nccl_layout_info{") != std::string::npos &&
           prom.find(",lanes=\"2\",") != std::string::npos,
@@ -461,7 +469,7 @@ void expect_forked_run_passes(const char* prefix, void (*child)(const std::strin
 [[noreturn]] void unchecked_run(const std::string& dir) {
   ::setenv("MEGASCALE_STATS_DIR", dir.c_str(), 1);
   ::setenv("MEGASCALE_PAYLOAD_CRC", "0", 1);
-  ::setenv("MEGASCALE_IO_THREADS", "2", 1);
+  ::setenv("MEGASCALE_LAYOUT", "io_threads=2", 1);
   Options o = plugin_options();
   o.cases = {"message_sizes", "steps_in_flight"};
   const Report r = run(o);

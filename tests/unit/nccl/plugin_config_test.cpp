@@ -48,6 +48,12 @@ std::string error_for(const std::string& name, const std::string& value) {
   return error_for_all({{name, value}});
 }
 
+// Whether the INFO echo has exactly this line.
+bool echoes(const PluginConfig& c, const std::string& line) {
+  return std::any_of(c.settings.begin(), c.settings.end(),
+                     [&](const Setting& s) { return echo_line(s) == line; });
+}
+
 TEST(PluginConfig, DefaultsWithAnEmptyEnvironment) {
   auto c = load({});
   ASSERT_TRUE(c) << c.error().message;
@@ -63,14 +69,10 @@ TEST(PluginConfig, DefaultsWithAnEmptyEnvironment) {
   EXPECT_EQ(c->traffic_class, -1);
   EXPECT_TRUE(c->ifname.empty());
   EXPECT_TRUE(c->stats_dir.empty());
-  const ThreadLayout layout =
-      thread_layout(static_cast<unsigned>(usable_cpus_now()),
-                    local_ranks_from_env([](const char*) { return nullptr; }).count, -1, -1, -1);
-  EXPECT_EQ(c->threads_per_device, layout.wires);
-  EXPECT_EQ(c->io_threads, layout.io_threads);
-  EXPECT_EQ(c->stripes, layout.stripes);  // 1 on CI's 2 CPUs; 4 on a share of 8-11
-  EXPECT_EQ(c->stripe_bytes, layout.stripes == 1 ? 1u << 20 : 256u * 1024);
-  EXPECT_EQ(c->lanes, default_lanes(layout));  // 4, or one per I/O thread
+  const LayoutChoice layout = resolve_layout({}, static_cast<unsigned>(usable_cpus_now()),
+                                             local_ranks_from_env([](const char*) { return nullptr; }).count);
+  EXPECT_EQ(c->layout, layout.layout);  // 2 x (1 + 0) on CI's 2 CPUs
+  EXPECT_EQ(c->layout.stripe_bytes, c->layout.stripes == 1 ? 1u << 20 : 256u * 1024);
   EXPECT_FALSE(c->busy_poll);
   EXPECT_EQ(c->idle_poll_ns, 50'000);
   EXPECT_EQ(c->pending_poll_ns, 1'000'000);
@@ -82,13 +84,17 @@ TEST(PluginConfig, DefaultsWithAnEmptyEnvironment) {
   EXPECT_FALSE(c->fault.enabled());
   EXPECT_TRUE(c->trace_file.empty());
   EXPECT_EQ(c->late_ack_window_ns, 5 * kNsPerSec);
-  // Every knob is echoed once, marked as a default.
+  // Every knob is echoed once, marked as a default: all rows but the five replaced variables and the
+  // MEGASCALE_CC_* family (echoed only for the keys set).
   EXPECT_TRUE(c->source_ports.empty());
-  ASSERT_EQ(c->echo.size(), 29u);
-  for (const std::string& line : c->echo) {
-    EXPECT_EQ(line.rfind("MEGASCALE_", 0), 0u) << line;
-    EXPECT_NE(line.find("(default)"), std::string::npos) << line;
+  ASSERT_EQ(c->settings.size(), 25u);
+  for (const Setting& s : c->settings) {
+    EXPECT_EQ(s.name.rfind("MEGASCALE_", 0), 0u) << s.name;
+    EXPECT_EQ(s.source, "default") << s.name;
+    EXPECT_NE(echo_line(s).find("(default)"), std::string::npos) << echo_line(s);
   }
+  EXPECT_TRUE(
+      echoes(*c, "MEGASCALE_LAYOUT=" + layout.layout.text() + " (auto: " + layout.why + ") (default)"));
 }
 
 // The config loaded while this thread may run on n CPUs only (its affinity, restored afterwards).
@@ -107,122 +113,6 @@ Result<PluginConfig> load_with_cpus(int n, const std::map<std::string, std::stri
   auto c = load(vars);
   EXPECT_EQ(sched_setaffinity(0, sizeof(saved), &saved), 0);
   return c;
-}
-
-// The default layout from the rank's share of the CPUs, less the 2 NCCL keeps busy.
-TEST(ThreadLayout, FollowsTheCpuShareOfEachLocalRank) {
-  struct Case {
-    unsigned cpus, ranks;
-    uint32_t wires, io;    // MEGASCALE_LANES unset
-    uint32_t wires4, io4;  // MEGASCALE_LANES=4
-    uint32_t stripes = 1;
-  };
-  for (const Case& k : {
-           Case{2, 1, 2, 0, 2, 0},     // the CI VM: no I/O threads, at least 2 wires (they sleep when idle)
-           Case{16, 4, 2, 0, 2, 0},    // 4 ranks on the 16-CPU H100 host: 2 to spare, 2 wires (measured best)
-           Case{5, 1, 3, 0, 3, 0},     // 3 to spare: a wire each
-           Case{6, 1, 4, 0, 4, 0},     // 4 to spare: not room for 1 + 4, so 4 wires of one thread
-           Case{7, 1, 4, 0, 4, 0},     // 5 to spare: room for 1 + 4, not for two such wires
-           Case{8, 1, 6, 0, 6, 0, 4},  // 6 to spare: 6 wires, each comm over 4 of them
-           Case{11, 1, 6, 0, 6, 0, 4},  // 9 to spare: the same
-           Case{12, 1, 2, 4, 2, 4},     // 10 to spare: two wires with an I/O thread per lane
-           Case{16, 2, 6, 0, 6, 0, 4},  // 2 ranks on a 16-CPU H200 host: 6 x (1 + 0), 4 stripes, measured
-                                        // best there
-           Case{15, 1, 2, 4, 2, 4},     // 13 to spare: not room for 2 x (1 + 6), so two wires of 1 + 4
-           Case{16, 1, 2, 4, 2, 4},   // 14 to spare: 2 x (1 + 6) would leave none idle, so two wires of 1 + 4
-           Case{18, 1, 2, 6, 2, 4},   // 16 to spare: two wires of 1 + 6 and 2 CPUs idle (1 + 4 with 4 lanes)
-           Case{32, 2, 2, 4, 2, 4},   // 2 ranks on the 32-CPU H200 host (2 x (1 + 4): steady, and faster
-                                      // below 1 MiB)
-           Case{128, 8, 2, 3, 2, 3},  // an 8-GPU node: more than 2 ranks, half the share spins
-           Case{64, 4, 2, 3, 2, 3},   // 4 ranks on the 64-CPU 4 x H200 host (2 x (1 + 3) measured best)
-           Case{32, 4, 6, 0, 6, 0, 4},  // 4 ranks, share 8: below kHalfShareMinCpus, as 2 ranks on 16
-           Case{96, 3, 2, 6, 2, 4},  // 3 ranks, share 32: half is 16, two wires of 1 + 6 (1 + 4 with 4 lanes)
-           Case{64, 2, 2, 6, 2, 4},  // 2 ranks on the 64-CPU host: 4 x (1 + 6) fit, 2 x (1 + 6) measured best
-           Case{256, 1, 2, 6, 2, 4},  // at most 2 wires with I/O threads
-           Case{16, 16, 2, 0, 2, 0},  // one CPU each
-           Case{16, 64, 2, 0, 2, 0},  // more ranks than CPUs: a share of 1
-       }) {
-    for (const int lanes : {-1, 4}) {
-      const ThreadLayout t = thread_layout(k.cpus, k.ranks, lanes, -1, -1);
-      const std::string what = std::to_string(k.cpus) + " CPUs, " + std::to_string(k.ranks) +
-                               " ranks, lanes " + std::to_string(lanes) + ": " + t.why;
-      EXPECT_EQ(t.wires, lanes < 0 ? k.wires : k.wires4) << what;
-      EXPECT_EQ(t.io_threads, lanes < 0 ? k.io : k.io4) << what;
-      EXPECT_EQ(t.stripes, k.stripes) << what;
-      EXPECT_LE(t.io_threads == 0 ? 0u : t.wires * (1 + t.io_threads), std::max(1u, k.cpus / k.ranks))
-          << "the default never spins more threads than the share";
-      if (t.io_threads == 0 && t.wires > kMinDefaultWires) {
-        EXPECT_LE(t.wires + kNcclBusyThreads, k.cpus / k.ranks)
-            << "more wires only where the share holds them";
-      }
-    }
-  }
-  // Lanes unset: one per I/O thread where a wire has more than 4.
-  EXPECT_EQ(default_lanes(thread_layout(64, 2, -1, -1, -1)), 6u);
-  EXPECT_EQ(default_lanes(thread_layout(32, 2, -1, -1, -1)), 4u);
-  EXPECT_EQ(default_lanes(thread_layout(16, 2, -1, -1, -1)), 4u);
-  EXPECT_EQ(default_lanes(thread_layout(2, 1, -1, -1, -1)), 4u);
-  EXPECT_EQ(default_lanes(thread_layout(64, 4, -1, -1, -1)), 3u);  // a lane per I/O thread
-  // A wire count or I/O threads the user set take the usual rules, not the half share.
-  EXPECT_EQ(thread_layout(64, 4, -1, 2, -1).io_threads, 6u);
-  EXPECT_EQ(thread_layout(64, 4, -1, -1, 6).io_threads, 6u);
-  // 8 lanes set on a wide share: still at most 6 I/O threads a wire.
-  EXPECT_EQ(thread_layout(64, 2, 8, -1, -1).io_threads, 6u);
-  // One I/O thread per lane socket at most.
-  EXPECT_EQ(thread_layout(64, 1, 2, -1, -1).io_threads, 2u);
-  EXPECT_EQ(thread_layout(64, 1, 2, -1, -1).wires, 2u);
-  // The echo says why.
-  const ThreadLayout t = thread_layout(16, 2, 4, -1, -1);
-  EXPECT_EQ(
-      t.why,
-      "16 usable CPUs / 2 local ranks = 8 each, 2 left to NCCL: 6 wires x (1 + 0 I/O threads), each comm "
-      "over 4 of them");
-  EXPECT_EQ(thread_layout(6, 1, 4, -1, -1).why,
-            "6 usable CPUs / 1 local rank = 6 each, 2 left to NCCL: 4 wires x (1 + 0 I/O threads)");
-  // Wires or I/O threads the user set: no stripes unless MEGASCALE_STRIPES says so.
-  EXPECT_EQ(thread_layout(16, 2, -1, 4, -1).stripes, 1u);
-  EXPECT_EQ(thread_layout(16, 2, -1, -1, 0).stripes, 1u);
-  EXPECT_EQ(thread_layout(12, 1, 4, -1, -1).why,
-            "12 usable CPUs / 1 local rank = 12 each, 2 left to NCCL: 2 wires x (1 + 4 I/O threads)");
-  // A cgroup quota that limits the CPUs is named (wire::CpuBudget::note()): a pod limited to 8 CPUs on
-  // a 128-CPU host with 8 ranks gets two wire threads per rank that sleep when idle, not 2 x (1 + 4).
-  const ThreadLayout pod = thread_layout(8, 8, 4, -1, -1,
-                                         "cgroup CPU quota 8 in /sys/fs/cgroup/cpu.max, 128 in "
-                                         "the affinity mask");
-  EXPECT_EQ(
-      pod.why,
-      "8 usable CPUs (cgroup CPU quota 8 in /sys/fs/cgroup/cpu.max, 128 in the affinity mask) / 8 local "
-      "ranks = 1 each, 2 left to NCCL: 2 wires x (1 + 0 I/O threads)");
-  EXPECT_EQ(thread_layout(32, 2, -1, -1, -1).why,
-            "32 usable CPUs / 2 local ranks = 16 each, 2 left to NCCL: 2 wires x (1 + 4 I/O threads)");
-  EXPECT_EQ(
-      thread_layout(128, 8, -1, -1, -1).why,
-      "128 usable CPUs / 8 local ranks = 16 each, half of it spinning with 8 local ranks: 2 wires x (1 + 3 "
-      "I/O threads)");
-}
-
-TEST(ThreadLayout, ASetValueIsKeptAndTheOtherFittedAroundIt) {
-  // MEGASCALE_NTHREADS=2 on a share of 16 (14 to spare): 7 threads a wire, so 4 I/O threads (one per lane).
-  EXPECT_EQ(thread_layout(16, 1, 4, 2, -1).io_threads, 4u);
-  // MEGASCALE_NTHREADS=4 on a share of 8 (6 to spare): 1 thread a wire, no I/O threads.
-  EXPECT_EQ(thread_layout(16, 2, 4, 4, -1).io_threads, 0u);
-  // MEGASCALE_NTHREADS=3 on a share of 8: 2 threads a wire, 1 I/O thread.
-  EXPECT_EQ(thread_layout(16, 2, 4, 3, -1).io_threads, 1u);
-  // MEGASCALE_IO_THREADS=2 on a share of 32 (30 to spare): as many 3-thread wires as fit, at most 2.
-  EXPECT_EQ(thread_layout(32, 1, 4, -1, 2).wires, 2u);
-  // MEGASCALE_NTHREADS=4 on that share: the wires the user set, with I/O threads fitted to them.
-  EXPECT_EQ(thread_layout(32, 1, -1, 4, -1).wires, 4u);
-  EXPECT_EQ(thread_layout(32, 1, -1, 4, -1).io_threads, 6u);
-  EXPECT_EQ(thread_layout(16, 2, 4, -1, 2).wires, 2u);
-  EXPECT_EQ(thread_layout(2, 1, 4, -1, 2).wires, 1u);
-  // MEGASCALE_IO_THREADS=0: a wire per CPU to spare, 2..4.
-  EXPECT_EQ(thread_layout(2, 1, 4, -1, 0).wires, 2u);
-  EXPECT_EQ(thread_layout(16, 4, 4, -1, 0).wires, 2u);
-  EXPECT_EQ(thread_layout(64, 1, 4, -1, 0).wires, 4u);
-  // Both set: both kept.
-  const ThreadLayout both = thread_layout(2, 1, 4, 8, 3);
-  EXPECT_EQ(both.wires, 8u);
-  EXPECT_EQ(both.io_threads, 3u);
 }
 
 TEST(LocalRanks, LauncherVariablesThenGpusThenOne) {
@@ -270,21 +160,23 @@ TEST(PluginConfig, LocalRanksShapeTheDefaultThreads) {
   auto alone = load({{"MEGASCALE_LOCAL_RANKS", "1"}});
   ASSERT_TRUE(alone) << alone.error().message;
   // 6 where two wires of 1 + 6 fit beside NCCL's 2 and leave 2 idle (kWideHeadroomCpus).
-  EXPECT_EQ(alone->io_threads, usable_cpus_now() >= 18 ? 6u : 4u);
-  EXPECT_EQ(alone->lanes, alone->io_threads);
+  EXPECT_EQ(alone->layout.io_threads, usable_cpus_now() >= 18 ? 6u : 4u);
+  EXPECT_EQ(alone->layout.lanes, alone->layout.io_threads);
   auto crowded = load({{"MEGASCALE_LOCAL_RANKS", std::to_string(usable_cpus_now())}});
   ASSERT_TRUE(crowded) << crowded.error().message;
-  EXPECT_EQ(crowded->io_threads, 0u);
-  EXPECT_EQ(crowded->threads_per_device, kMinDefaultWires);  // a share of 1
+  EXPECT_EQ(crowded->layout.io_threads, 0u);
+  EXPECT_EQ(crowded->layout.wires, kMinWires);  // a share of 1
 }
 
 TEST(PluginConfig, FewCpusGetNoIoThreads) {
   auto c = load({{"MEGASCALE_LOCAL_RANKS", "1"}});
   ASSERT_TRUE(c) << c.error().message;
   if (usable_cpus_now() < 12) {
-    EXPECT_EQ(c->io_threads, 0u);
+    EXPECT_EQ(c->layout.io_threads, 0u);
     const unsigned spare = usable_cpus_now() > 2 ? usable_cpus_now() - 2 : 0;
-    EXPECT_EQ(c->threads_per_device, std::clamp(spare, kMinDefaultWires, kMaxDefaultWires));
+    if (spare < kStripedWires) {
+      EXPECT_EQ(c->layout.wires, std::clamp(spare, kMinWires, kMaxWires));
+    }
   }
   EXPECT_NE(
       error_for("MEGASCALE_LOCAL_RANKS", "0").find("MEGASCALE_LOCAL_RANKS=0: must be an integer in 1..4096"),
@@ -294,16 +186,18 @@ TEST(PluginConfig, FewCpusGetNoIoThreads) {
 
 // Set by hand to more spinning wire threads than CPUs: valid, but warned about, naming the variable.
 TEST(PluginConfig, MoreStripesThanWiresAreWarnedAbout) {
-  auto c = load({{"MEGASCALE_STRIPES", "4"}, {"MEGASCALE_NTHREADS", "2"}, {"MEGASCALE_IO_THREADS", "0"}});
+  auto c = load({{"MEGASCALE_LAYOUT", "stripes=4,wires=2,io_threads=0"}});
   ASSERT_TRUE(c) << c.error().message;
-  EXPECT_EQ(c->stripes, 4u);
+  EXPECT_EQ(c->layout.stripes, 4u);
   ASSERT_EQ(c->warnings.size(), 1u);
-  EXPECT_NE(c->warnings[0].find("MEGASCALE_STRIPES=4: more stripes than the 2 wires"), std::string::npos)
+  EXPECT_NE(
+      c->warnings[0].find("MEGASCALE_LAYOUT=stripes=4,wires=2,io_threads=0: more stripes than the 2 wires"),
+      std::string::npos)
       << c->warnings[0];
-  EXPECT_EQ(c->stripe_bytes, 256u * 1024);  // 1 MiB cut even
-  auto three = load({{"MEGASCALE_STRIPES", "3"}});
+  EXPECT_EQ(c->layout.stripe_bytes, 256u * 1024);  // 1 MiB cut even
+  auto three = load({{"MEGASCALE_LAYOUT", "stripes=3"}});
   ASSERT_TRUE(three) << three.error().message;
-  EXPECT_EQ(three->stripe_bytes, 86u * 4096);  // 1 MiB / 3, rounded up to 4 KiB
+  EXPECT_EQ(three->layout.stripe_bytes, 86u * 4096);  // 1 MiB / 3, rounded up to 4 KiB
 }
 
 // The copy-stall fault does nothing without the GPU-buffer path, and says so; with it, it is echoed.
@@ -320,34 +214,31 @@ TEST(PluginConfig, CopyStallWithoutTheGpuBufferPathIsWarnedAbout) {
   ASSERT_TRUE(on) << on.error().message;
   EXPECT_TRUE(on->warnings.empty());
   EXPECT_EQ(on->gdr_copy_limits.timeout_ns, 0);
-  bool stall = false, timeout = false;
-  for (const std::string& line : on->echo) {
-    stall |=
-        line == "MEGASCALE_FAULT_COPY_STALL=5 (every GPU buffer copy after these is held back) (environment)";
-    timeout |= line ==
-               "MEGASCALE_GDR_COPY_TIMEOUT_MS=0 (a GPU buffer copy is waited for however long it takes) "
-               "(environment)";
-  }
-  EXPECT_TRUE(stall);
-  EXPECT_TRUE(timeout);
+  EXPECT_TRUE(echoes(
+      *on, "MEGASCALE_FAULT_COPY_STALL=5 (every GPU buffer copy after these is held back) (environment)"));
+  EXPECT_TRUE(
+      echoes(*on,
+             "MEGASCALE_GDR_COPY_TIMEOUT_MS=0 (a GPU buffer copy is waited for however long it takes) "
+             "(environment)"));
 }
 
 TEST(PluginConfig, IoThreadsBeyondTheCpusAreWarnedAbout) {
-  auto over = load_with_cpus(1, {{"MEGASCALE_IO_THREADS", "2"}, {"MEGASCALE_NTHREADS", "1"}});
+  auto over = load_with_cpus(1, {{"MEGASCALE_LAYOUT", "io_threads=2,wires=1"}});
   ASSERT_TRUE(over) << over.error().message;
-  EXPECT_EQ(over->io_threads, 2u);
+  EXPECT_EQ(over->layout.io_threads, 2u);
   ASSERT_EQ(over->warnings.size(), 1u);
-  EXPECT_NE(over->warnings[0].find("MEGASCALE_IO_THREADS=2: 3 wire threads"), std::string::npos)
+  EXPECT_NE(over->warnings[0].find("MEGASCALE_LAYOUT=io_threads=2,wires=1: 3 wire threads"),
+            std::string::npos)
       << over->warnings[0];
   EXPECT_NE(over->warnings[0].find("on 1 usable CPUs"), std::string::npos) << over->warnings[0];
-  auto off = load_with_cpus(1, {{"MEGASCALE_IO_THREADS", "0"}});
+  auto off = load_with_cpus(1, {{"MEGASCALE_LAYOUT", "io_threads=0"}});
   ASSERT_TRUE(off) << off.error().message;
   EXPECT_TRUE(off->warnings.empty());
   auto unset = load_with_cpus(1, {});
   ASSERT_TRUE(unset) << unset.error().message;
   EXPECT_TRUE(unset->warnings.empty());
   if (usable_cpus_now() >= 3) {  // 1 wire x (1 + 2) threads fit
-    auto fits = load_with_cpus(3, {{"MEGASCALE_IO_THREADS", "2"}, {"MEGASCALE_NTHREADS", "1"}});
+    auto fits = load_with_cpus(3, {{"MEGASCALE_LAYOUT", "io_threads=2,wires=1"}});
     ASSERT_TRUE(fits) << fits.error().message;
     EXPECT_TRUE(fits->warnings.empty());
   }
@@ -355,7 +246,7 @@ TEST(PluginConfig, IoThreadsBeyondTheCpusAreWarnedAbout) {
 
 TEST(PluginConfig, EveryKnobReachesItsField) {
   auto c = load({{"MEGASCALE_CC", "swift"},
-                 {"MEGASCALE_LANES", "8"},
+                 {"MEGASCALE_LAYOUT", "lanes=8,wires=3,io_threads=2,stripes=3,stripe_bytes=64K"},
                  {"MEGASCALE_SEGMENT_BYTES", "4000"},
                  {"MEGASCALE_RETRY_BUDGET_S", "2.5"},
                  {"MEGASCALE_RTO_FLOOR_US", "1000"},
@@ -365,15 +256,11 @@ TEST(PluginConfig, EveryKnobReachesItsField) {
                  {"MEGASCALE_TC", "106"},
                  {"MEGASCALE_IFNAME", "^docker,lo"},
                  {"MEGASCALE_STATS_INTERVAL_S", "0.5"},
-                 {"MEGASCALE_NTHREADS", "3"},
-                 {"MEGASCALE_IO_THREADS", "2"},
                  {"MEGASCALE_BUSY_POLL", "1"},
                  {"MEGASCALE_IDLE_POLL_US", "2000"},
                  {"MEGASCALE_PENDING_POLL_US", "30000"},
                  {"MEGASCALE_STALL_US", "750"},
                  {"MEGASCALE_PORT_CLOSED_MS", "1500"},
-                 {"MEGASCALE_STRIPES", "3"},
-                 {"MEGASCALE_STRIPE_BYTES", "65536"},
                  {"MEGASCALE_GDR_COPY", "1"},
                  {"MEGASCALE_GDR_COPY_TIMEOUT_MS", "2500"},
                  {"MEGASCALE_FAULT_COPY_STALL", "100"},
@@ -381,7 +268,8 @@ TEST(PluginConfig, EveryKnobReachesItsField) {
                  {"MEGASCALE_FAULT_SEED", "7"}});
   ASSERT_TRUE(c) << c.error().message;
   EXPECT_EQ(c->cc.kind, cc::ControllerKind::kSwift);
-  EXPECT_EQ(c->lanes, 8u);
+  EXPECT_EQ(c->layout,
+            (Layout{.wires = 3, .io_threads = 2, .lanes = 8, .stripes = 3, .stripe_bytes = 65536}));
   EXPECT_EQ(c->segment_bytes, 4000u);
   EXPECT_EQ(c->retry_budget_ns, 2'500'000'000);
   EXPECT_EQ(c->cc.rto.retry_budget_ns, 2'500'000'000);  // the engine's RTO gives up on this budget
@@ -392,24 +280,24 @@ TEST(PluginConfig, EveryKnobReachesItsField) {
   EXPECT_EQ(c->traffic_class, 106);
   EXPECT_EQ(c->ifname, "^docker,lo");
   EXPECT_EQ(c->stats_interval_ns, 500'000'000);
-  EXPECT_EQ(c->threads_per_device, 3u);
-  EXPECT_EQ(c->io_threads, 2u);
   EXPECT_TRUE(c->busy_poll);
   EXPECT_EQ(c->idle_poll_ns, 2'000'000);
   EXPECT_EQ(c->pending_poll_ns, 30'000'000);
   EXPECT_EQ(c->stall_ns, 750'000);
   EXPECT_EQ(c->port_closed_fail_ns, 1'500'000'000);
-  EXPECT_EQ(c->stripes, 3u);
-  EXPECT_EQ(c->stripe_bytes, 65536u);
-  for (const std::string& w : c->warnings) EXPECT_EQ(w.find("MEGASCALE_STRIPES"), std::string::npos) << w;
+  for (const std::string& w : c->warnings) EXPECT_EQ(w.find("more stripes"), std::string::npos) << w;
   EXPECT_EQ(c->gdr_copy, GdrCopyMode::kCuda);
   EXPECT_EQ(c->gdr_copy_limits.timeout_ns, 2500 * kNsPerMs);
   EXPECT_EQ(c->gdr_copy_limits.stall_after, 100u);
   EXPECT_DOUBLE_EQ(c->fault.drop, 0.01);
   EXPECT_EQ(c->fault.seed, 7u);
-  bool lanes_echoed = false;
-  for (const std::string& line : c->echo) lanes_echoed |= line == "MEGASCALE_LANES=8 (environment)";
-  EXPECT_TRUE(lanes_echoed);
+  const Setting& layout = *std::find_if(c->settings.begin(), c->settings.end(),
+                                        [](const Setting& s) { return s.name == "MEGASCALE_LAYOUT"; });
+  EXPECT_EQ(layout.value, "wires=3,io_threads=2,lanes=8,stripes=3,stripe_bytes=65536");
+  EXPECT_EQ(layout.source, "environment");
+  EXPECT_EQ(
+      layout.note.rfind("given: lanes=8,wires=3,io_threads=2,stripes=3,stripe_bytes=64K; rest auto: ", 0), 0u)
+      << layout.note;
 }
 
 // A silent peer is probed after a quarter of the retry budget (10 ms..1 s), and no later than the
@@ -443,10 +331,7 @@ TEST(PluginConfig, RtoFloorStaysUnderThePresetsCeiling) {
   auto low = load({{"MEGASCALE_RTO_FLOOR_US", "0"}, {"MEGASCALE_CC_RTO_MIN_RTO_US", "300"}});
   ASSERT_TRUE(low) << low.error().message;
   EXPECT_EQ(low->rto_floor_ns, 0);
-  bool echoed = false;
-  for (const std::string& line : low->echo)
-    echoed |= line == "MEGASCALE_RTO_FLOOR_US=0 (timeouts at least 300 us) (environment)";
-  EXPECT_TRUE(echoed);
+  EXPECT_TRUE(echoes(*low, "MEGASCALE_RTO_FLOOR_US=0 (timeouts at least 300 us) (environment)"));
 }
 
 TEST(PluginConfig, CcTakesAYamlFile) {
@@ -468,10 +353,7 @@ TEST(PluginConfig, PerKeyCcVariablesTuneThePreset) {
   ASSERT_TRUE(c) << c.error().message;
   EXPECT_EQ(c->cc.kind, cc::ControllerKind::kSwift);
   EXPECT_EQ(c->cc.swift.base_target_ns, 50'000);
-  bool echoed = false;
-  for (const std::string& line : c->echo)
-    echoed |= line == "MEGASCALE_CC_SWIFT_BASE_TARGET_US=50 (environment)";
-  EXPECT_TRUE(echoed);
+  EXPECT_TRUE(echoes(*c, "MEGASCALE_CC_SWIFT_BASE_TARGET_US=50 (environment)"));
   const std::string message = error_for("MEGASCALE_CC_SWIFT_BETA", "7");
   EXPECT_NE(message.find("MEGASCALE_CC_SWIFT_BETA=7"), std::string::npos) << message;
 }
@@ -483,9 +365,6 @@ TEST(PluginConfig, BadValuesAreRefusedNamingVariableAndValue) {
     const char* allowed;  // part of the message saying what is allowed
   };
   const Case cases[] = {
-      {"MEGASCALE_LANES", "0", "1..64"},
-      {"MEGASCALE_LANES", "65", "1..64"},
-      {"MEGASCALE_LANES", "4x", "1..64"},
       {"MEGASCALE_SEGMENT_BYTES", "10", "64..65000"},
       {"MEGASCALE_SEGMENT_BYTES", "70000", "64..65000"},
       {"MEGASCALE_RETRY_BUDGET_S", "0", "seconds"},
@@ -502,8 +381,6 @@ TEST(PluginConfig, BadValuesAreRefusedNamingVariableAndValue) {
       {"MEGASCALE_TC", "256", "0..255"},
       {"MEGASCALE_TC", "-3", "0..255"},
       {"MEGASCALE_STATS_INTERVAL_S", "soon", "seconds"},
-      {"MEGASCALE_NTHREADS", "0", "1..16"},
-      {"MEGASCALE_IO_THREADS", "65", "0..64"},
       {"MEGASCALE_BUSY_POLL", "maybe", "0 or 1"},
       {"MEGASCALE_IDLE_POLL_US", "-1", "0..1000000"},
       {"MEGASCALE_IDLE_POLL_US", "1000001", "0..1000000"},
@@ -513,10 +390,7 @@ TEST(PluginConfig, BadValuesAreRefusedNamingVariableAndValue) {
       {"MEGASCALE_STALL_US", "1000001", "0..1000000"},
       {"MEGASCALE_PORT_CLOSED_MS", "-1", "0..3600000"},
       {"MEGASCALE_PORT_CLOSED_MS", "0.5", "0..3600000"},
-      {"MEGASCALE_STRIPES", "0", "1..8"},
-      {"MEGASCALE_STRIPES", "9", "1..8"},
-      {"MEGASCALE_STRIPE_BYTES", "4095", "4096..1073741824"},
-      {"MEGASCALE_STRIPE_BYTES", "1M", "4096..1073741824"},
+      {"MEGASCALE_LAYOUT", "wires=0", "wires must be an integer in 1..16"},
       {"MEGASCALE_GDR_COPY", "2", "0, 1 or emulate"},
       {"MEGASCALE_GDR_COPY", "yes", "0, 1 or emulate"},
       {"MEGASCALE_GDR_COPY_TIMEOUT_MS", "-1", "0..3600000"},
@@ -533,39 +407,36 @@ TEST(PluginConfig, BadValuesAreRefusedNamingVariableAndValue) {
 }
 
 TEST(PluginConfig, SourcePortsNeedOnePerLaneAndOneWirePerDevice) {
-  auto c = load({{"MEGASCALE_SOURCE_PORTS", "49152,49170,50001,60000"}, {"MEGASCALE_NTHREADS", "1"}});
+  auto c = load({{"MEGASCALE_SOURCE_PORTS", "49152,49170,50001,60000"}, {"MEGASCALE_LAYOUT", "wires=1"}});
   ASSERT_TRUE(c) << c.error().message;
   EXPECT_EQ(c->source_ports, (std::vector<uint16_t>{49152, 49170, 50001, 60000}));
-  bool echoed = false;
-  for (const std::string& line : c->echo) {
-    echoed |= line == "MEGASCALE_SOURCE_PORTS=49152,49170,50001,60000 (environment)";
-  }
-  EXPECT_TRUE(echoed);
-  // MEGASCALE_NTHREADS unset: one wire per device, whatever the CPUs.
+  EXPECT_TRUE(echoes(*c, "MEGASCALE_SOURCE_PORTS=49152,49170,50001,60000 (environment)"));
+  // wires and lanes left out: one wire per device and 4 lanes, whatever the CPUs.
   auto one = load({{"MEGASCALE_SOURCE_PORTS", "49152,49170,50001,60000"}});
   ASSERT_TRUE(one) << one.error().message;
-  EXPECT_EQ(one->threads_per_device, 1u);
+  EXPECT_EQ(one->layout.wires, 1u);
+  EXPECT_EQ(one->layout.lanes, 4u);
   struct Case {
     std::map<std::string, std::string> vars;
     const char* value;
     const char* why;
   };
   const Case cases[] = {
-      {{{"MEGASCALE_SOURCE_PORTS", "1,2,3,4"}, {"MEGASCALE_NTHREADS", "4"}},
+      {{{"MEGASCALE_SOURCE_PORTS", "1,2,3,4"}, {"MEGASCALE_LAYOUT", "wires=4"}},
        "1,2,3,4",
-       "MEGASCALE_NTHREADS=1 (now 4)"},
-      {{{"MEGASCALE_SOURCE_PORTS", "1,2,3"}, {"MEGASCALE_NTHREADS", "1"}},
+       "needs MEGASCALE_LAYOUT wires=1 (now 4)"},
+      {{{"MEGASCALE_SOURCE_PORTS", "1,2,3"}, {"MEGASCALE_LAYOUT", "wires=1"}},
        "1,2,3",
-       "3 ports for MEGASCALE_LANES=4"},
-      {{{"MEGASCALE_SOURCE_PORTS", "1,2"}, {"MEGASCALE_NTHREADS", "1"}, {"MEGASCALE_LANES", "2"}},
-       "",
-       "(accepted)"},
-      {{{"MEGASCALE_SOURCE_PORTS", "1,2,2,4"}, {"MEGASCALE_NTHREADS", "1"}}, "1,2,2,4", "listed twice"},
-      {{{"MEGASCALE_SOURCE_PORTS", "1,0,3,4"}, {"MEGASCALE_NTHREADS", "1"}}, "1,0,3,4", "'0' is not a port"},
-      {{{"MEGASCALE_SOURCE_PORTS", "1,2,x,4"}, {"MEGASCALE_NTHREADS", "1"}}, "1,2,x,4", "'x' is not a port"},
-      {{{"MEGASCALE_SOURCE_PORTS", "70000"}, {"MEGASCALE_NTHREADS", "1"}, {"MEGASCALE_LANES", "1"}},
-       "70000",
-       "1..65535"},
+       "3 ports for MEGASCALE_LAYOUT lanes=4"},
+      {{{"MEGASCALE_SOURCE_PORTS", "1,2"}, {"MEGASCALE_LAYOUT", "wires=1,lanes=2"}}, "", "(accepted)"},
+      {{{"MEGASCALE_SOURCE_PORTS", "1,2,2,4"}, {"MEGASCALE_LAYOUT", "wires=1"}}, "1,2,2,4", "listed twice"},
+      {{{"MEGASCALE_SOURCE_PORTS", "1,0,3,4"}, {"MEGASCALE_LAYOUT", "wires=1"}},
+       "1,0,3,4",
+       "'0' is not a port"},
+      {{{"MEGASCALE_SOURCE_PORTS", "1,2,x,4"}, {"MEGASCALE_LAYOUT", "wires=1"}},
+       "1,2,x,4",
+       "'x' is not a port"},
+      {{{"MEGASCALE_SOURCE_PORTS", "70000"}, {"MEGASCALE_LAYOUT", "wires=1,lanes=1"}}, "70000", "1..65535"},
   };
   for (const Case& k : cases) {
     auto r = load(k.vars);

@@ -25,14 +25,14 @@ const char* const kAutoWhy =
 // A configuration as load_plugin_config leaves it with nothing set but MEGASCALE_TC.
 PluginConfig known_config() {
   PluginConfig c;
-  c.threads_per_device = 4;
-  c.io_threads = 0;
-  c.lanes = 4;
-  c.stripes = 2;
-  c.stripe_bytes = 524288;
-  c.echo = {"MEGASCALE_CC=hybrid (default)", std::string("MEGASCALE_NTHREADS=4 (") + kAutoWhy + ") (default)",
-            std::string("MEGASCALE_IO_THREADS=0 (") + kAutoWhy + ") (default)",
-            "MEGASCALE_TC=say \"hi\" \\ now (environment)"};
+  c.layout.wires = 4;
+  c.layout.io_threads = 0;
+  c.layout.lanes = 4;
+  c.layout.stripes = 2;
+  c.layout.stripe_bytes = 524288;
+  c.settings = {{"MEGASCALE_CC", "hybrid", "default", "preset hybrid"},
+                {"MEGASCALE_LAYOUT", c.layout.text(), "default", std::string("auto: ") + kAutoWhy},
+                {"MEGASCALE_TC", "say \"hi\" \\ now", "environment", ""}};
   return c;
 }
 
@@ -54,16 +54,16 @@ class StatsDir : public ::testing::Test {
   std::string dir_;
 };
 
-TEST(SettingsOf, SplitsEachEchoIntoNameValueAndSource) {
+TEST(SettingsOf, KeepsEachSettingInTableOrder) {
   const PluginSettings p = settings_of(known_config());
-  ASSERT_EQ(p.settings.size(), 4u);
+  ASSERT_EQ(p.settings.size(), 3u);
   EXPECT_EQ(p.settings[0].name, "MEGASCALE_CC");
   EXPECT_EQ(p.settings[0].value, "hybrid");
   EXPECT_EQ(p.settings[0].source, "default");
-  EXPECT_EQ(p.settings[1].value, std::string("4 (") + kAutoWhy + ")");
-  EXPECT_EQ(p.settings[3].name, "MEGASCALE_TC");
-  EXPECT_EQ(p.settings[3].value, "say \"hi\" \\ now");
-  EXPECT_EQ(p.settings[3].source, "environment");
+  EXPECT_EQ(p.settings[1].value, "wires=4,io_threads=0,lanes=4,stripes=2,stripe_bytes=524288");
+  EXPECT_EQ(p.settings[2].name, "MEGASCALE_TC");
+  EXPECT_EQ(p.settings[2].value, "say \"hi\" \\ now");
+  EXPECT_EQ(p.settings[2].source, "environment");
 }
 
 TEST(SettingsOf, LayoutFromTheFieldsAndTheRuleWhenNothingWasSet) {
@@ -78,7 +78,7 @@ TEST(SettingsOf, LayoutFromTheFieldsAndTheRuleWhenNothingWasSet) {
 
 TEST(SettingsOf, LayoutTheUserSetIsFromTheEnvironment) {
   const std::map<std::string, std::string> vars = {
-      {"MEGASCALE_NTHREADS", "2"}, {"MEGASCALE_IO_THREADS", "3"}, {"MEGASCALE_LANES", "3"}};
+      {"MEGASCALE_LAYOUT", "wires=2,io_threads=3,lanes=3"}};
   auto c = load_plugin_config([&](const char* n) -> const char* {
     auto it = vars.find(n);
     return it == vars.end() ? nullptr : it->second.c_str();
@@ -90,8 +90,8 @@ TEST(SettingsOf, LayoutTheUserSetIsFromTheEnvironment) {
   EXPECT_EQ(p.layout.lanes, 3u);
   EXPECT_EQ(p.layout.source, "environment");
   // Every knob the plugin echoes is a setting, each with a source.
-  ASSERT_EQ(p.settings.size(), c->echo.size());
-  for (const SettingRecord& r : p.settings) {
+  ASSERT_EQ(p.settings.size(), c->settings.size());
+  for (const Setting& r : p.settings) {
     EXPECT_EQ(r.name.rfind("MEGASCALE_", 0), 0u) << r.name;
     EXPECT_TRUE(r.source == "environment" || r.source == "default") << r.name << ": " << r.source;
   }
@@ -106,10 +106,11 @@ TEST_F(StatsDir, JsonlOpensWithTheSettingsRecord) {
   EXPECT_EQ(j["event"], "settings");
   EXPECT_EQ(j["host"], host_name());
   EXPECT_EQ(j["pid"], static_cast<int64_t>(::getpid()));
-  EXPECT_EQ(j["settings"]["MEGASCALE_CC"], nlohmann::json({{"value", "hybrid"}, {"source", "default"}}));
+  EXPECT_EQ(j["settings"]["MEGASCALE_CC"],
+            nlohmann::json({{"value", "hybrid"}, {"source", "default"}, {"note", "preset hybrid"}}));
   EXPECT_EQ(j["settings"]["MEGASCALE_TC"],
             nlohmann::json({{"value", "say \"hi\" \\ now"}, {"source", "environment"}}));
-  EXPECT_EQ(j["settings"].size(), 4u);
+  EXPECT_EQ(j["settings"].size(), 3u);
   const nlohmann::json layout = {
       {"wires", 4},   {"io_threads", 0},        {"lanes", 4},
       {"stripes", 2}, {"stripe_bytes", 524288}, {"source", std::string("auto: ") + kAutoWhy}};
@@ -126,10 +127,7 @@ TEST_F(StatsDir, PromCarriesTheSettingsAndTheLayoutAsInfoMetrics) {
   }
   const std::vector<std::string> want = {
       R"x(megascale_nccl_setting_info{name="MEGASCALE_CC",value="hybrid",source="default"} 1)x",
-      std::string(R"x(megascale_nccl_setting_info{name="MEGASCALE_NTHREADS",value="4 ()x") + kAutoWhy +
-          R"x()",source="default"} 1)x",
-      std::string(R"x(megascale_nccl_setting_info{name="MEGASCALE_IO_THREADS",value="0 ()x") + kAutoWhy +
-          R"x()",source="default"} 1)x",
+      R"x(megascale_nccl_setting_info{name="MEGASCALE_LAYOUT",value="wires=4,io_threads=0,lanes=4,stripes=2,stripe_bytes=524288",source="default"} 1)x",
       R"x(megascale_nccl_setting_info{name="MEGASCALE_TC",value="say \"hi\" \\ now",source="environment"} 1)x",
       R"x(megascale_nccl_layout_info{wires="4",io_threads="0",lanes="4",stripes="2",stripe_bytes="524288",source="auto"} 1)x",
   };
