@@ -18,7 +18,7 @@ declare -A ms_step_summary=(
   [torch]="tests/gpu/torch_allreduce.py through the plugin, when PyTorch is installed"
 )
 # The keys of a MEGASCALE_LAYOUT value that LAYOUTS may set (the plugin checks their ranges).
-ms_layout_keys="wires io_threads stripes stripe_bytes"
+ms_layout_keys="wires io_threads lanes stripes stripe_bytes"
 
 die() { echo "check-nccl-plugin: $*" >&2; exit 2; }
 want() { [[ $steps == *" $1 "* ]]; }

@@ -360,10 +360,6 @@ std::string label_value(const std::string& v) {
   return out;
 }
 
-bool ends_with(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
-
 // The "settings" record: every knob by name (in the table's order) and the layout.
 std::string settings_line(const PluginSettings& p, TimeNs now) {
   nlohmann::ordered_json j = {{"event", "settings"},

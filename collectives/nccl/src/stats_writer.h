@@ -32,13 +32,13 @@
 #include <string>
 #include <vector>
 
+#include "config.h"
 #include "megascale/common/units.h"
 
 namespace megascale::nccl {
 
 struct CommBase;
 class DeviceWire;
-struct PluginConfig;
 
 // One knob as resolved: its name, the value in force as the INFO echo writes it, and "environment" or
 // "default".
