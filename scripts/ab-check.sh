@@ -263,7 +263,8 @@ for tag in samples:
             samples[tag].setdefault(name, []).append(value)
 rows, flagged = [], 0
 width = max(len(n) for n in samples["old"])
-print(f"{'figure':<{width}}  {'old median':>12}  {'new median':>12}  {'new/old':>7}")
+# spread: the runs' range around their median, in percent of it (the noise the ratio is read against).
+print(f"{'figure':<{width}}  {'old median':>10} {'spread':>6}  {'new median':>10} {'spread':>6}  {'new/old':>7}")
 for name, old in samples["old"].items():
     new = samples["new"].get(name)
     if not new:
@@ -274,7 +275,9 @@ for name, old in samples["old"].items():
     ratio = b / a if a > 0 else float("inf")
     flag = abs(ratio - 1) > tolerance
     flagged += flag
-    print(f"{name:<{width}}  {a:>12.4g}  {b:>12.4g}  {ratio:>7.3f}{'  OUTSIDE NOISE' if flag else ''}")
+    spread = [f"{100 * (max(v) - min(v)) / m if m > 0 else 0:.0f}%" for v, m in ((old, a), (new, b))]
+    print(f"{name:<{width}}  {a:>10.4g} {spread[0]:>6}  {b:>10.4g} {spread[1]:>6}  {ratio:>7.3f}"
+          f"{'  OUTSIDE NOISE' if flag else ''}")
     rows.append({"figure": name, "old": old, "new": new, "old_median": a, "new_median": b,
                  "ratio": ratio, "outside_noise": flag})
 with open(os.path.join(out, "bench.json"), "w") as f:
