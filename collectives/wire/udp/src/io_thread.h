@@ -4,10 +4,10 @@
 // (the caller of progress(), or the wire's progress thread) then does only protocol work and the one
 // copy of payload into posted buffers.
 //
-// Why: on one thread, a wire moves ~20 Gbit/s over loopback at best (docs/PERFORMANCE.md): per payload
-// byte the receiver pays the kernel's copy, a CRC pass and the copy into the posted buffer, the sender a
-// CRC pass and the kernel's copy (on loopback, also the receiving half of the kernel's path). With the
-// system calls and the receive CRC on I/O threads, lanes on different sockets proceed in parallel.
+// Why: on one thread, the wire's goodput is bounded by per-byte work: per payload byte the receiver pays the
+// kernel's copy, a CRC pass and the copy into the posted buffer, the sender a CRC pass and the kernel's copy
+// (on loopback, also the receiving half of the kernel's path). With the system calls and the receive CRC on
+// I/O threads, lanes on different sockets proceed in parallel.
 //
 //   IoThread t(index, sockets, config, caller_wake);   // t.start()
 //   if (TxBatch* b = t.tx().producer_slot()) { fill b; t.tx().publish(); t.wake(); }
@@ -80,7 +80,9 @@ class ClaimedSequence {
   // Marks a claimed job finished, and advances done() over every finished job in order.
   void finish(uint64_t job);
   uint64_t done() const { return done_.load(std::memory_order_acquire); }
-  bool unclaimed_below(uint64_t available) const { return claimed_.load(std::memory_order_acquire) < available; }
+  bool unclaimed_below(uint64_t available) const {
+    return claimed_.load(std::memory_order_acquire) < available;
+  }
 
  private:
   // marks_[i % size] == i + 1 once job i is finished: jobs finish out of order when several threads run
