@@ -29,7 +29,12 @@ Connection::~Connection() = default;
 // Posts and close may give the connection something to send (a credit, a segment, a FIN) or move its
 // deadline: the endpoint hears of it (conn_schedule.h). test() changes neither.
 Result<RequestId> Connection::post_send(const void* data, uint64_t size_bytes, int32_t tag) {
-  Result<RequestId> r = core_->post_send(data, size_bytes, tag);
+  Result<SendRequest> request = SendRequest::make(data, size_bytes, tag, core_->virtual_payload());
+  if (!request) return request.error();
+  return post_send(*request);
+}
+Result<RequestId> Connection::post_send(const SendRequest& request) {
+  Result<RequestId> r = core_->post_send(request.data(), request.size_bytes(), request.tag());
   core_->notify_schedule();
   return r;
 }

@@ -2,6 +2,7 @@
 #include "connection_core.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cstdio>
 #include <utility>
 
@@ -117,11 +118,9 @@ Result<RequestId> ConnectionCore::post_send(const void* data, uint64_t size, int
     return make_error(std::string("post_send: connection is ") + std::string(to_string(state_)) +
                       (error_.empty() ? "" : ": " + error_));
   }
-  if (tag < 0) return make_error("post_send: tag must be >= 0, got " + std::to_string(tag));
-  // Virtual payload (a simulation): no bytes exist, only their count, so a null buffer is the norm.
-  if (data == nullptr && size > 0 && !cfg_.virtual_payload) {
-    return make_error("post_send: null buffer for a non-empty message");
-  }
+  // SendRequest::make checked these (virtual payload: no bytes exist, only their count).
+  assert(tag >= 0);
+  assert(data != nullptr || size == 0 || cfg_.virtual_payload);
   if (sends_outstanding_ >= cfg_.max_posted_sends) {
     return make_error("post_send: " + std::to_string(sends_outstanding_) +
                       " sends outstanding (max_posted_sends); test() completed ones first");

@@ -131,6 +131,7 @@ class ConnectionCore {
   ~ConnectionCore();
 
   // --- application side (Connection forwards here) ---
+  // The arguments were checked on the way in (SendRequest::make): only state and limits are errors.
   Result<RequestId> post_send(const void* data, uint64_t size, int32_t tag);
   Result<RequestId> post_recv(void* buf, uint64_t capacity, int32_t tag);
   Completion test(RequestId id);
@@ -138,6 +139,7 @@ class ConnectionCore {
 
   ConnectionState state() const { return state_; }
   const std::string& error() const { return error_; }
+  bool virtual_payload() const { return cfg_.virtual_payload; }
   const CloseReport& close_report() const { return close_report_; }
   ConnId id() const { return id_; }
   uint64_t remote_id() const { return remote_id_; }

@@ -325,7 +325,9 @@ NetResult isend(void* send_comm, void* data, size_t size, int tag, void* mhandle
   }
   *request = nullptr;
   if (comm->failed != abi::kNetSuccess) return comm->failed;
-  if (tag < 0 || (data == nullptr && size > 0)) {
+  // Checked once, here: the wire and the engine take the checked request as it is.
+  Result<engine::SendRequest> send = engine::SendRequest::make(data, size, tag);
+  if (!send) {
     MS_WARN("isend: bad arguments (data %p, size %zu, tag %d)", data, size, tag);
     return abi::kNetInvalidArgument;
   }
@@ -355,7 +357,8 @@ NetResult isend(void* send_comm, void* data, size_t size, int tag, void* mhandle
     return abi::kNetSuccess;
   }
   r->posted_ns = now;
-  const char* src = copy ? *shadow : static_cast<const char*>(data);
+  // A copied send is read from its shadow: the same bytes, once they are there.
+  const engine::SendRequest message = copy ? send->read_from(*shadow) : *send;
   if (copy) {
     r->stage = Request::kToHost;  // each part's bytes go to the shadow first; the wire reads them there
   } else if (!comm->staged.empty()) {
@@ -366,7 +369,7 @@ NetResult isend(void* send_comm, void* data, size_t size, int tag, void* mhandle
   for (uint32_t i = 0; i < k; ++i) {
     const auto [off, len] = comm->part(i, size);
     if (len > 0) r->needed_mask |= uint64_t{1} << i;
-    r->tickets[i].set_send(comm->stripes[i].conn, src + off, len, tag);
+    r->tickets[i].set_send(comm->stripes[i].conn, message.part(off, len));
     r->part_mark[i] = 0;
     if (copy && len > 0) {
       Status s = comm->copier->to_host(*shadow + off, static_cast<const char*>(data) + off, len);

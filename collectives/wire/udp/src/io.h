@@ -1,6 +1,6 @@
-// The UDP wire's I/O state: socket pool, epoll set, peer table, batching buffers, fault injector.
-// Shared by udp.cpp (the progress round) and udp_api.cpp (threads, waits, convenience calls).
-// Internal to collectives/wire/udp.
+// The UDP wire's I/O state: socket pool, epoll set, peer table, batching buffers, fault injector, the
+// I/O threads and the fences between them and the engine's thread. Owned by the ProgressLoop
+// (progress_loop.h) and guarded by its lock; opened by open_io(). Internal to collectives/wire/udp.
 #pragma once
 
 #include <sys/epoll.h>
@@ -9,11 +9,13 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
 
 #include "io_thread.h"
+#include "megascale/common/result.h"
 #include "megascale/engine/endpoint.h"
 #include "megascale/wire/fault.h"
 #include "megascale/wire/udp.h"
@@ -24,7 +26,7 @@
 #include "sender.h"
 #include "socket.h"
 
-namespace megascale::wire {
+namespace megascale::wire::detail {
 
 // epoll data for the wake-up eventfd (sockets use their pool index).
 inline constexpr uint32_t kWakeToken = UINT32_MAX;
@@ -33,7 +35,7 @@ inline constexpr uint32_t kWakeToken = UINT32_MAX;
 inline constexpr int kRxRoundsPerSocket = 4;
 inline constexpr int kTxRoundsPerProgress = 8;
 // Without I/O threads: streaming rounds that read only the home socket before epoll is asked about the
-// rest of the pool (receive_locked).
+// rest of the pool (ProgressLoop::receive).
 inline constexpr uint32_t kEpollEveryRounds = 16;
 // Batches in each direction between the engine's thread and one I/O thread.
 inline constexpr size_t kIoThreadSlots = 8;
@@ -103,11 +105,12 @@ class RequestMarks {
 // after it, so that the receive is reported once its own copies are done (copy fence), not every copy
 // queued by then.
 struct ThreadCopier final : engine::PayloadCopier {
-  detail::CopyQueue* queue = nullptr;
+  CopyQueue* queue = nullptr;
   size_t thread = 0;
   RequestMarks* marks = nullptr;
 
-  void copy(uint8_t* dst, const uint8_t* src, size_t n, engine::ConnId conn, engine::RequestId request) override {
+  void copy(uint8_t* dst, const uint8_t* src, size_t n, engine::ConnId conn,
+            engine::RequestId request) override {
     if (n < kInlineCopyBytes || queue == nullptr || !queue->push(dst, src, n)) {
       std::memcpy(dst, src, n);
       return;
@@ -116,15 +119,35 @@ struct ThreadCopier final : engine::PayloadCopier {
   }
 };
 
-// Where receive_from_threads_locked stands in one thread's batches.
+// Where ProgressLoop::receive_from_threads stands in one thread's batches.
 struct RxCursor {
   uint32_t batch = 0;                 // index among the batches taken this round
   int message = 0;                    // next message of that batch
   const uint8_t* verified = nullptr;  // next datagram's CRC verdict in that batch
 };
 
-struct UdpWire::Io {
-  Io(const UdpConfig& config)
+// The fences: how far each I/O thread must get before the caller may have a request's buffer back.
+//  - kTx: a packet's payload (an application buffer) is read by an I/O thread after the engine call
+//    that released it, so before the caller learns that a send finished, failed or was closed (and may
+//    free its buffer), every TX batch holding one of its packets must be sent (later batches cannot
+//    hold them: the engine sends nothing more of a finished request or a closed connection). test()
+//    and wait() use the send's own batches (Io::tx_marks); close() every batch published.
+//  - kCopies: in threaded mode a round hands payload copies to the I/O threads and does not wait for
+//    them, so a receive the engine reports done may still be copying: its copies must be done (test()
+//    and wait(): its own, Io::copy_marks; close(): every copy pushed so far).
+enum class Fence : uint8_t { kTx, kCopies };
+
+// A finished request held back, without blocking its caller, until its fence has passed: a send until
+// the I/O threads have sent the batches holding its packets (its payload is no longer read), a receive
+// until they have made its payload copies (its payload is all in place).
+struct Held {
+  Fence kind = Fence::kTx;      // kTx for a send, kCopies for a receive
+  std::vector<uint64_t> fence;  // per I/O thread: TX batches released, or copies done
+  engine::Completion completion;
+};
+
+struct Io {
+  explicit Io(const UdpConfig& config)
       : paths(1),
         peers(config.max_peers),
         sender(config.batch),
@@ -136,8 +159,8 @@ struct UdpWire::Io {
     // reads its siblings (IoThread::set_siblings).
     for (const auto& t : threads) t->stop();
     threads.clear();
-    for (detail::UdpSocket& s : sockets) detail::close_udp_socket(s);
-    for (detail::UdpSocket& s : rx_group) detail::close_udp_socket(s);
+    for (UdpSocket& s : sockets) close_udp_socket(s);
+    for (UdpSocket& s : rx_group) close_udp_socket(s);
     if (epfd >= 0) ::close(epfd);
     if (wakefd >= 0) ::close(wakefd);
   }
@@ -145,55 +168,47 @@ struct UdpWire::Io {
   Io& operator=(const Io&) = delete;
 
   int family = 0;
-  std::vector<detail::UdpSocket> sockets;
+  std::vector<UdpSocket> sockets;
   // With I/O threads (> 1): members 1.. of socket 0's SO_REUSEPORT receive group (member 0 is
   // sockets[0]), thread t receiving on member t; and the claim on their port (socket.h).
-  std::vector<detail::UdpSocket> rx_group;
-  detail::PortClaim port_claim;
-  detail::PathMap paths;  // path id -> index into sockets
+  std::vector<UdpSocket> rx_group;
+  PortClaim port_claim;
+  PathMap paths;  // path id -> index into sockets
   TimeNs last_sweep_ns = 0;
-  detail::PeerTable peers;
-  detail::UdpSender sender;
-  detail::UdpReceiver receiver;
-  detail::RxClock rx_clock;  // kernel receive timestamps -> CLOCK_MONOTONIC
+  PeerTable peers;
+  UdpSender sender;
+  UdpReceiver receiver;
+  RxClock rx_clock;  // kernel receive timestamps -> CLOCK_MONOTONIC
   std::optional<FaultInjector> fault;
   // UdpConfig::io_threads > 0: the threads that own the sockets' system calls (socket i: thread
   // i % threads.size()), and where they wake this side.
-  std::vector<std::unique_ptr<detail::IoThread>> threads;
-  detail::CallerWake caller_wake;
-  std::vector<detail::TxBatch*> tx_open;  // transmit_to_threads_locked: the batch being filled per thread
+  std::vector<std::unique_ptr<IoThread>> threads;
+  CallerWake caller_wake;
+  std::vector<TxBatch*> tx_open;  // ProgressLoop::transmit_to_threads: the batch being filled per thread
   // Per send whose payload went into TX batches: the batches each I/O thread must release before
-  // nothing reads its buffer (transmit_to_threads_locked), so its fence does not wait for the later
+  // nothing reads its buffer (ProgressLoop::transmit_to_threads), so its fence does not wait for the later
   // messages queued behind it.
   RequestMarks tx_marks;
   // Per receive with payload copies queued on I/O threads: the queue position its last copy on each
   // thread must reach (ThreadCopier), so it does not wait for the copies queued after its own.
   RequestMarks copy_marks;
-  // test(): finished requests held back, by (connection, request), without blocking the caller until
-  // their fence (request_fence_locked) has passed: a send until the I/O threads have sent the batches
-  // holding its packets (its payload is no longer read), a receive until they have made its payload
-  // copies (its payload is all in place).
-  struct Held {
-    Fence kind = Fence::kTx;      // kTx for a send, kCopies for a receive
-    std::vector<uint64_t> fence;  // per I/O thread: TX batches released, or copies done
-    engine::Completion completion;
-  };
+  // Finished requests held back for their fence, by (connection, request).
   std::map<std::pair<engine::ConnId, engine::RequestId>, Held> held;
   ThreadCopier copier;
   // Threaded mode: receive batches delivered and waiting for their payload copies, per I/O thread (the
-  // oldest of its ring's published slots); given back once done (release_copied_locked).
+  // oldest of its ring's published slots); given back once done (ProgressLoop::release_copied).
   std::vector<uint32_t> rx_delivered;
-  std::vector<uint32_t> rx_taken;  // receive_from_threads_locked: batches taken per thread this round
+  std::vector<uint32_t> rx_taken;  // receive_from_threads: batches taken per thread this round
   std::vector<RxCursor> rx_cursor;
   std::vector<engine::TxPacket> tx;  // one batch from poll_tx
-  std::vector<detail::TxItem> items;
+  std::vector<TxItem> items;
   std::vector<epoll_event> events = std::vector<epoll_event>(64);
   int epfd = -1;
   int wakefd = -1;
   bool gso = false;             // in use now (cleared if the kernel refuses a GSO send)
   TimeNs last_io_ns = 0;        // when a round last received or sent a datagram, or requests became pending
-  bool home_streaming = false;  // receive_locked: the last round read datagrams from socket 0
-  uint32_t rounds_since_epoll = 0;  // receive_locked: rounds that read socket 0 without epoll
+  bool home_streaming = false;  // receive(): the last round read datagrams from socket 0
+  uint32_t rounds_since_epoll = 0;  // receive(): rounds that read socket 0 without epoll
 
   // Counters the wire keeps itself (the sender and receiver keep theirs).
   uint64_t datagrams_received = 0;
@@ -202,8 +217,8 @@ struct UdpWire::Io {
   uint64_t rx_timestamped = 0;
   uint64_t rx_timestamps_rejected = 0;
   uint64_t recv_errors = 0;
-  uint64_t port_unreachable = 0;  // ICMP port unreachable for a known peer, reported to the engine
-  std::vector<detail::SockAddr> unreachable;  // closed ports read from the sockets, not yet reported
+  uint64_t port_unreachable = 0;      // ICMP port unreachable for a known peer, reported to the engine
+  std::vector<SockAddr> unreachable;  // closed ports read from the sockets, not yet reported
   uint64_t peer_table_full = 0;
   uint64_t tx_bad_peer = 0;  // engine packets for a peer id the table does not have
   uint64_t tx_rerouted = 0;  // packets sent by another I/O thread than their socket's (stalled) one
@@ -212,4 +227,15 @@ struct UdpWire::Io {
   uint64_t sleeps = 0;
 };
 
-}  // namespace megascale::wire
+// The configuration in effect for `given`: a fresh engine seed (unless fixed_seed), the software-path
+// floors raised onto the engine's congestion settings, and pending_poll_ns at least idle_poll_ns.
+UdpConfig with_software_floors(UdpConfig given);
+
+// Opens the sockets (and receive group, epoll set, eventfd, I/O threads) that `config` asks for, and
+// fills `caps` with what the kernel granted. `config` is the one in effect (software floors applied).
+Result<std::unique_ptr<Io>> open_io(const UdpConfig& config, UdpCapabilities& caps);
+
+// The wire's counters: its own, its sender's and receiver's, and every I/O thread's.
+UdpWireStats collect_stats(const Io& io);
+
+}  // namespace megascale::wire::detail

@@ -80,7 +80,9 @@ class ClaimedSequence {
   // Marks a claimed job finished, and advances done() over every finished job in order.
   void finish(uint64_t job);
   uint64_t done() const { return done_.load(std::memory_order_acquire); }
-  bool unclaimed_below(uint64_t available) const { return claimed_.load(std::memory_order_acquire) < available; }
+  bool unclaimed_below(uint64_t available) const {
+    return claimed_.load(std::memory_order_acquire) < available;
+  }
 
  private:
   // marks_[i % size] == i + 1 once job i is finished: jobs finish out of order when several threads run

@@ -29,6 +29,7 @@
 
 #include "megascale/common/result.h"
 #include "megascale/common/units.h"
+#include "megascale/engine/request.h"
 #include "megascale/engine/stats.h"
 
 namespace megascale::engine {
@@ -86,6 +87,9 @@ class Connection {
   // unchanged until the send completes (segments are read from it, also for retransmission).
   // Errors: connection closing/closed/failed, negative tag, too many sends outstanding.
   Result<RequestId> post_send(const void* data, uint64_t size_bytes, int32_t tag);
+  // The same with arguments checked already (SendRequest::make): errors are the connection's state and
+  // its limits.
+  Result<RequestId> post_send(const SendRequest& request);
 
   // Posts a receive buffer of `capacity_bytes` for a message with `tag` (-1 = any tag). `buf` must stay
   // valid until the receive completes; payload is written straight into it, in any order.

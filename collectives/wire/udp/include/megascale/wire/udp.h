@@ -21,6 +21,10 @@
 //   auto req = (*wire)->post_send(*conn, data, size, /*tag=*/0);
 //   engine::Completion c = (*wire)->wait(*conn, *req, sec(10));
 //
+// Inside (src/): UdpWire is the public face; the progress loop (progress_loop.h) owns the engine, the
+// I/O state and the one lock that guards them, runs the rounds and the thread; the ticket queue
+// (tickets.h) carries submitted tickets into the engine and their completions back.
+//
 // Sending: each engine TxPacket goes out as the iovec pair [header, payload] (payload read straight
 // from the application's buffer, no copy in user space), many per sendmmsg; a run of equal-size
 // packets to one peer on one socket becomes one UDP GSO message when the kernel supports UDP_SEGMENT.
@@ -43,40 +47,6 @@
 // the port peers connect to. Receiving, every source address gets a peer id of its own in the peer
 // table; the engine demultiplexes by connection id, so the lanes of one remote connection may arrive
 // under several peer ids while replies go to the address the connection was opened with.
-//
-// API change log:
-//   - (tickets) submit(Ticket&): a send or receive posted without the wire's lock, for a caller that
-//     polls and must not wait out a progress round (NCCL's proxy thread); the progress thread posts it
-//     at its next round and publishes its completion in the ticket (Ticket::done()), after the same
-//     fences test() applies. close(conn) forgets the connection's tickets. finished_epoch(), which let
-//     such a caller skip locked test() calls while nothing had finished, is gone, and requests_held(),
-//     which no polling caller reads any more, takes the lock instead of reading a published count.
-//   - (stalled TX takeover) wait() no longer blocks past its timeout on a finished request's fence: if
-//     an I/O thread still holds the request's packets or copies at the deadline, the request goes back
-//     to the held set for a later test() or wait() and the wait times out. UdpWireStats::tx_stolen.
-//   - (late acks) endpoint_stats(): the engine endpoint's counters, copied under the wire's lock (the NCCL
-//     plugin watches segments_received and duplicates_dropped for late ACKs).
-//   - (precise fences) a finished send waits only for the TX batches that hold its own packets
-//     (engine::TxPacket::request), a finished receive only for its own payload copies
-//     (engine::PayloadCopier::copy names the receive), not for everything queued when it finished.
-//   - (copy fence) threaded mode: a round no longer waits for the I/O threads' payload copies; test()
-//     holds a finished receive back until they are done (as it holds sends for the TX fence), wait()
-//     and close() wait for them. sends_held() is now requests_held() (sends or receives held back).
-//   - (rx group) with io_threads > 1 the port peers send to is an SO_REUSEPORT group of one socket per
-//     I/O thread, members picked by lane (UdpCapabilities::rx_group, rx_spread); before, one socket
-//     and one thread received every lane.
-//   - (io threads) UdpConfig::io_threads: socket system calls and receive CRC checks on threads of
-//     the wire's own; UdpWireStats::io_thread_sleeps.
-//   - (ports) UdpConfig::source_ports: explicit source ports for the pool; lane i leaves from socket i
-//     (was: the least-loaded socket when its path id was first seen).
-//   - (engine2) UdpConfig::pacer_burst_floor_bytes (64 KiB) and min_rto_floor_ns (1 ms): software-path
-//     floors raised onto engine.cc.pacer.burst_bytes and engine.cc.rto.min_rto_ns at create();
-//     config() returns the configuration in effect (was: as given).
-//   - (engine2) UdpConfig::rx_timestamps (default on), UdpCapabilities::rx_timestamps,
-//     UdpWireStats::rx_timestamped / rx_timestamps_rejected: kernel receive timestamps go to the
-//     engine as arrival times. progress(now) expects `now` on CLOCK_MONOTONIC (UdpWire::now()).
-//   - (engine2) the wire no longer rewrites the peer id of packets for known connections (the engine
-//     demultiplexes by connection id); kHomePathId packets always leave from socket 0.
 #pragma once
 
 #include <atomic>
@@ -96,12 +66,13 @@
 #include "megascale/engine/config.h"
 #include "megascale/engine/connection.h"
 #include "megascale/engine/endpoint.h"
+#include "megascale/engine/request.h"
 #include "megascale/wire/fault.h"
 
 namespace megascale::wire {
 namespace detail {
-struct SockAddr;
-struct RxMessage;
+class ProgressLoop;  // the rounds, the thread, the waits and the fences (src/progress_loop.h)
+class TicketQueue;   // submitted tickets on their way to the engine (src/tickets.h)
 }  // namespace detail
 
 // A seed no other process draws: getrandom(2) mixed with the pid and the clock (either alone
@@ -144,7 +115,7 @@ struct UdpConfig {
   // polling this long after the last packet or post instead. A receive waiting for a peer's message
   // then finds the threads awake when it comes (small messages: each wake-up would be on the critical
   // path); with nothing outstanding (between collectives, during compute) the threads sleep after
-  // idle_poll_ns as before. 0..10 s; never shorter than idle_poll_ns (at most that turns it off).
+  // idle_poll_ns. 0..10 s; never shorter than idle_poll_ns (at most that turns it off).
   TimeNs pending_poll_ns = 1 * kNsPerMs;
   // I/O threads: 0 = the thread that drives progress() makes every system call itself (lowest latency:
   // no hand-over between threads). N > 0 = N threads of the wire's own take the sockets (socket i:
@@ -172,7 +143,7 @@ struct UdpConfig {
 
   // Software-path floors, applied to engine.cc when the wire is created (config() shows the result).
   // The congestion presets' pacer burst and RTO floor are fabric values (a NIC paces per packet and
-  // answers in microseconds); a software wire needs more, measured in collectives/wire/README.md:
+  // answers in microseconds); a software wire needs more (collectives/wire/README.md):
   //  - The engine's clock stands still within a progress round, so a lane releases at most one pacer
   //    burst per round: with 16 KiB (two 8 KiB segments) a lane is capped at burst / round time, a few
   //    Gbit/s. One GSO message (64 KiB) per lane per round lifts the cap. 0 = no floor.
@@ -299,10 +270,10 @@ class UdpWire {
   // CLOCK_MONOTONIC in ns: the transport's clock (the engine and congestion control never read one).
   static TimeNs now();
 
-  const UdpCapabilities& capabilities() const { return caps_; }
-  uint16_t local_port() const { return caps_.ports.empty() ? 0 : caps_.ports[0]; }
+  const UdpCapabilities& capabilities() const;
+  uint16_t local_port() const;
   // The configuration in effect: as given to create(), with the software-path floors applied.
-  const UdpConfig& config() const { return config_; }
+  const UdpConfig& config() const;
 
   // ---- Caller-driven mode: call from the one thread that owns the wire. ----
 
@@ -320,7 +291,7 @@ class UdpWire {
   // Returns at once when until <= now().
   void wait_for_io(TimeNs until);
   // The engine, for a caller that drives progress itself and posts on the same thread (no locking).
-  engine::Endpoint& endpoint() { return *endpoint_; }
+  engine::Endpoint& endpoint();
 
   // ---- Threaded mode. ----
 
@@ -330,7 +301,7 @@ class UdpWire {
   // and wait*() calls then drive progress themselves. Call start()/stop() from the thread that owns
   // the wire.
   void stop();
-  bool running() const { return threaded_.load(); }
+  bool running() const;
   // The first socket error the progress thread hit (it stops on one); empty while fine.
   std::string thread_error() const;
 
@@ -345,8 +316,11 @@ class UdpWire {
   Result<engine::ConnId> connect(std::string_view host, uint16_t port);
   Result<engine::ConnId> connect(uint32_t peer);
   std::optional<engine::ConnId> accept();
+  // Errors name the problem: an unknown connection, bad arguments (SendRequest::make's messages), the
+  // connection's state or limits.
   Result<engine::RequestId> post_send(engine::ConnId conn, const void* data, uint64_t size_bytes,
                                       int32_t tag);
+  Result<engine::RequestId> post_send(engine::ConnId conn, const engine::SendRequest& request);
   Result<engine::RequestId> post_recv(engine::ConnId conn, void* buf, uint64_t capacity_bytes, int32_t tag);
   engine::Completion test(engine::ConnId conn, engine::RequestId req);
   void close(engine::ConnId conn, bool release = false);
@@ -368,7 +342,11 @@ class UdpWire {
     Ticket() = default;
     Ticket(const Ticket&) = delete;
     Ticket& operator=(const Ticket&) = delete;
-    // Sets the request up for submit() (and clears what a previous use left).
+    // Sets the request up for submit() (and clears what a previous use left). A send whose arguments
+    // were checked (engine::SendRequest::make), or a send or receive checked here: with bad arguments
+    // (a negative tag, -1 allowed for a receive; a null buffer with room for bytes) the ticket finishes
+    // at submit(), not ok, with "post_send: bad arguments (...)" or "post_recv: ...".
+    void set_send(engine::ConnId conn, const engine::SendRequest& request);
     void set_send(engine::ConnId conn, const void* data, uint64_t size_bytes, int32_t tag);
     void set_recv(engine::ConnId conn, void* buf, uint64_t capacity_bytes, int32_t tag);
     bool done() const { return done_.load(std::memory_order_acquire); }
@@ -376,13 +354,16 @@ class UdpWire {
     const engine::Completion& completion() const { return completion_; }
 
    private:
-    friend class UdpWire;
-    void set(bool send, engine::ConnId conn, void* data, uint64_t size_bytes, int32_t tag);
+    friend class detail::TicketQueue;
+    void reset(bool send, engine::ConnId conn);
+    void refuse(const char* what, const void* buf, uint64_t size_bytes, int32_t tag);
     engine::ConnId conn_ = 0;
     bool send_ = false;
-    void* data_ = nullptr;
-    uint64_t size_ = 0;
-    int32_t tag_ = 0;
+    bool refused_ = false;         // bad arguments: completion_ holds the error; submit() finishes it
+    engine::SendRequest request_;  // a send's message (checked)
+    void* buf_ = nullptr;          // a receive's buffer, capacity and tag (checked)
+    uint64_t capacity_ = 0;
+    int32_t recv_tag_ = 0;
     engine::RequestId id_ = 0;  // the engine's, once posted
     engine::Completion completion_;
     std::atomic<bool> done_{false};
@@ -408,12 +389,8 @@ class UdpWire {
   // `fn` must not call back into the wire (the lock is not recursive).
   template <class Fn>
   auto with_endpoint(Fn&& fn) {
-    std::unique_lock<WireMutex> lock(mu_);
-    struct Wake {
-      UdpWire* w;
-      ~Wake() { w->wake_locked(); }
-    } wake{this};
-    return fn(*endpoint_);
+    EndpointAccess access(*loop_);
+    return fn(access.endpoint());
   }
 
   UdpWireStats stats() const;
@@ -431,123 +408,22 @@ class UdpWire {
   bool requests_held() const;
 
  private:
-  struct Io;  // sockets, batching and buffers (src/io.h)
-
-  // A mutex that knows how many threads wait for it, so the progress thread, which would otherwise
-  // take it back at once (mutexes are not fair), can step aside for a post or a waiter.
-  class WireMutex {
+  // with_endpoint(): holds the loop's lock, and wakes the loop when it lets go.
+  class EndpointAccess {
    public:
-    void lock() {
-      waiting_.fetch_add(1, std::memory_order_relaxed);
-      m_.lock();
-      waiting_.fetch_sub(1, std::memory_order_relaxed);
-    }
-    void unlock() { m_.unlock(); }
-    bool try_lock() { return m_.try_lock(); }
-    int waiting() const { return waiting_.load(std::memory_order_relaxed); }
+    explicit EndpointAccess(detail::ProgressLoop& loop);
+    ~EndpointAccess();
+    EndpointAccess(const EndpointAccess&) = delete;
+    EndpointAccess& operator=(const EndpointAccess&) = delete;
+    engine::Endpoint& endpoint() const;
 
    private:
-    std::mutex m_;
-    std::atomic<int> waiting_{0};
+    detail::ProgressLoop& loop_;
   };
 
-  UdpWire(const UdpConfig& config, std::unique_ptr<engine::Endpoint> endpoint, std::unique_ptr<Io> io);
-  // overlap_copies: threaded mode's rounds, which hand payload copies to the I/O threads and go on
-  // without waiting for them (receive_from_threads_locked).
-  Status progress_locked(TimeNs now, bool read_clock, bool overlap_copies);
-  void receive_locked(TimeNs now, bool read_clock, bool overlap_copies);
-  bool read_socket_locked(TimeNs& now, bool read_clock, int fd);  // true if it got datagrams
-  void receive_from_threads_locked(TimeNs now, bool read_clock, bool overlap_copies);
-  // Gives back to the I/O threads the receive batches whose payload copies are done.
-  void release_copied_locked();
-  // Whether receive batches wait for payload copies (the progress thread then does not sleep).
-  bool copies_pending_locked() const;
-  // One received message (a datagram or a GRO aggregate). `verified`, if not null, has a flag per
-  // datagram (1: an I/O thread found its CRCs good) and is advanced past this message's.
-  void deliver_message_locked(TimeNs now, const detail::RxMessage& m, const uint8_t*& verified);
-  void deliver_locked(TimeNs now, uint32_t peer, uint8_t* data, size_t len, bool ce, TimeNs rx_ns,
-                      bool verified);
-  void transmit_locked(TimeNs now, bool read_clock);
-  // Hands the closed ports read from the sockets (here or by the I/O threads) to the engine.
-  void report_port_errors_locked(TimeNs now);
-  void transmit_to_threads_locked(TimeNs now, bool read_clock);
-  uint32_t socket_for(const engine::TxPacket& p, TimeNs now);  // pool index a packet leaves from
-  TimeNs next_deadline_locked() const;
-  // Whether the application has requests outstanding, for the threads' polling (pending_poll_ns).
-  void publish_pending_locked(TimeNs now);
-  void wake_locked();
-  uint64_t completion_signature_locked(engine::ConnId conn) const;
-  // The fences: how far each I/O thread must get before the caller may have a request's buffer back.
-  //  - kTx: a packet's payload (an application buffer) is read by an I/O thread after the engine call
-  //    that released it, so before the caller learns that a send finished, failed or was closed (and
-  //    may free its buffer), every TX batch holding one of its packets must be sent (later batches
-  //    cannot hold them: the engine sends nothing more of a finished request or a closed connection).
-  //    test() and wait() use the send's own batches (request_fence_locked); close() every batch
-  //    published.
-  //  - kCopies: in threaded mode a round hands payload copies to the I/O threads and does not wait for
-  //    them, so a receive the engine reports done may still be copying: its copies must be done (test()
-  //    and wait(): its own, request_fence_locked; close(): every copy pushed so far).
-  // fence_locked() notes each thread's count under the lock; wait_fence() waits for them without it
-  // (helping with copies). test() does not wait: it holds a finished request back until
-  // fence_passed() (Io::held).
-  enum class Fence : uint8_t { kTx, kCopies };
-  std::vector<uint64_t> fence_locked(Fence kind) const;
-  bool fence_passed(Fence kind, const std::vector<uint64_t>& fence) const;
-  // Waits without the lock until the fence passes (true) or `deadline` (UdpWire::now()) comes (false).
-  bool wait_fence(Fence kind, const std::vector<uint64_t>& fence, TimeNs deadline = kNever);
-  // The fence a finished request waits for, taken out of its table: a send's TX batches that hold its
-  // packets (Io::tx_marks), a receive's own payload copies (Io::copy_marks), rather than every batch
-  // published or copy queued so far. Empty if none went to a thread.
-  std::vector<uint64_t> request_fence_locked(engine::ConnId conn, engine::RequestId req,
-                                             const engine::Completion& result);
-  // Holds a finished request back (Io::held) while its fence has not passed: `result` then reads not
-  // done.
-  void hold_locked(engine::ConnId conn, engine::RequestId req, engine::Completion& result);
-  // test() under the lock: a held request once its fence passed, else the engine's answer, held back
-  // while its own fence has not passed.
-  engine::Completion test_locked(engine::ConnId conn, engine::RequestId req);
-  // Tickets (submit()): posts the ones submitted since the last round (start of a round), and finishes
-  // the posted ones the engine finished and whose fences passed (end of a round).
-  void post_tickets_locked();
-  void finish_tickets_locked();
-  void forget_tickets_locked(engine::ConnId conn);
-  static void finish_ticket(Ticket& t, engine::Completion c);
-  std::string peer_suffix_locked(engine::ConnId conn) const;
-  void thread_main();
-  // Waits until pred() holds (under the lock) or `timeout_ns` passes; true if it holds.
-  // `signature()` summarises what pred() looks at (completion counters, a state); the progress thread
-  // wakes a waiter only when its signature changed, so waiting costs the progress thread nothing else.
-  template <class Pred, class Signature>
-  bool wait_until(std::unique_lock<WireMutex>& lock, TimeNs timeout_ns, Pred pred, Signature signature);
-  struct Waiter {
-    std::function<uint64_t()> signature;
-    uint64_t last = 0;
-  };
+  explicit UdpWire(std::unique_ptr<detail::ProgressLoop> loop);
 
-  UdpConfig config_;
-  UdpCapabilities caps_;
-  std::unique_ptr<engine::Endpoint> endpoint_;
-  std::unique_ptr<Io> io_;
-
-  mutable WireMutex mu_;                    // guards the endpoint, the I/O state and the stats
-  std::condition_variable_any progressed_;  // signalled when a waiter's signature changed
-  std::vector<Waiter*> waiters_;            // threads waiting on progressed_
-  std::thread thread_;
-  std::atomic<bool> threaded_{false};  // a progress thread was started and not yet stopped
-  std::atomic<bool> stop_{false};
-  std::atomic<bool> sleeping_{false};  // the progress thread is in (or about to enter) epoll_wait
-  std::string thread_error_;
-  bool more_tx_ = false;  // the last round filled a whole batch: go again without sleeping
-
-  // Tickets: submitted_ under submit_mu_ (never held across a round), the rest under mu_.
-  std::mutex submit_mu_;
-  std::vector<Ticket*> submitted_;
-  std::atomic<bool> has_submitted_{false};  // submitted_ is not empty (read before the thread sleeps)
-  std::vector<Ticket*> queued_;             // submitted, not yet accepted by the engine (in order)
-  std::vector<Ticket*> posted_;             // accepted, not finished
-  uint64_t tickets_epoch_ = ~uint64_t{0};   // the engine's finished count when posted_ was looked through
-  bool tickets_fenced_ = false;             // a finished ticket waits for its fence: look every round
-  bool tickets_finished_ = false;           // the last round finished a ticket (a limit may have eased)
+  std::unique_ptr<detail::ProgressLoop> loop_;
 };
 
 }  // namespace megascale::wire
