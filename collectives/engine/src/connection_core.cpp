@@ -71,8 +71,9 @@ ConnectionCore::~ConnectionCore() = default;
 
 Result<RequestId> ConnectionCore::post_send(const void* data, uint64_t size, int32_t tag) {
   if (state_ != ConnectionState::kConnecting && state_ != ConnectionState::kEstablished) {
-    return make_error(std::string("post_send: connection is ") + std::string(to_string(state_)) +
-                      (error_.empty() ? "" : ": " + error_));
+    return make_error(closed_code(), std::string("post_send: connection is ") +
+                                         std::string(to_string(state_)) +
+                                         (error_.empty() ? "" : ": " + error_));
   }
   if (tag < 0) return make_error("post_send: tag must be >= 0, got " + std::to_string(tag));
   // Virtual payload (a simulation): no bytes exist, only their count, so a null buffer is the norm.
@@ -80,8 +81,9 @@ Result<RequestId> ConnectionCore::post_send(const void* data, uint64_t size, int
     return make_error("post_send: null buffer for a non-empty message");
   }
   if (sends_outstanding_ >= cfg_.max_posted_sends) {
-    return make_error("post_send: " + std::to_string(sends_outstanding_) +
-                      " sends outstanding (max_posted_sends); test() completed ones first");
+    return make_error(ErrorCode::kInvalidUsage,
+                      "post_send: " + std::to_string(sends_outstanding_) +
+                          " sends outstanding (max_posted_sends); test() completed ones first");
   }
   const uint32_t idx = reqs_.alloc();
   Request& r = reqs_[idx];
@@ -99,20 +101,23 @@ Result<RequestId> ConnectionCore::post_send(const void* data, uint64_t size, int
 
 Result<RequestId> ConnectionCore::post_recv(void* buf, uint64_t capacity, int32_t tag) {
   if (state_ != ConnectionState::kConnecting && state_ != ConnectionState::kEstablished) {
-    return make_error(std::string("post_recv: connection is ") + std::string(to_string(state_)) +
-                      (error_.empty() ? "" : ": " + error_));
+    return make_error(closed_code(), std::string("post_recv: connection is ") +
+                                         std::string(to_string(state_)) +
+                                         (error_.empty() ? "" : ": " + error_));
   }
   if (tag < -1) return make_error("post_recv: tag must be >= -1 (-1 = any), got " + std::to_string(tag));
   if (buf == nullptr && capacity > 0 && !cfg_.virtual_payload) {
     return make_error("post_recv: null buffer with a non-zero capacity");
   }
   if (recvs_outstanding_ >= cfg_.max_posted_recvs) {
-    return make_error("post_recv: " + std::to_string(recvs_outstanding_) +
-                      " receives outstanding (max_posted_recvs); test() completed ones first");
+    return make_error(ErrorCode::kInvalidUsage,
+                      "post_recv: " + std::to_string(recvs_outstanding_) +
+                          " receives outstanding (max_posted_recvs); test() completed ones first");
   }
   if (!recv_.slot_free()) {
-    return make_error("post_recv: receive slot ring full: the receive posted " +
-                      std::to_string(recv_.slots()) + " receives ago has not completed");
+    return make_error(ErrorCode::kInvalidUsage, "post_recv: receive slot ring full: the receive posted " +
+                                                    std::to_string(recv_.slots()) +
+                                                    " receives ago has not completed");
   }
   const uint32_t idx = reqs_.alloc();
   Request& r = reqs_[idx];
@@ -130,7 +135,12 @@ Result<RequestId> ConnectionCore::post_recv(void* buf, uint64_t capacity, int32_
 Completion ConnectionCore::test(RequestId id) {
   const uint32_t idx = reqs_.find(id);
   if (idx == kNoRequest) {
-    return Completion{.done = true, .ok = false, .bytes = 0, .tag = 0, .error = "unknown request"};
+    return Completion{.done = true,
+                      .ok = false,
+                      .bytes = 0,
+                      .tag = 0,
+                      .error = "unknown request",
+                      .code = ErrorCode::kInvalidUsage};
   }
   Request& r = reqs_[idx];
   if (!r.done) return Completion{};
@@ -142,7 +152,8 @@ Completion ConnectionCore::test(RequestId id) {
                .send = r.is_send,
                .first_ns = r.first_ns,
                .last_ns = r.last_ns,
-               .done_ns = r.done_ns};
+               .done_ns = r.done_ns,
+               .code = r.code};
   if (r.is_send) {
     --sends_outstanding_;
   } else {
@@ -153,13 +164,13 @@ Completion ConnectionCore::test(RequestId id) {
 }
 
 void ConnectionCore::fail_pending(const std::string& send_error, const std::string& recv_error,
-                                  uint32_t* sends_failed, uint32_t* recvs_failed) {
+                                  ErrorCode code, uint32_t* sends_failed, uint32_t* recvs_failed) {
   uint32_t ns = 0;
   uint32_t nr = 0;
   for (uint32_t i = 0; i < reqs_.size(); ++i) {
     Request& r = reqs_[i];
     if (!r.in_use || r.done) continue;
-    reqs_.complete(i, false, 0, r.tag, r.is_send ? send_error : recv_error);
+    reqs_.complete(i, false, 0, r.tag, r.is_send ? send_error : recv_error, code);
     if (!r.is_send) recv_.release_slot(i);
     ++(r.is_send ? ns : nr);
   }
@@ -168,10 +179,11 @@ void ConnectionCore::fail_pending(const std::string& send_error, const std::stri
   if (recvs_failed != nullptr) *recvs_failed = nr;
 }
 
-void ConnectionCore::fail(std::string message) {
+void ConnectionCore::fail(std::string message, ErrorCode code) {
   if (state_ == ConnectionState::kFailed) return;
-  fail_pending(message, message, nullptr, nullptr);
+  fail_pending(message, message, code, nullptr, nullptr);
   error_ = std::move(message);
+  error_code_ = code;
   state_ = ConnectionState::kFailed;
   ++ep_stats_->connections_failed;
   ctl_deadline_ = port_probe_ns_ = kNever;
@@ -190,7 +202,8 @@ void ConnectionCore::on_port_unreachable(TimeNs now) {
   }
   if (now - port_closed_since_ns_ < cfg_.port_closed_fail_ns) return;
   fail("peer " + std::to_string(addr_.peer) + " gone: its port is closed (ICMP port unreachable for " +
-       duration_text(now - port_closed_since_ns_) + ", nothing heard from it since)");
+           duration_text(now - port_closed_since_ns_) + ", nothing heard from it since)",
+       ErrorCode::kRemote);
 }
 
 // --- handshake ---
@@ -275,13 +288,15 @@ void ConnectionCore::on_syn_ack(TimeNs now, const Packet& pkt) {
   if (hs.version_min != v || v < cfg_.version_min || v > cfg_.version_max || !version_implemented(v)) {
     ++ep_stats_->version_mismatches;
     fail("connect to peer " + std::to_string(addr_.peer) + ": version mismatch: the acceptor chose version " +
-         std::to_string(v) + ", we speak " + std::to_string(cfg_.version_min) + ".." +
-         std::to_string(cfg_.version_max) + " and implement " + std::to_string(kVersionMin) + ".." +
-         std::to_string(kVersion));
+             std::to_string(v) + ", we speak " + std::to_string(cfg_.version_min) + ".." +
+             std::to_string(cfg_.version_max) + " and implement " + std::to_string(kVersionMin) + ".." +
+             std::to_string(kVersion),
+         ErrorCode::kRemote);
     return;
   }
   if (Status s = validate_handshake(hs); !s) {
-    fail("connect to peer " + std::to_string(addr_.peer) + ": bad SYN_ACK: " + s.error().message);
+    fail("connect to peer " + std::to_string(addr_.peer) + ": bad SYN_ACK: " + s.error().message,
+         ErrorCode::kRemote);
     return;
   }
   addr_.version = v;
@@ -310,14 +325,14 @@ void ConnectionCore::on_rst(const Packet& pkt) {
   }
   if (state_ == ConnectionState::kConnecting) {
     if (r.reason == RstReason::kVersionMismatch) ++ep_stats_->version_mismatches;
-    fail("connect to peer " + std::to_string(addr_.peer) + ": refused: " + text);
+    fail("connect to peer " + std::to_string(addr_.peer) + ": refused: " + text, ErrorCode::kRemote);
     return;
   }
   if (r.reason == RstReason::kRefused) {
-    fail("connection refused by peer " + std::to_string(addr_.peer) + ": " + text);
+    fail("connection refused by peer " + std::to_string(addr_.peer) + ": " + text, ErrorCode::kRemote);
     return;
   }
-  fail("connection reset by peer " + std::to_string(addr_.peer) + ": " + text);
+  fail("connection reset by peer " + std::to_string(addr_.peer) + ": " + text, ErrorCode::kRemote);
 }
 
 // --- close ---
@@ -327,7 +342,7 @@ void ConnectionCore::close(TimeNs now) {
   close_requested_ = true;
   if (state_ == ConnectionState::kConnecting) {
     fail_pending("connection closed before it was established", "connection closed before it was established",
-                 &close_report_.unfinished_sends, &close_report_.unfinished_recvs);
+                 ErrorCode::kInvalidUsage, &close_report_.unfinished_sends, &close_report_.unfinished_recvs);
     state_ = ConnectionState::kClosed;
     syn_pending_ = false;
     ctl_deadline_ = kNever;
@@ -359,7 +374,7 @@ void ConnectionCore::maybe_finish_drain(TimeNs now) {
   }
   fail_pending("connection closed locally before the peer posted a matching receive",
                "connection closed locally with " + std::to_string(nr) + " receives pending",
-               &close_report_.unfinished_sends, &close_report_.unfinished_recvs);
+               ErrorCode::kInvalidUsage, &close_report_.unfinished_sends, &close_report_.unfinished_recvs);
   fin_sent_ = true;
   fin_pending_ = true;
   fin_start_ns_ = now;
@@ -396,7 +411,8 @@ void ConnectionCore::on_fin(TimeNs now, const Packet& pkt) {
     close_report_.closed_by_peer = true;
     const std::string why = "peer closed the connection (it left " + std::to_string(f.unfinished_sends) +
                             " sends and " + std::to_string(f.unfinished_recvs) + " receives unfinished)";
-    fail_pending(why, why, &close_report_.unfinished_sends, &close_report_.unfinished_recvs);
+    fail_pending(why, why, ErrorCode::kRemote, &close_report_.unfinished_sends,
+                 &close_report_.unfinished_recvs);
   }
   // Nothing more flows in either direction: the peer acknowledged all it will ever need from us.
   send_.finish();
@@ -568,14 +584,15 @@ void ConnectionCore::on_rto(TimeNs now) {
     // An unanswered keepalive probe: retried on the RTO schedule, within the same retry budget.
     if (send_.rto().on_timeout(now) == cc::RtoVerdict::kGiveUp) {
       fail("peer " + std::to_string(addr_.peer) + " unreachable: nothing heard for " +
-           duration_text(now - last_rx_ns_) + " (keepalive probes unanswered)");
+               duration_text(now - last_rx_ns_) + " (keepalive probes unanswered)",
+           ErrorCode::kTimeout);
       return;
     }
     probe_pending_ = true;
     send_.arm_rto(now);
     return;
   }
-  if (Status s = send_.on_rto(now); !s) fail(s.error().message);
+  if (Status s = send_.on_rto(now); !s) fail(s.error().message, s.error().code);
 }
 
 void ConnectionCore::on_timer(TimeNs now) {
@@ -584,7 +601,8 @@ void ConnectionCore::on_timer(TimeNs now) {
     if (state_ == ConnectionState::kConnecting) {
       if (ctl_rto_.on_timeout(now) == cc::RtoVerdict::kGiveUp) {
         fail("connect to peer " + std::to_string(addr_.peer) + ": no answer after " +
-             duration_text(now - connect_start_ns_) + " (" + std::to_string(syns_sent_) + " SYNs sent)");
+                 duration_text(now - connect_start_ns_) + " (" + std::to_string(syns_sent_) + " SYNs sent)",
+             ErrorCode::kTimeout);
         return;
       }
       syn_pending_ = true;
@@ -600,7 +618,8 @@ void ConnectionCore::on_timer(TimeNs now) {
     } else if (state_ == ConnectionState::kClosing && fin_sent_) {
       if (send_.rto().on_timeout(now) == cc::RtoVerdict::kGiveUp) {
         fail("close: peer " + std::to_string(addr_.peer) + " unreachable: no answer to FIN after " +
-             duration_text(now - fin_start_ns_));
+                 duration_text(now - fin_start_ns_),
+             ErrorCode::kTimeout);
         return;
       }
       fin_pending_ = true;

@@ -76,8 +76,8 @@ class ConnectionCore {
   bool poll_tx(TimeNs now, TxPacket& out);
   TimeNs next_deadline() const;
   void on_timer(TimeNs now);
-  // Fails every pending request and stops all traffic.
-  void fail(std::string message);
+  // Fails every pending request with `message` and `code` (Completion::code) and stops all traffic.
+  void fail(std::string message, ErrorCode code);
   // The wire reported ICMP port unreachable for our peer's address (Endpoint::on_port_unreachable).
   void on_port_unreachable(TimeNs now);
   bool initiator() const { return initiator_; }
@@ -115,8 +115,8 @@ class ConnectionCore {
                  TimeNs now, EndpointStats* ep_stats);
 
   // Fails every request not yet done (a receive frees its slot too) and drops what waits to be sent.
-  void fail_pending(const std::string& send_error, const std::string& recv_error, uint32_t* sends_failed,
-                    uint32_t* recvs_failed);
+  void fail_pending(const std::string& send_error, const std::string& recv_error, ErrorCode code,
+                    uint32_t* sends_failed, uint32_t* recvs_failed);
   void establish(TimeNs now, const HandshakeBody& peer_hs);
   void on_syn_ack(TimeNs now, const Packet& pkt);
   // An accepted connection whose handshake was never confirmed fails, counted in handshakes_unconfirmed.
@@ -134,6 +134,11 @@ class ConnectionCore {
     detail::fill_common(out, addr_, lane, send_.path_id(lane));
   }
   TimeNs keepalive_deadline() const;
+  // The kind of a post's failure on a connection that takes no more: the failure's own (a failed
+  // connection), else invalid usage (a closed one).
+  ErrorCode closed_code() const {
+    return state_ == ConnectionState::kFailed ? error_code_ : ErrorCode::kInvalidUsage;
+  }
 
   const EngineConfig& cfg_;
   Schedule* schedule_ = nullptr;  // the owning endpoint's (nullptr: none)
@@ -143,6 +148,7 @@ class ConnectionCore {
   ConnAddress addr_;  // remote_id and version: set at the handshake
   ConnectionState state_;
   std::string error_;
+  ErrorCode error_code_ = ErrorCode::kInternal;  // with error_: its kind (set by fail())
   CloseReport close_report_;
   ConnectionStats stats_;
   uint32_t seg_bytes_;  // negotiated at the handshake

@@ -36,8 +36,9 @@ void ReceiveHalf::release_slot(uint32_t idx) {
   if (recv_slots_[slot & recv_mask_] == idx) recv_slots_[slot & recv_mask_] = kNoRequest;
 }
 
-void ReceiveHalf::finish(uint32_t idx, bool ok, uint64_t bytes, int32_t tag, std::string error) {
-  if (reqs_.complete(idx, ok, bytes, tag, std::move(error))) release_slot(idx);
+void ReceiveHalf::finish(uint32_t idx, bool ok, uint64_t bytes, int32_t tag, std::string error,
+                         ErrorCode code) {
+  if (reqs_.complete(idx, ok, bytes, tag, std::move(error), code)) release_slot(idx);
 }
 
 bool ReceiveHalf::rcv_has(uint64_t seq) const {
@@ -134,7 +135,8 @@ bool ReceiveHalf::on_data(TimeNs now, const Packet& pkt, PayloadCopier* copier) 
   if (pkt.hdr.flags & kFlagTooLarge) {
     finish(idx, false, 0, h.tag,
            "message of " + std::to_string(h.msg_len) + " bytes is larger than this receive's buffer of " +
-               std::to_string(r.capacity) + " bytes (tag " + std::to_string(h.tag) + ")");
+               std::to_string(r.capacity) + " bytes (tag " + std::to_string(h.tag) + ")",
+           ErrorCode::kInvalidUsage);
     return true;
   }
   if (h.msg_len > r.capacity) return false;  // the sender must have refused it (kFlagTooLarge)
@@ -158,7 +160,7 @@ bool ReceiveHalf::on_data(TimeNs now, const Packet& pkt, PayloadCopier* copier) 
   ep_stats_->bytes_received += h.payload_len;
   if (r.placed == r.msg_len) {
     r.last_ns = r.done_ns = now;
-    finish(idx, true, r.msg_len, h.tag, {});
+    finish(idx, true, r.msg_len, h.tag);
   }
   return true;
 }

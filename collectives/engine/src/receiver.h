@@ -89,7 +89,8 @@ class ReceiveHalf {
   bool rcv_has(uint64_t seq) const;
   void rcv_mark(uint64_t seq);
   // Completes receive `idx` and frees its slot.
-  void finish(uint32_t idx, bool ok, uint64_t bytes, int32_t tag, std::string error);
+  void finish(uint32_t idx, bool ok, uint64_t bytes, int32_t tag, std::string error = {},
+              ErrorCode code = ErrorCode::kInternal);
 
   const EngineConfig& cfg_;
   const ConnAddress& addr_;

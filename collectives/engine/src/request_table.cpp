@@ -45,7 +45,8 @@ uint32_t RequestTable::find(RequestId id) const {
   return static_cast<uint32_t>(low - 1);
 }
 
-bool RequestTable::complete(uint32_t idx, bool ok, uint64_t bytes, int32_t tag, std::string error) {
+bool RequestTable::complete(uint32_t idx, bool ok, uint64_t bytes, int32_t tag, std::string error,
+                            ErrorCode code) {
   Request& r = reqs_[idx];
   if (r.done) return false;
   r.done = true;
@@ -54,6 +55,7 @@ bool RequestTable::complete(uint32_t idx, bool ok, uint64_t bytes, int32_t tag, 
   r.bytes = bytes;
   r.tag = tag;
   r.error = std::move(error);
+  r.code = code;
   if (r.is_send) {
     ++(ok ? stats_.sends_completed : stats_.sends_failed);
     ++ep_stats_->sends_completed;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "conn_common.h"
+#include "megascale/common/result.h"
 #include "megascale/engine/config.h"
 #include "megascale/engine/stats.h"
 
@@ -25,9 +26,10 @@ struct Request {
   bool is_send = false;
   bool done = false;
   bool ok = false;
-  int32_t tag = 0;     // posted tag; after completion of a receive, the sender's tag
-  uint64_t bytes = 0;  // completion bytes
-  std::string error;   // set only on failure (allocation off the hot path)
+  int32_t tag = 0;                        // posted tag; after completion of a receive, the sender's tag
+  uint64_t bytes = 0;                     // completion bytes
+  std::string error;                      // set only on failure (allocation off the hot path)
+  ErrorCode code = ErrorCode::kInternal;  // on failure: its kind (Completion::code)
   // Send.
   const uint8_t* data = nullptr;
   uint64_t size = 0;
@@ -61,8 +63,10 @@ class RequestTable {
   RequestId id(uint32_t idx) const { return (uint64_t{reqs_[idx].gen} << 32) | (uint64_t{idx} + 1); }
   // The slab index of the live request `id`, or kNoRequest for an id that names none.
   uint32_t find(RequestId id) const;
-  // Marks request `idx` done and counts it; false (nothing changed) if it already was.
-  bool complete(uint32_t idx, bool ok, uint64_t bytes, int32_t tag, std::string error);
+  // Marks request `idx` done and counts it; false (nothing changed) if it already was. `error`, `code`:
+  // why a failure failed.
+  bool complete(uint32_t idx, bool ok, uint64_t bytes, int32_t tag, std::string error = {},
+                ErrorCode code = ErrorCode::kInternal);
   // The application took `idx`'s completion: its slot may be reused.
   void release(uint32_t idx);
 

@@ -116,7 +116,8 @@ void SendHalf::try_match() {
         reqs_.complete(idx, false, 0, s.tag,
                        "message of " + std::to_string(s.size) +
                            " bytes is larger than the peer's receive buffer of " +
-                           std::to_string(c.capacity) + " bytes (tag " + std::to_string(s.tag) + ")");
+                           std::to_string(c.capacity) + " bytes (tag " + std::to_string(s.tag) + ")",
+                       ErrorCode::kInvalidUsage);
       } else {
         if (tx_queue_.full()) tx_queue_.grow();  // grow_connection_state only; else never full
         tx_queue_.push(idx);
@@ -383,7 +384,7 @@ void SendHalf::deliver(TxSeg& s, AckNews& news) {
       --r.segs_unacked;
       if (r.all_sent && r.segs_unacked == 0) {
         r.done_ns = news.now_ns;
-        reqs_.complete(s.req, true, r.size, r.tag, {});
+        reqs_.complete(s.req, true, r.size, r.tag);
       }
     }
   }
@@ -616,9 +617,10 @@ Status SendHalf::on_rto(TimeNs now) {
     return {};
   }
   if (rto_.on_timeout(now) == cc::RtoVerdict::kGiveUp) {
-    return make_error("peer " + std::to_string(addr_.peer) + " unreachable: no progress for " +
-                      duration_text(now - last_progress_ns_) + " after " +
-                      std::to_string(rto_.backoff_count()) + " retransmission timeouts");
+    return make_error(ErrorCode::kTimeout,
+                      "peer " + std::to_string(addr_.peer) + " unreachable: no progress for " +
+                          duration_text(now - last_progress_ns_) + " after " +
+                          std::to_string(rto_.backoff_count()) + " retransmission timeouts");
   }
   ++stats_.timeouts;
   tlp_deadline_ = kNever;  // the timeout is in charge until an ACK makes progress

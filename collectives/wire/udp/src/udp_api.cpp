@@ -65,7 +65,8 @@ void UdpWire::wait_for_io(TimeNs until) {
 
 Status UdpWire::start() {
   std::lock_guard<WireMutex> lock(mu_);
-  if (thread_.joinable()) return make_error("udp wire: progress thread already running");
+  if (thread_.joinable())
+    return make_error(ErrorCode::kInvalidUsage, "udp wire: progress thread already running");
   stop_.store(false);
   thread_error_.clear();
   threaded_.store(true);
@@ -202,7 +203,9 @@ Result<uint32_t> UdpWire::add_peer(std::string_view host, uint16_t port) {
   }
   std::lock_guard<WireMutex> lock(mu_);
   const std::optional<uint32_t> id = io_->peers.intern(*addr);
-  if (!id) return make_error("udp wire: peer table full (" + std::to_string(config_.max_peers) + " peers)");
+  if (!id)
+    return make_error(ErrorCode::kInvalidUsage,
+                      "udp wire: peer table full (" + std::to_string(config_.max_peers) + " peers)");
   return *id;
 }
 
@@ -383,9 +386,10 @@ void UdpWire::post_tickets_locked() {
   std::vector<engine::ConnId> blocked;
   size_t kept = 0;
   for (Ticket* t : queued_) {
-    const auto failed = [&](std::string why) {
+    const auto failed = [&](std::string why, ErrorCode code = ErrorCode::kInvalidArgument) {
       finish_ticket(*t,
-                    engine::Completion{.done = true, .ok = false, .error = std::move(why), .send = t->send_});
+                    engine::Completion{
+                        .done = true, .ok = false, .error = std::move(why), .send = t->send_, .code = code});
     };
     if (std::find(blocked.begin(), blocked.end(), t->conn_) != blocked.end()) {
       queued_[kept++] = t;
@@ -415,7 +419,7 @@ void UdpWire::post_tickets_locked() {
       blocked.push_back(t->conn_);  // a limit (requests outstanding, the receive ring): a later round
       queued_[kept++] = t;
     } else {
-      failed(id.error().message);
+      failed(id.error().message, id.error().code);
     }
   }
   queued_.resize(kept);
@@ -556,7 +560,8 @@ Result<engine::ConnId> UdpWire::wait_accept(TimeNs timeout_ns) {
   if (!wait_until(
           lock, timeout_ns, [&] { return (id = endpoint_->accept()).has_value(); },
           [this] { return endpoint_->stats().connections_accepted; })) {
-    return make_error("udp wire: no connection accepted within " + seconds_text(timeout_ns));
+    return make_error(ErrorCode::kTimeout,
+                      "udp wire: no connection accepted within " + seconds_text(timeout_ns));
   }
   return *id;
 }
@@ -581,10 +586,11 @@ Status UdpWire::wait_established(engine::ConnId conn, TimeNs timeout_ns) {
       [this, conn] { return completion_signature_locked(conn); });
   if (st == engine::ConnectionState::kEstablished) return {};
   if (st == engine::ConnectionState::kConnecting) {
-    return make_error("udp wire: connection not established within " + seconds_text(timeout_ns));
+    return make_error(ErrorCode::kTimeout,
+                      "udp wire: connection not established within " + seconds_text(timeout_ns));
   }
-  return make_error("udp wire: connection " + std::string(engine::to_string(st)) +
-                    (error.empty() ? "" : ": " + error) + peer_suffix_locked(conn));
+  return make_error(ErrorCode::kRemote, "udp wire: connection " + std::string(engine::to_string(st)) +
+                                            (error.empty() ? "" : ": " + error) + peer_suffix_locked(conn));
 }
 
 Status UdpWire::wait_closed(engine::ConnId conn, TimeNs timeout_ns) {
@@ -597,7 +603,9 @@ Status UdpWire::wait_closed(engine::ConnId conn, TimeNs timeout_ns) {
                c->state() == engine::ConnectionState::kFailed;
       },
       [this, conn] { return completion_signature_locked(conn); });
-  if (!done) return make_error("udp wire: connection not closed within " + seconds_text(timeout_ns));
+  if (!done)
+    return make_error(ErrorCode::kTimeout,
+                      "udp wire: connection not closed within " + seconds_text(timeout_ns));
   return {};
 }
 
