@@ -1,4 +1,5 @@
-// Connection lifecycle: construction, requests, handshake, close, failure, timers and poll_tx dispatch.
+// Connection lifecycle: construction, requests, handshake, close, failure, liveness, and the dispatch of
+// packets, timers and poll_tx to the send and receive halves.
 #include "connection_core.h"
 
 #include <algorithm>
@@ -33,45 +34,32 @@ bool is_pow2(uint32_t v) {
   return v != 0 && (v & (v - 1)) == 0;
 }
 
-// Entries an array of `full` entries starts with (EngineConfig::grow_connection_state: 16, then doubled).
-uint32_t initial_entries(const EngineConfig& cfg, uint32_t full) {
-  constexpr uint32_t kGrowFrom = 16;
-  return cfg.grow_connection_state ? std::min(full, kGrowFrom) : full;
-}
-
 }  // namespace
+
+ConnectionCore::Seeds ConnectionCore::draw_seeds(uint64_t seed) {
+  Seeds s;
+  s.rto = splitmix64(seed);
+  s.ctl_rto = splitmix64(seed);
+  s.rng = seed;
+  return s;
+}
 
 ConnectionCore::ConnectionCore(const EngineConfig& cfg, ConnId id, uint32_t peer, uint64_t seed,
                                bool initiator, TimeNs now, EndpointStats* ep_stats)
+    : ConnectionCore(cfg, id, peer, draw_seeds(seed), initiator, now, ep_stats) {}
+
+ConnectionCore::ConnectionCore(const EngineConfig& cfg, ConnId id, uint32_t peer, const Seeds& seeds,
+                               bool initiator, TimeNs now, EndpointStats* ep_stats)
     : cfg_(cfg),
       ep_stats_(ep_stats),
-      id_(id),
-      peer_(peer),
-      rng_(seed),
+      addr_{.peer = peer, .id = id},
       state_(initiator ? ConnectionState::kConnecting : ConnectionState::kEstablished),
       seg_bytes_(cfg.segment_bytes),
-      pacing_floor_bps_(8.0 * static_cast<double>(cfg.segment_bytes + kSegHeaderBytes) * 1e9 /
-                        static_cast<double>(std::max<TimeNs>(cfg.cc.rto.max_rto_ns, 1))),
-      window_(cfg.window_segments),
-      rcv_window_(cfg.window_segments),
-      tx_queue_(initial_entries(cfg, cfg.max_posted_sends)),
-      retx_queue_(initial_entries(cfg, cfg.window_segments * 2)),
-      rto_(cfg.cc.rto, splitmix64(rng_)),
-      credit_queue_(initial_entries(cfg, cfg.max_posted_recvs)),
+      reqs_(cfg, stats_, ep_stats),
+      send_(cfg, addr_, reqs_, stats_, ep_stats, seeds.rto, seeds.rng),
+      recv_(cfg, addr_, reqs_, stats_, ep_stats),
       initiator_(initiator),
-      ctl_rto_(handshake_rto_params(cfg), splitmix64(rng_)) {
-  const uint32_t nreq = initial_entries(cfg, cfg.max_posted_sends + cfg.max_posted_recvs);
-  reqs_.resize(nreq);
-  free_reqs_.reserve(nreq);
-  for (uint32_t i = nreq; i > 0; --i) free_reqs_.push_back(i - 1);
-  if (!cfg.grow_connection_state) unmatched_sends_.reserve(cfg.max_posted_sends);
-  ring_.resize(initial_entries(cfg, cfg.window_segments));
-  ring_mask_ = ring_.size() - 1;
-  lanes_.resize(cfg.lanes);
-  recv_mask_ = round_up_pow2(cfg.max_posted_recvs) - 1;
-  recv_slots_.assign(size_t{recv_mask_} + 1, kNoRequest);
-  rcv_bits_.assign((rcv_window_ + 63) / 64, 0);  // windows below 64 segments use part of one word
-  cnp_pacers_.assign(kMaxLanes, cc::CnpPacer(cfg.cc.dcqcn.cnp_interval_ns));
+      ctl_rto_(handshake_rto_params(cfg), seeds.ctl_rto) {
   if (initiator) {
     syn_pending_ = true;
     connect_start_ns_ = now;
@@ -82,50 +70,21 @@ ConnectionCore::~ConnectionCore() = default;
 
 // --- requests ---
 
-uint32_t ConnectionCore::alloc_request() {
-  if (free_reqs_.empty()) {
-    // grow_connection_state: every slot is in use (post_send/post_recv checked the limits). The new
-    // slots are handed out lowest first, the order a whole slab's untouched slots would go in.
-    const auto old_size = static_cast<uint32_t>(reqs_.size());
-    const uint32_t limit = cfg_.max_posted_sends + cfg_.max_posted_recvs;
-    const uint32_t new_size = std::min(limit, old_size * 2);
-    reqs_.resize(new_size);
-    for (uint32_t i = new_size; i > old_size; --i) free_reqs_.push_back(i - 1);
-  }
-  const uint32_t idx = free_reqs_.back();
-  free_reqs_.pop_back();
-  Request& r = reqs_[idx];
-  const uint32_t gen = r.gen;
-  r = Request{};
-  r.gen = gen;
-  r.in_use = true;
-  ++requests_in_use_;
-  ++requests_pending_;
-  ++ep_stats_->requests_posted;
-  return idx;
-}
-
-void ConnectionCore::grow_tx_ring() {
-  std::vector<TxSeg> bigger(ring_.size() * 2);
-  const uint64_t mask = bigger.size() - 1;
-  for (uint64_t seq = snd_una_; seq < snd_nxt_; ++seq) bigger[seq & mask] = ring_[seq & ring_mask_];
-  ring_.swap(bigger);
-  ring_mask_ = mask;
-}
-
 Result<RequestId> ConnectionCore::post_send(const void* data, uint64_t size, int32_t tag) {
   if (state_ != ConnectionState::kConnecting && state_ != ConnectionState::kEstablished) {
-    return make_error(std::string("post_send: connection is ") + std::string(to_string(state_)) +
-                      (error_.empty() ? "" : ": " + error_));
+    return make_error(closed_code(), std::string("post_send: connection is ") +
+                                         std::string(to_string(state_)) +
+                                         (error_.empty() ? "" : ": " + error_));
   }
   // SendRequest::make checked these (virtual payload: no bytes exist, only their count).
   assert(tag >= 0);
   assert(data != nullptr || size == 0 || cfg_.virtual_payload);
   if (sends_outstanding_ >= cfg_.max_posted_sends) {
-    return make_error("post_send: " + std::to_string(sends_outstanding_) +
-                      " sends outstanding (max_posted_sends); test() completed ones first");
+    return make_error(ErrorCode::kInvalidUsage,
+                      "post_send: " + std::to_string(sends_outstanding_) +
+                          " sends outstanding (max_posted_sends); test() completed ones first");
   }
-  const uint32_t idx = alloc_request();
+  const uint32_t idx = reqs_.alloc();
   Request& r = reqs_[idx];
   r.is_send = true;
   r.tag = tag;
@@ -133,53 +92,55 @@ Result<RequestId> ConnectionCore::post_send(const void* data, uint64_t size, int
   r.size = size;
   ++sends_outstanding_;
   ++stats_.sends_posted;
-  unmatched_sends_.push_back(idx);
-  try_match();
+  send_.post(idx);
+  if (state_ == ConnectionState::kEstablished) send_.try_match();  // else the handshake matches it
   if (!reqs_[idx].matched) ++stats_.sends_waited_for_credit;
-  return request_id(idx);
+  return reqs_.id(idx);
 }
 
 Result<RequestId> ConnectionCore::post_recv(void* buf, uint64_t capacity, int32_t tag) {
   if (state_ != ConnectionState::kConnecting && state_ != ConnectionState::kEstablished) {
-    return make_error(std::string("post_recv: connection is ") + std::string(to_string(state_)) +
-                      (error_.empty() ? "" : ": " + error_));
+    return make_error(closed_code(), std::string("post_recv: connection is ") +
+                                         std::string(to_string(state_)) +
+                                         (error_.empty() ? "" : ": " + error_));
   }
   if (tag < -1) return make_error("post_recv: tag must be >= -1 (-1 = any), got " + std::to_string(tag));
   if (buf == nullptr && capacity > 0 && !cfg_.virtual_payload) {
     return make_error("post_recv: null buffer with a non-zero capacity");
   }
   if (recvs_outstanding_ >= cfg_.max_posted_recvs) {
-    return make_error("post_recv: " + std::to_string(recvs_outstanding_) +
-                      " receives outstanding (max_posted_recvs); test() completed ones first");
+    return make_error(ErrorCode::kInvalidUsage,
+                      "post_recv: " + std::to_string(recvs_outstanding_) +
+                          " receives outstanding (max_posted_recvs); test() completed ones first");
   }
-  const uint64_t slot = recv_slot_next_;
-  if (recv_slots_[slot & recv_mask_] != kNoRequest) {
-    return make_error("post_recv: receive slot ring full: the receive posted " +
-                      std::to_string(recv_mask_ + 1) + " receives ago has not completed");
+  if (!recv_.slot_free()) {
+    return make_error(ErrorCode::kInvalidUsage, "post_recv: receive slot ring full: the receive posted " +
+                                                    std::to_string(recv_.slots()) +
+                                                    " receives ago has not completed");
   }
-  const uint32_t idx = alloc_request();
+  const uint32_t idx = reqs_.alloc();
   Request& r = reqs_[idx];
   r.is_send = false;
   r.tag = tag;
   r.buf = static_cast<uint8_t*>(buf);
   r.capacity = capacity;
-  r.slot = slot;
-  recv_slots_[slot & recv_mask_] = idx;
-  ++recv_slot_next_;
+  recv_.post(idx);
   ++recvs_outstanding_;
   ++stats_.recvs_posted;
-  if (credit_queue_.full()) credit_queue_.grow();  // grow_connection_state only; else never full
-  credit_queue_.push(idx);
-  return request_id(idx);
+  send_.queue_credit(idx);
+  return reqs_.id(idx);
 }
 
 Completion ConnectionCore::test(RequestId id) {
-  const uint64_t low = id & 0xFFFFFFFFULL;
-  const auto gen = static_cast<uint32_t>(id >> 32);
-  if (low == 0 || low > reqs_.size() || !reqs_[low - 1].in_use || reqs_[low - 1].gen != gen) {
-    return Completion{.done = true, .ok = false, .bytes = 0, .tag = 0, .error = "unknown request"};
+  const uint32_t idx = reqs_.find(id);
+  if (idx == kNoRequest) {
+    return Completion{.done = true,
+                      .ok = false,
+                      .bytes = 0,
+                      .tag = 0,
+                      .error = "unknown request",
+                      .code = ErrorCode::kInvalidUsage};
   }
-  const auto idx = static_cast<uint32_t>(low - 1);
   Request& r = reqs_[idx];
   if (!r.done) return Completion{};
   Completion c{.done = true,
@@ -190,69 +151,45 @@ Completion ConnectionCore::test(RequestId id) {
                .send = r.is_send,
                .first_ns = r.first_ns,
                .last_ns = r.last_ns,
-               .done_ns = r.done_ns};
+               .done_ns = r.done_ns,
+               .code = r.code};
   if (r.is_send) {
     --sends_outstanding_;
   } else {
     --recvs_outstanding_;
   }
-  r.in_use = false;
-  ++r.gen;
-  r.error.clear();
-  --requests_in_use_;
-  free_reqs_.push_back(idx);
+  reqs_.release(idx);
   return c;
 }
 
-void ConnectionCore::complete(uint32_t idx, bool ok, uint64_t bytes, int32_t tag, std::string error) {
-  Request& r = reqs_[idx];
-  if (r.done) return;
-  r.done = true;
-  --requests_pending_;
-  r.ok = ok;
-  r.bytes = bytes;
-  r.tag = tag;
-  r.error = std::move(error);
-  if (r.is_send) {
-    ++(ok ? stats_.sends_completed : stats_.sends_failed);
-    ++ep_stats_->sends_completed;
-  } else {
-    ++(ok ? stats_.recvs_completed : stats_.recvs_failed);
-    ++ep_stats_->receives_completed;
-    if (recv_slots_[r.slot & recv_mask_] == idx) recv_slots_[r.slot & recv_mask_] = kNoRequest;
-  }
-}
-
 void ConnectionCore::fail_pending(const std::string& send_error, const std::string& recv_error,
-                                  uint32_t* sends_failed, uint32_t* recvs_failed) {
+                                  ErrorCode code, uint32_t* sends_failed, uint32_t* recvs_failed) {
   uint32_t ns = 0;
   uint32_t nr = 0;
   for (uint32_t i = 0; i < reqs_.size(); ++i) {
     Request& r = reqs_[i];
     if (!r.in_use || r.done) continue;
-    complete(i, false, 0, r.tag, r.is_send ? send_error : recv_error);
+    reqs_.complete(i, false, 0, r.tag, r.is_send ? send_error : recv_error, code);
+    if (!r.is_send) recv_.release_slot(i);
     ++(r.is_send ? ns : nr);
   }
-  unmatched_sends_.clear();
-  tx_queue_.clear();
-  credit_queue_.clear();
-  notices_.clear();
+  send_.drop_queued();
   if (sends_failed != nullptr) *sends_failed = ns;
   if (recvs_failed != nullptr) *recvs_failed = nr;
 }
 
-void ConnectionCore::fail(std::string message) {
+void ConnectionCore::fail(std::string message, ErrorCode code) {
   if (state_ == ConnectionState::kFailed) return;
-  fail_pending(message, message, nullptr, nullptr);
+  fail_pending(message, message, code, nullptr, nullptr);
   error_ = std::move(message);
+  error_code_ = code;
   state_ = ConnectionState::kFailed;
   ++ep_stats_->connections_failed;
-  rto_deadline_ = ctl_deadline_ = ack_deadline_ = pace_wake_ns_ = tlp_deadline_ = port_probe_ns_ = kNever;
-  tlp_seqs_.clear();
-  syn_pending_ = synack_pending_ = fin_pending_ = fin_reply_pending_ = ack_now_ = false;
+  ctl_deadline_ = port_probe_ns_ = kNever;
+  send_.stop();
+  recv_.stop();
+  syn_pending_ = synack_pending_ = fin_pending_ = fin_reply_pending_ = false;
   probe_pending_ = probe_outstanding_ = false;
-  cnp_pending_mask_ = 0;
-  retx_queue_.clear();
 }
 
 void ConnectionCore::on_port_unreachable(TimeNs now) {
@@ -263,22 +200,23 @@ void ConnectionCore::on_port_unreachable(TimeNs now) {
     return;
   }
   if (now - port_closed_since_ns_ < cfg_.port_closed_fail_ns) return;
-  fail("peer " + std::to_string(peer_) + " gone: its port is closed (ICMP port unreachable for " +
-       duration_text(now - port_closed_since_ns_) + ", nothing heard from it since)");
+  fail("peer " + std::to_string(addr_.peer) + " gone: its port is closed (ICMP port unreachable for " +
+           duration_text(now - port_closed_since_ns_) + ", nothing heard from it since)",
+       ErrorCode::kRemote);
 }
 
 // --- handshake ---
 
 HandshakeBody ConnectionCore::handshake_body() const {
   HandshakeBody hs;
-  hs.src_conn_id = id_;
-  hs.version_min = initiator_ ? cfg_.version_min : version_;
-  hs.version_max = initiator_ ? cfg_.version_max : version_;
+  hs.src_conn_id = addr_.id;
+  hs.version_min = initiator_ ? cfg_.version_min : addr_.version;
+  hs.version_max = initiator_ ? cfg_.version_max : addr_.version;
   hs.lanes = static_cast<uint16_t>(cfg_.lanes);
   hs.cc_kind = static_cast<uint8_t>(cfg_.cc.kind);
   hs.mss_bytes = cfg_.segment_bytes;
-  hs.recv_slots = recv_mask_ + 1;
-  hs.window_segments = rcv_window_;
+  hs.recv_slots = recv_.slots();
+  hs.window_segments = recv_.window();
   return hs;
 }
 
@@ -304,20 +242,17 @@ Status ConnectionCore::validate_handshake(const HandshakeBody& hs) {
 }
 
 void ConnectionCore::establish(TimeNs now, const HandshakeBody& peer_hs) {
-  remote_id_ = peer_hs.src_conn_id;
+  addr_.remote_id = peer_hs.src_conn_id;
   seg_bytes_ = std::min(cfg_.segment_bytes, peer_hs.mss_bytes);
-  window_ = std::min(cfg_.window_segments, peer_hs.window_segments);
-  peer_cc_kind_ = peer_hs.cc_kind;
-  credits_.assign(peer_hs.recv_slots, CreditEntry{});
-  credit_mask_ = peer_hs.recv_slots - 1;
+  recv_.set_peer_cc(peer_hs.cc_kind);
   state_ = ConnectionState::kEstablished;
   last_rx_ns_ = now;
-  init_lanes(now);
-  try_match();
+  send_.establish(now, seg_bytes_, peer_hs.window_segments, peer_hs.recv_slots);
+  send_.try_match();
 }
 
 void ConnectionCore::accept_syn(TimeNs now, const HandshakeBody& syn, uint16_t version) {
-  version_ = version;
+  addr_.version = version;
   establish(now, syn);
   synack_pending_ = true;
   // Version 3: the SYN_ACK asks for a confirmation (kFlagConfirm), and until a packet names our id the
@@ -342,32 +277,34 @@ void ConnectionCore::on_syn_ack(TimeNs now, const Packet& pkt) {
   const bool confirm = (pkt.hdr.flags & kFlagConfirm) != 0;
   if (state_ != ConnectionState::kConnecting) {
     // A duplicate SYN_ACK. One that asks for a confirmation means ours was lost: confirm again.
-    if (confirm && initiator_ && hs.src_conn_id == remote_id_ &&
+    if (confirm && initiator_ && hs.src_conn_id == addr_.remote_id &&
         (state_ == ConnectionState::kEstablished || state_ == ConnectionState::kClosing)) {
-      ack_now_ = true;
+      recv_.request_ack();
     }
     return;
   }
   const uint16_t v = hs.version_max;
   if (hs.version_min != v || v < cfg_.version_min || v > cfg_.version_max || !version_implemented(v)) {
     ++ep_stats_->version_mismatches;
-    fail("connect to peer " + std::to_string(peer_) + ": version mismatch: the acceptor chose version " +
-         std::to_string(v) + ", we speak " + std::to_string(cfg_.version_min) + ".." +
-         std::to_string(cfg_.version_max) + " and implement " + std::to_string(kVersionMin) + ".." +
-         std::to_string(kVersion));
+    fail("connect to peer " + std::to_string(addr_.peer) + ": version mismatch: the acceptor chose version " +
+             std::to_string(v) + ", we speak " + std::to_string(cfg_.version_min) + ".." +
+             std::to_string(cfg_.version_max) + " and implement " + std::to_string(kVersionMin) + ".." +
+             std::to_string(kVersion),
+         ErrorCode::kRemote);
     return;
   }
   if (Status s = validate_handshake(hs); !s) {
-    fail("connect to peer " + std::to_string(peer_) + ": bad SYN_ACK: " + s.error().message);
+    fail("connect to peer " + std::to_string(addr_.peer) + ": bad SYN_ACK: " + s.error().message,
+         ErrorCode::kRemote);
     return;
   }
-  version_ = v;
+  addr_.version = v;
   ctl_deadline_ = kNever;
   syn_pending_ = false;
   establish(now, hs);
   // The acceptor waits for a packet naming its id before its application sees the connection: an ACK
   // (with nothing to acknowledge yet) at once, rather than whenever our application first posts.
-  if (confirm) ack_now_ = true;
+  if (confirm) recv_.request_ack();
 }
 
 void ConnectionCore::on_rst(const Packet& pkt) {
@@ -382,19 +319,19 @@ void ConnectionCore::on_rst(const Packet& pkt) {
   if (!is_open()) return;
   if (awaiting_confirm_) {
     // The SYN's claimed sender knows no such connection: a replayed or forged SYN.
-    abandon("handshake from peer " + std::to_string(peer_) + " reset by the initiator: " + text);
+    abandon("handshake from peer " + std::to_string(addr_.peer) + " reset by the initiator: " + text);
     return;
   }
   if (state_ == ConnectionState::kConnecting) {
     if (r.reason == RstReason::kVersionMismatch) ++ep_stats_->version_mismatches;
-    fail("connect to peer " + std::to_string(peer_) + ": refused: " + text);
+    fail("connect to peer " + std::to_string(addr_.peer) + ": refused: " + text, ErrorCode::kRemote);
     return;
   }
   if (r.reason == RstReason::kRefused) {
-    fail("connection refused by peer " + std::to_string(peer_) + ": " + text);
+    fail("connection refused by peer " + std::to_string(addr_.peer) + ": " + text, ErrorCode::kRemote);
     return;
   }
-  fail("connection reset by peer " + std::to_string(peer_) + ": " + text);
+  fail("connection reset by peer " + std::to_string(addr_.peer) + ": " + text, ErrorCode::kRemote);
 }
 
 // --- close ---
@@ -404,7 +341,7 @@ void ConnectionCore::close(TimeNs now) {
   close_requested_ = true;
   if (state_ == ConnectionState::kConnecting) {
     fail_pending("connection closed before it was established", "connection closed before it was established",
-                 &close_report_.unfinished_sends, &close_report_.unfinished_recvs);
+                 ErrorCode::kInvalidUsage, &close_report_.unfinished_sends, &close_report_.unfinished_recvs);
     state_ = ConnectionState::kClosed;
     syn_pending_ = false;
     ctl_deadline_ = kNever;
@@ -419,10 +356,10 @@ void ConnectionCore::close(TimeNs now) {
 void ConnectionCore::maybe_finish_drain(TimeNs now) {
   if (!close_requested_ || fin_sent_ || state_ != ConnectionState::kClosing) return;
   // Everything sent is acknowledged and nothing matched waits to be sent ...
-  const bool quiet = tx_queue_.empty() && notices_.empty() && credit_queue_.empty() && snd_una_ == snd_nxt_;
+  const bool quiet = send_.quiet();
   // ... and no send waits for a credit, or the drain deadline passed (a peer that never posts the
   // matching receives cannot hold the close forever).
-  const bool drained = quiet && (unmatched_sends_.empty() || now >= drain_deadline_ns_);
+  const bool drained = quiet && (!send_.has_unmatched() || now >= drain_deadline_ns_);
   if (!drained) {
     if (quiet) ctl_deadline_ = drain_deadline_ns_;  // wake to give up on the unmatched sends
     return;
@@ -430,12 +367,13 @@ void ConnectionCore::maybe_finish_drain(TimeNs now) {
   uint32_t ns = 0;
   uint32_t nr = 0;
   // Count first, so the messages can say how many.
-  for (const Request& r : reqs_) {
+  for (uint32_t i = 0; i < reqs_.size(); ++i) {
+    const Request& r = reqs_[i];
     if (r.in_use && !r.done) ++(r.is_send ? ns : nr);
   }
   fail_pending("connection closed locally before the peer posted a matching receive",
                "connection closed locally with " + std::to_string(nr) + " receives pending",
-               &close_report_.unfinished_sends, &close_report_.unfinished_recvs);
+               ErrorCode::kInvalidUsage, &close_report_.unfinished_sends, &close_report_.unfinished_recvs);
   fin_sent_ = true;
   fin_pending_ = true;
   fin_start_ns_ = now;
@@ -443,14 +381,13 @@ void ConnectionCore::maybe_finish_drain(TimeNs now) {
 
 void ConnectionCore::on_fin(TimeNs now, const Packet& pkt) {
   const FinBody& f = pkt.fin;
-  if (f.cum_ack > snd_nxt_) {
+  if (f.cum_ack > send_.snd_nxt()) {
     ++stats_.malformed_dropped;  // acknowledges what we never sent
     return;
   }
   // The FIN acknowledges what the peer received: sends whose ACKs were lost complete, not fail.
   if (state_ == ConnectionState::kEstablished || state_ == ConnectionState::kClosing) {
-    AckNews news{.rx_ns = now, .now_ns = now};
-    advance_cum_ack(f.cum_ack, news);
+    send_.on_fin_ack(now, f.cum_ack);
   }
   if (pkt.hdr.flags & kFlagFinReply) {
     if (state_ == ConnectionState::kClosing && fin_sent_) {
@@ -473,13 +410,11 @@ void ConnectionCore::on_fin(TimeNs now, const Packet& pkt) {
     close_report_.closed_by_peer = true;
     const std::string why = "peer closed the connection (it left " + std::to_string(f.unfinished_sends) +
                             " sends and " + std::to_string(f.unfinished_recvs) + " receives unfinished)";
-    fail_pending(why, why, &close_report_.unfinished_sends, &close_report_.unfinished_recvs);
+    fail_pending(why, why, ErrorCode::kRemote, &close_report_.unfinished_sends,
+                 &close_report_.unfinished_recvs);
   }
   // Nothing more flows in either direction: the peer acknowledged all it will ever need from us.
-  retx_queue_.clear();
-  snd_una_ = snd_nxt_;
-  rto_deadline_ = kNever;
-  tlp_deadline_ = kNever;
+  send_.finish();
   ctl_deadline_ = kNever;
   fin_pending_ = false;
   fin_reply_pending_ = true;
@@ -494,7 +429,7 @@ void ConnectionCore::on_packet(TimeNs now, TimeNs rx_time_ns, const Packet& pkt,
   // it must not reach the receiver: a version-2 DATA flagged kFlagNoPayloadCrc would otherwise be
   // placed unchecked on a connection that agreed on version 1, where every payload is checked. It is
   // dropped and counted as malformed, and it does not count as hearing from the peer.
-  if (state_ != ConnectionState::kConnecting && pkt.hdr.version != version_ &&
+  if (state_ != ConnectionState::kConnecting && pkt.hdr.version != addr_.version &&
       pkt.hdr.type != PacketType::kSyn && pkt.hdr.type != PacketType::kSynAck &&
       pkt.hdr.type != PacketType::kRst) {
     ++stats_.malformed_dropped;
@@ -513,8 +448,7 @@ void ConnectionCore::on_packet(TimeNs now, TimeNs rx_time_ns, const Packet& pkt,
   if (probe_outstanding_ && r == DecodeResult::kOk) {
     // The peer is alive: the probe's "loss episode" ends.
     probe_outstanding_ = false;
-    rto_.on_progress(now);
-    if (snd_una_ == snd_nxt_) rto_deadline_ = kNever;
+    send_.on_probe_answered(now);
   }
   switch (pkt.hdr.type) {
     case PacketType::kSeg:
@@ -522,11 +456,14 @@ void ConnectionCore::on_packet(TimeNs now, TimeNs rx_time_ns, const Packet& pkt,
         on_seg(now, rx_ns, pkt, ce, r);
       break;
     case PacketType::kAck:
-      if (state_ == ConnectionState::kEstablished || state_ == ConnectionState::kClosing)
-        on_ack(now, rx_ns, pkt);
+      if (state_ == ConnectionState::kEstablished || state_ == ConnectionState::kClosing) {
+        if (pkt.hdr.flags & kFlagAckRequest) recv_.request_ack();  // a keepalive probe: answer at once
+        if (send_.on_ack(now, rx_ns, pkt)) maybe_finish_drain(now);
+      }
       break;
     case PacketType::kCnp:
-      if (state_ == ConnectionState::kEstablished || state_ == ConnectionState::kClosing) on_cnp(now, pkt);
+      if (state_ == ConnectionState::kEstablished || state_ == ConnectionState::kClosing)
+        send_.on_cnp(now, pkt);
       break;
     case PacketType::kSynAck:
       on_syn_ack(now, pkt);
@@ -542,16 +479,15 @@ void ConnectionCore::on_packet(TimeNs now, TimeNs rx_time_ns, const Packet& pkt,
   }
 }
 
-void ConnectionCore::fill_common(TxPacket& out, uint8_t lane) const {
-  out.lane = lane;
-  out.path_id = lane < lanes_.size() ? lanes_[lane].stats.path_id : 0;
-  out.peer = peer_;
-  out.conn_id = id_;
-  out.ect = false;
-  out.payload = nullptr;
-  out.payload_len = 0;
-  out.payload_crc_pending = false;
-  out.request = 0;
+void ConnectionCore::on_seg(TimeNs now, TimeNs rx_ns, const Packet& pkt, bool ce, DecodeResult r) {
+  if (!recv_.admit(pkt, r)) return;
+  const bool accepted =
+      (pkt.hdr.flags & kFlagCredit) ? send_.on_credit(pkt) : recv_.on_data(now, pkt, copier_);
+  if (!accepted) {
+    ++stats_.malformed_dropped;
+    return;
+  }
+  recv_.on_accepted(now, rx_ns, pkt, ce);
 }
 
 bool ConnectionCore::poll_control(TimeNs now, TxPacket& out) {
@@ -572,13 +508,9 @@ bool ConnectionCore::poll_control(TimeNs now, TxPacket& out) {
   }
   if (synack_pending_) {
     synack_pending_ = false;
-    out.header_len = static_cast<uint16_t>(
-        encode_handshake(CommonHeader{.version = static_cast<uint8_t>(version_),
-                                      .type = PacketType::kSynAck,
-                                      .lane = 0,
-                                      .flags = awaiting_confirm_ ? kFlagConfirm : uint8_t{0},
-                                      .dst_conn_id = remote_id_},
-                         handshake_body(), out.header));
+    out.header_len = static_cast<uint16_t>(encode_handshake(
+        common_header(addr_, PacketType::kSynAck, 0, awaiting_confirm_ ? kFlagConfirm : uint8_t{0}),
+        handshake_body(), out.header));
     fill_common(out, 0);
     // Without a confirmation the SYN_ACK is sent again (it or the answer was lost), until
     // connect_timeout_ns; an unconfirmed SYN_ACK is otherwise sent again only for a duplicate SYN.
@@ -587,45 +519,36 @@ bool ConnectionCore::poll_control(TimeNs now, TxPacket& out) {
   }
   if (fin_reply_pending_ || fin_pending_) {
     const bool reply = fin_reply_pending_;
-    FinBody f{.final_seq = snd_nxt_,
+    FinBody f{.final_seq = send_.snd_nxt(),
               .unfinished_sends = close_report_.unfinished_sends,
               .unfinished_recvs = close_report_.unfinished_recvs,
-              .cum_ack = rcv_nxt_};
-    out.header_len =
-        static_cast<uint16_t>(encode_fin(CommonHeader{.version = static_cast<uint8_t>(version_),
-                                                      .type = PacketType::kFin,
-                                                      .lane = 0,
-                                                      .flags = reply ? kFlagFinReply : uint8_t{0},
-                                                      .dst_conn_id = remote_id_},
-                                         f, out.header));
+              .cum_ack = recv_.rcv_nxt()};
+    out.header_len = static_cast<uint16_t>(encode_fin(
+        common_header(addr_, PacketType::kFin, 0, reply ? kFlagFinReply : uint8_t{0}), f, out.header));
     fill_common(out, 0);
     if (reply) {
       fin_reply_pending_ = false;
     } else {
       fin_pending_ = false;
-      ctl_deadline_ = now + rto_.timeout_ns();
+      ctl_deadline_ = now + send_.rto().timeout_ns();
     }
     return true;
   }
   if (state_ != ConnectionState::kEstablished && state_ != ConnectionState::kClosing) return false;
-  if (cnp_pending_mask_ != 0) {
-    const auto lane = static_cast<uint8_t>(__builtin_ctzll(cnp_pending_mask_));
-    cnp_pending_mask_ &= cnp_pending_mask_ - 1;
-    out.header_len = static_cast<uint16_t>(encode_cnp(CommonHeader{.version = static_cast<uint8_t>(version_),
-                                                                   .type = PacketType::kCnp,
-                                                                   .lane = lane,
-                                                                   .flags = 0,
-                                                                   .dst_conn_id = remote_id_},
-                                                      CnpBody{.lane = lane}, out.header));
-    fill_common(out, static_cast<uint8_t>(lane % lanes_.size()));
+  if (recv_.cnp_pending()) {
+    const uint8_t lane = recv_.take_cnp();
+    out.header_len = static_cast<uint16_t>(
+        encode_cnp(common_header(addr_, PacketType::kCnp, lane, 0), CnpBody{.lane = lane}, out.header));
+    fill_common(out, static_cast<uint8_t>(lane % send_.lanes()));
     ++stats_.cnps_sent;
-    if (lane < lanes_.size()) ++lanes_[lane].stats.cnps_sent;
+    send_.count_cnp_sent(lane);
     return true;
   }
-  if (ack_now_ || ack_deadline_ <= now || probe_pending_) {
+  if (recv_.ack_due(now) || probe_pending_) {
     const bool probe = probe_pending_;
     probe_pending_ = false;
-    build_ack(now, out, probe);
+    const uint8_t lane = recv_.ack_lane(send_.lanes());
+    recv_.build_ack(now, out, lane, send_.path_id(lane), probe);
     return true;
   }
   return false;
@@ -633,24 +556,42 @@ bool ConnectionCore::poll_control(TimeNs now, TxPacket& out) {
 
 TimeNs ConnectionCore::keepalive_deadline() const {
   if (state_ != ConnectionState::kEstablished && state_ != ConnectionState::kClosing) return kNever;
-  if (fin_sent_ || probe_outstanding_ || requests_pending_ == 0 || snd_una_ != snd_nxt_) return kNever;
+  if (fin_sent_ || probe_outstanding_ || reqs_.pending() == 0 || !send_.all_acked()) return kNever;
   return last_rx_ns_ + cfg_.keepalive_interval_ns;
 }
 
 bool ConnectionCore::poll_tx(TimeNs now, TxPacket& out) {
-  poll_again_ = false;
+  send_.begin_poll();
   if (state_ == ConnectionState::kFailed) return false;
   if (poll_control(now, out)) return true;
   if (state_ != ConnectionState::kEstablished && state_ != ConnectionState::kClosing) return false;
-  if (poll_data(now, out)) return true;
+  if (send_.poll(now, out)) return true;
   maybe_finish_drain(now);
   if (fin_pending_) return poll_control(now, out);
   return false;
 }
 
 TimeNs ConnectionCore::next_deadline() const {
-  return std::min({ctl_deadline_, rto_deadline_, tlp_deadline_, ack_deadline_, pace_wake_ns_, port_probe_ns_,
-                   keepalive_deadline()});
+  return std::min({ctl_deadline_, send_.rto_deadline(), send_.tlp_deadline(), recv_.ack_deadline(),
+                   send_.pace_wake(), port_probe_ns_, keepalive_deadline()});
+}
+
+void ConnectionCore::on_rto(TimeNs now) {
+  if (send_.all_acked()) {
+    send_.disarm_rto();
+    if (!probe_outstanding_) return;
+    // An unanswered keepalive probe: retried on the RTO schedule, within the same retry budget.
+    if (send_.rto().on_timeout(now) == cc::RtoVerdict::kGiveUp) {
+      fail("peer " + std::to_string(addr_.peer) + " unreachable: nothing heard for " +
+               duration_text(now - last_rx_ns_) + " (keepalive probes unanswered)",
+           ErrorCode::kTimeout);
+      return;
+    }
+    probe_pending_ = true;
+    send_.arm_rto(now);
+    return;
+  }
+  if (Status s = send_.on_rto(now); !s) fail(s.error().message, s.error().code);
 }
 
 void ConnectionCore::on_timer(TimeNs now) {
@@ -658,14 +599,15 @@ void ConnectionCore::on_timer(TimeNs now) {
     ctl_deadline_ = kNever;
     if (state_ == ConnectionState::kConnecting) {
       if (ctl_rto_.on_timeout(now) == cc::RtoVerdict::kGiveUp) {
-        fail("connect to peer " + std::to_string(peer_) + ": no answer after " +
-             duration_text(now - connect_start_ns_) + " (" + std::to_string(syns_sent_) + " SYNs sent)");
+        fail("connect to peer " + std::to_string(addr_.peer) + ": no answer after " +
+                 duration_text(now - connect_start_ns_) + " (" + std::to_string(syns_sent_) + " SYNs sent)",
+             ErrorCode::kTimeout);
         return;
       }
       syn_pending_ = true;
     } else if (awaiting_confirm_) {
       if (ctl_rto_.on_timeout(now) == cc::RtoVerdict::kGiveUp) {
-        abandon("handshake from peer " + std::to_string(peer_) + " not confirmed after " +
+        abandon("handshake from peer " + std::to_string(addr_.peer) + " not confirmed after " +
                 duration_text(now - connect_start_ns_));
         return;
       }
@@ -673,33 +615,31 @@ void ConnectionCore::on_timer(TimeNs now) {
     } else if (state_ == ConnectionState::kClosing && !fin_sent_) {
       maybe_finish_drain(now);
     } else if (state_ == ConnectionState::kClosing && fin_sent_) {
-      if (rto_.on_timeout(now) == cc::RtoVerdict::kGiveUp) {
-        fail("close: peer " + std::to_string(peer_) + " unreachable: no answer to FIN after " +
-             duration_text(now - fin_start_ns_));
+      if (send_.rto().on_timeout(now) == cc::RtoVerdict::kGiveUp) {
+        fail("close: peer " + std::to_string(addr_.peer) + " unreachable: no answer to FIN after " +
+                 duration_text(now - fin_start_ns_),
+             ErrorCode::kTimeout);
         return;
       }
       fin_pending_ = true;
     }
   }
-  if (rto_deadline_ <= now) on_rto(now);
+  if (send_.rto_deadline() <= now) on_rto(now);
   if (state_ == ConnectionState::kFailed) return;
-  if (tlp_deadline_ <= now) on_tail_probe();
+  if (send_.tlp_deadline() <= now) send_.on_tail_probe();
   if (keepalive_deadline() <= now) {
     probe_pending_ = true;
     probe_outstanding_ = true;
-    rto_deadline_ = now + rto_.timeout_ns();
+    send_.arm_rto(now);
   }
-  if (ack_deadline_ <= now) {
-    ack_now_ = true;
-    ack_deadline_ = kNever;
-  }
+  recv_.on_ack_timer(now);
   if (port_probe_ns_ <= now) {
     port_probe_ns_ = kNever;
     // Still nothing heard since the first report: ask once more. A closed port answers with another
     // report, which now fails the connection; a live peer answers the probe.
     if (last_rx_ns_ < port_closed_since_ns_) probe_pending_ = true;
   }
-  if (pace_wake_ns_ <= now) pace_wake_ns_ = kNever;
+  send_.clear_pace_wake(now);
 }
 
 }  // namespace megascale::engine::detail

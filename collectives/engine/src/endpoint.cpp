@@ -503,7 +503,7 @@ void Endpoint::release_with(ConnId id, RstReason reason, std::string_view rst_te
   ConnectionCore& core = *e->core;
   if (core.is_open()) {
     if (core.remote_id() != 0) im.queue_rst(core.peer(), core.remote_id(), id, reason, std::string(rst_text));
-    core.fail(local);
+    core.fail(local, ErrorCode::kInvalidUsage);  // the application let it go with requests pending
   }
   const auto pos = static_cast<size_t>(e - im.conns.data());
   im.conns.erase(im.conns.begin() + static_cast<std::ptrdiff_t>(pos));

@@ -1,13 +1,13 @@
-// Lanes: one congestion controller, pacer, in-flight count and path id each; lane choice per segment;
-// PLB-style repathing.
+// The send half's lanes: one congestion controller, pacer, in-flight count and path id each; lane
+// choice per segment; PLB-style repathing.
 #include <algorithm>
 
-#include "connection_core.h"
 #include "megascale/congestion/config.h"
+#include "sender.h"
 
 namespace megascale::engine::detail {
 
-void ConnectionCore::init_lanes(TimeNs now) {
+void SendHalf::init_lanes(TimeNs now) {
   cc::FlowParams flow = cfg_.cc.flow;
   flow.mss_bytes = seg_bytes_;
   if (cfg_.tail_probe) tlp_seqs_.reserve(lanes_.size());  // never allocates on the probe path
@@ -22,11 +22,11 @@ void ConnectionCore::init_lanes(TimeNs now) {
   }
 }
 
-void ConnectionCore::lane_refresh(TimeNs now, Lane& lane) {
+void SendHalf::lane_refresh(TimeNs now, Lane& lane) {
   lane.cwnd_bytes = lane.cc->cwnd_bytes();
   // No lane waits longer to send a segment than the transport ever waits for an ACK (the RTO ceiling).
   // Swift paces one segment per rtt/cwnd below one packet; at its 0.001-packet floor that is 1,000 RTTs,
-  // and with an RTT inflated by a stalled host (milliseconds) a lane went silent for tens of seconds.
+  // which with an RTT inflated by a stalled host (milliseconds) would be tens of seconds of silence.
   // In a fabric (RTTs of microseconds) the cap never binds: Swift's gaps stay far below it.
   const double rate = std::max(lane.cc->pacing_rate_bps(), pacing_floor_bps_);
   if (rate != lane.pacer.rate_bps()) lane.pacer.set_rate(now, rate);
@@ -34,7 +34,7 @@ void ConnectionCore::lane_refresh(TimeNs now, Lane& lane) {
   lane.stats.pacing_rate_bps = rate;
 }
 
-int ConnectionCore::pick_lane(TimeNs now, uint32_t len, TimeNs* wake) {
+int SendHalf::pick_lane(TimeNs now, uint32_t len, TimeNs* wake) {
   const auto n = static_cast<uint32_t>(lanes_.size());
   const uint64_t wire_bytes = uint64_t{len} + kSegHeaderBytes;
   for (uint32_t k = 0; k < n; ++k) {
@@ -66,7 +66,7 @@ int ConnectionCore::pick_lane(TimeNs now, uint32_t len, TimeNs* wake) {
   return -1;
 }
 
-void ConnectionCore::lane_rtt_sample(TimeNs now, Lane& lane, TimeNs rtt_ns, bool ce) {
+void SendHalf::lane_rtt_sample(TimeNs now, Lane& lane, TimeNs rtt_ns, bool ce) {
   if (cfg_.repath_delay_rtts == 0) return;
   if (lane.target_delay_ns > 0 && rtt_ns > lane.target_delay_ns) lane.round_over_target = true;
   if (ce) lane.round_ce = true;
@@ -83,7 +83,7 @@ void ConnectionCore::lane_rtt_sample(TimeNs now, Lane& lane, TimeNs rtt_ns, bool
   lane.target_delay_ns = static_cast<TimeNs>(lane.cc->state().target_delay_ns);
 }
 
-void ConnectionCore::lane_floor_check(TimeNs now, Lane& lane) {
+void SendHalf::lane_floor_check(TimeNs now, Lane& lane) {
   if (!lane.cc->at_floor()) {
     lane.floor_since_ns = kNever;
     lane.floor_counted = false;
@@ -100,7 +100,7 @@ void ConnectionCore::lane_floor_check(TimeNs now, Lane& lane) {
   ++ep_stats_->floor_stalls;
 }
 
-void ConnectionCore::repath(TimeNs now, Lane& lane) {
+void SendHalf::repath(TimeNs now, Lane& lane) {
   uint32_t next = lane.stats.path_id;
   while (next == lane.stats.path_id || next == kHomePathId) next = static_cast<uint32_t>(splitmix64(rng_));
   lane.stats.path_id = next;

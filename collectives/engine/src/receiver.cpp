@@ -1,18 +1,52 @@
-// The receiving direction: arriving SEGs (duplicate and window checks, placement into posted buffers,
-// credits from the peer), the received-seq bitmap, ACK generation with SACK ranges, and CNPs.
+// The receiving half: posted receive slots, arriving SEGs (duplicate and window checks, placement into
+// posted buffers), the received-seq bitmap, ACK generation with SACK ranges, and CNPs.
+#include "receiver.h"
+
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
-#include "connection_core.h"
+#include "ring.h"
 
 namespace megascale::engine::detail {
 
-bool ConnectionCore::rcv_has(uint64_t seq) const {
+ReceiveHalf::ReceiveHalf(const EngineConfig& cfg, const ConnAddress& addr, RequestTable& reqs,
+                         ConnectionStats& stats, EndpointStats* ep_stats)
+    : cfg_(cfg),
+      addr_(addr),
+      reqs_(reqs),
+      stats_(stats),
+      ep_stats_(ep_stats),
+      rcv_window_(cfg.window_segments) {
+  recv_mask_ = round_up_pow2(cfg.max_posted_recvs) - 1;
+  recv_slots_.assign(size_t{recv_mask_} + 1, kNoRequest);
+  rcv_bits_.assign((rcv_window_ + 63) / 64, 0);  // windows below 64 segments use part of one word
+  cnp_pacers_.assign(kMaxLanes, cc::CnpPacer(cfg.cc.dcqcn.cnp_interval_ns));
+}
+
+void ReceiveHalf::post(uint32_t idx) {
+  const uint64_t slot = recv_slot_next_;
+  reqs_[idx].slot = slot;
+  recv_slots_[slot & recv_mask_] = idx;
+  ++recv_slot_next_;
+}
+
+void ReceiveHalf::release_slot(uint32_t idx) {
+  const uint64_t slot = reqs_[idx].slot;
+  if (recv_slots_[slot & recv_mask_] == idx) recv_slots_[slot & recv_mask_] = kNoRequest;
+}
+
+void ReceiveHalf::finish(uint32_t idx, bool ok, uint64_t bytes, int32_t tag, std::string error,
+                         ErrorCode code) {
+  if (reqs_.complete(idx, ok, bytes, tag, std::move(error), code)) release_slot(idx);
+}
+
+bool ReceiveHalf::rcv_has(uint64_t seq) const {
   const uint64_t bit = seq & (rcv_window_ - 1);
   return (rcv_bits_[bit >> 6] >> (bit & 63)) & 1U;
 }
 
-void ConnectionCore::rcv_mark(uint64_t seq) {
+void ReceiveHalf::rcv_mark(uint64_t seq) {
   if (seq != rcv_nxt_) {
     const uint64_t bit = seq & (rcv_window_ - 1);
     rcv_bits_[bit >> 6] |= uint64_t{1} << (bit & 63);
@@ -29,32 +63,32 @@ void ConnectionCore::rcv_mark(uint64_t seq) {
   rcv_highest_end_ = std::max(rcv_highest_end_, rcv_nxt_);
 }
 
-void ConnectionCore::on_seg(TimeNs now, TimeNs rx_ns, const Packet& pkt, bool ce, DecodeResult r) {
+bool ReceiveHalf::admit(const Packet& pkt, DecodeResult r) {
   const SegHeader& h = pkt.seg;
   if (r == DecodeResult::kBadPayloadCrc) {
     ++stats_.corrupt_dropped;  // not acked: the sender retransmits it
-    return;
+    return false;
   }
   if (h.seq < rcv_nxt_ || (h.seq < rcv_highest_end_ && rcv_has(h.seq))) {
     // Already placed. Ack again: the first ACK may have been lost. The echo stays on the latest new
     // segment: echoing this copy would tell the sender that its retransmission arrived, where an
     // earlier copy did. After a stall the originals and their retransmissions are read in one batch,
     // and the batch's ACK then names an original, which shows the sender its timeout was spurious
-    // (Eifel); naming the duplicate hid it.
+    // (Eifel); naming the duplicate would hide it.
     ++stats_.duplicates_dropped;
     ++ep_stats_->duplicates_dropped;
     ack_now_ = true;
-    return;
+    return false;
   }
   if (h.seq >= rcv_nxt_ + rcv_window_) {
     ++stats_.out_of_window_dropped;
-    return;
+    return false;
   }
-  const bool accepted = (pkt.hdr.flags & kFlagCredit) ? on_credit(pkt) : on_data(now, pkt);
-  if (!accepted) {
-    ++stats_.malformed_dropped;
-    return;
-  }
+  return true;
+}
+
+void ReceiveHalf::on_accepted(TimeNs now, TimeNs rx_ns, const Packet& pkt, bool ce) {
+  const SegHeader& h = pkt.seg;
   rcv_mark(h.seq);
   ++stats_.segments_received;
   ++ep_stats_->segments_received;
@@ -86,7 +120,7 @@ void ConnectionCore::on_seg(TimeNs now, TimeNs rx_ns, const Packet& pkt, bool ce
   }
 }
 
-bool ConnectionCore::on_data(TimeNs now, const Packet& pkt) {
+bool ReceiveHalf::on_data(TimeNs now, const Packet& pkt, PayloadCopier* copier) {
   const SegHeader& h = pkt.seg;
   // The wire carries the low 32 bits of the slot; valid slots lie in the last ring-size posts.
   const uint64_t ring = uint64_t{recv_mask_} + 1;
@@ -99,9 +133,10 @@ bool ConnectionCore::on_data(TimeNs now, const Packet& pkt) {
   }
   Request& r = reqs_[idx];
   if (pkt.hdr.flags & kFlagTooLarge) {
-    complete(idx, false, 0, h.tag,
-             "message of " + std::to_string(h.msg_len) + " bytes is larger than this receive's buffer of " +
-                 std::to_string(r.capacity) + " bytes (tag " + std::to_string(h.tag) + ")");
+    finish(idx, false, 0, h.tag,
+           "message of " + std::to_string(h.msg_len) + " bytes is larger than this receive's buffer of " +
+               std::to_string(r.capacity) + " bytes (tag " + std::to_string(h.tag) + ")",
+           ErrorCode::kInvalidUsage);
     return true;
   }
   if (h.msg_len > r.capacity) return false;  // the sender must have refused it (kFlagTooLarge)
@@ -113,8 +148,8 @@ bool ConnectionCore::on_data(TimeNs now, const Packet& pkt) {
   }
   // Virtual payload: only the count of bytes is placed (the receive buffer may be null).
   if (h.payload_len > 0 && !cfg_.virtual_payload) {
-    if (copier_ != nullptr) {
-      copier_->copy(r.buf + h.offset, pkt.payload, h.payload_len, id_, request_id(idx));
+    if (copier != nullptr) {
+      copier->copy(r.buf + h.offset, pkt.payload, h.payload_len, addr_.id, reqs_.id(idx));
     } else {
       std::memcpy(r.buf + h.offset, pkt.payload, h.payload_len);
     }
@@ -125,33 +160,12 @@ bool ConnectionCore::on_data(TimeNs now, const Packet& pkt) {
   ep_stats_->bytes_received += h.payload_len;
   if (r.placed == r.msg_len) {
     r.last_ns = r.done_ns = now;
-    complete(idx, true, r.msg_len, h.tag, {});
+    finish(idx, true, r.msg_len, h.tag);
   }
   return true;
 }
 
-bool ConnectionCore::on_credit(const Packet& pkt) {
-  const SegHeader& h = pkt.seg;
-  const uint64_t ring = uint64_t{credit_mask_} + 1;
-  const uint64_t slot =
-      credit_contig_ + static_cast<uint32_t>(h.slot - static_cast<uint32_t>(credit_contig_));
-  if (slot >= credit_contig_ + ring) return false;  // more receives than the peer advertised
-  CreditEntry& c = credits_[slot & credit_mask_];
-  if (c.present) return false;  // a slot still unmatched: the peer reused it too early
-  c.present = true;
-  c.slot = slot;
-  c.tag = h.tag;
-  c.capacity = h.capacity_bytes;
-  // Credits are matched in slot order: advance over every slot that has arrived.
-  while (credits_[credit_contig_ & credit_mask_].present &&
-         credits_[credit_contig_ & credit_mask_].slot == credit_contig_) {
-    ++credit_contig_;
-  }
-  try_match();
-  return true;
-}
-
-void ConnectionCore::build_ack(TimeNs now, TxPacket& out, bool probe) {
+void ReceiveHalf::build_ack(TimeNs now, TxPacket& out, uint8_t lane, uint32_t path_id, bool probe) {
   AckHeader& a = ack_scratch_;  // reused: a fresh AckHeader would zero 256 bytes of SACK ranges
   a.cum_ack = rcv_nxt_;
   a.echo_seq = echo_seq_;
@@ -176,15 +190,9 @@ void ConnectionCore::build_ack(TimeNs now, TxPacket& out, bool probe) {
       a.sack[a.nsack++] = SackRange{start, seq};
     }
   }
-  const auto lane = static_cast<uint8_t>(echo_lane_ % lanes_.size());
-  out.header_len =
-      static_cast<uint16_t>(encode_ack(CommonHeader{.version = static_cast<uint8_t>(version_),
-                                                    .type = PacketType::kAck,
-                                                    .lane = lane,
-                                                    .flags = probe ? kFlagAckRequest : uint8_t{0},
-                                                    .dst_conn_id = remote_id_},
-                                       a, out.header));
-  fill_common(out, lane);
+  out.header_len = static_cast<uint16_t>(encode_ack(
+      common_header(addr_, PacketType::kAck, lane, probe ? kFlagAckRequest : uint8_t{0}), a, out.header));
+  fill_common(out, addr_, lane, path_id);
   ack_now_ = false;
   ack_deadline_ = kNever;
   segs_since_ack_ = 0;

@@ -1,15 +1,103 @@
 // The sending direction: matching sends to the peer's credits, segment transmission over lanes, ACK
 // processing (cumulative + SACK), loss detection per lane (dupthresh and RACK), retransmission and RTO.
-#include <algorithm>
-#include <cstdio>
+#include "sender.h"
 
-#include "connection_core.h"
+#include <algorithm>
+
 #include "megascale/engine/crc32c.h"
 
 namespace megascale::engine::detail {
 
-void ConnectionCore::try_match() {
-  if (state_ != ConnectionState::kEstablished && state_ != ConnectionState::kClosing) return;
+SendHalf::SendHalf(const EngineConfig& cfg, const ConnAddress& addr, RequestTable& reqs,
+                   ConnectionStats& stats, EndpointStats* ep_stats, uint64_t rto_seed, uint64_t rng)
+    : cfg_(cfg),
+      addr_(addr),
+      reqs_(reqs),
+      stats_(stats),
+      ep_stats_(ep_stats),
+      rng_(rng),
+      seg_bytes_(cfg.segment_bytes),
+      window_(cfg.window_segments),
+      pacing_floor_bps_(8.0 * static_cast<double>(cfg.segment_bytes + kSegHeaderBytes) * 1e9 /
+                        static_cast<double>(std::max<TimeNs>(cfg.cc.rto.max_rto_ns, 1))),
+      tx_queue_(initial_entries(cfg, cfg.max_posted_sends)),
+      credit_queue_(initial_entries(cfg, cfg.max_posted_recvs)),
+      retx_queue_(initial_entries(cfg, cfg.window_segments * 2)),
+      rto_(cfg.cc.rto, rto_seed) {
+  if (!cfg.grow_connection_state) unmatched_sends_.reserve(cfg.max_posted_sends);
+  ring_.resize(initial_entries(cfg, cfg.window_segments));
+  ring_mask_ = ring_.size() - 1;
+  lanes_.resize(cfg.lanes);
+}
+
+void SendHalf::establish(TimeNs now, uint32_t seg_bytes, uint32_t peer_window, uint32_t peer_recv_slots) {
+  seg_bytes_ = seg_bytes;
+  window_ = std::min(cfg_.window_segments, peer_window);
+  credits_.assign(peer_recv_slots, CreditEntry{});
+  credit_mask_ = peer_recv_slots - 1;
+  init_lanes(now);
+}
+
+void SendHalf::queue_credit(uint32_t idx) {
+  if (credit_queue_.full()) credit_queue_.grow();  // grow_connection_state only; else never full
+  credit_queue_.push(idx);
+}
+
+bool SendHalf::on_credit(const Packet& pkt) {
+  const SegHeader& h = pkt.seg;
+  const uint64_t ring = uint64_t{credit_mask_} + 1;
+  const uint64_t slot =
+      credit_contig_ + static_cast<uint32_t>(h.slot - static_cast<uint32_t>(credit_contig_));
+  if (slot >= credit_contig_ + ring) return false;  // more receives than the peer advertised
+  CreditEntry& c = credits_[slot & credit_mask_];
+  if (c.present) return false;  // a slot still unmatched: the peer reused it too early
+  c.present = true;
+  c.slot = slot;
+  c.tag = h.tag;
+  c.capacity = h.capacity_bytes;
+  // Credits are matched in slot order: advance over every slot that has arrived.
+  while (credits_[credit_contig_ & credit_mask_].present &&
+         credits_[credit_contig_ & credit_mask_].slot == credit_contig_) {
+    ++credit_contig_;
+  }
+  try_match();
+  return true;
+}
+
+void SendHalf::drop_queued() {
+  unmatched_sends_.clear();
+  tx_queue_.clear();
+  credit_queue_.clear();
+  notices_.clear();
+}
+
+void SendHalf::stop() {
+  rto_deadline_ = pace_wake_ns_ = tlp_deadline_ = kNever;
+  tlp_seqs_.clear();
+  retx_queue_.clear();
+}
+
+void SendHalf::finish() {
+  retx_queue_.clear();
+  snd_una_ = snd_nxt_;
+  rto_deadline_ = kNever;
+  tlp_deadline_ = kNever;
+}
+
+void SendHalf::on_probe_answered(TimeNs now) {
+  rto_.on_progress(now);
+  if (snd_una_ == snd_nxt_) rto_deadline_ = kNever;
+}
+
+void SendHalf::grow_tx_ring() {
+  std::vector<TxSeg> bigger(ring_.size() * 2);
+  const uint64_t mask = bigger.size() - 1;
+  for (uint64_t seq = snd_una_; seq < snd_nxt_; ++seq) bigger[seq & mask] = ring_[seq & ring_mask_];
+  ring_.swap(bigger);
+  ring_mask_ = mask;
+}
+
+void SendHalf::try_match() {
   if (credit_scan_lo_ == credit_contig_) return;  // no unmatched credit in order
   for (size_t i = 0; i < unmatched_sends_.size();) {
     const uint32_t idx = unmatched_sends_[i];
@@ -25,10 +113,11 @@ void ConnectionCore::try_match() {
       if (s.size > c.capacity) {
         // NCCL semantics: a receive smaller than the send is an error, on both sides.
         notices_.push_back(TooLargeNotice{.slot = slot, .tag = s.tag, .msg_len = s.size});
-        complete(idx, false, 0, s.tag,
-                 "message of " + std::to_string(s.size) +
-                     " bytes is larger than the peer's receive buffer of " + std::to_string(c.capacity) +
-                     " bytes (tag " + std::to_string(s.tag) + ")");
+        reqs_.complete(idx, false, 0, s.tag,
+                       "message of " + std::to_string(s.size) +
+                           " bytes is larger than the peer's receive buffer of " +
+                           std::to_string(c.capacity) + " bytes (tag " + std::to_string(s.tag) + ")",
+                       ErrorCode::kInvalidUsage);
       } else {
         if (tx_queue_.full()) tx_queue_.grow();  // grow_connection_state only; else never full
         tx_queue_.push(idx);
@@ -46,8 +135,8 @@ void ConnectionCore::try_match() {
   }
 }
 
-void ConnectionCore::emit_seg(TimeNs now, uint64_t seq, TxSeg& s, uint32_t lane_index, bool retransmit,
-                              TxPacket& out, bool probe) {
+void SendHalf::emit_seg(TimeNs now, uint64_t seq, TxSeg& s, uint32_t lane_index, bool retransmit,
+                        TxPacket& out, bool probe) {
   Lane& lane = lanes_[lane_index];
   s.lane = static_cast<uint8_t>(lane_index);
   s.sent_ns = now;
@@ -74,23 +163,20 @@ void ConnectionCore::emit_seg(TimeNs now, uint64_t seq, TxSeg& s, uint32_t lane_
     // Virtual payload: the bytes do not exist; the packet leaves with payload nullptr and CRC 0.
     if (s.len > 0 && !cfg_.virtual_payload) {
       payload = reqs_[s.req].data + s.offset;
-      unchecked = !cfg_.payload_crc && version_ >= 2;
+      unchecked = !cfg_.payload_crc && addr_.version >= 2;
       if (!unchecked && !cfg_.wire_seals_payload_crc) h.payload_crc = crc32c(payload, s.len);
     }
   }
-  const CommonHeader ch{.version = static_cast<uint8_t>(version_),
-                        .type = PacketType::kSeg,
-                        .lane = static_cast<uint8_t>(lane_index),
-                        .flags = static_cast<uint8_t>(s.flags | (retransmit ? kFlagRetransmit : 0) |
-                                                      (unchecked ? kFlagNoPayloadCrc : 0)),
-                        .dst_conn_id = remote_id_};
+  const CommonHeader ch = common_header(addr_, PacketType::kSeg, static_cast<uint8_t>(lane_index),
+                                        static_cast<uint8_t>(s.flags | (retransmit ? kFlagRetransmit : 0) |
+                                                             (unchecked ? kFlagNoPayloadCrc : 0)));
   out.header_len = static_cast<uint16_t>(encode_seg(ch, h, out.header));
-  fill_common(out, static_cast<uint8_t>(lane_index));
+  fill_common(out, addr_, static_cast<uint8_t>(lane_index), lane.stats.path_id);
   out.payload = payload;
   out.payload_len = s.len;
   out.ect = true;
   out.payload_crc_pending = payload != nullptr && cfg_.wire_seals_payload_crc && !unchecked;
-  out.request = payload != nullptr ? request_id(s.req) : 0;
+  out.request = payload != nullptr ? reqs_.id(s.req) : 0;
 
   ++lane.stats.segments_sent;
   lane.stats.bytes_sent += s.len;
@@ -104,7 +190,7 @@ void ConnectionCore::emit_seg(TimeNs now, uint64_t seq, TxSeg& s, uint32_t lane_
   if (cfg_.tail_probe && !retransmit) arm_tail_probe(now);
 }
 
-void ConnectionCore::arm_tail_probe(TimeNs now) {
+void SendHalf::arm_tail_probe(TimeNs now) {
   // RFC 8985 §7.2: after new data leaves or an ACK makes progress, unless a probe is already out or a
   // timeout episode is running (the RTO is in charge then). Without an RTT sample there is no PTO.
   tlp_deadline_ = kNever;
@@ -115,7 +201,7 @@ void ConnectionCore::arm_tail_probe(TimeNs now) {
   if (at < rto_deadline_) tlp_deadline_ = at;
 }
 
-void ConnectionCore::on_tail_probe() {
+void SendHalf::on_tail_probe() {
   tlp_deadline_ = kNever;
   if (snd_una_ == snd_nxt_ || rto_.in_episode()) return;
   // A segment already declared lost and waiting for its retransmission: recovery is under way.
@@ -147,7 +233,7 @@ void ConnectionCore::on_tail_probe() {
   tlp_out_ = !tlp_seqs_.empty();
 }
 
-bool ConnectionCore::poll_data(TimeNs now, TxPacket& out) {
+bool SendHalf::poll(TimeNs now, TxPacket& out) {
   TimeNs wake = kNever;
   // Retransmissions first: they unblock the receiver's cumulative ACK.
   while (!retx_queue_.empty()) {
@@ -260,7 +346,7 @@ bool ConnectionCore::poll_data(TimeNs now, TxPacket& out) {
 //   the echo names the receiver's newest new segment (receiver.cpp never moves it to a duplicate):
 //   had the retransmission arrived before the ACK left, it would have arrived after the echoed copy,
 //   and been either a duplicate (the original was there) or the echo itself.
-bool ConnectionCore::original_arrived(const TxSeg& s, const AckNews& news) const {
+bool SendHalf::original_arrived(const TxSeg& s, const AckNews& news) const {
   if (s.retx == 0) return true;
   if (s.retx != 1) return false;  // an earlier retransmission may be what arrived
   if (news.rx_ns < s.sent_ns) return true;
@@ -268,7 +354,7 @@ bool ConnectionCore::original_arrived(const TxSeg& s, const AckNews& news) const
          news.echo_ts_ns + reo_wnd_ns() < s.sent_ns;
 }
 
-void ConnectionCore::deliver(TxSeg& s, AckNews& news) {
+void SendHalf::deliver(TxSeg& s, AckNews& news) {
   if (s.lost_by_rto && original_arrived(s, news)) news.rto_original_arrived = true;
   s.sacked = true;
   Lane& lane = lanes_[s.lane];
@@ -287,7 +373,7 @@ void ConnectionCore::deliver(TxSeg& s, AckNews& news) {
   // time; if the first copy is what arrived, crediting the new lane would tell dupthresh and RACK that
   // this lane delivered a segment it has not, and they would declare its earlier segments, still on
   // their way, lost (RFC 8985 §6.2 step 2 excludes such ambiguous samples for the same reason).
-  // retx_ambiguity_test shows the cascade this caused.
+  // retx_ambiguity_test covers that cascade.
   if (s.retx == 0) {
     lane.delivered_lane_seq_end = std::max(lane.delivered_lane_seq_end, s.lane_seq + 1);
     lane.rack_sent_ns = std::max(lane.rack_sent_ns, s.sent_ns);
@@ -298,13 +384,13 @@ void ConnectionCore::deliver(TxSeg& s, AckNews& news) {
       --r.segs_unacked;
       if (r.all_sent && r.segs_unacked == 0) {
         r.done_ns = news.now_ns;
-        complete(s.req, true, r.size, r.tag, {});
+        reqs_.complete(s.req, true, r.size, r.tag);
       }
     }
   }
 }
 
-bool ConnectionCore::advance_cum_ack(uint64_t cum_ack, AckNews& news) {
+bool SendHalf::advance_cum_ack(uint64_t cum_ack, AckNews& news) {
   for (uint64_t seq = snd_una_; seq < cum_ack; ++seq) {
     TxSeg& s = ring_[seq & ring_mask_];
     if (!s.sacked) deliver(s, news);
@@ -314,18 +400,17 @@ bool ConnectionCore::advance_cum_ack(uint64_t cum_ack, AckNews& news) {
   return true;
 }
 
-void ConnectionCore::on_ack(TimeNs now, TimeNs rx_ns, const Packet& pkt) {
+bool SendHalf::on_ack(TimeNs now, TimeNs rx_ns, const Packet& pkt) {
   const AckHeader& a = pkt.ack;
   ++stats_.acks_received;
-  if (pkt.hdr.flags & kFlagAckRequest) ack_now_ = true;  // a keepalive probe: answer at once
   if (a.cum_ack > snd_nxt_ || (a.nsack > 0 && a.sack[a.nsack - 1].end > snd_nxt_)) {
     ++stats_.malformed_dropped;  // acknowledges what we never sent
-    return;
+    return false;
   }
   for (uint32_t i = 0; i + 1 < a.nsack; ++i) {
     if (a.sack[i].end > snd_nxt_) {
       ++stats_.malformed_dropped;
-      return;
+      return false;
     }
   }
   // The RTT sample from the echoed send time, only when this ACK is the first news of that segment's
@@ -454,15 +539,20 @@ void ConnectionCore::on_ack(TimeNs now, TimeNs rx_ns, const Packet& pkt) {
     tlp_out_ = false;
     arm_tail_probe(now);
   }
-  maybe_finish_drain(now);
+  return true;
 }
 
-TimeNs ConnectionCore::reo_wnd_ns() const {
+void SendHalf::on_fin_ack(TimeNs now, uint64_t cum_ack) {
+  AckNews news{.rx_ns = now, .now_ns = now};
+  advance_cum_ack(cum_ack, news);
+}
+
+TimeNs SendHalf::reo_wnd_ns() const {
   if (cfg_.reo_wnd_ns > 0) return cfg_.reo_wnd_ns;
   return min_rtt_ns_ == kNever ? 0 : min_rtt_ns_ / 4;
 }
 
-void ConnectionCore::push_retx(uint64_t seq) {
+void SendHalf::push_retx(uint64_t seq) {
   // grow_connection_state: a queue below its full size (twice window_segments) doubles instead, so the
   // rebuild below happens exactly when it would with the whole queue.
   if (retx_queue_.full() && retx_queue_.capacity() < size_t{cfg_.window_segments} * 2) retx_queue_.grow();
@@ -477,7 +567,7 @@ void ConnectionCore::push_retx(uint64_t seq) {
   retx_queue_.push(seq);
 }
 
-void ConnectionCore::mark_lost(uint64_t seq, TxSeg& s, bool by_rto) {
+void SendHalf::mark_lost(uint64_t seq, TxSeg& s, bool by_rto) {
   Lane& lane = lanes_[s.lane];
   s.lost = true;
   s.lost_by_rto = by_rto;
@@ -491,7 +581,7 @@ void ConnectionCore::mark_lost(uint64_t seq, TxSeg& s, bool by_rto) {
 // order says nothing (paths differ by microseconds). So both rules are applied per lane: dupthresh
 // counts later segments *of the same lane* delivered (RFC 6675's rule on the lane's own sequence),
 // and RACK compares send times with the latest delivered segment *of the same lane* (RFC 8985).
-void ConnectionCore::detect_losses(TimeNs now, uint64_t scan_end) {
+void SendHalf::detect_losses(TimeNs now, uint64_t scan_end) {
   const TimeNs reo = reo_wnd_ns();
   const uint64_t end = std::min(scan_end, snd_nxt_);
   for (uint64_t seq = snd_una_; seq < end; ++seq) {
@@ -512,20 +602,7 @@ void ConnectionCore::detect_losses(TimeNs now, uint64_t scan_end) {
   }
 }
 
-void ConnectionCore::on_rto(TimeNs now) {
-  if (snd_una_ == snd_nxt_) {
-    rto_deadline_ = kNever;
-    if (!probe_outstanding_) return;
-    // An unanswered keepalive probe: retried on the RTO schedule, within the same retry budget.
-    if (rto_.on_timeout(now) == cc::RtoVerdict::kGiveUp) {
-      fail("peer " + std::to_string(peer_) + " unreachable: nothing heard for " +
-           duration_text(now - last_rx_ns_) + " (keepalive probes unanswered)");
-      return;
-    }
-    probe_pending_ = true;
-    rto_deadline_ = now + rto_.timeout_ns();
-    return;
-  }
+Status SendHalf::on_rto(TimeNs now) {
   // Nothing in flight: every unacknowledged segment is selectively acknowledged or declared lost and
   // waiting for its retransmission, which a pacer below one packet of window may hold for many RTOs
   // (Swift §3.4: one packet every rtt/cwnd). That is no timeout (no count, no backoff, no cut): the
@@ -537,13 +614,13 @@ void ConnectionCore::on_rto(TimeNs now) {
   }
   if (!in_flight) {
     rto_deadline_ = kNever;
-    return;
+    return {};
   }
   if (rto_.on_timeout(now) == cc::RtoVerdict::kGiveUp) {
-    fail("peer " + std::to_string(peer_) + " unreachable: no progress for " +
-         duration_text(now - last_progress_ns_) + " after " + std::to_string(rto_.backoff_count()) +
-         " retransmission timeouts");
-    return;
+    return make_error(ErrorCode::kTimeout,
+                      "peer " + std::to_string(addr_.peer) + " unreachable: no progress for " +
+                          duration_text(now - last_progress_ns_) + " after " +
+                          std::to_string(rto_.backoff_count()) + " retransmission timeouts");
   }
   ++stats_.timeouts;
   tlp_deadline_ = kNever;  // the timeout is in charge until an ACK makes progress
@@ -573,9 +650,10 @@ void ConnectionCore::on_rto(TimeNs now) {
       repath(now, lane);
   }
   rto_deadline_ = now + rto_.timeout_ns();
+  return {};
 }
 
-void ConnectionCore::undo_spurious_rtos(TimeNs now, uint32_t run) {
+void SendHalf::undo_spurious_rtos(TimeNs now, uint32_t run) {
   // Eifel's response (RFC 4015) for every lane still in a run of timeouts (no acknowledgment since):
   // the controller restores its window. What was queued for retransmission is skipped as the late
   // originals are acknowledged; the backoff ended with the progress this ACK made.
@@ -593,7 +671,7 @@ void ConnectionCore::undo_spurious_rtos(TimeNs now, uint32_t run) {
   if (any) stats_.timeouts_spurious += std::max<uint32_t>(run, 1);
 }
 
-void ConnectionCore::on_cnp(TimeNs now, const Packet& pkt) {
+void SendHalf::on_cnp(TimeNs now, const Packet& pkt) {
   if (pkt.cnp.lane >= lanes_.size()) return;
   Lane& lane = lanes_[pkt.cnp.lane];
   lane.cc->on_cnp(now);

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "log.h"
+#include "net_result.h"
 #include "plugin.h"
 #include "registry.h"
 
@@ -60,13 +61,12 @@ bool poll_request(Request& r, NetResult* code, TimeNs seen_ns = 0) {
     const engine::Completion& c = r.tickets[t].completion();
     if (!c.ok) {
       const Stripe& s = comm->stripes[t % k];
-      std::string message;
       if (connection_usable(*s.wire, s.conn)) {
         // The connection is fine: this request alone failed (a receive smaller than the message).
-        *code = fail_comm(comm, abi::kNetInvalidUsage, c.error);
+        *code = fail_comm(comm, to_net_result(c.code), c.error);
       } else {
-        const NetResult failure = classify_failure(*s.wire, s.conn, &message);
-        *code = fail_comm(comm, failure, c.error.empty() ? message : c.error);
+        const Error failure = classify_failure(*s.wire, s.conn);
+        *code = fail_comm(comm, to_net_result(failure.code), c.error.empty() ? failure.message : c.error);
       }
       return false;
     }
@@ -134,7 +134,7 @@ Result<char*> shadow_of(void* mhandle, const void* data, uint64_t size) {
 }
 
 NetResult copy_failed(CommBase* comm, const Error& e) {
-  return fail_comm(comm, abi::kNetUnhandledCudaError, "GPU buffer copy: " + e.message);
+  return fail_comm(comm, to_net_result(e.code), "GPU buffer copy: " + e.message);
 }
 
 void submit_send(CommBase& comm, Request& r) {
@@ -279,14 +279,14 @@ NetResult reg_mr(void* comm, void* data, size_t size, int type, void** mhandle) 
           make_copier(mode, c->requests.size() * c->stripe_count(), Registry::get().config().gdr_copy_limits);
       if (!copier) {
         MS_WARN("regMr: MEGASCALE_GDR_COPY: %s", copier.error().message.c_str());
-        return abi::kNetUnhandledCudaError;
+        return to_net_result(copier.error().code);
       }
       c->copier = std::move(*copier);
     }
     auto shadow = c->copier->alloc_shadow(size);
     if (!shadow) {
       MS_WARN("regMr: the host shadow of GPU buffer %p: %s", data, shadow.error().message.c_str());
-      return abi::kNetUnhandledCudaError;
+      return to_net_result(shadow.error().code);
     }
     h->shadow = static_cast<char*>(*shadow);
   }

@@ -237,16 +237,14 @@ std::optional<std::string> DeviceWire::floor_stalls() {
          "too busy to send and answer promptly reads its own scheduling as fabric delay";
 }
 
-NetResult classify_failure(DeviceWire& wire, engine::ConnId conn, std::string* message) {
+Error classify_failure(DeviceWire& wire, engine::ConnId conn) {
   const std::string thread_error = wire.udp().thread_error();
-  if (!thread_error.empty()) {
-    *message = "the UDP wire's thread stopped: " + thread_error;
-    return abi::kNetSystemError;
-  }
+  if (!thread_error.empty())
+    return make_error(ErrorCode::kSystem, "the UDP wire's thread stopped: " + thread_error);
   const std::string error = wire.udp().connection_error(conn);
-  *message = "connection " + std::string(engine::to_string(wire.udp().state(conn))) +
-             (error.empty() ? "" : ": " + error);
-  return abi::kNetRemoteError;
+  return make_error(ErrorCode::kRemote, "connection " +
+                                            std::string(engine::to_string(wire.udp().state(conn))) +
+                                            (error.empty() ? "" : ": " + error));
 }
 
 NetResult fail_comm(CommBase* comm, NetResult code, const std::string& message) {

@@ -141,7 +141,7 @@ class CudaCopier final : public Copier {
   size_t free_marks() const override { return free_events_.size(); }
   Result<uint64_t> mark() override {
     if (free_events_.empty())
-      return make_error("no free mark (every CUDA event of the copier's pool is in use)");
+      return make_error(ErrorCode::kDevice, "no free mark (every CUDA event of the copier's pool is in use)");
     if (Status s = make_current(); !s) return s.error();
     CUevent e = free_events_.back();
     if (Status s = check(api_.event_record(e, stream_), "cuEventRecord"); !s) return s.error();
@@ -186,7 +186,8 @@ class CudaCopier final : public Copier {
     if (r == kCudaSuccess) return {};
     const char* text = nullptr;
     if (api_.get_error_string(r, &text) != kCudaSuccess || text == nullptr) text = "unknown";
-    return make_error(what + " failed: CUDA error " + std::to_string(r) + " (" + text + ")");
+    return make_error(ErrorCode::kDevice,
+                      what + " failed: CUDA error " + std::to_string(r) + " (" + text + ")");
   }
 
   const CudaApi& api_;
@@ -208,7 +209,8 @@ class EmulatedCopier final : public Copier {
   Result<void*> alloc_shadow(size_t bytes) override {
     void* p = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096 + 4096);
     if (p == nullptr)
-      return make_error("emulated shadow of " + std::to_string(bytes) + " bytes: out of memory");
+      return make_error(ErrorCode::kDevice,
+                        "emulated shadow of " + std::to_string(bytes) + " bytes: out of memory");
     return p;
   }
   void free_shadow(void* shadow) override { std::free(shadow); }
@@ -216,7 +218,8 @@ class EmulatedCopier final : public Copier {
   Status to_device(void* gpu, const void* host, size_t bytes) override { return queue(gpu, host, bytes); }
   size_t free_marks() const override { return marks_ - in_use_; }
   Result<uint64_t> mark() override {
-    if (in_use_ == marks_) return make_error("no free mark (every mark of the copier's pool is in use)");
+    if (in_use_ == marks_)
+      return make_error(ErrorCode::kDevice, "no free mark (every mark of the copier's pool is in use)");
     ++in_use_;
     queue_.push_back({nullptr, nullptr, 0, ++last_mark_});
     return last_mark_;
@@ -276,25 +279,25 @@ class LimitedCopier final : public Copier {
       : inner_(std::move(inner)), limits_(limits) {}
 
   Result<void*> alloc_shadow(size_t bytes) override {
-    if (failed_) return make_error(why_);
+    if (failed_) return make_error(ErrorCode::kDevice, why_);
     return inner_->alloc_shadow(bytes);
   }
   void free_shadow(void* shadow) override {
     if (!failed_ || may_free_) inner_->free_shadow(shadow);  // else kept: a given-up copy may still land
   }
   Status to_host(void* host, const void* gpu, size_t bytes) override {
-    if (failed_) return make_error(why_);
+    if (failed_) return make_error(ErrorCode::kDevice, why_);
     ++unmarked_;
     return inner_->to_host(host, gpu, bytes);
   }
   Status to_device(void* gpu, const void* host, size_t bytes) override {
-    if (failed_) return make_error(why_);
+    if (failed_) return make_error(ErrorCode::kDevice, why_);
     ++unmarked_;
     return inner_->to_device(gpu, host, bytes);
   }
   size_t free_marks() const override { return failed_ ? 0 : inner_->free_marks(); }
   Result<uint64_t> mark() override {
-    if (failed_) return make_error(why_);
+    if (failed_) return make_error(ErrorCode::kDevice, why_);
     auto m = inner_->mark();
     if (!m) return m;
     made_.push_back({*m, Clock::now()});
@@ -303,7 +306,7 @@ class LimitedCopier final : public Copier {
     return m;
   }
   Result<bool> passed(uint64_t m) override {
-    if (failed_) return make_error(why_);
+    if (failed_) return make_error(ErrorCode::kDevice, why_);
     // Marks pass in the order made: look at the oldest ones not yet seen to pass.
     while (!made_.empty()) {
       const Made& oldest = made_.front();
@@ -325,7 +328,7 @@ class LimitedCopier final : public Copier {
     return m <= passed_;
   }
   Status drain() override {
-    if (failed_) return make_error(why_);
+    if (failed_) return make_error(ErrorCode::kDevice, why_);
     if (limits_.timeout_ns == 0 && limits_.stall_after == 0) return inner_->drain();  // no limit: wait
     // Copies queued after the last mark get one of their own, as soon as one is free.
     while (unmarked_ > 0) {
@@ -333,10 +336,10 @@ class LimitedCopier final : public Copier {
         if (auto m = mark(); !m) return m.error();
         break;
       }
-      if (!made_.empty() && !wait_a_little(made_.front().mark)) return make_error(why_);
+      if (!made_.empty() && !wait_a_little(made_.front().mark)) return make_error(ErrorCode::kDevice, why_);
     }
     while (last_ > passed_) {
-      if (!wait_a_little(last_)) return make_error(why_);
+      if (!wait_a_little(last_)) return make_error(ErrorCode::kDevice, why_);
     }
     return {};
   }
@@ -377,7 +380,7 @@ class LimitedCopier final : public Copier {
     failed_ = true;
     may_free_ = inner_->abandon();
     if (!may_free_) why_ += ". The comm's shadows are kept, since the copy may still land";
-    return Error{why_};
+    return make_error(ErrorCode::kDevice, why_);
   }
 
   std::unique_ptr<Copier> inner_;
@@ -402,13 +405,14 @@ Result<std::unique_ptr<Copier>> make_copier(GdrCopyMode mode, size_t marks, Copy
   if (mode == GdrCopyMode::kEmulate) return limited(std::make_unique<EmulatedCopier>(marks));
   if (mode != GdrCopyMode::kCuda) return make_error("MEGASCALE_GDR_COPY is off: no copier");
   const CudaApi& api = cuda_api();
-  if (!api.error.empty()) return make_error(api.error);
+  if (!api.error.empty()) return make_error(ErrorCode::kDevice, api.error);
   CUcontext ctx = nullptr;
   if (api.ctx_get_current(&ctx) != kCudaSuccess || ctx == nullptr)
-    return make_error("no CUDA context is current on the thread that registered GPU memory");
+    return make_error(ErrorCode::kDevice,
+                      "no CUDA context is current on the thread that registered GPU memory");
   CUstream stream = nullptr;
   if (CUresult r = api.stream_create(&stream, kStreamNonBlocking); r != kCudaSuccess)
-    return make_error("cuStreamCreate failed: CUDA error " + std::to_string(r));
+    return make_error(ErrorCode::kDevice, "cuStreamCreate failed: CUDA error " + std::to_string(r));
   auto copier = std::make_unique<CudaCopier>(api, ctx, stream);
   if (Status s = copier->make_events(marks); !s) return s.error();
   return limited(std::move(copier));

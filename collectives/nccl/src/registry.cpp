@@ -154,8 +154,9 @@ Result<DeviceWire*> Registry::wire_for_locked(int dev, uint8_t dscp) {
     }
     auto udp = wire::UdpWire::create(cfg);
     if (!udp)
-      return make_error("device " + d.iface.name + " (" + d.iface.address + "): " + udp.error().message);
-    if (Status s = (*udp)->start(); !s) return make_error(s.error().message);
+      return make_error(udp.error().code,
+                        "device " + d.iface.name + " (" + d.iface.address + "): " + udp.error().message);
+    if (Status s = (*udp)->start(); !s) return s.error();
     const engine::EngineConfig& ec = (*udp)->config().engine;
     const std::string probe_text =
         ec.tail_probe ? "after max(2 x SRTT, " + std::to_string(ec.tail_probe_min_ns / kNsPerUs) + " us)"

@@ -12,6 +12,7 @@
 
 #include "log.h"
 #include "megascale/engine/endpoint.h"
+#include "net_result.h"
 #include "plugin.h"
 #include "registry.h"
 
@@ -143,7 +144,7 @@ NetResult init(void** ctx, uint64_t comm_id, int traffic_class, abi::NetDebugLog
   Registry& reg = Registry::get();
   if (Status s = reg.ensure_ready(); !s) {
     MS_WARN("init failed: %s", s.error().message.c_str());
-    return abi::kNetInvalidArgument;
+    return to_net_result(s.error().code);
   }
   if (traffic_class != abi::kTrafficClassUndef && (traffic_class < 0 || traffic_class > 255)) {
     MS_WARN("init: ncclConfig_t trafficClass=%d: must be an IP traffic class byte 0..255 (or unset)",
@@ -189,7 +190,7 @@ NetResult legacy_init(abi::NetDebugLogger logger) {
   Registry& reg = Registry::get();
   if (Status s = reg.ensure_ready(); !s) {
     MS_WARN("init failed: %s", s.error().message.c_str());
-    return abi::kNetInvalidArgument;
+    return to_net_result(s.error().code);
   }
   reg.make_legacy_context();
   return abi::kNetSuccess;
@@ -251,7 +252,7 @@ NetResult listen(void* ctx, int dev, void* handle, void** listen_comm) {
   auto w = reg.wires_for(dev, static_cast<uint8_t>(c->traffic_class >> 2), k);
   if (!w) {
     MS_WARN("listen: %s", w.error().message.c_str());
-    return abi::kNetSystemError;
+    return to_net_result(w.error().code);
   }
   const Device& d = reg.devices()[static_cast<size_t>(dev)];
   auto* l = new ListenComm;
@@ -336,7 +337,7 @@ NetResult connect(void* ctx, int dev, int traffic_class, void* handle, void** se
     auto w = reg.wires_for(dev, static_cast<uint8_t>(tc >> 2), h.stripes);
     if (!w) {
       MS_WARN("connect: %s", w.error().message.c_str());
-      return abi::kNetSystemError;
+      return to_net_result(w.error().code);
     }
     auto p = std::make_unique<PendingConnect>();
     p->dev = dev;
@@ -356,7 +357,7 @@ NetResult connect(void* ctx, int dev, int traffic_class, void* handle, void** se
         MS_WARN("connect to %s (stripe %u, port %u): %s", p->peer.c_str(), i, port,
                 st.error().message.c_str());
         retire_legs(*p);
-        return abi::kNetSystemError;
+        return to_net_result(st.error().code);
       }
       p->legs.push_back(std::move(leg));
     }
@@ -380,7 +381,7 @@ NetResult connect(void* ctx, int dev, int traffic_class, void* handle, void** se
               ms_since(pc->started_ns), i, done.error.c_str());
       retire_legs(*pc);
       c->connects.erase(pc->token);
-      return abi::kNetRemoteError;
+      return to_net_result(done.code);
     }
     leg.done = true;
   }

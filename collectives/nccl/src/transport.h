@@ -315,9 +315,10 @@ class DeviceWire {
   StallWatch stalls_;
 };
 
-// Turns a connection's failure into NCCL's code: a peer that vanished, reset or closed is a remote
-// error; a wire whose thread stopped on a socket error is a system error.
-NetResult classify_failure(DeviceWire& wire, engine::ConnId conn, std::string* message);
+// What kind of failure a connection that is no longer usable had: a wire whose thread stopped on a
+// socket error is kSystem; a peer that vanished, reset or closed, kRemote (to_net_result gives NCCL's
+// code).
+Error classify_failure(DeviceWire& wire, engine::ConnId conn);
 
 // Records the comm's first failure (WARN once) and returns its code.
 NetResult fail_comm(CommBase* comm, NetResult code, const std::string& message);

@@ -195,6 +195,9 @@ TEST(Lifecycle, PeerClosesMidwayAndPendingWorkFailsWithReport) {
             std::string::npos)
       << c2.error;
   EXPECT_NE(cl.error.find("closed locally with 1 receives pending"), std::string::npos) << cl.error;
+  EXPECT_EQ(c2.code, ErrorCode::kRemote);  // the peer's close failed them
+  EXPECT_EQ(cb.code, ErrorCode::kRemote);
+  EXPECT_EQ(cl.code, ErrorCode::kInvalidUsage);  // our own close did
   EXPECT_TRUE(a->close_report().closed_by_peer);
   EXPECT_EQ(a->close_report().unfinished_sends, 1u);
   EXPECT_EQ(a->close_report().unfinished_recvs, 1u);
@@ -277,6 +280,11 @@ TEST(Lifecycle, PeerVanishesErrorWithinTheRetryBudget) {
   EXPECT_TRUE(s.done && !s.ok);
   EXPECT_TRUE(r.done && !r.ok);
   EXPECT_EQ(s.error, a->error());
+  EXPECT_EQ(s.code, ErrorCode::kTimeout);
+  EXPECT_EQ(r.code, ErrorCode::kTimeout);
+  auto late = a->post_send(back.data(), back.size(), 0);  // a failed connection takes no more
+  ASSERT_FALSE(late);
+  EXPECT_EQ(late.error().code, ErrorCode::kTimeout);  // the connection's failure, not the post's
   EXPECT_GE(a->stats().timeouts, 5u);
   EXPECT_LT(a->stats().bytes_acked, 200'000u);  // it did vanish mid-transfer
   EXPECT_EQ(net.ep[0]->stats().connections_failed, 1u);
@@ -336,9 +344,9 @@ TEST(Lifecycle, IdlePeerVanishesPendingReceiveFailsByKeepalive) {
 // comes back as ICMP port unreachable, which the wire reports (Endpoint::on_port_unreachable).
 struct ClosedPort {
   TestNet& net;
-  bool closed = false;     // B's port is closed: A's packets are lost and reported
-  bool forged = false;     // reports for A's packets although B still answers (a forged ICMP)
-  bool silent = false;     // A's lost packets draw no report (ICMP dropped on the path, say)
+  bool closed = false;  // B's port is closed: A's packets are lost and reported
+  bool forged = false;  // reports for A's packets although B still answers (a forged ICMP)
+  bool silent = false;  // A's lost packets draw no report (ICMP dropped on the path, say)
   uint64_t unreported = 0;
   uint64_t reported = 0;
 
@@ -387,6 +395,8 @@ TEST(Lifecycle, PeerWhosePortClosedFailsAfterTheGraceNotTheRetryBudget) {
   EXPECT_TRUE(s.done && !s.ok);
   EXPECT_TRUE(r.done && !r.ok);
   EXPECT_EQ(s.error, a->error());
+  EXPECT_EQ(s.code, ErrorCode::kRemote);
+  EXPECT_EQ(r.code, ErrorCode::kRemote);
   EXPECT_EQ(net.ep[0]->next_deadline(), kNever);
 }
 

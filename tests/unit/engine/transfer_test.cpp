@@ -209,6 +209,8 @@ TEST(Transfer, MessageLargerThanReceiveFailsBothSides) {
   EXPECT_NE(sc.error.find("larger than the peer's receive buffer of 4999 bytes"), std::string::npos)
       << sc.error;
   EXPECT_NE(rc.error.find("message of 5000 bytes is larger"), std::string::npos) << rc.error;
+  EXPECT_EQ(sc.code, ErrorCode::kInvalidUsage);  // this request alone failed: the connection is fine
+  EXPECT_EQ(rc.code, ErrorCode::kInvalidUsage);
   EXPECT_TRUE(std::all_of(small.begin(), small.end(), [](uint8_t v) { return v == 0xEE; }));
   // The connection stays usable.
   Batch batch({4'000}, 21);

@@ -299,6 +299,51 @@ TEST_F(PluginMisuse, WrongObjectsAndArgumentsAreRefusedAndThePairKeepsWorking) {
   EXPECT_TRUE(take_warns().empty());
 }
 
+// A failure's kind decides NCCL's code (net_result.h): a peer that closed its end fails the other side's
+// pending send with ncclRemoteError.
+TEST_F(PluginMisuse, APeerThatClosesFailsThePendingSendWithRemoteError) {
+  void *s = nullptr, *r = nullptr;
+  connect_pair(&s, &r);
+  uint8_t buf[64] = {};
+  void* req = nullptr;
+  call_until([&] { ASSERT_EQ(net_->isend(s, buf, sizeof buf, 3, nullptr, nullptr, &req), kNetSuccess); },
+             [&] { return req != nullptr; });
+  ASSERT_NE(req, nullptr);
+  EXPECT_EQ(net_->closeRecv(r), kNetSuccess);  // no receive was ever posted for the send
+  int size = 0;
+  EXPECT_EQ(wait(req, &size), kNetRemoteError);
+  EXPECT_TRUE(warned("failed"));
+  EXPECT_EQ(net_->closeSend(s), kNetSuccess);
+  take_warns();
+}
+
+// A message larger than its receive fails that request alone (the connection is fine): invalid usage,
+// on the receiving side as on the sending side.
+TEST_F(PluginMisuse, AMessageLargerThanItsReceiveIsInvalidUsage) {
+  void *s = nullptr, *r = nullptr;
+  connect_pair(&s, &r);
+  std::vector<uint8_t> out(4096, 7), in(100, 0);
+  void* data = in.data();
+  size_t size = in.size();
+  int tag = 9;
+  void* rreq = nullptr;
+  ASSERT_EQ(net_->irecv(r, 1, &data, &size, &tag, nullptr, nullptr, &rreq), kNetSuccess);
+  ASSERT_NE(rreq, nullptr);
+  void* sreq = nullptr;
+  call_until(
+      [&] { ASSERT_EQ(net_->isend(s, out.data(), out.size(), tag, nullptr, nullptr, &sreq), kNetSuccess); },
+      [&] { return sreq != nullptr; });
+  ASSERT_NE(sreq, nullptr);
+  int sent = -1, got = -1;
+  EXPECT_EQ(wait(sreq, &sent), kNetInvalidUsage);
+  EXPECT_TRUE(warned("larger than the peer's receive buffer of 100 bytes"));
+  EXPECT_EQ(wait(rreq, &got), kNetInvalidUsage);
+  EXPECT_TRUE(warned("larger than this receive's buffer of 100 bytes"));
+  EXPECT_EQ(net_->closeSend(s), kNetSuccess);
+  EXPECT_EQ(net_->closeRecv(r), kNetSuccess);
+  take_warns();
+}
+
 TEST_F(PluginMisuse, InitRefusesATrafficClassOutsideAByte) {
   void* ctx = reinterpret_cast<void*>(uintptr_t{0xdead});
   NetCommConfig cfg{300};

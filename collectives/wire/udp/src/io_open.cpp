@@ -42,7 +42,7 @@ Result<std::unique_ptr<Io>> open_io(const UdpConfig& config, UdpCapabilities& ca
     for (int attempt = 0;; ++attempt) {
       if (!chosen) {
         auto free_port = pick_free_port(*bind_addr);
-        if (!free_port) return make_error("udp wire: receive group: " + free_port.error().message);
+        if (!free_port) return make_error(free_port.error().code, "udp wire: receive group: " + free_port.error().message);
         group_port = *free_port;
       }
       auto claim = claim_port(io->family, group_port);
@@ -51,7 +51,7 @@ Result<std::unique_ptr<Io>> open_io(const UdpConfig& config, UdpCapabilities& ca
         break;
       }
       // A chosen port can only be taken by another wire: say so. A picked one: pick again.
-      if (chosen || attempt >= 16) return make_error("udp wire: receive group: " + claim.error().message);
+      if (chosen || attempt >= 16) return make_error(claim.error().code, "udp wire: receive group: " + claim.error().message);
     }
   }
   for (uint32_t i = 0; i < n_sockets; ++i) {
@@ -68,7 +68,7 @@ Result<std::unique_ptr<Io>> open_io(const UdpConfig& config, UdpCapabilities& ca
     SocketOptions sock_opts = opts;
     sock_opts.reuseport = i == 0 && group > 0;
     auto sock = open_udp_socket(a, sock_opts);
-    if (!sock) return make_error("udp wire: socket " + std::to_string(i) + ": " + sock.error().message);
+    if (!sock) return make_error(sock.error().code, "udp wire: socket " + std::to_string(i) + ": " + sock.error().message);
     caps.gso &= sock->gso;
     caps.gro &= sock->gro;
     caps.ecn_send &= sock->ect;
@@ -86,7 +86,7 @@ Result<std::unique_ptr<Io>> open_io(const UdpConfig& config, UdpCapabilities& ca
     for (uint32_t m = 1; m < group; ++m) {
       auto sock = open_udp_socket(io->sockets[0].local, member_opts);
       if (!sock)
-        return make_error("udp wire: receive group member " + std::to_string(m) + ": " +
+        return make_error(sock.error().code, "udp wire: receive group member " + std::to_string(m) + ": " +
                           sock.error().message);
       caps.gro &= sock->gro;
       caps.ecn_recv &= sock->recv_tos;
@@ -102,14 +102,14 @@ Result<std::unique_ptr<Io>> open_io(const UdpConfig& config, UdpCapabilities& ca
   io->epfd = epoll_create1(EPOLL_CLOEXEC);
   io->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (io->epfd < 0 || io->wakefd < 0)
-    return make_error(std::string("udp wire: epoll/eventfd: ") + strerror(errno));
+    return make_error(ErrorCode::kSystem, std::string("udp wire: epoll/eventfd: ") + strerror(errno));
   // With I/O threads the sockets are theirs; this side's epoll set has only the wake-up eventfd.
   for (uint32_t i = 0; i < io->sockets.size() && config.io_threads == 0; ++i) {
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.u32 = i;
     if (epoll_ctl(io->epfd, EPOLL_CTL_ADD, io->sockets[i].fd, &ev) != 0) {
-      return make_error(std::string("udp wire: epoll_ctl: ") + strerror(errno));
+      return make_error(ErrorCode::kSystem, std::string("udp wire: epoll_ctl: ") + strerror(errno));
     }
   }
   epoll_event wake{};

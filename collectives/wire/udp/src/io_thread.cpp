@@ -119,15 +119,16 @@ Status IoThread::start() {
   epfd_ = epoll_create1(EPOLL_CLOEXEC);
   wakefd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (epfd_ < 0 || wakefd_ < 0) {
-    return make_error("udp wire: I/O thread " + std::to_string(index_) +
-                      ": epoll/eventfd: " + strerror(errno));
+    return make_error(ErrorCode::kSystem, "udp wire: I/O thread " + std::to_string(index_) +
+                                              ": epoll/eventfd: " + strerror(errno));
   }
   for (size_t s = 0; s < rx_fds_.size(); ++s) {
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.u32 = static_cast<uint32_t>(s);
     if (epoll_ctl(epfd_, EPOLL_CTL_ADD, rx_fds_[s], &ev) != 0) {
-      return make_error("udp wire: I/O thread " + std::to_string(index_) + ": epoll_ctl: " + strerror(errno));
+      return make_error(ErrorCode::kSystem,
+                        "udp wire: I/O thread " + std::to_string(index_) + ": epoll_ctl: " + strerror(errno));
     }
   }
   epoll_event wake{};

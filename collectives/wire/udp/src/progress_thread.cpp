@@ -17,7 +17,7 @@ namespace megascale::wire::detail {
 
 Status ProgressLoop::start() {
   std::lock_guard<WireMutex> lock(mu_);
-  if (thread_.joinable()) return make_error("udp wire: progress thread already running");
+  if (thread_.joinable()) return make_error(ErrorCode::kInvalidUsage, "udp wire: progress thread already running");
   stop_.store(false);
   thread_error_.clear();
   threaded_.store(true);

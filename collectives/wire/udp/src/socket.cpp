@@ -123,7 +123,8 @@ Result<UdpSocket> open_udp_socket(const SockAddr& bind_addr, const SocketOptions
   UdpSocket s;
   const int family = bind_addr.family();
   s.fd = socket(family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_UDP);
-  if (s.fd < 0) return make_error("socket(" + format_address(bind_addr) + "): " + errno_text(errno));
+  if (s.fd < 0)
+    return make_error(ErrorCode::kSystem, "socket(" + format_address(bind_addr) + "): " + errno_text(errno));
 
   // One family per socket: a wire bound to IPv6 talks to IPv6 peers only, so addresses stay unmapped.
   if (family == AF_INET6) set_int(s.fd, IPPROTO_IPV6, IPV6_V6ONLY, 1);
@@ -139,12 +140,13 @@ Result<UdpSocket> open_udp_socket(const SockAddr& bind_addr, const SocketOptions
   if (options.reuseport && !set_int(s.fd, SOL_SOCKET, SO_REUSEPORT, 1)) {
     const int err = errno;
     close_udp_socket(s);
-    return make_error("SO_REUSEPORT on " + format_address(bind_addr) + ": " + errno_text(err));
+    return make_error(ErrorCode::kSystem,
+                      "SO_REUSEPORT on " + format_address(bind_addr) + ": " + errno_text(err));
   }
   if (::bind(s.fd, bind_addr.addr(), bind_addr.len) != 0) {
     const int err = errno;
     close_udp_socket(s);
-    return make_error("bind " + format_address(bind_addr) + ": " + errno_text(err));
+    return make_error(ErrorCode::kSystem, "bind " + format_address(bind_addr) + ": " + errno_text(err));
   }
   s.local.len = sizeof s.local.storage;
   getsockname(s.fd, s.local.addr(), &s.local.len);
@@ -236,7 +238,7 @@ Status attach_lane_spread(int fd, uint32_t members) {
   };
   sock_fprog prog{static_cast<unsigned short>(sizeof code / sizeof code[0]), code};
   if (setsockopt(fd, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog, sizeof prog) != 0) {
-    return make_error(std::string("SO_ATTACH_REUSEPORT_CBPF: ") + errno_text(errno));
+    return make_error(ErrorCode::kSystem, std::string("SO_ATTACH_REUSEPORT_CBPF: ") + errno_text(errno));
   }
   return {};
 }
@@ -256,7 +258,8 @@ PortClaim::~PortClaim() {
 
 Result<PortClaim> claim_port(int family, uint16_t port) {
   const int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return make_error(std::string("port claim: socket(AF_UNIX): ") + errno_text(errno));
+  if (fd < 0)
+    return make_error(ErrorCode::kSystem, std::string("port claim: socket(AF_UNIX): ") + errno_text(errno));
   sockaddr_un a{};
   a.sun_family = AF_UNIX;
   // Abstract namespace: sun_path[0] == 0; the name is the bytes after it (no terminator counted).
@@ -268,20 +271,23 @@ Result<PortClaim> claim_port(int family, uint16_t port) {
     const int err = errno;
     ::close(fd);
     if (err == EADDRINUSE)
-      return make_error("UDP port " + std::to_string(port) + " is held by another megascale wire");
-    return make_error("port claim for UDP port " + std::to_string(port) + ": " + errno_text(err));
+      return make_error(ErrorCode::kSystem,
+                        "UDP port " + std::to_string(port) + " is held by another megascale wire");
+    return make_error(ErrorCode::kSystem,
+                      "port claim for UDP port " + std::to_string(port) + ": " + errno_text(err));
   }
   return PortClaim(fd);
 }
 
 Result<uint16_t> pick_free_port(const SockAddr& bind_addr) {
   const int fd = socket(bind_addr.family(), SOCK_DGRAM | SOCK_CLOEXEC, IPPROTO_UDP);
-  if (fd < 0) return make_error("socket(" + format_address(bind_addr) + "): " + errno_text(errno));
+  if (fd < 0)
+    return make_error(ErrorCode::kSystem, "socket(" + format_address(bind_addr) + "): " + errno_text(errno));
   if (bind_addr.family() == AF_INET6) set_int(fd, IPPROTO_IPV6, IPV6_V6ONLY, 1);
   if (::bind(fd, bind_addr.addr(), bind_addr.len) != 0) {
     const int err = errno;
     ::close(fd);
-    return make_error("bind " + format_address(bind_addr) + ": " + errno_text(err));
+    return make_error(ErrorCode::kSystem, "bind " + format_address(bind_addr) + ": " + errno_text(err));
   }
   SockAddr local;
   local.len = sizeof local.storage;

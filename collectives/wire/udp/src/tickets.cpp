@@ -75,9 +75,9 @@ void TicketQueue::post(engine::Endpoint& endpoint) {
   std::vector<engine::ConnId> blocked;
   size_t kept = 0;
   for (Ticket* t : queued_) {
-    const auto failed = [&](std::string why) {
-      finish_ticket(*t,
-                    engine::Completion{.done = true, .ok = false, .error = std::move(why), .send = t->send_});
+    const auto failed = [&](std::string why, ErrorCode code = ErrorCode::kInvalidArgument) {
+      finish_ticket(*t, engine::Completion{
+                            .done = true, .ok = false, .error = std::move(why), .send = t->send_, .code = code});
     };
     if (std::find(blocked.begin(), blocked.end(), t->conn_) != blocked.end()) {
       queued_[kept++] = t;
@@ -101,7 +101,7 @@ void TicketQueue::post(engine::Endpoint& endpoint) {
       blocked.push_back(t->conn_);  // a limit (requests outstanding, the receive ring): a later round
       queued_[kept++] = t;
     } else {
-      failed(id.error().message);
+      failed(id.error().message, id.error().code);
     }
   }
   queued_.resize(kept);

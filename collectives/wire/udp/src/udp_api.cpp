@@ -113,7 +113,7 @@ Result<uint32_t> UdpWire::add_peer(std::string_view host, uint16_t port) {
   std::lock_guard<detail::WireMutex> lock(loop_->mutex());
   const std::optional<uint32_t> id = loop_->io().peers.intern(*addr);
   if (!id)
-    return make_error("udp wire: peer table full (" + std::to_string(loop_->config().max_peers) + " peers)");
+    return make_error(ErrorCode::kInvalidUsage, "udp wire: peer table full (" + std::to_string(loop_->config().max_peers) + " peers)");
   return *id;
 }
 
@@ -268,7 +268,7 @@ Result<engine::ConnId> UdpWire::wait_accept(TimeNs timeout_ns) {
   if (!loop_->wait_until(
           lock, timeout_ns, [&] { return (id = loop_->endpoint().accept()).has_value(); },
           [this] { return loop_->endpoint().stats().connections_accepted; })) {
-    return make_error("udp wire: no connection accepted within " + seconds_text(timeout_ns));
+    return make_error(ErrorCode::kTimeout, "udp wire: no connection accepted within " + seconds_text(timeout_ns));
   }
   return *id;
 }
@@ -293,9 +293,9 @@ Status UdpWire::wait_established(engine::ConnId conn, TimeNs timeout_ns) {
       [this, conn] { return loop_->completion_signature(conn); });
   if (st == engine::ConnectionState::kEstablished) return {};
   if (st == engine::ConnectionState::kConnecting) {
-    return make_error("udp wire: connection not established within " + seconds_text(timeout_ns));
+    return make_error(ErrorCode::kTimeout, "udp wire: connection not established within " + seconds_text(timeout_ns));
   }
-  return make_error("udp wire: connection " + std::string(engine::to_string(st)) +
+  return make_error(ErrorCode::kRemote, "udp wire: connection " + std::string(engine::to_string(st)) +
                     (error.empty() ? "" : ": " + error) + loop_->peer_suffix(conn));
 }
 
@@ -309,7 +309,7 @@ Status UdpWire::wait_closed(engine::ConnId conn, TimeNs timeout_ns) {
                c->state() == engine::ConnectionState::kFailed;
       },
       [this, conn] { return loop_->completion_signature(conn); });
-  if (!done) return make_error("udp wire: connection not closed within " + seconds_text(timeout_ns));
+  if (!done) return make_error(ErrorCode::kTimeout, "udp wire: connection not closed within " + seconds_text(timeout_ns));
   return {};
 }
 

@@ -62,6 +62,11 @@ struct Completion {
   TimeNs first_ns = 0;
   TimeNs last_ns = 0;
   TimeNs done_ns = 0;
+  // When done && !ok: what kind of failure (megascale/common/result.h). kInvalidUsage: this request
+  // alone failed (a message larger than the receive, an unknown id, a local close); kRemote: the peer
+  // refused, reset or closed the connection, or its port is closed; kTimeout: the peer stopped
+  // answering within the retry budget. kInternal: a failure nobody classified.
+  ErrorCode code = ErrorCode::kInternal;
 };
 
 // What was left unfinished when the connection closed (both sides' counts, from the FIN exchange).
