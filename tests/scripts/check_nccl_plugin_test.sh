@@ -357,7 +357,7 @@ check GDR=rx STEPS=bench ROUNDS=1 BENCH_OPS=allreduce || { cat "$dir/out.log"; f
   fail "GDR=rx: MegaScale's runs: $(tr '\n' ' ' < "$ORDER_LOG")"
 check GDR=2 STEPS=bench
 (( $? == 2 )) && grep -qF "GDR='2': 0, 1 or rx" "$dir/out.log" || fail "GDR=2: $(cat "$dir/out.log")"
-for bad in "default;2x3" "auto 2x3" "auto;wires=2 io_threads=3" "auto;wires=2,,io_threads=3" "auto;wires=2," "auto;lanes=3" "auto;wires=x" "auto;wires=-1" "auto;wires=2,wires=3" "auto;" "auto" "auto;auto" "socket;auto" "socket-4x4+gdr;auto" "socket-4x4+gdrrx;auto" "auto;auto+gd" "auto;auto+gdrx" "wires=2+gdr;wires=2+gdr"; do
+for bad in "default;2x3" "auto 2x3" "auto;wires=2 io_threads=3" "auto;wires=2,,io_threads=3" "auto;wires=2," "auto;lane=3" "auto;wires=x" "auto;wires=-1" "auto;wires=2,wires=3" "auto;" "auto" "auto;auto" "socket;auto" "socket-4x4+gdr;auto" "socket-4x4+gdrrx;auto" "auto;auto+gd" "auto;auto+gdrx" "wires=2+gdr;wires=2+gdr"; do
   check STEPS=layouts LAYOUTS="$bad"
   (( $? == 2 )) || fail "LAYOUTS=$bad: exit status"
   grep -qE "LAYOUTS(=| has )" "$dir/out.log" || fail "LAYOUTS=$bad: message: $(cat "$dir/out.log")"
