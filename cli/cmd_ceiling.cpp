@@ -1,5 +1,5 @@
 // `megascale ceiling`: what the kernel alone moves over loopback on this host, UDP and TCP, and what
-// each of the UDP wire's own passes over the payload costs (bench/perf/include/megascale/perf/ceiling.h).
+// each of the UDP wire's own passes over the payload costs (cli/perf/include/megascale/perf/ceiling.h).
 //
 //   megascale ceiling                                   # tcp, udp, udp+copy, udp+copy+crc; 4 pairs, 3 s
 //   megascale ceiling --rows udp,tcp --pairs 8 -s 65000 -D 5

@@ -7,7 +7,7 @@
 //   megascale plugin-check --list
 //
 // Loads the plugin exactly as NCCL does (dlopen RTLD_NOW|RTLD_LOCAL, ncclNetPlugin_v11 then v10..v8,
-// init with a logger) and runs the conformance cases (collectives/nccl/conformance): setup progressed on
+// init with a logger) and runs the conformance cases (tools/plugin-conformance): setup progressed on
 // one thread, 8 steps in flight, grouped receives, sizes 0 B .. 8 MiB, 32 requests per comm, many comms
 // on many threads, closes with requests outstanding, and a peer process killed or stopped mid-transfer.
 // The plugin runs only in child processes, one per case: a crash, an abort or a hang in any call fails

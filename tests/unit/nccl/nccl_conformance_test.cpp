@@ -1,4 +1,4 @@
-// The MegaScale NCCL net plugin through the conformance harness (collectives/nccl/conformance): the
+// The MegaScale NCCL net plugin through the conformance harness (tools/plugin-conformance): the
 // built libnccl-net-megascale.so is loaded with dlopen as NCCL loads it and driven through NCCL's call
 // patterns on loopback, one test per harness case; the older ABI tables (v8..v10) through the basic
 // cases; and, in fresh processes (the plugin reads its environment once), a bad MEGASCALE_* value
@@ -99,7 +99,7 @@ INSTANTIATE_TEST_SUITE_P(Versions, NcclConformanceAbi, ::testing::Values(8, 9, 1
                            return "v" + std::to_string(p.param);
                          });
 
-// The harness fails a net that gets the data wrong: the Null net (collectives/nccl/nullnet) completes
+// The harness fails a net that gets the data wrong: the Null net (tools/null-net) completes
 // every request with the right sizes and moves no bytes, so each of these cases must fail on the data.
 TEST(NcclConformanceHarness, FailsANetThatMovesNoBytes) {
   Options o = plugin_options();

@@ -1,4 +1,4 @@
-// The Null net (collectives/nccl/nullnet/null_net.cpp), loaded with dlopen as NCCL does: it moves no
+// The Null net (tools/null-net/null_net.cpp), loaded with dlopen as NCCL does: it moves no
 // bytes, but its matching, sizes, flow control and failure reports must be right, or the ceiling it
 // measures under NCCL would be some other pipeline's.
 #include <dlfcn.h>

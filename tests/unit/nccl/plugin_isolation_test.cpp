@@ -1,4 +1,4 @@
-// The conformance harness isolates the plugin under test (collectives/nccl/conformance/src/isolate.h):
+// The conformance harness isolates the plugin under test (tools/plugin-conformance/src/isolate.h):
 // foreign plugins that hang in init, have NULL table entries, abort in init, crash in isend or hang in
 // test (unit/nccl/foreign_plugin.cpp, one build per misbehaviour) each fail the case and name the
 // call, within the case timeout, and the harness goes on with the next case. (The MegaScale plugin

@@ -1,4 +1,4 @@
-// nccl_check's shapes and expected results (tests/gpu/nccl_check_data.h), on the CPU: the counts
+// nccl_check's shapes and expected results (tools/nccl-check/nccl_check_data.h), on the CPU: the counts
 // NCCL is given for a printed size, odd by default and nccl-tests' with --exact-sizes, and the expected
 // outputs against collectives computed here from the ranks' inputs.
 #include "nccl_check_data.h"

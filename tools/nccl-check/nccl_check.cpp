@@ -90,7 +90,8 @@ struct Args {
 };
 
 [[noreturn]] void usage(const char* why) {
-  std::fprintf(stderr, "nccl_check: %s\n(see the header of tests/gpu/nccl_check.cpp for the options)\n", why);
+  std::fprintf(stderr,
+               "nccl_check: %s\n(see the header of tools/nccl-check/nccl_check.cpp for the options)\n", why);
   std::exit(2);
 }
 

@@ -1,5 +1,5 @@
-// write_thread_stacks (tests/gpu/thread_stacks.h), nccl_check's hang report: every thread of the process,
-// threads parked in a wait too, writes its own stack under a line with its id and name.
+// write_thread_stacks (tools/nccl-check/thread_stacks.h), nccl_check's hang report: every thread of the
+// process, threads parked in a wait too, writes its own stack under a line with its id and name.
 #include "thread_stacks.h"
 
 #include <gtest/gtest.h>
