@@ -23,22 +23,14 @@
 #include <thread>
 #include <vector>
 
+#include "../support/ipv6_loopback.h"
 #include "megascale/wire/udp.h"
 
 namespace megascale::wire {
 
 inline constexpr uint64_t kMiB = 1 << 20;
 
-inline bool ipv6_loopback_available() {
-  const int fd = socket(AF_INET6, SOCK_DGRAM, 0);
-  if (fd < 0) return false;
-  sockaddr_in6 a{};
-  a.sin6_family = AF_INET6;
-  a.sin6_addr = in6addr_loopback;
-  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  close(fd);
-  return ok;
-}
+using megascale::test_support::ipv6_loopback_available;
 
 // The byte at `offset` of message `seed`: every 8-byte word differs and depends on its position, so a
 // misplaced, duplicated-over or corrupted segment shows.

@@ -19,20 +19,12 @@
 #include "../../../collectives/wire/udp/src/rx_clock.h"
 #include "../../../collectives/wire/udp/src/sender.h"
 #include "../../../collectives/wire/udp/src/socket.h"
+#include "../../support/ipv6_loopback.h"
 
 namespace megascale::wire::detail {
 namespace {
 
-bool ipv6_loopback_available() {
-  const int fd = socket(AF_INET6, SOCK_DGRAM, 0);
-  if (fd < 0) return false;
-  sockaddr_in6 a{};
-  a.sin6_family = AF_INET6;
-  a.sin6_addr = in6addr_loopback;
-  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  close(fd);
-  return ok;
-}
+using megascale::test_support::ipv6_loopback_available;
 
 // A datagram: `header_len` header bytes then `payload_len` payload bytes, each byte a function of the
 // datagram's number, so the receiver can check every byte.
