@@ -284,7 +284,8 @@ int run_topo(const TopoOptions&) {
 void add_topo_command(CLI::App& app) {
   CLI::App* topo = app.add_subcommand("topo", "host topology, rails, NCCL topology XML, fabric model");
   auto o = std::make_shared<TopoOptions>();
-  topo->add_option("--xml", o->xml_out, "Write the host's NCCL topology file (NCCL_TOPO_FILE) here");
+  topo->add_option("--xml", o->xml_out, "Write the host's NCCL topology file (NCCL_TOPO_FILE) here")
+      ->type_name("FILE");
   vocab::json(topo, o->json_path,
               "Also write the host model, GPU x NIC paths and rails as JSON to FILE ('-': standard output, "
               "the table then goes to standard error); docs/CLI.md has the schema");

@@ -430,10 +430,10 @@ int run_ports(const PortsOptions& o) {
   }
   const uint32_t range = o.sport_max - o.sport_min + 1;
   if (o.lanes > range) {
-    fmt::print(
-        stderr,
-        "megascale topo ports: --lanes {} needs {} source ports; --sport-min {} to --sport-max {} has {}\n",
-        o.lanes, o.lanes, o.sport_min, o.sport_max, range);
+    fmt::print(stderr,
+               "megascale topo ports: --lanes {} needs {} source ports, but --sport-min {} to --sport-max {} "
+               "holds {}\n",
+               o.lanes, o.lanes, o.sport_min, o.sport_max, range);
     return kExitUsage;
   }
   const Fabric& f = in->fabric;
@@ -515,14 +515,16 @@ int run_ports(const PortsOptions& o) {
       fmt::print(out, "{:>5}  {:>6}  {:>6}  {}\n", k, m.lanes[k].sport, *m.lanes[k].path_index,
                  switch_names(f, ps->at(*m.lanes[k].path_index)));
     }
-    fmt::print(out,
-               "{} on {}; the busiest switch-to-switch link carries {}{}; {} hashed ({} among them) in "
-               "{:.2f} ms\n",
-               plural(m.lanes.size(), "lane"), plural(m.distinct_paths, "distinct path"),
-               plural(m.max_lanes_per_link, "lane"),
-               m.max_lanes_per_link == floor && floor > 0 ? " (the fewest possible)" : "",
-               plural(m.ports_hashed, "port"), plural(m.reachable_paths, "distinct path"), ms);
-    if (m.distinct_paths < std::min<uint64_t>(m.lanes.size(), m.path_count) && m.ports_hashed == range) {
+    const std::string busiest =
+        ps->hops().empty() ? std::string("no switch-to-switch link on the way")
+                           : fmt::format("the busiest switch-to-switch link carries {}{}",
+                                         plural(m.max_lanes_per_link, "lane"),
+                                         m.max_lanes_per_link == floor ? " (the fewest possible)" : "");
+    fmt::print(out, "{} on {}; {}; {} hashed ({} among them) in {:.2f} ms\n", plural(m.lanes.size(), "lane"),
+               plural(m.distinct_paths, "distinct path"), busiest, plural(m.ports_hashed, "port"),
+               plural(m.reachable_paths, "distinct path"), ms);
+    if (!ps->hops().empty() && m.distinct_paths < std::min<uint64_t>(m.lanes.size(), m.path_count) &&
+        m.ports_hashed == range) {
       std::string note;
       if (same_hash_bits(*ps, *req.ecmp)) {
         const std::vector<std::string> split = split_hash_bits(*ps, *req.ecmp);
@@ -533,7 +535,7 @@ int run_ports(const PortsOptions& o) {
         note = fmt::format(
             "ports {}-{} reach only {} of the {} paths: every tier picks its link from the same bits of the "
             "same hash, and a seed (per switch or not) only XORs a constant into it, so each later hop's "
-            "choice follows the ToR's (hash polarisation)",
+            "choice follows the ToR's (hash polarisation), and no choice of source ports gets past that",
             req.sport_min, req.sport_max, m.reachable_paths, m.path_count);
         if (split_model && better && better->distinct_paths > m.distinct_paths) {
           note += fmt::format(
@@ -592,7 +594,7 @@ void add_topo_fabric_commands(CLI::App& topo) {
   ports
       ->add_option("-q,--lanes", po->lanes,
                    "Number of lanes (queue pairs, perftest's -q), one source port each")
-      ->check(CLI::Range(1, 65536))
+      ->check(CLI::Range(1, 65535))
       ->capture_default_str();
   vocab::renamed(ports, "-n", "-q/--lanes");
   ports
@@ -603,10 +605,10 @@ void add_topo_fabric_commands(CLI::App& topo) {
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   ports->add_option("--sport-min", po->sport_min, "Lowest source port")
-      ->check(CLI::Range(0, 65535))
+      ->check(CLI::Range(1, 65535))
       ->capture_default_str();
   ports->add_option("--sport-max", po->sport_max, "Highest source port")
-      ->check(CLI::Range(0, 65535))
+      ->check(CLI::Range(1, 65535))
       ->capture_default_str();
   vocab::json(ports, po->json_path);
   ports->callback([po] { exit_code() = run_ports(*po); });

@@ -85,6 +85,20 @@ ports)
     fail "-n was accepted"
   fi
   grep -q -- "-n was renamed: use -q/--lanes" "$dir/old.txt" || fail "$(cat "$dir/old.txt")"
+  # Bad values are refused with status 2, naming the value.
+  refused() {
+    local want=$1
+    shift
+    local rc=0
+    "$megascale" topo ports megascale "$@" > "$dir/bad.txt" 2>&1 || rc=$?
+    [[ $rc == 2 ]] || fail "$* exited $rc"
+    grep -q -- "$want" "$dir/bad.txt" || fail "$*: $(cat "$dir/bad.txt")"
+  }
+  refused "--from endpoint 'h0:n9': no such NIC" --from h0:n9 --to h1:n0
+  refused "--sport-min 60000 is above --sport-max 50000" --from h0:n0 --to h1:n0 --sport-min 60000 --sport-max 50000
+  refused "--lanes 20 needs 20 source ports, but --sport-min 1 to --sport-max 10 holds 10" \
+    --from h0:n0 --to h1:n0 -q 20 --sport-min 1 --sport-max 10
+  refused "hash 'crc17'" --from h0:n0 --to h1:n0 --hash crc17
   ;;
 *)
   echo "usage: $0 MEGASCALE SOURCE_DIR host|fabric|ports" >&2
