@@ -2,7 +2,7 @@
 //
 //   megascale topo                                  # the live machine (hwloc): table, rail map, warnings
 //   megascale topo --xml /tmp/nccl-topo.xml         # also write an NCCL_TOPO_FILE
-//   megascale topo --json                           # the model, paths and rails as JSON on stdout
+//   megascale topo --json topo.json                 # also the model, paths and rails as JSON ('-': stdout)
 //   megascale topo --hwloc-xml host.xml             # an exported hwloc XML (lstopo --of xml) instead
 //   megascale topo --nccl-xml topo.xml              # an NCCL topology file (NCCL_TOPO_DUMP_FILE) instead
 //
@@ -17,6 +17,7 @@
 #include <string>
 
 #include "commands.h"
+#include "vocab.h"
 
 #ifdef MEGASCALE_HAVE_TOPO_HOST
 #include <fmt/ranges.h>
@@ -31,7 +32,7 @@ namespace {
 
 struct TopoOptions {
   std::string xml_out;
-  bool json = false;
+  std::string json_path;
   std::string hwloc_xml;
   std::string nccl_xml;
   std::string sysfs_root;
@@ -74,22 +75,22 @@ const char* index_source_text(Gpu::IndexSource s) {
   return "bus-order";
 }
 
-void print_host(const HostTopology& host, const RailMap& rails, const std::string& source) {
-  fmt::print("host {} ({}): {}{}{}\n", host.hostname.empty() ? "?" : host.hostname, source,
+void print_host(std::FILE* out, const HostTopology& host, const RailMap& rails, const std::string& source) {
+  fmt::print(out, "host {} ({}): {}{}{}\n", host.hostname.empty() ? "?" : host.hostname, source,
              host.arch.empty() ? "" : host.arch + ", ",
              host.cpu_model.empty() ? host.cpu_vendor : host.cpu_model,
              host.cpu_model.empty() && host.cpu_vendor.empty() ? "CPU unknown" : "");
-  fmt::print("  {} NUMA node(s), {} GPU(s), {} NIC(s), {} PCIe switch(es)\n\n", host.numa_nodes.size(),
+  fmt::print(out, "  {} NUMA node(s), {} GPU(s), {} NIC(s), {} PCIe switch(es)\n\n", host.numa_nodes.size(),
              host.gpus.size(), host.nics.size(), host.switches.size());
 
-  fmt::print("{:<6}{:<9}{}\n", "NUMA", "socket", "cpus");
+  fmt::print(out, "{:<6}{:<9}{}\n", "NUMA", "socket", "cpus");
   for (const NumaNode& n : host.numa_nodes) {
-    fmt::print("{:<6}{:<9}{}\n", n.os_index, n.package < 0 ? "?" : fmt::format("{}", n.package),
+    fmt::print(out, "{:<6}{:<9}{}\n", n.os_index, n.package < 0 ? "?" : fmt::format("{}", n.package),
                format_cpu_list(n.cpus));
   }
 
-  fmt::print("\n{:<10}{:<14}{:<14}{:<6}{:<10}{:<10}{}\n", "NIC", "netdev", "bus id", "NUMA", "speed", "PCIe",
-             "RDMA GIDs");
+  fmt::print(out, "\n{:<10}{:<14}{:<14}{:<6}{:<10}{:<10}{}\n", "NIC", "netdev", "bus id", "NUMA", "speed",
+             "PCIe", "RDMA GIDs");
   for (const Nic& nic : host.nics) {
     std::string gids = nic.rdma_device.empty() ? "(no RDMA device)" : fmt::format("{}", nic.gids.size());
     for (const RoceGid& g : nic.gids) {
@@ -98,15 +99,15 @@ void print_host(const HostTopology& host, const RailMap& rails, const std::strin
         break;
       }
     }
-    fmt::print("{:<10}{:<14}{:<14}{:<6}{:<10}{:<10}{}\n", nic.name(), nic.netdev.empty() ? "-" : nic.netdev,
-               nic.pci.bus_id.empty() ? "-" : nic.pci.bus_id, numa_text(nic.pci.numa_node),
-               speed_text(nic.speed_mbps), pcie_text(nic.pci), gids);
+    fmt::print(out, "{:<10}{:<14}{:<14}{:<6}{:<10}{:<10}{}\n", nic.name(),
+               nic.netdev.empty() ? "-" : nic.netdev, nic.pci.bus_id.empty() ? "-" : nic.pci.bus_id,
+               numa_text(nic.pci.numa_node), speed_text(nic.speed_mbps), pcie_text(nic.pci), gids);
   }
-  if (host.nics.empty()) fmt::print("(no NIC found)\n");
+  if (host.nics.empty()) fmt::print(out, "(no NIC found)\n");
 
   if (host.gpus.empty()) {
     fmt::print(
-        "\nno GPU found: {} CPU core(s) and {} NIC(s) above; nothing to pair\n",
+        out, "\nno GPU found: {} CPU core(s) and {} NIC(s) above; nothing to pair\n",
         [&] {
           size_t n = 0;
           for (const NumaNode& node : host.numa_nodes) n += node.cpus.size();
@@ -114,41 +115,43 @@ void print_host(const HostTopology& host, const RailMap& rails, const std::strin
         }(),
         host.nics.size());
   } else {
-    fmt::print("\n{:<5}{:<14}{:<26}{:<10}{:<6}{:<6}{}\n", "GPU", "bus id", "name", "best NIC", "path", "NUMA",
-               "cores for the NIC's threads");
+    fmt::print(out, "\n{:<5}{:<14}{:<26}{:<10}{:<6}{:<6}{}\n", "GPU", "bus id", "name", "best NIC", "path",
+               "NUMA", "cores for the NIC's threads");
     for (const Rail& r : rails.rails) {
       const Gpu& gpu = host.gpus[static_cast<size_t>(r.gpu)];
       const std::string nic = r.nic < 0 ? "-" : host.nics[static_cast<size_t>(r.nic)].name();
-      fmt::print("{:<5}{:<14}{:<26}{:<10}{:<6}{:<6}{}\n", gpu.cuda_index, gpu.pci.bus_id,
+      fmt::print(out, "{:<5}{:<14}{:<26}{:<10}{:<6}{:<6}{}\n", gpu.cuda_index, gpu.pci.bus_id,
                  gpu.name.substr(0, 25), nic, r.nic < 0 ? "-" : to_string(r.path),
                  numa_text(gpu.pci.numa_node), r.cpu_list.empty() ? "-" : r.cpu_list);
     }
     if (!host.nics.empty()) {
-      fmt::print("\nGPU x NIC paths (nvidia-smi topo -m legend: PIX < PXB < PHB < NODE < SYS)\n{:<6}", "");
-      for (const Nic& nic : host.nics) fmt::print("{:<9}", nic.name().substr(0, 8));
-      fmt::print("\n");
+      fmt::print(out, "\nGPU x NIC paths (nvidia-smi topo -m legend: PIX < PXB < PHB < NODE < SYS)\n{:<6}",
+                 "");
+      for (const Nic& nic : host.nics) fmt::print(out, "{:<9}", nic.name().substr(0, 8));
+      fmt::print(out, "\n");
       for (const Gpu& gpu : host.gpus) {
-        fmt::print("{:<6}", fmt::format("GPU{}", gpu.cuda_index));
-        for (const Nic& nic : host.nics) fmt::print("{:<9}", to_string(path_between(host, gpu.pci, nic.pci)));
-        fmt::print("\n");
+        fmt::print(out, "{:<6}", fmt::format("GPU{}", gpu.cuda_index));
+        for (const Nic& nic : host.nics)
+          fmt::print(out, "{:<9}", to_string(path_between(host, gpu.pci, nic.pci)));
+        fmt::print(out, "\n");
       }
     }
-    fmt::print("\nrail map: {}\n", rails.rail_optimized
-                                       ? "rail-optimised (every GPU has a NIC of its own at PIX/PXB)"
-                                       : "NOT rail-optimised");
+    fmt::print(out, "\nrail map: {}\n",
+               rails.rail_optimized ? "rail-optimised (every GPU has a NIC of its own at PIX/PXB)"
+                                    : "NOT rail-optimised");
     for (size_t i = 0; i < rails.rails.size(); ++i) {
       const Rail& r = rails.rails[i];
       if (r.nic < 0) continue;
-      fmt::print("  rail {}: GPU{} -> {} ({}, NUMA {})\n", i,
+      fmt::print(out, "  rail {}: GPU{} -> {} ({}, NUMA {})\n", i,
                  host.gpus[static_cast<size_t>(r.gpu)].cuda_index,
                  host.nics[static_cast<size_t>(r.nic)].name(), to_string(r.path), numa_text(r.numa_node));
     }
     const std::string hca = nccl_ib_hca(host, rails);
-    if (!hca.empty()) fmt::print("  NCCL_IB_HCA='{}'\n", hca);
+    if (!hca.empty()) fmt::print(out, "  NCCL_IB_HCA='{}'\n", hca);
   }
   if (!rails.warnings.empty()) {
-    fmt::print("\nwarnings:\n");
-    for (const RailWarning& w : rails.warnings) fmt::print("  ! {}\n", w.message);
+    fmt::print(out, "\nwarnings:\n");
+    for (const RailWarning& w : rails.warnings) fmt::print(out, "  ! {}\n", w.message);
   }
 }
 
@@ -157,20 +160,22 @@ json pci_json(const PciDevice& pci) {
           {"class", fmt::format("0x{:06x}", pci.class_code)},
           {"vendor", fmt::format("0x{:04x}", pci.vendor_id)},
           {"device", fmt::format("0x{:04x}", pci.device_id)},
-          {"link_gts", pci.link_gts},
+          {"link_gtps", pci.link_gts},
           {"link_width", pci.link_width},
           {"numa_node", pci.numa_node},
           {"switches", pci.switches}};
 }
 
 json host_json(const HostTopology& host, const RailMap& rails, const std::string& source) {
-  json doc = {{"source", source},
+  json doc = vocab::json_document("topo");
+  doc.update({{"source", source},
               {"hostname", host.hostname},
               {"arch", host.arch},
               {"cpu_vendor", host.cpu_vendor},
               {"cpu_model", host.cpu_model},
               {"cpu_family", host.cpu_family},
-              {"cpu_model_number", host.cpu_model_number}};
+              {"cpu_model_number", host.cpu_model_number}});
+  doc["numa_nodes"] = json::array();
   for (const NumaNode& n : host.numa_nodes) {
     doc["numa_nodes"].push_back({{"os_index", n.os_index},
                                  {"package", n.package},
@@ -193,7 +198,7 @@ json host_json(const HostTopology& host, const RailMap& rails, const std::string
                            {"rdma_device", n.rdma_device},
                            {"netdev", n.netdev},
                            {"port", n.port},
-                           {"speed_mbps", n.speed_mbps},
+                           {"speed_gbps", n.speed_mbps > 0 ? static_cast<double>(n.speed_mbps) / 1000 : 0.0},
                            {"link_layer", n.link_layer},
                            {"node_guid", n.node_guid == 0 ? "" : fmt::format("0x{:016x}", n.node_guid)},
                            {"gids", gids},
@@ -246,19 +251,21 @@ int run_topo(const TopoOptions& o) {
     return o.hwloc_xml.empty() && o.nccl_xml.empty() ? kExitFailure : kExitUsage;
   }
   const RailMap rails = map_rails(*host);
-  if (o.json) {
-    fmt::print("{}\n", host_json(*host, rails, source).dump(2));
-  } else {
-    print_host(*host, rails, source);
-  }
+  std::FILE* out = vocab::human_stream(o.json_path);
+  print_host(out, *host, rails, source);
   if (!o.xml_out.empty()) {
     if (Status s = write_nccl_topo_xml(*host, o.xml_out); !s) {
       fmt::print(stderr, "megascale topo: {}\n", s.error().message);
       return kExitUsage;
     }
-    // With --json, stdout is the JSON document only.
-    fmt::print(o.json ? stderr : stdout, "\nwrote NCCL topology file {} (use NCCL_TOPO_FILE={})\n", o.xml_out,
-               o.xml_out);
+    fmt::print(out, "\nwrote NCCL topology file {} (use NCCL_TOPO_FILE={})\n", o.xml_out, o.xml_out);
+  }
+  if (!o.json_path.empty()) {
+    if (Status s = vocab::write_json(o.json_path, host_json(*host, rails, source)); !s) {
+      fmt::print(stderr, "megascale topo: {}\n", s.error().message);
+      return kExitFailure;
+    }
+    if (o.json_path != "-") fmt::print(out, "wrote {}\n", o.json_path);
   }
   return kExitOk;
 }
@@ -277,8 +284,11 @@ int run_topo(const TopoOptions&) {
 void add_topo_command(CLI::App& app) {
   CLI::App* topo = app.add_subcommand("topo", "host topology, rails, NCCL topology XML, fabric model");
   auto o = std::make_shared<TopoOptions>();
-  topo->add_option("--xml", o->xml_out, "Write the host's NCCL topology file (NCCL_TOPO_FILE) here");
-  topo->add_flag("--json", o->json, "Print the host model, GPU x NIC paths and rails as JSON");
+  topo->add_option("--xml", o->xml_out, "Write the host's NCCL topology file (NCCL_TOPO_FILE) here")
+      ->type_name("FILE");
+  vocab::json(topo, o->json_path,
+              "Also write the host model, GPU x NIC paths and rails as JSON to FILE ('-': standard output, "
+              "the table then goes to standard error); docs/CLI.md has the schema");
   topo->add_option("--hwloc-xml", o->hwloc_xml,
                    "Read an hwloc XML export (lstopo --of xml) instead of this host")
       ->check(CLI::ExistingFile);

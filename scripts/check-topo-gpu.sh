@@ -45,7 +45,7 @@ fail() { echo "!! $*"; verdict=1; }
 
 echo "== 1. megascale topo ($ngpus GPU(s))"
 "$megascale" topo | tee "$out/topo.txt" || fail "megascale topo exited $?"
-"$megascale" topo --json > "$out/topo.json" || fail "megascale topo --json exited $?"
+"$megascale" topo --json "$out/topo.json" > /dev/null || fail "megascale topo --json exited $?"
 
 echo "== 2. megascale topo --xml $topo_file"
 rm -f "$topo_file" "$dump_file"

@@ -96,6 +96,27 @@ TEST(Hash, OffsetRotatesAndSeedsVaryPerSwitch) {
   EXPECT_EQ(ecmp_select(m, 0, t, 1), 0u);
 }
 
+TEST(Hash, ASeedXorsOneConstantIntoEveryKeysHash) {
+  // Every model is affine in its seed: for keys of one length (the 13-byte 5-tuple), changing the seed
+  // XORs the same constant into every key's hash. So switches that differ only in seed (per-switch seeds
+  // included) and read the same bits of a power-of-two group relabel one choice the same way for every
+  // flow: polarisation that seeds cannot break (ports_test: PerSwitchSeedsDoNotBreakPolarisation).
+  std::mt19937 rng(11);
+  for (HashFunction f :
+       {HashFunction::crc16_bisync, HashFunction::crc16_xor8, HashFunction::crc16_xor1,
+        HashFunction::crc16_ccitt, HashFunction::crc32_lo, HashFunction::crc32_hi, HashFunction::xor16}) {
+    const uint32_t seed = rng();
+    std::array<uint8_t, 13> key{};
+    for (auto& b : key) b = static_cast<uint8_t>(rng());
+    const uint16_t constant = hash_bytes(f, seed, key) ^ hash_bytes(f, 0, key);
+    EXPECT_NE(constant, 0) << hash_function_name(f);
+    for (int trial = 0; trial < 100; ++trial) {
+      for (auto& b : key) b = static_cast<uint8_t>(rng());
+      EXPECT_EQ(hash_bytes(f, seed, key) ^ hash_bytes(f, 0, key), constant) << hash_function_name(f);
+    }
+  }
+}
+
 TEST(Hash, ParseAndPrintSpecs) {
   Result<HashModel> m = parse_hash_model("crc32-hi:seed=0x1234:offset=5:per-switch");
   ASSERT_TRUE(m) << m.error().message;

@@ -118,6 +118,27 @@ TEST_F(MegaScalePorts, PolarisedHashReachesOnlyTheFirstHopsChoices) {
   check_consistent(fabric_->nic_node(0, 0), fabric_->nic_node(300, 0), m, polarised);
 }
 
+TEST_F(MegaScalePorts, PerSwitchSeedsDoNotBreakPolarisation) {
+  // Per-switch seeds only XOR a per-switch constant into the hash (ecmp_test:
+  // ASeedXorsOneConstantIntoEveryKeysHash), so with the same bits at every tier the later hops still follow
+  // the first: the whole 16,384-port range reaches 32 of 8192 paths. Reading each tier's own bits
+  // (offsets 0, 5, 10) gives every lane a path of its own.
+  NodeId a = fabric_->nic_node(0, 0);
+  NodeId b = fabric_->nic_node(300, 0);
+  EcmpModel per_switch = EcmpModel::uniform(HashModel{HashFunction::crc16_bisync, 0, 0, true});
+  PortMapping m = map(a, b, 64, per_switch);
+  EXPECT_EQ(m.ports_hashed, 16384u);
+  EXPECT_EQ(m.reachable_paths, 32u);
+  EXPECT_EQ(m.distinct_paths, 32u);
+  check_consistent(a, b, m, per_switch);
+  EcmpModel split = per_switch;
+  split.tier[1].offset_bits = 5;
+  split.tier[2].offset_bits = 10;
+  PortMapping better = map(a, b, 64, split);
+  EXPECT_EQ(better.distinct_paths, 64u);
+  check_consistent(a, b, better, split);
+}
+
 TEST_F(MegaScalePorts, WithoutAModelPortsAreSteppedEvenly) {
   PortMapping m = map(fabric_->nic_node(0, 0), fabric_->nic_node(300, 0), 64, std::nullopt);
   ASSERT_EQ(m.lanes.size(), 64u);
