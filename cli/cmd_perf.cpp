@@ -1,15 +1,18 @@
 // `megascale perf`: point-to-point bandwidth and latency over the transport, perftest's way.
 //
 //   megascale perf --loopback                        # both sides here: bw 64 KiB and latency 2 B
-//   megascale perf -a --test bw --loopback --lanes 4 --json out/bench/perf.json
-//   megascale perf -p 18515                          # server: waits for one client
+//   megascale perf -a --test bw --loopback -q 4 --json out/bench/perf.json
+//   megascale perf -p 18515 -d eth0                  # server on eth0's address: waits for one client
 //   megascale perf -p 18515 -a 10.0.0.2              # client: the same flags plus the server's address
-//   megascale perf -p 18515 10.0.3.2 --lanes 8 --fabric megascale --from h0:n0 --to h300:n0
+//   megascale perf -p 18515 10.0.3.2 -q 8 --fabric megascale --from h0:n0 --to h300:n0
 //       --hash crc16-bisync:per-switch                # client lanes on source ports mapped to distinct paths
 //
-// The server needs no flags but -p: the client sends its test parameters when it connects; a flag
-// given on both sides must agree. Faults for testing come from MEGASCALE_FAULT_* (see bench/README.md).
-// Exit status: 0 done, 1 a transfer or check failed (the connection's error is printed), 2 bad flags.
+// perftest's letters mean what they mean there: -d the device (here the network interface whose
+// address this side binds), -q queue pairs (here lanes), -T the traffic class (the IP TOS byte), -t the
+// tx depth, -s, -n, -D, -a, -b, -p. The server needs no flags but -p: the client sends its test
+// parameters when it connects; a flag given on both sides must agree. docs/CLI.md has the JSON schema. Faults
+// for testing come from MEGASCALE_FAULT_* (see bench/README.md). Exit status: 0 done, 1 a transfer or check
+// failed (the connection's error is printed), 2 bad flags.
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -19,8 +22,10 @@
 #include <string>
 
 #include "commands.h"
+#include "megascale/perf/device.h"
 #include "megascale/perf/run.h"
 #include "megascale/wire/udp.h"
+#include "vocab.h"
 
 namespace megascale::cli {
 namespace {
@@ -35,19 +40,22 @@ struct PerfFlags {
   uint64_t buffer_mib = 256;
   std::string json_path;
   bool report_gbits = false;
-  uint32_t dscp = 0;
+  uint32_t tclass = 0;       // -T: the TOS byte
   std::string source_ports;  // --source-ports P1,P2,...
 };
 
-Status write_json(const std::string& path, const nlohmann::json& doc) {
-  std::error_code ec;
-  const std::filesystem::path p(path);
-  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
-  std::ofstream f(path);
-  if (!f) return make_error("cannot write " + path);
-  f << doc.dump(2) << "\n";
-  if (!f) return make_error("cannot write " + path);
-  return {};
+// The JSON document: the command and schema version, whether the run succeeded, then the report.
+Status write_json(const std::string& path, const perf::PerfRun& run) {
+  nlohmann::json doc = vocab::json_document("perf");
+  doc["status"] = run.status == perf::PerfStatus::kOk ? "ok" : "failed";
+  if (!run.error.empty()) doc["error"] = run.error;
+  doc.update(perf::report_json(run.report));
+  if (path != "-") {
+    std::error_code ec;
+    const std::filesystem::path p(path);
+    if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
+  }
+  return vocab::write_json(path, doc);
 }
 
 int run_perf_command(PerfFlags& f, CLI::App* cmd) {
@@ -56,8 +64,8 @@ int run_perf_command(PerfFlags& f, CLI::App* cmd) {
   const std::pair<const char*, std::string_view> names[] = {
       {"--test", flag::kTest},   {"-a", flag::kAll},      {"-s", flag::kSize},
       {"-n", flag::kIters},      {"-D", flag::kDuration}, {"-t", flag::kWindow},
-      {"--lanes", flag::kLanes}, {"--cc", flag::kCc},     {"--segment", flag::kSegment},
-      {"--check", flag::kCheck}, {"--dscp", flag::kDscp}, {"-b", flag::kBidirectional}};
+      {"-q", flag::kLanes},      {"--cc", flag::kCc},     {"--segment", flag::kSegment},
+      {"--check", flag::kCheck}, {"-T", flag::kTclass},   {"-b", flag::kBidirectional}};
   for (const auto& [cli_name, key] : names) {
     if (given(cli_name)) o.explicit_flags.insert(std::string(key));
   }
@@ -79,11 +87,30 @@ int run_perf_command(PerfFlags& f, CLI::App* cmd) {
     return kExitUsage;
   }
   o.poll = *poll;
-  if (f.dscp > 63) {
-    fmt::print(stderr, "megascale perf: --dscp {}: a DSCP code point is 0 .. 63\n", f.dscp);
+  if (f.tclass > 255) {
+    fmt::print(stderr, "megascale perf: -T {}: the traffic class is one byte, 0 .. 255\n", f.tclass);
     return kExitUsage;
   }
-  o.dscp = static_cast<uint8_t>(f.dscp);
+  if ((f.tclass & 3) != 0) {
+    fmt::print(stderr,
+               "megascale perf: -T {}: the low two bits of the TOS byte are ECN, which the transport sets "
+               "itself; give DSCP * 4 (e.g. -T {} for DSCP {})\n",
+               f.tclass, f.tclass & ~3u, f.tclass >> 2);
+    return kExitUsage;
+  }
+  o.dscp = static_cast<uint8_t>(f.tclass >> 2);
+  if (given("-d")) {
+    if (given("--bind")) {
+      fmt::print(stderr, "megascale perf: -d and --bind both choose the local address: give one\n");
+      return kExitUsage;
+    }
+    auto address = perf::interface_address(o.device, o.ipv6);
+    if (!address) {
+      fmt::print(stderr, "megascale perf: {}\n", address.error().message);
+      return kExitUsage;
+    }
+    o.bind_host = *address;
+  }
   o.port_given = given("-p");
   if (given("--source-ports")) {
     auto ports = wire::parse_source_ports(f.source_ports);
@@ -100,19 +127,17 @@ int run_perf_command(PerfFlags& f, CLI::App* cmd) {
   }
 
   perf::PerfSink sink;
-  sink.out = [](const std::string& line) {
-    fmt::print("{}\n", line);
-    std::fflush(stdout);
+  std::FILE* const human = vocab::human_stream(f.json_path);
+  sink.out = [human](const std::string& line) {
+    fmt::print(human, "{}\n", line);
+    std::fflush(human);
   };
   sink.progress = [](const std::string& line) { fmt::print(stderr, "{}\n", line); };
   const perf::PerfRun run = perf::run_perf(o, sink);
 
   if (!f.json_path.empty() && run.status != perf::PerfStatus::kUsage &&
       (!run.report.bw.empty() || !run.report.lat.empty() || run.status == perf::PerfStatus::kOk)) {
-    nlohmann::json doc = perf::report_json(run.report);
-    doc["status"] = run.status == perf::PerfStatus::kOk ? "ok" : "failed";
-    if (!run.error.empty()) doc["error"] = run.error;
-    if (Status s = write_json(f.json_path, doc); !s) {
+    if (Status s = write_json(f.json_path, run); !s) {
       fmt::print(stderr, "megascale perf: {}\n", s.error().message);
       return kExitFailure;
     }
@@ -144,18 +169,24 @@ void add_perf_command(CLI::App& app) {
                 "Run server and client in this process over 127.0.0.1 (::1 with -6)");
   cmd->add_option("--test", f->test, "bw, lat or both")->capture_default_str();
   cmd->add_flag("-a,--all", o.all_sizes, "All sizes: 2 B .. 8 MiB (bw: .. 64 MiB)");
-  cmd->add_option("-s,--size", o.size_bytes, "Message size in bytes (default: bw 65536, lat 2)");
-  cmd->add_option(
-      "-n,--iters", o.iterations,
+  vocab::size(cmd, vocab::kSizeFlag, o.size_bytes, "Message size, e.g. 4096 or 64K (default: bw 64K, lat 2)");
+  vocab::iterations(
+      cmd, o.iterations,
       "Messages per bw row / round trips per latency row (default 5000 / 1000, at most 2 GiB a row)");
-  cmd->add_option("-D,--duration", o.duration_s, "Seconds per row instead of a count");
+  vocab::duration(cmd, vocab::kDurationFlag, o.duration_s,
+                  "Time per row instead of a count, e.g. 5 or 500ms");
   cmd->add_option("-p,--port", o.port, "The server's UDP port (one more port per extra lane)")
       ->capture_default_str();
   cmd->add_flag("-6,--ipv6", o.ipv6, "Use IPv6");
+  cmd->add_option("-d,--ib-dev", o.device,
+                  "The device (perftest's -d): the network interface whose address this side binds, e.g. "
+                  "lo or eth0 (its IPv4 address; IPv6 with -6)")
+      ->type_name("IFACE");
   cmd->add_option("--bind", o.bind_host, "Local address to bind (default: any; loopback: 127.0.0.1 / ::1)");
   cmd->add_option("-t,--window,--tx-depth", o.window, "bw messages in flight (perftest's -t/--tx-depth)")
       ->capture_default_str();
-  cmd->add_option("--lanes", o.lanes, "Lanes (UDP source ports, each with its own congestion control)")
+  cmd->add_option("-q,--qp,--lanes", o.lanes,
+                  "Lanes, perftest's queue pairs: UDP source ports, each with its own congestion control")
       ->capture_default_str();
   cmd->add_option("--source-ports", f->source_ports,
                   "Client: the lanes' UDP source ports, one per lane, P1,P2,... (as `megascale topo ports` "
@@ -170,13 +201,17 @@ void add_perf_command(CLI::App& app) {
                   "tier or three times (tor, aggregation/spine, core); none: ports spread evenly")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  cmd->add_option("--cc", o.cc,
-                  "Congestion-control preset: a built-in name or a YAML file (--loopback: loopback)")
+  vocab::cc(cmd, o.cc, "Congestion-control preset: a built-in name or a YAML file (--loopback: loopback)")
       ->capture_default_str();
   cmd->add_option("--segment", o.segment_bytes,
                   "Payload bytes per datagram (keep + 100 B within the MTU; --loopback: 16384)")
       ->capture_default_str();
-  cmd->add_option("--dscp", f->dscp, "DSCP code point of every packet (0..63)")->capture_default_str();
+  cmd->add_option(
+         "-T,--tclass,--tos", f->tclass,
+         "Traffic class of every packet (perftest's -T): the IP TOS byte, DSCP * 4 (DSCP 26: -T 104); "
+         "the transport sets the low two (ECN) bits")
+      ->capture_default_str();
+  vocab::renamed(cmd, "--dscp", "-T,--tclass (the TOS byte, DSCP * 4)");
   cmd->add_flag(
       "-b,--bidirectional", o.bidirectional,
       "bw rows both ways at once (perftest's -b; give it on both sides): BW is the sum of both sides' "
@@ -199,14 +234,14 @@ void add_perf_command(CLI::App& app) {
   cmd->add_flag("!--no-payload-crc", o.payload_crc,
                 "This side's payloads leave without their CRC32C (protocol version 2; the header CRC stays): "
                 "measures what the payload CRC costs");
-  cmd->add_option("--timeout", o.timeout_s, "Fail when nothing completes for this many seconds")
+  vocab::timeout(cmd, o.timeout_s, "Fail when nothing completes for this long, e.g. 60 or 500ms")
       ->capture_default_str();
   cmd->add_option("--buffer-mib", f->buffer_mib,
                   "Message buffers per side, MiB: bounds the bw window; must hold one message of the largest "
                   "size (a latency row: five), else perf refuses")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
-  cmd->add_option("--json", f->json_path, "Also write the results as JSON (perftest's keys) to this file");
+  vocab::json(cmd, f->json_path);
   cmd->add_flag("--report_gbits,--report-gbits", f->report_gbits,
                 "Accepted for perftest habits: Gb/s is the unit");
   cmd->add_flag("-v,--verbose", o.verbose, "A wire line after each row: syscalls per GB, GSO/GRO messages");

@@ -4,7 +4,7 @@
 #          CSVs, printed summary, warnings and exit status must match byte for byte, except the fields
 #          that time the run (IGNORED_FIELDS). The first difference is named: scenario, file, line.
 #   bench: the engine micro-benchmark (megascale_micro_bench, BM_EngineBackToBack, segments/s) and
-#          `megascale perf --loopback` goodput (BW_average, Gb/s), old and new alternately --runs times;
+#          `megascale perf --loopback` goodput (bw_average_gbps), old and new alternately --runs times;
 #          prints each figure's medians and new/old, flagged when outside 1 +- --tolerance.
 # Exits 1 when an output differs or a bench figure is flagged, 2 on bad usage.
 #
@@ -252,7 +252,9 @@ def figures(tag, run):
                 result[f"engine {b['name']} segments/s"] = b["segments/s"]
     with open(os.path.join(bench, f"perf-{tag}-{run}.json")) as f:
         for row in json.load(f)["bw"]:
-            result[f"perf --loopback {row['MsgSize']} B goodput Gb/s"] = row["BW_average"]
+            # A build whose perf JSON predates units in field names writes MsgSize and BW_average.
+            size = row.get("size_bytes", row.get("MsgSize"))
+            result[f"perf --loopback {size} B goodput Gb/s"] = row.get("bw_average_gbps", row.get("BW_average"))
     return result
 
 

@@ -67,14 +67,14 @@ run_perf() {  # name, extra flags...
     status=1
   fi
 }
-run_perf bw-1lane --test bw -s 67108864 -D "$secs" --lanes 1
-run_perf bw-4lanes --test bw -s 67108864 -D "$secs" --lanes 4
+run_perf bw-1lane --test bw -s 67108864 -D "$secs" -q 1
+run_perf bw-4lanes --test bw -s 67108864 -D "$secs" -q 4
 io_threads=${IO_THREADS:-0}
 if [ "$io_threads" -gt 0 ]; then
-  run_perf bw-1lane-io "--io-threads=$io_threads" --test bw -s 67108864 -D "$secs" --lanes 1
-  run_perf bw-4lanes-io "--io-threads=$io_threads" --test bw -s 67108864 -D "$secs" --lanes 4
+  run_perf bw-1lane-io "--io-threads=$io_threads" --test bw -s 67108864 -D "$secs" -q 1
+  run_perf bw-4lanes-io "--io-threads=$io_threads" --test bw -s 67108864 -D "$secs" -q 4
 fi
-run_perf lat-8B --test lat -s 8 -n 10000 --lanes 1
+run_perf lat-8B --test lat -s 8 -n 10000 -q 1
 
 # One row per run: goodput, ratio to iperf3, kernel drops, p50 latency.
 row() {  # name, kind
@@ -85,13 +85,13 @@ row() {  # name, kind
   fi
   if [ "$2" = bw ]; then
     jq -r --arg name "$1" --argjson base "$iperf_gbps" '.bw[0] as $r |
-      [$name, ($r.BW_average * 100 | round / 100 | tostring), (($r.BW_average / $base * 100 | round) / 100 | tostring) + "x",
+      [$name, ($r.bw_average_gbps * 100 | round / 100 | tostring), (($r.bw_average_gbps / $base * 100 | round) / 100 | tostring) + "x",
        ($r.counters.kernel_rcvbuf_errors|tostring) + "/" + ($r.counters.socket_drops|tostring),
        "rtt " + ($r.counters.rtt_p50_us * 10 | round / 10 | tostring)] | @tsv' "$f"
   else
     jq -r --arg name "$1" '.lat[0] as $r |
       [$name, "-", "-", ($r.counters.kernel_rcvbuf_errors|tostring) + "/" + ($r.counters.socket_drops|tostring),
-       ($r.p50 * 100 | round / 100 | tostring) + " (rtt " + ($r.p50 * 200 | round / 100 | tostring) + ")"] | @tsv' "$f"
+       ($r.t_p50_us * 100 | round / 100 | tostring) + " (rtt " + ($r.t_p50_us * 200 | round / 100 | tostring) + ")"] | @tsv' "$f"
   fi
 }
 {

@@ -90,15 +90,15 @@ if not rows and problem == "-":
     problem = "no rows"
 for kind, r in rows:
     ways = 2 if kind == "lat" or r.get("bidirectional") else 1
-    messages = ways * r["n_iterations"]
-    moved += r["MsgSize"] * messages
+    messages = ways * r["iterations"]
+    moved += r["size_bytes"] * messages
     c = r.get("counters", {})
     faults += c.get("faults_injected", 0)
     junk += c.get("junk_dropped", 0)
     # A latency row also checks its warm-up round trips; never fewer than it timed.
     if r.get("verified_messages", 0) < messages and problem == "-":
         problem = "%s row of %d B: %d of %d messages verified" % (
-            kind, r["MsgSize"], r.get("verified_messages", 0), messages)
+            kind, r["size_bytes"], r.get("verified_messages", 0), messages)
 print(moved, faults, junk, problem.replace(" ", "_") if problem != "-" else "-")
 EOF
 }

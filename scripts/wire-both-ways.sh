@@ -94,7 +94,7 @@ for depth in map(int, sys.argv[10:]):
     for p in range(procs):
         with open(f"{folder}/wire-t{depth}-{p}.json") as f:
             row = json.load(f)["bw"][0]
-        total += row["BW_average"]  # Gb/s, both directions of one pair
+        total += row["bw_average_gbps"]  # both directions of one pair
         awake += row["counters"].get("io_awake_ns", 0)
         busy += row["counters"].get("io_busy_ns", 0)
     per_rank = total / 8 / nranks

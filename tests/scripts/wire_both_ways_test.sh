@@ -43,7 +43,7 @@ for depth in (1, 2):
     assert m, f"no line for depth {depth}"
     rate, us, summed, busy = float(m[1]), int(m[2]), float(m[3]), int(m[4])
     row = json.load(open(f"{sys.argv[2]}/wire-t{depth}-0.json"))["bw"][0]
-    gbps = row["BW_average"]  # Gb/s, both directions of the one pair
+    gbps = row["bw_average_gbps"]  # both directions of the one pair
     assert rate > 0 and us > 0, m[0]
     assert abs(summed - gbps) < 0.051 and abs(rate - gbps / 8 / 2) < 0.0051, m[0]
     # Little's law from the unrounded rate: one process, so a connection moves what a rank does.

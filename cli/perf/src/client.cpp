@@ -98,7 +98,10 @@ json config_json(const PerfOptions& o, const UdpWire& w, const ClientSetup& setu
               {"server_cc", srv.cc},
               {"segment_bytes", o.segment_bytes},
               {"negotiated_segment_bytes", segment},
+              {"tclass", o.dscp << 2},
               {"dscp", o.dscp},
+              {"device", o.device},
+              {"bind", o.bind_host},
               {"poll", std::string(to_string(o.poll))},
               {"transport", w.capabilities().describe()},
               {"server_transport", srv.transport},
@@ -213,6 +216,12 @@ PerfRun run_client_on(UdpWire& w, const std::string& host, uint16_t port, const 
     }
     return {};
   };
+  // The banner needs the server's answer; a server that does not answer leaves the client silent for up
+  // to --timeout without this line.
+  if (!o.loopback && sink.progress) {
+    sink.progress(
+        fmt::format("megascale perf: connecting to {} port {} (--timeout {:g} s)", host, port, o.timeout_s));
+  }
   if (Status st = established(s.control()); !st)
     return failed(std::move(run), PerfStatus::kFailed, busy_or(st.error().message));
   auto data = open("data");

@@ -74,7 +74,10 @@ Status validate_perf_options(const PerfOptions& o) {
   if (o.segment_bytes < 64 || o.segment_bytes > 65000) {
     return bad(fmt::format("--segment {}: payload bytes per datagram must be 64 .. 65000", o.segment_bytes));
   }
-  if (o.dscp > 63) return bad(fmt::format("--dscp {}: a DSCP code point is 0 .. 63", o.dscp));
+  if (o.dscp > 63) {
+    return bad(fmt::format("-T {}: the traffic class is one byte, DSCP (0 .. 63) in its upper six bits",
+                           uint32_t{o.dscp} << 2));
+  }
   if (!(o.timeout_s > 0) || o.timeout_s > 86400) {
     return bad(fmt::format("--timeout {}: must be > 0 and at most 86400 seconds", o.timeout_s));
   }

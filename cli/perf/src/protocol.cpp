@@ -129,7 +129,9 @@ Status check_agreement(const PerfOptions& s, const std::string& server_cc_name, 
     differ(flag::kSegment, std::to_string(s.segment_bytes), std::to_string(c.segment_bytes));
   }
   if (s.is_explicit(flag::kCheck)) differ(flag::kCheck, s.check ? "on" : "off", c.check ? "on" : "off");
-  if (s.is_explicit(flag::kDscp)) differ(flag::kDscp, std::to_string(s.dscp), std::to_string(c.dscp));
+  if (s.is_explicit(flag::kTclass)) {
+    differ(flag::kTclass, std::to_string(s.dscp << 2), std::to_string(c.dscp << 2));
+  }
   if (s.is_explicit(flag::kBidirectional)) {
     differ(flag::kBidirectional, s.bidirectional ? "on" : "off", c.bidirectional ? "on" : "off");
   }
@@ -157,10 +159,10 @@ json to_json(const SideCounters& c) {
               {"cnps_received", c.cnps_received},
               {"repaths", c.repaths},
               {"floor_stalls", c.floor_stalls},
-              {"bytes_sent", c.bytes_sent},
+              {"payload_sent_bytes", c.bytes_sent},
               {"sends_posted", c.sends_posted},
               {"sends_waited_for_credit", c.sends_waited_for_credit},
-              {"bytes_received", c.bytes_received},
+              {"payload_received_bytes", c.bytes_received},
               {"ce_received", c.ce_received},
               {"cnps_sent", c.cnps_sent},
               {"duplicates_dropped", c.duplicates_dropped},
@@ -172,7 +174,7 @@ json to_json(const SideCounters& c) {
               {"rtt_max_ns", c.rtt_max_ns},
               {"datagrams_sent", c.datagrams_sent},
               {"datagrams_received", c.datagrams_received},
-              {"udp_bytes_sent", c.udp_bytes_sent},
+              {"udp_sent_bytes", c.udp_bytes_sent},
               {"send_syscalls", c.send_syscalls},
               {"send_messages", c.send_messages},
               {"gso_messages", c.gso_messages},
@@ -209,10 +211,10 @@ SideCounters side_counters_from_json(const json& j) {
   c.cnps_received = u("cnps_received");
   c.repaths = u("repaths");
   c.floor_stalls = u("floor_stalls");
-  c.bytes_sent = u("bytes_sent");
+  c.bytes_sent = u("payload_sent_bytes");
   c.sends_posted = u("sends_posted");
   c.sends_waited_for_credit = u("sends_waited_for_credit");
-  c.bytes_received = u("bytes_received");
+  c.bytes_received = u("payload_received_bytes");
   c.ce_received = u("ce_received");
   c.cnps_sent = u("cnps_sent");
   c.duplicates_dropped = u("duplicates_dropped");
@@ -230,7 +232,7 @@ SideCounters side_counters_from_json(const json& j) {
   c.rtt_max_ns = j.value("rtt_max_ns", TimeNs{0});
   c.datagrams_sent = u("datagrams_sent");
   c.datagrams_received = u("datagrams_received");
-  c.udp_bytes_sent = u("udp_bytes_sent");
+  c.udp_bytes_sent = u("udp_sent_bytes");
   c.send_syscalls = u("send_syscalls");
   c.send_messages = u("send_messages");
   c.gso_messages = u("gso_messages");

@@ -48,18 +48,18 @@ BwFigures sum_directions(const BwFigures& a, const BwFigures& b) {
 }
 
 json to_json(const BwFigures& f) {
-  return json{{"BW_peak", f.bw_peak_gbps},
-              {"BW_average", f.bw_average_gbps},
-              {"MsgRate", f.msg_rate_mpps},
-              {"seconds", f.seconds}};
+  return json{{"bw_peak_gbps", f.bw_peak_gbps},
+              {"bw_average_gbps", f.bw_average_gbps},
+              {"msg_rate_mpps", f.msg_rate_mpps},
+              {"duration_s", f.seconds}};
 }
 
 BwFigures bw_figures_from_json(const json& j) {
   BwFigures f;
-  f.bw_peak_gbps = j.at("BW_peak").get<double>();
-  f.bw_average_gbps = j.at("BW_average").get<double>();
-  f.msg_rate_mpps = j.at("MsgRate").get<double>();
-  f.seconds = j.at("seconds").get<double>();
+  f.bw_peak_gbps = j.at("bw_peak_gbps").get<double>();
+  f.bw_average_gbps = j.at("bw_average_gbps").get<double>();
+  f.msg_rate_mpps = j.at("msg_rate_mpps").get<double>();
+  f.seconds = j.at("duration_s").get<double>();
   return f;
 }
 
@@ -261,9 +261,9 @@ json counters_json(const RowCounters& c) {
 }  // namespace
 
 json bw_row_json(const BwRow& r) {
-  json j = to_json(r.figures);  // BW_peak, BW_average, MsgRate, seconds
-  j.update(json{{"MsgSize", r.size_bytes},
-                {"n_iterations", r.iterations},
+  json j = to_json(r.figures);  // bw_peak_gbps, bw_average_gbps, msg_rate_mpps, duration_s
+  j.update(json{{"size_bytes", r.size_bytes},
+                {"iterations", r.iterations},
                 {"window", r.window},
                 {"bidirectional", r.bidirectional},
                 {"verified_messages", r.verified_messages},
@@ -277,16 +277,16 @@ json bw_row_json(const BwRow& r) {
 
 json lat_row_json(const LatRow& r) {
   const LatFigures& f = r.figures;
-  return json{{"MsgSize", r.size_bytes},
-              {"n_iterations", r.iterations},
-              {"t_min", f.t_min_us},
-              {"t_max", f.t_max_us},
-              {"t_typical", f.t_typical_us},
-              {"t_avg", f.t_avg_us},
-              {"t_stdev", f.t_stdev_us},
-              {"percentile_99", f.p99_us},
-              {"percentile_99.9", f.p999_us},
-              {"p50", f.p50_us},
+  return json{{"size_bytes", r.size_bytes},
+              {"iterations", r.iterations},
+              {"t_min_us", f.t_min_us},
+              {"t_max_us", f.t_max_us},
+              {"t_typical_us", f.t_typical_us},
+              {"t_avg_us", f.t_avg_us},
+              {"t_stdev_us", f.t_stdev_us},
+              {"t_p50_us", f.p50_us},
+              {"t_p99_us", f.p99_us},
+              {"t_p999_us", f.p999_us},
               {"verified_messages", r.verified_messages},
               {"counters", counters_json(r.counters)}};
 }
@@ -308,8 +308,8 @@ Result<BwRow> bw_row_from_json(const json& j) {
   try {
     BwRow r;
     r.figures = bw_figures_from_json(j);
-    r.size_bytes = j.at("MsgSize").get<uint64_t>();
-    r.iterations = j.at("n_iterations").get<uint64_t>();
+    r.size_bytes = j.at("size_bytes").get<uint64_t>();
+    r.iterations = j.at("iterations").get<uint64_t>();
     r.window = j.at("window").get<uint32_t>();
     r.bidirectional = j.at("bidirectional").get<bool>();
     r.verified_messages = j.at("verified_messages").get<uint64_t>();
@@ -327,17 +327,17 @@ Result<BwRow> bw_row_from_json(const json& j) {
 Result<LatRow> lat_row_from_json(const json& j) {
   try {
     LatRow r;
-    r.size_bytes = j.at("MsgSize").get<uint64_t>();
-    r.iterations = j.at("n_iterations").get<uint64_t>();
+    r.size_bytes = j.at("size_bytes").get<uint64_t>();
+    r.iterations = j.at("iterations").get<uint64_t>();
     LatFigures& f = r.figures;
-    f.t_min_us = j.at("t_min").get<double>();
-    f.t_max_us = j.at("t_max").get<double>();
-    f.t_typical_us = j.at("t_typical").get<double>();
-    f.t_avg_us = j.at("t_avg").get<double>();
-    f.t_stdev_us = j.at("t_stdev").get<double>();
-    f.p99_us = j.at("percentile_99").get<double>();
-    f.p999_us = j.at("percentile_99.9").get<double>();
-    f.p50_us = j.at("p50").get<double>();
+    f.t_min_us = j.at("t_min_us").get<double>();
+    f.t_max_us = j.at("t_max_us").get<double>();
+    f.t_typical_us = j.at("t_typical_us").get<double>();
+    f.t_avg_us = j.at("t_avg_us").get<double>();
+    f.t_stdev_us = j.at("t_stdev_us").get<double>();
+    f.p50_us = j.at("t_p50_us").get<double>();
+    f.p99_us = j.at("t_p99_us").get<double>();
+    f.p999_us = j.at("t_p999_us").get<double>();
     r.verified_messages = j.at("verified_messages").get<uint64_t>();
     r.counters = counters_from_json(j.at("counters"));
     return r;
@@ -351,11 +351,7 @@ json report_json(const PerfReport& r) {
   for (const BwRow& row : r.bw) bw.push_back(bw_row_json(row));
   json lat = json::array();
   for (const LatRow& row : r.lat) lat.push_back(lat_row_json(row));
-  return json{{"tool", "megascale perf"},
-              {"units", {{"BW", "Gb/s (1e9 bit/s)"}, {"MsgRate", "Mpps"}, {"latency", "usec, RTT/2"}}},
-              {"config", r.config},
-              {"bw", bw},
-              {"lat", lat}};
+  return json{{"config", r.config}, {"bw", bw}, {"lat", lat}};
 }
 
 }  // namespace megascale::perf

@@ -136,7 +136,7 @@ TEST(PerfValidate, ConflictingAndOutOfRangeFlagsNameTheFlag) {
   EXPECT_NE(error_of(stall).find("--stall-us 1000001"), std::string::npos);
   PerfOptions dscp;
   dscp.dscp = 64;
-  EXPECT_NE(error_of(dscp).find("--dscp 64"), std::string::npos);
+  EXPECT_NE(error_of(dscp).find("-T 256"), std::string::npos);
   PerfOptions neg;
   neg.duration_s = -1;
   EXPECT_NE(error_of(neg).find("-D -1"), std::string::npos);

@@ -76,7 +76,7 @@ inline constexpr std::string_view kLanes = "--lanes";
 inline constexpr std::string_view kCc = "--cc";
 inline constexpr std::string_view kSegment = "--segment";
 inline constexpr std::string_view kCheck = "--check";
-inline constexpr std::string_view kDscp = "--dscp";
+inline constexpr std::string_view kTclass = "-T";
 inline constexpr std::string_view kBidirectional = "-b";
 }  // namespace flag
 
@@ -101,12 +101,13 @@ struct PerfOptions {
   bool port_given = false;       // loopback binds ephemeral ports unless -p was given
   bool ipv6 = false;             // -6
   std::string bind_host;         // --bind: local address; empty = any (loopback: the loopback address)
+  std::string device;            // -d: the interface whose address bind_host is (device.h)
 
   // The transport.
   uint32_t lanes = 4;                   // --lanes: lanes (UDP source ports) per connection, 1..64
   std::string cc = "hybrid";            // --cc: built-in preset name or YAML file
   uint32_t segment_bytes = 4096;        // --segment: payload bytes per datagram
-  uint8_t dscp = 0;                     // --dscp
+  uint8_t dscp = 0;                     // -T: the TOS byte's upper six bits (DSCP = TOS >> 2)
   PerfPoll poll = PerfPoll::kAdaptive;  // --poll
   uint32_t io_threads = 0;              // --io-threads: the wire's I/O threads per side (UdpConfig)
   uint32_t stall_us = 300;              // --stall-us: an I/O thread silent this long is taken over

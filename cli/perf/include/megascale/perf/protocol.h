@@ -35,7 +35,8 @@ inline constexpr int32_t kTagData = 1;
 inline constexpr int32_t kTagControl = 7;
 inline constexpr uint64_t kMaxControlBytes = 64 * 1024;
 // 2: -b (PerfParams::bidirectional, and the server's own send figures in a bw row's result).
-inline constexpr int kProtocolVersion = 2;
+// 3: rows and counters name their units (bw_average_gbps, payload_sent_bytes, ...).
+inline constexpr int kProtocolVersion = 3;
 
 // The test parameters the client proposes.
 struct PerfParams {

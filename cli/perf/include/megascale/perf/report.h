@@ -1,5 +1,5 @@
 // perf's figures and how they are shown: perftest's bandwidth and latency rows (same columns, Gb/s as
-// with --report_gbits), a counters line under every row, and perftest's JSON keys.
+// with --report_gbits), a counters line under every row, and the rows as JSON.
 //
 //   BwFigures f = bw_figures(size, posted_ns, completed_ns, peak_run);
 //   LatFigures l = lat_figures(half_rtt_ns);
@@ -97,10 +97,13 @@ std::string counters_line(const RowCounters& c);
 // what the datapath cost, for `payload_bytes` moved in `messages` messages (a round trip is 2).
 std::string wire_line(const RowCounters& c, uint64_t payload_bytes, uint64_t messages);
 
-// perftest's JSON keys per row (MsgSize, n_iterations, BW_peak, BW_average, MsgRate / t_min ...
-// percentile_99.9) plus p50 and our counters; units under "units".
+// One row as JSON, each figure's unit in its name (size_bytes, bw_average_gbps, msg_rate_mpps,
+// t_p99_us, ...) with the row's counters; docs/CLI.md ("megascale perf") lists every field. The same
+// object carries a client's row to its server.
 nlohmann::json bw_row_json(const BwRow& r);
 nlohmann::json lat_row_json(const LatRow& r);
+// {"config", "bw": [rows], "lat": [rows]}: the body of `megascale perf --json`, which puts the
+// command's name and schema version in front.
 nlohmann::json report_json(const PerfReport& r);
 // The rows back from bw_row_json / lat_row_json (the server keeps the rows its client reports):
 // counters from their "client" and "server" parts. Error: a key missing or of the wrong type.
