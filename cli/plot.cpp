@@ -171,9 +171,11 @@ std::string plot_script(const PlotSpec& spec) {
 }
 
 Status run_gnuplot(const std::string& script, const std::string& what) {
+  constexpr int kScriptFd = 3;
   // The script goes in and gnuplot's messages come back through memory files: no pipe to keep drained
-  // while writing, and nothing on disk. Its standard output (nothing, unless a terminal went astray) is
-  // dropped; its standard error is kept for the error message.
+  // while writing, and nothing on disk. The script is named as a file (/dev/fd/3), not given on standard
+  // input, which gnuplot reads one byte per system call (0.3 s of a 550 KB script). Its standard output
+  // (nothing, unless a terminal went astray) is dropped; its standard error is kept for the error.
   struct Fd {
     int fd = -1;
     ~Fd() {
@@ -183,21 +185,28 @@ Status run_gnuplot(const std::string& script, const std::string& what) {
   in.fd = memfd_create("megascale-gnuplot-script", MFD_CLOEXEC);
   err.fd = memfd_create("megascale-gnuplot-stderr", MFD_CLOEXEC);
   if (in.fd < 0 || err.fd < 0) return make_error(fmt::format("plot: memfd_create: {}", std::strerror(errno)));
+  if (in.fd == kScriptFd) {  // dup2 onto itself would keep close-on-exec set
+    const int moved = fcntl(in.fd, F_DUPFD_CLOEXEC, kScriptFd + 1);
+    close(in.fd);
+    in.fd = moved;
+    if (in.fd < 0) return make_error(fmt::format("plot: fcntl: {}", std::strerror(errno)));
+  }
   for (size_t done = 0; done < script.size();) {
     const ssize_t w = write(in.fd, script.data() + done, script.size() - done);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) return make_error(fmt::format("plot: writing the gnuplot script: {}", std::strerror(errno)));
     done += static_cast<size_t>(w);
   }
-  lseek(in.fd, 0, SEEK_SET);
 
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, in.fd, STDIN_FILENO);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
   posix_spawn_file_actions_adddup2(&actions, err.fd, STDERR_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, in.fd, kScriptFd);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
   char arg0[] = "gnuplot";
-  char* argv[] = {arg0, nullptr};
+  char arg1[] = "/dev/fd/3";
+  char* argv[] = {arg0, arg1, nullptr};
   pid_t pid = 0;
   const int spawned = posix_spawnp(&pid, "gnuplot", &actions, nullptr, argv, environ);
   posix_spawn_file_actions_destroy(&actions);

@@ -1,5 +1,5 @@
 // PNG plots through gnuplot (Debian's gnuplot-nox), the one plotting stack of the CLI. The data travels
-// inside the gnuplot script (a datablock on gnuplot's standard input), so nothing but the PNG is written;
+// inside the gnuplot script (a datablock), and the script in memory, so nothing but the PNG is written;
 // gnuplot's own output is captured: said nowhere on success, quoted in the error on failure.
 //
 //   PlotSpec spec{.title = "rate", .csv_path = "out/cc.csv", .png_path = "out/cc.png"};
@@ -77,8 +77,8 @@ std::string plot_script(const PlotSpec& spec);
 // naming what failed: nothing to draw, an unreadable CSV, gnuplot missing, or gnuplot's own message.
 Status render_png(const PlotSpec& spec);
 
-// Runs gnuplot on `script` (given on its standard input). Prints nothing; on failure the error names
-// `what` and quotes what gnuplot printed.
+// Runs gnuplot on `script` (handed over as an in-memory file, nothing on disk). Prints nothing; on
+// failure the error names `what` and quotes what gnuplot printed.
 Status run_gnuplot(const std::string& script, const std::string& what);
 
 // True when a gnuplot executable is on PATH.
