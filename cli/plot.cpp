@@ -10,11 +10,13 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <set>
 #include <sstream>
 #include <string_view>
 
@@ -76,11 +78,11 @@ std::vector<std::vector<std::string_view>> csv_rows(std::string_view text) {
 // The number in a CSV field (1-based column), if it holds one.
 bool number_at(const std::vector<std::string_view>& row, int column, double& value) {
   if (column < 1 || static_cast<size_t>(column) > row.size()) return false;
-  std::string field(row[static_cast<size_t>(column) - 1]);
-  char* end = nullptr;
-  value = std::strtod(field.c_str(), &end);
-  while (end && *end == ' ') ++end;
-  return end != field.c_str() && end && *end == '\0' && std::isfinite(value);
+  std::string_view field = row[static_cast<size_t>(column) - 1];
+  while (!field.empty() && field.front() == ' ') field.remove_prefix(1);
+  while (!field.empty() && field.back() == ' ') field.remove_suffix(1);
+  const auto [end, ec] = std::from_chars(field.data(), field.data() + field.size(), value);
+  return ec == std::errc() && end == field.data() + field.size() && std::isfinite(value);
 }
 
 // The datablock: the CSV as given, its header line turned into a comment.
@@ -99,12 +101,13 @@ std::string plot_script(const PlotSpec& spec) {
   // One x range for every panel, from the data itself, so stacked panels share their time axis.
   double x_min = std::numeric_limits<double>::infinity();
   double x_max = -x_min;
-  for (const PlotPanel& p : spec.panels) {
-    for (const PlotSeries& s : p.series) {
-      double x = 0;
-      for (const auto& row : rows)
-        if (number_at(row, s.x_column, x)) x_min = std::min(x_min, x), x_max = std::max(x_max, x);
-    }
+  std::set<int> x_columns;
+  for (const PlotPanel& p : spec.panels)
+    for (const PlotSeries& s : p.series) x_columns.insert(s.x_column);
+  for (int column : x_columns) {
+    double x = 0;
+    for (const auto& row : rows)
+      if (number_at(row, column, x)) x_min = std::min(x_min, x), x_max = std::max(x_max, x);
   }
   const auto has_data = [&](const PlotSeries& s) {
     double x = 0, y = 0;
