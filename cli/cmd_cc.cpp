@@ -3,16 +3,19 @@
 //   megascale cc                                  # every built-in preset on the default fluid model
 //   megascale cc --cc swift --cc hybrid --flows 64 --buffer-kb 512
 //   megascale cc --cc my-preset.yaml --scenario configs/scenarios/ecn-before-delay.yaml --json r.json
+//   megascale cc --cc swift -D 5ms --json -                 # JSON on stdout, the table on stderr
 //
 // Without --scenario it runs the single-bottleneck model (sim/fluid) once per preset, prints a
-// comparison table and writes <out>/<preset>.csv and .png (rate, window and queue over time). With
-// --scenario it replays the scripted signals through each preset's controller and prints its state
-// after every event. Bad flags, presets or scenario files exit with status 2 and say what was wrong.
+// comparison table and writes <out>/<preset>.csv and .png (rate, window and queue over time, with fair
+// share, Kmin/Kmax and the buffer drawn in). With --scenario it replays the scripted signals through
+// each preset's controller and prints its state after every event. Bad flags, presets or scenario
+// files exit with status 2 and say what was wrong. docs/CLI.md has the JSON schema.
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -26,6 +29,7 @@
 #include "megascale/sim/fluid.h"
 #include "megascale/sim/replay.h"
 #include "plot.h"
+#include "vocab.h"
 
 namespace megascale::cli {
 namespace {
@@ -38,7 +42,7 @@ struct CcOptions {
   int flows = 8;
   double capacity_gbps = 100;
   double rtt_us = 10;
-  double duration_ms = 20;
+  double duration_s = 0.020;
   double buffer_kb = 1024;
   double ecn_kmin_kb = 100;
   double ecn_kmax_kb = 400;
@@ -73,7 +77,7 @@ sim::FluidConfig model_from(const CcOptions& o) {
   m.ecn.kmin_bytes = static_cast<uint64_t>(o.ecn_kmin_kb * 1024);
   m.ecn.kmax_bytes = static_cast<uint64_t>(o.ecn_kmax_kb * 1024);
   m.ecn.pmax = o.ecn_pmax;
-  m.duration_ns = ms(o.duration_ms);
+  m.duration_ns = static_cast<TimeNs>(std::llround(o.duration_s * 1e9));
   m.start_stagger_ns = us(o.stagger_us);
   m.sample_interval_ns = us(o.sample_us);
   m.rate_window_ns = us(o.rate_window_us);
@@ -143,31 +147,63 @@ class Progress {
   bool tty_;
 };
 
-void plot_or_note(const PlotSpec& spec, bool& noted) {
-  std::fflush(stdout);  // gnuplot shares our stdout; keep what we printed first in order
-  if (Status s = render_png(spec); !s && !noted) {
+// Draws the PNG; says once per run why it could not. True when the PNG was drawn.
+bool plot_or_note(const PlotSpec& spec, bool& noted) {
+  Status s = render_png(spec);
+  if (!s && !noted) {
     fmt::print(stderr, "megascale cc: no PNG plots: {}\n", s.error().message);
     noted = true;
   }
+  return static_cast<bool>(s);
+}
+
+// A queue of `bytes` drained at the bottleneck's rate, in us: where a byte threshold sits on the delay axis.
+double drain_us(double bytes, const sim::FluidConfig& m) {
+  return bytes * 8 / m.capacity_bps * 1e6;
 }
 
 PlotSpec fluid_plot(const Preset& p, const sim::FluidResult& r, const sim::FluidConfig& m,
                     const std::string& csv, const std::string& png) {
   PlotSpec spec;
-  spec.title =
-      fmt::format("{} ({}): {} flows, {:g} Gb/s, base RTT {:g} us", p.label, cc::to_string(p.config.kind),
-                  m.flows, m.capacity_bps / 1e9, static_cast<double>(m.base_rtt_ns) / 1e3);
+  spec.title = fmt::format(
+      "{} ({}): {} flows into {:g} Gb/s, base RTT {:g} us, buffer {:g} KB, {}", p.label,
+      cc::to_string(p.config.kind), m.flows, m.capacity_bps / 1e9, static_cast<double>(m.base_rtt_ns) / 1e3,
+      static_cast<double>(m.buffer_bytes) / 1024,
+      m.ecn.enabled ? fmt::format("ECN {:g}-{:g} KB", m.ecn.kmin_bytes / 1024.0, m.ecn.kmax_bytes / 1024.0)
+                    : std::string("no ECN"));
   spec.csv_path = csv;
   spec.png_path = png;
   const size_t shown = std::min(kMaxPlottedFlows, r.series.flows.size());
-  const std::string more = shown < r.series.flows.size() ? fmt::format(" (first {} flows)", shown) : "";
+  const std::string which = shown < r.series.flows.size()
+                                ? fmt::format("first {} of {} flows", shown, r.series.flows.size())
+                                : "each flow";
   const bool unbounded = !r.series.flows.empty() && !r.series.flows[0].cwnd_bytes.empty() &&
                          r.series.flows[0].cwnd_bytes.back() >= sim::kUnboundedWindowBytes;
   PlotPanel rate, window, queue;
-  rate.ylabel = "rate (Gb/s)" + more;
-  window.ylabel = (unbounded ? "in flight (KB)" : "cwnd (KB)") + more;
+  const double capacity_gbps = m.capacity_bps / 1e9;
+  rate.title = fmt::format("sending rate, {}", which);
+  rate.ylabel = "rate (Gb/s)";
+  rate.hlines.push_back({capacity_gbps / m.flows,
+                         m.flows == 1 ? fmt::format("line rate {:g} Gb/s", capacity_gbps)
+                                      : fmt::format("fair share {:.3g} Gb/s", capacity_gbps / m.flows)});
+  window.title = fmt::format(
+      "{}, {}", unbounded ? "bytes in flight (rate-based: no window)" : "congestion window", which);
+  window.ylabel = unbounded ? "in flight (KB)" : "cwnd (KB)";
+  const double bdp_share_kb = m.capacity_bps / 8 * static_cast<double>(m.base_rtt_ns) / 1e9 / m.flows / 1024;
+  window.hlines.push_back({bdp_share_kb, fmt::format("BDP / flows {:.3g} KB", bdp_share_kb)});
+  queue.title = "bottleneck queue";
   queue.ylabel = "queue delay (us)";
-  queue.series = {{"queue", 3}};
+  queue.series = {{"queue delay", 3}};
+  if (m.ecn.enabled) {
+    queue.hlines.push_back({drain_us(static_cast<double>(m.ecn.kmin_bytes), m),
+                            fmt::format("Kmin {:g} KB ({:.3g} us)", m.ecn.kmin_bytes / 1024.0,
+                                        drain_us(static_cast<double>(m.ecn.kmin_bytes), m))});
+    queue.hlines.push_back({drain_us(static_cast<double>(m.ecn.kmax_bytes), m),
+                            fmt::format("Kmax {:g} KB ({:.3g} us)", m.ecn.kmax_bytes / 1024.0,
+                                        drain_us(static_cast<double>(m.ecn.kmax_bytes), m))});
+  }
+  queue.hlines.push_back({drain_us(static_cast<double>(m.buffer_bytes), m),
+                          fmt::format("buffer {:g} KB (drops)", m.buffer_bytes / 1024.0)});
   for (size_t f = 0; f < shown; ++f) {
     const int col = sim::fluid_csv_flow_column(static_cast<int>(f));
     rate.series.push_back({fmt::format("flow {}", f), col});
@@ -175,6 +211,15 @@ PlotSpec fluid_plot(const Preset& p, const sim::FluidResult& r, const sim::Fluid
   }
   spec.panels = {rate, window, queue};
   return spec;
+}
+
+int write_json_or_say(const std::string& path, const json& doc) {
+  if (path.empty()) return kExitOk;
+  if (Status s = vocab::write_json(path, doc); !s) {
+    fmt::print(stderr, "megascale cc: {}\n", s.error().message);
+    return kExitFailure;
+  }
+  return kExitOk;
 }
 
 int run_fluid_presets(const CcOptions& o, const std::vector<Preset>& presets) {
@@ -196,39 +241,44 @@ int run_fluid_presets(const CcOptions& o, const std::vector<Preset>& presets) {
     results.push_back(std::move(*r));
   }
 
-  fmt::print("{} flows into a {:g} Gb/s bottleneck, base RTT {:g} us, MSS {} B, {:g} ms, buffer {:g} KB, ",
-             o.flows, o.capacity_gbps, o.rtt_us, o.mss, o.duration_ms, o.buffer_kb);
+  std::FILE* human = vocab::human_stream(o.json_path);
+  fmt::print(human,
+             "{} flows into a {:g} Gb/s bottleneck, base RTT {:g} us, MSS {} B, {:g} ms, buffer {:g} KB, ",
+             o.flows, o.capacity_gbps, o.rtt_us, o.mss, o.duration_s * 1e3, o.buffer_kb);
   if (o.no_ecn)
-    fmt::print("no ECN\n\n");
+    fmt::print(human, "no ECN\n\n");
   else
-    fmt::print("ECN {:g}-{:g} KB Pmax {:g}\n\n", o.ecn_kmin_kb, o.ecn_kmax_kb, o.ecn_pmax);
-  fmt::print("{:<16} {:<10} {:>12} {:>7} {:>6} {:>10} {:>10} {:>10} {:>8} {:>8}\n", "preset", "controller",
-             "goodput Gb/s", "% cap", "Jain", "q p50 us", "q p99 us", "ECN marks", "CNPs", "drops");
+    fmt::print(human, "ECN {:g}-{:g} KB Pmax {:g}\n\n", o.ecn_kmin_kb, o.ecn_kmax_kb, o.ecn_pmax);
+  fmt::print(human, "{:<16} {:<10} {:>12} {:>7} {:>6} {:>10} {:>10} {:>10} {:>8} {:>8}\n", "preset",
+             "controller", "goodput Gb/s", "% cap", "Jain", "q p50 us", "q p99 us", "ECN marks", "CNPs",
+             "drops");
   for (size_t i = 0; i < presets.size(); ++i) {
     const sim::FluidSummary& s = results[i].summary;
-    fmt::print("{:<16} {:<10} {:>12.2f} {:>6.1f}% {:>6.3f} {:>10.2f} {:>10.2f} {:>10} {:>8} {:>8}\n",
+    fmt::print(human, "{:<16} {:<10} {:>12.2f} {:>6.1f}% {:>6.3f} {:>10.2f} {:>10.2f} {:>10} {:>8} {:>8}\n",
                presets[i].label, cc::to_string(presets[i].config.kind), s.goodput_gbps,
                s.capacity_fraction * 100, s.jain, s.queue_delay_p50_us, s.queue_delay_p99_us, s.ecn_marks,
                s.cnps, s.drops);
   }
-  fmt::print(
-      "(goodput and Jain over the second half; queue delay as found by each segment; counts over the "
-      "run)\n\n");
+  fmt::print(human,
+             "(goodput and Jain over the second half; queue delay as found by each segment; counts over the "
+             "run)\n\n");
 
-  json doc = {{"command", "cc"},
-              {"model",
-               {{"flows", o.flows},
-                {"capacity_gbps", o.capacity_gbps},
-                {"base_rtt_us", o.rtt_us},
-                {"mss_bytes", o.mss},
-                {"duration_ms", o.duration_ms},
-                {"buffer_kb", o.buffer_kb},
-                {"ecn", !o.no_ecn},
-                {"ecn_kmin_kb", o.ecn_kmin_kb},
-                {"ecn_kmax_kb", o.ecn_kmax_kb},
-                {"ecn_pmax", o.ecn_pmax},
-                {"stagger_us", o.stagger_us},
-                {"seed", o.seed}}}};
+  json doc = vocab::json_document("cc");
+  doc["mode"] = "fluid";
+  doc["model"] = {{"flows", o.flows},
+                  {"capacity_gbps", o.capacity_gbps},
+                  {"base_rtt_us", o.rtt_us},
+                  {"mss_bytes", o.mss},
+                  {"duration_s", o.duration_s},
+                  {"buffer_bytes", model.buffer_bytes},
+                  {"ecn", !o.no_ecn},
+                  {"ecn_kmin_bytes", model.ecn.kmin_bytes},
+                  {"ecn_kmax_bytes", model.ecn.kmax_bytes},
+                  {"ecn_pmax", o.ecn_pmax},
+                  {"stagger_us", o.stagger_us},
+                  {"sample_us", o.sample_us},
+                  {"rate_window_us", o.rate_window_us},
+                  {"seed", o.seed}};
   doc["presets"] = json::array();
   bool plot_noted = false;
   for (size_t i = 0; i < presets.size(); ++i) {
@@ -240,10 +290,9 @@ int run_fluid_presets(const CcOptions& o, const std::vector<Preset>& presets) {
     }
     bool have_png = false;
     if (!o.no_plot) {
-      plot_or_note(fluid_plot(presets[i], results[i], model, csv, png), plot_noted);
-      have_png = fs::exists(png);
+      have_png = plot_or_note(fluid_plot(presets[i], results[i], model, csv, png), plot_noted);
     }
-    fmt::print("wrote {}{}\n", csv, have_png ? ", " + png : "");
+    fmt::print(human, "wrote {}{}\n", csv, have_png ? ", " + png : "");
     const sim::FluidSummary& s = results[i].summary;
     json flows = json::array();
     for (const sim::FlowSummary& f : s.flows)
@@ -257,7 +306,7 @@ int run_fluid_presets(const CcOptions& o, const std::vector<Preset>& presets) {
                               {"name", presets[i].config.name},
                               {"controller", cc::to_string(presets[i].config.kind)},
                               {"goodput_gbps", s.goodput_gbps},
-                              {"capacity_fraction", s.capacity_fraction},
+                              {"capacity_pct", s.capacity_fraction * 100},
                               {"jain", s.jain},
                               {"queue_delay_p50_us", s.queue_delay_p50_us},
                               {"queue_delay_p99_us", s.queue_delay_p99_us},
@@ -272,13 +321,7 @@ int run_fluid_presets(const CcOptions& o, const std::vector<Preset>& presets) {
                               {"csv", csv},
                               {"png", have_png ? json(png) : json(nullptr)}});
   }
-  if (!o.json_path.empty()) {
-    if (Status s = write_text(o.json_path, doc.dump(2) + "\n"); !s) {
-      fmt::print(stderr, "megascale cc: {}\n", s.error().message);
-      return kExitFailure;
-    }
-  }
-  return kExitOk;
+  return write_json_or_say(o.json_path, doc);
 }
 
 int run_scenario(const CcOptions& o, const std::vector<Preset>& presets) {
@@ -288,9 +331,13 @@ int run_scenario(const CcOptions& o, const std::vector<Preset>& presets) {
     return kExitUsage;
   }
   const std::string stem = file_safe(fs::path(o.scenario).stem().string());
-  fmt::print("scenario {}: {}\n", o.scenario,
+  std::FILE* human = vocab::human_stream(o.json_path);
+  fmt::print(human, "scenario {}: {}\n", o.scenario,
              scenario->description.empty() ? "(no description)" : scenario->description);
-  json doc = {{"command", "cc"}, {"scenario", o.scenario}, {"description", scenario->description}};
+  json doc = vocab::json_document("cc");
+  doc["mode"] = "scenario";
+  doc["scenario"] = o.scenario;
+  doc["description"] = scenario->description;
   doc["presets"] = json::array();
   bool plot_noted = false;
   for (const Preset& p : presets) {
@@ -303,16 +350,21 @@ int run_scenario(const CcOptions& o, const std::vector<Preset>& presets) {
     std::unique_ptr<cc::Controller> controller = cc::make_controller(p.config, options.flow);
     const std::vector<sim::ReplayRow> rows = sim::replay(*scenario, *controller, options);
 
-    fmt::print("\n{} ({})\n{:>10}  {:<24} {:>10} {:>8} {:>10} {:>10} {:>7}\n", p.label,
+    fmt::print(human, "\n{} ({})\n{:>10}  {:<24} {:>10} {:>8} {:>10} {:>10} {:>7}\n", p.label,
                cc::to_string(p.config.kind), "t_us", "event", "cwnd KB", "pkts", "rate Gb/s", "target us",
                "alpha");
     const std::string csv = (fs::path(o.out_dir) / fmt::format("{}-{}.csv", stem, p.label)).string();
     std::string text = "t_us,event,cwnd_kb,rate_gbps,target_delay_us,alpha,target_rate_gbps\n";
     json jrows = json::array();
+    bool any_window = false, any_target_rate = false, any_target_delay = false, any_alpha = false;
     for (const sim::ReplayRow& r : rows) {
       const cc::ControllerState& s = r.state;
       const bool bounded = s.cwnd_bytes < sim::kUnboundedWindowBytes;
-      fmt::print("{:>10.1f}  {:<24} {:>10} {:>8} {:>10.3f} {:>10} {:>7.4f}\n",
+      any_window |= bounded;
+      any_target_rate |= s.target_rate_bps > 0;
+      any_target_delay |= s.target_delay_ns > 0;
+      any_alpha |= s.alpha != 0;
+      fmt::print(human, "{:>10.1f}  {:<24} {:>10} {:>8} {:>10.3f} {:>10} {:>7.4f}\n",
                  static_cast<double>(r.t_ns) / 1e3, r.event, window_text(s.cwnd_bytes),
                  bounded ? fmt::format("{:.3f}", s.cwnd_bytes / o.mss) : "-", s.pacing_rate_bps / 1e9,
                  s.target_delay_ns > 0 ? fmt::format("{:.1f}", s.target_delay_ns / 1e3) : "-", s.alpha);
@@ -333,34 +385,36 @@ int run_scenario(const CcOptions& o, const std::vector<Preset>& presets) {
       fmt::print(stderr, "megascale cc: {}\n", s.error().message);
       return kExitFailure;
     }
+    const std::string png = (fs::path(o.out_dir) / fmt::format("{}-{}.png", stem, p.label)).string();
     bool have_png = false;
     if (!o.no_plot) {
+      // The controller's state holds from one event to the next: drawn as steps.
+      const auto held = [](const char* title, int column) { return PlotSeries{title, column, 1, true}; };
       PlotSpec spec;
-      spec.title = fmt::format("{} under {} ({})", stem, p.label, cc::to_string(p.config.kind));
+      spec.title =
+          fmt::format("scenario {} under {} ({}): state after each event, {:g} Gb/s line, base RTT {:g} us",
+                      stem, p.label, cc::to_string(p.config.kind), o.capacity_gbps, o.rtt_us);
       spec.csv_path = csv;
-      spec.png_path = (fs::path(o.out_dir) / fmt::format("{}-{}.png", stem, p.label)).string();
-      PlotPanel rate, window, alpha;
-      rate.ylabel = "rate (Gb/s)";
-      rate.series = {{"pacing rate", 4}};
-      window.ylabel = "cwnd (KB)";
-      window.series = {{"cwnd", 3}};
-      alpha.ylabel = "alpha";
-      alpha.series = {{"alpha", 6}};
-      spec.panels = {rate, window, alpha};
-      plot_or_note(spec, plot_noted);
-      have_png = fs::exists(spec.png_path);
+      spec.png_path = png;
+      spec.height_px_per_panel = 260;
+      PlotPanel rate{.ylabel = "rate (Gb/s)", .series = {held("pacing rate", 4)}};
+      if (any_target_rate) rate.series.push_back(held("target rate", 7));
+      rate.hlines.push_back({o.capacity_gbps, fmt::format("line rate {:g} Gb/s", o.capacity_gbps)});
+      spec.panels.push_back(rate);
+      if (any_window) spec.panels.push_back({.ylabel = "cwnd (KB)", .series = {held("cwnd", 3)}});
+      if (any_target_delay)
+        spec.panels.push_back({.ylabel = "target delay (us)", .series = {held("target delay", 5)}});
+      if (any_alpha) spec.panels.push_back({.ylabel = "alpha", .series = {held("alpha", 6)}});
+      have_png = plot_or_note(spec, plot_noted);
     }
-    fmt::print("wrote {}{}\n", csv, have_png ? " and its .png" : "");
-    doc["presets"].push_back(
-        {{"preset", p.label}, {"controller", cc::to_string(p.config.kind)}, {"rows", jrows}, {"csv", csv}});
+    fmt::print(human, "wrote {}{}\n", csv, have_png ? ", " + png : "");
+    doc["presets"].push_back({{"preset", p.label},
+                              {"controller", cc::to_string(p.config.kind)},
+                              {"rows", jrows},
+                              {"csv", csv},
+                              {"png", have_png ? json(png) : json(nullptr)}});
   }
-  if (!o.json_path.empty()) {
-    if (Status s = write_text(o.json_path, doc.dump(2) + "\n"); !s) {
-      fmt::print(stderr, "megascale cc: {}\n", s.error().message);
-      return kExitFailure;
-    }
-  }
-  return kExitOk;
+  return write_json_or_say(o.json_path, doc);
 }
 
 int run_cc(const CcOptions& o) {
@@ -385,9 +439,7 @@ void add_cc_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "cc",
       "See what a congestion-control preset does: N flows through one bottleneck, or a scripted scenario");
-  cmd->add_option("--cc", o->presets, "Preset name or YAML file, repeatable (default: every built-in preset)")
-      ->expected(1)
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  vocab::cc(cmd, o->presets, "Preset name or YAML file, repeatable (default: every built-in preset)");
   cmd->add_option("--flows", o->flows, "Flows sharing the bottleneck")
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
@@ -397,9 +449,9 @@ void add_cc_command(CLI::App& app) {
   cmd->add_option("--rtt-us", o->rtt_us, "Base RTT through an empty queue, us")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  cmd->add_option("--duration-ms", o->duration_ms, "Simulated time, ms")
-      ->check(CLI::Range(0.001, 100000.0))
-      ->capture_default_str();
+  vocab::duration(cmd, vocab::kDurationFlag, o->duration_s, "Simulated time (20ms by default)")
+      ->check(CLI::Range(1e-6, 100.0, "between 1us and 100s"));
+  vocab::renamed(cmd, "--duration-ms", "-D,--duration (e.g. --duration 20ms)");
   cmd->add_option("--buffer-kb", o->buffer_kb, "Bottleneck buffer, KB (overflow drops)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -425,11 +477,11 @@ void add_cc_command(CLI::App& app) {
   cmd->add_option("--rate-window-us", o->rate_window_us, "Plotted rates average over this, us")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  cmd->add_option("--seed", o->seed, "Seed of the ECN marking PRNG")->capture_default_str();
+  vocab::seed(cmd, o->seed, "Seed of the ECN marking PRNG")->capture_default_str();
   cmd->add_option("--scenario", o->scenario,
                   "Replay this scripted scenario (YAML) instead of the fluid model");
-  cmd->add_option("--out", o->out_dir, "Directory for the CSV and PNG files")->capture_default_str();
-  cmd->add_option("--json", o->json_path, "Also write the results as JSON to this file");
+  vocab::out_dir(cmd, o->out_dir, "Directory for the CSV and PNG files")->capture_default_str();
+  vocab::json(cmd, o->json_path);
   cmd->add_flag("--no-plot", o->no_plot, "Write CSV only, no PNG");
   cmd->callback([o] { exit_code() = run_cc(*o); });
 }

@@ -256,7 +256,6 @@ Status draw(const Fabric& f, const std::optional<PathSet>& ps, const std::string
   std::vector<double> x(f.nodes().size(), 0);
   GraphPlotSpec g;
   g.png_path = png;
-  g.data_path = png + ".dat";
   for (size_t tier = 0; tier < rows.size(); ++tier) {
     for (size_t i = 0; i < rows[tier].size(); ++i) {
       x[rows[tier][i]] = (static_cast<double>(i) + 0.5) / static_cast<double>(rows[tier].size());
