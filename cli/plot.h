@@ -112,7 +112,6 @@ struct GraphSegment {
 
 struct GraphPlotSpec {
   std::string title;
-  std::string data_path;  // ignored: the points and segments travel inside the script
   std::string png_path;
   std::vector<std::string> group_titles;
   std::vector<GraphPoint> points;

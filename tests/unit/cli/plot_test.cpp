@@ -153,7 +153,6 @@ TEST(PlotScript, StepsWhereASeriesAsksForThem) {
 TEST(GraphScript, CarriesPointsAndSegmentsInline) {
   GraphPlotSpec g;
   g.png_path = "fabric.png";
-  g.data_path = "fabric.dat";
   g.group_titles = {"tor", "spine"};
   g.points = {{0.25, 0, 0}, {0.75, 0, 0}, {0.5, 1, 1}};
   g.segments = {{0.25, 0, 0.5, 1, false}, {0.75, 0, 0.5, 1, true}};
@@ -161,7 +160,6 @@ TEST(GraphScript, CarriesPointsAndSegmentsInline) {
   EXPECT_NE(script.find("$links << EOD\n0.25 0 0.25 1\nEOD\n"), std::string::npos) << script;
   EXPECT_NE(script.find("$path << EOD\n0.75 0 -0.25 1\nEOD\n"), std::string::npos) << script;
   EXPECT_NE(script.find("$group1 << EOD\n0.5 1\nEOD\n"), std::string::npos) << script;
-  EXPECT_EQ(script.find("fabric.dat"), std::string::npos) << script;
 }
 
 // ---- gnuplot itself ------------------------------------------------------------------------------
@@ -248,7 +246,6 @@ TEST_F(PlotRender, FailureQuotesGnuplotAndPrintsNothing) {
 TEST_F(PlotRender, DrawsAGraphWithoutADataFile) {
   GraphPlotSpec g;
   g.png_path = (dir_ / "fabric.png").string();
-  g.data_path = (dir_ / "fabric.dat").string();
   g.group_titles = {"tor", "spine"};
   g.points = {{0.25, 0, 0}, {0.75, 0, 0}, {0.5, 1, 1}};
   g.segments = {{0.25, 0, 0.5, 1, false}, {0.75, 0, 0.5, 1, true}};
