@@ -87,5 +87,4 @@ std::vector<SizeBin> slowdown_by_size(const std::vector<uint64_t>& bytes, const 
                                       const std::vector<TimePs>& ideal_ps, const std::vector<bool>& completed,
                                       const std::vector<uint64_t>& edges_bytes);
 
-
 }  // namespace megascale::sim
