@@ -51,7 +51,7 @@
 # Other knobs: MAX_BYTES (1G), FAULT_MAX_BYTES (64M), BENCH_MIN_BYTES (64M), BENCH_OPS (every
 # collective), ROUNDS (2), ITERS (5), TIMEOUT_S (1800 per run), MEGASCALE_IFNAME (lo: one host talks to
 # itself over loopback). HANG_S (300): a rank whose wait, or whose main thread's CUDA or NCCL call, lasts
-# that long prints every thread's stack in its .out file and exits 4 (nccl_check --timeout-s); frames in
+# that long prints every thread's stack in its .out file and exits 4 (nccl_check --timeout); frames in
 # the plugin show as offsets: addr2line -f -C -e BUILD/collectives/nccl/libnccl-net-megascale.so OFFSET.
 # Exit status: 0 when the steps run pass (the Socket runs are the baseline and only reported), 1 when
 # one fails, 2 on a bad setting or a missing build, 77 (skipped) when no GPU is visible.

@@ -182,7 +182,7 @@ start_ranks() {
     (( ngpus < nranks )) && hostid=(NCCL_HOSTID="megascale-check-rank$r")
     env "${common_env[@]}" "${envs[@]}" "${hostid[@]}" NCCL_DEBUG_FILE="$out/$label.nccl.rank$r.log" \
       "${wrap[@]}" "$check" --rank "$r" --nranks "$nranks" --id-file "$out/$label.id" --gpu $((r % ngpus)) \
-      --timeout-s "$hang_s" "$@" > "$out/$label.rank$r.out" 2>&1 &
+      --timeout "$hang_s" "$@" > "$out/$label.rank$r.out" 2>&1 &
     pids+=($!)
   done
 }

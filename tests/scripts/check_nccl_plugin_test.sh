@@ -320,13 +320,13 @@ check FAKE_NO_GDR=1 STEPS=layouts ROUNDS=1 LAYOUTS="auto;auto+gdr" BENCH_OPS=all
 (( $? == 1 )) || fail "layouts +gdr without GDRDMA channels: exit status"
 grep -qF '!! layouts-auto+gdr-r1: channels not on NET/MegaScale/[0-9]+/GDRDMA' "$dir/out.log" ||
   fail "layouts +gdr without GDRDMA: message: $(cat "$dir/out.log")"
-# Every rank gets --timeout-s HANG_S (default 300): a hang prints every thread's stack and exits.
+# Every rank gets --timeout HANG_S (default 300): a hang prints every thread's stack and exits.
 check STEPS=bench ROUNDS=1 BENCH_OPS=allreduce ARGS_LOG="$dir/args.log" || { cat "$dir/out.log"; fail "ARGS_LOG run: exit $?"; }
-[[ $(grep -c -- '--timeout-s 300 ' "$dir/args.log") == $(grep -c . "$dir/args.log") ]] ||
-  fail "--timeout-s 300 not on every run: $(cat "$dir/args.log")"
+[[ $(grep -c -- '--timeout 300 ' "$dir/args.log") == $(grep -c . "$dir/args.log") ]] ||
+  fail "--timeout 300 not on every run: $(cat "$dir/args.log")"
 rm -f "$dir/args.log"
 check STEPS=bench ROUNDS=1 BENCH_OPS=allreduce HANG_S=42 ARGS_LOG="$dir/args.log" || fail "HANG_S=42: exit $?"
-[[ $(grep -c -- '--timeout-s 42 ' "$dir/args.log") == $(grep -c . "$dir/args.log") ]] ||
+[[ $(grep -c -- '--timeout 42 ' "$dir/args.log") == $(grep -c . "$dir/args.log") ]] ||
   fail "HANG_S=42 not passed on: $(cat "$dir/args.log")"
 for bad in 0 -5 1.5 90000 soon; do
   check STEPS=bench HANG_S="$bad"

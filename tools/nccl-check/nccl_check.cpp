@@ -8,8 +8,8 @@
 //   nccl_check --rank 0 --nranks 2 --id-file /tmp/id --gpu 0 &
 //   nccl_check --rank 1 --nranks 2 --id-file /tmp/id --gpu 1
 //   options: --ops allreduce,allgather,reducescatter,alltoall,broadcast,sendrecv  --types float,bfloat16
-//            --min-bytes 0 --max-bytes 1G --factor 4 --iters 5 --warmup 2 --csv rows.csv --no-check
-//            --exact-sizes --gap-us 0 --timeout-s 0
+//            --min-bytes 0 --max-bytes 1G --factor 4 -n,--iters 5 --warmup 2 --csv rows.csv --no-check
+//            --exact-sizes --gap-us 0 --timeout 0 (nccl_check --help describes each)
 //
 // Sizes run from 0 B to --max-bytes (x --factor per step, plus the maximum itself); element counts are
 // odd, so that a chunk boundary never falls on a round count, unless --exact-sizes takes them from the
@@ -17,7 +17,7 @@
 // sums over up to 51 ranks are exact in fp32 and bf16 (see nccl_check_data.h). All-to-all and the send/recv
 // ring are grouped ncclSend/ncclRecv. Bus bandwidth uses nccl-tests' factors. Exit status: 0 if every element
 // of every result was right, 1 if not, 2 on errors (bad arguments, a CUDA or NCCL call that failed), 3 when
-// NCCL reported an asynchronous error, 4 on --timeout-s.
+// NCCL reported an asynchronous error, 4 on --timeout.
 // --gap-us N leaves the stream idle for N us before each timed iteration (as a training step's compute
 // would: the net goes quiet between collectives) and times each iteration on its own; the time column is
 // then their mean, the gaps excluded.
@@ -25,7 +25,7 @@
 // Waiting never hangs on a failed net: instead of cudaStreamSynchronize, every wait polls the stream and
 // ncclCommGetAsyncError (as PyTorch's NCCL watchdog does). When NCCL reports an asynchronous error (a net
 // plugin's test() failing, say, because a peer died), the rank prints it with ncclGetLastError, aborts the
-// communicator and exits with status 3. --timeout-s N (default 0: none) does the same, with status 4, when
+// communicator and exits with status 3. --timeout N (default 0: none) does the same, with status 4, when
 // one wait lasts N seconds with no error reported, and a watchdog thread exits with status 4 when the main
 // thread has been inside one CUDA or NCCL call for N seconds (a pageable cudaMemcpy waiting for a kernel
 // that waits for the net, say). Either way the rank first prints what it was doing and every thread's
@@ -34,6 +34,8 @@
 #include <nccl.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -46,6 +48,7 @@
 
 #include "nccl_check_data.h"
 #include "thread_stacks.h"
+#include "vocab.h"
 
 namespace megascale::gpucheck {
 namespace {
@@ -90,112 +93,77 @@ struct Args {
 };
 
 [[noreturn]] void usage(const char* why) {
-  std::fprintf(stderr,
-               "nccl_check: %s\n(see the header of tools/nccl-check/nccl_check.cpp for the options)\n", why);
+  std::fprintf(stderr, "nccl_check: %s\n(nccl_check --help lists the options)\n", why);
   std::exit(2);
 }
 
-size_t parse_size(const std::string& t) {
-  char* end = nullptr;
-  const double v = std::strtod(t.c_str(), &end);
-  double mult = 1;
-  if (*end == 'K' || *end == 'k') mult = 1024.0;
-  if (*end == 'M' || *end == 'm') mult = 1024.0 * 1024;
-  if (*end == 'G' || *end == 'g') mult = 1024.0 * 1024 * 1024;
-  if (end == t.c_str() || v < 0) usage(("bad size " + t).c_str());
-  return static_cast<size_t>(v * mult);
-}
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= s.size()) {
-    const size_t comma = s.find(',', start);
-    out.push_back(s.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return out;
-}
-
+// Flags spell the CLI's vocabulary (cli/vocab.h): sizes take K/M/G, --timeout takes units, -n,--iters.
+// A bad flag prints CLI11's message on stderr and exits 2; --help prints the options and exits 0.
 Args parse(int argc, char** argv) {
+  namespace vocab = megascale::cli::vocab;
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    if (k == "--no-check") {
-      a.check = false;
-      continue;
-    }
-    if (k == "--exact-sizes") {
-      a.odd_counts = false;
-      continue;
-    }
-    if (i + 1 >= argc) usage(("missing value for " + k).c_str());
-    const std::string v = argv[++i];
-    if (k == "--rank")
-      a.rank = std::atoi(v.c_str());
-    else if (k == "--nranks")
-      a.nranks = std::atoi(v.c_str());
-    else if (k == "--gpu")
-      a.gpu = std::atoi(v.c_str());
-    else if (k == "--id-file")
-      a.id_file = v;
-    else if (k == "--min-bytes")
-      a.min_bytes = parse_size(v);
-    else if (k == "--max-bytes")
-      a.max_bytes = parse_size(v);
-    else if (k == "--factor")
-      a.factor = parse_size(v);
-    else if (k == "--iters")
-      a.iters = std::atoi(v.c_str());
-    else if (k == "--warmup")
-      a.warmup = std::atoi(v.c_str());
-    else if (k == "--csv")
-      a.csv = v;
-    else if (k == "--gap-us")
-      a.gap_us = std::atoi(v.c_str());
-    else if (k == "--timeout-s") {
-      char* end = nullptr;
-      a.timeout_s = std::strtod(v.c_str(), &end);
-      if (end == v.c_str() || *end != '\0') usage(("bad --timeout-s " + v).c_str());
-    } else if (k == "--types") {
-      a.types.clear();
-      for (const std::string& t : split(v)) {
-        if (t == "float" || t == "fp32")
-          a.types.push_back(DataType::kFloat32);
-        else if (t == "bfloat16" || t == "bf16")
-          a.types.push_back(DataType::kBf16);
-        else
-          usage(("unknown type " + t).c_str());
-      }
-    } else if (k == "--ops") {
-      a.ops.clear();
-      for (const std::string& o : split(v)) {
-        if (o == "allreduce")
-          a.ops.push_back(Op::kAllReduce);
-        else if (o == "allgather")
-          a.ops.push_back(Op::kAllGather);
-        else if (o == "reducescatter")
-          a.ops.push_back(Op::kReduceScatter);
-        else if (o == "alltoall")
-          a.ops.push_back(Op::kAlltoAll);
-        else if (o == "broadcast")
-          a.ops.push_back(Op::kBroadcast);
-        else if (o == "sendrecv")
-          a.ops.push_back(Op::kSendRecv);
-        else
-          usage(("unknown op " + o).c_str());
-      }
-    } else {
-      usage(("unknown option " + k).c_str());
-    }
+  CLI::App app{"NCCL collectives through whatever net NCCL loads, every result checked", "nccl_check"};
+  app.add_option("--rank", a.rank, "This process's rank")->required();
+  app.add_option("--nranks", a.nranks, "Ranks in all (at most 51: larger sums are not exact in bf16)")
+      ->required()
+      ->check(CLI::Range(1, 51));
+  app.add_option("--id-file", a.id_file, "Where rank 0 writes NCCL's unique id and the others read it")
+      ->required();
+  app.add_option("--gpu", a.gpu, "CUDA device (default: rank % visible GPUs)");
+  std::vector<std::string> ops, types;
+  app.add_option("--ops", ops, "Collectives, comma-separated (default: all)")
+      ->delimiter(',')
+      ->check(
+          CLI::IsMember({"allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "sendrecv"}));
+  app.add_option("--types", types, "Data types, comma-separated: float (fp32), bfloat16 (bf16)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"float", "fp32", "bfloat16", "bf16"}));
+  uint64_t min_bytes = a.min_bytes, max_bytes = a.max_bytes, iters = static_cast<uint64_t>(a.iters);
+  vocab::size(&app, "--min-bytes", min_bytes, "Smallest size (64K, 1M)", true)->capture_default_str();
+  vocab::size(&app, "--max-bytes", max_bytes, "Largest size (64K, 1G)", true)->capture_default_str();
+  app.add_option("--factor", a.factor, "Size step, x per row")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 1 << 20));
+  vocab::iterations(&app, iters, "Timed iterations per row")->capture_default_str();
+  app.add_option("--warmup", a.warmup, "Untimed iterations per row")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--csv", a.csv, "Also write the rows to FILE (rank 0)")->type_name("FILE");
+  app.add_option("--gap-us", a.gap_us, "Idle stream time before each timed iteration, us")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 10'000'000));
+  vocab::timeout(&app, a.timeout_s, "Give up when one wait lasts this long, exit 4 (0: never)")
+      ->capture_default_str();
+  app.add_flag(
+      "--no-check", [&a](int64_t) { a.check = false; }, "Skip checking the results");
+  app.add_flag(
+      "--exact-sizes", [&a](int64_t) { a.odd_counts = false; },
+      "Element counts from the sizes as nccl-tests does (not odd)");
+  vocab::renamed(&app, "--timeout-s", "--timeout");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    std::exit(app.exit(e) == 0 ? 0 : 2);
   }
-  if (a.nranks < 1 || a.rank < 0 || a.rank >= a.nranks || a.id_file.empty())
-    usage("need --rank, --nranks, --id-file");
-  if (a.nranks > 51) usage("at most 51 ranks: larger sums are not exact in bf16");
-  if (a.factor < 2 || a.iters < 1 || a.warmup < 0) usage("need --factor >= 2, --iters >= 1, --warmup >= 0");
-  if (a.gap_us < 0 || a.gap_us > 10'000'000) usage("need --gap-us in 0..10000000");
-  if (!(a.timeout_s >= 0 && a.timeout_s <= 86400)) usage("need --timeout-s in 0..86400 (0: no limit)");
+  a.min_bytes = min_bytes;
+  a.max_bytes = max_bytes;
+  a.iters = static_cast<int>(std::min<uint64_t>(iters, 1'000'000'000));
+  if (!ops.empty()) {
+    a.ops.clear();
+    const std::vector<std::pair<std::string, Op>> names = {
+        {"allreduce", Op::kAllReduce}, {"allgather", Op::kAllGather}, {"reducescatter", Op::kReduceScatter},
+        {"alltoall", Op::kAlltoAll},   {"broadcast", Op::kBroadcast}, {"sendrecv", Op::kSendRecv}};
+    for (const std::string& o : ops)
+      for (const auto& [name, op] : names)
+        if (o == name) a.ops.push_back(op);
+  }
+  if (!types.empty()) {
+    a.types.clear();
+    for (const std::string& t : types)
+      a.types.push_back(t == "float" || t == "fp32" ? DataType::kFloat32 : DataType::kBf16);
+  }
+  if (a.rank < 0 || a.rank >= a.nranks) usage("need --rank in 0..nranks-1");
+  if (a.timeout_s > 86400) usage("need --timeout of at most 86400 s (0: no limit)");
   return a;
 }
 
@@ -238,9 +206,8 @@ void beat(const char* what) {
 
 // Every thread's stack on stderr, under a line saying why.
 void report_hang(int rank, const char* why, double seconds) {
-  std::fprintf(stderr,
-               "nccl_check: rank %d: %s %.1f s (--timeout-s) while %s; every thread's stack follows\n", rank,
-               why, seconds, g_doing.load());
+  std::fprintf(stderr, "nccl_check: rank %d: %s %.1f s (--timeout) while %s; every thread's stack follows\n",
+               rank, why, seconds, g_doing.load());
   std::fflush(stderr);
   write_thread_stacks(STDERR_FILENO);
 }

@@ -1,4 +1,4 @@
-// Every thread's stack, for a hang report: nccl_check prints them when a wait outlasts --timeout-s, so
+// Every thread's stack, for a hang report: nccl_check prints them when a wait outlasts --timeout, so
 // that a run stuck in a net plugin, in NCCL or in the CUDA driver says where each thread was (a
 // deadlock between threads shows as each one's wait).
 //

@@ -6,6 +6,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "megascale/common/percentile.h"
+
 namespace megascale::perf {
 namespace {
 
@@ -143,19 +145,11 @@ uint64_t rtt_total(const RttCounts& c) {
 TimeNs rtt_percentile_ns(const RttCounts& c, double q, TimeNs max_ns) {
   const uint64_t n = rtt_total(c);
   if (n == 0) return 0;
-  q = std::clamp(q, 0.0, 1.0);
-  auto rank = static_cast<uint64_t>(q * static_cast<double>(n) + 0.999999);
-  rank = std::clamp<uint64_t>(rank, 1, n);
-  uint64_t seen = 0;
-  for (int b = 0; b < engine::RttHistogram::kBuckets; ++b) {
-    seen += c[static_cast<size_t>(b)];
-    if (seen >= rank) {
-      // No sample of the row exceeds the histogram's all-time max: it bounds the top bucket.
-      const TimeNs upper = engine::RttHistogram::bucket_upper_ns(b);
-      return max_ns > 0 ? std::min(upper, max_ns) : upper;
-    }
-  }
-  return max_ns;
+  const size_t b = quantile_bucket(c, n, q);
+  if (b == c.size()) return max_ns;
+  // No sample of the row exceeds the histogram's all-time max: it bounds the top bucket.
+  const TimeNs upper = engine::RttHistogram::bucket_upper_ns(static_cast<int>(b));
+  return max_ns > 0 ? std::min(upper, max_ns) : upper;
 }
 
 SideSnapshot take_snapshot(wire::UdpWire& w, engine::ConnId conn) {

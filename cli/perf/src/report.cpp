@@ -8,6 +8,7 @@
 #include <initializer_list>
 #include <utility>
 
+#include "megascale/common/percentile.h"
 #include "megascale/perf/protocol.h"
 
 namespace megascale::perf {
@@ -69,11 +70,7 @@ LatFigures lat_figures(std::vector<TimeNs> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   auto us_of = [](double ns) { return ns / 1e3; };
-  auto nearest_rank = [&](double q) {
-    auto rank = static_cast<size_t>(std::ceil(q * static_cast<double>(n)));
-    rank = std::clamp<size_t>(rank, 1, n);
-    return us_of(static_cast<double>(v[rank - 1]));
-  };
+  auto nearest_rank = [&](double q) { return us_of(static_cast<double>(percentile_sorted(v, q))); };
   double sum = 0;
   for (TimeNs x : v) sum += static_cast<double>(x);
   const double mean = sum / static_cast<double>(n);

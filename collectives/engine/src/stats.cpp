@@ -5,6 +5,8 @@
 #include <bit>
 #include <utility>
 
+#include "megascale/common/percentile.h"
+
 namespace megascale::engine {
 
 // Bucket 0: below 2^kMinLog2. Then kSubBuckets per octave [2^k, 2^(k+1)), k = kMinLog2 .. kMaxLog2-1,
@@ -85,16 +87,9 @@ void ConnectionStats::merge(const ConnectionStats& o) {
 
 TimeNs RttHistogram::percentile_ns(double q) const {
   if (count_ == 0) return 0;
-  q = std::clamp(q, 0.0, 1.0);
-  // The smallest bucket whose cumulative count reaches ceil(q * count) (at least 1).
-  auto rank = static_cast<uint64_t>(q * static_cast<double>(count_) + 0.999999);
-  rank = std::clamp<uint64_t>(rank, 1, count_);
-  uint64_t seen = 0;
-  for (int b = 0; b < kBuckets; ++b) {
-    seen += buckets_[static_cast<size_t>(b)];
-    if (seen >= rank) return std::clamp(bucket_upper_ns(b), min_ns_, max_ns_);
-  }
-  return max_ns_;
+  const size_t b = quantile_bucket(buckets_, count_, q);
+  if (b == buckets_.size()) return max_ns_;
+  return std::clamp(bucket_upper_ns(static_cast<int>(b)), min_ns_, max_ns_);
 }
 
 }  // namespace megascale::engine

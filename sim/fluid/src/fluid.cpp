@@ -11,6 +11,7 @@
 #include <queue>
 #include <utility>
 
+#include "megascale/common/percentile.h"
 #include "megascale/common/splitmix.h"
 #include "receiver_cnp.h"
 
@@ -78,12 +79,6 @@ struct Flow {
   uint64_t delivered_at_half = 0;
   FlowSummary stats;
 };
-
-double percentile(std::vector<TimePs>& sorted, double p) {
-  if (sorted.empty()) return 0;
-  size_t rank = static_cast<size_t>(std::ceil(p * static_cast<double>(sorted.size())));
-  return static_cast<double>(sorted[std::clamp<size_t>(rank, 1, sorted.size()) - 1]);
-}
 
 class Model {
  public:
@@ -381,9 +376,9 @@ class Model {
     s.jain = cc::jain_index(means.data(), static_cast<int>(means.size()));
     std::sort(waits_ps_.begin(), waits_ps_.end());
     const double bytes_per_us = bytes_per_ps_ * 1e6;
-    s.queue_delay_p50_us = percentile(waits_ps_, 0.50) / 1e6;
-    s.queue_delay_p99_us = percentile(waits_ps_, 0.99) / 1e6;
-    s.queue_delay_max_us = percentile(waits_ps_, 1.0) / 1e6;
+    s.queue_delay_p50_us = static_cast<double>(percentile_sorted(waits_ps_, 0.50)) / 1e6;
+    s.queue_delay_p99_us = static_cast<double>(percentile_sorted(waits_ps_, 0.99)) / 1e6;
+    s.queue_delay_max_us = static_cast<double>(percentile_sorted(waits_ps_, 1.0)) / 1e6;
     s.queue_p50_bytes = s.queue_delay_p50_us * bytes_per_us;
     s.queue_p99_bytes = s.queue_delay_p99_us * bytes_per_us;
     s.queue_max_bytes = s.queue_delay_max_us * bytes_per_us;

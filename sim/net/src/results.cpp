@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 
+#include "megascale/common/percentile.h"
+
 namespace megascale::sim {
 
 uint32_t queue_bucket(uint64_t backlog_bytes) {
@@ -25,13 +27,6 @@ uint64_t queue_bucket_lo(uint32_t bucket) {
 
 std::vector<uint64_t> default_size_bins_bytes() {
   return {10'000, 100'000, 1'000'000, 10'000'000};
-}
-
-double percentile_nearest_rank(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const auto rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size())));
-  return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
 }
 
 std::vector<SizeBin> slowdown_by_size(const std::vector<uint64_t>& bytes, const std::vector<TimePs>& fct_ps,
@@ -55,12 +50,12 @@ std::vector<SizeBin> slowdown_by_size(const std::vector<uint64_t>& bytes, const 
                                       : 0);
   }
   for (size_t b = 0; b < bins.size(); ++b) {
-    bins[b].slowdown_p50 = percentile_nearest_rank(slow[b], 50);
-    bins[b].slowdown_p95 = percentile_nearest_rank(slow[b], 95);
-    bins[b].slowdown_p99 = percentile_nearest_rank(slow[b], 99);
-    bins[b].fct_p50_us = percentile_nearest_rank(fct[b], 50);
-    bins[b].fct_p95_us = percentile_nearest_rank(fct[b], 95);
-    bins[b].fct_p99_us = percentile_nearest_rank(fct[b], 99);
+    bins[b].slowdown_p50 = percentile(slow[b], 0.50);
+    bins[b].slowdown_p95 = percentile(slow[b], 0.95);
+    bins[b].slowdown_p99 = percentile(slow[b], 0.99);
+    bins[b].fct_p50_us = percentile(fct[b], 0.50);
+    bins[b].fct_p95_us = percentile(fct[b], 0.95);
+    bins[b].fct_p99_us = percentile(fct[b], 0.99);
   }
   return bins;
 }

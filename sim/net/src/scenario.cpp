@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "megascale/common/percentile.h"
 #include "megascale/congestion/config.h"
 #include "megascale/sim/clos.h"
 #include "megascale/sim/faults.h"
@@ -128,12 +129,6 @@ Result<ScenarioRun> run_sim_scenario(const SimScenario& s, const std::string& co
   return run;
 }
 
-namespace {
-double percentile(std::vector<double> v, double p) {
-  return percentile_nearest_rank(std::move(v), p);
-}
-}  // namespace
-
 ScenarioSummary summarize_run(const ScenarioRun& run) {
   const RunResult& r = run.result;
   ScenarioSummary s;
@@ -156,12 +151,12 @@ ScenarioSummary summarize_run(const ScenarioRun& run) {
     s.rtt_p99_max_us = std::max(s.rtt_p99_max_us, us_from_ps(f.rtt_p99_ps));
   }
   s.rtt_p50_mean_us = samples > 0 ? weighted / samples : 0;
-  s.fct_p50_us = percentile(fct, 50);
-  s.fct_p95_us = percentile(fct, 95);
-  s.fct_p99_us = percentile(fct, 99);
-  s.fct_max_us = percentile(fct, 100);
-  s.slowdown_p50 = percentile(slow, 50);
-  s.slowdown_p99 = percentile(slow, 99);
+  s.fct_p50_us = percentile(fct, 0.5);
+  s.fct_p95_us = percentile(fct, 0.95);
+  s.fct_p99_us = percentile(fct, 0.99);
+  s.fct_max_us = percentile(fct, 1.0);
+  s.slowdown_p50 = percentile(slow, 0.5);
+  s.slowdown_p99 = percentile(slow, 0.99);
   s.goodput_gbps = r.goodput_bps / 1e9;
   s.drops = r.drops;
   s.ecn_marks = r.ecn_marks;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "megascale/common/percentile.h"
 #include "megascale/sim/scenario.h"
 
 namespace megascale::sim {
@@ -62,13 +63,9 @@ void summarize_results(const ScenarioRun& run, ScenarioSummary& s) {
   uint64_t samples = 0;
   for (uint64_t c : series.queue_histogram) samples += c;
   auto quantile = [&](double q) {
-    const auto rank = static_cast<uint64_t>(std::ceil(q * static_cast<double>(samples)));
-    uint64_t seen = 0;
-    for (uint32_t b = 0; b < series.queue_histogram.size(); ++b) {
-      seen += series.queue_histogram[b];
-      if (seen >= std::max<uint64_t>(rank, 1)) return static_cast<double>(queue_bucket_lo(b));
-    }
-    return 0.0;
+    const size_t b = quantile_bucket(series.queue_histogram, samples, q);
+    return b < series.queue_histogram.size() ? static_cast<double>(queue_bucket_lo(static_cast<uint32_t>(b)))
+                                             : 0.0;
   };
   if (samples > 0) {
     s.queue_p50_bytes = quantile(0.5);

@@ -3,21 +3,24 @@
 // numbers in collectives/wire/README.md.
 //
 //   megascale_udp_goodput                         # default preset (hybrid), 4 lanes, 8 KiB segments, 3 s
-//   megascale_udp_goodput --cc fixed --burst-kib 64 --min-rto-us 1000 --seconds 5
+//   megascale_udp_goodput --cc fixed --burst-kib 64 --min-rto-us 1000 --duration 5s -s 16M
 //   megascale_udp_goodput --rx-timestamps 0       # arrival time = processing time (no kernel stamps)
 //
 // One line of results: goodput, the sender's RTT (p50/p99 as the controllers saw it), fabric delay
 // (RTT less the receiver's echoed delay), this host's receive delay (kernel stamp -> engine), windows,
 // timeouts and retransmissions, and the load average before and after (the host is shared).
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "megascale/congestion/config.h"
 #include "megascale/wire/udp.h"
+#include "vocab.h"
 
 namespace {
 
@@ -74,41 +77,39 @@ uint64_t udp_rcvbuf_errors() {
   return total;
 }
 
-bool parse(int argc, char** argv, Options& o) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    if (k == "-h" || k == "--help") return false;
-    if (i + 1 >= argc) return false;
-    const char* v = argv[++i];
-    if (k == "--host") {
-      o.host = v;
-    } else if (k == "--cc") {
-      o.cc = v;
-    } else if (k == "--seconds") {
-      o.seconds = std::atof(v);
-    } else if (k == "--msg-mib") {
-      o.msg_bytes = static_cast<uint64_t>(std::atof(v) * (1 << 20));
-    } else if (k == "--segment") {
-      o.segment_bytes = static_cast<uint32_t>(std::atoi(v));
-    } else if (k == "--lanes") {
-      o.lanes = static_cast<uint32_t>(std::atoi(v));
-    } else if (k == "--burst-kib") {
-      o.burst_kib = std::atoll(v);
-    } else if (k == "--min-rto-us") {
-      o.min_rto_us = std::atoll(v);
-    } else if (k == "--rto-jitter") {
-      o.rto_jitter = std::atof(v);
-    } else if (k == "--rx-timestamps") {
-      o.rx_timestamps = std::atoi(v);
-    } else if (k == "--window") {
-      o.window = std::atof(v);
-    } else if (k == "--busy-poll") {
-      o.busy_poll = std::atoi(v) != 0;
-    } else {
-      return false;
-    }
+// Flags spell the CLI's vocabulary (cli/vocab.h): -D,--duration and -s,--size take units, --cc a preset.
+// Returns the exit status when the program should stop here (help: 0, a bad flag: 2, printed on stderr).
+std::optional<int> parse(int argc, char** argv, Options& o) {
+  namespace vocab = megascale::cli::vocab;
+  CLI::App app{"Goodput and delay of the UDP wire on one host (two wires in one process)",
+               "megascale_udp_goodput"};
+  app.add_option("--host", o.host, "Address both wires bind and connect on (127.0.0.1 or ::1)")
+      ->capture_default_str();
+  vocab::cc(&app, o.cc, "Congestion-control preset (hybrid, swift, dcqcn, ...), or fixed: a fixed window")
+      ->capture_default_str();
+  vocab::duration(&app, vocab::kDurationFlag, o.seconds, "How long to send (2, 2s, 500ms)")
+      ->capture_default_str();
+  vocab::size(&app, vocab::kSizeFlag, o.msg_bytes, "Message size (64M, 1G; powers of 1024)")
+      ->capture_default_str();
+  app.add_option("--segment", o.segment_bytes, "Segment payload, bytes")->capture_default_str();
+  app.add_option("--lanes", o.lanes, "Lanes of the connection")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--burst-kib", o.burst_kib, "Pacer burst, KiB (default: the preset's)");
+  app.add_option("--min-rto-us", o.min_rto_us, "Minimum RTO, us (default: the preset's)");
+  app.add_option("--rto-jitter", o.rto_jitter, "First timeout's jitter (default: the preset's)");
+  app.add_option("--rx-timestamps", o.rx_timestamps, "Kernel receive timestamps, 0|1 (default: the wire's)")
+      ->check(CLI::Range(0, 1));
+  app.add_option("--window", o.window, "Window of --cc fixed, packets")->capture_default_str();
+  app.add_option("--busy-poll", o.busy_poll, "Busy-poll the sockets, 0|1")->capture_default_str();
+  vocab::renamed(&app, "--seconds", "--duration");
+  vocab::renamed(&app, "--msg-mib", "--size (64M)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
   }
-  return o.seconds > 0 && o.msg_bytes > 0;
+  return std::nullopt;
 }
 
 double us(TimeNs ns) {
@@ -119,14 +120,7 @@ double us(TimeNs ns) {
 
 int main(int argc, char** argv) {
   Options o;
-  if (!parse(argc, argv, o)) {
-    std::fprintf(stderr,
-                 "usage: megascale_udp_goodput [--cc hybrid|swift|dcqcn|fixed] [--seconds S] [--msg-mib M]\n"
-                 "  [--segment BYTES] [--lanes N] [--burst-kib K] [--min-rto-us U] [--rto-jitter J]\n"
-                 "  [--rx-timestamps 0|1]"
-                 " [--window PACKETS (fixed)] [--busy-poll 0|1] [--host 127.0.0.1|::1]\n");
-    return 2;
-  }
+  if (const std::optional<int> stop = parse(argc, argv, o)) return *stop;
   wire::UdpConfig cfg;
   cfg.bind_host = o.host;
   cfg.busy_poll = o.busy_poll;

@@ -87,7 +87,4 @@ std::vector<SizeBin> slowdown_by_size(const std::vector<uint64_t>& bytes, const 
                                       const std::vector<TimePs>& ideal_ps, const std::vector<bool>& completed,
                                       const std::vector<uint64_t>& edges_bytes);
 
-// Nearest-rank percentile (p in [0, 100]) of `v` (sorted here); 0 for an empty vector.
-double percentile_nearest_rank(std::vector<double> v, double p);
-
 }  // namespace megascale::sim
