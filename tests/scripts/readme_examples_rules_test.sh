@@ -12,7 +12,8 @@ fail() { echo "FAIL: $*"; exit 1; }
 
 # The stand-in logs every call's arguments; `warn` warns, `err-warn` warns on stderr, `bad` exits 3,
 # `slow` sleeps past the timeout, `gpu` is never to be run.
-cat > "$dir/megascale" <<'FAKE'
+mkdir -p "$dir/build/cli"
+cat > "$dir/build/cli/megascale" <<'FAKE'
 #!/usr/bin/env bash
 echo "$*" >> "$LOG"
 case $1 in
@@ -24,13 +25,13 @@ esac
 [[ -f configs/marker ]] || { echo "not run from a folder that links the repository" >&2; exit 9; }
 echo "fine"
 FAKE
-chmod +x "$dir/megascale"
+chmod +x "$dir/build/cli/megascale"
 mkdir -p "$dir/repo/configs"
 touch "$dir/repo/configs/marker"
 export LOG=$dir/calls.log
 
 readme() { printf '%s\n' "$@" > "$dir/README.md"; : > "$LOG"; }
-run() { out=$(TIMEOUT_S=3 "$check" "$dir/repo" "$dir/megascale" "$dir/README.md" 2>&1); status=$?; }
+run() { out=$(TIMEOUT_S=3 "$check" "$dir/repo" "$dir/build/cli/megascale" "$dir/README.md" 2>&1); status=$?; }
 
 readme '```sh' \
   'scripts/install-deps.sh && cmake -S . -B build && build/cli/megascale perf --loopback' \

@@ -8,9 +8,10 @@
 #   build, test commands, comments) are not run. A line ending in `\` continues on the next.
 # - A line ending in the comment `# needs a GPU` is not run (CI has no GPU).
 # - Each example is written to run from the repository root: paths such as configs/sim/... are relative
-#   to it. Here each runs in a scratch folder that links the repository's top-level entries and holds
-#   build/cli/megascale (and `megascale` on PATH) as the binary under test, so files the example writes
-#   land in the scratch folder, not in the repository.
+#   to it, and build/ is the build folder (README's first command makes it). Here each runs in a scratch
+#   folder that links the repository's top-level entries and, as build/, the folder of the binary under
+#   test (MEGASCALE_BINARY is BUILD/cli/megascale; `megascale` on PATH is it too), so build/ paths such as
+#   the plugin's resolve and files the example writes land in the scratch folder, not in the repository.
 # - An example fails when it exits non-zero, runs past the timeout (TIMEOUT_S, default 120 s), or prints
 #   "warning" (any case) on standard output or standard error. A README with no example fails too.
 #
@@ -56,11 +57,11 @@ failed=0
 for i in "${!commands[@]}"; do
   cmd=${commands[$i]}
   dir=$scratch/run$i
-  mkdir -p "$dir/build/cli" "$dir/.bin"
+  mkdir -p "$dir/.bin"
   for entry in "$src"/*; do
     [[ $(basename "$entry") == build ]] || ln -s "$entry" "$dir/$(basename "$entry")"
   done
-  ln -s "$(realpath "$megascale")" "$dir/build/cli/megascale"
+  ln -s "$(dirname "$(dirname "$(realpath "$megascale")")")" "$dir/build"
   ln -s "$(realpath "$megascale")" "$dir/.bin/megascale"
   start=$SECONDS
   (cd "$dir" && PATH="$dir/.bin:$PATH" timeout "$timeout_s" bash -c "$cmd") > "$dir/.output" 2>&1 < /dev/null
