@@ -1,7 +1,10 @@
 // Helpers shared by the conformance cases (see harness.h).
 #include "harness.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdlib>
 
 namespace megascale::nccl::conformance {
 namespace {
@@ -31,6 +34,12 @@ void set_time_scale(double scale) {
 #else
     scale = 1;
 #endif
+    // A host busier than its CPUs (a CI runner beside other jobs): every thread waits its turn that
+    // much longer, the plugin's included. The 1-minute load average over the CPUs, from 1 to 4.
+    double load[1] = {0};
+    const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
+    if (::getloadavg(load, 1) == 1 && cpus > 0)
+      scale *= std::clamp(load[0] / static_cast<double>(cpus), 1.0, 4.0);
   }
   g_time_scale = scale;
 }
@@ -107,6 +116,7 @@ Status Pair::connect(const Deadline& deadline) {
   // NCCL ships exactly NCCL_NET_HANDLE_MAXSIZE bytes to the peer and calls connect with that copy.
   uint8_t remote[abi::kNetHandleMaxBytes];
   std::memcpy(remote, handle, sizeof remote);
+  note_stage("connect and accept until both comms are ready");
   int rounds = 0;
   while (send_comm == nullptr || recv_comm == nullptr) {
     if (deadline.passed()) {
@@ -202,7 +212,15 @@ Status stream(Net& net, Pair& pair, size_t bytes, int inflight, int count, int t
     return std::to_string(sends_done) + "/" + std::to_string(count) + " sends and " +
            std::to_string(recvs_done) + "/" + std::to_string(count) + " receives done";
   };
+  const std::string what = "stream of " + std::to_string(count) + " x " + std::to_string(bytes) + " B, " +
+                           std::to_string(inflight) + " in flight";
+  note_stage(what);
+  auto noted = Clock::now();
   while (sends_done < count || recvs_done < count) {
+    if (seconds_since(noted) >= 0.5) {
+      note_stage(what + ": " + progress_text());
+      noted = Clock::now();
+    }
     if (deadline.passed()) {
       return make_error("stream of " + std::to_string(count) + " x " + std::to_string(bytes) +
                         " B timed out: " + progress_text());

@@ -62,8 +62,18 @@ struct Env {
   Options options;
   int dev = 0;
   DeviceProps props;
-  std::string detail;  // what a passing case measured, for the report
+  std::string detail;                     // what a passing case measured, for the report (text)
+  std::vector<Measurement> measurements;  // the same as numbers, units in their names
 };
+
+// Records one number the case measured (see Measurement).
+inline void measure(Env& env, const std::string& name, double value) {
+  env.measurements.push_back({name, value});
+}
+
+// Tells the harness what the case now waits for ("connect/accept", "stream of 8 x 4096 B: ..."), shown
+// in its progress reports. Cheap; a no-op outside a case's process.
+void note_stage(const std::string& stage);
 
 // Deterministic contents of message `seed`: every 8-byte word differs and depends on its offset, so
 // a misplaced, truncated or corrupted segment shows.
