@@ -21,8 +21,8 @@ struct Outcome {
 Outcome run_peer(std::vector<std::string> args) {
   int fds[2];
   EXPECT_EQ(::pipe(fds), 0);
-  args.insert(args.begin(), "megascale-conformance-peer");
-  std::vector<char*> argv;
+  char name[] = "megascale-conformance-peer";
+  std::vector<char*> argv = {name};
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   const pid_t pid = ::fork();
@@ -44,38 +44,39 @@ Outcome run_peer(std::vector<std::string> args) {
   return out;
 }
 
-const std::vector<std::string> kGood = {
-    "--mode",       "recv", "--abi",    "11", "--dev",    "0",
-    "--in-fd",      "0",    "--out-fd", "1",  "--plugin", "/nonexistent/libnccl-net-none.so",
-    "--time-scale", "2"};
+// The peer's arguments as the harness passes them, with `mode` and `abi`, and --plugin unless left out.
+std::vector<std::string> peer_args(const char* mode, const char* abi, bool with_plugin = true) {
+  std::vector<std::string> a = {"--mode",  mode, "--abi",    abi, "--dev",        "0",
+                                "--in-fd", "0",  "--out-fd", "1", "--time-scale", "2"};
+  if (with_plugin) {
+    a.emplace_back("--plugin");
+    a.emplace_back("/nonexistent/libnccl-net-none.so");
+  }
+  return a;
+}
 
 TEST(ConformancePeerArgs, GoodArgumentsReachThePluginsLoad) {
   // The case list pulls the peer's code (and its constructor) into this program.
   ASSERT_FALSE(megascale::nccl::conformance::case_list().empty());
-  const Outcome o = run_peer(kGood);
+  const Outcome o = run_peer(peer_args("recv", "11"));
   EXPECT_EQ(o.status, 3) << o.err;  // parsed, then Net::load failed
 }
 
 TEST(ConformancePeerArgs, AnUnknownModeIsRefusedNamingTheFlag) {
-  std::vector<std::string> args = kGood;
-  args[1] = "sideways";
-  const Outcome o = run_peer(args);
+  const Outcome o = run_peer(peer_args("sideways", "11"));
   EXPECT_EQ(o.status, 2);
   EXPECT_NE(o.err.find("--mode"), std::string::npos) << o.err;
   EXPECT_NE(o.err.find("sideways"), std::string::npos) << o.err;
 }
 
 TEST(ConformancePeerArgs, AMissingPluginIsRefusedNamingTheFlag) {
-  std::vector<std::string> args(kGood.begin(), kGood.begin() + 10);
-  const Outcome o = run_peer(args);
+  const Outcome o = run_peer(peer_args("send", "11", /*with_plugin=*/false));
   EXPECT_EQ(o.status, 2);
   EXPECT_NE(o.err.find("--plugin"), std::string::npos) << o.err;
 }
 
 TEST(ConformancePeerArgs, AnAbiOutsideEightToElevenIsRefused) {
-  std::vector<std::string> args = kGood;
-  args[3] = "7";
-  const Outcome o = run_peer(args);
+  const Outcome o = run_peer(peer_args("recv", "7"));
   EXPECT_EQ(o.status, 2);
   EXPECT_NE(o.err.find("--abi"), std::string::npos) << o.err;
 }
