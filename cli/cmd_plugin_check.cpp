@@ -150,12 +150,7 @@ int run_plugin_check(PluginCheckOptions& o) {
   if (!o.quiet) observer.progress = print_progress;
   const conf::Report report = conf::run(o.harness, observer);
   const double elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (!o.json_path.empty()) {
-    if (auto s = vocab::write_json(o.json_path, report_json(report, elapsed_s)); !s) {
-      fmt::print(stderr, "plugin-check: {}\n", s.error().message);
-      return kExitUsage;
-    }
-  }
+  int status = failed > 0 ? kExitFailure : kExitOk;
   if (!report.load_error.empty()) {
     fmt::print(out, "plugin-check {}\n  FAIL {:<28} {}\n", report.plugin_path, "load", report.load_error);
     for (const std::string& l : report.log) {
@@ -163,12 +158,20 @@ int run_plugin_check(PluginCheckOptions& o) {
         fmt::print(out, "         plugin: {}\n", l);
     }
     fmt::print(out, "plugin-check: the plugin did not load: no case ran\n");
-    return kExitUsage;
+    status = kExitUsage;
+  } else {
+    fmt::print(out, "{} (ncclNetPlugin_v{}), cases on device {} ({}): {} passed, {} failed, {} skipped\n",
+               report.plugin_name, report.abi_version, report.device_index, report.device_name, passed,
+               failed, skipped);
   }
-  fmt::print(out, "{} (ncclNetPlugin_v{}), cases on device {} ({}): {} passed, {} failed, {} skipped\n",
-             report.plugin_name, report.abi_version, report.device_index, report.device_name, passed, failed,
-             skipped);
-  return failed > 0 ? kExitFailure : kExitOk;
+  std::fflush(out);
+  if (!o.json_path.empty()) {
+    if (auto s = vocab::write_json(o.json_path, report_json(report, elapsed_s)); !s) {
+      fmt::print(stderr, "plugin-check: {}\n", s.error().message);
+      return kExitUsage;
+    }
+  }
+  return status;
 }
 
 }  // namespace
