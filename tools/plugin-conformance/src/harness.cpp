@@ -34,14 +34,15 @@ void set_time_scale(double scale) {
 #else
     scale = 1;
 #endif
-    // A host busier than its CPUs (a CI runner beside other jobs): every thread waits its turn that
-    // much longer, the plugin's included. The 1-minute load average over the CPUs, from 1 to 4.
     double load[1] = {0};
-    const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
-    if (::getloadavg(load, 1) == 1 && cpus > 0)
-      scale *= std::clamp(load[0] / static_cast<double>(cpus), 1.0, 4.0);
+    if (::getloadavg(load, 1) == 1) scale = scale_for_load(scale, load[0], ::sysconf(_SC_NPROCESSORS_ONLN));
   }
   g_time_scale = scale;
+}
+
+double scale_for_load(double scale, double load_average, long cpus) {
+  if (cpus <= 0 || !(load_average >= 0)) return scale;
+  return scale * std::clamp(load_average / static_cast<double>(cpus), 1.0, 4.0);
 }
 
 double time_scale() {

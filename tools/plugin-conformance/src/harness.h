@@ -36,6 +36,9 @@ using Clock = std::chrono::steady_clock;
 // is several times slower, and its deadlines are that much longer). Set once, before a case runs.
 void set_time_scale(double scale);
 double time_scale();
+// `scale` stretched for a host busier than its CPUs: times the load average per CPU, kept within 1..4
+// (a CI runner beside other jobs: every thread, the plugin's included, waits that much longer for a CPU).
+double scale_for_load(double scale, double load_average, long cpus);
 
 // A deadline `seconds` from now, times time_scale() unless `scaled` is false (the harness's own
 // --timeout-s is the user's and is kept as given).
