@@ -3,7 +3,7 @@
 //
 //   megascale plugin-check build/collectives/nccl/libnccl-net-megascale.so
 //   megascale plugin-check /opt/aws-ofi-nccl/lib/libnccl-net.so --abi 9 --case steps_in_flight -v
-//   megascale plugin-check libnccl-net-megascale.so --json check.json --budget-s 5
+//   megascale plugin-check libnccl-net-megascale.so --json check.json --budget 5s
 //   megascale plugin-check --list
 //
 // Loads the plugin exactly as NCCL does (dlopen RTLD_NOW|RTLD_LOCAL, ncclNetPlugin_v11 then v10..v8,
@@ -11,13 +11,18 @@
 // one thread, 8 steps in flight, grouped receives, sizes 0 B .. 8 MiB, 32 requests per comm, many comms
 // on many threads, closes with requests outstanding, and a peer process killed or stopped mid-transfer.
 // The plugin runs only in child processes, one per case: a crash, an abort or a hang in any call fails
-// that case, naming the call, within --timeout-s, and the check goes on. Prints one line per case and a
-// summary; exit status 0 when every case passed or was skipped, 1 when one failed, 2 on bad arguments
-// or a plugin that does not load (its probe failed, crashed or hung: then no case runs).
+// that case, naming the call, within --timeout, and the check goes on. The cases run on the plugin's
+// device named lo unless --dev says otherwise (conformance.h); the first line names the device. Prints
+// one line per case and a summary, progress on stderr while a case runs (not with --quiet), and with
+// --json a document of every case's verdict and measurements (docs/CLI.md). Exit status 0 when every
+// case passed or was skipped, 1 when one failed, 2 on bad arguments or a plugin that does not load (its
+// probe failed, crashed or hung: then no case runs).
 #include <fmt/format.h>
 
+#include <chrono>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -26,6 +31,7 @@
 
 #include "commands.h"
 #include "megascale/nccl/conformance.h"
+#include "vocab.h"
 
 namespace megascale::cli {
 namespace {
@@ -35,8 +41,70 @@ namespace conf = nccl::conformance;
 struct PluginCheckOptions {
   conf::Options harness;
   bool list = false;
+  bool quiet = false;
   std::string json_path;
 };
+
+const char* verdict_of(const conf::CaseResult& c) {
+  return c.skipped ? "skip" : c.passed ? "pass" : "fail";
+}
+
+// The --json document (docs/CLI.md, "megascale plugin-check", documents every field).
+nlohmann::json report_json(const conf::Report& report, double elapsed_s) {
+  nlohmann::json j = vocab::json_document("plugin-check");
+  j["plugin"] = report.plugin_path;
+  j["name"] = report.plugin_name;
+  j["abi_version"] = report.abi_version;
+  j["device_count"] = report.devices;
+  j["device_index"] = report.device_index;
+  j["device_name"] = report.device_name;
+  j["load_error"] = report.load_error;
+  j["passed"] = report.passed();
+  int passed = 0, failed = 0, skipped = 0;
+  j["cases"] = nlohmann::json::array();
+  for (const conf::CaseResult& c : report.cases) {
+    (c.skipped ? skipped : c.passed ? passed : failed) += 1;
+    nlohmann::json m = nlohmann::json::object();
+    for (const conf::Measurement& x : c.measurements) {
+      // Counts and byte sizes as integers, times and rates as they come.
+      const bool whole = std::floor(x.value) == x.value && std::fabs(x.value) < 9e15;
+      if (whole) {
+        m[x.name] = static_cast<std::int64_t>(x.value);
+      } else {
+        m[x.name] = x.value;
+      }
+    }
+    j["cases"].push_back({{"name", c.name},
+                          {"verdict", verdict_of(c)},
+                          {"passed", c.passed},
+                          {"skipped", c.skipped},
+                          {"elapsed_s", c.seconds},
+                          {"detail", c.detail},
+                          {"warnings", c.warnings},
+                          {"measurements", m}});
+  }
+  j["passed_cases"] = passed;
+  j["failed_cases"] = failed;
+  j["skipped_cases"] = skipped;
+  j["elapsed_s"] = elapsed_s;
+  return j;
+}
+
+// Progress on stderr: at once when the plugin is being probed, then for a case (or probe) still running
+// every Options::progress_interval_s: its name, its time so far, what it waits for and the plugin calls
+// in progress.
+void print_progress(const conf::Progress& p) {
+  if (p.elapsed_s < 0.5) {
+    if (p.case_name.empty())
+      fmt::print(stderr, "plugin-check: loading the plugin (dlopen, init, devices, properties)\n");
+    return;
+  }
+  std::string what = p.stage;
+  if (!p.calls.empty()) what += (what.empty() ? "in " : "; in ") + p.calls;
+  fmt::print(stderr, "  ...  {:<28} {:>5.0f} s  {}\n", p.case_name.empty() ? "(loading)" : p.case_name,
+             p.elapsed_s, what.empty() ? "running" : what);
+  std::fflush(stderr);
+}
 
 int run_plugin_check(PluginCheckOptions& o) {
   if (o.list) {
@@ -55,54 +123,55 @@ int run_plugin_check(PluginCheckOptions& o) {
       return kExitUsage;
     }
   }
-  fmt::print("plugin-check {}\n", o.harness.plugin_path);
-  std::fflush(stdout);
-  int passed = 0, failed = 0, skipped = 0;
-  const conf::Report report = conf::run(o.harness, [&](const conf::CaseResult& c) {
-    const char* verdict = c.skipped ? "SKIP" : c.passed ? "PASS" : "FAIL";
-    (c.skipped ? skipped : c.passed ? passed : failed) += 1;
-    fmt::print("  {:<4} {:<28} {:>7.2f} s  {}\n", verdict, c.name, c.seconds, c.detail);
-    if (!c.passed && !c.skipped) {
-      for (const std::string& w : c.warnings) fmt::print("         plugin: {}\n", w);
-    }
-    std::fflush(stdout);
-  });
-  if (!report.load_error.empty()) {
-    fmt::print("  FAIL {:<28} {}\n", "load", report.load_error);
-    for (const std::string& l : report.log) {
-      if (l.rfind("WARN", 0) == 0 && report.load_error.find(l) == std::string::npos)
-        fmt::print("         plugin: {}\n", l);
-    }
-    fmt::print("plugin-check: the plugin did not load: no case ran\n");
+  if (o.harness.case_timeout_s <= 0) {
+    fmt::print(stderr, "plugin-check: --timeout must be more than 0\n");
     return kExitUsage;
   }
-  fmt::print("{} (ncclNetPlugin_v{}), {} device(s), cases on device '{}': {} passed, {} failed, {} skipped\n",
-             report.plugin_name, report.abi_version, report.devices, report.device_name, passed, failed,
-             skipped);
-  if (!o.json_path.empty()) {
-    nlohmann::json j;
-    j["plugin"] = report.plugin_path;
-    j["name"] = report.plugin_name;
-    j["abi_version"] = report.abi_version;
-    j["devices"] = report.devices;
-    j["device"] = report.device_name;
-    j["passed"] = report.passed();
-    for (const conf::CaseResult& c : report.cases) {
-      j["cases"].push_back({{"name", c.name},
-                            {"passed", c.passed},
-                            {"skipped", c.skipped},
-                            {"seconds", c.seconds},
-                            {"detail", c.detail},
-                            {"warnings", c.warnings}});
+  std::FILE* out = vocab::human_stream(o.json_path);
+  const auto t0 = std::chrono::steady_clock::now();
+  int passed = 0, failed = 0, skipped = 0;
+  conf::Observer observer;
+  observer.probed = [&](const conf::Report& r) {
+    const bool asked_lo = o.harness.dev < 0;
+    fmt::print(out, "plugin-check {}: {} (ncclNetPlugin_v{}), cases on device {} ({}) of {}{}\n",
+               r.plugin_path, r.plugin_name, r.abi_version, r.device_index, r.device_name, r.devices,
+               asked_lo && r.device_name != "lo" ? ": the plugin lists no device named lo" : "");
+    std::fflush(out);
+  };
+  observer.case_done = [&](const conf::CaseResult& c) {
+    const char* verdict = c.skipped ? "SKIP" : c.passed ? "PASS" : "FAIL";
+    (c.skipped ? skipped : c.passed ? passed : failed) += 1;
+    fmt::print(out, "  {:<4} {:<28} {:>7.2f} s  {}\n", verdict, c.name, c.seconds, c.detail);
+    if (!c.passed && !c.skipped) {
+      for (const std::string& w : c.warnings) fmt::print(out, "         plugin: {}\n", w);
     }
-    std::ofstream out(o.json_path);
-    out << j.dump(2) << "\n";
-    if (!out) {
-      fmt::print(stderr, "plugin-check: cannot write {}\n", o.json_path);
+    std::fflush(out);
+  };
+  if (!o.quiet) observer.progress = print_progress;
+  const conf::Report report = conf::run(o.harness, observer);
+  const double elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  int status = failed > 0 ? kExitFailure : kExitOk;
+  if (!report.load_error.empty()) {
+    fmt::print(out, "plugin-check {}\n  FAIL {:<28} {}\n", report.plugin_path, "load", report.load_error);
+    for (const std::string& l : report.log) {
+      if (l.rfind("WARN", 0) == 0 && report.load_error.find(l) == std::string::npos)
+        fmt::print(out, "         plugin: {}\n", l);
+    }
+    fmt::print(out, "plugin-check: the plugin did not load: no case ran\n");
+    status = kExitUsage;
+  } else {
+    fmt::print(out, "{} (ncclNetPlugin_v{}), cases on device {} ({}): {} passed, {} failed, {} skipped\n",
+               report.plugin_name, report.abi_version, report.device_index, report.device_name, passed,
+               failed, skipped);
+  }
+  std::fflush(out);
+  if (!o.json_path.empty()) {
+    if (auto s = vocab::write_json(o.json_path, report_json(report, elapsed_s)); !s) {
+      fmt::print(stderr, "plugin-check: {}\n", s.error().message);
       return kExitUsage;
     }
   }
-  return failed > 0 ? kExitFailure : kExitOk;
+  return status;
 }
 
 }  // namespace
@@ -121,17 +190,20 @@ void add_plugin_check_command(CLI::App& app) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("--abi", o->harness.abi_version, "ABI version to use: 8..11 (default: the newest exported)")
       ->check(CLI::IsMember({0, 8, 9, 10, 11}));
-  cmd->add_option("--dev", o->harness.dev, "Device index (default: the one named lo, else 0)")
+  cmd->add_option("--dev", o->harness.dev,
+                  "Device index in the plugin's list (default: its device named lo, MegaScale being asked "
+                  "to list it through MEGASCALE_IFNAME==lo when that is unset; else device 0). The first "
+                  "line names the device used")
       ->check(CLI::Range(-1, 1 << 20));
-  cmd->add_option("--budget-s", o->harness.retry_budget_s,
+  vocab::duration(cmd, "--budget", o->harness.retry_budget_s,
                   "Retry budget asked of the plugin (MEGASCALE_RETRY_BUDGET_S, if unset); bounds the "
                   "peer-killed and peer-stopped cases")
       ->check(CLI::Range(0.1, 600.0))
       ->capture_default_str();
-  cmd->add_option("--timeout-s", o->harness.case_timeout_s,
-                  "A case whose process runs longer is killed and fails, naming the plugin calls in "
-                  "progress (the plugin's load and init likewise)")
-      ->check(CLI::Range(1.0, 3600.0))
+  vocab::timeout(cmd, o->harness.case_timeout_s,
+                 "A case whose process runs longer is killed and fails, naming the plugin calls in "
+                 "progress (the plugin's load and init likewise)")
+      ->check(CLI::Range(0.1, 36000.0))
       ->capture_default_str();
   cmd->add_option("--threads", o->harness.threads, "many_comms_threads: threads")
       ->check(CLI::Range(1, 256))
@@ -145,7 +217,10 @@ void add_plugin_check_command(CLI::App& app) {
       ->transform(CLI::CheckedTransformer(std::map<std::string, int>{{"host", 1}, {"cuda", 2}}))
       ->default_str("host");
   cmd->add_flag("-v,--verbose", o->harness.verbose, "Print the plugin's log lines (stderr)");
-  cmd->add_option("--json", o->json_path, "Also write the results as JSON to this file");
+  cmd->add_flag("-q,--quiet", o->quiet, "No progress lines on stderr while a case runs");
+  vocab::json(cmd, o->json_path);
+  vocab::renamed(cmd, "--timeout-s", "--timeout");
+  vocab::renamed(cmd, "--budget-s", "--budget");
   cmd->callback([o] { exit_code() = run_plugin_check(*o); });
 }
 

@@ -21,7 +21,7 @@ for run in $(seq "$runs"); do
   mkdir -p "$stats"
   start=$(date +%s.%N)
   MEGASCALE_STATS_DIR=$stats MEGASCALE_STATS_INTERVAL_S=1 \
-    "$megascale" plugin-check "$plugin" --case throughput --timeout-s 30 > "$dir/out$run" 2>&1 ||
+    "$megascale" plugin-check "$plugin" --case throughput --timeout 30s > "$dir/out$run" 2>&1 ||
     fail "run $run: $(cat "$dir/out$run")"
   secs=$(echo "$(date +%s.%N) - $start" | bc)
   grep -q "floor" "$dir/out$run" && fail "run $run warned of a floor: $(grep floor "$dir/out$run")"

@@ -88,6 +88,7 @@ Status case_load(Env& env) {
     MS_TRY(ctx.finalize());
     env.detail = env.net.name() + " (ncclNetPlugin_v" + std::to_string(env.net.version()) + "), " +
                  std::to_string(n) + " device(s)";
+    measure(env, "device_count", n);
   }
   const long printed = out.bytes();
   MS_REQUIRE(printed == 0, "the plugin wrote " + std::to_string(printed) +
@@ -104,7 +105,10 @@ Status case_connect_accept_one_thread(Env& env) {
     Pair pair(env.net, ctx.get(), env.dev, env.options.mem_type);
     const auto t0 = Clock::now();
     MS_TRY(pair.connect(Deadline(15)));
-    if (i == 0) env.detail = "first connection in " + std::to_string(seconds_since(t0) * 1e3) + " ms";
+    if (i == 0) {
+      env.detail = "first connection in " + std::to_string(seconds_since(t0) * 1e3) + " ms";
+      measure(env, "first_connect_ms", seconds_since(t0) * 1e3);
+    }
     MS_TRY(pair.close());
   }
   return ctx.finalize();
@@ -191,6 +195,7 @@ Status case_grouped_receive(Env& env) {
       }
     }
     env.detail = std::to_string(n) + " buffers per irecv";
+    measure(env, "buffers_per_irecv", n);
     return {};
   });
 }
@@ -247,6 +252,9 @@ Status case_max_requests(Env& env) {
     }
     env.detail = std::to_string(nreq) + " irecvs x " + std::to_string(n) + " buffers, " +
                  std::to_string(nsend) + " isends";
+    measure(env, "irecvs", nreq);
+    measure(env, "buffers_per_irecv", n);
+    measure(env, "isends", nsend);
     return {};
   });
 }

@@ -51,6 +51,8 @@ Status case_many_comms_threads(Env& env) {
     }
   }
   env.detail = std::to_string(threads) + " threads x " + std::to_string(pairs) + " connection pairs";
+  measure(env, "threads", threads);
+  measure(env, "pairs_per_thread", pairs);
   return {};
 }
 
@@ -103,6 +105,7 @@ Status case_close_with_requests(Env& env) {
     const double took = seconds_since(t0);
     MS_REQUIRE(took < 5.0, "closing comms with requests outstanding took " + std::to_string(took) + " s");
     env.detail = "3 pairs with 8 requests each closed in " + std::to_string(took * 1e3) + " ms";
+    measure(env, "close_ms", took * 1e3);
   }
   // The plugin still works afterwards.
   Pair d(env.net, ctx.get(), env.dev, env.options.mem_type);
@@ -125,6 +128,9 @@ Status case_latency(Env& env) {
     std::snprintf(text, sizeof text, "%.1f us per 8-byte message, one at a time (%d messages)", us_per,
                   count);
     env.detail = text;
+    measure(env, "latency_us", us_per);
+    measure(env, "messages", count);
+    measure(env, "message_bytes", 8);
     return {};
   });
 }
@@ -153,6 +159,8 @@ Status time_steps(Env& env, size_t npairs, const char* what) {
   const auto t_start = Clock::now();
   for (int i = 0; i < 2000 && (i < 60 || seconds_since(t_start) < 1.0); ++i) {
     const Deadline deadline(30);
+    if (i % 16 == 0)
+      note_stage("1 MiB steps on " + std::to_string(npairs) + " pair(s): " + std::to_string(i) + " done");
     const size_t half = kMsg * static_cast<size_t>(i % 2);
     for (size_t d = 0; d < npairs; ++d) {
       void* data = pairs[d]->recv_buf.data() + half;
@@ -206,6 +214,10 @@ Status time_steps(Env& env, size_t npairs, const char* what) {
       "%.1f us median, %.1f us p90 per 1 MiB message from isend to its receive done%s (%zu messages)",
       us[us.size() / 2], us[us.size() * 9 / 10], what, us.size());
   env.detail = text;
+  measure(env, "step_median_us", us[us.size() / 2]);
+  measure(env, "step_p90_us", us[us.size() * 9 / 10]);
+  measure(env, "messages", static_cast<double>(us.size()));
+  measure(env, "message_bytes", kMsg);
   return {};
 }
 
@@ -238,6 +250,11 @@ Status case_throughput(Env& env) {
     std::snprintf(text, sizeof text, "%.2f GB/s (%d x 4 MiB, 8 in flight, one connection)",
                   static_cast<double>(kMsg) * count / s / 1e9, count);
     env.detail = text;
+    measure(env, "bandwidth_GBps", static_cast<double>(kMsg) * count / s / 1e9);
+    measure(env, "bandwidth_gbps", static_cast<double>(kMsg) * count * 8 / s / 1e9);
+    measure(env, "messages", count);
+    measure(env, "message_bytes", kMsg);
+    measure(env, "inflight", abi::kNcclSteps);
     return {};
   });
 }

@@ -86,6 +86,7 @@ CaseResult to_case_result(const CaseInfo& info, ChildOutcome& o) {
   result.name = info.name;
   result.seconds = o.seconds;
   result.warnings = std::move(o.warnings);
+  result.measurements = std::move(o.measurements);
   if (!o.failure.empty()) {
     // A crash or hang says so first; what the case had found by then (if anything) follows.
     result.detail = o.failure;
@@ -108,14 +109,21 @@ CaseResult to_case_result(const CaseInfo& info, ChildOutcome& o) {
 }  // namespace
 
 Report run(const Options& options, const std::function<void(const CaseResult&)>& on_case) {
+  Observer observer;
+  observer.case_done = on_case;
+  return run(options, observer);
+}
+
+Report run(const Options& options, const Observer& observer) {
   Report report;
   report.plugin_path = options.plugin_path;
   // The plugin is loaded only in child processes, one to probe it and one per case: whatever it does
   // (crash, abort, hang, exit) ends that process and is reported; this one never runs its code.
-  ChildOutcome probe = run_in_child(options, nullptr);
+  ChildOutcome probe = run_in_child(options, nullptr, observer.progress);
   report.plugin_name = probe.plugin_name;
   report.abi_version = probe.abi_version;
   report.devices = probe.devices;
+  report.device_index = probe.device_index;
   report.device_name = probe.device_name;
   report.log = std::move(probe.log);
   if (!probe.failure.empty() || !probe.load_error.empty()) {
@@ -123,16 +131,17 @@ Report run(const Options& options, const std::function<void(const CaseResult&)>&
     keep_tail(report.log, 200);
     return report;
   }
+  if (observer.probed) observer.probed(report);
 
   for (const CaseInfo& info : all_cases()) {
     bool selected = options.cases.empty();
     for (const std::string& c : options.cases) selected = selected || c == info.name;
     if (!selected) continue;
-    ChildOutcome o = run_in_child(options, &info);
+    ChildOutcome o = run_in_child(options, &info, observer.progress);
     report.log.insert(report.log.end(), o.log.begin(), o.log.end());
     keep_tail(report.log, 200);
     report.cases.push_back(to_case_result(info, o));
-    if (on_case) on_case(report.cases.back());
+    if (observer.case_done) observer.case_done(report.cases.back());
   }
   return report;
 }

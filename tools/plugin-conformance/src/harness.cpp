@@ -1,7 +1,10 @@
 // Helpers shared by the conformance cases (see harness.h).
 #include "harness.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdlib>
 
 namespace megascale::nccl::conformance {
 namespace {
@@ -31,8 +34,15 @@ void set_time_scale(double scale) {
 #else
     scale = 1;
 #endif
+    double load[1] = {0};
+    if (::getloadavg(load, 1) == 1) scale = scale_for_load(scale, load[0], ::sysconf(_SC_NPROCESSORS_ONLN));
   }
   g_time_scale = scale;
+}
+
+double scale_for_load(double scale, double load_average, long cpus) {
+  if (cpus <= 0 || !(load_average >= 0)) return scale;
+  return scale * std::clamp(load_average / static_cast<double>(cpus), 1.0, 4.0);
 }
 
 double time_scale() {
@@ -107,6 +117,7 @@ Status Pair::connect(const Deadline& deadline) {
   // NCCL ships exactly NCCL_NET_HANDLE_MAXSIZE bytes to the peer and calls connect with that copy.
   uint8_t remote[abi::kNetHandleMaxBytes];
   std::memcpy(remote, handle, sizeof remote);
+  note_stage("connect and accept until both comms are ready");
   int rounds = 0;
   while (send_comm == nullptr || recv_comm == nullptr) {
     if (deadline.passed()) {
@@ -202,7 +213,15 @@ Status stream(Net& net, Pair& pair, size_t bytes, int inflight, int count, int t
     return std::to_string(sends_done) + "/" + std::to_string(count) + " sends and " +
            std::to_string(recvs_done) + "/" + std::to_string(count) + " receives done";
   };
+  const std::string what = "stream of " + std::to_string(count) + " x " + std::to_string(bytes) + " B, " +
+                           std::to_string(inflight) + " in flight";
+  note_stage(what);
+  auto noted = Clock::now();
   while (sends_done < count || recvs_done < count) {
+    if (seconds_since(noted) >= 0.5) {
+      note_stage(what + ": " + progress_text());
+      noted = Clock::now();
+    }
     if (deadline.passed()) {
       return make_error("stream of " + std::to_string(count) + " x " + std::to_string(bytes) +
                         " B timed out: " + progress_text());

@@ -36,6 +36,9 @@ using Clock = std::chrono::steady_clock;
 // is several times slower, and its deadlines are that much longer). Set once, before a case runs.
 void set_time_scale(double scale);
 double time_scale();
+// `scale` stretched for a host busier than its CPUs: times the load average per CPU, kept within 1..4
+// (a CI runner beside other jobs: every thread, the plugin's included, waits that much longer for a CPU).
+double scale_for_load(double scale, double load_average, long cpus);
 
 // A deadline `seconds` from now, times time_scale() unless `scaled` is false (the harness's own
 // --timeout-s is the user's and is kept as given).
@@ -62,8 +65,18 @@ struct Env {
   Options options;
   int dev = 0;
   DeviceProps props;
-  std::string detail;  // what a passing case measured, for the report
+  std::string detail;                     // what a passing case measured, for the report (text)
+  std::vector<Measurement> measurements;  // the same as numbers, units in their names
 };
+
+// Records one number the case measured (see Measurement).
+inline void measure(Env& env, const std::string& name, double value) {
+  env.measurements.push_back({name, value});
+}
+
+// Tells the harness what the case now waits for ("connect/accept", "stream of 8 x 4096 B: ..."), shown
+// in its progress reports. Cheap; a no-op outside a case's process.
+void note_stage(const std::string& stage);
 
 // Deterministic contents of message `seed`: every 8-byte word differs and depends on its offset, so
 // a misplaced, truncated or corrupted segment shows.

@@ -2,6 +2,8 @@
 #include "isolate.h"
 
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -102,6 +104,19 @@ void send_record(char type, const std::string& payload) {
   }
 }
 
+// Whether the loopback interface "lo" is up with an address (a fresh network namespace has it down).
+bool loopback_up() {
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return false;
+  bool up = false;
+  for (ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
+    up = up || (a->ifa_addr != nullptr && std::strcmp(a->ifa_name, "lo") == 0 && (a->ifa_flags & IFF_UP) &&
+                (a->ifa_addr->sa_family == AF_INET || a->ifa_addr->sa_family == AF_INET6));
+  }
+  ::freeifaddrs(list);
+  return up;
+}
+
 // Loads and probes the plugin as NCCL does before it uses a net: init, devices, the device's
 // properties. Fills env; an error is the load error.
 Status probe(Env& env, const Options& options) {
@@ -126,6 +141,7 @@ Status probe(Env& env, const Options& options) {
     return make_error("device " + std::to_string(env.dev) + " is not usable (" + std::to_string(n) +
                       " devices)");
   }
+  send_record('i', std::to_string(env.dev));
   send_record('d', env.props.name);
   return ctx.finalize();
 }
@@ -133,6 +149,8 @@ Status probe(Env& env, const Options& options) {
 [[noreturn]] void child_main(const Options& options, const CaseInfo* info) {
   // The plugin reads its knobs once, at its first init: the short budget is set before it loads.
   ::setenv("MEGASCALE_RETRY_BUDGET_S", std::to_string(options.retry_budget_s).c_str(), /*overwrite=*/0);
+  // MegaScale lists lo only when nothing else is up; the default device is lo (conformance.h).
+  if (options.dev < 0 && loopback_up()) ::setenv("MEGASCALE_IFNAME", "=lo", /*overwrite=*/0);
   set_time_scale(options.time_scale);
   LogCapture::get().set_verbose(options.verbose);
   LogCapture::get().set_sink(
@@ -145,7 +163,7 @@ Status probe(Env& env, const Options& options) {
   Net& net = **loaded;
   send_record('N', net.name());
   send_record('A', std::to_string(net.version()));
-  Env env{std::shared_ptr<Net>(std::move(*loaded)), net, options, 0, {}, {}};
+  Env env{std::shared_ptr<Net>(std::move(*loaded)), net, options, 0, {}, {}, {}};
   if (Status s = probe(env, options); !s) {
     send_record('E', s.error().message);
     std::_Exit(0);
@@ -156,6 +174,11 @@ Status probe(Env& env, const Options& options) {
   const auto t0 = Clock::now();
   Status s = info->fn(env);
   send_record('T', std::to_string(seconds_since(t0)));
+  for (const Measurement& m : env.measurements) {
+    char value[32];
+    std::snprintf(value, sizeof value, "%.17g", m.value);
+    send_record('V', m.name + "\t" + value);
+  }
   if (s) {
     send_record('R', "P" + env.detail);
   } else if (s.error().message.rfind("SKIP: ", 0) == 0) {
@@ -197,9 +220,21 @@ void parse_records(std::string& buf, ChildOutcome& out, bool& after_mark) {
       case 'D':
         out.devices = std::atoi(payload.c_str());
         break;
+      case 'i':
+        out.device_index = std::atoi(payload.c_str());
+        break;
       case 'd':
         out.device_name = payload;
         break;
+      case 'S':
+        out.stage = std::move(payload);
+        break;
+      case 'V': {
+        const size_t tab = payload.find('\t');
+        if (tab != std::string::npos)
+          out.measurements.push_back({payload.substr(0, tab), std::atof(payload.c_str() + tab + 1)});
+        break;
+      }
       case 'E':
         out.load_error = payload;
         break;
@@ -244,6 +279,10 @@ std::string calls_in_progress(const CallBoard& board) {
 
 }  // namespace
 
+void note_stage(const std::string& stage) {
+  send_record('S', stage);
+}
+
 const char* call_name(Call c) {
   static const char* const names[] = {"(none)",        "dlopen",    "init",        "finalize",     "devices",
                                       "getProperties", "listen",    "connect",     "accept",       "regMr",
@@ -265,7 +304,8 @@ InCall::~InCall() {
   if (slot_ != nullptr) slot_->store(previous_);
 }
 
-ChildOutcome run_in_child(const Options& options, const CaseInfo* info) {
+ChildOutcome run_in_child(const Options& options, const CaseInfo* info,
+                          const std::function<void(const Progress&)>& progress) {
   ChildOutcome out;
   void* page = ::mmap(nullptr, sizeof(CallBoard), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (page == MAP_FAILED) {
@@ -314,7 +354,17 @@ ChildOutcome run_in_child(const Options& options, const CaseInfo* info) {
   bool after_mark = false, eof = false, exited = false, timed_out = false;
   siginfo_t how{};
   const Deadline deadline(options.case_timeout_s, /*scaled=*/false);
+  auto report_progress = [&] {
+    if (progress)
+      progress({info != nullptr ? info->name : "", seconds_since(t0), out.stage, calls_in_progress(*board)});
+  };
+  report_progress();
+  auto reported_at = Clock::now();
   while (!exited) {
+    if (seconds_since(reported_at) >= options.progress_interval_s) {
+      report_progress();
+      reported_at = Clock::now();
+    }
     if (!eof) {
       pollfd pfd{fds[0], POLLIN, 0};
       if (::poll(&pfd, 1, 50) > 0) {

@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -78,12 +79,15 @@ struct ChildOutcome {
   std::string plugin_name;
   int abi_version = 0;
   int devices = 0;
+  int device_index = -1;
   std::string device_name;
   bool probed = false;     // the probe went through
   std::string load_error;  // the plugin did not load, or its probe failed (an error code, not a crash)
   // The case's own verdict, when it got that far: 'P' passed, 'F' failed, 'S' skipped, 0 none.
   char verdict = 0;
   std::string detail;
+  std::vector<Measurement> measurements;
+  std::string stage;   // what the case last said it waits for (note_stage)
   double seconds = 0;  // the case's own time, or the child's whole time if it did not report one
   // Non-empty when the child crashed, exited early or overran its time: what happened, in which call.
   std::string failure;
@@ -93,8 +97,10 @@ struct ChildOutcome {
 
 // Forks a child that loads the plugin, probes it and runs `info` (nullptr: the probe alone), waits for
 // it at most options.case_timeout_s, and kills its process group (the child and any peer process it
-// started) when it overruns. Call from a thread-free point of the program: the child is a fork, not an
-// exec, of the caller.
-ChildOutcome run_in_child(const Options& options, const CaseInfo* info);
+// started) when it overruns. `progress` (if set) hears at the start and every
+// options.progress_interval_s while the child runs. Call from a thread-free point of the program: the
+// child is a fork, not an exec, of the caller.
+ChildOutcome run_in_child(const Options& options, const CaseInfo* info,
+                          const std::function<void(const Progress&)>& progress = {});
 
 }  // namespace megascale::nccl::conformance

@@ -5,8 +5,13 @@
 // ncclRemoteError from test or a post) within the retry budget, never hang.
 //
 // The child is recognised by MEGASCALE_CONFORMANCE_PEER in its environment; a constructor runs it
-// before main() and exits. Protocol on two pipes: the listening side writes its 128-byte handle; the
-// child then writes one byte per message it completes ('m'), or 'E' if it fails.
+// before main() with the arguments it was given and exits:
+//
+//   megascale-conformance-peer --mode recv --abi 11 --dev 0 --in-fd 5 --out-fd 8 --time-scale 1
+//                              --plugin build/collectives/nccl/libnccl-net-megascale.so
+//
+// Protocol on two pipes: the listening side writes its 128-byte handle; the child then writes one byte
+// per message it completes ('m'), or 'E' if it fails.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -14,8 +19,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "cases.h"
 
@@ -76,14 +84,30 @@ int drain_progress(int fd, int* count) {
 
 // ---- The child. ----
 
-int run_peer(const char* spec) {
-  // spec: "<mode> <abi> <dev> <in fd> <out fd> <plugin path>"
-  char mode[8] = {};
-  int abi_version = 0, dev = 0, in_fd = -1, out_fd = -1, consumed = 0;
-  if (std::sscanf(spec, "%7s %d %d %d %d %n", mode, &abi_version, &dev, &in_fd, &out_fd, &consumed) < 5)
+int run_peer(int argc, char** argv) {
+  CLI::App app{"The peer process of the conformance cases (started by the harness, not by hand)",
+               "megascale-conformance-peer"};
+  std::string mode, path;
+  int abi_version = 0, dev = 0, in_fd = -1, out_fd = -1;
+  double scale = 0;
+  app.add_option("--mode", mode, "recv: listen and receive; send: connect and send")
+      ->required()
+      ->check(CLI::IsMember({"send", "recv"}));
+  app.add_option("--abi", abi_version, "ABI version the harness loaded")
+      ->required()
+      ->check(CLI::Range(8, 11));
+  app.add_option("--dev", dev, "Device index")->required()->check(CLI::NonNegativeNumber);
+  app.add_option("--in-fd", in_fd, "Pipe from the harness (the handle, for --mode send)")->required();
+  app.add_option("--out-fd", out_fd, "Pipe to the harness (the handle, then progress bytes)")->required();
+  app.add_option("--time-scale", scale, "Factor on the deadlines (0: this build's own)");
+  app.add_option("--plugin", path, "The plugin .so")->required();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    (void)app.exit(e);
     return 2;
-  const std::string path(spec + consumed);
-  set_time_scale(0);  // this build's own
+  }
+  set_time_scale(scale);
   auto net = Net::load(path, abi_version);
   if (!net) return 3;
   Net& n = **net;
@@ -92,7 +116,7 @@ int run_peer(const char* spec) {
   std::vector<uint8_t> buf(kPeerInflight * kPeerMsg, 0x5A);
   void* comm = nullptr;
   void* mr = nullptr;
-  const bool receiver = std::strcmp(mode, "recv") == 0;
+  const bool receiver = mode == "recv";
   const Deadline setup(30);
   if (receiver) {
     uint8_t handle[abi::kNetHandleMaxBytes] = {};
@@ -143,10 +167,10 @@ int run_peer(const char* spec) {
   }
 }
 
-__attribute__((constructor)) void peer_entry() {
-  const char* spec = std::getenv(kPeerEnv);
-  if (spec == nullptr) return;
-  std::_Exit(run_peer(spec));
+// glibc passes a constructor the program's argc and argv.
+__attribute__((constructor)) void peer_entry(int argc, char** argv, char** /*envp*/) {
+  if (std::getenv(kPeerEnv) == nullptr) return;
+  std::_Exit(run_peer(argc, argv));
 }
 
 // ---- The parent. ----
@@ -173,17 +197,31 @@ struct Child {
 Status spawn(Env& env, const char* mode, Child& child) {
   int down[2], up[2];  // down: parent -> child, up: child -> parent
   MS_REQUIRE(::pipe2(down, O_CLOEXEC) == 0 && ::pipe2(up, O_CLOEXEC) == 0, "pipe2 failed");
-  const std::string spec = std::string(kPeerEnv) + "=" + mode + " " + std::to_string(env.net.version()) +
-                           " " + std::to_string(env.dev) + " " + std::to_string(down[0]) + " " +
-                           std::to_string(up[1]) + " " + env.options.plugin_path;
+  const std::string marker = std::string(kPeerEnv) + "=1";
+  std::vector<std::string> args = {"megascale-conformance-peer",
+                                   "--mode",
+                                   mode,
+                                   "--abi",
+                                   std::to_string(env.net.version()),
+                                   "--dev",
+                                   std::to_string(env.dev),
+                                   "--in-fd",
+                                   std::to_string(down[0]),
+                                   "--out-fd",
+                                   std::to_string(up[1]),
+                                   "--time-scale",
+                                   std::to_string(time_scale()),
+                                   "--plugin",
+                                   env.options.plugin_path};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
   std::vector<char*> envp;
   for (char** e = environ; *e != nullptr; ++e) {
     if (std::strncmp(*e, kPeerEnv, std::strlen(kPeerEnv)) != 0) envp.push_back(*e);
   }
-  envp.push_back(const_cast<char*>(spec.c_str()));
+  envp.push_back(const_cast<char*>(marker.c_str()));
   envp.push_back(nullptr);
-  char arg0[] = "megascale-conformance-peer";
-  char* argv[] = {arg0, nullptr};
   const pid_t pid = ::fork();
   MS_REQUIRE(pid >= 0, "fork failed");
   if (pid == 0) {
@@ -192,7 +230,7 @@ Status spawn(Env& env, const char* mode, Child& child) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     ::fcntl(down[0], F_SETFD, 0);
     ::fcntl(up[1], F_SETFD, 0);
-    ::execve("/proc/self/exe", argv, envp.data());
+    ::execve("/proc/self/exe", argv.data(), envp.data());
     ::_exit(127);
   }
   ::close(down[0]);
@@ -222,6 +260,7 @@ Status transfer_until_error(Env& env, Child& child, void* comm, bool sending, Si
   // Keepalive/RTO detection plus scheduling slack (longer in a slow build).
   const double bound = 2 * budget + 3.0 * time_scale();
   const Deadline setup(60);
+  note_stage(std::string("transfer with the peer process until it is ") + gone);
   NetResult failure = abi::kNetSuccess;
   std::string where;
   while (failure == abi::kNetSuccess) {
@@ -236,6 +275,8 @@ Status transfer_until_error(Env& env, Child& child, void* comm, bool sending, Si
         }
         killed = true;
         killed_at = Clock::now();
+        note_stage(std::string("the peer process was ") + gone + " (" + signal_text +
+                   "): waiting for an error from " + (sending ? "isend/test" : "irecv/test"));
       } else {
         MS_REQUIRE(!setup.passed(), "no traffic with the peer process within " +
                                         std::to_string(setup.seconds()) + " s (peer " +
@@ -283,6 +324,8 @@ Status transfer_until_error(Env& env, Child& child, void* comm, bool sending, Si
   std::snprintf(text, sizeof text, "%s returned %s %.2f s after %s (retry budget %.1f s)", where.c_str(),
                 result_name(failure), after, signal_text, budget);
   env.detail = text;
+  measure(env, "error_after_s", after);
+  measure(env, "retry_budget_s", budget);
   return {};
 }
 
