@@ -24,8 +24,7 @@ set -euo pipefail
 # the printed summary: its `wall` line; the warnings: the one on memory available now (MemAvailable).
 IGNORED_FIELDS=(wall_s events_per_s peak_rss_mib wall MemAvailable)
 
-# Scenarios left out unless --all, with the reason (name: reason). configs/sim/fat-tree-k16.yaml is a
-# fabric the htsim-* scenarios use, not a scenario: both builds refuse it, and the refusals are compared.
+# Scenarios left out unless --all, with the reason (name: reason).
 SLOW_SCENARIOS=(
   "htsim-permutation-1024: 1,024 hosts, about a minute a build"
   "htsim-tails-ecmp: 1,024 hosts, about a minute a build"

@@ -53,8 +53,8 @@ TEST(Scenario, GoodFileLoads) {
     auto shipped = load_sim_scenario(kDir + f);
     EXPECT_TRUE(shipped.ok()) << f << ": " << (shipped.ok() ? "" : shipped.error().message);
   }
-  // A fabric file is found next to the scenario.
-  EXPECT_EQ(load_sim_scenario(kDir + "htsim-permutation-1024.yaml")->fabric, kDir + "fat-tree-k16.yaml");
+  // Fabrics live in configs/fabrics/ and are presets by their name.
+  EXPECT_EQ(load_sim_scenario(kDir + "htsim-permutation-1024.yaml")->fabric, "fat-tree-k16");
 }
 
 TEST(Scenario, BadKeyAndBadValueNameFileLineKeyAndValue) {

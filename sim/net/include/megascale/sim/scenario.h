@@ -136,9 +136,23 @@ struct SimScenario {
   int threads_line = 0;
 };
 
-// Parses scenario YAML; `source` names it in errors and anchors relative fabric paths.
-Result<SimScenario> parse_sim_scenario(std::string_view yaml_text, std::string_view source);
-Result<SimScenario> load_sim_scenario(const std::string& path);
+// One change to a scenario document before it is checked (`megascale sim --set KEY=VALUE`): a dotted
+// key (`workload.bytes`, `switch.ecn.kmin_bytes`; a number indexes a list, `link_events.0.at_us`) and
+// a YAML value (`65536`, `spray`, `[1000, 10000]`).
+struct ScenarioOverride {
+  std::string key;
+  std::string value;
+};
+// "KEY=VALUE" to an override; the error names the text when there is no '=' or no key.
+Result<ScenarioOverride> parse_override(std::string_view key_equals_value);
+
+// Parses scenario YAML; `source` names it in errors and anchors relative fabric paths. `overrides` are
+// put into the document in order before any key is checked, so that a bad value or an unknown key is
+// refused as in the file, the error naming the override ("--set KEY=VALUE: KEY: VALUE: what is wrong").
+Result<SimScenario> parse_sim_scenario(std::string_view yaml_text, std::string_view source,
+                                       const std::vector<ScenarioOverride>& overrides = {});
+Result<SimScenario> load_sim_scenario(const std::string& path,
+                                      const std::vector<ScenarioOverride>& overrides = {});
 
 struct ScenarioRun {
   SimScenario scenario;
