@@ -464,9 +464,9 @@ class Parser {
     // A fabric description (topology/'s schema: tiers, servers, tor, ...) given where a scenario goes.
     if (root["tiers"] && root["servers"] && !root["workload"])
       return make_error(
-          fmt::format("{}: this is a fabric file, not a scenario: pass it as `fabric: {}` in a scenario "
-                      "(or a preset name from configs/fabrics/)",
-                      source_, std::filesystem::path(source_).filename().string()));
+          fmt::format("{}: this is a fabric file, not a scenario: name it in a scenario as `fabric: PATH` (a "
+                      "file in configs/fabrics/ by its name: `fabric: {}`)",
+                      source_, std::filesystem::path(source_).stem().string()));
     SimScenario s;
     s.source = std::string(source_);
     bool have_fabric = false, have_workload = false;

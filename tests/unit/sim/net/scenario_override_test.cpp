@@ -102,9 +102,10 @@ TEST(ScenarioOverride, AnUnknownKeyIsRefusedNamingIt) {
 TEST(ScenarioOverride, AFabricFileIsRefusedSayingWhatItIs) {
   auto s = load_sim_scenario(kSourceDir + "/configs/fabrics/fat-tree-k16.yaml");
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(
-      s.error().message.find("this is a fabric file, not a scenario: pass it as `fabric: fat-tree-k16.yaml`"),
-      std::string::npos)
+  EXPECT_NE(s.error().message.find(
+                "this is a fabric file, not a scenario: name it in a scenario as `fabric: PATH` (a file in "
+                "configs/fabrics/ by its name: `fabric: fat-tree-k16`)"),
+            std::string::npos)
       << s.error().message;
 }
 
