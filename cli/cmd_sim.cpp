@@ -80,10 +80,10 @@ class ProgressLine {
     const double sim_us = sim::us_from_ps(p.now_ps);
     std::string estimate = "time left unknown yet";
     if (f > 0.001 && f < 1)
-      estimate = fmt::format("~{:.0f} us simulated in all, ~{:.0f} s left", sim_us / f, wall_s * (1 - f) / f);
+      estimate = fmt::format("~{:.0f} us simulated in all, ~{:.1f} s left", sim_us / f, wall_s * (1 - f) / f);
     const std::string line = fmt::format(
         "[{}] {:.0f}% of the bytes delivered, {:.0f} us simulated, {}/{} flows done, "
-        "{:.0f} s wall, {}",
+        "{:.1f} s wall, {}",
         controller_, 100 * f, sim_us, p.done, p.flows, wall_s, estimate);
     if (tty_) {
       fmt::print(stderr, "\r{:<{}}", line, width_);
@@ -315,7 +315,7 @@ void add_sim_command(CLI::App& app) {
                   "change a scenario key before it is checked, e.g. --set workload.bytes=65536 --set "
                   "switch.ecn.pmax=0.5 (repeatable; dotted keys as in the file)")
       ->type_name("KEY=VALUE")
-      ->take_all();
+      ->allow_extra_args(false);  // one KEY=VALUE a --set: the scenario may follow
   cmd->add_flag("--no-plot", o->no_plot, "no PNGs (they need gnuplot)");
   cmd->add_flag("--quiet", o->quiet, "no progress lines");
   cmd->add_option("--threads", o->threads,

@@ -32,7 +32,8 @@ cmp -s "$dir/a/flows.csv" "$dir/c/flows.csv" && fail "seeds 7 and 8 wrote the sa
 grep -q '"seed": 8' <(sim "$scenario" --seed 8 --out "$dir/c" --json - 2> /dev/null) || fail "--json names seed 8"
 
 # --set: every flow now carries the bytes set, and nothing else about the flows changed.
-sim "$scenario" --seed 7 --set workload.bytes=123456 --out "$dir/d" > "$dir/log" 2>&1 || fail "--set: $(cat "$dir/log")"
+# (Flags before the scenario: a --set takes one KEY=VALUE, not the scenario's path.)
+sim --seed 7 --set workload.bytes=123456 --out "$dir/d" "$scenario" > "$dir/log" 2>&1 || fail "--set: $(cat "$dir/log")"
 grep -q "set          workload.bytes = 123456" "$dir/log" || fail "--set is not echoed: $(cat "$dir/log")"
 [[ $(cut -d, -f4 "$dir/d/flows.csv" | tail -n +2 | sort -u) == 123456 ]] || fail "--set workload.bytes: $(head -3 "$dir/d/flows.csv")"
 [[ $(cut -d, -f1-3 "$dir/d/flows.csv") == $(cut -d, -f1-3 "$dir/a/flows.csv") ]] || fail "--set changed the flows' ends"
