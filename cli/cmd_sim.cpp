@@ -202,6 +202,13 @@ int run_sim(const SimOptions& o) {
   for (const sim::ScenarioOverride& ov : overrides) fmt::print(h, "set          {} = {}\n", ov.key, ov.value);
   if (s->threads > 1)
     fmt::print(h, "threads      {} (partitions, sim/README.md \"Parallel runs\")\n", s->threads);
+  // Every controller with the scenario's cc overrides, before any run: a bad one is refused at once.
+  for (const std::string& c : controllers) {
+    if (auto cc = sim::scenario_cc_config(*s, c); !cc) {
+      fmt::print(stderr, "{}\n", cc.error().message);
+      return kExitUsage;
+    }
+  }
   // Before anything is allocated: idle threads and a fabric too large for this machine are said.
   auto footprint = sim::scenario_footprint(*s);
   if (!footprint) {

@@ -41,6 +41,7 @@ grep -q "set          workload.bytes = 123456" "$dir/log" || fail "--set is not 
 expect_refused "unknown key" "--set workload.flows=16: flows: 16: unknown key" sim "$scenario" --set workload.flows=16
 expect_refused "bad value" "--set workload.bytes=0: bytes: 0: must be in [1," sim "$scenario" --set workload.bytes=0
 expect_refused "key under a name" "--set fabric.link_gbps=100: fabric is small-2tier" sim "$scenario" --set fabric.link_gbps=100
+expect_refused "cc key" "--set cc.no_such_key=1: cc: no_such_key: not a key of the" sim "$scenario" --set cc.no_such_key=1
 expect_refused "no value" "--set lanes: must be KEY=VALUE" sim "$scenario" --set lanes
 expect_refused "old flag" "--controller was renamed: use --cc" sim "$scenario" --controller swift
 expect_refused "fabric file" "this is a fabric file, not a scenario" sim "$src/configs/fabrics/small-2tier.yaml"

@@ -40,6 +40,14 @@ class Parser {
   Parser(std::string_view source, std::vector<SetValue> set_values)
       : source_(source), set_values_(std::move(set_values)) {}
 
+  // The override that put `value` in the document ("--set KEY=VALUE"), or "" for the file's own text.
+  std::string origin_of(const YAML::Node& value) const {
+    for (const SetValue& sv : set_values_) {
+      if (sv.value.is(value)) return sv.origin;
+    }
+    return "";
+  }
+
   Error error(const YAML::Node& key, const YAML::Node& value, const std::string& what) const {
     for (const SetValue& sv : set_values_) {
       if (sv.value.is(value))
@@ -403,9 +411,10 @@ class Parser {
   static constexpr int kMaxCcDepth = 3;
   static constexpr size_t kMaxCcKeys = 1000;
   Status cc(const YAML::Node& node, const std::string& prefix, SimScenario& s, int depth = 1,
-            size_t* keys = nullptr) const {
+            size_t* keys = nullptr, std::string origin = "") const {
     size_t count = 0;
     if (keys == nullptr) keys = &count;
+    if (origin.empty()) origin = origin_of(node);
     for (const auto& kv : node) {
       const std::string k = prefix + kv.first.Scalar();
       if (++*keys > kMaxCcKeys)
@@ -413,9 +422,10 @@ class Parser {
       if (kv.second.IsMap()) {
         if (depth >= kMaxCcDepth)
           return error(kv.first, kv.second, fmt::format("cc: keys nest at most {} deep", kMaxCcDepth));
-        if (Status st = cc(kv.second, k + ".", s, depth + 1, keys); !st) return st;
+        if (Status st = cc(kv.second, k + ".", s, depth + 1, keys, origin); !st) return st;
       } else if (kv.second.IsScalar() && !kv.second.Scalar().empty()) {
         s.cc_overrides.emplace_back(k, kv.second.Scalar());
+        s.cc_override_origins.push_back(origin.empty() ? origin_of(kv.second) : origin);
       } else {
         return error(kv.first, kv.second, "must be a value or a map");
       }

@@ -99,6 +99,30 @@ TEST(ScenarioOverride, AnUnknownKeyIsRefusedNamingIt) {
   EXPECT_NE(error_of({{"workload..bytes", "5"}}).find("empty part"), std::string::npos);
 }
 
+TEST(ScenarioOverride, ACcOverrideIsCheckedOnItsPresetNamingTheOverride) {
+  // cc keys are the controller preset's, checked when the preset is resolved (scenario_cc_config).
+  auto s = with({{"cc.swift.base_target_us", "40"}});
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  auto cfg = scenario_cc_config(*s, "swift");
+  ASSERT_TRUE(cfg.ok()) << cfg.error().message;
+  auto base = scenario_cc_config(*with({}), "swift");
+  ASSERT_TRUE(base.ok());
+  EXPECT_NE(cfg->swift.base_target_ns, base->swift.base_target_ns);
+
+  auto bad = with({{"cc.swift.base_target_us", "abc"}});
+  ASSERT_TRUE(bad.ok()) << bad.error().message;
+  auto bad_cfg = scenario_cc_config(*bad, "swift");
+  ASSERT_FALSE(bad_cfg.ok());
+  EXPECT_EQ(bad_cfg.error().message.rfind("--set cc.swift.base_target_us=abc: cc: ", 0), 0u)
+      << bad_cfg.error().message;
+  EXPECT_NE(bad_cfg.error().message.find("abc"), std::string::npos);
+
+  auto unknown = scenario_cc_config(*with({{"cc.swift.no_such_key", "1"}}), "swift");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.error().message,
+            "--set cc.swift.no_such_key=1: cc: swift.no_such_key: not a key of the swift preset");
+}
+
 TEST(ScenarioOverride, AFabricFileIsRefusedSayingWhatItIs) {
   auto s = load_sim_scenario(kSourceDir + "/configs/fabrics/fat-tree-k16.yaml");
   ASSERT_FALSE(s.ok());

@@ -123,6 +123,8 @@ struct SimScenario {
   TimePs time_limit_ps = 100 * 1000 * kPsPerUs;
   // cc overrides: (key path as in the preset YAML, value text), applied in order.
   std::vector<std::pair<std::string, std::string>> cc_overrides;
+  // Per cc override: the --set that gave it ("--set cc.swift.beta=0.9"), or "" where the file did.
+  std::vector<std::string> cc_override_origins;
   struct LinkEvent {
     TimePs at_ps = 0;
     std::string link;  // resolved against the fabric when the scenario runs
