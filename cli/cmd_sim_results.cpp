@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <fstream>
 
@@ -19,10 +20,29 @@ double gbps(uint64_t bytes, sim::TimePs span_ps) {
   return span_ps > 0 ? static_cast<double>(bytes) * 8e3 / static_cast<double>(span_ps) : 0.0;
 }
 
-}  // namespace
+Status write_flows(const std::string& path, const sim::ScenarioRun& run) {
+  auto csv = open_csv(path,
+                      "flow,src,dst,bytes,start_us,completed,fct_us,ideal_fct_us,slowdown,send_done_us,"
+                      "retransmits,timeouts,failed,error");
+  if (!csv) return csv.error();
+  const sim::RunResult& r = run.result;
+  for (size_t i = 0; i < r.flows.size(); ++i) {
+    const sim::FlowResult& f = r.flows[i];
+    const double ideal = sim::us_from_ps(run.ideal_fct_ps[i]);
+    // The error text is the engine's own ("peer N unreachable: ..."); quoted, with no quotes inside.
+    std::string error = f.error;
+    std::replace(error.begin(), error.end(), '"', '\'');
+    *csv << fmt::format("{},{},{},{},{:.3f},{},{:.3f},{:.3f},{:.4f},{:.3f},{},{},{},\"{}\"\n", i, f.spec.src,
+                        f.spec.dst, f.spec.bytes, sim::us_from_ps(f.started_ps), f.completed ? 1 : 0,
+                        sim::us_from_ps(f.fct_ps), ideal,
+                        f.completed ? sim::us_from_ps(f.fct_ps) / ideal : 0.0,
+                        sim::us_from_ps(f.send_done_ps), f.retransmits, f.timeouts, f.failed ? 1 : 0, error);
+  }
+  return Status{};
+}
 
-Status write_sim_results(const std::string& dir, const sim::ScenarioRun& run,
-                         const sim::ScenarioSummary& summary, const std::string& suffix) {
+Status write_tables(const std::string& dir, const sim::ScenarioRun& run, const sim::ScenarioSummary& summary,
+                    const std::string& suffix) {
   auto bins = open_csv(fmt::format("{}/fct_bins{}.csv", dir, suffix),
                        "bin_lo_bytes,bin_hi_bytes,flows,completed,slowdown_p50,slowdown_p95,slowdown_p99,"
                        "fct_p50_us,fct_p95_us,fct_p99_us");
@@ -84,22 +104,72 @@ Status write_sim_results(const std::string& dir, const sim::ScenarioRun& run,
   return Status{};
 }
 
-nlohmann::json sim_results_json(const sim::ScenarioSummary& s) {
+}  // namespace
+
+Result<std::vector<std::string>> write_sim_results(const std::string& dir, const sim::ScenarioRun& run,
+                                                   const sim::ScenarioSummary& summary,
+                                                   const std::string& suffix) {
+  std::vector<std::string> names;
+  for (const char* stem : {"flows", "fct_bins", "throughput", "throughput_hosts", "queues", "ports"})
+    names.push_back(fmt::format("{}{}.csv", stem, suffix));
+  if (Status st = write_flows(fmt::format("{}/{}", dir, names[0]), run); !st) return st.error();
+  if (Status st = write_tables(dir, run, summary, suffix); !st) return st.error();
+  names.push_back(fmt::format("summary{}.json", suffix));
+  const std::string json_path = fmt::format("{}/{}", dir, names.back());
+  std::ofstream js(json_path);
+  js << sim_run_json(run, summary).dump(2) << "\n";
+  if (!js) return make_error(fmt::format("{}: cannot write", json_path));
+  return names;
+}
+
+nlohmann::json sim_run_json(const sim::ScenarioRun& run, const sim::ScenarioSummary& s) {
   nlohmann::json bins = nlohmann::json::array();
   for (const sim::SizeBin& b : s.size_bins) {
-    bins.push_back(
-        {{"lo_bytes", b.lo_bytes},
-         {"hi_bytes", b.hi_bytes == UINT64_MAX ? nlohmann::json(nullptr) : nlohmann::json(b.hi_bytes)},
-         {"flows", b.flows},
-         {"completed", b.completed},
-         {"slowdown", {{"p50", b.slowdown_p50}, {"p95", b.slowdown_p95}, {"p99", b.slowdown_p99}}},
-         {"fct_us", {{"p50", b.fct_p50_us}, {"p95", b.fct_p95_us}, {"p99", b.fct_p99_us}}}});
+    // A bin runs from its lo_bytes to the next one's; the last has no upper end.
+    bins.push_back({{"lo_bytes", b.lo_bytes},
+                    {"flows", b.flows},
+                    {"completed", b.completed},
+                    {"slowdown_p50", b.slowdown_p50},
+                    {"slowdown_p95", b.slowdown_p95},
+                    {"slowdown_p99", b.slowdown_p99},
+                    {"fct_p50_us", b.fct_p50_us},
+                    {"fct_p95_us", b.fct_p95_us},
+                    {"fct_p99_us", b.fct_p99_us}});
   }
-  nlohmann::json j{
-      {"fct_by_size", bins},
-      {"throughput_gbps", {{"mean", s.throughput_mean_gbps}, {"peak_interval", s.throughput_peak_gbps}}},
-      {"queue_bytes", {{"p50", s.queue_p50_bytes}, {"p99", s.queue_p99_bytes}, {"max", s.queue_max_bytes}}},
-      {"pfc_paused_ports", s.paused_ports}};
+  nlohmann::json j{{"controller", run.controller},
+                   {"hosts", run.hosts},
+                   {"switches", run.switches},
+                   {"flows", s.flows},
+                   {"completed", s.completed},
+                   {"failed", s.failed},
+                   {"fct_p50_us", s.fct_p50_us},
+                   {"fct_p95_us", s.fct_p95_us},
+                   {"fct_p99_us", s.fct_p99_us},
+                   {"fct_max_us", s.fct_max_us},
+                   {"slowdown_p50", s.slowdown_p50},
+                   {"slowdown_p99", s.slowdown_p99},
+                   {"rate_fraction_mean", s.rate_fraction_mean},
+                   {"goodput_gbps", s.goodput_gbps},
+                   {"rtt_p50_mean_us", s.rtt_p50_mean_us},
+                   {"rtt_p99_max_us", s.rtt_p99_max_us},
+                   {"drops", s.drops},
+                   {"link_down_drops", s.link_down_drops},
+                   {"ecn_marks", s.ecn_marks},
+                   {"pfc_pauses", s.pfc_pauses},
+                   {"pfc_paused_us", s.pfc_paused_us},
+                   {"pfc_paused_ports", s.paused_ports},
+                   {"retransmits", s.retransmits},
+                   {"timeouts", s.timeouts},
+                   {"events", s.events},
+                   {"simulated_us", s.simulated_us},
+                   {"throughput_mean_gbps", s.throughput_mean_gbps},
+                   {"throughput_peak_gbps", s.throughput_peak_gbps},
+                   {"queue_p50_bytes", s.queue_p50_bytes},
+                   {"queue_p99_bytes", s.queue_p99_bytes},
+                   {"queue_max_bytes", s.queue_max_bytes},
+                   {"fct_by_size", bins},
+                   {"collective", nullptr},
+                   {"offered_load", nullptr}};
   if (s.collective_us > 0)
     j["collective"] = {{"time_us", s.collective_us},
                        {"phases", s.collective_phases},

@@ -14,9 +14,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   # fuzzing (scripts/test.sh): clang's libFuzzer and sanitizer runtimes (only a Recommends of clang)
   libclang-rt-dev
-  # plots (PNG: gnuplot for the CLI, matplotlib for scripts/plot-sim.py) and the loopback baseline
-  # for `megascale perf`
-  gnuplot-nox python3-matplotlib iperf3 jq
+  # plots (PNG: gnuplot, for the CLI) and the loopback baseline for `megascale perf`
+  gnuplot-nox iperf3 jq
   # network-namespace tests: ip, tc, iptables
   iproute2 iptables
   # the shell scripts' lint test (tests/scripts/shellcheck_test.sh)

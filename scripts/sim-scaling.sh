@@ -32,7 +32,7 @@ printf '%-8s %10s %10s %12s %14s %10s %12s  %s\n' threads "wall s" "process s" "
   "results digest"
 for n in $threads; do
   log="$out/threads-$n.txt"
-  "$timer" -v "$bin" sim "$scenario" --quiet --threads "$n" >"$log" 2>&1 || true
+  "$timer" -v "$bin" sim "$scenario" --quiet --no-plot --threads "$n" --out "$out/results-$n" >"$log" 2>&1 || true
   wall=$(awk '/^wall /{print $2}' "$log")
   events=$(awk '/^events /{print $2}' "$log")
   flows=$(awk '/^flows /{sub(",", "", $5); print $2 "/" $5}' "$log")

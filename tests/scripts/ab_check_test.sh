@@ -26,11 +26,11 @@ recheck() {
 new=$dir/ab/sim/new/incast-small
 summary=$new/results/summary.json
 
-# Timing fields: every one of summary.json's, the printed wall line, the warning on memory available now.
-for key in wall_s events_per_s peak_rss_mib; do
-  grep -q "\"$key\": " "$summary" || fail "summary.json has no $key"
-  sed -i -E "s/(\"$key\": )[0-9.e+-]+/\\1123456.5/" "$summary"
-done
+# Timing fields: summary.json has none (a run's files are what its seed decides); an older build's, the
+# printed wall line and the warning on memory available now are left out of the comparison.
+grep -q '"wall_s"' "$summary" && fail "summary.json holds wall_s"
+sed -i -E 's/^\{$/{\n  "wall_s": 123456.5,\n  "peak_rss_mib": 9999,/' "$summary"
+grep -q '"wall_s": 123456.5' "$summary" || fail "could not add timing fields to summary.json"
 grep -q "^wall " "$new/stdout.txt" || fail "no wall line in the printed summary"
 sed -i -E 's/^wall .*/wall         99.00 s   0.01 M events\/s   peak RSS 9999 MiB/' "$new/stdout.txt"
 echo "megascale sim: warning: memory: about 9.0 GiB estimated, more than the 1.0 GiB available now (MemAvailable): the run may swap or be killed" >> "$new/stderr.txt"

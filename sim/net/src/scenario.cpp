@@ -33,13 +33,25 @@ Result<cc::CcConfig> scenario_cc_config(const SimScenario& s, const std::string&
     return nullptr;
   };
   std::vector<std::string> applied;
+  // Where override i came from, for its errors: the --set that gave it, or the file.
+  auto where = [&s](size_t i) {
+    return i < s.cc_override_origins.size() && !s.cc_override_origins[i].empty() ? s.cc_override_origins[i]
+                                                                                 : s.source;
+  };
   auto cfg = cc::apply_cc_env_overrides(*base, lookup, &applied);
-  if (!cfg) return make_error(fmt::format("{}: cc: {}", s.source, cfg.error().message));
+  if (!cfg) {
+    for (size_t i = vars.size();
+         i-- > 0;) {  // the override the message names (the later of a key given twice)
+      if (cfg.error().message.find(vars[i].first + "=") != std::string::npos)
+        return make_error(fmt::format("{}: cc: {}", where(i), cfg.error().message));
+    }
+    return make_error(fmt::format("{}: cc: {}", s.source, cfg.error().message));
+  }
   for (size_t i = 0; i < vars.size(); ++i) {
     const bool used = std::any_of(applied.begin(), applied.end(),
                                   [&](const std::string& a) { return a.rfind(vars[i].first + "=", 0) == 0; });
     if (!used)
-      return make_error(fmt::format("{}: cc: {}: not a key of the {} preset", s.source,
+      return make_error(fmt::format("{}: cc: {}: not a key of the {} preset", where(i),
                                     s.cc_overrides[i].first, controller));
   }
   return cfg;

@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "megascale/common/yaml_text.h"
 #include "megascale/sim/scenario.h"
@@ -26,11 +28,31 @@ std::string text(const YAML::Node& n) {
   return os.str();
 }
 
+// A value put in by an override, and the override as the user wrote it, so that an error in it names
+// the override instead of a line of the file.
+struct SetValue {
+  YAML::Node value;
+  std::string origin;  // "--set workload.bytes=abc"
+};
+
 class Parser {
  public:
-  explicit Parser(std::string_view source) : source_(source) {}
+  Parser(std::string_view source, std::vector<SetValue> set_values)
+      : source_(source), set_values_(std::move(set_values)) {}
+
+  // The override that put `value` in the document ("--set KEY=VALUE"), or "" for the file's own text.
+  std::string origin_of(const YAML::Node& value) const {
+    for (const SetValue& sv : set_values_) {
+      if (sv.value.is(value)) return sv.origin;
+    }
+    return "";
+  }
 
   Error error(const YAML::Node& key, const YAML::Node& value, const std::string& what) const {
+    for (const SetValue& sv : set_values_) {
+      if (sv.value.is(value))
+        return make_error(fmt::format("{}: {}: {}: {}", sv.origin, key.Scalar(), text(value), what));
+    }
     return make_error(
         fmt::format("{}:{}: {}: {}: {}", source_, line_of(key), key.Scalar(), text(value), what));
   }
@@ -389,9 +411,10 @@ class Parser {
   static constexpr int kMaxCcDepth = 3;
   static constexpr size_t kMaxCcKeys = 1000;
   Status cc(const YAML::Node& node, const std::string& prefix, SimScenario& s, int depth = 1,
-            size_t* keys = nullptr) const {
+            size_t* keys = nullptr, std::string origin = "") const {
     size_t count = 0;
     if (keys == nullptr) keys = &count;
+    if (origin.empty()) origin = origin_of(node);
     for (const auto& kv : node) {
       const std::string k = prefix + kv.first.Scalar();
       if (++*keys > kMaxCcKeys)
@@ -399,9 +422,10 @@ class Parser {
       if (kv.second.IsMap()) {
         if (depth >= kMaxCcDepth)
           return error(kv.first, kv.second, fmt::format("cc: keys nest at most {} deep", kMaxCcDepth));
-        if (Status st = cc(kv.second, k + ".", s, depth + 1, keys); !st) return st;
+        if (Status st = cc(kv.second, k + ".", s, depth + 1, keys, origin); !st) return st;
       } else if (kv.second.IsScalar() && !kv.second.Scalar().empty()) {
         s.cc_overrides.emplace_back(k, kv.second.Scalar());
+        s.cc_override_origins.push_back(origin.empty() ? origin_of(kv.second) : origin);
       } else {
         return error(kv.first, kv.second, "must be a value or a map");
       }
@@ -447,6 +471,12 @@ class Parser {
 
   Result<SimScenario> scenario(const YAML::Node& root) const {
     if (!root.IsMap()) return make_error(fmt::format("{}: a scenario must be a YAML map", source_));
+    // A fabric description (topology/'s schema: tiers, servers, tor, ...) given where a scenario goes.
+    if (root["tiers"] && root["servers"] && !root["workload"])
+      return make_error(
+          fmt::format("{}: this is a fabric file, not a scenario: name it in a scenario as `fabric: PATH` (a "
+                      "file in configs/fabrics/ by its name: `fabric: {}`)",
+                      source_, std::filesystem::path(source_).stem().string()));
     SimScenario s;
     s.source = std::string(source_);
     bool have_fabric = false, have_workload = false;
@@ -571,16 +601,85 @@ class Parser {
   }
 
   std::string_view source_;
+  std::vector<SetValue> set_values_;
 };
+
+// Puts one override into the document: walks the dotted key through maps (and list indices), creating
+// the last key (the parser then refuses it when it is not a scenario key) or maps on the way.
+Result<SetValue> apply_override(YAML::Node root, const ScenarioOverride& o, std::string_view source) {
+  const std::string origin = fmt::format("--set {}={}", o.key, o.value);
+  std::vector<std::string> parts;
+  std::stringstream ss(o.key);
+  for (std::string part; std::getline(ss, part, '.');) {
+    if (part.empty()) return make_error(fmt::format("{}: the key has an empty part", origin));
+    parts.push_back(part);
+  }
+  if (parts.empty()) return make_error(fmt::format("{}: the key is empty", origin));
+  YAML::Node value;
+  try {
+    value = YAML::Load(o.value);
+  } catch (const YAML::Exception& e) {
+    return make_error(fmt::format("{}: the value is not YAML: {}", origin, e.msg));
+  }
+  YAML::Node node = root;
+  std::string path;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const std::string& part = parts[i];
+    const bool last = i + 1 == parts.size();
+    if (node.IsSequence()) {
+      char* end = nullptr;
+      const unsigned long index = std::strtoul(part.c_str(), &end, 10);
+      if (*end != '\0' || index >= node.size())
+        return make_error(
+            fmt::format("{}: {} is a list of {}; {} is not an index in it", origin, path, node.size(), part));
+      if (last) {
+        node[index] = value;
+        return SetValue{node[index], origin};
+      }
+      node.reset(node[index]);
+    } else if (node.IsMap() || node.IsNull()) {
+      if (last) {
+        node[part] = value;
+        return SetValue{node[part], origin};
+      }
+      if (!node[part]) node[part] = YAML::Node(YAML::NodeType::Map);
+      YAML::Node next = node[part];
+      node.reset(next);
+    } else {
+      return make_error(
+          fmt::format("{}: {} is {} in {}, which has no keys under it", origin, path, text(node), source));
+    }
+    path += (path.empty() ? "" : ".") + part;
+  }
+  return make_error(fmt::format("{}: nothing set", origin));
+}
 
 }  // namespace
 
-Result<SimScenario> parse_sim_scenario(std::string_view yaml_text, std::string_view source) {
+Result<ScenarioOverride> parse_override(std::string_view key_equals_value) {
+  const size_t eq = key_equals_value.find('=');
+  if (eq == std::string_view::npos || eq == 0)
+    return make_error(
+        fmt::format("--set {}: must be KEY=VALUE, e.g. workload.bytes=65536", std::string(key_equals_value)));
+  return ScenarioOverride{std::string(key_equals_value.substr(0, eq)),
+                          std::string(key_equals_value.substr(eq + 1))};
+}
+
+Result<SimScenario> parse_sim_scenario(std::string_view yaml_text, std::string_view source,
+                                       const std::vector<ScenarioOverride>& overrides) {
   try {
-    const YAML::Node root = YAML::Load(std::string(yaml_text));
+    YAML::Node root = YAML::Load(std::string(yaml_text));
     if (auto dups = yaml::duplicate_keys(root); !dups.empty())
       return make_error(yaml::in_file_order(std::move(dups), source));
-    return Parser(source).scenario(root);
+    std::vector<SetValue> set_values;
+    if (!overrides.empty() && !root.IsMap())
+      return make_error(fmt::format("{}: a scenario must be a YAML map", source));
+    for (const ScenarioOverride& o : overrides) {
+      auto sv = apply_override(root, o, source);
+      if (!sv) return sv.error();
+      set_values.push_back(std::move(*sv));
+    }
+    return Parser(source, std::move(set_values)).scenario(root);
   } catch (const YAML::Exception& e) {
     return make_error(fmt::format("{}:{}: YAML syntax error: {}", source, e.mark.line + 1, e.msg));
   } catch (const std::exception& e) {
@@ -588,12 +687,13 @@ Result<SimScenario> parse_sim_scenario(std::string_view yaml_text, std::string_v
   }
 }
 
-Result<SimScenario> load_sim_scenario(const std::string& path) {
+Result<SimScenario> load_sim_scenario(const std::string& path,
+                                      const std::vector<ScenarioOverride>& overrides) {
   std::ifstream in(path);
   if (!in) return make_error(fmt::format("{}: cannot open", path));
   std::ostringstream os;
   os << in.rdbuf();
-  return parse_sim_scenario(os.str(), path);
+  return parse_sim_scenario(os.str(), path, overrides);
 }
 
 }  // namespace megascale::sim

@@ -374,7 +374,12 @@ Result<RunResult> run_flows(Fabric& fabric, const std::vector<FlowSpec>& specs, 
     const TimePs end = start + time_limit_ps;
     while (runner.remaining() > 0 && runner.error().empty() && sim.now() < end && sim.pending_events() > 0) {
       sim.run(std::min(end, sim.now() + std::max<TimePs>(progress->interval_ps, 1)));
-      progress->report(sim.now() - start, specs.size() - runner.remaining(), specs.size());
+      RunProgress::Sample sample{.flows = specs.size()};
+      for (const FlowSpec& f : specs) sample.total_bytes += f.bytes;
+      for (const Conn& c : conns) sample.delivered_bytes += c.rx->stats().bytes_received;
+      sample.now_ps = sim.now() - start;
+      sample.done = specs.size() - runner.remaining();
+      progress->report(sample);
     }
   }
   for (uint32_t h = 0; h < n_hosts; ++h) fabric.host(h).set_listener(nullptr);

@@ -324,7 +324,12 @@ Result<RunResult> run_flows_partitioned(Fabric& fabric, const std::vector<FlowSp
       next_sample += options.series_interval_ps;
     }
     if (progress != nullptr && now >= next_report) {
-      progress->report(now - start, specs.size() - remaining, specs.size());
+      RunProgress::Sample sample{.flows = specs.size()};
+      for (const FlowSpec& f : specs) sample.total_bytes += f.bytes;
+      for (const PConn& c : conns) sample.delivered_bytes += c.rx->stats().bytes_received;
+      sample.now_ps = now - start;
+      sample.done = specs.size() - remaining;
+      progress->report(sample);
       next_report += std::max<TimePs>(progress->interval_ps, 1);
     }
     ended = now;

@@ -53,8 +53,8 @@ TEST(Scenario, GoodFileLoads) {
     auto shipped = load_sim_scenario(kDir + f);
     EXPECT_TRUE(shipped.ok()) << f << ": " << (shipped.ok() ? "" : shipped.error().message);
   }
-  // A fabric file is found next to the scenario.
-  EXPECT_EQ(load_sim_scenario(kDir + "htsim-permutation-1024.yaml")->fabric, kDir + "fat-tree-k16.yaml");
+  // Fabrics live in configs/fabrics/ and are presets by their name.
+  EXPECT_EQ(load_sim_scenario(kDir + "htsim-permutation-1024.yaml")->fabric, "fat-tree-k16");
 }
 
 TEST(Scenario, BadKeyAndBadValueNameFileLineKeyAndValue) {
@@ -131,12 +131,22 @@ TEST(Scenario, SameSeedGivesTheIdenticalSummaryTwice) {
   ASSERT_TRUE(s.ok()) << s.error().message;
   s->bytes = 300'000;  // keep the test fast
   int reports = 0;
-  RunProgress progress{.report = [&](TimePs, size_t, size_t) { ++reports; }, .interval_ps = 20 * kPsPerUs};
+  uint64_t delivered = 0;
+  RunProgress progress{.report =
+                           [&](const RunProgress::Sample& p) {
+                             ++reports;
+                             EXPECT_GE(p.delivered_bytes, delivered);  // a count that only grows
+                             EXPECT_EQ(p.total_bytes, 32u * 300'000u);
+                             delivered = p.delivered_bytes;
+                           },
+                       .interval_ps = 20 * kPsPerUs};
   auto a = run_sim_scenario(*s, "", &progress);
   auto b = run_sim_scenario(*s, "", nullptr);
   ASSERT_TRUE(a.ok()) << a.error().message;
   ASSERT_TRUE(b.ok());
   EXPECT_GT(reports, 1);
+  EXPECT_GT(delivered, 0u);
+  EXPECT_LE(delivered, 32u * 300'000u);
   const ScenarioSummary sa = summarize_run(*a), sb = summarize_run(*b);
   EXPECT_EQ(sa.completed, 32u);
   EXPECT_EQ(format_summary(sa), format_summary(sb));

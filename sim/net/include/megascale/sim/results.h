@@ -1,6 +1,6 @@
 // Results of a packet-level run beyond per-flow FCTs: time series (bytes delivered per interval, in
 // total and per receiver; switch queue backlogs; PFC), per-port records, and FCT slowdown by flow-size
-// bins. Plain data: `megascale sim --out` writes it as CSV and scripts/plot-sim.py draws it.
+// bins. Plain data: `megascale sim` writes it as CSV and JSON and draws it as PNGs.
 //
 //   RunOptions opt;  opt.series_interval_ps = 10 * kPsPerUs;
 //   RunResult r = *run_flows(fabric, flows, limit, opt);

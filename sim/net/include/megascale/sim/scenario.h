@@ -123,6 +123,8 @@ struct SimScenario {
   TimePs time_limit_ps = 100 * 1000 * kPsPerUs;
   // cc overrides: (key path as in the preset YAML, value text), applied in order.
   std::vector<std::pair<std::string, std::string>> cc_overrides;
+  // Per cc override: the --set that gave it ("--set cc.swift.beta=0.9"), or "" where the file did.
+  std::vector<std::string> cc_override_origins;
   struct LinkEvent {
     TimePs at_ps = 0;
     std::string link;  // resolved against the fabric when the scenario runs
@@ -136,9 +138,23 @@ struct SimScenario {
   int threads_line = 0;
 };
 
-// Parses scenario YAML; `source` names it in errors and anchors relative fabric paths.
-Result<SimScenario> parse_sim_scenario(std::string_view yaml_text, std::string_view source);
-Result<SimScenario> load_sim_scenario(const std::string& path);
+// One change to a scenario document before it is checked (`megascale sim --set KEY=VALUE`): a dotted
+// key (`workload.bytes`, `switch.ecn.kmin_bytes`; a number indexes a list, `link_events.0.at_us`) and
+// a YAML value (`65536`, `spray`, `[1000, 10000]`).
+struct ScenarioOverride {
+  std::string key;
+  std::string value;
+};
+// "KEY=VALUE" to an override; the error names the text when there is no '=' or no key.
+Result<ScenarioOverride> parse_override(std::string_view key_equals_value);
+
+// Parses scenario YAML; `source` names it in errors and anchors relative fabric paths. `overrides` are
+// put into the document in order before any key is checked, so that a bad value or an unknown key is
+// refused as in the file, the error naming the override ("--set KEY=VALUE: KEY: VALUE: what is wrong").
+Result<SimScenario> parse_sim_scenario(std::string_view yaml_text, std::string_view source,
+                                       const std::vector<ScenarioOverride>& overrides = {});
+Result<SimScenario> load_sim_scenario(const std::string& path,
+                                      const std::vector<ScenarioOverride>& overrides = {});
 
 struct ScenarioRun {
   SimScenario scenario;

@@ -86,9 +86,16 @@ std::vector<FlowSpec> incast_flows(uint32_t senders, uint32_t receiver, uint64_t
 // fixed points (each host receives exactly one flow), drawn from `rng`.
 std::vector<FlowSpec> permutation_flows(uint32_t hosts, uint64_t bytes, Rng& rng);
 
-// Told every `interval_ps` of virtual time during the measure phase: flows done so far, of how many.
+// Told every `interval_ps` of virtual time during the measure phase how far the run is.
 struct RunProgress {
-  std::function<void(TimePs now_ps, size_t done, size_t flows)> report;
+  struct Sample {
+    TimePs now_ps = 0;  // simulated time since the sends began
+    size_t done = 0;    // flows finished (completed or failed)
+    size_t flows = 0;
+    uint64_t delivered_bytes = 0;  // bytes the receivers have taken in, of every flow together
+    uint64_t total_bytes = 0;      // every flow's bytes together
+  };
+  std::function<void(const Sample&)> report;
   TimePs interval_ps = 100 * kPsPerUs;
 };
 
