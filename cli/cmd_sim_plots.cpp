@@ -6,8 +6,6 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
-#include <filesystem>
-#include <fstream>
 
 #include "plot.h"
 
@@ -32,30 +30,6 @@ std::string runs_title(const std::vector<SimPlotRun>& runs) {
   return s;
 }
 
-// The data gnuplot reads for one figure: written next to the PNG, removed once it is drawn.
-class PlotData {
- public:
-  PlotData(const std::string& dir, const std::string& name)
-      : path_(fmt::format("{}/.{}.plot.csv", dir, name)) {}
-  ~PlotData() {
-    std::error_code ec;
-    std::filesystem::remove(path_, ec);
-  }
-  PlotData(const PlotData&) = delete;
-  PlotData& operator=(const PlotData&) = delete;
-  Status write(const std::string& text) const {
-    std::ofstream out(path_, std::ios::trunc);
-    out << text;
-    out.close();
-    if (!out) return make_error(fmt::format("{}: cannot write", path_));
-    return Status{};
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
 // Slowdown p50/p95/p99 (one panel each) by size bin, one line per run. A bin is a flat segment over
 // [i - 0.35, i + 0.35] at its value, separate from the next (a blank line breaks gnuplot's line), so a
 // single bin shows too.
@@ -73,11 +47,12 @@ Result<bool> draw_fct(const std::string& dir, const std::string& scenario,
   std::string csv = "bin";
   for (const SimPlotRun& r : runs) csv += fmt::format(",{0} p50,{0} p95,{0} p99", r.label);
   csv += "\n";
-  std::string bins;
+  std::vector<std::pair<double, std::string>> tics;
   for (size_t k = 0; k < keep.size(); ++k) {
     const sim::SizeBin& b = first[keep[k]];
-    bins += fmt::format("{}{} = [{}, {}) {} flows", k == 0 ? "" : ", ", k + 1, short_bytes(b.lo_bytes),
-                        b.hi_bytes == UINT64_MAX ? "inf" : short_bytes(b.hi_bytes), b.flows);
+    tics.emplace_back(static_cast<double>(k + 1),
+                      fmt::format("[{}, {}): {} flows", short_bytes(b.lo_bytes),
+                                  b.hi_bytes == UINT64_MAX ? "inf" : short_bytes(b.hi_bytes), b.flows));
     for (double x : {k + 1 - 0.35, k + 1 + 0.35}) {
       csv += fmt::format("{:.2f}", x);
       for (const SimPlotRun& r : runs) {
@@ -88,12 +63,11 @@ Result<bool> draw_fct(const std::string& dir, const std::string& scenario,
     }
     csv += "\n";
   }
-  PlotData data(dir, "fct_slowdown");
-  if (Status st = data.write(csv); !st) return st.error();
   PlotSpec spec;
   spec.title = fmt::format("{}: FCT slowdown (FCT / FCT alone) by flow size, {}", scenario, runs_title(runs));
-  spec.xlabel = "flow size bin: " + bins;
-  spec.csv_path = data.path();
+  spec.xlabel = "flow size";
+  spec.x_tics = std::move(tics);
+  spec.csv_text = std::move(csv);
   spec.png_path = dir + "/fct_slowdown.png";
   for (size_t p = 0; p < 3; ++p) {
     PlotPanel panel;
@@ -138,8 +112,6 @@ Result<bool> draw_throughput(const std::string& dir, const std::string& scenario
     }
     csv += fmt::format("{:.3f}{}{}\n", t_us, gbps, paused);
   }
-  PlotData data(dir, "throughput");
-  if (Status st = data.write(csv); !st) return st.error();
   const std::string per = group > 1 ? fmt::format(" (means of {} samples, {:g} us)", group,
                                                   sim::us_from_ps(static_cast<sim::TimePs>(group) * interval))
                                     : fmt::format(" (per {:g} us)", sim::us_from_ps(interval));
@@ -147,7 +119,7 @@ Result<bool> draw_throughput(const std::string& dir, const std::string& scenario
   spec.title =
       fmt::format("{}: delivered throughput and PFC-paused ports, {}{}", scenario, runs_title(runs), per);
   spec.xlabel = "time since the sends began (us)";
-  spec.csv_path = data.path();
+  spec.csv_text = std::move(csv);
   spec.png_path = dir + "/throughput.png";
   PlotPanel tput;
   tput.ylabel = "delivered (Gbit/s, all receivers)";
@@ -194,13 +166,11 @@ Result<bool> draw_queues(const std::string& dir, const std::string& scenario,
     }
     csv += "\n";
   }
-  PlotData data(dir, "queue_cdf");
-  if (Status st = data.write(csv); !st) return st.error();
   PlotSpec spec;
   spec.title =
       fmt::format("{}: switch port backlog CDF (every port, every sample), {}", scenario, runs_title(runs));
   spec.xlabel = "backlog, log10(bytes): 3 = 1 KB, 4 = 10 KB, 5 = 100 KB, 6 = 1 MB";
-  spec.csv_path = data.path();
+  spec.csv_text = std::move(csv);
   spec.png_path = dir + "/queue_cdf.png";
   spec.height_px_per_panel = 450;
   PlotPanel panel;

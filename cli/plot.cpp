@@ -129,7 +129,19 @@ std::string plot_script(const PlotSpec& spec) {
       "set datafile separator ','\nset key outside right top font ',8' spacing 0.9 samplen 2.5\nset grid\n";
   script +=
       fmt::format("set lmargin at screen {}\nset rmargin at screen {}\n", kPlotLeftMargin, kPlotRightMargin);
+  if (!spec.x_tics.empty()) {
+    std::string tics;
+    for (const auto& [x, label] : spec.x_tics) {
+      tics += fmt::format("{}{} {:.10g}", tics.empty() ? "" : ", ", quote(label), x);
+      x_min = std::min(x_min, x - 0.5);
+      x_max = std::max(x_max, x + 0.5);
+    }
+    script += fmt::format("set xtics ({})\n", tics);
+  }
   if (x_max > x_min) script += fmt::format("set xrange [{:.10g}:{:.10g}]\n", x_min, x_max);
+  // A little room above and below the data, so a line at the extreme of its range is not drawn on the
+  // border.
+  script += "set offsets graph 0, graph 0, graph 0.05, graph 0.05\n";
   script += fmt::format("set multiplot layout {},1 title {} font ',12'\n", n, quote(spec.title));
   for (size_t i = 0; i < spec.panels.size(); ++i) {
     const PlotPanel& p = spec.panels[i];

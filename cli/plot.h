@@ -66,6 +66,9 @@ struct PlotSpec {
   int width_px = 1200;
   int height_px_per_panel = 300;
   std::string csv_text{};  // the CSV itself (header line first); when set, csv_path is not read
+  // Labelled x tics instead of numbered ones (e.g. size bins at x = 1, 2, ...); the x range then
+  // spans them with half a tic's gap at either end.
+  std::vector<std::pair<double, std::string>> x_tics{};
 };
 
 // The gnuplot script that draws `spec` from spec.csv_text: the data inline as a datablock, fixed

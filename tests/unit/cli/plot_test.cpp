@@ -77,6 +77,15 @@ TEST(PlotScript, FixesTheMarginsAndSharesOneXRangeSoPanelsLineUp) {
   EXPECT_LT(script.find("set lmargin"), script.find("set multiplot"));
 }
 
+TEST(PlotScript, LabelledXTicsWidenTheRangeByHalfATic) {
+  PlotSpec spec = two_panels();
+  spec.x_tics = {{1, "[0, 10K): 3 flows"}, {2, "[10K, inf): 1 flows"}};
+  const std::string script = plot_script(spec);
+  EXPECT_EQ(count(script, "set xtics ('[0, 10K): 3 flows' 1, '[10K, inf): 1 flows' 2)\n"), 1u) << script;
+  // The data spans x 10..40; the tics at 1 and 2 pull the range down to 0.5.
+  EXPECT_EQ(count(script, "set xrange [0.5:40]\n"), 1u) << script;
+}
+
 TEST(PlotScript, TitlesTheFigureAndEachPanelThatHasOne) {
   PlotSpec spec = two_panels();
   spec.title = "swift's run";
