@@ -258,7 +258,10 @@ class Reader {
       if (name_of(*child) == "pci") has_pci_children = true;
     }
     if (nic != nullptr) return read_nic(*nic, pci);
-    if ((pci.class_code >> 16) == 0x03 && (pci.vendor_id == 0x10de || pci.vendor_id == 0 || gpu != nullptr)) {
+    // GPUs are NVIDIA's (or of a vendor the file does not give), as host discovery finds them: another
+    // vendor's display device (a BMC's VGA) is none, <gpu> child or not, so that what the writer
+    // writes (no <gpu> children) reads back the same.
+    if ((pci.class_code >> 16) == 0x03 && (pci.vendor_id == 0x10de || pci.vendor_id == 0)) {
       Gpu g;
       g.pci = pci;
       g.name = pci.device_id != 0 ? fmt::format("NVIDIA GPU [{:04x}:{:04x}]", 0x10de, pci.device_id)

@@ -219,6 +219,26 @@ TEST(NcclXml, SpecialCharactersRoundTrip) {
   EXPECT_EQ(refs->cpu_vendor, "AMD");
 }
 
+// Another vendor's display device is not a GPU, whether or not it has a <gpu> child: the writer writes
+// none, so counting it would lose it on the way back (found by fuzz_nccl_xml).
+TEST(NcclXml, OnlyNvidiaDisplayDevicesAreGpus) {
+  auto host = parse_nccl_topo_xml(R"(<system version="1"><cpu numaid="0">
+    <pci busid="0000:03:00.0" class="0x030000" vendor="0x1a03" device="0x2000"/>
+    <pci busid="0000:43:00.0" class="0x030200" vendor="0x12de" device="0x20b2"><gpu dev="1"/></pci>
+    <pci busid="0000:44:00.0" class="0x030200" vendor="0x10de" device="0x20b2"><gpu dev="0"/></pci>
+    <pci busid="0000:45:00.0" class="0x030200"/>
+  </cpu></system>)",
+                                  "vendors.xml");
+  ASSERT_TRUE(host.ok()) << host.error().message;
+  ASSERT_EQ(host->gpus.size(), 2U);
+  EXPECT_EQ(host->gpus[0].pci.bus_id, "0000:44:00.0");
+  EXPECT_EQ(host->gpus[1].pci.bus_id, "0000:45:00.0");
+  const std::string text = nccl_topo_xml(*host);
+  auto back = parse_nccl_topo_xml(text, "written");
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(nccl_topo_xml(*back), text);
+}
+
 void expect_error(const std::string& text, std::initializer_list<const char*> words) {
   auto r = parse_nccl_topo_xml(text, "bad.xml");
   ASSERT_FALSE(r.ok()) << "accepted: " << text;
