@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <charconv>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <sstream>
+#include <tuple>
 
 #include "megascale/topology/nccl_xml.h"
 #include "sysfs.h"
@@ -215,6 +217,11 @@ class Reader {
     auto normalized = normalize_bus_id(*busid);
     if (!normalized) return fail(e, fmt::format("<pci busid>: {}", normalized.error().message));
     pci.bus_id = *normalized;
+    // A PCI function is in one place in the tree; NCCL looks a <pci> up by busid and finds the first.
+    if (auto [at, fresh] = busid_lines_.emplace(pci.bus_id, e.GetLineNum()); !fresh) {
+      return fail(e,
+                  fmt::format("<pci busid=\"{}\">: the same busid is also at line {}", *busid, at->second));
+    }
     Attribute cls = attr(e, "class");
     uint64_t value = 0;
     if (cls == std::nullopt) return fail(e, fmt::format("<pci busid=\"{}\"> has no class attribute", *busid));
@@ -334,8 +341,11 @@ class Reader {
     std::sort(host_.gpus.begin(), host_.gpus.end(), [](const Gpu& a, const Gpu& b) {
       return a.cuda_index != b.cuda_index ? a.cuda_index < b.cuda_index : a.pci.bus_id < b.pci.bus_id;
     });
+    // NICs ordered by all the writer places them by (bus id, <cpu>, switches), so that a file written
+    // from this model numbers its <net dev> the same when read again.
     std::stable_sort(host_.nics.begin(), host_.nics.end(), [](const Nic& a, const Nic& b) {
-      return a.pci.bus_id != b.pci.bus_id ? a.pci.bus_id < b.pci.bus_id : a.name() < b.name();
+      return std::tie(a.pci.bus_id, a.name(), a.pci.numa_node, a.pci.switches) <
+             std::tie(b.pci.bus_id, b.name(), b.pci.numa_node, b.pci.switches);
     });
     std::sort(host_.switches.begin(), host_.switches.end(),
               [](const PcieSwitch& a, const PcieSwitch& b) { return a.pci.bus_id < b.pci.bus_id; });
@@ -345,7 +355,8 @@ class Reader {
 
   std::string source_;
   HostTopology host_;
-  std::vector<int> gpu_devs_;  // <gpu dev>, per GPU in document order; -1 = absent
+  std::vector<int> gpu_devs_;               // <gpu dev>, per GPU in document order; -1 = absent
+  std::map<std::string, int> busid_lines_;  // normalized busid -> line of its <pci>
 };
 
 }  // namespace

@@ -166,7 +166,8 @@ class Writer {
     auto it = children_.find(parent);
     if (it == children_.end()) return;
     auto list = it->second;
-    std::sort(list.begin(), list.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::stable_sort(list.begin(), list.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
     for (const auto& [bus_id, items] : list) {
       const Item& first = items.front();
       out_.OpenElement("pci");

@@ -239,6 +239,24 @@ TEST(NcclXml, OnlyNvidiaDisplayDevicesAreGpus) {
   EXPECT_EQ(nccl_topo_xml(*back), text);
 }
 
+// Two socket NICs of one name under different <cpu>s: ordered by NUMA node, so each keeps its <net dev>
+// through a write and a read (found by fuzz_nccl_xml).
+TEST(NcclXml, NicsOfOneNameOnTwoCpusKeepTheirOrder) {
+  auto host = parse_nccl_topo_xml(R"(<system version="1">
+    <cpu numaid="5"><nic><net name="eth0" speed="100000" port="1"/></nic></cpu>
+    <cpu numaid="0"><nic><net name="eth0" speed="25000" port="1"/></nic></cpu>
+  </system>)",
+                                  "two-cpus.xml");
+  ASSERT_TRUE(host.ok()) << host.error().message;
+  ASSERT_EQ(host->nics.size(), 2U);
+  EXPECT_EQ(host->nics[0].pci.numa_node, 0);
+  EXPECT_EQ(host->nics[0].speed_mbps, 25000);
+  const std::string text = nccl_topo_xml(*host);
+  auto back = parse_nccl_topo_xml(text, "written");
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(nccl_topo_xml(*back), text);
+}
+
 void expect_error(const std::string& text, std::initializer_list<const char*> words) {
   auto r = parse_nccl_topo_xml(text, "bad.xml");
   ASSERT_FALSE(r.ok()) << "accepted: " << text;
@@ -261,6 +279,10 @@ TEST(NcclXml, RejectsFilesThatAreNotNccls) {
       {"busid", "'18:00'"});
   expect_error("<system version=\"1\"><cpu numaid=\"0\"><pci busid=\"0000:18:00.0\"/></cpu></system>",
                {"0000:18:00.0", "class"});
+  expect_error(
+      "<system version=\"1\">\n<cpu numaid=\"0\"><pci busid=\"0000:36:00.0\" class=\"0x060400\"/></cpu>\n"
+      "<cpu numaid=\"1\"><pci busid=\"0000:36:00.0\" class=\"0x060400\"/></cpu>\n</system>",
+      {"line 3", "busid=\"0000:36:00.0\"", "also at line 2"});
   expect_error("<system version=\"1\"><cpu numaid=\"0\" affinity=\"zz\"/></system>", {"affinity", "'zz'"});
   // XML that is not well formed: the line where the element at fault opens, and its name.
   expect_error("<system version=\"1\">\n<cpu numaid=\"0\">\n<pci busid=\"0000:01:00.0\">\n</cpu>\n</system>",
