@@ -4,6 +4,7 @@
 #include <tinyxml2.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 
@@ -52,7 +53,11 @@ void pci_attributes(Printer& out, const PciDevice& pci) {
   // written as NCCL's own sysfs reader leaves them: width 0 (NCCL takes x16) and an empty speed (NCCL
   // takes its default rate).
   if (pci.link_gts > 0 && pci.link_width > 0) {
-    out.attribute("link_speed", fmt::format("{:.1f} GT/s PCIe", pci.link_gts));
+    // PCIe's rates (2.5 to 64.0) as the kernel writes them; any other value in full, so that it reads
+    // back the same.
+    std::string gts = fmt::format("{:.1f}", pci.link_gts);
+    if (std::strtod(gts.c_str(), nullptr) != pci.link_gts) gts = fmt::format("{}", pci.link_gts);
+    out.attribute("link_speed", gts + " GT/s PCIe");
     out.attribute("link_width", std::to_string(pci.link_width));
   } else {
     out.attribute("link_speed", "");

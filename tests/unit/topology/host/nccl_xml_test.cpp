@@ -110,6 +110,23 @@ TEST(NcclXml, EveryPciElementCarriesLinkAttributes) {
   ASSERT_TRUE(back.ok()) << back.error().message;
 }
 
+// A link speed that is not one of PCIe's rates is written in full, so it reads back the same (found by
+// fuzz_nccl_xml: 0.032 was written as "0.0", which reads back as unknown).
+TEST(NcclXml, OddLinkSpeedsReadBackTheSame) {
+  auto host = read_nccl_topo_xml(nccl_fixture("nics-on-socket0.xml"));
+  ASSERT_TRUE(host.ok()) << host.error().message;
+  ASSERT_GE(host->gpus.size(), 2U);
+  host->gpus[0].pci.link_gts = 0.032;
+  host->gpus[1].pci.link_gts = 2.5;
+  const std::string text = nccl_topo_xml(*host);
+  EXPECT_NE(text.find("link_speed=\"0.032 GT/s PCIe\""), std::string::npos) << text;
+  EXPECT_NE(text.find("link_speed=\"2.5 GT/s PCIe\""), std::string::npos) << text;
+  auto back = parse_nccl_topo_xml(text, "written");
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  expect_same_devices(*host, *back);
+  EXPECT_EQ(nccl_topo_xml(*back), text);
+}
+
 TEST(NcclXml, RoundTripDgx) {
   auto host = load_hwloc_xml(fixture("dgx-h100.xml"), {.sysfs_root = fixture("dgx-h100-sysfs")});
   ASSERT_TRUE(host.ok()) << host.error().message;
