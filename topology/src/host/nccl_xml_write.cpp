@@ -84,6 +84,11 @@ class Writer {
       if (key.rfind("cpu:", 0) == 0) numas.push_back(std::stoi(key.substr(4)));
     }
     for (const auto& [numa, nics] : cpu_nics_) numas.push_back(numa);
+    // Devices of unknown NUMA node on a host of several (numa_of): every NUMA node is written, empty
+    // where it holds no device, so that reading the file back makes the same choice.
+    if (std::find(numas.begin(), numas.end(), -1) != numas.end()) {
+      for (const NumaNode& node : host_.numa_nodes) numas.push_back(node.os_index);
+    }
     std::sort(numas.begin(), numas.end());
     numas.erase(std::unique(numas.begin(), numas.end()), numas.end());
 

@@ -274,6 +274,27 @@ TEST(NcclXml, NicsOfOneNameOnTwoCpusKeepTheirOrder) {
   EXPECT_EQ(nccl_topo_xml(*back), text);
 }
 
+// A device of unknown NUMA node on a host of two: it stays under numaid -1, and the NUMA node without
+// devices is written too, so that the file read back does not put it under the only one (found by
+// fuzz_nccl_xml).
+TEST(NcclXml, UnknownNumaNodeStaysUnknown) {
+  auto host = parse_nccl_topo_xml(R"(<system version="1">
+    <cpu numaid="-1"><nic><net name="eth1" port="1"/></nic></cpu>
+    <cpu numaid="2" affinity="0000ff00"><nic><net name="eth2" port="1"/></nic></cpu>
+    <cpu numaid="3" affinity="000000ff"/>
+  </system>)",
+                                  "numa.xml");
+  ASSERT_TRUE(host.ok()) << host.error().message;
+  ASSERT_EQ(host->numa_nodes.size(), 2U);
+  const std::string text = nccl_topo_xml(*host);
+  EXPECT_NE(text.find("<cpu numaid=\"3\" affinity=\"000000ff\"/>"), std::string::npos) << text;
+  auto back = parse_nccl_topo_xml(text, "written");
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  expect_same_devices(*host, *back);
+  EXPECT_EQ(back->nics[0].pci.numa_node, -1);
+  EXPECT_EQ(nccl_topo_xml(*back), text);
+}
+
 void expect_error(const std::string& text, std::initializer_list<const char*> words) {
   auto r = parse_nccl_topo_xml(text, "bad.xml");
   ASSERT_FALSE(r.ok()) << "accepted: " << text;

@@ -32,7 +32,8 @@
 namespace megascale::topo::host {
 
 // The NCCL topology XML of `host`: GPUs and NICs with the switches above them, under one <cpu> per
-// NUMA node that holds any (devices of unknown NUMA node go under the only NUMA node, else numaid -1).
+// NUMA node that holds any (devices of unknown NUMA node go under the only NUMA node, else under
+// numaid -1, and then every NUMA node is written, so that the file reads back the same).
 std::string nccl_topo_xml(const HostTopology& host);
 // Writes nccl_topo_xml(host) to `path`; an error names the path.
 Status write_nccl_topo_xml(const HostTopology& host, const std::string& path);
