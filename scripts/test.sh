@@ -15,7 +15,8 @@
 #                      wire's progress and I/O threads, the plugin's callers on other threads, the
 #                      simulator's partitions on threads), with the fixed-window controller (below).
 #   fuzz  build/fuzz   clang + libFuzzer: each fuzz target (the engine's decoder and endpoints, the cc
-#                      preset loader, the plugin's environment, the sim scenario and fabric loaders)
+#                      preset loader, the plugin's environment, the sim scenario and fabric loaders,
+#                      the NCCL topology XML reader)
 #                      runs MEGASCALE_FUZZ_SECONDS (default 60) from the committed seed corpus; a
 #                      crash, a leak or a unit slower than 10 s leaves its input in build/fuzz/artifacts/
 #                      (add it to tests/fuzz/corpus/<target>/ once fixed, so every build replays it).
@@ -98,7 +99,8 @@ stage_fuzz() {
   local build=build/fuzz
   CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMEGASCALE_WERROR=ON \
     -DMEGASCALE_FUZZ=ON -DMEGASCALE_BUILD_BENCH=OFF -DMEGASCALE_ENABLE_CUDA=OFF
-  local targets=(fuzz_packet fuzz_handshake fuzz_cc_preset fuzz_plugin_env fuzz_sim_scenario) crashed=() t dict
+  local targets=(fuzz_packet fuzz_handshake fuzz_cc_preset fuzz_plugin_env fuzz_sim_scenario fuzz_nccl_xml)
+  local crashed=() t dict
   cmake --build "$build" -j"$jobs" --target "${targets[@]}"
   mkdir -p "$build/artifacts"
   for t in "${targets[@]}"; do

@@ -1,12 +1,14 @@
-// Writes the host as an NCCL topology XML (format and choices: nccl_xml.h).
+// Writes the host as an NCCL topology XML (format and choices: nccl_xml.h). tinyxml2's printer writes
+// the elements and escapes the values.
 #include <fmt/format.h>
+#include <tinyxml2.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 
 #include "megascale/topology/nccl_xml.h"
-#include "xml_lite.h"
 
 namespace megascale::topo::host {
 namespace {
@@ -25,12 +27,25 @@ std::string affinity_mask(const std::vector<int>& cpus) {
   return out;
 }
 
-std::string pci_attributes(const PciDevice& pci) {
-  std::string out = fmt::format(R"(busid="{}" class="0x{:06x}")", pci.bus_id, pci.class_code);
+// NCCL's own dumps indent by two spaces (tinyxml2's printer, by four).
+class Printer : public tinyxml2::XMLPrinter {
+ public:
+  void attribute(const char* name, const std::string& value) { PushAttribute(name, value.c_str()); }
+
+ protected:
+  void PrintSpace(int depth) override {
+    for (int i = 0; i < depth; ++i) Write("  ");
+  }
+};
+
+void pci_attributes(Printer& out, const PciDevice& pci) {
+  out.attribute("busid", pci.bus_id);
+  out.attribute("class", fmt::format("0x{:06x}", pci.class_code));
   if (pci.vendor_id != 0) {
-    out += fmt::format(
-        R"( vendor="0x{:04x}" device="0x{:04x}" subsystem_vendor="0x{:04x}" subsystem_device="0x{:04x}")",
-        pci.vendor_id, pci.device_id, pci.subsystem_vendor_id, pci.subsystem_device_id);
+    out.attribute("vendor", fmt::format("0x{:04x}", pci.vendor_id));
+    out.attribute("device", fmt::format("0x{:04x}", pci.device_id));
+    out.attribute("subsystem_vendor", fmt::format("0x{:04x}", pci.subsystem_vendor_id));
+    out.attribute("subsystem_device", fmt::format("0x{:04x}", pci.subsystem_device_id));
   }
   // The kernel's spelling since 5.7, which NCCL's table knows (topo.cc kvDictPciGen). NCCL requires
   // both attributes on every <pci> it turns into a node (ncclTopoAddPci fails with "Attribute link_width
@@ -38,11 +53,16 @@ std::string pci_attributes(const PciDevice& pci) {
   // written as NCCL's own sysfs reader leaves them: width 0 (NCCL takes x16) and an empty speed (NCCL
   // takes its default rate).
   if (pci.link_gts > 0 && pci.link_width > 0) {
-    out += fmt::format(R"( link_speed="{:.1f} GT/s PCIe" link_width="{}")", pci.link_gts, pci.link_width);
+    // PCIe's rates (2.5 to 64.0) as the kernel writes them; any other value in full, so that it reads
+    // back the same.
+    std::string gts = fmt::format("{:.1f}", pci.link_gts);
+    if (std::strtod(gts.c_str(), nullptr) != pci.link_gts) gts = fmt::format("{}", pci.link_gts);
+    out.attribute("link_speed", gts + " GT/s PCIe");
+    out.attribute("link_width", std::to_string(pci.link_width));
   } else {
-    out += R"( link_speed="" link_width="0")";
+    out.attribute("link_speed", "");
+    out.attribute("link_width", "0");
   }
-  return out;
 }
 
 class Writer {
@@ -64,29 +84,34 @@ class Writer {
       if (key.rfind("cpu:", 0) == 0) numas.push_back(std::stoi(key.substr(4)));
     }
     for (const auto& [numa, nics] : cpu_nics_) numas.push_back(numa);
+    // Devices of unknown NUMA node on a host of several (numa_of): every NUMA node is written, empty
+    // where it holds no device, so that reading the file back makes the same choice.
+    if (std::find(numas.begin(), numas.end(), -1) != numas.end()) {
+      for (const NumaNode& node : host_.numa_nodes) numas.push_back(node.os_index);
+    }
     std::sort(numas.begin(), numas.end());
     numas.erase(std::unique(numas.begin(), numas.end()), numas.end());
 
-    out_ = "<system version=\"1\">\n";
+    out_.OpenElement("system");
+    out_.attribute("version", "1");
     for (int numa : numas) {
-      out_ += fmt::format("  <cpu numaid=\"{}\"", numa);
-      if (const NumaNode* node = host_.find_numa(numa))
-        out_ += fmt::format(" affinity=\"{}\"", affinity_mask(node->cpus));
-      if (!host_.arch.empty()) out_ += fmt::format(" arch=\"{}\"", xml::escape(nccl_arch(host_.arch)));
-      if (!host_.cpu_vendor.empty()) out_ += fmt::format(" vendor=\"{}\"", xml::escape(host_.cpu_vendor));
-      if (host_.cpu_family >= 0) out_ += fmt::format(" familyid=\"{}\"", host_.cpu_family);
-      if (host_.cpu_model_number >= 0) out_ += fmt::format(" modelid=\"{}\"", host_.cpu_model_number);
-      out_ += ">\n";
-      emit_children(fmt::format("cpu:{}", numa), 2);
+      out_.OpenElement("cpu");
+      out_.attribute("numaid", std::to_string(numa));
+      if (const NumaNode* node = host_.find_numa(numa)) out_.attribute("affinity", affinity_mask(node->cpus));
+      if (!host_.arch.empty()) out_.attribute("arch", nccl_arch(host_.arch));
+      if (!host_.cpu_vendor.empty()) out_.attribute("vendor", host_.cpu_vendor);
+      if (host_.cpu_family >= 0) out_.attribute("familyid", std::to_string(host_.cpu_family));
+      if (host_.cpu_model_number >= 0) out_.attribute("modelid", std::to_string(host_.cpu_model_number));
+      emit_children(fmt::format("cpu:{}", numa));
       if (auto it = cpu_nics_.find(numa); it != cpu_nics_.end()) {
-        out_ += "    <nic>\n";
-        for (size_t n : it->second) emit_net(n, 3);
-        out_ += "    </nic>\n";
+        out_.OpenElement("nic");
+        for (size_t n : it->second) emit_net(n);
+        out_.CloseElement();
       }
-      out_ += "  </cpu>\n";
+      out_.CloseElement();
     }
-    out_ += "</system>\n";
-    return out_;
+    out_.CloseElement();
+    return std::string(out_.CStr(), static_cast<size_t>(out_.CStrSize() - 1));
   }
 
  private:
@@ -147,40 +172,43 @@ class Writer {
     return pci;
   }
 
-  void emit_children(const std::string& parent, int depth) {
+  void emit_children(const std::string& parent) {
     auto it = children_.find(parent);
     if (it == children_.end()) return;
     auto list = it->second;
-    std::sort(list.begin(), list.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-    const std::string pad(static_cast<size_t>(depth) * 2, ' ');
+    std::stable_sort(list.begin(), list.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
     for (const auto& [bus_id, items] : list) {
       const Item& first = items.front();
+      out_.OpenElement("pci");
       if (first.kind == Item::kSwitch) {
-        out_ += fmt::format("{}<pci {}>\n", pad, pci_attributes(switch_pci(bus_id)));
-        emit_children(bus_id, depth + 1);
-        out_ += fmt::format("{}</pci>\n", pad);
+        pci_attributes(out_, switch_pci(bus_id));
+        emit_children(bus_id);
       } else if (first.kind == Item::kGpu) {
-        out_ += fmt::format("{}<pci {}/>\n", pad, pci_attributes(host_.gpus[first.index].pci));
+        pci_attributes(out_, host_.gpus[first.index].pci);
       } else {
-        out_ += fmt::format("{}<pci {}>\n{}  <nic>\n", pad, pci_attributes(host_.nics[first.index].pci), pad);
-        for (const Item& item : items) emit_net(item.index, depth + 2);
-        out_ += fmt::format("{}  </nic>\n{}</pci>\n", pad, pad);
+        pci_attributes(out_, host_.nics[first.index].pci);
+        out_.OpenElement("nic");
+        for (const Item& item : items) emit_net(item.index);
+        out_.CloseElement();
       }
+      out_.CloseElement();
     }
   }
 
-  void emit_net(size_t n, int depth) {
+  void emit_net(size_t n) {
     const Nic& nic = host_.nics[n];
-    out_ += fmt::format("{}<net name=\"{}\" dev=\"{}\"", std::string(static_cast<size_t>(depth) * 2, ' '),
-                        xml::escape(nic.name()), n);
-    if (nic.speed_mbps > 0) out_ += fmt::format(" speed=\"{}\"", nic.speed_mbps);
-    out_ += fmt::format(" port=\"{}\"", nic.port);
-    if (nic.node_guid != 0) out_ += fmt::format(" guid=\"0x{:x}\"", nic.node_guid);
-    out_ += "/>\n";
+    out_.OpenElement("net");
+    out_.attribute("name", nic.name());
+    out_.attribute("dev", std::to_string(n));
+    if (nic.speed_mbps > 0) out_.attribute("speed", std::to_string(nic.speed_mbps));
+    out_.attribute("port", std::to_string(nic.port));
+    if (nic.node_guid != 0) out_.attribute("guid", fmt::format("0x{:x}", nic.node_guid));
+    out_.CloseElement();
   }
 
   const HostTopology& host_;
-  std::string out_;
+  Printer out_;
   std::map<std::string, std::vector<std::pair<std::string, std::vector<Item>>>> children_;
   std::map<std::string, size_t> placed_switches_;
   std::vector<std::string> switch_ids_;

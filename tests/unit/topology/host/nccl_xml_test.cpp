@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -13,6 +15,8 @@ namespace megascale::topo::host {
 namespace {
 
 using testing::fixture;
+using testing::nccl_fixture;
+using testing::nccl_fixture_dir;
 
 size_t count(const std::string& text, const std::string& what) {
   size_t n = 0;
@@ -106,6 +110,23 @@ TEST(NcclXml, EveryPciElementCarriesLinkAttributes) {
   ASSERT_TRUE(back.ok()) << back.error().message;
 }
 
+// A link speed that is not one of PCIe's rates is written in full, so it reads back the same (found by
+// fuzz_nccl_xml: 0.032 was written as "0.0", which reads back as unknown).
+TEST(NcclXml, OddLinkSpeedsReadBackTheSame) {
+  auto host = read_nccl_topo_xml(nccl_fixture("nics-on-socket0.xml"));
+  ASSERT_TRUE(host.ok()) << host.error().message;
+  ASSERT_GE(host->gpus.size(), 2U);
+  host->gpus[0].pci.link_gts = 0.032;
+  host->gpus[1].pci.link_gts = 2.5;
+  const std::string text = nccl_topo_xml(*host);
+  EXPECT_NE(text.find("link_speed=\"0.032 GT/s PCIe\""), std::string::npos) << text;
+  EXPECT_NE(text.find("link_speed=\"2.5 GT/s PCIe\""), std::string::npos) << text;
+  auto back = parse_nccl_topo_xml(text, "written");
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  expect_same_devices(*host, *back);
+  EXPECT_EQ(nccl_topo_xml(*back), text);
+}
+
 TEST(NcclXml, RoundTripDgx) {
   auto host = load_hwloc_xml(fixture("dgx-h100.xml"), {.sysfs_root = fixture("dgx-h100-sysfs")});
   ASSERT_TRUE(host.ok()) << host.error().message;
@@ -146,38 +167,8 @@ TEST(NcclXml, RoundTripNoGpu) {
 }
 
 // An NCCL-style file as NCCL dumps it: nested switches, <gpu> with dev, nvlinks, a NIC under <cpu>.
-constexpr const char* kNcclStyle = R"(<?xml version="1.0"?>
-<!-- hand-written, NCCL_TOPO_DUMP_FILE style -->
-<system version="1">
-  <cpu host_hash="0x1234" numaid="0" affinity="0000ffff" arch="x86_64" vendor="AuthenticAMD" familyid="25" modelid="1">
-    <pci busid="0000:40:00.0" class="0x060400" vendor="0x1000" device="0xc010" link_speed="16.0 GT/s PCIe" link_width="16">
-      <pci busid="0000:41:00.0" class="0x060400" link_speed="16.0 GT/s PCIe" link_width="16">
-        <pci busid="0000:43:00.0" class="0x030200" vendor="0x10de" device="0x20b2" link_speed="16.0 GT/s PCIe" link_width="16">
-          <gpu dev="1" sm="80" rank="1" gdr="1">
-            <nvlink target="0000:03:00.0" count="12" tclass="0x030200"/>
-          </gpu>
-        </pci>
-      </pci>
-      <pci busid="0000:42:00.0" class="0x060400" link_speed="16.0 GT/s PCIe" link_width="16">
-        <pci busid="0000:44:00.0" class="0x020700" link_speed="16.0 GT/s PCIe" link_width="16">
-          <nic>
-            <net name="mlx5_1" dev="1" speed="200000" port="1" latency="0.000000" guid="0xb8cef60300e1a2b4" maxconn="131072" gdr="1"/>
-          </nic>
-        </pci>
-      </pci>
-    </pci>
-    <pci busid="0000:03:00.0" class="0x030200" vendor="0x10de" device="0x20b2" link_speed="16.0 GT/s PCIe" link_width="16">
-      <gpu dev="0" sm="80" rank="0" gdr="1"/>
-    </pci>
-    <nic>
-      <net name="eth0" dev="0" speed="25000" port="0"/>
-    </nic>
-  </cpu>
-</system>
-)";
-
 TEST(NcclXml, ReadsNcclStyleFile) {
-  auto host = parse_nccl_topo_xml(kNcclStyle, "nccl-style.xml");
+  auto host = read_nccl_topo_xml(nccl_fixture("nccl-dump-style.xml"));
   ASSERT_TRUE(host.ok()) << host.error().message;
   ASSERT_EQ(host->gpus.size(), 2U);
   EXPECT_EQ(host->gpus[0].pci.bus_id, "0000:03:00.0");  // <gpu dev="0">
@@ -196,6 +187,112 @@ TEST(NcclXml, ReadsNcclStyleFile) {
   EXPECT_EQ(path_between(*host, host->gpus[1].pci, host->nics[1].pci), PathType::kPxb);
   EXPECT_EQ(path_between(*host, host->gpus[0].pci, host->nics[1].pci), PathType::kNode);
   EXPECT_EQ(path_between(*host, host->gpus[0].pci, host->nics[0].pci), PathType::kNode);
+}
+
+// Every NCCL topology XML in fixtures/nccl/ reads, is written, and reads back the same host; written
+// again it is the same text. A file added there is covered without touching this test.
+TEST(NcclXml, EveryNcclFixtureRoundTrips) {
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry : std::filesystem::directory_iterator(nccl_fixture_dir())) {
+    if (entry.is_regular_file() && entry.path().extension() == ".xml") files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  ASSERT_GE(files.size(), 5U) << nccl_fixture_dir();
+  for (const auto& file : files) {
+    SCOPED_TRACE(file.string());
+    auto first = read_nccl_topo_xml(file.string());
+    ASSERT_TRUE(first.ok()) << first.error().message;
+    EXPECT_FALSE(first->gpus.empty() && first->nics.empty()) << "a fixture with no devices tests nothing";
+    const std::string text = nccl_topo_xml(*first);
+    auto back = parse_nccl_topo_xml(text, file.string());
+    ASSERT_TRUE(back.ok()) << back.error().message << "\n" << text;
+    expect_same_devices(*first, *back);
+    EXPECT_EQ(paths(*first), paths(*back));
+    ASSERT_EQ(first->switches.size(), back->switches.size());
+    for (size_t i = 0; i < first->switches.size(); ++i)
+      EXPECT_EQ(first->switches[i].pci.bus_id, back->switches[i].pci.bus_id);
+    EXPECT_EQ(first->host_bridges.size(), back->host_bridges.size());
+    EXPECT_EQ(nccl_topo_xml(*back), text);
+  }
+}
+
+// Values with XML's special characters are escaped on the way out and decoded on the way in.
+TEST(NcclXml, SpecialCharactersRoundTrip) {
+  auto host = read_nccl_topo_xml(nccl_fixture("nics-on-socket0.xml"));
+  ASSERT_TRUE(host.ok()) << host.error().message;
+  host->cpu_vendor = R"(A&B "<vendor>" 'x')";
+  ASSERT_FALSE(host->nics.empty());
+  host->nics[0].rdma_device = "mlx5_<0>&";
+  const std::string text = nccl_topo_xml(*host);
+  EXPECT_NE(text.find("vendor=\"A&amp;B &quot;&lt;vendor&gt;&quot;"), std::string::npos) << text;
+  auto back = parse_nccl_topo_xml(text, "escaped.xml");
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(back->cpu_vendor, host->cpu_vendor);
+  EXPECT_EQ(back->nics[0].name(), "mlx5_<0>&");
+  // Character references as a hand-written file may have them.
+  auto refs = parse_nccl_topo_xml(
+      "<system version=\"&#x31;\"><cpu numaid=\"0\" vendor=\"&#65;MD\"/></system>", "refs.xml");
+  ASSERT_TRUE(refs.ok()) << refs.error().message;
+  EXPECT_EQ(refs->cpu_vendor, "AMD");
+}
+
+// Another vendor's display device is not a GPU, whether or not it has a <gpu> child: the writer writes
+// none, so counting it would lose it on the way back (found by fuzz_nccl_xml).
+TEST(NcclXml, OnlyNvidiaDisplayDevicesAreGpus) {
+  auto host = parse_nccl_topo_xml(R"(<system version="1"><cpu numaid="0">
+    <pci busid="0000:03:00.0" class="0x030000" vendor="0x1a03" device="0x2000"/>
+    <pci busid="0000:43:00.0" class="0x030200" vendor="0x12de" device="0x20b2"><gpu dev="1"/></pci>
+    <pci busid="0000:44:00.0" class="0x030200" vendor="0x10de" device="0x20b2"><gpu dev="0"/></pci>
+    <pci busid="0000:45:00.0" class="0x030200"/>
+  </cpu></system>)",
+                                  "vendors.xml");
+  ASSERT_TRUE(host.ok()) << host.error().message;
+  ASSERT_EQ(host->gpus.size(), 2U);
+  EXPECT_EQ(host->gpus[0].pci.bus_id, "0000:44:00.0");
+  EXPECT_EQ(host->gpus[1].pci.bus_id, "0000:45:00.0");
+  const std::string text = nccl_topo_xml(*host);
+  auto back = parse_nccl_topo_xml(text, "written");
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(nccl_topo_xml(*back), text);
+}
+
+// Two socket NICs of one name under different <cpu>s: ordered by NUMA node, so each keeps its <net dev>
+// through a write and a read (found by fuzz_nccl_xml).
+TEST(NcclXml, NicsOfOneNameOnTwoCpusKeepTheirOrder) {
+  auto host = parse_nccl_topo_xml(R"(<system version="1">
+    <cpu numaid="5"><nic><net name="eth0" speed="100000" port="1"/></nic></cpu>
+    <cpu numaid="0"><nic><net name="eth0" speed="25000" port="1"/></nic></cpu>
+  </system>)",
+                                  "two-cpus.xml");
+  ASSERT_TRUE(host.ok()) << host.error().message;
+  ASSERT_EQ(host->nics.size(), 2U);
+  EXPECT_EQ(host->nics[0].pci.numa_node, 0);
+  EXPECT_EQ(host->nics[0].speed_mbps, 25000);
+  const std::string text = nccl_topo_xml(*host);
+  auto back = parse_nccl_topo_xml(text, "written");
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(nccl_topo_xml(*back), text);
+}
+
+// A device of unknown NUMA node on a host of two: it stays under numaid -1, and the NUMA node without
+// devices is written too, so that the file read back does not put it under the only one (found by
+// fuzz_nccl_xml).
+TEST(NcclXml, UnknownNumaNodeStaysUnknown) {
+  auto host = parse_nccl_topo_xml(R"(<system version="1">
+    <cpu numaid="-1"><nic><net name="eth1" port="1"/></nic></cpu>
+    <cpu numaid="2" affinity="0000ff00"><nic><net name="eth2" port="1"/></nic></cpu>
+    <cpu numaid="3" affinity="000000ff"/>
+  </system>)",
+                                  "numa.xml");
+  ASSERT_TRUE(host.ok()) << host.error().message;
+  ASSERT_EQ(host->numa_nodes.size(), 2U);
+  const std::string text = nccl_topo_xml(*host);
+  EXPECT_NE(text.find("<cpu numaid=\"3\" affinity=\"000000ff\"/>"), std::string::npos) << text;
+  auto back = parse_nccl_topo_xml(text, "written");
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  expect_same_devices(*host, *back);
+  EXPECT_EQ(back->nics[0].pci.numa_node, -1);
+  EXPECT_EQ(nccl_topo_xml(*back), text);
 }
 
 void expect_error(const std::string& text, std::initializer_list<const char*> words) {
@@ -220,14 +317,27 @@ TEST(NcclXml, RejectsFilesThatAreNotNccls) {
       {"busid", "'18:00'"});
   expect_error("<system version=\"1\"><cpu numaid=\"0\"><pci busid=\"0000:18:00.0\"/></cpu></system>",
                {"0000:18:00.0", "class"});
+  expect_error(
+      "<system version=\"1\">\n<cpu numaid=\"0\"><pci busid=\"0000:36:00.0\" class=\"0x060400\"/></cpu>\n"
+      "<cpu numaid=\"1\"><pci busid=\"0000:36:00.0\" class=\"0x060400\"/></cpu>\n</system>",
+      {"line 3", "busid=\"0000:36:00.0\"", "also at line 2"});
   expect_error("<system version=\"1\"><cpu numaid=\"0\" affinity=\"zz\"/></system>", {"affinity", "'zz'"});
-  expect_error("<system version=\"1\">\n<cpu numaid=\"0\">\n</system>",
-               {"malformed XML", "line 3", "</system>", "<cpu>"});
-  expect_error("<system version=\"1\"><cpu numaid=\"0\">", {"malformed XML", "end of file"});
-  expect_error("<system version=\"1\" version=\"1\"/>", {"repeated"});
-  expect_error("<system version=1/>", {"not quoted"});
+  // XML that is not well formed: the line where the element at fault opens, and its name.
+  expect_error("<system version=\"1\">\n<cpu numaid=\"0\">\n<pci busid=\"0000:01:00.0\">\n</cpu>\n</system>",
+               {"bad.xml: line 3: malformed XML", "end tag", "<pci>"});
+  expect_error("<system version=\"1\"><cpu numaid=\"0\">", {"line 1", "malformed XML", "<cpu>", "end tag"});
+  expect_error("<system version=\"1\">\n<cpu numaid=\"0\" numaid=\"1\"/>\n</system>",
+               {"line 2", "given twice", "<cpu>"});
+  expect_error("<system version=1/>", {"line 1", "not quoted", "<system>"});
+  expect_error("<system version=\"1\">\n<!-- no end\n</system>", {"line 2", "comment"});
+  expect_error("<system version=\"1\">\n\n<cpu numaid=\"0\"><pci busid=\"0000:01:00.0\"</cpu></system>",
+               {"line 3", "malformed XML"});
   expect_error("", {"malformed XML", "empty"});
-  expect_error("<system version=\"1\"/><system version=\"1\"/>", {"second root"});
+  expect_error("<system version=\"1\"/>\n<system version=\"1\"/>", {"line 2", "second root", "<system>"});
+  expect_error(std::string(200, '<'), {"malformed XML"});
+  std::string deep = "<system version=\"1\"><cpu numaid=\"0\">";
+  for (int i = 0; i < 200; ++i) deep += "<pci busid=\"0000:01:00.0\" class=\"0x060400\">";
+  expect_error(deep, {"line 1", "nested deeper than"});
   expect_error("<system version=\"1\"><cpu numaid=\"0\"><nic><net dev=\"0\"/></nic></cpu></system>",
                {"<net>", "name"});
 

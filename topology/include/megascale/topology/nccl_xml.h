@@ -32,15 +32,18 @@
 namespace megascale::topo::host {
 
 // The NCCL topology XML of `host`: GPUs and NICs with the switches above them, under one <cpu> per
-// NUMA node that holds any (devices of unknown NUMA node go under the only NUMA node, else numaid -1).
+// NUMA node that holds any (devices of unknown NUMA node go under the only NUMA node, else under
+// numaid -1, and then every NUMA node is written, so that the file reads back the same).
 std::string nccl_topo_xml(const HostTopology& host);
 // Writes nccl_topo_xml(host) to `path`; an error names the path.
 Status write_nccl_topo_xml(const HostTopology& host, const std::string& path);
 
-// Reads an NCCL topology XML. `source` names the file in errors. Errors name the line and element:
-// malformed XML, a root that is not <system> (an hwloc XML is recognised and named), a missing or
-// unsupported version, a <pci> without a valid busid or class, a <cpu> without numaid.
-// GPUs get cuda_index from <gpu dev="N"> when present (NCCL's dev is NVML's index), else bus order.
+// Reads an NCCL topology XML (parsed by tinyxml2). `source` names the file in errors. Errors name the
+// line and the element or attribute: malformed XML (tinyxml2's finding, at the line of the element at
+// fault), a root that is not <system> (an hwloc XML is recognised and named), a missing or unsupported
+// version, a <pci> without a valid busid or class or with a busid given twice, a <cpu> without numaid.
+// A display-class <pci> is a GPU when it is NVIDIA's or gives no vendor. GPUs get cuda_index from
+// <gpu dev="N"> when present (NCCL's dev is NVML's index), else bus order.
 Result<HostTopology> parse_nccl_topo_xml(std::string_view text,
                                          std::string_view source = "NCCL topology XML");
 Result<HostTopology> read_nccl_topo_xml(const std::string& path);
