@@ -541,6 +541,9 @@ void StatsWriter::configure(const std::string& dir, TimeNs interval_ns, const Pl
   // then rank<N>-1. Where the lock cannot be taken for another reason (a file system without locks,
   // a folder we cannot write), the first name is used.
   const std::string prefix = dir + "/megascale-nccl-" + host_name() + "-";
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+  lock_fd_ = -1;
+  jsonl_path_.clear();
   const bool numbered = identity == "proc";
   for (int k = 0; k < 1000; ++k) {
     const std::string stem =
