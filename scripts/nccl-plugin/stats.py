@@ -14,9 +14,11 @@ check-nccl-plugin.sh, which reads them instead of NCCL's log.
     stats.py setting DIR NAME         the value of one knob in force (the first rank's).
     stats.py segment DIR              the engine segment size of the first connection, in bytes.
 
-The plugin writes one DIR/megascale-nccl-HOST-PID.jsonl per process: a "settings" record first (every
-knob by name, {"value", "source"}, and "layout"), then "periodic"/"close" records per connection (with
-"conn" and "role") and "wire" records. Exit status 2 when DIR has no readable stats.
+The plugin writes DIR/megascale-nccl-HOST-rankN.jsonl per rank (procK without a launcher's rank), a log
+that each process of that name appends to: its "settings" record first (every knob by name,
+{"value", "source"}, its "pid" and "layout"), then "periodic"/"close" records per connection (with "conn"
+and "role") and "wire" records. Each settings record starts a process; records before any belong to a
+process without one. Exit status 2 when DIR has no readable stats.
 """
 import glob
 import json
@@ -31,13 +33,14 @@ class StatsError(Exception):
 
 
 def processes(directory):
-    """[(path, settings record or None, [connection records])] for each .jsonl file of DIR."""
+    """[(name, settings record or None, [connection records])] for each process of each .jsonl file of
+    DIR: name is the file's path, with ", pid P" when the file holds several processes."""
     paths = sorted(glob.glob(os.path.join(directory, "*.jsonl")))
     if not paths:
         raise StatsError(f"no stats files (*.jsonl) in {directory}")
     out = []
     for path in paths:
-        settings, conns = None, []
+        parts = [[None, []]]  # [settings, conns] per process, in the file's order
         with open(path, encoding="utf-8") as f:
             for n, line in enumerate(f, 1):
                 if not line.strip():
@@ -47,11 +50,17 @@ def processes(directory):
                 except json.JSONDecodeError as e:
                     raise StatsError(f"{path}:{n}: not a JSON record ({e})") from None
                 event = record.get("event")
-                if event == "settings" and settings is None:
-                    settings = record
+                if event == "settings":
+                    if parts[-1][0] is not None or parts[-1][1]:
+                        parts.append([None, []])
+                    parts[-1][0] = record
                 elif event in ("periodic", "close") and "conn" in record:
-                    conns.append(record)
-        out.append((path, settings, conns))
+                    parts[-1][1].append(record)
+        for settings, conns in parts:
+            name = path
+            if len(parts) > 1:
+                name += f", pid {settings.get('pid', '?')}" if settings is not None else ", before a settings record"
+            out.append((name, settings, conns))
     return out
 
 

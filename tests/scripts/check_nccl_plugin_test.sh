@@ -101,7 +101,7 @@ fi
 if [[ -n ${MEGASCALE_STATS_DIR:-} ]]; then
   [[ $NCCL_NET == MegaScale ]] || echo "stats dir set for $NCCL_NET" >> "$ORDER_LOG"
   mkdir -p "$MEGASCALE_STATS_DIR"
-  stats=$MEGASCALE_STATS_DIR/megascale-nccl-stand-in-$$.jsonl
+  stats=$MEGASCALE_STATS_DIR/megascale-nccl-stand-in-rank$rank.jsonl
   printf '{"event":"settings","host":"stand-in","pid":%s,"settings":{"MEGASCALE_CC":{"value":"hybrid","source":"default"}},"layout":{"wires":%s,"io_threads":%s,"lanes":%s,"stripes":%s,"stripe_bytes":%s,"source":"%s"}}\n' \
     $$ "${layout[wires]}" "${layout[io_threads]}" "${layout[lanes]}" "${layout[stripes]}" "${layout[stripe_bytes]}" "$layout_source" > "$stats"
   if [[ -z ${FAKE_WRONG_NET:-} ]]; then
@@ -186,6 +186,11 @@ stats_says 1 "the layout in force is not wires=2: megascale-nccl-h-101.jsonl: wi
 stats_says 2 "stats.py: --expect lanes=x: each part is KEY=NUMBER, KEY one of wires, io_threads, lanes, stripes, stripe_bytes" \
   layout "$data/two-ranks" --expect lanes=x
 stats_says 0 "hybrid" setting "$data/two-ranks" MEGASCALE_CC
+# A rank's file is a log that each of its processes appends to: each settings record starts a process.
+stats_says 1 "the plugin's stats in $data/one-file-two-runs: megascale-nccl-h-rank0.jsonl, pid 302 shows 0 send and 0 receive connections" \
+  connections "$data/one-file-two-runs" 2
+stats_says 1 "the layout in force is not wires=2: megascale-nccl-h-rank0.jsonl, pid 301: wires=4; megascale-nccl-h-rank0.jsonl, pid 302: wires=4" \
+  layout "$data/one-file-two-runs" --expect wires=2
 python3 "$stats_py" connections "$data/broken" 1 > "$dir/err" 2>&1
 (( $? == 2 )) && grep -qF "$data/broken/megascale-nccl-h-101.jsonl:2: not a JSON record" "$dir/err" ||
   fail "stats.py on a broken record: $(cat "$dir/err")"
@@ -254,7 +259,7 @@ grep -qF '| AllReduce | 67108864 |' "$dir/out.log" || fail "the table is not pri
 
 rm -f "$ORDER_LOG"
 check STEPS=bench ROUNDS=1 FAKE_WRONG_NET=1 && fail "exit 0 with MegaScale's channels on NET/Socket"
-grep -qE '^!! bench-megascale-r1: not through the plugin: .*megascale-nccl-stand-in-[0-9]+.jsonl shows 0 send and 0 receive connections' "$dir/out.log" ||
+grep -qE '^!! bench-megascale-r1: not through the plugin: .*megascale-nccl-stand-in-rank[0-9]+.jsonl shows 0 send and 0 receive connections' "$dir/out.log" ||
   fail "no message for the wrong net: $(cat "$dir/out.log")"
 grep -q '^check-nccl-plugin: FAIL' "$dir/out.log" || fail "no FAIL line"
 

@@ -25,7 +25,12 @@ for run in $(seq "$runs"); do
     fail "run $run: $(cat "$dir/out$run")"
   secs=$(echo "$(date +%s.%N) - $start" | bc)
   grep -q "floor" "$dir/out$run" && fail "run $run warned of a floor: $(grep floor "$dir/out$run")"
-  stalls=$(cat "$stats"/*.prom 2> /dev/null | awk '/^megascale_nccl_floor_stalls_total/ { s += $NF } END { print s + 0 }')
+  # From the close records of the JSON lines: the textfile goes with its process.
+  stalls=$(python3 -c '
+import glob, json, sys
+print(sum(int(json.loads(l).get("engine", {}).get("floor_stalls", 0)) for p in glob.glob(sys.argv[1] + "/*.jsonl")
+          for l in open(p) if "\"event\":\"close\"" in l))' "$stats") || fail "run $run: unreadable stats in $stats"
+  grep -qs '"event":"close"' "$stats"/*.jsonl || fail "run $run: no close record in $stats"
   [[ $stalls == 0 ]] || fail "run $run: floor_stalls $stalls"
   echo "run $run: $(grep -o '[0-9.]* GB/s' "$dir/out$run" | head -1) in ${secs} s beside $(nproc) hogs, floor_stalls 0"
 done

@@ -33,6 +33,7 @@ void RttHistogram::add(TimeNs rtt_ns) {
   if (rtt_ns < 0) return;
   ++buckets_[static_cast<size_t>(bucket_of(rtt_ns))];
   ++count_;
+  sum_ns_ += rtt_ns;
   min_ns_ = std::min(min_ns_, rtt_ns);
   max_ns_ = std::max(max_ns_, rtt_ns);
 }
@@ -43,6 +44,12 @@ void RttHistogram::merge(const RttHistogram& other) {
   min_ns_ = count_ ? std::min(min_ns_, other.min_ns_) : other.min_ns_;
   max_ns_ = std::max(max_ns_, other.max_ns_);
   count_ += other.count_;
+  sum_ns_ += other.sum_ns_;
+}
+
+uint64_t RttHistogram::bucket_count(int bucket) const {
+  if (bucket < 0 || bucket >= kBuckets) return 0;
+  return buckets_[static_cast<size_t>(bucket)];
 }
 
 void ConnectionStats::merge(const ConnectionStats& o) {

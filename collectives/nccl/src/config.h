@@ -65,6 +65,8 @@ struct PluginConfig {
   // MEGASCALE_TRACE_FILE, with %h and %p expanded: the request timeline (TraceWriter); empty = none.
   std::string trace_file;
   TimeNs stats_interval_ns = 5 * kNsPerSec;  // MEGASCALE_STATS_INTERVAL_S
+  // MEGASCALE_STATS_KEEP_PROM: at exit, leave the textfile marked megascale_nccl_up 0 instead of removing it.
+  bool stats_keep_prom = false;
   // MEGASCALE_LATE_ACK_WARN_S: the window in which each wire counts segments that arrived twice, and
   // warns when there were many (StallWatch); 0 = no warning.
   TimeNs late_ack_window_ns = 5 * kNsPerSec;

@@ -61,7 +61,9 @@ Status Registry::ensure_ready() {
     d.iface = std::move(i);
     devices_.push_back(std::move(d));
   }
-  stats_.configure(config_.stats_dir, config_.stats_interval_ns, settings_of(config_));
+  stats_.configure(config_.stats_dir, config_.stats_interval_ns, settings_of(config_),
+                   stats_identity([](const char* name) { return std::getenv(name); }),
+                   config_.stats_keep_prom);
   trace_.configure(config_.trace_file);
 
   for (const Setting& setting : config_.settings)

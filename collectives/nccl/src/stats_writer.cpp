@@ -1,9 +1,14 @@
 // JSON lines and Prometheus textfile of per-connection counters (see stats_writer.h).
 #include "stats_writer.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -64,11 +69,17 @@ Snapshot take_snapshot(CommBase* comm) {
   return s;
 }
 
+// A counter is written as megascale_nccl_<name>_total, a gauge as megascale_nccl_<name>; a percentile
+// goes to the JSON lines only (percentiles of different ranks do not add up: the textfile has the
+// distribution as a histogram instead).
+enum class Kind { kCounter, kGauge, kJsonOnly };
+
 struct Metric {
   const char* name;
   const char* help;
-  bool counter;
+  Kind kind;
   std::function<double(const Snapshot&)> value;
+  const char* json_name = nullptr;  // its key in the JSON lines' "engine" object, when not `name`
 };
 
 double lanes_sum(const Snapshot& s, double engine::LaneStats::*field) {
@@ -84,98 +95,91 @@ double phase_p50(const Snapshot& s, CommBase::Phase p) {
 const std::vector<Metric>& metrics() {
   using S = const Snapshot&;
   static const std::vector<Metric> table = {
-      {"bytes_sent", "Payload bytes sent, retransmissions included.", true,
+      {"bytes_sent", "Payload bytes sent, retransmissions included.", Kind::kCounter,
        [](S s) { return double(s.stats.bytes_sent); }},
-      {"segments_sent", "Segments sent (data and credits), retransmissions included.", true,
+      {"segments_sent", "Segments sent (data and credits), retransmissions included.", Kind::kCounter,
        [](S s) { return double(s.stats.segments_sent); }},
-      {"bytes_acked", "Payload bytes acknowledged by the peer.", true,
+      {"bytes_acked", "Payload bytes acknowledged by the peer.", Kind::kCounter,
        [](S s) { return double(s.stats.bytes_acked); }},
-      {"retransmits_fast", "Segments retransmitted after SACK/RACK loss detection.", true,
+      {"retransmits_fast", "Segments retransmitted after SACK/RACK loss detection.", Kind::kCounter,
        [](S s) { return double(s.stats.retransmits_fast); }},
-      {"retransmits_rto", "Segments retransmitted after a retransmission timeout.", true,
+      {"retransmits_rto", "Segments retransmitted after a retransmission timeout.", Kind::kCounter,
        [](S s) { return double(s.stats.retransmits_rto); }},
-      {"timeouts", "Retransmission timeouts.", true, [](S s) { return double(s.stats.timeouts); }},
-      {"tail_probes", "Segments sent again as tail-loss probes (not counted as retransmissions).", true,
-       [](S s) { return double(s.stats.tail_probes); }},
-      {"timeouts_spurious", "Retransmission timeouts undone: the original copies arrived after all.", true,
-       [](S s) { return double(s.stats.timeouts_spurious); }},
+      {"timeouts", "Retransmission timeouts.", Kind::kCounter, [](S s) { return double(s.stats.timeouts); }},
+      {"tail_probes", "Segments sent again as tail-loss probes (not counted as retransmissions).",
+       Kind::kCounter, [](S s) { return double(s.stats.tail_probes); }},
+      {"timeouts_spurious", "Retransmission timeouts undone: the original copies arrived after all.",
+       Kind::kCounter, [](S s) { return double(s.stats.timeouts_spurious); }},
       {"floor_stalls",
-       "Lanes that stayed at the congestion controller's floor for seconds while ACKs arrived.", true,
-       [](S s) { return double(s.stats.floor_stalls); }},
-      {"ecn_marks", "CE marks echoed by the peer.", true, [](S s) { return double(s.stats.ecn_marks); }},
-      {"cnps_received", "DCQCN congestion notifications received.", true,
+       "Lanes that stayed at the congestion controller's floor for seconds while ACKs arrived.",
+       Kind::kCounter, [](S s) { return double(s.stats.floor_stalls); }},
+      {"ecn_marks", "CE marks echoed by the peer.", Kind::kCounter,
+       [](S s) { return double(s.stats.ecn_marks); }},
+      {"cnps_received", "DCQCN congestion notifications received.", Kind::kCounter,
        [](S s) { return double(s.stats.cnps_received); }},
-      {"repaths", "Lanes moved to a new path (UDP source port).", true,
+      {"repaths", "Lanes moved to a new path (UDP source port).", Kind::kCounter,
        [](S s) { return double(s.stats.repaths); }},
-      {"bytes_received", "Payload bytes placed into receive buffers.", true,
+      {"bytes_received", "Payload bytes placed into receive buffers.", Kind::kCounter,
        [](S s) { return double(s.stats.bytes_received); }},
-      {"segments_received", "New segments accepted.", true,
+      {"segments_received", "New segments accepted.", Kind::kCounter,
        [](S s) { return double(s.stats.segments_received); }},
       {"segments_unchecked",
-       "New segments that came without a payload CRC (the peer's MEGASCALE_PAYLOAD_CRC=0).", true,
+       "New segments that came without a payload CRC (the peer's MEGASCALE_PAYLOAD_CRC=0).", Kind::kCounter,
        [](S s) { return double(s.stats.segments_unchecked); }},
-      {"ce_received", "Arriving segments marked CE.", true, [](S s) { return double(s.stats.ce_received); }},
-      {"duplicates_dropped", "Duplicate segments dropped.", true,
+      {"ce_received", "Arriving segments marked CE.", Kind::kCounter,
+       [](S s) { return double(s.stats.ce_received); }},
+      {"duplicates_dropped", "Duplicate segments dropped.", Kind::kCounter,
        [](S s) { return double(s.stats.duplicates_dropped); }},
-      {"corrupt_dropped", "Segments dropped for a payload CRC mismatch.", true,
+      {"corrupt_dropped", "Segments dropped for a payload CRC mismatch.", Kind::kCounter,
        [](S s) { return double(s.stats.corrupt_dropped); }},
-      {"malformed_dropped", "Packets dropped as malformed.", true,
+      {"malformed_dropped", "Packets dropped as malformed.", Kind::kCounter,
        [](S s) { return double(s.stats.malformed_dropped); }},
-      {"sends_completed", "Messages sent and acknowledged.", true,
+      {"sends_completed", "Messages sent and acknowledged.", Kind::kCounter,
        [](S s) { return double(s.stats.sends_completed); }},
-      {"sends_failed", "Sends that failed.", true, [](S s) { return double(s.stats.sends_failed); }},
+      {"sends_failed", "Sends that failed.", Kind::kCounter,
+       [](S s) { return double(s.stats.sends_failed); }},
       {"sends_waited_for_credit",
        "Sends posted before the peer's receive had arrived (its credit): each waited a one-way trip at "
        "least.",
-       true, [](S s) { return double(s.stats.sends_waited_for_credit); }},
-      {"recvs_completed", "Messages received.", true, [](S s) { return double(s.stats.recvs_completed); }},
-      {"recvs_failed", "Receives that failed.", true, [](S s) { return double(s.stats.recvs_failed); }},
-      {"nccl_requests_completed", "Requests reported done to NCCL.", true,
-       [](S s) { return double(s.nccl.completed); }},
-      {"nccl_retry_later", "isend/irecv calls answered 'retry later' (no free request).", true,
-       [](S s) { return double(s.nccl.retry_later); }},
-      {"nccl_post_call_seconds",
-       "Time NCCL's proxy thread spent inside isend/irecv (taking the wire's lock).", true,
-       [](S s) { return double(s.post_call_ns) / 1e9; }},
-      {"nccl_test_call_seconds", "Time NCCL's proxy thread spent inside test().", true,
-       [](S s) { return double(s.test_call_ns) / 1e9; }},
-      {"nccl_test_calls", "test() calls.", true, [](S s) { return double(s.test_calls); }},
-      {"request_latency_p50_seconds",
-       "Median time from isend/irecv to test() reporting done (a send's includes its acknowledgment).", false,
+       Kind::kCounter, [](S s) { return double(s.stats.sends_waited_for_credit); }},
+      {"recvs_completed", "Messages received.", Kind::kCounter,
+       [](S s) { return double(s.stats.recvs_completed); }},
+      {"recvs_failed", "Receives that failed.", Kind::kCounter,
+       [](S s) { return double(s.stats.recvs_failed); }},
+      {"requests_completed", "Requests reported done to NCCL.", Kind::kCounter,
+       [](S s) { return double(s.nccl.completed); }, "nccl_requests_completed"},
+      {"retry_later", "isend/irecv calls answered 'retry later' (no free request).", Kind::kCounter,
+       [](S s) { return double(s.nccl.retry_later); }, "nccl_retry_later"},
+      {"post_call_seconds", "Time NCCL's proxy thread spent inside isend/irecv (taking the wire's lock).",
+       Kind::kCounter, [](S s) { return double(s.post_call_ns) / 1e9; }, "nccl_post_call_seconds"},
+      {"test_call_seconds", "Time NCCL's proxy thread spent inside test().", Kind::kCounter,
+       [](S s) { return double(s.test_call_ns) / 1e9; }, "nccl_test_call_seconds"},
+      {"test_calls", "test() calls.", Kind::kCounter, [](S s) { return double(s.test_calls); },
+       "nccl_test_calls"},
+      // The JSON lines' percentiles; the textfile has these distributions as histograms (kHistograms).
+      {"request_latency_p50_seconds", "", Kind::kJsonOnly,
        [](S s) { return double(s.nccl.request_latency.percentile_ns(0.5)) / 1e9; }},
-      {"request_latency_p99_seconds", "99th percentile time from isend/irecv to test() reporting done.",
-       false, [](S s) { return double(s.nccl.request_latency.percentile_ns(0.99)) / 1e9; }},
-      {"request_wait_p50_seconds",
-       "Median time from isend/irecv to the first segment released (a send: the peer's credit, earlier "
-       "sends, the window) or placed (a receive: waiting for the sender).",
-       false, [](S s) { return phase_p50(s, CommBase::kWait); }},
-      {"request_transfer_p50_seconds",
-       "Median time from a request's first segment released (placed) to its last.", false,
+      {"request_latency_p99_seconds", "", Kind::kJsonOnly,
+       [](S s) { return double(s.nccl.request_latency.percentile_ns(0.99)) / 1e9; }},
+      {"request_wait_p50_seconds", "", Kind::kJsonOnly, [](S s) { return phase_p50(s, CommBase::kWait); }},
+      {"request_transfer_p50_seconds", "", Kind::kJsonOnly,
        [](S s) { return phase_p50(s, CommBase::kTransfer); }},
-      {"request_ack_p50_seconds",
-       "Sends: median time from the last segment released to the ACK that finished the send.", false,
-       [](S s) { return phase_p50(s, CommBase::kAck); }},
-      {"request_report_p50_seconds",
-       "Median time from the transport finishing a request to test() reporting it done (a send: the "
-       "I/O threads' TX fence; both: NCCL's next test()).",
-       false, [](S s) { return phase_p50(s, CommBase::kReport); }},
-      {"rtt_p50_seconds", "Median RTT sample.", false,
+      {"request_ack_p50_seconds", "", Kind::kJsonOnly, [](S s) { return phase_p50(s, CommBase::kAck); }},
+      {"request_report_p50_seconds", "", Kind::kJsonOnly,
+       [](S s) { return phase_p50(s, CommBase::kReport); }},
+      {"rtt_p50_seconds", "", Kind::kJsonOnly,
        [](S s) { return double(s.stats.rtt.percentile_ns(0.5)) / 1e9; }},
-      {"rtt_p99_seconds", "99th percentile RTT sample.", false,
+      {"rtt_p99_seconds", "", Kind::kJsonOnly,
        [](S s) { return double(s.stats.rtt.percentile_ns(0.99)) / 1e9; }},
-      {"fabric_delay_p50_seconds",
-       "Median RTT sample less the receiver's echoed delay: the delay the delay-based controllers compare "
-       "with their targets.",
-       false, [](S s) { return double(s.stats.fabric_delay.percentile_ns(0.5)) / 1e9; }},
-      {"rx_delay_p50_seconds",
-       "Median time from a packet's kernel receive timestamp to the engine processing it: this host's "
-       "hand-overs (I/O thread, wire thread), not the network.",
-       false, [](S s) { return double(s.stats.rx_delay.percentile_ns(0.5)) / 1e9; }},
-      {"rx_delay_p99_seconds", "99th percentile of the same.", false,
+      {"fabric_delay_p50_seconds", "", Kind::kJsonOnly,
+       [](S s) { return double(s.stats.fabric_delay.percentile_ns(0.5)) / 1e9; }},
+      {"rx_delay_p50_seconds", "", Kind::kJsonOnly,
+       [](S s) { return double(s.stats.rx_delay.percentile_ns(0.5)) / 1e9; }},
+      {"rx_delay_p99_seconds", "", Kind::kJsonOnly,
        [](S s) { return double(s.stats.rx_delay.percentile_ns(0.99)) / 1e9; }},
-      {"cwnd_bytes", "Sum of the lanes' congestion windows.", false,
+      {"cwnd_bytes", "Sum of the lanes' congestion windows.", Kind::kGauge,
        [](S s) { return lanes_sum(s, &engine::LaneStats::cwnd_bytes); }},
-      {"pacing_rate_bps", "Sum of the lanes' pacing rates.", false,
+      {"pacing_rate_bps", "Sum of the lanes' pacing rates.", Kind::kGauge,
        [](S s) { return lanes_sum(s, &engine::LaneStats::pacing_rate_bps); }},
   };
   return table;
@@ -183,6 +187,68 @@ const std::vector<Metric>& metrics() {
 
 const char* role_name(const CommBase* c) {
   return c->role == Role::kSend ? "send" : "recv";
+}
+
+// The distributions of the textfile: megascale_nccl_<name>_seconds, a histogram per (ifname, role), and
+// per phase for request_phase.
+struct Histogram {
+  const char* name;
+  const char* help;
+};
+constexpr Histogram kHistograms[] = {
+    {"rtt", "RTT samples: a segment's send to the ACK that covered it (none from retransmitted segments)."},
+    {"fabric_delay",
+     "RTT samples less the receiver's echoed delay: the delay the delay-based controllers compare with "
+     "their targets."},
+    {"rx_delay",
+     "Time from a packet's kernel receive timestamp to the engine processing it: this host's hand-overs "
+     "(I/O thread, wire thread), not the network."},
+    {"request_latency",
+     "Message time: from isend/irecv to test() reporting done (a send's includes its acknowledgment, a "
+     "receive's the wait for the sender)."},
+    {"request_phase",
+     "Message time in parts, for requests that ended well: wait (to the first segment released or "
+     "placed), transfer (first to last), ack (sends: last segment to its ACK), report (to test() saying "
+     "done)."},
+};
+
+// Calls f(histogram name, phase or "", distribution) for every distribution of the snapshot: the
+// engine's only while the engine still knows the connection, the plugin's own always.
+template <typename F>
+void each_distribution(const Snapshot& s, F&& f) {
+  if (s.found) {
+    f("rtt", "", s.stats.rtt);
+    f("fabric_delay", "", s.stats.fabric_delay);
+    f("rx_delay", "", s.stats.rx_delay);
+  }
+  f("request_latency", "", s.nccl.request_latency);
+  for (int p = 0; p < CommBase::kPhases; ++p) {
+    if (p == CommBase::kAck && s.comm->role != Role::kSend) continue;
+    f("request_phase", CommBase::kPhaseNames[p], s.nccl.phases[p]);
+  }
+}
+
+// The key of a histogram's series: (name, ifname, role, phase) joined by \x1f.
+std::string hist_key(const char* name, const CommBase* c, const char* phase) {
+  return std::string(name) + "\x1f" + c->ifname + "\x1f" + role_name(c) + "\x1f" + phase;
+}
+
+// One histogram's series for one label set: cumulative buckets at the fixed edges, +Inf, _sum, _count.
+void prom_histogram(std::string& out, const std::string& name, const std::string& labels,
+                    const engine::RttHistogram& h) {
+  char num[64];
+  uint64_t cumulative = 0;
+  int b = 0;
+  for (TimeNs edge : prom_bucket_edges_ns()) {
+    for (; b < engine::RttHistogram::kBuckets && engine::RttHistogram::bucket_upper_ns(b) <= edge; ++b)
+      cumulative += h.bucket_count(b);
+    std::snprintf(num, sizeof num, "%.12g", static_cast<double>(edge) / 1e9);  // exact: at most 11 digits
+    out += name + "_bucket{" + labels + ",le=\"" + num + "\"} " + std::to_string(cumulative) + "\n";
+  }
+  out += name + "_bucket{" + labels + ",le=\"+Inf\"} " + std::to_string(h.count()) + "\n";
+  std::snprintf(num, sizeof num, "%.9f", static_cast<double>(h.sum_ns()) / 1e9);
+  out += name + "_sum{" + labels + "} " + num + "\n";
+  out += name + "_count{" + labels + "} " + std::to_string(h.count()) + "\n";
 }
 
 // The fields every record starts with.
@@ -194,9 +260,9 @@ nlohmann::json record(const char* event, TimeNs now) {
 }
 
 // A metric's "# HELP" and "# TYPE" lines in the textfile.
-void prom_metadata(std::string& out, const std::string& name, const char* help, bool counter) {
+void prom_metadata(std::string& out, const std::string& name, const char* help, const char* type) {
   out += "# HELP " + name + " " + help + "\n";
-  out += "# TYPE " + name + (counter ? " counter\n" : " gauge\n");
+  out += "# TYPE " + name + " " + type + "\n";
 }
 
 nlohmann::json to_json(const Snapshot& s, const char* event, TimeNs now) {
@@ -241,7 +307,7 @@ nlohmann::json to_json(const Snapshot& s, const char* event, TimeNs now) {
   j["lanes"] = s.lanes;
   j["segment_bytes"] = s.segment_bytes;
   nlohmann::json e;
-  for (const Metric& m : metrics()) e[m.name] = m.value(s);
+  for (const Metric& m : metrics()) e[m.json_name != nullptr ? m.json_name : m.name] = m.value(s);
   e["acks_sent"] = s.stats.acks_sent;
   e["acks_received"] = s.stats.acks_received;
   e["cnps_sent"] = s.stats.cnps_sent;
@@ -347,6 +413,15 @@ void append_lines(const std::string& path, const std::vector<std::string>& lines
   std::fclose(f);
 }
 
+// Writes `text` to `path` through a temporary file and a rename, so that a reader never sees half.
+void write_file_atomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  FILE* f = std::fopen(tmp.c_str(), "w");
+  if (f == nullptr) return;
+  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  if (std::fclose(f) == 0 && ok) std::rename(tmp.c_str(), path.c_str());
+}
+
 std::string label_value(const std::string& v) {
   std::string out;
   for (char ch : v) {
@@ -383,14 +458,14 @@ std::string settings_line(const PluginSettings& p, TimeNs now) {
 std::string settings_prom(const PluginSettings& p) {
   std::string out;
   prom_metadata(out, "megascale_nccl_setting_info",
-                "The value of each plugin knob in force, and its source (environment or default).", false);
+                "The value of each plugin knob in force, and its source (environment or default).", "gauge");
   for (const Setting& r : p.settings) {
     out += "megascale_nccl_setting_info{name=\"" + label_value(r.name) + "\",value=\"" +
            label_value(r.value) + "\",source=\"" + label_value(r.source) + "\"} 1\n";
   }
   const LayoutRecord& l = p.layout;
   prom_metadata(out, "megascale_nccl_layout_info",
-                "The thread layout in force; source is auto (the plugin's rule) or environment.", false);
+                "The thread layout in force; source is auto (the plugin's rule) or environment.", "gauge");
   out += "megascale_nccl_layout_info{wires=\"" + std::to_string(l.wires) + "\",io_threads=\"" +
          std::to_string(l.io_threads) + "\",lanes=\"" + std::to_string(l.lanes) + "\",stripes=\"" +
          std::to_string(l.stripes) + "\",stripe_bytes=\"" + std::to_string(l.stripe_bytes) + "\",source=\"" +
@@ -421,12 +496,72 @@ PluginSettings settings_of(const PluginConfig& config) {
   return p;
 }
 
-void StatsWriter::configure(const std::string& dir, TimeNs interval_ns, const PluginSettings& settings) {
+std::string stats_identity(const GetEnvFn& getenv_fn) {
+  for (const char* name : {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"}) {
+    const char* text = getenv_fn(name);
+    if (text == nullptr || *text == '\0') continue;
+    char* end = nullptr;
+    errno = 0;
+    const long long v = std::strtoll(text, &end, 10);
+    if (*end == '\0' && errno == 0 && v >= 0) return "rank" + std::to_string(v);
+  }
+  return "proc";
+}
+
+const std::vector<TimeNs>& prom_bucket_edges_ns() {
+  static const std::vector<TimeNs> edges = [] {
+    std::vector<TimeNs> e;
+    for (int k = 7; k <= 34; ++k) e.push_back((TimeNs{1} << k) - 1);
+    return e;
+  }();
+  return edges;
+}
+
+StatsWriter::~StatsWriter() {
+  if (owner_pid_ != 0 && owner_pid_ == ::getpid()) {
+    const std::string live = "\nmegascale_nccl_up 1\n";
+    const size_t at = last_prom_.find(live);
+    if (keep_prom_ && at != std::string::npos) {
+      last_prom_.replace(at, live.size(), "\nmegascale_nccl_up 0\n");
+      write_file_atomically(prom_path_, last_prom_);
+    } else {
+      std::remove(prom_path_.c_str());
+    }
+    std::remove((prom_path_ + ".tmp").c_str());
+  }
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+}
+
+void StatsWriter::configure(const std::string& dir, TimeNs interval_ns, const PluginSettings& settings,
+                            const std::string& identity, bool keep_prom) {
   std::lock_guard<std::mutex> lock(mu_);
   if (dir.empty()) return;
-  const std::string base = dir + "/megascale-nccl-" + host_name() + "-" + std::to_string(::getpid());
-  jsonl_path_ = base + ".jsonl";
-  prom_path_ = base + ".prom";
+  // The first name no live process holds: its .jsonl is flock'ed while the process lives (the lock
+  // goes with the process however it ends). "proc" names count from proc0, a rank's from rank<N>,
+  // then rank<N>-1. Where the lock cannot be taken for another reason (a file system without locks,
+  // a folder we cannot write), the first name is used.
+  const std::string prefix = dir + "/megascale-nccl-" + host_name() + "-";
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+  lock_fd_ = -1;
+  jsonl_path_.clear();
+  const bool numbered = identity == "proc";
+  for (int k = 0; k < 1000; ++k) {
+    const std::string stem =
+        numbered ? identity + std::to_string(k) : (k == 0 ? identity : identity + "-" + std::to_string(k));
+    const std::string path = prefix + stem + ".jsonl";
+    const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd >= 0 && ::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+      ::close(fd);
+      continue;
+    }
+    lock_fd_ = fd;
+    jsonl_path_ = path;
+    prom_path_ = prefix + stem + ".prom";
+    break;
+  }
+  if (jsonl_path_.empty()) return;  // a thousand live processes of one rank: not a job we can name
+  owner_pid_ = static_cast<int>(::getpid());
+  keep_prom_ = keep_prom;
   interval_ns_ = interval_ns;
   settings_prom_ = settings_prom(settings);
   next_ns_.store(0, std::memory_order_relaxed);
@@ -449,10 +584,13 @@ void StatsWriter::remove(CommBase* comm) {
   append_lines(jsonl_path_, {to_json(s, "close", wire::UdpWire::now()).dump()});
   if (s.found) {
     for (const Metric& m : metrics()) {
-      if (!m.counter) continue;
+      if (m.kind != Kind::kCounter) continue;
       closed_totals_[std::string(m.name) + "\x1f" + comm->ifname + "\x1f" + role_name(comm)] += m.value(s);
     }
   }
+  each_distribution(s, [&](const char* name, const char* phase, const engine::RttHistogram& h) {
+    closed_hists_[hist_key(name, comm, phase)].merge(h);
+  });
   write_prom_locked();
 }
 
@@ -495,9 +633,27 @@ void StatsWriter::write_prom_locked() {
   for (CommBase* c : comms_) snaps.push_back(take_snapshot(c));
   std::string out = settings_prom_;
   char num[64];
+  prom_metadata(out, "megascale_nccl_up",
+                "1 while the process that writes this file lives; 0 in a file it left at exit "
+                "(MEGASCALE_STATS_KEEP_PROM=1).",
+                "gauge");
+  out += "megascale_nccl_up 1\n";
+  prom_metadata(
+      out, "megascale_nccl_snapshot_timestamp_seconds",
+      "When this file was written (Unix time): a file much older than MEGASCALE_STATS_INTERVAL_S is "
+      "one a killed process left behind.",
+      "gauge");
+  std::snprintf(num, sizeof num, "%.3f",
+                static_cast<double>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                        std::chrono::system_clock::now().time_since_epoch())
+                                        .count()) /
+                    1e3);
+  out += std::string("megascale_nccl_snapshot_timestamp_seconds ") + num + "\n";
   for (const Metric& m : metrics()) {
-    const std::string name = std::string("megascale_nccl_") + m.name + (m.counter ? "_total" : "");
-    prom_metadata(out, name, m.help, m.counter);
+    if (m.kind == Kind::kJsonOnly) continue;
+    const bool counter = m.kind == Kind::kCounter;
+    const std::string name = std::string("megascale_nccl_") + m.name + (counter ? "_total" : "");
+    prom_metadata(out, name, m.help, counter ? "counter" : "gauge");
     for (const Snapshot& s : snaps) {
       if (!s.found) continue;
       std::snprintf(num, sizeof num, "%.17g", m.value(s));
@@ -505,7 +661,7 @@ void StatsWriter::write_prom_locked() {
              "\",conn=\"" + id_hex(s.comm->conn()) + "\",peer=\"" + label_value(s.comm->peer) + "\"} " + num +
              "\n";
     }
-    if (!m.counter) continue;
+    if (!counter) continue;
     const std::string prefix = std::string(m.name) + "\x1f";
     for (auto it = closed_totals_.lower_bound(prefix); it != closed_totals_.end(); ++it) {
       if (it->first.compare(0, prefix.size(), prefix) != 0) break;
@@ -516,6 +672,29 @@ void StatsWriter::write_prom_locked() {
              "\",conn=\"closed\",peer=\"\"} " + num + "\n";
     }
   }
+  // Every connection's distributions, open and closed, added up per label set: the buckets only grow
+  // while the process lives, as a Prometheus histogram's must.
+  std::map<std::string, engine::RttHistogram> hists = closed_hists_;
+  for (const Snapshot& s : snaps) {
+    each_distribution(s, [&](const char* name, const char* phase, const engine::RttHistogram& h) {
+      hists[hist_key(name, s.comm, phase)].merge(h);
+    });
+  }
+  for (const Histogram& hg : kHistograms) {
+    const std::string name = std::string("megascale_nccl_") + hg.name + "_seconds";
+    prom_metadata(out, name, hg.help, "histogram");
+    const std::string prefix = std::string(hg.name) + "\x1f";
+    for (auto it = hists.lower_bound(prefix); it != hists.end(); ++it) {
+      if (it->first.compare(0, prefix.size(), prefix) != 0) break;
+      if (it->second.count() == 0) continue;
+      const std::string rest = it->first.substr(prefix.size());
+      const size_t a = rest.find('\x1f'), b = rest.find('\x1f', a + 1);
+      std::string labels =
+          "ifname=\"" + label_value(rest.substr(0, a)) + "\",role=\"" + rest.substr(a + 1, b - a - 1) + "\"";
+      if (b + 1 < rest.size()) labels += ",phase=\"" + rest.substr(b + 1) + "\"";
+      prom_histogram(out, name, labels, it->second);
+    }
+  }
   std::vector<std::pair<std::string, wire::UdpWireStats>> wires;  // (label set, stats) per wire
   for (const auto& [w, ifname] : wires_) {
     wires.emplace_back("{ifname=\"" + label_value(ifname) + "\",wire=\"" + std::to_string(w->index()) +
@@ -524,7 +703,7 @@ void StatsWriter::write_prom_locked() {
   }
   for (const WireMetric& m : kWireMetrics) {
     const std::string name = std::string("megascale_nccl_wire_") + m.name + "_total";
-    prom_metadata(out, name, m.help, true);
+    prom_metadata(out, name, m.help, "counter");
     for (const auto& [labels, stats] : wires)
       out += name + labels + " " + std::to_string(stats.*m.field) + "\n";
   }
@@ -532,17 +711,14 @@ void StatsWriter::write_prom_locked() {
   // share of their polling that moved something.
   for (const WireMetric& m : kWireSeconds) {
     const std::string name = std::string("megascale_nccl_wire_") + m.name + "_seconds_total";
-    prom_metadata(out, name, m.help, true);
+    prom_metadata(out, name, m.help, "counter");
     for (const auto& [labels, stats] : wires) {
       std::snprintf(num, sizeof num, "%.9f", static_cast<double>(stats.*m.field) / 1e9);
       out += name + labels + " " + num + "\n";
     }
   }
-  const std::string tmp = prom_path_ + ".tmp";
-  FILE* f = std::fopen(tmp.c_str(), "w");
-  if (f == nullptr) return;
-  const bool ok = std::fwrite(out.data(), 1, out.size(), f) == out.size();
-  if (std::fclose(f) == 0 && ok) std::rename(tmp.c_str(), prom_path_.c_str());
+  write_file_atomically(prom_path_, out);
+  last_prom_ = std::move(out);
 }
 
 }  // namespace megascale::nccl

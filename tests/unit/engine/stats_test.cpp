@@ -84,6 +84,25 @@ TEST(RttHistogram, MergeIsTheSameAsAddingEverySample) {
   EXPECT_EQ(empty.count(), 3u);
 }
 
+TEST(RttHistogram, BucketCountsAndSumAreTheSamplesAdded) {
+  RttHistogram h;
+  for (TimeNs x : {100, 100, 5'000, 1'000'000}) h.add(x);
+  h.add(-7);  // ignored: in no bucket and not in the sum
+  EXPECT_EQ(h.sum_ns(), 1'005'200);
+  uint64_t total = 0;
+  for (int b = 0; b < RttHistogram::kBuckets; ++b) total += h.bucket_count(b);
+  EXPECT_EQ(total, h.count());
+  EXPECT_EQ(h.bucket_count(RttHistogram::bucket_of(100)), 2u);
+  EXPECT_EQ(h.bucket_count(RttHistogram::bucket_of(5'000)), 1u);
+  EXPECT_EQ(h.bucket_count(-1), 0u);
+  EXPECT_EQ(h.bucket_count(RttHistogram::kBuckets), 0u);
+  RttHistogram other;
+  other.add(2'000);
+  h.merge(other);
+  EXPECT_EQ(h.sum_ns(), 1'007'200);
+  EXPECT_EQ(h.bucket_count(RttHistogram::bucket_of(2'000)), 1u);
+}
+
 TEST(ConnectionStats, MergeAddsEveryCounterAndHistogram) {
   ConnectionStats a, b;
   a.bytes_sent = 10;

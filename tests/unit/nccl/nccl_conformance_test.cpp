@@ -16,6 +16,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -213,6 +214,8 @@ void expect_forked_run_passes(const char* prefix, void (*child)(const std::strin
 // Exits 0 when the knobs are echoed at INFO and a run writes both stats files with the counters.
 [[noreturn]] void stats_run(const std::string& dir) {
   ::setenv("MEGASCALE_STATS_DIR", dir.c_str(), 1);
+  // The case's process exits before this one reads its textfile: keep it, marked as left at exit.
+  ::setenv("MEGASCALE_STATS_KEEP_PROM", "1", 1);
   ::setenv("MEGASCALE_LAYOUT", "lanes=2", 1);
   ::setenv("MEGASCALE_RTO_FLOOR_US", "2500", 1);
   ::setenv("MEGASCALE_TAIL_PROBE", "0", 1);
@@ -252,13 +255,11 @@ void expect_forked_run_passes(const char* prefix, void (*child)(const std::strin
              settings["settings"]["MEGASCALE_LAYOUT"]["source"] == "environment" &&
              settings["layout"]["source"] == "environment",
          "the settings record first in the JSON lines, with the lanes set");
-  expect(
-      prom.find(
-          "megascale_nccl_setting_info{name=\"MEGASCALE_LAYOUT\",value=\"wires=") !=
-              std::string::npos &&
-          prom.find("megascale_nccl_layout_info{") != std::string::npos &&
-          prom.find(",lanes=\"2\",") != std::string::npos,
-      "the settings and the layout in the textfile");
+  expect(prom.find("megascale_nccl_setting_info{name=\"MEGASCALE_LAYOUT\",value=\"wires=") !=
+                 std::string::npos &&
+             prom.find("megascale_nccl_layout_info{") != std::string::npos &&
+             prom.find(",lanes=\"2\",") != std::string::npos,
+         "the settings and the layout in the textfile");
   expect(prom.find("# TYPE megascale_nccl_bytes_sent_total counter") != std::string::npos,
          "Prometheus metadata in the textfile");
   expect(prom.find("conn=\"closed\"") != std::string::npos, "closed-connection totals in the textfile");
@@ -270,8 +271,9 @@ void expect_forked_run_passes(const char* prefix, void (*child)(const std::strin
                             ? 0
                             : std::atoll(jsonl.c_str() + p50_at + std::strlen("\"request_latency_p50_ns\":"));
   expect(p50 > 0, "a request latency median in the close record");
-  expect(prom.find("# TYPE megascale_nccl_request_latency_p99_seconds gauge") != std::string::npos,
-         "the request latency in the textfile");
+  expect(prom.find("# TYPE megascale_nccl_request_latency_seconds histogram") != std::string::npos &&
+             prom.find("megascale_nccl_request_latency_seconds_bucket{ifname=\"") != std::string::npos,
+         "the request latency in the textfile, as a histogram");
   // The same latency in parts: every completed request is in each of its role's phases, and a part of
   // each request's time has a median no larger than the whole's (the parts are non-negative and add
   // up to it). The last segment of a send is acknowledged a round trip after it left.
@@ -297,12 +299,15 @@ void expect_forked_run_passes(const char* prefix, void (*child)(const std::strin
   }
   expect(phased == 2,
          "both close records split the request latency into their role's phases and time the calls");
-  expect(prom.find("# TYPE megascale_nccl_request_wait_p50_seconds gauge") != std::string::npos &&
-             prom.find("# TYPE megascale_nccl_request_ack_p50_seconds gauge") != std::string::npos,
+  expect(prom.find("megascale_nccl_request_phase_seconds_count{ifname=\"") != std::string::npos &&
+             prom.find(",phase=\"ack\"}") != std::string::npos,
          "the phases in the textfile");
-  expect(prom.find("# TYPE megascale_nccl_rx_delay_p50_seconds gauge") != std::string::npos &&
+  expect(prom.find("# TYPE megascale_nccl_rx_delay_seconds histogram") != std::string::npos &&
              jsonl.find("\"rx_delay_p99_seconds\":") != std::string::npos,
          "this host's receive delay in both files");
+  expect(prom.find("megascale_nccl_rtt_seconds_bucket{ifname=\"") != std::string::npos &&
+             prom.find("megascale_nccl_nccl_") == std::string::npos,
+         "the RTT samples as a histogram, and one prefix");
   expect(prom.find("# TYPE megascale_nccl_sends_waited_for_credit_total counter") != std::string::npos,
          "the sends that waited for a credit in the textfile");
   // The wires stopped when the harness finalized its context: each wrote its final counters ("wire"),
@@ -333,6 +338,17 @@ void expect_forked_run_passes(const char* prefix, void (*child)(const std::strin
   expect(prom.find("# TYPE megascale_nccl_wire_io_busy_seconds_total counter") != std::string::npos &&
              prom.find("megascale_nccl_wire_io_awake_seconds_total{ifname=\"") != std::string::npos,
          "the I/O threads' awake and busy seconds in the textfile");
+  // Files named by the process's rank or number on the host (stats_writer.h), not its pid.
+  const std::regex named(R"(megascale-nccl-.+-(rank|proc)[0-9]+(-[0-9]+)?\.(jsonl|prom))");
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    expect(std::regex_match(e.path().filename().string(), named),
+           "a stats file named by rank or number: " + e.path().filename().string());
+  }
+  // The case passed, so its process exited through exit() and the plugin's unload: it left the textfile
+  // it was told to keep, marked as no longer written.
+  expect(prom.find("\nmegascale_nccl_up 0\n") != std::string::npos &&
+             prom.find("\nmegascale_nccl_up 1\n") == std::string::npos,
+         "the textfile left at exit says megascale_nccl_up 0");
   expect.exit();
 }
 
@@ -455,6 +471,10 @@ void expect_forked_run_passes(const char* prefix, void (*child)(const std::strin
   Expectations expect;
   expect(r.load_error.empty() && r.cases.size() == 1 && r.cases[0].passed, "the case passes" + failures(r));
   const std::string jsonl = files_text(dir, ".jsonl");
+  // The case passed, so its process exited cleanly: by default the plugin removed its textfile.
+  size_t proms = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) proms += e.path().extension() == ".prom";
+  expect(proms == 0 && !jsonl.empty(), "the textfile removed at exit, the JSON lines kept");
   size_t periodic = 0;
   for (size_t at = jsonl.find("\"event\":\"periodic\""); at != std::string::npos;
        at = jsonl.find("\"event\":\"periodic\"", at + 1)) {

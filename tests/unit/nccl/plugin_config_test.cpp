@@ -69,6 +69,7 @@ TEST(PluginConfig, DefaultsWithAnEmptyEnvironment) {
   EXPECT_EQ(c->traffic_class, -1);
   EXPECT_TRUE(c->ifname.empty());
   EXPECT_TRUE(c->stats_dir.empty());
+  EXPECT_FALSE(c->stats_keep_prom);  // the textfile goes with its process
   const LayoutChoice layout = resolve_layout({}, static_cast<unsigned>(usable_cpus_now()),
                                              local_ranks_from_env([](const char*) { return nullptr; }).count);
   EXPECT_EQ(c->layout, layout.layout);  // 2 x (1 + 0) on CI's 2 CPUs
@@ -87,7 +88,7 @@ TEST(PluginConfig, DefaultsWithAnEmptyEnvironment) {
   // Every knob is echoed once, marked as a default: all rows but the five replaced variables and the
   // MEGASCALE_CC_* family (echoed only for the keys set).
   EXPECT_TRUE(c->source_ports.empty());
-  ASSERT_EQ(c->settings.size(), 25u);
+  ASSERT_EQ(c->settings.size(), 26u);
   for (const Setting& s : c->settings) {
     EXPECT_EQ(s.name.rfind("MEGASCALE_", 0), 0u) << s.name;
     EXPECT_EQ(s.source, "default") << s.name;
@@ -256,6 +257,7 @@ TEST(PluginConfig, EveryKnobReachesItsField) {
                  {"MEGASCALE_TC", "106"},
                  {"MEGASCALE_IFNAME", "^docker,lo"},
                  {"MEGASCALE_STATS_INTERVAL_S", "0.5"},
+                 {"MEGASCALE_STATS_KEEP_PROM", "1"},
                  {"MEGASCALE_BUSY_POLL", "1"},
                  {"MEGASCALE_IDLE_POLL_US", "2000"},
                  {"MEGASCALE_PENDING_POLL_US", "30000"},
@@ -280,6 +282,7 @@ TEST(PluginConfig, EveryKnobReachesItsField) {
   EXPECT_EQ(c->traffic_class, 106);
   EXPECT_EQ(c->ifname, "^docker,lo");
   EXPECT_EQ(c->stats_interval_ns, 500'000'000);
+  EXPECT_TRUE(c->stats_keep_prom);
   EXPECT_TRUE(c->busy_poll);
   EXPECT_EQ(c->idle_poll_ns, 2'000'000);
   EXPECT_EQ(c->pending_poll_ns, 30'000'000);

@@ -28,6 +28,11 @@ class RttHistogram {
   uint64_t count() const { return count_; }
   TimeNs min_ns() const { return count_ ? min_ns_ : 0; }
   TimeNs max_ns() const { return count_ ? max_ns_ : 0; }
+  // The sum of every sample (a mean, or a Prometheus histogram's _sum).
+  TimeNs sum_ns() const { return sum_ns_; }
+  // The samples in `bucket` (0 .. kBuckets-1): those in (bucket_upper_ns(bucket - 1),
+  // bucket_upper_ns(bucket)].
+  uint64_t bucket_count(int bucket) const;
   // The q-quantile (0..1), as the upper edge of its bucket clamped to [min, max]; 0 when empty.
   TimeNs percentile_ns(double q) const;
   void clear() { *this = RttHistogram{}; }
@@ -42,6 +47,7 @@ class RttHistogram {
   uint64_t count_ = 0;
   TimeNs min_ns_ = kNever;
   TimeNs max_ns_ = 0;
+  TimeNs sum_ns_ = 0;
 };
 
 // One lane of one connection (sender side unless noted).
