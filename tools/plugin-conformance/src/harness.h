@@ -41,7 +41,7 @@ double time_scale();
 double scale_for_load(double scale, double load_average, long cpus);
 
 // A deadline `seconds` from now, times time_scale() unless `scaled` is false (the harness's own
-// --timeout-s is the user's and is kept as given).
+// --timeout is the user's and is kept as given).
 class Deadline {
  public:
   explicit Deadline(double seconds, bool scaled = true)
