@@ -110,29 +110,7 @@ KernelUdp read_kernel_udp(const std::vector<uint16_t>& ports) {
 
 RttCounts rtt_counts(const engine::RttHistogram& h) {
   RttCounts counts{};
-  const uint64_t n = h.count();
-  if (n == 0) return counts;
-  // rank r (1..n) falls in the smallest bucket whose cumulative count reaches r; percentile_ns reports
-  // that bucket's upper edge clamped to [min, max], which is monotone in the bucket. So the cumulative
-  // count up to bucket b is the largest rank whose percentile is <= upper(b).
-  auto value_at_rank = [&](uint64_t r) {
-    return h.percentile_ns((static_cast<double>(r) - 0.5) / static_cast<double>(n));
-  };
-  uint64_t prev_cum = 0;
-  for (int b = 0; b < engine::RttHistogram::kBuckets && prev_cum < n; ++b) {
-    const TimeNs upper = engine::RttHistogram::bucket_upper_ns(b);
-    uint64_t lo = prev_cum, hi = n;  // invariant: value_at_rank(lo) <= upper (or lo == prev_cum)
-    while (lo < hi) {
-      const uint64_t mid = lo + (hi - lo + 1) / 2;
-      if (value_at_rank(mid) <= upper) {
-        lo = mid;
-      } else {
-        hi = mid - 1;
-      }
-    }
-    counts[static_cast<size_t>(b)] = lo - prev_cum;
-    prev_cum = lo;
-  }
+  for (int b = 0; b < engine::RttHistogram::kBuckets; ++b) counts[static_cast<size_t>(b)] = h.bucket_count(b);
   return counts;
 }
 

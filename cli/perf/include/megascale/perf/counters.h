@@ -43,9 +43,7 @@ KernelUdp read_kernel_udp(const std::vector<uint16_t>& ports);
 
 // Bucket counts of an engine RttHistogram, so that two snapshots can be subtracted.
 using RttCounts = std::array<uint64_t, engine::RttHistogram::kBuckets>;
-// Recovers the bucket counts from the histogram's public percentile_ns (it documents the q-quantile
-// as the upper edge of its bucket, clamped to [min, max]): a binary search over ranks per bucket.
-// A stop-gap until RttHistogram exposes its buckets.
+// The histogram's bucket counts, copied.
 RttCounts rtt_counts(const engine::RttHistogram& h);
 uint64_t rtt_total(const RttCounts& c);
 // The q-quantile of counts as its bucket's upper edge (0 when empty; the last bucket gives `max_ns`).
