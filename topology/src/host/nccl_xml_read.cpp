@@ -312,7 +312,9 @@ class Reader {
       if (Attribute speed = attr(*net, "speed"); speed && parse_signed(*speed, number) && number > 0) {
         n.speed_mbps = number;
       }
-      if (Attribute port = attr(*net, "port"); port && parse_signed(*port, number) && number > 0) {
+      // A verbs port number is a u8 (1..255); anything else is ignored like an unreadable number.
+      if (Attribute port = attr(*net, "port");
+          port && parse_signed(*port, number) && number > 0 && number <= 255) {
         n.port = static_cast<int>(number);
       }
       if (Attribute guid = attr(*net, "guid")) {

@@ -127,6 +127,25 @@ TEST(NcclXml, OddLinkSpeedsReadBackTheSame) {
   EXPECT_EQ(nccl_topo_xml(*back), text);
 }
 
+// A <net port> outside a verbs port number's 1..255 is ignored (the NIC keeps port 1), so what is written
+// reads back the same (found by fuzz_nccl_xml: port 3378626320 became -916340976 when narrowed to int,
+// was written so, and read back as 1).
+TEST(NcclXml, PortOutsideAVerbsPortNumberIsIgnored) {
+  for (const std::string port : {"3378626320", "256", "0", "-3"}) {
+    const std::string text =
+        "<system version=\"1\">\n  <cpu numaid=\"0\" affinity=\"00000001\">\n    <nic>\n"
+        "      <net name=\"mlx5_0\" dev=\"0\" port=\"" +
+        port + "\"/>\n    </nic>\n  </cpu>\n</system>\n";
+    auto host = parse_nccl_topo_xml(text, "port");
+    ASSERT_TRUE(host.ok()) << host.error().message;
+    ASSERT_EQ(host->nics.size(), 1U);
+    EXPECT_EQ(host->nics[0].port, 1) << port;
+    auto back = parse_nccl_topo_xml(nccl_topo_xml(*host), "written");
+    ASSERT_TRUE(back.ok()) << back.error().message;
+    EXPECT_EQ(nccl_topo_xml(*back), nccl_topo_xml(*host)) << port;
+  }
+}
+
 TEST(NcclXml, RoundTripDgx) {
   auto host = load_hwloc_xml(fixture("dgx-h100.xml"), {.sysfs_root = fixture("dgx-h100-sysfs")});
   ASSERT_TRUE(host.ok()) << host.error().message;
