@@ -6,7 +6,7 @@
 //   megascale plugin-check libnccl-net-megascale.so --json check.json --budget 5s
 //   megascale plugin-check --list
 //
-// Loads the plugin exactly as NCCL does (dlopen RTLD_NOW|RTLD_LOCAL, ncclNetPlugin_v11 then v10..v8,
+// Loads the plugin exactly as NCCL does (dlopen RTLD_NOW|RTLD_LOCAL, ncclNetPlugin_v12 then v11..v8,
 // init with a logger) and runs the conformance cases (tools/plugin-conformance): setup progressed on
 // one thread, 8 steps in flight, grouped receives, sizes 0 B .. 8 MiB, 32 requests per comm, many comms
 // on many threads, closes with requests outstanding, and a peer process killed or stopped mid-transfer.
@@ -188,8 +188,8 @@ void add_plugin_check_command(CLI::App& app) {
   cmd->add_option("--case", o->harness.cases, "Run only this case (repeatable; default: all)")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  cmd->add_option("--abi", o->harness.abi_version, "ABI version to use: 8..11 (default: the newest exported)")
-      ->check(CLI::IsMember({0, 8, 9, 10, 11}));
+  cmd->add_option("--abi", o->harness.abi_version, "ABI version to use: 8..12 (default: the newest exported)")
+      ->check(CLI::IsMember({0, 8, 9, 10, 11, 12}));
   cmd->add_option("--dev", o->harness.dev,
                   "Device index in the plugin's list (default: its device named lo, MegaScale being asked "
                   "to list it through MEGASCALE_IFNAME==lo when that is unset; else device 0). The first "

@@ -1,5 +1,5 @@
 // What the exported tables share: the calls whose ABI forms differ from the core's only in what they
-// ignore or in const-ness, and the v11 properties copied into an older layout. Each net_vN.cpp keeps
+// ignore or in const-ness, and the v12 properties copied into an older layout. Each net_vN.cpp keeps
 // only what its version really changes (init, connect's traffic class, int sizes, profiler handles).
 //
 // Every entry of every table goes through guarded<fn>: the core returns errors as values, and whatever
@@ -12,6 +12,7 @@
 
 #include "log.h"
 #include "megascale/nccl/abi/net_v11.h"
+#include "megascale/nccl/abi/net_v12.h"
 #include "megascale/nccl/abi/net_v8.h"
 #include "megascale/nccl/abi/net_v9.h"
 #include "plugin.h"
@@ -57,7 +58,7 @@ inline constexpr auto guarded = &detail::Guard<Fn>::call;
 // Fields every version from v8 has (the shared fields mean the same in every version; only the set
 // of fields differs).
 template <class Props>
-void copy_base_props(const abi::NetPropertiesV11& p, Props* out) {
+void copy_base_props(const abi::NetPropertiesV12& p, Props* out) {
   out->name = p.name;
   out->pciPath = p.pciPath;
   out->guid = p.guid;
@@ -72,26 +73,65 @@ void copy_base_props(const abi::NetPropertiesV11& p, Props* out) {
   out->netDeviceVersion = p.netDeviceVersion;
 }
 
-inline void copy_props(const abi::NetPropertiesV11& p, abi::NetPropertiesV9* out) {
+// v12's vProps (up to 8 members) in the v9..v11 layout (up to 4). False when it has more members than
+// that layout holds: a virtual device an older NCCL cannot be told about.
+inline bool narrow_vprops(const abi::NetVDevicePropsV12& in, abi::NetVDeviceProps* out) {
+  if (in.ndevs < 0 || in.ndevs > abi::kMaxDevsPerNic) return false;
+  *out = {};
+  out->ndevs = in.ndevs;
+  for (int i = 0; i < in.ndevs; ++i) out->devs[i] = in.devs[i];
+  return true;
+}
+
+// The v12 properties in an older layout; railId and planeId have no place there and are dropped.
+// False when vProps does not fit (see narrow_vprops).
+template <class Props>
+bool copy_v9_props(const abi::NetPropertiesV12& p, Props* out) {
   copy_base_props(p, out);
   out->forceFlush = p.forceFlush;
-  out->vProps = p.vProps;
   out->maxP2pBytes = p.maxP2pBytes;
   out->maxCollBytes = p.maxCollBytes;
+  return narrow_vprops(p.vProps, &out->vProps);
 }
 
-inline void copy_props(const abi::NetPropertiesV11& p, abi::NetPropertiesV8* out) {
+inline bool copy_props(const abi::NetPropertiesV12& p, abi::NetPropertiesV11* out) {
+  out->maxMultiRequestSize = p.maxMultiRequestSize;
+  return copy_v9_props(p, out);
+}
+
+inline bool copy_props(const abi::NetPropertiesV12& p, abi::NetPropertiesV9* out) {
+  return copy_v9_props(p, out);
+}
+
+inline bool copy_props(const abi::NetPropertiesV12& p, abi::NetPropertiesV8* out) {
   copy_base_props(p, out);
+  return true;
 }
 
-// getProperties of v8..v10: the v11 properties in the version's layout.
+// getProperties of v8..v11: the v12 properties in the version's layout.
 template <class Props>
-abi::NetResult legacy_get_properties(int dev, Props* props) {
+abi::NetResult older_get_properties(int dev, Props* props) {
   if (props == nullptr) return core::get_properties(dev, nullptr);  // refused there, with its WARN
-  abi::NetPropertiesV11 p;
+  abi::NetPropertiesV12 p;
   if (abi::NetResult r = core::get_properties(dev, &p); r != abi::kNetSuccess) return r;
-  copy_props(p, props);
+  if (!copy_props(p, props)) {
+    MS_WARN("getProperties: device %d fuses %d devices, more than this ABI version's %d", dev, p.vProps.ndevs,
+            abi::kMaxDevsPerNic);
+    return abi::kNetInternalError;
+  }
   return abi::kNetSuccess;
+}
+
+// init and connect of v11 and v12: per-communicator contexts, the traffic class from init's config.
+inline abi::NetResult context_init(void** ctx, uint64_t comm_id, abi::NetCommConfig* config,
+                                   abi::NetDebugLogger logger, abi::NetProfilerCallback profiler) {
+  (void)profiler;
+  return core::init(ctx, comm_id, config != nullptr ? config->trafficClass : abi::kTrafficClassUndef, logger);
+}
+inline abi::NetResult context_connect(void* ctx, int dev, void* handle, void** send_comm,
+                                      abi::NetDeviceHandle** send_dev_comm) {
+  (void)send_dev_comm;  // host device type: NCCL asks for no device offload
+  return core::connect(ctx, dev, abi::kTrafficClassUndef, handle, send_comm);
 }
 
 // init, listen and connect of v8..v10: the process-wide context (no per-communicator init). v10's
@@ -118,7 +158,7 @@ inline abi::NetResult table_iflush(void* recv_comm, int n, void** data, int* siz
   return core::iflush(recv_comm, n, data, sizes, mhandles, request);
 }
 
-// isend and irecv of v10 and v11 (profiler handles, ignored).
+// isend and irecv of v10..v12 (profiler handles, ignored).
 inline abi::NetResult table_isend(void* send_comm, void* data, size_t size, int tag, void* mhandle,
                                   void* phandle, void** request) {
   (void)phandle;

@@ -30,7 +30,7 @@ __attribute__((visibility("default"))) megascale::nccl::abi::NetV10 ncclNetPlugi
     megascale::nccl::core::kPluginName,
     megascale::nccl::guarded<&megascale::nccl::v10_init>,
     megascale::nccl::guarded<&megascale::nccl::core::devices>,
-    megascale::nccl::guarded<&megascale::nccl::legacy_get_properties<megascale::nccl::abi::NetPropertiesV10>>,
+    megascale::nccl::guarded<&megascale::nccl::older_get_properties<megascale::nccl::abi::NetPropertiesV10>>,
     megascale::nccl::guarded<&megascale::nccl::legacy_listen>,
     megascale::nccl::guarded<&megascale::nccl::v10_connect>,
     megascale::nccl::guarded<&megascale::nccl::table_accept>,

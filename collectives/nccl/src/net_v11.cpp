@@ -1,36 +1,18 @@
-// ncclNetPlugin_v11: the newest table, a direct mapping onto the core (NCCL 2.28+ uses it in place).
+// ncclNetPlugin_v11 (NCCL 2.28, 2.29): v12's calls with the properties in v11's layout (vProps of at
+// most 4 members, no railId or planeId).
 #include "megascale/nccl/abi/net_v11.h"
 
 #include "adapters.h"
-
-namespace megascale::nccl {
-namespace {
-
-using namespace abi;
-
-NetResult v11_init(void** ctx, uint64_t comm_id, NetCommConfig* config, NetDebugLogger logger,
-                   NetProfilerCallback profiler) {
-  (void)profiler;
-  return core::init(ctx, comm_id, config != nullptr ? config->trafficClass : kTrafficClassUndef, logger);
-}
-
-NetResult v11_connect(void* ctx, int dev, void* handle, void** send_comm, NetDeviceHandle** send_dev_comm) {
-  (void)send_dev_comm;  // host device type: NCCL asks for no device offload
-  return core::connect(ctx, dev, kTrafficClassUndef, handle, send_comm);
-}
-
-}  // namespace
-}  // namespace megascale::nccl
 
 extern "C" {
 // The one exported symbol of this version (exports.map keeps every other symbol local).
 __attribute__((visibility("default"))) megascale::nccl::abi::NetV11 ncclNetPlugin_v11 = {
     megascale::nccl::core::kPluginName,
-    megascale::nccl::guarded<&megascale::nccl::v11_init>,
+    megascale::nccl::guarded<&megascale::nccl::context_init>,
     megascale::nccl::guarded<&megascale::nccl::core::devices>,
-    megascale::nccl::guarded<&megascale::nccl::core::get_properties>,
+    megascale::nccl::guarded<&megascale::nccl::older_get_properties<megascale::nccl::abi::NetPropertiesV11>>,
     megascale::nccl::guarded<&megascale::nccl::core::listen>,
-    megascale::nccl::guarded<&megascale::nccl::v11_connect>,
+    megascale::nccl::guarded<&megascale::nccl::context_connect>,
     megascale::nccl::guarded<&megascale::nccl::table_accept>,
     megascale::nccl::guarded<&megascale::nccl::core::reg_mr>,
     nullptr,  // regMrDmaBuf: host memory only

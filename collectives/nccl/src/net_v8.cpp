@@ -43,7 +43,7 @@ __attribute__((visibility("default"))) megascale::nccl::abi::NetV8 ncclNetPlugin
     megascale::nccl::core::kPluginName,
     megascale::nccl::guarded<&megascale::nccl::legacy_init>,
     megascale::nccl::guarded<&megascale::nccl::core::devices>,
-    megascale::nccl::guarded<&megascale::nccl::legacy_get_properties<megascale::nccl::abi::NetPropertiesV8>>,
+    megascale::nccl::guarded<&megascale::nccl::older_get_properties<megascale::nccl::abi::NetPropertiesV8>>,
     megascale::nccl::guarded<&megascale::nccl::legacy_listen>,
     megascale::nccl::guarded<&megascale::nccl::legacy_connect>,
     megascale::nccl::guarded<&megascale::nccl::table_accept>,

@@ -24,6 +24,7 @@
 #include "config.h"
 #include "interfaces.h"
 #include "megascale/common/result.h"
+#include "megascale/nccl/abi/net_v12.h"
 #include "stats_writer.h"
 #include "trace_writer.h"
 #include "transport.h"
@@ -33,6 +34,10 @@ namespace megascale::nccl {
 struct Device {
   InterfaceInfo iface;
   uint32_t segment_bytes = 0;  // MEGASCALE_SEGMENT_BYTES or the MTU's default
+  // NCCL v12's railId / planeId: the NIC's rail and network plane, abi::kNetIdUndef (-1) while unknown
+  // (older tables drop them).
+  int16_t rail_id = abi::kNetIdUndef;
+  int16_t plane_id = abi::kNetIdUndef;
 };
 
 class Registry {

@@ -207,7 +207,7 @@ NetResult devices(int* ndev) {
   return abi::kNetSuccess;
 }
 
-NetResult get_properties(int dev, abi::NetPropertiesV11* props) {
+NetResult get_properties(int dev, abi::NetPropertiesV12* props) {
   if (!Registry::get().ready()) return not_ready("getProperties");
   if (props == nullptr || !valid_dev(dev)) {
     MS_WARN("getProperties: bad device %d or NULL props", dev);
@@ -237,6 +237,8 @@ NetResult get_properties(int dev, abi::NetPropertiesV11* props) {
   props->maxP2pBytes = abi::kMaxNetSizeBytes;
   props->maxCollBytes = abi::kMaxNetSizeBytes;
   props->maxMultiRequestSize = 1;
+  props->railId = d.rail_id;
+  props->planeId = d.plane_id;
   return abi::kNetSuccess;
 }
 
@@ -465,7 +467,7 @@ NetResult close_listen(void* listen_comm) {
   return abi::kNetSuccess;
 }
 
-NetResult set_net_attr(void* ctx, abi::NetAttrV11* attr) {
+NetResult set_net_attr(void* ctx, abi::NetAttrV12* attr) {
   if (as_context(ctx) == nullptr || attr == nullptr) {
     MS_WARN("setNetAttr: bad arguments (ctx %p, attr %p)", ctx, static_cast<void*>(attr));
     return abi::kNetInvalidArgument;

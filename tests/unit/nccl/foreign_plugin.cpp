@@ -7,9 +7,11 @@
 //   3 abort_init   init calls abort()
 //   4 segv_isend   isend writes through a NULL pointer
 //   5 spin_test    test never returns
+//   6 bad_rail     also exports a v12 table (which the harness prefers) whose device reports railId -7
 #include <cstdlib>
 #include <cstring>
 
+#include "megascale/nccl/abi/net_v12.h"
 #include "megascale/nccl/abi/net_v8.h"
 
 namespace {
@@ -107,9 +109,76 @@ NetResult close_comm(void* /*comm*/) {
   return kNetSuccess;
 }
 
+#if FOREIGN_MODE == 6
+// The v12 forms of the calls above: one context for every communicator.
+NetResult init_v12(void** ctx, uint64_t /*comm_id*/, NetCommConfig* /*config*/, NetDebugLogger logger,
+                   NetProfilerCallback /*profiler*/) {
+  *ctx = kObject;
+  return init(logger);
+}
+
+NetResult get_properties_v12(int dev, NetPropertiesV12* p) {
+  NetPropertiesV8 base;
+  get_properties(dev, &base);
+  std::memset(p, 0, sizeof *p);
+  p->name = base.name;
+  p->ptrSupport = base.ptrSupport;
+  p->speed = base.speed;
+  p->maxComms = base.maxComms;
+  p->maxRecvs = base.maxRecvs;
+  p->netDeviceType = base.netDeviceType;
+  p->vProps.ndevs = 1;
+  p->vProps.devs[0] = dev;
+  p->maxP2pBytes = size_t{1} << 30;
+  p->maxCollBytes = size_t{1} << 30;
+  p->maxMultiRequestSize = 1;
+  p->railId = -7;  // the misbehaviour: neither kNetIdUndef nor a rail index
+  p->planeId = kNetIdUndef;
+  return kNetSuccess;
+}
+
+NetResult listen_v12(void* /*ctx*/, int dev, void* handle, void** comm) {
+  return listen(dev, handle, comm);
+}
+
+NetResult connect_v12(void* /*ctx*/, int dev, void* handle, void** comm, NetDeviceHandle** dev_comm) {
+  return connect(dev, handle, comm, dev_comm);
+}
+
+NetResult isend_v12(void* comm, void* data, size_t size, int tag, void* mh, void* /*phandle*/,
+                    void** request) {
+  return isend(comm, data, static_cast<int>(size), tag, mh, request);
+}
+
+NetResult irecv_v12(void* comm, int n, void** data, size_t* /*sizes*/, int* tags, void** mh,
+                    void** /*phandles*/, void** request) {
+  return irecv(comm, n, data, nullptr, tags, mh, request);
+}
+
+NetResult finalize_v12(void* /*ctx*/) {
+  return kNetSuccess;
+}
+#endif
+
 }  // namespace
 
 extern "C" {
+#if FOREIGN_MODE == 6
+extern __attribute__((visibility("default"))) NetV12 ncclNetPlugin_v12;
+NetV12 ncclNetPlugin_v12 = {
+    "Foreign",    init_v12,    devices,    get_properties_v12,
+    listen_v12,   connect_v12, accept,     reg_mr,
+    nullptr,  // regMrDmaBuf
+    dereg_mr,     isend_v12,   irecv_v12,  iflush,
+    test,         close_comm,  close_comm, close_comm,
+    nullptr,  // getDeviceMr
+    nullptr,  // irecvConsumed
+    nullptr,  // makeVDevice
+    finalize_v12,
+    nullptr,  // setNetAttr
+};
+#endif
+
 extern __attribute__((visibility("default"))) NetV8 ncclNetPlugin_v8;
 NetV8 ncclNetPlugin_v8 = {
     "Foreign",

@@ -1,6 +1,6 @@
 // The MegaScale NCCL net plugin through the conformance harness (tools/plugin-conformance): the
 // built libnccl-net-megascale.so is loaded with dlopen as NCCL loads it and driven through NCCL's call
-// patterns on loopback, one test per harness case; the older ABI tables (v8..v10) through the basic
+// patterns on loopback, one test per harness case; the older ABI tables (v8..v11) through the basic
 // cases; and, in fresh processes (the plugin reads its environment once), a bad MEGASCALE_* value
 // failing init with a message naming it, the stats files MEGASCALE_STATS_DIR asks for, and the request
 // timeline MEGASCALE_TRACE_FILE asks for, and a stuck GPU buffer copy failing a transfer rather than
@@ -61,7 +61,7 @@ TEST_P(NcclConformance, Passes) {
   const Report r = run(o);
   ASSERT_TRUE(r.load_error.empty()) << r.load_error;
   EXPECT_EQ(r.plugin_name, "MegaScale");
-  EXPECT_EQ(r.abi_version, 11);
+  EXPECT_EQ(r.abi_version, 12);  // the newest the plugin exports, as NCCL 2.30 picks it
   ASSERT_EQ(r.cases.size(), 1u);
   const CaseResult& c = r.cases[0];
   // The MegaScale plugin implements everything the cases exercise: nothing may be skipped.
@@ -79,7 +79,8 @@ std::vector<std::string> case_names() {
 INSTANTIATE_TEST_SUITE_P(Cases, NcclConformance, ::testing::ValuesIn(case_names()),
                          [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
 
-// The v8..v10 tables are adapters over the same core: the basic cases through each.
+// The v8..v11 tables are adapters over the same core: the basic cases through each, and through v12
+// named explicitly.
 class NcclConformanceAbi : public ::testing::TestWithParam<int> {};
 
 TEST_P(NcclConformanceAbi, BasicCasesPass) {
@@ -94,7 +95,7 @@ TEST_P(NcclConformanceAbi, BasicCasesPass) {
   for (const CaseResult& c : r.cases) EXPECT_TRUE(c.passed) << c.name << ": " << describe(c);
 }
 
-INSTANTIATE_TEST_SUITE_P(Versions, NcclConformanceAbi, ::testing::Values(8, 9, 10, 11),
+INSTANTIATE_TEST_SUITE_P(Versions, NcclConformanceAbi, ::testing::Values(8, 9, 10, 11, 12),
                          [](const ::testing::TestParamInfo<int>& p) {
                            return "v" + std::to_string(p.param);
                          });

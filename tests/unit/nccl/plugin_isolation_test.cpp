@@ -1,9 +1,10 @@
 // The conformance harness isolates the plugin under test (tools/plugin-conformance/src/isolate.h):
 // foreign plugins that hang in init, have NULL table entries, abort in init, crash in isend or hang in
 // test (unit/nccl/foreign_plugin.cpp, one build per misbehaviour) each fail the case and name the
-// call, within the case timeout, and the harness goes on with the next case. (The MegaScale plugin
-// passes every case, the peer-stopped ones included: nccl_conformance_test.cpp.) And a preset with a
-// syntax error, which made the MegaScale plugin's init abort, fails the load without taking the harness.
+// call, within the case timeout, and the harness goes on with the next case; a v12 device with a bad
+// railId fails the load case. (The MegaScale plugin passes every case, the peer-stopped ones included:
+// nccl_conformance_test.cpp.) And a preset with a syntax error, which made the MegaScale plugin's init
+// abort, fails the load without taking the harness.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -86,6 +87,18 @@ TEST(PluginIsolation, ATestThatNeverReturnsFailsTheCaseWithinTheTimeout) {
   EXPECT_FALSE(r.cases[1].passed);
   EXPECT_EQ(r.cases[1].detail, "test did not return within 2 s");
   EXPECT_LT(took, 2 * 2 + kSlackS);
+}
+
+// A plugin that exports v12 is driven through v12 (the newest, as NCCL 2.30 picks it), and a railId that
+// is neither NCCL_NET_ID_UNDEF (-1) nor a rail index fails the load case naming the device and the value.
+TEST(PluginIsolation, AV12DeviceWithABadRailIdFailsTheLoadCase) {
+  double took = 0;
+  const Report r = run_foreign("bad_rail", {"load"}, 60, &took);
+  ASSERT_TRUE(r.load_error.empty()) << r.load_error;
+  EXPECT_EQ(r.abi_version, 12);
+  ASSERT_EQ(r.cases.size(), 1u);
+  EXPECT_FALSE(r.cases[0].passed);
+  EXPECT_EQ(r.cases[0].detail, "device 0 (foreign0): railId -7 must be -1 (unknown) or a rail index >= 0");
 }
 
 // The MegaScale plugin given a preset with a syntax error (issue 55: init aborted the host process):

@@ -63,6 +63,13 @@ Status check_properties(Net& net, int dev, std::set<std::string>& names) {
     MS_REQUIRE(p.max_coll_bytes > 0 && p.max_coll_bytes <= abi::kMaxNetSizeBytes,
                who + ": maxCollBytes must be in (0, 1 TiB]");
   }
+  if (p.has_v12_fields) {
+    // NCCL_NET_ID_UNDEF (-1) or a real index; NCCL's rail-merge policy compares railIds for equality.
+    MS_REQUIRE(p.rail_id >= abi::kNetIdUndef,
+               who + ": railId " + std::to_string(p.rail_id) + " must be -1 (unknown) or a rail index >= 0");
+    MS_REQUIRE(p.plane_id >= abi::kNetIdUndef, who + ": planeId " + std::to_string(p.plane_id) +
+                                                   " must be -1 (unknown) or a plane index >= 0");
+  }
   return {};
 }
 

@@ -18,7 +18,7 @@ Status case_many_comms_threads(Env& env) {
   for (int t = 0; t < threads; ++t) {
     workers.emplace_back([&, t] {
       Status& out = results[static_cast<size_t>(t)];
-      // Each thread is a communicator of its own (its own context with v11), as in a process that runs
+      // Each thread is a communicator of its own (its own context with v11, v12), as in a process that runs
       // several NCCL communicators at once.
       Context ctx(env.net);
       if (!(out = ctx.init())) return;

@@ -90,7 +90,7 @@ int64_t check_pattern(const uint8_t* buf, size_t size, uint64_t seed);
 // (and every other check) is instrumented as usual.
 int64_t poll_pattern(const uint8_t* buf, size_t size, uint64_t seed);
 
-// A context (per communicator with v11) that finalizes itself.
+// A context (per communicator with v11, v12) that finalizes itself.
 class Context {
  public:
   explicit Context(Net& net) : net_(net) {}

@@ -52,6 +52,13 @@ void fill_v9(const Props& p, DeviceProps* out) {
   out->max_coll_bytes = p.maxCollBytes;
 }
 
+void fill_v12(const abi::NetPropertiesV12& p, DeviceProps* out) {
+  fill_v9(p, out);
+  out->has_v12_fields = true;
+  out->rail_id = p.railId;
+  out->plane_id = p.planeId;
+}
+
 // The table's entries NCCL calls without checking them for NULL, comma-separated, that are NULL.
 template <class Table>
 std::string null_entries(const Table& t) {
@@ -75,7 +82,7 @@ std::string null_entries(const Table& t) {
   MS_NEED(closeSend);
   MS_NEED(closeRecv);
   MS_NEED(closeListen);
-  if constexpr (std::is_same_v<Table, abi::NetV11>) MS_NEED(finalize);
+  if constexpr (std::is_same_v<Table, abi::NetV11> || std::is_same_v<Table, abi::NetV12>) MS_NEED(finalize);
 #undef MS_NEED
   return missing;
 }
@@ -125,8 +132,8 @@ void LogCapture::add(int level, const std::string& line) {
 }
 
 Result<std::unique_ptr<Net>> Net::load(const std::string& path, int abi) {
-  if (abi != 0 && (abi < 8 || abi > 11))
-    return make_error("ABI version " + std::to_string(abi) + ": the harness speaks 8..11");
+  if (abi != 0 && (abi < 8 || abi > 12))
+    return make_error("ABI version " + std::to_string(abi) + ": the harness speaks 8..12");
   void* lib = nullptr;
   {
     const InCall in(Call::kDlopen);
@@ -138,12 +145,15 @@ Result<std::unique_ptr<Net>> Net::load(const std::string& path, int abi) {
   }
   std::unique_ptr<Net> net(new Net);
   net->lib_ = lib;
-  for (int v = 11; v >= 8; --v) {
+  for (int v = 12; v >= 8; --v) {
     if (abi != 0 && v != abi) continue;
     void* sym = dlsym(lib, ("ncclNetPlugin_v" + std::to_string(v)).c_str());
     if (sym == nullptr) continue;
     net->version_ = v;
     switch (v) {
+      case 12:
+        net->v12_ = static_cast<abi::NetV12*>(sym);
+        break;
       case 11:
         net->v11_ = static_cast<abi::NetV11*>(sym);
         break;
@@ -161,9 +171,10 @@ Result<std::unique_ptr<Net>> Net::load(const std::string& path, int abi) {
   }
   if (net->version_ == 0) {
     return make_error(path + " exports no " +
-                      (abi ? "ncclNetPlugin_v" + std::to_string(abi) : "ncclNetPlugin_v11..v8") + " symbol");
+                      (abi ? "ncclNetPlugin_v" + std::to_string(abi) : "ncclNetPlugin_v12..v8") + " symbol");
   }
-  const std::string missing = net->v11_   ? null_entries(*net->v11_)
+  const std::string missing = net->v12_   ? null_entries(*net->v12_)
+                              : net->v11_ ? null_entries(*net->v11_)
                               : net->v10_ ? null_entries(*net->v10_)
                               : net->v9_  ? null_entries(*net->v9_)
                                           : null_entries(*net->v8_);
@@ -171,7 +182,8 @@ Result<std::unique_ptr<Net>> Net::load(const std::string& path, int abi) {
     return make_error("ncclNetPlugin_v" + std::to_string(net->version_) +
                       " has NULL entries that NCCL calls: " + missing);
   }
-  const char* name = net->v11_   ? net->v11_->name
+  const char* name = net->v12_   ? net->v12_->name
+                     : net->v11_ ? net->v11_->name
                      : net->v10_ ? net->v10_->name
                      : net->v9_  ? net->v9_->name
                                  : net->v8_->name;
@@ -180,17 +192,19 @@ Result<std::unique_ptr<Net>> Net::load(const std::string& path, int abi) {
 }
 
 #define MS_DISPATCH(call, ...)      \
-  (v11_   ? v11_->call(__VA_ARGS__) \
+  (v12_   ? v12_->call(__VA_ARGS__) \
+   : v11_ ? v11_->call(__VA_ARGS__) \
    : v10_ ? v10_->call(__VA_ARGS__) \
    : v9_  ? v9_->call(__VA_ARGS__)  \
           : v8_->call(__VA_ARGS__))
 
 NetResult Net::init(void** ctx) {
   const InCall in(Call::kInit);
-  if (v11_) {
+  if (v12_ || v11_) {
     abi::NetCommConfig cfg{abi::kTrafficClassUndef};
     static std::atomic<uint64_t> next_comm_id{0x5eed0000};
-    return v11_->init(ctx, ++next_comm_id, &cfg, harness_logger, nullptr);
+    return v12_ ? v12_->init(ctx, ++next_comm_id, &cfg, harness_logger, nullptr)
+                : v11_->init(ctx, ++next_comm_id, &cfg, harness_logger, nullptr);
   }
   std::call_once(legacy_once_, [&] {
     legacy_init_result_ = v10_  ? v10_->init(harness_logger, nullptr)
@@ -203,7 +217,7 @@ NetResult Net::init(void** ctx) {
 
 NetResult Net::finalize(void* ctx) {
   const InCall in(Call::kFinalize);
-  return v11_ ? v11_->finalize(ctx) : abi::kNetSuccess;
+  return v12_ ? v12_->finalize(ctx) : v11_ ? v11_->finalize(ctx) : abi::kNetSuccess;
 }
 
 NetResult Net::devices(int* n) {
@@ -214,7 +228,10 @@ NetResult Net::devices(int* n) {
 NetResult Net::properties(int dev, DeviceProps* out) {
   const InCall in(Call::kGetProperties);
   NetResult r = abi::kNetSuccess;
-  if (v11_) {
+  if (v12_) {
+    abi::NetPropertiesV12 p{};
+    if ((r = v12_->getProperties(dev, &p)) == abi::kNetSuccess) fill_v12(p, out);
+  } else if (v11_) {
     abi::NetPropertiesV11 p{};
     if ((r = v11_->getProperties(dev, &p)) == abi::kNetSuccess) fill_v9(p, out);
   } else if (v10_) {
@@ -232,6 +249,7 @@ NetResult Net::properties(int dev, DeviceProps* out) {
 
 NetResult Net::listen(void* ctx, int dev, void* handle, void** listen_comm) {
   const InCall in(Call::kListen);
+  if (v12_) return v12_->listen(ctx, dev, handle, listen_comm);
   if (v11_) return v11_->listen(ctx, dev, handle, listen_comm);
   if (v10_) return v10_->listen(dev, handle, listen_comm);
   return v9_ ? v9_->listen(dev, handle, listen_comm) : v8_->listen(dev, handle, listen_comm);
@@ -240,6 +258,7 @@ NetResult Net::listen(void* ctx, int dev, void* handle, void** listen_comm) {
 NetResult Net::connect(void* ctx, int dev, void* handle, void** send_comm) {
   const InCall in(Call::kConnect);
   abi::NetDeviceHandle* dev_comm = nullptr;
+  if (v12_) return v12_->connect(ctx, dev, handle, send_comm, &dev_comm);
   if (v11_) return v11_->connect(ctx, dev, handle, send_comm, &dev_comm);
   if (v10_) {
     abi::NetCommConfig cfg{abi::kTrafficClassUndef};
@@ -267,6 +286,7 @@ NetResult Net::dereg_mr(void* comm, void* mhandle) {
 
 NetResult Net::isend(void* send_comm, void* data, size_t size, int tag, void* mhandle, void** request) {
   const InCall in(Call::kIsend);
+  if (v12_) return v12_->isend(send_comm, data, size, tag, mhandle, nullptr, request);
   if (v11_) return v11_->isend(send_comm, data, size, tag, mhandle, nullptr, request);
   if (v10_) return v10_->isend(send_comm, data, size, tag, mhandle, nullptr, request);
   if (v9_) return v9_->isend(send_comm, data, size, tag, mhandle, request);
@@ -277,6 +297,7 @@ NetResult Net::isend(void* send_comm, void* data, size_t size, int tag, void* mh
 NetResult Net::irecv(void* recv_comm, int n, void** data, size_t* sizes, int* tags, void** mhandles,
                      void** request) {
   const InCall in(Call::kIrecv);
+  if (v12_) return v12_->irecv(recv_comm, n, data, sizes, tags, mhandles, nullptr, request);
   if (v11_) return v11_->irecv(recv_comm, n, data, sizes, tags, mhandles, nullptr, request);
   if (v10_) return v10_->irecv(recv_comm, n, data, sizes, tags, mhandles, nullptr, request);
   if (v9_) return v9_->irecv(recv_comm, n, data, sizes, tags, mhandles, request);
@@ -314,7 +335,8 @@ NetResult Net::close_listen(void* c) {
 }
 
 bool Net::has_irecv_consumed() const {
-  return v11_   ? v11_->irecvConsumed != nullptr
+  return v12_   ? v12_->irecvConsumed != nullptr
+         : v11_ ? v11_->irecvConsumed != nullptr
          : v10_ ? v10_->irecvConsumed != nullptr
          : v9_  ? v9_->irecvConsumed != nullptr
                 : v8_->irecvConsumed != nullptr;

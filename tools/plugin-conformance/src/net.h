@@ -1,10 +1,11 @@
-// A loaded net plugin behind one interface, whatever ABI version it exports: the harness speaks v11
-// semantics and this class adapts the call to the table it found (as NCCL's own adapters do: v8..v10
-// are initialised once per process and have no contexts or finalize; v8 takes int sizes).
+// A loaded net plugin behind one interface, whatever ABI version it exports: the harness speaks v12
+// semantics and this class adapts the call to the table it found (as NCCL's own adapters do: v11 has
+// v12's calls with a smaller properties layout; v8..v10 are initialised once per process and have no
+// contexts or finalize; v8 takes int sizes).
 //
 //   auto net = Net::load("libnccl-net-megascale.so", /*abi=*/0);   // Result<std::unique_ptr<Net>>
 //   void* ctx = nullptr;
-//   net->init(&ctx);                 // per communicator with v11
+//   net->init(&ctx);                 // per communicator with v11, v12
 //   net->listen(ctx, 0, handle, &listen_comm);
 #pragma once
 
@@ -19,6 +20,7 @@
 #include "megascale/common/result.h"
 #include "megascale/nccl/abi/net_v10.h"
 #include "megascale/nccl/abi/net_v11.h"
+#include "megascale/nccl/abi/net_v12.h"
 #include "megascale/nccl/abi/net_v8.h"
 #include "megascale/nccl/abi/net_v9.h"
 
@@ -26,7 +28,8 @@ namespace megascale::nccl::conformance {
 
 using abi::NetResult;
 
-// The device properties every version reports, plus the v9+ fields (has_v9_fields).
+// The device properties every version reports, plus the v9+ fields (has_v9_fields) and the v12 ones
+// (has_v12_fields).
 struct DeviceProps {
   std::string name;
   std::string pci_path;  // empty when NULL
@@ -43,6 +46,9 @@ struct DeviceProps {
   int vdev0 = -1;
   size_t max_p2p_bytes = 0;
   size_t max_coll_bytes = 0;
+  bool has_v12_fields = false;
+  int rail_id = abi::kNetIdUndef;
+  int plane_id = abi::kNetIdUndef;
 };
 
 // WARN and INFO lines the plugin logs, collected for reports (thread-safe; the logger is process-wide
@@ -70,7 +76,7 @@ class LogCapture {
 
 class Net {
  public:
-  // dlopen(path, RTLD_NOW | RTLD_LOCAL) and dlsym ncclNetPlugin_v11, v10, v9, v8 in that order (or only
+  // dlopen(path, RTLD_NOW | RTLD_LOCAL) and dlsym ncclNetPlugin_v12, v11, .. v8 in that order (or only
   // ncclNetPlugin_v<abi> when abi != 0). A table with a NULL entry that NCCL calls unconditionally is
   // an error naming the entries (NCCL would jump to address 0). The library stays loaded for the life of the
   // process (as NCCL keeps it while comms use it; the harness may load the same path again).
@@ -79,10 +85,10 @@ class Net {
   int version() const { return version_; }
   const std::string& name() const { return name_; }
 
-  // v11: a new context per call (per communicator). v8..v10: the plugin's init runs on the first call
+  // v11, v12: a new context per call (per communicator). v8..v10: the plugin's init runs on the first call
   // only (NCCL's adapters do the same) and *ctx is set to a dummy non-null value.
   NetResult init(void** ctx);
-  NetResult finalize(void* ctx);  // v11 only; a no-op otherwise
+  NetResult finalize(void* ctx);  // v11, v12; a no-op otherwise
   NetResult devices(int* n);
   NetResult properties(int dev, DeviceProps* out);
   NetResult listen(void* ctx, int dev, void* handle, void** listen_comm);
@@ -108,6 +114,7 @@ class Net {
   int version_ = 0;
   std::string name_;
   void* lib_ = nullptr;
+  abi::NetV12* v12_ = nullptr;
   abi::NetV11* v11_ = nullptr;
   abi::NetV10* v10_ = nullptr;
   abi::NetV9* v9_ = nullptr;

@@ -7,7 +7,7 @@
 // The child is recognised by MEGASCALE_CONFORMANCE_PEER in its environment; a constructor runs it
 // before main() with the arguments it was given and exits:
 //
-//   megascale-conformance-peer --mode recv --abi 11 --dev 0 --in-fd 5 --out-fd 8 --time-scale 1
+//   megascale-conformance-peer --mode recv --abi 12 --dev 0 --in-fd 5 --out-fd 8 --time-scale 1
 //                              --plugin build/collectives/nccl/libnccl-net-megascale.so
 //
 // Protocol on two pipes: the listening side writes its 128-byte handle; the child then writes one byte
@@ -95,7 +95,7 @@ int run_peer(int argc, char** argv) {
       ->check(CLI::IsMember({"send", "recv"}));
   app.add_option("--abi", abi_version, "ABI version the harness loaded")
       ->required()
-      ->check(CLI::Range(8, 11));
+      ->check(CLI::Range(8, 12));
   app.add_option("--dev", dev, "Device index")->required()->check(CLI::NonNegativeNumber);
   app.add_option("--in-fd", in_fd, "Pipe from the harness (the handle, for --mode send)")->required();
   app.add_option("--out-fd", out_fd, "Pipe to the harness (the handle, then progress bytes)")->required();

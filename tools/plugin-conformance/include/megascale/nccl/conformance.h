@@ -1,5 +1,5 @@
 // Conformance harness for NCCL net plugins: loads any plugin .so exactly as NCCL does (dlopen with
-// RTLD_NOW | RTLD_LOCAL, dlsym ncclNetPlugin_v11, then v10, v9, v8; init with a logger) and drives it
+// RTLD_NOW | RTLD_LOCAL, dlsym ncclNetPlugin_v12, then v11 .. v8; init with a logger) and drives it
 // through NCCL's call patterns on host memory: connect and accept progressed alternately on one thread,
 // 8 steps in flight per connection, grouped receives with tags, receives larger than the send, zero-byte
 // messages, 32 requests per comm, many comms on many threads, closes with requests outstanding, and a
@@ -38,7 +38,7 @@ namespace megascale::nccl::conformance {
 
 struct Options {
   std::string plugin_path;         // the .so to load (absolute or relative path, or a name dlopen finds)
-  int abi_version = 0;             // 0: the newest the plugin exports (NCCL's order); else exactly 8..11
+  int abi_version = 0;             // 0: the newest the plugin exports (NCCL's order); else exactly 8..12
   int dev = -1;                    // device index to use; -1: the one named "lo" (see above), else 0
   std::vector<std::string> cases;  // empty: all cases
   // Retry budget the plugin is asked to use (MEGASCALE_RETRY_BUDGET_S in the cases' processes, when

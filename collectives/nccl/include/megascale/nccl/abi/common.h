@@ -2,7 +2,7 @@
 // callback types, debug levels and subsystem flags, the device-offload handle and the constants a
 // plugin must respect. Written from NCCL's net plugin headers (its ext-net example), checked
 // against nccl.h 2.28.9 (NCCL_VERSION_CODE 22809) for the result codes. FROZEN: these are the layouts
-// NCCL 2.20 .. 2.28 compile against; never reorder or resize anything here.
+// NCCL 2.20 .. 2.30 compile against; never reorder or resize anything here.
 //
 //   using namespace megascale::nccl::abi;
 //   NetResult r = net->listen(ctx, dev, handle, &listen_comm);   // through a NetV11 table
@@ -83,7 +83,7 @@ inline constexpr int kNetMaxRequests = 32;
 inline constexpr uintptr_t kOptionalRecvCompletion = 0x1;
 // NCCL_MAX_NET_SIZE_BYTES: the upper bound for maxP2pBytes and maxCollBytes (1 TiB).
 inline constexpr size_t kMaxNetSizeBytes = size_t{1} << 40;
-// NCCL_NET_MAX_DEVS_PER_NIC for v9 .. v11: members a virtual device may fuse.
+// NCCL_NET_MAX_DEVS_PER_NIC for v9 .. v11 (v12: kMaxDevsPerNicV12): members a virtual device may fuse.
 inline constexpr int kMaxDevsPerNic = 4;
 // NCCL_NET_TRAFFIC_CLASS_UNDEF: no traffic class configured.
 inline constexpr int kTrafficClassUndef = -1;
@@ -98,7 +98,7 @@ enum NetDeviceType : int {
 // netDeviceVersion to report with kNetDeviceHost (NCCL_NET_DEVICE_INVALID_VERSION).
 inline constexpr int kNetDeviceInvalidVersion = 0;
 
-// ncclNetDeviceHandle_v7 .. v11: the device-offload handle (the same layout in every version used here).
+// ncclNetDeviceHandle_v7 .. v12: the device-offload handle (the same layout in every version used here).
 struct NetDeviceHandle {
   NetDeviceType netDeviceType;
   int netDeviceVersion;
@@ -113,7 +113,7 @@ struct NetVDeviceProps {
   int devs[kMaxDevsPerNic];
 };
 
-// ncclNetCommConfig_v10 / v11: per-communicator settings from ncclConfig_t.
+// ncclNetCommConfig_v10 .. v12: per-communicator settings from ncclConfig_t.
 struct NetCommConfig {
   int trafficClass;  // kTrafficClassUndef when the application set none
 };

@@ -83,4 +83,15 @@ struct NetV11 {
   NetResult (*setNetAttr)(void* ctx, NetAttrV11* attr);
 };
 
+#if UINTPTR_MAX == UINT64_MAX
+// The LP64 layout NCCL 2.28 compiles against (x86-64 and aarch64 Linux).
+static_assert(sizeof(NetVDeviceProps) == 20);
+static_assert(offsetof(NetPropertiesV11, vProps) == 64);
+static_assert(offsetof(NetPropertiesV11, maxP2pBytes) == 88);
+static_assert(offsetof(NetPropertiesV11, maxMultiRequestSize) == 104);
+static_assert(sizeof(NetPropertiesV11) == 112);
+static_assert(sizeof(NetAttrV11) == 44);
+static_assert(sizeof(NetV11) == 22 * sizeof(void*));
+#endif
+
 }  // namespace megascale::nccl::abi

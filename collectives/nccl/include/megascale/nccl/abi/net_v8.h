@@ -50,4 +50,11 @@ struct NetV8 {
   NetResult (*irecvConsumed)(void* recvComm, int n, void* request);
 };
 
+#if UINTPTR_MAX == UINT64_MAX
+// The LP64 layout (x86-64 and aarch64 Linux).
+static_assert(offsetof(NetPropertiesV8, netDeviceVersion) == 56);
+static_assert(sizeof(NetPropertiesV8) == 64);
+static_assert(sizeof(NetV8) == 19 * sizeof(void*));
+#endif
+
 }  // namespace megascale::nccl::abi

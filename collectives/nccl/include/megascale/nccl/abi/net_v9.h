@@ -54,4 +54,12 @@ struct NetV9 {
   NetResult (*makeVDevice)(int* d, NetVDeviceProps* props);
 };
 
+#if UINTPTR_MAX == UINT64_MAX
+// The LP64 layout (x86-64 and aarch64 Linux).
+static_assert(offsetof(NetPropertiesV9, vProps) == 64);
+static_assert(offsetof(NetPropertiesV9, maxCollBytes) == 96);
+static_assert(sizeof(NetPropertiesV9) == 104);
+static_assert(sizeof(NetV9) == 20 * sizeof(void*));
+#endif
+
 }  // namespace megascale::nccl::abi

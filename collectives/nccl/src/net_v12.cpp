@@ -1,0 +1,32 @@
+// ncclNetPlugin_v12: the newest table, a direct mapping onto the core (NCCL 2.30+ uses it in place).
+#include "megascale/nccl/abi/net_v12.h"
+
+#include "adapters.h"
+
+extern "C" {
+// The one exported symbol of this version (exports.map keeps every other symbol local).
+__attribute__((visibility("default"))) megascale::nccl::abi::NetV12 ncclNetPlugin_v12 = {
+    megascale::nccl::core::kPluginName,
+    megascale::nccl::guarded<&megascale::nccl::context_init>,
+    megascale::nccl::guarded<&megascale::nccl::core::devices>,
+    megascale::nccl::guarded<&megascale::nccl::core::get_properties>,
+    megascale::nccl::guarded<&megascale::nccl::core::listen>,
+    megascale::nccl::guarded<&megascale::nccl::context_connect>,
+    megascale::nccl::guarded<&megascale::nccl::table_accept>,
+    megascale::nccl::guarded<&megascale::nccl::core::reg_mr>,
+    nullptr,  // regMrDmaBuf: host memory only
+    megascale::nccl::guarded<&megascale::nccl::core::dereg_mr>,
+    megascale::nccl::guarded<&megascale::nccl::table_isend>,
+    megascale::nccl::guarded<&megascale::nccl::table_irecv>,
+    megascale::nccl::guarded<&megascale::nccl::table_iflush>,
+    megascale::nccl::guarded<&megascale::nccl::core::test>,
+    megascale::nccl::guarded<&megascale::nccl::core::close_send>,
+    megascale::nccl::guarded<&megascale::nccl::core::close_recv>,
+    megascale::nccl::guarded<&megascale::nccl::core::close_listen>,
+    nullptr,  // getDeviceMr: no device offload
+    megascale::nccl::guarded<&megascale::nccl::core::irecv_consumed>,
+    nullptr,  // makeVDevice: physical devices only
+    megascale::nccl::guarded<&megascale::nccl::core::finalize>,
+    megascale::nccl::guarded<&megascale::nccl::core::set_net_attr>,
+};
+}  // extern "C"
