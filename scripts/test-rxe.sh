@@ -25,7 +25,8 @@
 #                        fetched with `apt-get download` (the version linux-image-amd64 depends on)
 #                        and unpacked there with dpkg-deb -x; never installed on the host. With no
 #                        package source, the newest package already in the cache is used.
-#   MEGASCALE_RXE_ACCEL  tcg, kvm or auto (default): KVM when /dev/kvm can be opened, else TCG.
+#   MEGASCALE_RXE_ACCEL  tcg (default: software emulation, what CI has) or kvm. (This project's
+#                        machines show a /dev/kvm that QEMU cannot use: "failed to set MSR 0x10a".)
 # Outputs under OUT/one-guest and OUT/two-guests: console-N.log (guest N's console), NAME.log (each
 # command's output), initramfs.cpio.gz. The guest side is scripts/rxe/init; the image is built by
 # scripts/rxe/build-initramfs.sh; results are read by scripts/rxe/results.sh.
@@ -131,13 +132,12 @@ kernels=("$kroot"/boot/vmlinuz-*)
 [ -r "${kernels[0]}" ] || skip "no boot/vmlinuz-* in $deb"
 kernel=${kernels[0]}
 
-accel=${MEGASCALE_RXE_ACCEL:-auto}
+accel=${MEGASCALE_RXE_ACCEL:-tcg}
 case $accel in
-  auto) if [ -r /dev/kvm ] && [ -w /dev/kvm ]; then accel=kvm; else accel=tcg; fi ;;
   kvm | tcg) ;;
-  *) die "MEGASCALE_RXE_ACCEL must be tcg, kvm or auto, not '$accel'" ;;
+  *) die "MEGASCALE_RXE_ACCEL must be tcg or kvm, not '$accel'" ;;
 esac
-if [ "$accel" = kvm ]; then accel_args=(-accel kvm -cpu host); else accel_args=(-accel "tcg,thread=multi" -cpu max); fi
+if [ "$accel" = kvm ]; then accel_args=(-accel kvm -cpu max); else accel_args=(-accel "tcg,thread=multi" -cpu max); fi
 echo "test-rxe: kernel $(basename "$kernel"), accelerator $accel, limit ${limit} s"
 
 # start_guest GUEST GUESTS NETDEV: starts one guest's QEMU in the background, killed when the overall

@@ -75,15 +75,18 @@ done
 # libibverbs loads the provider named by /etc/libibverbs.d/*.driver from its libibverbs/ folder.
 [ -r /etc/libibverbs.d/rxe.driver ] || die "no /etc/libibverbs.d/rxe.driver (package ibverbs-providers)"
 cp /etc/libibverbs.d/rxe.driver "$root/etc/libibverbs.d/"
-provider=$(find /usr/lib /lib -path '*/libibverbs/librxe-rdmav*.so' 2>/dev/null | head -1)
-[ -n "$provider" ] || die "no librxe-rdmav*.so (package ibverbs-providers)"
+libibverbs=$(ldd /usr/bin/ibv_devinfo | awk '$1 ~ /^libibverbs\.so/ { print $3 }')
+providers=("$(dirname "$libibverbs")"/libibverbs/librxe-rdmav*.so)
+provider=${providers[0]}
+[ -r "$provider" ] || die "no librxe-rdmav*.so beside $libibverbs (package ibverbs-providers)"
 copy_file "$provider"
 copy_libs "$provider"
 
 # Modules in load order: each after the modules its .modinfo `depends=` names.
 declare -A path_of=() loaded=()
 while read -r f; do
-  n=$(basename "$f" .ko)
+  n=${f##*/}
+  n=${n%.ko}
   path_of[${n//-/_}]=$f
 done < <(find "$mdir" -name '*.ko')
 order=()
@@ -92,8 +95,10 @@ add_module() {
   [ -n "${loaded[$name]:-}" ] && return 0
   [ -n "${path_of[$name]:-}" ] || die "kernel module $name not in $mdir (built in, or not built?)"
   loaded[$name]=1
-  deps=$(objcopy -O binary --only-section=.modinfo "${path_of[$name]}" /dev/stdout | tr '\0' '\n' |
-    sed -n 's/^depends=//p' | tr ',' ' ')
+  objcopy --dump-section .modinfo="$root/modinfo" "${path_of[$name]}" /dev/null ||
+    die "cannot read the .modinfo section of ${path_of[$name]}"
+  deps=$(tr '\0' '\n' <"$root/modinfo" | sed -n 's/^depends=//p' | tr ',' ' ')
+  rm -f "$root/modinfo"
   for dep in $deps; do add_module "$dep"; done
   order+=("$name")
   cp "${path_of[$name]}" "$root/rxe/modules.d/$name.ko"
