@@ -12,8 +12,8 @@
 #   --guests       which runs: 1, 2 or both (default both)
 #   --commands F   the commands to run (syntax in scripts/rxe/lib.sh) instead of the default
 #                  scripts/rxe/one-guest.cmds or two-guests.cmds; needs --guests 1 or 2
-#   --run N=CMD    one more command, a line `N CMD` of that syntax (N may carry @2 and &), e.g.
-#                  --bin build/test/tests/wire/verbs_test --run 'verbs=verbs_test --gtest_brief=1'
+#   --run N=CMD    one more command, a line `N CMD` of that syntax (N may carry @2 and &); with
+#                  --bin, a host-built test in the guest: --bin PATH/my_test --run 'mine=my_test -v'
 #   --bin PATH     a host program copied into the guest's /usr/bin with every library ldd lists
 #   --module NAME  one more kernel module for the guest (with its dependencies), e.g. sch_netem
 #   --timeout S    hard limit for everything, downloads and both runs included (default 540)
@@ -25,8 +25,15 @@
 #                        fetched with `apt-get download` (the version linux-image-amd64 depends on)
 #                        and unpacked there with dpkg-deb -x; never installed on the host. With no
 #                        package source, the newest package already in the cache is used.
+#   MEGASCALE_RXE_KERNEL_PKG  a kernel package to use instead (e.g. linux-image-6.1.0-57-amd64; not
+#                        the -cloud-amd64 flavour, which has no rdma_rxe); no fallback when it fails.
+#   MEGASCALE_RXE_QEMU   the QEMU program (default qemu-system-x86_64).
 #   MEGASCALE_RXE_ACCEL  tcg (default: software emulation, what CI has) or kvm. (This project's
 #                        machines show a /dev/kvm that QEMU cannot use: "failed to set MSR 0x10a".)
+# Faults for a command to inject: the guest's busybox `ip link set eth0 down|up` flaps rxe0's port
+# (DOWN, then ACTIVE again); `--bin /usr/sbin/tc --module sch_netem` gives iproute2's tc, called by its
+# full path /usr/bin/tc (busybox's shell prefers its own `tc` applet, which has no netem), e.g.
+# `/usr/bin/tc qdisc add dev eth0 root netem loss 1%`.
 # Outputs under OUT/one-guest and OUT/two-guests: console-N.log (guest N's console), NAME.log (each
 # command's output), initramfs.cpio.gz. The guest side is scripts/rxe/init; the image is built by
 # scripts/rxe/build-initramfs.sh; results are read by scripts/rxe/results.sh.
@@ -98,7 +105,8 @@ if [ "$list" = 1 ]; then
 fi
 
 # What the guests need from the host.
-command -v qemu-system-x86_64 >/dev/null || skip "no qemu-system-x86_64 (scripts/install-deps.sh installs qemu-system-x86)"
+qemu=${MEGASCALE_RXE_QEMU:-qemu-system-x86_64}
+command -v "$qemu" >/dev/null || skip "no $qemu (scripts/install-deps.sh installs qemu-system-x86)"
 for t in busybox cpio gzip objcopy ldd ss apt-get dpkg-deb ibv_rc_pingpong ib_write_bw rdma; do
   command -v "$t" >/dev/null || skip "no $t (scripts/install-deps.sh installs what the rxe guests need)"
 done
@@ -107,7 +115,12 @@ done
 cache=${MEGASCALE_RXE_CACHE:-build/rxe-cache}
 mkdir -p "$cache"
 cache=$(cd "$cache" && pwd)
-pkg=$(apt-cache depends linux-image-amd64 2>/dev/null | sed -n 's/^ *Depends: \(linux-image-[0-9.]*-[0-9]*-amd64\)$/\1/p' | head -1)
+pkg=${MEGASCALE_RXE_KERNEL_PKG:-}
+pinned=${pkg:+1}
+if [ -z "$pkg" ]; then
+  pkg=$(apt-cache depends linux-image-amd64 2>/dev/null |
+    sed -n 's/^ *Depends: \(linux-image-[0-9.]*-[0-9]*-amd64\)$/\1/p' | head -1)
+fi
 deb=""
 if [ -n "$pkg" ]; then
   deb=$(find "$cache" -maxdepth 1 -name "${pkg}_*_amd64.deb" | sort -V | tail -1)
@@ -115,13 +128,21 @@ if [ -n "$pkg" ]; then
     echo "test-rxe: fetching $pkg into $cache"
     (cd "$cache" && timeout 300 apt-get download -q "$pkg" >"$cache/download.log" 2>&1) || true
     deb=$(find "$cache" -maxdepth 1 -name "${pkg}_*_amd64.deb" | sort -V | tail -1)
+    if [ -n "$deb" ]; then
+      # A newer kernel replaces the older ones (400 MB unpacked each).
+      find "$cache" -mindepth 1 -maxdepth 1 -name 'linux-image-*' ! -name "$(basename "$deb" .deb)*" \
+        -exec rm -rf {} +
+    fi
   fi
 fi
-if [ -z "$deb" ]; then
+if [ -z "$deb" ] && [ -z "$pinned" ]; then
   # No package source (or no answer): the newest stock kernel already cached.
   deb=$(find "$cache" -maxdepth 1 -name 'linux-image-6.*-amd64_*_amd64.deb' | sort -V | tail -1)
 fi
-[ -n "$deb" ] || skip "cannot get Debian's linux-image-amd64 kernel package (apt-get download ${pkg:-linux-image-amd64}: see $cache/download.log)"
+if [ -z "$deb" ]; then
+  [ -n "$pkg" ] || skip "apt-cache names no kernel package for linux-image-amd64 (apt-get update?) and $cache has none"
+  skip "cannot get the kernel package $pkg: apt-get download failed ($(tail -1 "$cache/download.log" 2>/dev/null))"
+fi
 kroot=$cache/$(basename "$deb" .deb)
 if [ ! -e "$kroot/.unpacked" ]; then
   rm -rf "$kroot"
@@ -145,7 +166,7 @@ echo "test-rxe: kernel $(basename "$kernel"), accelerator $accel, limit ${limit}
 start_guest() {
   local g=$1 n=$2 netdev=$3 smp=2 mem=2048
   if [ "$n" = 2 ]; then smp=1; mem=1024; fi
-  timeout -s KILL "$left" qemu-system-x86_64 "${accel_args[@]}" -smp "$smp" -m "$mem" -nodefaults \
+  timeout -s KILL "$left" "$qemu" "${accel_args[@]}" -smp "$smp" -m "$mem" -nodefaults \
     -no-user-config -display none -no-reboot -kernel "$kernel" -initrd "$dir/initramfs.cpio.gz" \
     -append "console=ttyS0 loglevel=3 panic=-1 mitigations=off rxe_guest=$g rxe_guests=$n rxe_timeout=$cmd_limit" \
     -serial "file:$dir/console-$g.log" -netdev "$netdev" \

@@ -2,9 +2,10 @@
 # The Soft-RoCE guest machinery checked without booting a guest: the commands-file reader
 # (scripts/rxe/lib.sh) and its refusals, scripts/rxe/results.sh on canned console logs (passes, a
 # failed and a killed command, a guest that never got rxe0 ready, names that are prefixes of others,
-# serial \r\n line ends), scripts/test-rxe.sh's argument refusals and --list, scripts/rxe/build-initramfs.sh
-# on a fake kernel tree (modules in dependency order, the programs' libraries, the rxe provider), and
-# the shell lint over scripts/rxe/, which tests/scripts/shellcheck_test.sh does not reach.
+# serial \r\n line ends), scripts/test-rxe.sh's argument refusals, --list and skips (no QEMU, no
+# kernel package), scripts/rxe/build-initramfs.sh on a fake kernel tree (modules in dependency order,
+# the programs' libraries, the rxe provider), and the shell lint over scripts/rxe/, which
+# tests/scripts/shellcheck_test.sh does not reach.
 # Usage: rxe_scripts_test.sh SOURCE_DIR
 set -uo pipefail
 src=$1
@@ -114,6 +115,18 @@ grep -qF '  rc-server (background): ibv_rc_pingpong' <<<"$out" || fail "--list: 
 grep -qxF '  mine: my_test --flag' <<<"$out" || fail "--list: the --run command: $out"
 out=$("$rxe" --list) || fail "--list of both runs: exit $?"
 grep -qF '== 2 guest(s), guest 2:' <<<"$out" || fail "--list: the two-guest run: $out"
+
+# Skips (exit 77, one line) without QEMU, and without the kernel package (an empty cache, a pinned
+# package that does not exist: apt-get download fails, offline too).
+MEGASCALE_RXE_QEMU=$dir/no-qemu "$rxe" --guests 1 >"$dir/skip.log" 2>&1
+(($? == 77)) && grep -qx "SKIP: no $dir/no-qemu (scripts/install-deps.sh installs qemu-system-x86)" "$dir/skip.log" ||
+  fail "no QEMU: $(cat "$dir/skip.log")"
+if command -v qemu-system-x86_64 >/dev/null && command -v apt-get >/dev/null; then
+  MEGASCALE_RXE_CACHE=$dir/cache MEGASCALE_RXE_KERNEL_PKG=linux-image-0.0.0-0-amd64 "$rxe" --guests 1 \
+    >"$dir/skip.log" 2>&1
+  (($? == 77)) && grep -q "^SKIP: cannot get the kernel package linux-image-0.0.0-0-amd64: apt-get download failed" \
+    "$dir/skip.log" || fail "no kernel package: $(cat "$dir/skip.log")"
+fi
 
 # --- build-initramfs.sh on a fake kernel tree: .ko files that are only a .modinfo section
 skip_build=""
