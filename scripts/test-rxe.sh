@@ -7,14 +7,16 @@
 # package cannot be had.
 #
 # Usage: scripts/test-rxe.sh [--guests 1|2|both] [--commands FILE] [--run 'NAME=COMMAND']...
-#                            [--bin PATH]... [--module NAME]... [--timeout S] [--cmd-timeout S]
-#                            [--out DIR] [--list]
+#                            [--bin PATH]... [--lib PATH]... [--module NAME]... [--timeout S]
+#                            [--cmd-timeout S] [--out DIR] [--list]
 #   --guests       which runs: 1, 2 or both (default both)
 #   --commands F   the commands to run (syntax in scripts/rxe/lib.sh) instead of the default
 #                  scripts/rxe/one-guest.cmds or two-guests.cmds; needs --guests 1 or 2
 #   --run N=CMD    one more command, a line `N CMD` of that syntax (N may carry @2 and &); with
 #                  --bin, a host-built test in the guest: --bin PATH/my_test --run 'mine=my_test -v'
 #   --bin PATH     a host program copied into the guest's /usr/bin with every library ldd lists
+#   --lib PATH     a shared object for the guest's /usr/local/lib, on LD_LIBRARY_PATH (a plugin that
+#                  a program opens with dlopen); its libraries come along
 #   --module NAME  one more kernel module for the guest (with its dependencies), e.g. sch_netem
 #   --timeout S    hard limit for everything, downloads and both runs included (default 540)
 #   --cmd-timeout S  each command's limit inside the guest (default 120; past it: status 137)
@@ -47,13 +49,14 @@ usage() { sed -n '/^# Usage:/,/^#   --list/p' "$0" | sed 's/^# \{0,1\}//' >&2; e
 die() { echo "test-rxe: $*" >&2; exit 2; }
 skip() { echo "SKIP: $*"; exit 77; }
 
-guests_arg=both commands="" runs=() bins=() mods=() limit=540 cmd_limit=120 out=build/rxe-out list=0
+guests_arg=both commands="" runs=() bins=() libs=() mods=() limit=540 cmd_limit=120 out=build/rxe-out list=0
 while [ $# -gt 0 ]; do
   case $1 in
     --guests) guests_arg=${2:-}; shift 2 ;;
     --commands) commands=${2:-}; shift 2 ;;
     --run) runs+=("${2:-}"); shift 2 ;;
     --bin) bins+=("${2:-}"); shift 2 ;;
+    --lib) libs+=("${2:-}"); shift 2 ;;
     --module) mods+=("${2:-}"); shift 2 ;;
     --timeout) limit=${2:-}; shift 2 ;;
     --cmd-timeout) cmd_limit=${2:-}; shift 2 ;;
@@ -77,6 +80,9 @@ for r in "${runs[@]}"; do
 done
 for b in "${bins[@]}"; do
   [ -f "$b" ] && [ -x "$b" ] || die "--bin $b: not an executable file"
+done
+for l in "${libs[@]}"; do
+  [ -f "$l" ] && [ -r "$l" ] || die "--lib $l: not a readable file"
 done
 
 deadline=$((SECONDS + limit))
@@ -195,6 +201,7 @@ for m in "${modes[@]}"; do
   echo "=== test-rxe: $m guest(s) (${SECONDS} s so far)"
   build_args=(--kernel-root "$kroot" --commands-dir "$dir" --out "$dir/initramfs.cpio.gz")
   for b in "${bins[@]}"; do build_args+=(--bin "$b"); done
+  for l in "${libs[@]}"; do build_args+=(--lib "$l"); done
   for x in "${mods[@]}"; do build_args+=(--module "$x"); done
   "$here/build-initramfs.sh" "${build_args[@]}" || { status=1; total_failed=$((total_failed + 1)); continue; }
 

@@ -3,17 +3,19 @@
 # a virtio NIC in load order, rdma-core's rxe provider, the programs the commands use with every
 # library `ldd` lists, the guest's /init (scripts/rxe/init) and the commands each guest runs.
 # Usage: build-initramfs.sh --kernel-root DIR --commands-dir DIR --out FILE [--bin PATH]...
-#                           [--module NAME]...
+#                           [--lib PATH]... [--module NAME]...
 #   --kernel-root   an unpacked linux-image-*-amd64 package (has lib/modules/VERSION/kernel/)
 #   --commands-dir  commands-N files as rxe_parse_commands (lib.sh) writes them
 #   --bin PATH      one more host program for the guest's /usr/bin (its libraries come along)
+#   --lib PATH      a shared object for the guest's /usr/local/lib, on its LD_LIBRARY_PATH (a plugin
+#                   a program opens with dlopen, which ldd does not list; its libraries come along)
 #   --module NAME   one more kernel module (its dependencies come along), e.g. sch_netem
 # Needs busybox (busybox-static), cpio, gzip, objcopy (binutils) and the verbs programs below.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 die() { echo "build-initramfs: $*" >&2; exit 2; }
 
-kroot="" cmds="" out=""
+kroot="" cmds="" out="" libs=()
 bins=(/usr/bin/rdma /usr/bin/ibv_devinfo /usr/bin/ibv_devices /usr/bin/ibv_rc_pingpong
   /usr/bin/ibv_ud_pingpong /usr/bin/ibv_uc_pingpong /usr/bin/ibv_srq_pingpong
   /usr/bin/ib_send_bw /usr/bin/ib_write_bw /usr/bin/ib_read_bw /usr/bin/ib_send_lat /usr/bin/ib_write_lat)
@@ -26,6 +28,7 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2 ;;
     --bin) bins+=("$2"); shift 2 ;;
     --module) modules+=("$2"); shift 2 ;;
+    --lib) libs+=("$2"); shift 2 ;;
     *) die "unknown argument '$1'" ;;
   esac
 done
@@ -71,6 +74,12 @@ for b in "${bins[@]}"; do
   ldd "$b" 2>&1 | grep -q 'not found' && die "$b: a library is missing: $(ldd "$b" | grep 'not found')"
   cp -L "$b" "$root/usr/bin/"
   copy_libs "$b"
+done
+mkdir -p "$root/usr/local/lib"
+for l in "${libs[@]}"; do
+  [ -r "$l" ] || die "shared object $l not found"
+  cp -L "$l" "$root/usr/local/lib/"
+  copy_libs "$l"
 done
 # libibverbs loads the provider named by /etc/libibverbs.d/*.driver from its libibverbs/ folder.
 [ -r /etc/libibverbs.d/rxe.driver ] || die "no /etc/libibverbs.d/rxe.driver (package ibverbs-providers)"

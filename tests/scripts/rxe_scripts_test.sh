@@ -4,7 +4,7 @@
 # failed and a killed command, a guest that never got rxe0 ready, names that are prefixes of others,
 # serial \r\n line ends), scripts/test-rxe.sh's argument refusals, --list and skips (no QEMU, no
 # kernel package), scripts/rxe/build-initramfs.sh on a fake kernel tree (modules in dependency order,
-# the programs' libraries, the rxe provider), and the shell lint over scripts/rxe/, which
+# the programs' libraries, the rxe provider, a --lib object), and the shell lint over scripts/rxe/, which
 # tests/scripts/shellcheck_test.sh does not reach.
 # Usage: rxe_scripts_test.sh SOURCE_DIR
 set -uo pipefail
@@ -153,15 +153,16 @@ else
   mod b/virtio_net.ko virtio_net virtio
   mod a/sch-netem.ko sch_netem ""
   mkdir "$dir/img"
+  echo 'int plug(void) { return 1; }' | gcc -x c -shared -fPIC -o "$dir/libplug.so" -
   "$src/scripts/rxe/build-initramfs.sh" --kernel-root "$dir/kernel" --commands-dir "$dir/c2" \
-    --out "$dir/img/i.cpio.gz" --module sch_netem >"$dir/build.log" 2>&1 ||
+    --out "$dir/img/i.cpio.gz" --module sch_netem --lib "$dir/libplug.so" >"$dir/build.log" 2>&1 ||
     fail "build-initramfs: $(cat "$dir/build.log")"
   (cd "$dir/img" && gzip -dc i.cpio.gz | cpio -id --quiet) || fail "the initramfs does not unpack"
   want=$'crc32_generic\nib_core\nib_uverbs\nudp_tunnel\nrdma_rxe\nvirtio\nvirtio_pci\nvirtio_net\nsch_netem'
   [ "$(cat "$dir/img/rxe/modules")" = "$want" ] || fail "module order: $(tr '\n' ' ' <"$dir/img/rxe/modules")"
   [ -f "$dir/img/rxe/modules.d/sch_netem.ko" ] || fail "sch_netem.ko (file sch-netem.ko) not copied"
   for f in init bin/busybox usr/bin/rxe-retry usr/bin/ib_write_bw usr/bin/rdma etc/libibverbs.d/rxe.driver \
-    rxe/commands-1 rxe/commands-2; do
+    rxe/commands-1 rxe/commands-2 usr/local/lib/libplug.so; do
     [ -e "$dir/img/$f" ] || fail "initramfs lacks /$f"
   done
   ls "$dir"/img/usr/lib/*/libibverbs/librxe-rdmav*.so >/dev/null 2>&1 || fail "initramfs lacks the rxe provider"
