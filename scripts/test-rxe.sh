@@ -113,7 +113,7 @@ fi
 # What the guests need from the host.
 qemu=${MEGASCALE_RXE_QEMU:-qemu-system-x86_64}
 command -v "$qemu" >/dev/null || skip "no $qemu (scripts/install-deps.sh installs qemu-system-x86)"
-for t in busybox cpio gzip objcopy ldd ss apt-get dpkg-deb ibv_rc_pingpong ib_write_bw rdma; do
+for t in busybox cpio gzip objcopy ldd ss flock apt-get dpkg-deb ibv_rc_pingpong ib_write_bw rdma; do
   command -v "$t" >/dev/null || skip "no $t (scripts/install-deps.sh installs what the rxe guests need)"
 done
 
@@ -121,6 +121,9 @@ done
 cache=${MEGASCALE_RXE_CACHE:-build/rxe-cache}
 mkdir -p "$cache"
 cache=$(cd "$cache" && pwd)
+# One run at a time fetches, unpacks or prunes (worktrees may share a cache).
+exec 9>"$cache/.lock"
+flock -w 600 9 || skip "the kernel cache $cache stayed locked by another run for 600 s"
 pkg=${MEGASCALE_RXE_KERNEL_PKG:-}
 pinned=${pkg:+1}
 if [ -z "$pkg" ]; then
@@ -158,6 +161,7 @@ fi
 kernels=("$kroot"/boot/vmlinuz-*)
 [ -r "${kernels[0]}" ] || skip "no boot/vmlinuz-* in $deb"
 kernel=${kernels[0]}
+flock -u 9
 
 accel=${MEGASCALE_RXE_ACCEL:-tcg}
 case $accel in
