@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Reads the Soft-RoCE guests' console logs against the commands they were given; prints one line per
-# command, each command's output to OUTDIR/NAME.log, and `N passed, M failed`. Exits 0 only when every
+# command, rxe0's counters that moved, each command's output to OUTDIR/NAME.log, and
+# `N passed, M failed`. Exits 0 only when every
 # command has a result line with status 0.
 # Usage: results.sh COMMANDS_DIR CONSOLE_DIR [OUTDIR]
 #   COMMANDS_DIR holds commands-N (rxe_parse_commands' form, lib.sh); CONSOLE_DIR holds console-N.log,
@@ -64,6 +65,8 @@ for f in "${files[@]}"; do
       failed=$((failed + 1))
     fi
   done <"$f"
+  counters=$(grep -m1 -o 'RXE-COUNTERS guest=[0-9]*.*' "$out/.console-$guest" | cut -d' ' -f3-)
+  [ -n "$counters" ] && echo "guest $guest: rxe0 counters: $counters"
   rm -f "$out/.console-$guest"
 done
 echo "$passed passed, $failed failed"

@@ -56,7 +56,8 @@ cp "$dir/c2"/commands-* "$dir/run/"
 printf '%s\r\n' '[    3.1] rdma_rxe: loaded' 'RXE-READY guest=1 uptime=5.03 gid=1 self=10.58.0.1 peer=10.58.0.2' \
   'devinfo| hca_id: rxe0' 'RXE-RESULT name=devinfo status=0 seconds=0.15' \
   'rc-server| 8192 bytes in 0.01 seconds' 'RXE-RESULT name=rc-server status=0 seconds=1.86' \
-  'RXE-DONE guest=1 uptime=9.00' >"$dir/run/console-1.log"
+  'RXE-COUNTERS guest=1 duplicate_request=3 sent_pkts=410' 'RXE-DONE guest=1 uptime=9.00' \
+  >"$dir/run/console-1.log"
 # Guest 2: rc-client failed; ud.server has no result line (the guest was killed first).
 printf '%s\n' 'RXE-READY guest=2 uptime=6.10 gid=1 self=10.58.0.2 peer=10.58.0.1' \
   'rc-client| Failed to modify QP to RTR' 'rc-client| rxe-retry: exit status 1; trying again' \
@@ -68,6 +69,7 @@ echo "$out"
 grep -qx '2 passed, 2 failed' <<<"$out" || fail "results.sh: the count line"
 grep -qx 'guest 1: rxe0 ready 5.03 s after boot' <<<"$out" || fail "guest 1's ready line"
 grep -qx 'pass rc-server (guest 1): 1.86 s' <<<"$out" || fail "rc-server's pass line"
+grep -qx 'guest 1: rxe0 counters: duplicate_request=3 sent_pkts=410' <<<"$out" || fail "guest 1's counters"
 grep -qx 'FAIL rc-client (guest 2): exit status 1 after 60.31 s; last lines:' <<<"$out" || fail "rc-client's line"
 grep -qF '    Failed to modify QP to RTR' <<<"$out" || fail "rc-client's output under its line"
 grep -qx 'FAIL ud.server (guest 2): no result line (the guest stopped or was stopped first)' <<<"$out" ||
