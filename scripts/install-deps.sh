@@ -20,6 +20,9 @@ packages=(
   iproute2 iptables
   # the shell scripts' lint test (tests/scripts/shellcheck_test.sh)
   shellcheck
+  # Soft-RoCE guests (scripts/test-rxe.sh): QEMU, the guest's busybox and verbs programs, the
+  # initramfs packer (objcopy, from binutils, reads the kernel modules' dependencies)
+  qemu-system-x86 busybox-static ibverbs-utils perftest cpio binutils
 )
 
 missing=()

@@ -3,11 +3,16 @@
 # command, and exactly what CI runs (.ci/run). Tests that need a GPU, an RDMA NIC or root network
 # namespaces skip with a one-line reason; ctest lists them as skipped, not passed.
 #
-# Four stages, each in its own build directory under build/; every stage runs even when an earlier
+# Five stages, each in its own build directory under build/; every stage runs even when an earlier
 # one failed (one CI run reports everything), and the script fails at the end if any stage did:
 #   test  build/test   Release, every part; ctest runs every test, then the 2-minute soak
 #                      (scripts/soak.sh 2, label soak) alone, then the netns tests alone (they time a
 #                      shared link) with their measured figures printed.
+#   rxe   build/rxe-out  scripts/test-rxe.sh: verbs programs on Soft-RoCE in QEMU guests booted from
+#                      Debian's stock kernel (one guest, then two joined by a socket netdev), at most
+#                      9 minutes; the kernel package is cached in build/rxe-cache
+#                      (MEGASCALE_RXE_CACHE). It skips, and does not fail, when QEMU or the kernel
+#                      package cannot be had.
 #   asan  build/asan   -O1 -g1 with AddressSanitizer + UndefinedBehaviorSanitizer: the
 #                      congestion, engine, wire, nccl, topology, host and simnet unit tests and the fuzz
 #                      corpus replays (ctest labels).
@@ -20,14 +25,14 @@
 #                      runs MEGASCALE_FUZZ_SECONDS (default 60) from the committed seed corpus; a
 #                      crash, a leak or a unit slower than 10 s leaves its input in build/fuzz/artifacts/
 #                      (add it to tests/fuzz/corpus/<target>/ once fixed, so every build replays it).
-# MEGASCALE_TEST_STAGES (default "test asan tsan fuzz") picks stages, e.g. MEGASCALE_TEST_STAGES=test.
+# MEGASCALE_TEST_STAGES (default "test rxe asan tsan fuzz") picks stages, e.g. MEGASCALE_TEST_STAGES=test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/install-deps.sh
 
 jobs=$(nproc)
-all_stages="test asan tsan fuzz"  # in the order they run
+all_stages="test rxe asan tsan fuzz"  # in the order they run
 stages=${MEGASCALE_TEST_STAGES:-$all_stages}
 fuzz_seconds=${MEGASCALE_FUZZ_SECONDS:-60}
 started=$SECONDS
@@ -55,6 +60,16 @@ stage_test() {
     echo "netns tests failed; full log: $build/netns.log"
   fi
   grep -E '^[0-9]+: \[ [a-z]|Test +#[0-9]+: |tests passed|Skipped' "$build/netns.log" | sed 's/^[0-9]*: //' || true
+  return $status
+}
+
+stage_rxe() {
+  local status=0
+  scripts/test-rxe.sh --out build/rxe-out --timeout 540 || status=$?
+  if [ $status -eq 77 ]; then
+    echo "rxe stage skipped (the reason is above)"
+    return 0
+  fi
   return $status
 }
 
