@@ -105,6 +105,99 @@ class UdQp final : public IbUdQp {
   ibv_qp* qp_;
 };
 
+ibv_mtu to_ibv_mtu(uint32_t bytes) {
+  switch (bytes) {
+    case 256:
+      return IBV_MTU_256;
+    case 512:
+      return IBV_MTU_512;
+    case 2048:
+      return IBV_MTU_2048;
+    case 4096:
+      return IBV_MTU_4096;
+    default:
+      return IBV_MTU_1024;
+  }
+}
+
+void fill_ah(ibv_ah_attr& attr, const AhSpec& spec) {
+  attr.is_global = 1;
+  attr.port_num = spec.port_num;
+  std::memcpy(attr.grh.dgid.raw, spec.dgid.data(), 16);
+  attr.grh.sgid_index = spec.sgid_index;
+  attr.grh.hop_limit = spec.hop_limit;
+  attr.grh.traffic_class = spec.traffic_class;
+  attr.grh.flow_label = spec.flow_label;
+}
+
+class RcQp final : public IbRcQp {
+ public:
+  RcQp(ibv_qp* qp, std::string name) : qp_(qp), name_(std::move(name)) {}
+  ~RcQp() override { ibv_destroy_qp(qp_); }
+  uint32_t qpn() const override { return qp_->qp_num; }
+
+  Status connect(const RcPeer& peer, const NicRetry& nic, uint32_t send_psn) override {
+    ibv_qp_attr attr{};
+    attr.qp_state = IBV_QPS_RTR;
+    attr.path_mtu = to_ibv_mtu(peer.mtu_bytes);
+    attr.dest_qp_num = peer.qpn;
+    attr.rq_psn = peer.psn & 0xFFFFFF;
+    attr.max_dest_rd_atomic = 1;
+    attr.min_rnr_timer = 12;  // 0.64 ms before an RNR NAK's retry
+    fill_ah(attr.ah_attr, peer.path);
+    if (int err = ibv_modify_qp(qp_, &attr,
+                                IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                    IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)) {
+      return sys_error(name_ + ": RC QP to RTR (peer QPN " + std::to_string(peer.qpn) + ")", err);
+    }
+    attr = {};
+    attr.qp_state = IBV_QPS_RTS;
+    attr.timeout = nic.timeout_exp;
+    attr.retry_cnt = nic.retry_cnt;
+    attr.rnr_retry = nic.rnr_retry;
+    attr.sq_psn = send_psn & 0xFFFFFF;
+    attr.max_rd_atomic = 1;
+    if (int err = ibv_modify_qp(qp_, &attr,
+                                IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                                    IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC)) {
+      return sys_error(name_ + ": RC QP to RTS", err);
+    }
+    return {};
+  }
+
+  Status post_write(const SendWr& in) override {
+    ibv_sge sge[2];
+    for (uint32_t i = 0; i < in.num_sge; ++i) sge[i] = {in.sge[i].addr, in.sge[i].length, in.sge[i].lkey};
+    ibv_send_wr wr{};
+    wr.wr_id = in.wr_id;
+    wr.sg_list = in.num_sge > 0 ? sge : nullptr;
+    wr.num_sge = static_cast<int>(in.num_sge);
+    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+    wr.send_flags = in.signaled ? IBV_SEND_SIGNALED : 0;
+    wr.imm_data = htonl(in.imm_data);
+    wr.wr.rdma.remote_addr = in.remote_addr;
+    wr.wr.rdma.rkey = in.rkey;
+    ibv_send_wr* bad = nullptr;
+    if (int err = ibv_post_send(qp_, &wr, &bad); err != 0) return sys_error("ibv_post_send (RC write)", err);
+    return {};
+  }
+
+  Status post_recv(const RecvWr& in) override {
+    ibv_sge sge{in.sge.addr, in.sge.length, in.sge.lkey};
+    ibv_recv_wr wr{};
+    wr.wr_id = in.wr_id;
+    wr.sg_list = in.num_sge > 0 ? &sge : nullptr;
+    wr.num_sge = static_cast<int>(in.num_sge);
+    ibv_recv_wr* bad = nullptr;
+    if (int err = ibv_post_recv(qp_, &wr, &bad); err != 0) return sys_error("ibv_post_recv (RC)", err);
+    return {};
+  }
+
+ private:
+  ibv_qp* qp_;
+  std::string name_;
+};
+
 class Device final : public IbDevice {
  public:
   Device(std::string name, ibv_context* ctx, ibv_pd* pd, uint32_t port, uint32_t mtu)
@@ -125,6 +218,7 @@ class Device final : public IbDevice {
 
   ~Device() override {
     cache_.invalidate(0, UINT64_MAX);
+    for (ibv_mr* mr : rings_) ibv_dereg_mr(mr);
     for (ibv_ah* ah : ahs_) ibv_destroy_ah(ah);
     ibv_dealloc_pd(pd_);
     ibv_close_device(ctx_);
@@ -187,15 +281,42 @@ class Device final : public IbDevice {
     return std::unique_ptr<IbUdQp>(std::move(owned));
   }
 
+  Result<std::unique_ptr<IbRcQp>> create_rc_qp(IbCq& cq, uint32_t send_depth, uint32_t recv_depth) override {
+    ibv_cq* c = static_cast<Cq&>(cq).get();
+    ibv_qp_init_attr init{};
+    init.send_cq = c;
+    init.recv_cq = c;
+    init.cap.max_send_wr = send_depth;
+    init.cap.max_recv_wr = recv_depth;
+    init.cap.max_send_sge = 2;
+    init.cap.max_recv_sge = 1;
+    init.qp_type = IBV_QPT_RC;
+    ibv_qp* qp = ibv_create_qp(pd_, &init);
+    if (qp == nullptr) return sys_error(name_ + ": ibv_create_qp(RC)", errno);
+    auto owned = std::make_unique<RcQp>(qp, name_);
+    ibv_qp_attr attr{};
+    attr.qp_state = IBV_QPS_INIT;
+    attr.pkey_index = 0;
+    attr.port_num = static_cast<uint8_t>(port_);
+    attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+    if (int err =
+            ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) {
+      return sys_error(name_ + ": RC QP to INIT", err);
+    }
+    return std::unique_ptr<IbRcQp>(std::move(owned));
+  }
+
+  Result<MrKeys> register_ring(void* addr, uint64_t len) override {
+    ibv_mr* mr = ibv_reg_mr(pd_, addr, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    if (mr == nullptr)
+      return sys_error(name_ + ": ibv_reg_mr of a " + std::to_string(len) + "-byte ring", errno);
+    rings_.push_back(mr);
+    return MrKeys{.lkey = mr->lkey, .rkey = mr->rkey};
+  }
+
   Result<uint32_t> create_ah(const AhSpec& spec) override {
     ibv_ah_attr attr{};
-    attr.is_global = 1;
-    attr.port_num = spec.port_num;
-    std::memcpy(attr.grh.dgid.raw, spec.dgid.data(), 16);
-    attr.grh.sgid_index = spec.sgid_index;
-    attr.grh.hop_limit = spec.hop_limit;
-    attr.grh.traffic_class = spec.traffic_class;
-    attr.grh.flow_label = spec.flow_label;
+    fill_ah(attr, spec);
     ibv_ah* ah = ibv_create_ah(pd_, &attr);
     if (ah == nullptr) return sys_error(name_ + ": ibv_create_ah to " + gid_to_string(spec.dgid), errno);
     ahs_.push_back(ah);
@@ -209,6 +330,7 @@ class Device final : public IbDevice {
   uint32_t port_;
   uint32_t mtu_;
   std::vector<ibv_ah*> ahs_;
+  std::vector<ibv_mr*> rings_;
   MrCache cache_;
 };
 
