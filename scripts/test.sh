@@ -14,8 +14,8 @@
 #                      (MEGASCALE_RXE_CACHE). It skips, and does not fail, when QEMU or the kernel
 #                      package cannot be had.
 #   asan  build/asan   -O1 -g1 with AddressSanitizer + UndefinedBehaviorSanitizer: the
-#                      congestion, engine, wire, nccl, topology, host and simnet unit tests and the fuzz
-#                      corpus replays (ctest labels).
+#                      congestion, engine, wire, verbs, nccl, topology, host and simnet unit tests
+#                      and the fuzz corpus replays (ctest labels).
 #   tsan  build/tsan   -O1 -g1 with ThreadSanitizer: the wire, nccl and simnet unit tests (the
 #                      wire's progress and I/O threads, the plugin's callers on other threads, the
 #                      simulator's partitions on threads), with the fixed-window controller (below).
@@ -82,7 +82,7 @@ stage_asan() {
   local build=build/asan
   cmake -S . -B "$build" -G Ninja "${san_flags[@]}" -DMEGASCALE_WERROR=ON \
     -DMEGASCALE_SANITIZE=ON -DMEGASCALE_BUILD_BENCH=OFF -DMEGASCALE_ENABLE_CUDA=OFF
-  local labels=(congestion engine wire nccl fuzz topology host simnet trainer) targets=() l help
+  local labels=(congestion engine wire verbs nccl fuzz topology host simnet trainer) targets=() l help
   # (Read the list once: `cmake ... | grep -q` under pipefail fails when grep exits before cmake.)
   help=$(cmake --build "$build" --target help)
   for l in "${labels[@]}"; do

@@ -1,0 +1,165 @@
+// discover_devices: the sysfs-like tree (gid.h) read into DeviceInfo.
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <system_error>
+
+#include "megascale/wire/verbs/gid.h"
+
+namespace megascale::wire::verbs {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The file's first line without trailing whitespace; nullopt when it cannot be read (sysfs answers
+// EINVAL for an empty GID entry's attributes).
+std::optional<std::string> read_line(const fs::path& p) {
+  std::ifstream in(p);
+  if (!in) return std::nullopt;
+  std::string line;
+  if (!std::getline(in, line) && !in.eof()) return std::nullopt;
+  if (in.bad()) return std::nullopt;
+  while (!line.empty() && (line.back() == '\n' || line.back() == ' ' || line.back() == '\r')) line.pop_back();
+  return line;
+}
+
+// Numbered entries of a folder ("1", "2", ... ), sorted by number; other names are ignored.
+std::vector<uint32_t> numbered_entries(const fs::path& dir) {
+  std::vector<uint32_t> out;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    uint32_t v = 0;
+    auto [end, err] = std::from_chars(name.data(), name.data() + name.size(), v);
+    if (err == std::errc() && end == name.data() + name.size()) out.push_back(v);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// "fe80:0000:0000:0000:5054:00ff:fe12:3456": eight groups of four hex digits.
+std::optional<Gid> parse_sysfs_gid(std::string_view s) {
+  if (s.size() != 39) return std::nullopt;
+  Gid g{};
+  for (size_t i = 0; i < 8; ++i) {
+    if (i > 0 && s[i * 5 - 1] != ':') return std::nullopt;
+    uint32_t v = 0;
+    const char* b = s.data() + i * 5;
+    auto [end, err] = std::from_chars(b, b + 4, v, 16);
+    if (err != std::errc() || end != b + 4) return std::nullopt;
+    g[2 * i] = static_cast<uint8_t>(v >> 8);
+    g[2 * i + 1] = static_cast<uint8_t>(v & 0xff);
+  }
+  return g;
+}
+
+GidType parse_gid_type(std::string_view s) {
+  if (s == "RoCE v2") return GidType::kRoceV2;
+  if (s == "IB/RoCE v1" || s == "RoCE v1") return GidType::kRoceV1;
+  return GidType::kUnknown;
+}
+
+Result<PortInfo> read_port(const fs::path& dir, uint32_t number) {
+  PortInfo port;
+  port.port = number;
+  std::optional<std::string> state = read_line(dir / "state");
+  if (!state)
+    return make_error(ErrorCode::kSystem, (dir / "state").string() + ": cannot read the port's state");
+  port.state = *state;
+  int state_num = 0;
+  std::from_chars(state->data(), state->data() + state->size(), state_num);
+  port.active = state_num == 4;  // IBV_PORT_ACTIVE
+  port.link_layer = read_line(dir / "link_layer").value_or("");
+  if (std::optional<std::string> mtu = read_line(dir / "active_mtu")) {
+    uint32_t v = 0;
+    auto [end, err] = std::from_chars(mtu->data(), mtu->data() + mtu->size(), v);
+    if (err != std::errc() || (v != 256 && v != 512 && v != 1024 && v != 2048 && v != 4096)) {
+      return make_error((dir / "active_mtu").string() + ": \"" + *mtu + "\" is not an IB MTU (256..4096)");
+    }
+    port.active_mtu_bytes = v;
+  }
+  if (std::optional<std::string> rate = read_line(dir / "rate")) {
+    // "100 Gb/sec (2X HDR)", "2.5 Gb/sec (1X SDR)": the leading number.
+    port.rate_gbps = std::strtod(rate->c_str(), nullptr);
+  }
+  for (uint32_t i : numbered_entries(dir / "gids")) {
+    const std::string idx = std::to_string(i);
+    std::optional<std::string> text = read_line(dir / "gids" / idx);
+    if (!text) continue;
+    std::optional<Gid> gid = parse_sysfs_gid(*text);
+    if (!gid) return make_error((dir / "gids" / idx).string() + ": \"" + *text + "\" is not a GID");
+    if (std::all_of(gid->begin(), gid->end(), [](uint8_t b) { return b == 0; })) continue;
+    std::optional<std::string> type = read_line(dir / "gid_attrs" / "types" / idx);
+    if (!type || type->empty()) continue;  // an entry being filled or torn down
+    port.gids.push_back(GidEntry{.index = i,
+                                 .gid = *gid,
+                                 .type = parse_gid_type(*type),
+                                 .ndev = read_line(dir / "gid_attrs" / "ndevs" / idx).value_or("")});
+  }
+  return port;
+}
+
+}  // namespace
+
+std::string_view to_string(GidType t) {
+  switch (t) {
+    case GidType::kRoceV1:
+      return "RoCE v1";
+    case GidType::kRoceV2:
+      return "RoCE v2";
+    case GidType::kUnknown:
+      break;
+  }
+  return "unknown type";
+}
+
+std::string gid_to_string(const Gid& gid) {
+  char buf[INET6_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET6, gid.data(), buf, sizeof buf);
+  return buf;
+}
+
+bool gid_is_ipv4(const Gid& gid) {
+  for (size_t i = 0; i < 10; ++i) {
+    if (gid[i] != 0) return false;
+  }
+  return gid[10] == 0xff && gid[11] == 0xff;
+}
+
+bool gid_is_link_local(const Gid& gid) {
+  return gid[0] == 0xfe && (gid[1] & 0xc0) == 0x80;
+}
+
+Result<std::vector<DeviceInfo>> discover_devices(const std::string& root) {
+  std::vector<DeviceInfo> out;
+  std::error_code ec;
+  if (!fs::exists(root, ec)) return out;
+  fs::directory_iterator it(root, ec);
+  if (ec) return make_error(ErrorCode::kSystem, root + ": " + ec.message());
+  std::vector<std::string> names;
+  for (const fs::directory_entry& e : it) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  for (const std::string& name : names) {
+    const fs::path ports = fs::path(root) / name / "ports";
+    if (!fs::is_directory(ports, ec)) {
+      return make_error(ErrorCode::kSystem, ports.string() + ": no ports folder (not an RDMA device?)");
+    }
+    DeviceInfo dev{.name = name, .ports = {}};
+    for (uint32_t n : numbered_entries(ports)) {
+      Result<PortInfo> port = read_port(ports / std::to_string(n), n);
+      if (!port) return port.error();
+      dev.ports.push_back(std::move(*port));
+    }
+    out.push_back(std::move(dev));
+  }
+  return out;
+}
+
+}  // namespace megascale::wire::verbs
