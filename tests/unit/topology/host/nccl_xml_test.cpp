@@ -33,6 +33,14 @@ std::vector<std::vector<PathType>> paths(const HostTopology& host) {
   return out;
 }
 
+// What `host` writes reads back into a host that writes the same text (the property fuzz_nccl_xml checks).
+void expect_written_reads_back_the_same(const HostTopology& host) {
+  const std::string text = nccl_topo_xml(host);
+  auto back = parse_nccl_topo_xml(text, "written");
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(nccl_topo_xml(*back), text);
+}
+
 void expect_same_devices(const HostTopology& a, const HostTopology& b) {
   ASSERT_EQ(a.gpus.size(), b.gpus.size());
   for (size_t i = 0; i < a.gpus.size(); ++i) {
@@ -140,9 +148,8 @@ TEST(NcclXml, PortOutsideAVerbsPortNumberIsIgnored) {
     ASSERT_TRUE(host.ok()) << host.error().message;
     ASSERT_EQ(host->nics.size(), 1U);
     EXPECT_EQ(host->nics[0].port, 1) << port;
-    auto back = parse_nccl_topo_xml(nccl_topo_xml(*host), "written");
-    ASSERT_TRUE(back.ok()) << back.error().message;
-    EXPECT_EQ(nccl_topo_xml(*back), nccl_topo_xml(*host)) << port;
+    SCOPED_TRACE("port=" + port);
+    expect_written_reads_back_the_same(*host);
   }
 }
 
@@ -269,10 +276,7 @@ TEST(NcclXml, OnlyNvidiaDisplayDevicesAreGpus) {
   ASSERT_EQ(host->gpus.size(), 2U);
   EXPECT_EQ(host->gpus[0].pci.bus_id, "0000:44:00.0");
   EXPECT_EQ(host->gpus[1].pci.bus_id, "0000:45:00.0");
-  const std::string text = nccl_topo_xml(*host);
-  auto back = parse_nccl_topo_xml(text, "written");
-  ASSERT_TRUE(back.ok()) << back.error().message;
-  EXPECT_EQ(nccl_topo_xml(*back), text);
+  expect_written_reads_back_the_same(*host);
 }
 
 // Two socket NICs of one name under different <cpu>s: ordered by NUMA node, so each keeps its <net dev>
@@ -287,10 +291,7 @@ TEST(NcclXml, NicsOfOneNameOnTwoCpusKeepTheirOrder) {
   ASSERT_EQ(host->nics.size(), 2U);
   EXPECT_EQ(host->nics[0].pci.numa_node, 0);
   EXPECT_EQ(host->nics[0].speed_mbps, 25000);
-  const std::string text = nccl_topo_xml(*host);
-  auto back = parse_nccl_topo_xml(text, "written");
-  ASSERT_TRUE(back.ok()) << back.error().message;
-  EXPECT_EQ(nccl_topo_xml(*back), text);
+  expect_written_reads_back_the_same(*host);
 }
 
 // A device of unknown NUMA node on a host of two: it stays under numaid -1, and the NUMA node without
