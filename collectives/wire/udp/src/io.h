@@ -18,6 +18,7 @@
 #include "megascale/common/result.h"
 #include "megascale/engine/endpoint.h"
 #include "megascale/wire/fault.h"
+#include "megascale/wire/packet_port.h"
 #include "megascale/wire/udp.h"
 #include "path_map.h"
 #include "peers.h"
@@ -28,8 +29,9 @@
 
 namespace megascale::wire::detail {
 
-// epoll data for the wake-up eventfd (sockets use their pool index).
+// epoll data for the wake-up eventfd and a packet port's wait fd (sockets use their pool index).
 inline constexpr uint32_t kWakeToken = UINT32_MAX;
+inline constexpr uint32_t kPortToken = UINT32_MAX - 1;
 // Receive batches per readable socket per progress round, and send batches per round: bounded so one
 // busy direction cannot starve the other (ACKs must get in while data goes out).
 inline constexpr int kRxRoundsPerSocket = 4;
@@ -169,6 +171,11 @@ struct Io {
 
   int family = 0;
   std::vector<UdpSocket> sockets;
+  // A packet port in place of the sockets (packet_port.h): the wire then has no sockets, no I/O threads
+  // and no peer table of its own (the port keeps its peers).
+  std::unique_ptr<PacketPort> port;
+  std::vector<PortPacket> port_tx;  // one batch for port->send()
+  bool has_peer(uint32_t peer) const { return port ? port->has_peer(peer) : peers.contains(peer); }
   // With I/O threads (> 1): members 1.. of socket 0's SO_REUSEPORT receive group (member 0 is
   // sockets[0]), thread t receiving on member t; and the claim on their port (socket.h).
   std::vector<UdpSocket> rx_group;
@@ -234,6 +241,8 @@ UdpConfig with_software_floors(UdpConfig given);
 // Opens the sockets (and receive group, epoll set, eventfd, I/O threads) that `config` asks for, and
 // fills `caps` with what the kernel granted. `config` is the one in effect (software floors applied).
 Result<std::unique_ptr<Io>> open_io(const UdpConfig& config, UdpCapabilities& caps);
+// The same over a packet port: the epoll set has the port's wait fd and the wake-up eventfd.
+Result<std::unique_ptr<Io>> open_port_io(const UdpConfig& config, std::unique_ptr<PacketPort> port);
 
 // The wire's counters: its own, its sender's and receiver's, and every I/O thread's.
 UdpWireStats collect_stats(const Io& io);

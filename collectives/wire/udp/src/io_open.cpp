@@ -9,6 +9,7 @@
 #include <string>
 
 #include "io.h"
+#include "megascale/engine/packet.h"
 
 namespace megascale::wire::detail {
 
@@ -42,7 +43,8 @@ Result<std::unique_ptr<Io>> open_io(const UdpConfig& config, UdpCapabilities& ca
     for (int attempt = 0;; ++attempt) {
       if (!chosen) {
         auto free_port = pick_free_port(*bind_addr);
-        if (!free_port) return make_error(free_port.error().code, "udp wire: receive group: " + free_port.error().message);
+        if (!free_port)
+          return make_error(free_port.error().code, "udp wire: receive group: " + free_port.error().message);
         group_port = *free_port;
       }
       auto claim = claim_port(io->family, group_port);
@@ -51,7 +53,8 @@ Result<std::unique_ptr<Io>> open_io(const UdpConfig& config, UdpCapabilities& ca
         break;
       }
       // A chosen port can only be taken by another wire: say so. A picked one: pick again.
-      if (chosen || attempt >= 16) return make_error(claim.error().code, "udp wire: receive group: " + claim.error().message);
+      if (chosen || attempt >= 16)
+        return make_error(claim.error().code, "udp wire: receive group: " + claim.error().message);
     }
   }
   for (uint32_t i = 0; i < n_sockets; ++i) {
@@ -68,7 +71,9 @@ Result<std::unique_ptr<Io>> open_io(const UdpConfig& config, UdpCapabilities& ca
     SocketOptions sock_opts = opts;
     sock_opts.reuseport = i == 0 && group > 0;
     auto sock = open_udp_socket(a, sock_opts);
-    if (!sock) return make_error(sock.error().code, "udp wire: socket " + std::to_string(i) + ": " + sock.error().message);
+    if (!sock)
+      return make_error(sock.error().code,
+                        "udp wire: socket " + std::to_string(i) + ": " + sock.error().message);
     caps.gso &= sock->gso;
     caps.gro &= sock->gro;
     caps.ecn_send &= sock->ect;
@@ -87,7 +92,7 @@ Result<std::unique_ptr<Io>> open_io(const UdpConfig& config, UdpCapabilities& ca
       auto sock = open_udp_socket(io->sockets[0].local, member_opts);
       if (!sock)
         return make_error(sock.error().code, "udp wire: receive group member " + std::to_string(m) + ": " +
-                          sock.error().message);
+                                                 sock.error().message);
       caps.gro &= sock->gro;
       caps.ecn_recv &= sock->recv_tos;
       caps.rx_timestamps &= sock->rx_timestamps;
@@ -145,8 +150,65 @@ Result<std::unique_ptr<Io>> open_io(const UdpConfig& config, UdpCapabilities& ca
   return io;
 }
 
+Result<std::unique_ptr<Io>> open_port_io(const UdpConfig& config, std::unique_ptr<PacketPort> port) {
+  if (port == nullptr) return make_error(ErrorCode::kInvalidUsage, "wire: no packet port given");
+  if (config.io_threads != 0)
+    return make_error(ErrorCode::kInvalidUsage, "wire: io_threads must be 0 over a packet port (" +
+                                                    port->describe() +
+                                                    "): the port's calls are made by the "
+                                                    "engine's thread");
+  const size_t largest =
+      std::max<size_t>(engine::kSegHeaderBytes + config.engine.segment_bytes, engine::kMaxHeaderBytes);
+  if (largest > port->max_packet_bytes())
+    return make_error(ErrorCode::kInvalidUsage,
+                      "wire: engine segment_bytes " + std::to_string(config.engine.segment_bytes) +
+                          " does not fit " + port->describe() + ": it carries packets of at most " +
+                          std::to_string(port->max_packet_bytes()) + " bytes, a segment's header is " +
+                          std::to_string(engine::kSegHeaderBytes) + " bytes");
+  auto io = std::make_unique<Io>(config);
+  io->port = std::move(port);
+  io->port_tx.resize(config.batch);
+  io->paths = PathMap(std::max(1u, io->port->slots()));
+  io->epfd = epoll_create1(EPOLL_CLOEXEC);
+  io->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (io->epfd < 0 || io->wakefd < 0)
+    return make_error(ErrorCode::kSystem, std::string("wire: epoll/eventfd: ") + strerror(errno));
+  if (const int fd = io->port->wait_fd(); fd >= 0) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u32 = kPortToken;
+    if (epoll_ctl(io->epfd, EPOLL_CTL_ADD, fd, &ev) != 0)
+      return make_error(ErrorCode::kSystem,
+                        std::string("wire: epoll_ctl on the port's fd: ") + strerror(errno));
+  }
+  epoll_event wake{};
+  wake.events = EPOLLIN;
+  wake.data.u32 = kWakeToken;
+  epoll_ctl(io->epfd, EPOLL_CTL_ADD, io->wakefd, &wake);
+  if (config.fault.enabled()) io->fault.emplace(config.fault);
+  return io;
+}
+
 UdpWireStats collect_stats(const Io& io) {
   UdpWireStats s;
+  if (io.port) {
+    const PortStats p = io.port->stats();
+    s.datagrams_sent = p.packets_sent;
+    s.bytes_sent = p.bytes_sent;
+    s.send_dropped_full = p.send_dropped;
+    s.send_dropped_error = p.send_errors + io.tx_bad_peer;
+    s.datagrams_received = io.datagrams_received;
+    s.bytes_received = io.bytes_received;
+    s.recv_errors = p.recv_errors;
+    s.ce_received = io.ce_received;
+    s.peer_table_full = p.peer_table_full;
+    s.progress_calls = io.progress_calls;
+    s.tx_deferred = io.tx_deferred;
+    s.sleeps = io.sleeps;
+    s.port = p.extra;
+    if (io.fault) s.fault = io.fault->counters();
+    return s;
+  }
   const SendCounters& tx = io.sender.counters();
   s.datagrams_sent = tx.datagrams;
   s.bytes_sent = tx.bytes;

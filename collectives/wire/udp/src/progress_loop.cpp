@@ -38,6 +38,7 @@ Status ProgressLoop::round(TimeNs now, bool read_clock, bool overlap_copies) {
   }
   if (read_clock) now = UdpWire::now();
   if (endpoint_->next_deadline() <= now) endpoint_->on_timer(now);
+  if (io_->port && io_->port->next_deadline() <= now) io_->port->on_timer(now);
   if (endpoint_->stats().receives_completed != receives_before) {
     // A message completed: its caller will likely answer it (a pong, the next step's send) as soon as
     // this call returns. The ACKs and credits this round made wait for that answer, so that both leave
@@ -54,6 +55,7 @@ Status ProgressLoop::round(TimeNs now, bool read_clock, bool overlap_copies) {
   }
   publish_pending(now);
   finish_tickets();
+  if (!port_error_.empty()) return make_error(ErrorCode::kSystem, port_error_);
   return {};
 }
 
@@ -92,6 +94,7 @@ TimeNs ProgressLoop::next_deadline() const {
   if (more_tx_) return 0;
   TimeNs t = endpoint_->next_deadline();
   if (io_->fault) t = std::min(t, io_->fault->next_deadline());
+  if (io_->port) t = std::min(t, io_->port->next_deadline());
   return t;
 }
 
@@ -116,6 +119,10 @@ uint64_t ProgressLoop::datagrams_moved() const {
 
 void ProgressLoop::receive(TimeNs now, bool read_clock, bool overlap_copies) {
   Io& io = *io_;
+  if (io.port) {
+    receive_port(now, read_clock);
+    return;
+  }
   if (!io.threads.empty()) {
     receive_from_threads(now, read_clock, overlap_copies);
     return;
@@ -145,6 +152,31 @@ void ProgressLoop::receive(TimeNs now, bool read_clock, bool overlap_copies) {
     }
     const bool got = read_socket(now, read_clock, io.sockets[token].fd);
     if (token == 0) io.home_streaming = got;
+  }
+}
+
+void ProgressLoop::receive_port(TimeNs now, bool read_clock) {
+  Io& io = *io_;
+  // The wake-up eventfd is drained here: its readiness only ends a sleep.
+  eventfd_t drained = 0;
+  eventfd_read(io.wakefd, &drained);
+  bool stamped = false;
+  const PacketPort::Deliver deliver = [&](uint32_t peer, uint8_t* data, size_t len, bool ce) {
+    if (!stamped) {
+      // The packets are in hand now: the engine's processing time starts here.
+      if (read_clock) now = UdpWire::now();
+      io.last_io_ns = now;
+      stamped = true;
+    }
+    this->deliver(now, peer, data, len, ce, engine::kRxTimeNow, false);
+  };
+  for (int round = 0; round < kRxRoundsPerSocket; ++round) {
+    Result<size_t> n = io.port->receive(config_.batch, deliver);
+    if (!n) {
+      port_error_ = n.error().message;
+      return;
+    }
+    if (*n < config_.batch) break;  // drained
   }
 }
 

@@ -76,6 +76,9 @@ class ProgressLoop {
   TimeNs next_deadline() const;
   // Wakes the loop if it sleeps (a post gave it work).
   void wake();
+  // Over a packet port: arms its wait fd before a sleep; false when work arrived meanwhile (then do
+  // not sleep). True without a port.
+  bool arm_port();
 
   // test(): a held request once its fence passed, else the engine's answer, held back while its own
   // fence has not passed (it then reads not done).
@@ -127,6 +130,8 @@ class ProgressLoop {
 
  private:
   void receive(TimeNs now, bool read_clock, bool overlap_copies);
+  void receive_port(TimeNs now, bool read_clock);  // over a packet port
+  void transmit_port(TimeNs now, bool read_clock);
   bool read_socket(TimeNs& now, bool read_clock, int fd);  // true if it got datagrams
   void receive_from_threads(TimeNs now, bool read_clock, bool overlap_copies);
   // Gives back to the I/O threads the receive batches whose payload copies are done.
@@ -169,7 +174,8 @@ class ProgressLoop {
   std::atomic<bool> stop_{false};
   std::atomic<bool> sleeping_{false};  // the loop is in (or about to enter) epoll_wait
   std::string thread_error_;
-  bool more_tx_ = false;  // the last round filled a whole batch: go again without sleeping
+  bool more_tx_ = false;    // the last round filled a whole batch: go again without sleeping
+  std::string port_error_;  // a packet port's failure: round() returns it
 };
 
 }  // namespace megascale::wire::detail

@@ -17,7 +17,8 @@ namespace megascale::wire::detail {
 
 Status ProgressLoop::start() {
   std::lock_guard<WireMutex> lock(mu_);
-  if (thread_.joinable()) return make_error(ErrorCode::kInvalidUsage, "udp wire: progress thread already running");
+  if (thread_.joinable())
+    return make_error(ErrorCode::kInvalidUsage, "udp wire: progress thread already running");
   stop_.store(false);
   thread_error_.clear();
   threaded_.store(true);
@@ -82,7 +83,7 @@ void ProgressLoop::thread_main() {
       // Set under the lock: a post that takes the lock after this sees it and writes the eventfd. A
       // ticket is submitted without the lock: looked for after the flag is set (see submit()).
       sleeping_.store(true, std::memory_order_seq_cst);
-      if (tickets_.has_submitted()) {
+      if (tickets_.has_submitted() || !arm_port()) {
         sleeping_.store(false, std::memory_order_relaxed);
         sleep = false;
       } else {
@@ -112,6 +113,10 @@ void ProgressLoop::thread_main() {
       sleeping_.store(false, std::memory_order_release);
     }
   }
+}
+
+bool ProgressLoop::arm_port() {
+  return io_->port == nullptr || io_->port->arm();
 }
 
 void ProgressLoop::wait_for_io(TimeNs until) {
@@ -169,6 +174,7 @@ bool ProgressLoop::wait_until(std::unique_lock<WireMutex>& lock, TimeNs timeout_
     if (pred()) return true;
     const TimeNs until = std::min(deadline, next_deadline());
     if (until <= UdpWire::now() + config_.spin_ns) continue;
+    if (!arm_port()) continue;
     sleeping_.store(true, std::memory_order_release);
     lock.unlock();
     wait_for_io(until);
@@ -189,8 +195,10 @@ uint64_t ProgressLoop::completion_signature(engine::ConnId conn) const {
 std::string ProgressLoop::peer_suffix(engine::ConnId conn) const {
   // The engine names peers by id; say which address that is.
   const engine::Connection* c = endpoint_->connection(conn);
-  if (c == nullptr || !io_->peers.contains(c->peer())) return {};
-  return " (peer " + std::to_string(c->peer()) + " is " + format_address(io_->peers.address(c->peer())) + ")";
+  if (c == nullptr || !io_->has_peer(c->peer())) return {};
+  const std::string address =
+      io_->port ? io_->port->peer_address(c->peer()) : format_address(io_->peers.address(c->peer()));
+  return " (peer " + std::to_string(c->peer()) + " is " + address + ")";
 }
 
 engine::Completion ProgressLoop::test(engine::ConnId conn, engine::RequestId req) {

@@ -104,6 +104,38 @@ Result<SockAddr> resolve_address(std::string_view host, uint16_t port, int famil
   return out;
 }
 
+Result<std::pair<std::string, uint16_t>> split_host_port(std::string_view text) {
+  std::string quoted(1, '"');  // built by appending: GCC 12 warns falsely on "\"" + string + "\""
+  quoted.append(text).push_back('"');
+  std::string_view host;
+  std::string_view port;
+  if (!text.empty() && text.front() == '[') {
+    const size_t close = text.find(']');
+    if (close == std::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':')
+      return make_error(ErrorCode::kInvalidUsage, "address " + quoted + ": expected [IPv6 address]:port");
+    host = text.substr(1, close - 1);
+    port = text.substr(close + 2);
+  } else {
+    const size_t colon = text.rfind(':');
+    if (colon == std::string_view::npos)
+      return make_error(ErrorCode::kInvalidUsage, "address " + quoted + ": expected host:port");
+    if (text.find(':') != colon)
+      return make_error(ErrorCode::kInvalidUsage,
+                        "address " + quoted + ": an IPv6 address goes in brackets, [addr]:port");
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+  }
+  uint32_t value = 0;
+  bool ok = !port.empty() && port.size() <= 5 && !host.empty();
+  for (const char c : port) {
+    ok = ok && c >= '0' && c <= '9';
+    value = value * 10 + static_cast<uint32_t>(c - '0');
+  }
+  if (!ok || value == 0 || value > 65535)
+    return make_error(ErrorCode::kInvalidUsage, "address " + quoted + ": the port must be 1..65535");
+  return std::make_pair(std::string(host), static_cast<uint16_t>(value));
+}
+
 std::string format_address(const SockAddr& a) {
   char text[INET6_ADDRSTRLEN] = {};
   if (a.family() == AF_INET) {

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "megascale/common/result.h"
@@ -39,6 +40,8 @@ Result<SockAddr> resolve_address(std::string_view host, uint16_t port, int famil
 
 // "127.0.0.1:5000" or "[::1]:5000".
 std::string format_address(const SockAddr& a);
+// "host:port" or "[v6 address]:port" split into host and port; the error names what is wrong.
+Result<std::pair<std::string, uint16_t>> split_host_port(std::string_view text);
 
 // A hash of address and port, for the peer table.
 size_t hash_address(const SockAddr& a);

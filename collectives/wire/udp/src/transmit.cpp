@@ -11,6 +11,10 @@ namespace megascale::wire::detail {
 
 void ProgressLoop::transmit(TimeNs now, bool read_clock) {
   Io& io = *io_;
+  if (io.port) {
+    transmit_port(now, read_clock);
+    return;
+  }
   if (!io.threads.empty()) {
     transmit_to_threads(now, read_clock);
     return;
@@ -49,6 +53,40 @@ void ProgressLoop::transmit(TimeNs now, bool read_clock) {
       return;
     }
     if (read_clock) now = UdpWire::now();
+  }
+  more_tx_ = true;
+}
+
+void ProgressLoop::transmit_port(TimeNs now, bool read_clock) {
+  Io& io = *io_;
+  for (int round = 0; round < kTxRoundsPerProgress; ++round) {
+    if (read_clock && round > 0) now = UdpWire::now();
+    size_t n = 0;
+    while (n < config_.batch && endpoint_->poll_tx(now, io.tx[n])) ++n;
+    size_t k = 0;
+    for (size_t i = 0; i < n; ++i) {
+      engine::TxPacket& p = io.tx[i];
+      engine::seal_seg_payload_crc(p);
+      if (!io.port->has_peer(p.peer)) {
+        ++io.tx_bad_peer;
+        continue;
+      }
+      io.port_tx[k++] = PortPacket{p.header,  static_cast<uint32_t>(p.header_len),
+                                   p.payload, static_cast<uint32_t>(p.payload_len),
+                                   p.peer,    socket_for(p, now),
+                                   p.lane,    p.ect};
+    }
+    if (k > 0) {
+      io.last_io_ns = now;
+      if (Status s = io.port->send(std::span<const PortPacket>(io.port_tx.data(), k)); !s) {
+        port_error_ = s.error().message;
+        return;
+      }
+    }
+    if (n < config_.batch) {
+      more_tx_ = false;
+      return;
+    }
   }
   more_tx_ = true;
 }

@@ -34,6 +34,20 @@ Result<std::unique_ptr<UdpWire>> UdpWire::create(const UdpConfig& given) {
       std::make_unique<detail::ProgressLoop>(config, std::move(caps), std::move(*endpoint), std::move(*io))));
 }
 
+Result<std::unique_ptr<UdpWire>> UdpWire::create(const UdpConfig& given, std::unique_ptr<PacketPort> port) {
+  if (Status s = validate_udp_config(given); !s) return s.error();
+  const UdpConfig config = detail::with_software_floors(given);
+  auto endpoint = engine::Endpoint::create(config.engine);
+  if (!endpoint) return endpoint.error();
+  auto io = detail::open_port_io(config, std::move(port));
+  if (!io) return io.error();
+  UdpCapabilities caps;
+  caps.gso = caps.gro = caps.rx_timestamps = false;
+  caps.ecn_send = caps.ecn_recv = true;  // the port carries the ECN bits (packet_port.h)
+  return std::unique_ptr<UdpWire>(new UdpWire(
+      std::make_unique<detail::ProgressLoop>(config, std::move(caps), std::move(*endpoint), std::move(*io))));
+}
+
 UdpWire::UdpWire(std::unique_ptr<detail::ProgressLoop> loop) : loop_(std::move(loop)) {}
 
 UdpWire::~UdpWire() = default;
@@ -45,6 +59,24 @@ const UdpCapabilities& UdpWire::capabilities() const {
 uint16_t UdpWire::local_port() const {
   const UdpCapabilities& caps = loop_->caps();
   return caps.ports.empty() ? 0 : caps.ports[0];
+}
+
+std::string UdpWire::local_address() const {
+  std::lock_guard<detail::WireMutex> lock(loop_->mutex());
+  const detail::Io& io = loop_->io();
+  if (io.port) return io.port->local_address();
+  if (io.sockets.empty()) return {};
+  return detail::format_address(io.sockets[0].local);
+}
+
+std::string UdpWire::describe() const {
+  std::lock_guard<detail::WireMutex> lock(loop_->mutex());
+  const detail::Io& io = loop_->io();
+  return io.port ? io.port->describe() : loop_->caps().describe();
+}
+
+bool UdpWire::over_port() const {
+  return loop_->io().port != nullptr;  // fixed once created
 }
 
 const UdpConfig& UdpWire::config() const {
@@ -88,6 +120,10 @@ TimeNs UdpWire::next_deadline() const {
 }
 
 void UdpWire::wait_for_io(TimeNs until) {
+  if (over_port()) {
+    std::lock_guard<detail::WireMutex> lock(loop_->mutex());
+    if (!loop_->arm_port()) return;
+  }
   loop_->wait_for_io(until);
 }
 
@@ -105,6 +141,9 @@ std::string UdpWire::thread_error() const {
 }
 
 Result<uint32_t> UdpWire::add_peer(std::string_view host, uint16_t port) {
+  if (over_port())
+    return make_error(ErrorCode::kInvalidUsage,
+                      "wire: a packet port's peers are given as address text, not host and port");
   auto addr = detail::resolve_address(host, port, loop_->io().family);
   if (!addr) {
     return make_error(addr.error().message + " (the wire is " + (loop_->caps().ipv6 ? "IPv6" : "IPv4") +
@@ -113,12 +152,24 @@ Result<uint32_t> UdpWire::add_peer(std::string_view host, uint16_t port) {
   std::lock_guard<detail::WireMutex> lock(loop_->mutex());
   const std::optional<uint32_t> id = loop_->io().peers.intern(*addr);
   if (!id)
-    return make_error(ErrorCode::kInvalidUsage, "udp wire: peer table full (" + std::to_string(loop_->config().max_peers) + " peers)");
+    return make_error(ErrorCode::kInvalidUsage,
+                      "udp wire: peer table full (" + std::to_string(loop_->config().max_peers) + " peers)");
   return *id;
+}
+
+Result<uint32_t> UdpWire::add_peer(std::string_view address) {
+  if (over_port()) {
+    std::lock_guard<detail::WireMutex> lock(loop_->mutex());
+    return loop_->io().port->add_peer(address);
+  }
+  auto split = detail::split_host_port(address);
+  if (!split) return split.error();
+  return add_peer(split->first, split->second);
 }
 
 std::string UdpWire::peer_address(uint32_t peer) const {
   std::lock_guard<detail::WireMutex> lock(loop_->mutex());
+  if (loop_->io().port) return loop_->io().port->peer_address(peer);
   if (!loop_->io().peers.contains(peer)) return "(unknown peer " + std::to_string(peer) + ")";
   return detail::format_address(loop_->io().peers.address(peer));
 }
@@ -129,9 +180,15 @@ Result<engine::ConnId> UdpWire::connect(std::string_view host, uint16_t port) {
   return connect(*peer);
 }
 
+Result<engine::ConnId> UdpWire::connect(std::string_view address) {
+  auto peer = add_peer(address);
+  if (!peer) return peer.error();
+  return connect(*peer);
+}
+
 Result<engine::ConnId> UdpWire::connect(uint32_t peer) {
   std::lock_guard<detail::WireMutex> lock(loop_->mutex());
-  if (!loop_->io().peers.contains(peer))
+  if (!loop_->io().has_peer(peer))
     return make_error("udp wire: connect to unknown peer " + std::to_string(peer));
   auto id = loop_->endpoint().connect(now(), peer);
   loop_->wake();
@@ -268,7 +325,8 @@ Result<engine::ConnId> UdpWire::wait_accept(TimeNs timeout_ns) {
   if (!loop_->wait_until(
           lock, timeout_ns, [&] { return (id = loop_->endpoint().accept()).has_value(); },
           [this] { return loop_->endpoint().stats().connections_accepted; })) {
-    return make_error(ErrorCode::kTimeout, "udp wire: no connection accepted within " + seconds_text(timeout_ns));
+    return make_error(ErrorCode::kTimeout,
+                      "udp wire: no connection accepted within " + seconds_text(timeout_ns));
   }
   return *id;
 }
@@ -293,10 +351,11 @@ Status UdpWire::wait_established(engine::ConnId conn, TimeNs timeout_ns) {
       [this, conn] { return loop_->completion_signature(conn); });
   if (st == engine::ConnectionState::kEstablished) return {};
   if (st == engine::ConnectionState::kConnecting) {
-    return make_error(ErrorCode::kTimeout, "udp wire: connection not established within " + seconds_text(timeout_ns));
+    return make_error(ErrorCode::kTimeout,
+                      "udp wire: connection not established within " + seconds_text(timeout_ns));
   }
   return make_error(ErrorCode::kRemote, "udp wire: connection " + std::string(engine::to_string(st)) +
-                    (error.empty() ? "" : ": " + error) + loop_->peer_suffix(conn));
+                                            (error.empty() ? "" : ": " + error) + loop_->peer_suffix(conn));
 }
 
 Status UdpWire::wait_closed(engine::ConnId conn, TimeNs timeout_ns) {
@@ -309,7 +368,9 @@ Status UdpWire::wait_closed(engine::ConnId conn, TimeNs timeout_ns) {
                c->state() == engine::ConnectionState::kFailed;
       },
       [this, conn] { return loop_->completion_signature(conn); });
-  if (!done) return make_error(ErrorCode::kTimeout, "udp wire: connection not closed within " + seconds_text(timeout_ns));
+  if (!done)
+    return make_error(ErrorCode::kTimeout,
+                      "udp wire: connection not closed within " + seconds_text(timeout_ns));
   return {};
 }
 

@@ -2,6 +2,7 @@
 #include "megascale/wire/verbs/ib_device.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <infiniband/verbs.h>
 
 #include <algorithm>
@@ -32,9 +33,32 @@ Error sys_error(const std::string& what, int err) {
 
 class Cq final : public IbCq {
  public:
-  explicit Cq(ibv_cq* cq) : cq_(cq) {}
-  ~Cq() override { ibv_destroy_cq(cq_); }
+  Cq(ibv_cq* cq, ibv_comp_channel* channel) : cq_(cq), channel_(channel) {}
+  ~Cq() override {
+    if (unacked_ > 0) ibv_ack_cq_events(cq_, unacked_);
+    ibv_destroy_cq(cq_);
+    if (channel_ != nullptr) ibv_destroy_comp_channel(channel_);
+  }
   ibv_cq* get() const { return cq_; }
+  int event_fd() const override { return channel_ != nullptr ? channel_->fd : -1; }
+  Status arm() override {
+    if (channel_ == nullptr)
+      return make_error(ErrorCode::kInvalidUsage, "ibv_req_notify_cq: the CQ has no channel");
+    const int rc = ibv_req_notify_cq(cq_, 0);
+    if (rc != 0) return sys_error("ibv_req_notify_cq", rc);
+    return {};
+  }
+  void drain_events() override {
+    if (channel_ == nullptr) return;
+    void* ctx = nullptr;
+    ibv_cq* got = nullptr;
+    while (ibv_get_cq_event(channel_, &got, &ctx) == 0) ++unacked_;  // the fd is non-blocking
+    // Acknowledged in batches: ibv_ack_cq_events takes a mutex.
+    if (unacked_ >= 64) {
+      ibv_ack_cq_events(cq_, unacked_);
+      unacked_ = 0;
+    }
+  }
   Result<uint32_t> poll(std::vector<WorkCompletion>& out, uint32_t max) override {
     ibv_wc wc[32];
     uint32_t total = 0;
@@ -63,6 +87,8 @@ class Cq final : public IbCq {
 
  private:
   ibv_cq* cq_;
+  ibv_comp_channel* channel_;
+  unsigned unacked_ = 0;  // events taken and not yet acknowledged
 };
 
 class UdQp final : public IbUdQp {
@@ -243,9 +269,21 @@ class Device final : public IbDevice {
   }
 
   Result<std::unique_ptr<IbCq>> create_cq(uint32_t depth) override {
-    ibv_cq* cq = ibv_create_cq(ctx_, static_cast<int>(depth), nullptr, nullptr, 0);
-    if (cq == nullptr) return sys_error(name_ + ": ibv_create_cq(" + std::to_string(depth) + ")", errno);
-    return std::unique_ptr<IbCq>(new Cq(cq));
+    ibv_comp_channel* channel = ibv_create_comp_channel(ctx_);
+    if (channel == nullptr) return sys_error(name_ + ": ibv_create_comp_channel", errno);
+    const int flags = fcntl(channel->fd, F_GETFL);
+    if (flags < 0 || fcntl(channel->fd, F_SETFL, flags | O_NONBLOCK) != 0) {
+      const int err = errno;
+      ibv_destroy_comp_channel(channel);
+      return sys_error(name_ + ": making the completion channel non-blocking", err);
+    }
+    ibv_cq* cq = ibv_create_cq(ctx_, static_cast<int>(depth), nullptr, channel, 0);
+    if (cq == nullptr) {
+      const int err = errno;
+      ibv_destroy_comp_channel(channel);
+      return sys_error(name_ + ": ibv_create_cq(" + std::to_string(depth) + ")", err);
+    }
+    return std::unique_ptr<IbCq>(new Cq(cq, channel));
   }
 
   Result<std::unique_ptr<IbUdQp>> create_ud_qp(IbCq& cq, const UdQpConfig& config) override {

@@ -59,6 +59,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "megascale/common/result.h"
@@ -68,6 +69,7 @@
 #include "megascale/engine/endpoint.h"
 #include "megascale/engine/request.h"
 #include "megascale/wire/fault.h"
+#include "megascale/wire/packet_port.h"
 
 namespace megascale::wire {
 namespace detail {
@@ -256,6 +258,8 @@ struct UdpWireStats {
   // means the lanes did not spread over the receive group (UdpCapabilities::rx_group).
   std::vector<uint64_t> recv_messages_per_io_thread;
   FaultCounters fault;
+  // Over a packet port: the port's own counters (PortStats::extra), name and value; empty on sockets.
+  std::vector<std::pair<std::string, uint64_t>> port;
 };
 
 class UdpWire {
@@ -263,6 +267,10 @@ class UdpWire {
   // Validates `config`, applies the software-path floors to its engine settings, creates the engine
   // endpoint and opens the sockets.
   static Result<std::unique_ptr<UdpWire>> create(const UdpConfig& config);
+  // The same wire over a packet port instead of UDP sockets (packet_port.h: the verbs wire's UD and RC
+  // modes). The socket settings of `config` are unused; io_threads must be 0, and the engine's segment
+  // must fit the port's packets. Everything else (threads, tickets, waits, fault injection) is as on UDP.
+  static Result<std::unique_ptr<UdpWire>> create(const UdpConfig& config, std::unique_ptr<PacketPort> port);
   ~UdpWire();  // stops the progress thread if running, closes the sockets
   UdpWire(const UdpWire&) = delete;
   UdpWire& operator=(const UdpWire&) = delete;
@@ -271,7 +279,13 @@ class UdpWire {
   static TimeNs now();
 
   const UdpCapabilities& capabilities() const;
-  uint16_t local_port() const;
+  uint16_t local_port() const;  // 0 over a packet port
+  // What a peer passes to connect(address): "10.0.0.1:5000", "[fd00::1]:5000", or the packet port's
+  // own address text.
+  std::string local_address() const;
+  // One line for logs: capabilities().describe() on UDP, the port's describe() over a port.
+  std::string describe() const;
+  bool over_port() const;
   // The configuration in effect: as given to create(), with the software-path floors applied.
   const UdpConfig& config() const;
 
@@ -311,9 +325,12 @@ class UdpWire {
 
   // Adds (or finds) a peer address and returns its id.
   Result<uint32_t> add_peer(std::string_view host, uint16_t port);
+  // A peer given as local_address() text: "host:port" / "[v6]:port" on UDP, the port's form over one.
+  Result<uint32_t> add_peer(std::string_view address);
   std::string peer_address(uint32_t peer) const;
 
   Result<engine::ConnId> connect(std::string_view host, uint16_t port);
+  Result<engine::ConnId> connect(std::string_view address);
   Result<engine::ConnId> connect(uint32_t peer);
   std::optional<engine::ConnId> accept();
   // Errors name the problem: an unknown connection, bad arguments (SendRequest::make's messages), the

@@ -35,6 +35,12 @@ class IbCq {
   virtual ~IbCq() = default;
   // Appends up to `max` completions to `out`; returns how many. Errors: ibv_poll_cq failed.
   virtual Result<uint32_t> poll(std::vector<WorkCompletion>& out, uint32_t max) = 0;
+  // Sleeping on the CQ: every CQ has a completion channel whose (non-blocking) fd becomes readable after
+  // arm() when a completion arrives. To sleep: arm(), poll once more (a completion that came before the
+  // arm raises no event), then wait on event_fd(); after waking, drain_events() and poll.
+  virtual int event_fd() const = 0;
+  virtual Status arm() = 0;
+  virtual void drain_events() = 0;
 };
 
 struct UdQpConfig {
