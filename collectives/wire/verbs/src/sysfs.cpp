@@ -70,10 +70,11 @@ GidType parse_gid_type(std::string_view s) {
 class Problems {
  public:
   explicit Problems(std::vector<std::string>* sink) : sink_(sink) {}
-  // True when reading goes on (listing); false when `message` is now the error to return.
-  bool note(std::string message) {
+  // True when reading goes on (listing: `message` and what the listing does instead); false when
+  // `message` is now the error to return.
+  bool note(std::string message, std::string_view instead) {
     if (sink_ != nullptr) {
-      sink_->push_back(std::move(message));
+      sink_->push_back(message + " (" + std::string(instead) + ")");
       return true;
     }
     error_ = std::move(message);
@@ -94,7 +95,7 @@ Result<PortInfo> read_port(const fs::path& dir, uint32_t number, PortListing* li
   Problems problems(listing != nullptr ? &listing->problems : nullptr);
   std::optional<std::string> state = read_line(dir / "state");
   if (!state) {
-    if (!problems.note((dir / "state").string() + ": cannot read the port's state"))
+    if (!problems.note((dir / "state").string() + ": cannot read the port's state", "listed as not active"))
       return make_error(ErrorCode::kSystem, problems.error());
     state = "";
   }
@@ -108,7 +109,8 @@ Result<PortInfo> read_port(const fs::path& dir, uint32_t number, PortListing* li
     uint32_t v = 0;
     auto [end, err] = std::from_chars(mtu->data(), mtu->data() + mtu->size(), v);
     if (err != std::errc() || (v != 256 && v != 512 && v != 1024 && v != 2048 && v != 4096)) {
-      if (!problems.note((dir / "active_mtu").string() + ": \"" + *mtu + "\" is not an IB MTU (256..4096)"))
+      if (!problems.note((dir / "active_mtu").string() + ": \"" + *mtu + "\" is not an IB MTU (256..4096)",
+                         "MTU listed as unknown"))
         return make_error(problems.error());
     } else {
       port.active_mtu_bytes = v;
@@ -125,7 +127,8 @@ Result<PortInfo> read_port(const fs::path& dir, uint32_t number, PortListing* li
     if (!text) continue;
     std::optional<Gid> gid = parse_sysfs_gid(*text);
     if (!gid) {
-      if (!problems.note((dir / "gids" / idx).string() + ": \"" + *text + "\" is not a GID"))
+      if (!problems.note((dir / "gids" / idx).string() + ": \"" + *text + "\" is not a GID",
+                         "entry left out"))
         return make_error(problems.error());
       continue;
     }
@@ -181,7 +184,7 @@ Result<std::vector<DeviceListing>> read_tree(const std::string& root, bool keep_
     if (!fs::is_directory(ports, ec)) {
       const std::string why = ports.string() + ": no ports folder (not an RDMA device?)";
       if (!keep_going) return make_error(ErrorCode::kSystem, why);
-      dev.problems.push_back(why);
+      dev.problems.push_back(why + " (listed without ports)");
     }
     if (keep_going) read_device_attributes(dir, dev);
     const std::string function_netdev = keep_going ? only_function_netdev(dir) : "";
