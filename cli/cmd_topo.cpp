@@ -5,6 +5,10 @@
 //   megascale topo --json topo.json                 # also the model, paths and rails as JSON ('-': stdout)
 //   megascale topo --hwloc-xml host.xml             # an exported hwloc XML (lstopo --of xml) instead
 //   megascale topo --nccl-xml topo.xml              # an NCCL topology file (NCCL_TOPO_DUMP_FILE) instead
+//   megascale topo --rdma-only --rdma-root DIR      # only the RDMA devices, ports and GIDs (no hwloc)
+//
+// Every form ends with the RDMA section (cmd_topo_rdma.cpp): devices under --rdma-root (default
+// SYSFS_ROOT/class/infiniband), their ports, GIDs and the GID the verbs wire would pick.
 //
 // `topo fabric` and `topo ports` (cmd_topo_fabric.cpp) are children of this command; when one of them
 // runs, `topo` itself prints nothing. Bad input files exit with status 2 and name the problem; a host
@@ -12,11 +16,13 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "commands.h"
+#include "topo_rdma.h"
 #include "vocab.h"
 
 #ifdef MEGASCALE_HAVE_TOPO_HOST
@@ -36,7 +42,48 @@ struct TopoOptions {
   std::string hwloc_xml;
   std::string nccl_xml;
   std::string sysfs_root;
+  std::string rdma_root;
+  bool rdma_only = false;
 };
+
+// Where the RDMA devices are read: --rdma-root, else under --sysfs-root, else the host's.
+std::string rdma_root(const TopoOptions& o) {
+  if (!o.rdma_root.empty()) return o.rdma_root;
+  return (o.sysfs_root.empty() ? std::string("/sys") : o.sysfs_root) + "/class/infiniband";
+}
+
+// Prints the RDMA section and puts it into `doc` (when non-null). An unreadable root is an error: bad
+// input (2) when the root was given, a failure (1) for the host's own.
+int add_rdma(std::FILE* out, const TopoOptions& o, nlohmann::json* doc) {
+  Result<nlohmann::json> rdma = print_rdma(out, rdma_root(o), std::getenv);
+  if (!rdma) {
+    fmt::print(stderr, "megascale topo: {}\n", rdma.error().message);
+    return o.rdma_root.empty() && o.sysfs_root.empty() ? kExitFailure : kExitUsage;
+  }
+  if (doc != nullptr) (*doc)["rdma"] = std::move(*rdma);
+  return kExitOk;
+}
+
+// --rdma-only: the RDMA section alone, and a document of command, schema_version and rdma.
+int run_topo_rdma_only(const TopoOptions& o) {
+  if (!o.xml_out.empty() || !o.hwloc_xml.empty() || !o.nccl_xml.empty()) {
+    fmt::print(stderr,
+               "megascale topo: --rdma-only lists RDMA devices only; it takes no --xml, "
+               "--hwloc-xml or --nccl-xml\n");
+    return kExitUsage;
+  }
+  std::FILE* out = vocab::human_stream(o.json_path);
+  nlohmann::json doc = vocab::json_document("topo");
+  if (int rc = add_rdma(out, o, &doc); rc != kExitOk) return rc;
+  if (!o.json_path.empty()) {
+    if (Status s = vocab::write_json(o.json_path, doc); !s) {
+      fmt::print(stderr, "megascale topo: {}\n", s.error().message);
+      return kExitFailure;
+    }
+    if (o.json_path != "-") fmt::print(out, "wrote {}\n", o.json_path);
+  }
+  return kExitOk;
+}
 
 #ifdef MEGASCALE_HAVE_TOPO_HOST
 using namespace megascale::topo::host;
@@ -253,6 +300,8 @@ int run_topo(const TopoOptions& o) {
   const RailMap rails = map_rails(*host);
   std::FILE* out = vocab::human_stream(o.json_path);
   print_host(out, *host, rails, source);
+  json doc = host_json(*host, rails, source);
+  if (int rc = add_rdma(out, o, &doc); rc != kExitOk) return rc;
   if (!o.xml_out.empty()) {
     if (Status s = write_nccl_topo_xml(*host, o.xml_out); !s) {
       fmt::print(stderr, "megascale topo: {}\n", s.error().message);
@@ -261,7 +310,7 @@ int run_topo(const TopoOptions& o) {
     fmt::print(out, "\nwrote NCCL topology file {} (use NCCL_TOPO_FILE={})\n", o.xml_out, o.xml_out);
   }
   if (!o.json_path.empty()) {
-    if (Status s = vocab::write_json(o.json_path, host_json(*host, rails, source)); !s) {
+    if (Status s = vocab::write_json(o.json_path, doc); !s) {
       fmt::print(stderr, "megascale topo: {}\n", s.error().message);
       return kExitFailure;
     }
@@ -274,7 +323,8 @@ int run_topo(const TopoOptions&) {
   fmt::print(
       stderr,
       "megascale topo: host discovery needs hwloc, which was not found when megascale was built "
-      "(apt-get install libhwloc-dev, then reconfigure); `topo fabric` and `topo ports` work without it\n");
+      "(apt-get install libhwloc-dev, then reconfigure); `topo --rdma-only`, `topo fabric` and `topo ports` "
+      "work without it\n");
   return kExitFailure;
 }
 #endif
@@ -297,11 +347,17 @@ void add_topo_command(CLI::App& app) {
   topo->add_option(
       "--sysfs-root", o->sysfs_root,
       "Read NIC speed, GIDs and PCIe links from this sysfs tree (default /sys live, none for XML)");
+  topo->add_option("--rdma-root", o->rdma_root,
+                   "Read RDMA devices, ports and GIDs from this folder (default SYSFS_ROOT/class/infiniband, "
+                   "/sys/class/infiniband live)")
+      ->type_name("DIR");
+  topo->add_flag("--rdma-only", o->rdma_only,
+                 "List only the RDMA devices, ports, GIDs and the verbs wire's GID choice (needs no hwloc)");
   add_topo_fabric_commands(*topo);
   topo->callback([o, topo] {
     // A child (`topo fabric`, `topo ports`) ran: it has set the exit code, the host table is not wanted.
     if (!topo->get_subcommands().empty()) return;
-    exit_code() = run_topo(*o);
+    exit_code() = o->rdma_only ? run_topo_rdma_only(*o) : run_topo(*o);
   });
 }
 

@@ -66,35 +66,72 @@ GidType parse_gid_type(std::string_view s) {
   return GidType::kUnknown;
 }
 
-Result<PortInfo> read_port(const fs::path& dir, uint32_t number) {
+// Records a problem: the error when reading strictly, a line in `problems` when listing.
+class Problems {
+ public:
+  explicit Problems(std::vector<std::string>* sink) : sink_(sink) {}
+  // True when reading goes on (listing: `message` and what the listing does instead); false when
+  // `message` is now the error to return.
+  bool note(std::string message, std::string_view instead) {
+    if (sink_ != nullptr) {
+      sink_->push_back(message + " (" + std::string(instead) + ")");
+      return true;
+    }
+    error_ = std::move(message);
+    return false;
+  }
+  const std::string& error() const { return error_; }
+
+ private:
+  std::vector<std::string>* sink_;
+  std::string error_;
+};
+
+// One port into `port` and, when listing, `listing` (whose `problems` then collects what strict reading
+// would refuse).
+Result<PortInfo> read_port(const fs::path& dir, uint32_t number, PortListing* listing) {
   PortInfo port;
   port.port = number;
+  Problems problems(listing != nullptr ? &listing->problems : nullptr);
   std::optional<std::string> state = read_line(dir / "state");
-  if (!state)
-    return make_error(ErrorCode::kSystem, (dir / "state").string() + ": cannot read the port's state");
+  if (!state) {
+    if (!problems.note((dir / "state").string() + ": cannot read the port's state", "listed as not active"))
+      return make_error(ErrorCode::kSystem, problems.error());
+    state = "";
+  }
   port.state = *state;
   int state_num = 0;
   std::from_chars(state->data(), state->data() + state->size(), state_num);
   port.active = state_num == 4;  // IBV_PORT_ACTIVE
   port.link_layer = read_line(dir / "link_layer").value_or("");
+  if (listing != nullptr) listing->phys_state = read_line(dir / "phys_state").value_or("");
   if (std::optional<std::string> mtu = read_line(dir / "active_mtu")) {
     uint32_t v = 0;
     auto [end, err] = std::from_chars(mtu->data(), mtu->data() + mtu->size(), v);
     if (err != std::errc() || (v != 256 && v != 512 && v != 1024 && v != 2048 && v != 4096)) {
-      return make_error((dir / "active_mtu").string() + ": \"" + *mtu + "\" is not an IB MTU (256..4096)");
+      if (!problems.note((dir / "active_mtu").string() + ": \"" + *mtu + "\" is not an IB MTU (256..4096)",
+                         "MTU listed as unknown"))
+        return make_error(problems.error());
+    } else {
+      port.active_mtu_bytes = v;
     }
-    port.active_mtu_bytes = v;
   }
   if (std::optional<std::string> rate = read_line(dir / "rate")) {
     // "100 Gb/sec (2X HDR)", "2.5 Gb/sec (1X SDR)": the leading number.
     port.rate_gbps = std::strtod(rate->c_str(), nullptr);
+    if (listing != nullptr) listing->rate = *rate;
   }
   for (uint32_t i : numbered_entries(dir / "gids")) {
     const std::string idx = std::to_string(i);
     std::optional<std::string> text = read_line(dir / "gids" / idx);
     if (!text) continue;
     std::optional<Gid> gid = parse_sysfs_gid(*text);
-    if (!gid) return make_error((dir / "gids" / idx).string() + ": \"" + *text + "\" is not a GID");
+    if (!gid) {
+      if (!problems.note((dir / "gids" / idx).string() + ": \"" + *text + "\" is not a GID",
+                         "entry left out"))
+        return make_error(problems.error());
+      continue;
+    }
     if (std::all_of(gid->begin(), gid->end(), [](uint8_t b) { return b == 0; })) continue;
     std::optional<std::string> type = read_line(dir / "gid_attrs" / "types" / idx);
     if (!type || type->empty()) continue;  // an entry being filled or torn down
@@ -102,8 +139,66 @@ Result<PortInfo> read_port(const fs::path& dir, uint32_t number) {
                                  .gid = *gid,
                                  .type = parse_gid_type(*type),
                                  .ndev = read_line(dir / "gid_attrs" / "ndevs" / idx).value_or("")});
+    if (listing != nullptr && listing->netdev.empty()) listing->netdev = port.gids.back().ndev;
   }
   return port;
+}
+
+// The device's optional attributes (gid.h): node GUID, parent netdev, PCI function and its driver.
+void read_device_attributes(const fs::path& dir, DeviceListing& dev) {
+  dev.node_guid = read_line(dir / "node_guid").value_or("");
+  dev.parent = read_line(dir / "parent").value_or("");
+  std::error_code ec;
+  const fs::path device = fs::canonical(dir / "device", ec);
+  if (ec) return;
+  dev.pci_path = device.string();
+  const fs::path driver = fs::canonical(device / "driver", ec);
+  if (!ec) dev.driver = driver.filename().string();
+}
+
+// The PCI function's only netdev (device/net/<name>); "" with none or several.
+std::string only_function_netdev(const fs::path& dir) {
+  std::error_code ec;
+  std::vector<std::string> names;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir / "device" / "net", ec))
+    names.push_back(e.path().filename().string());
+  return names.size() == 1 ? names[0] : "";
+}
+
+// The tree under `root`: strict (discover_devices: the first bad entry is the error) or keep_going
+// (list_devices: bad entries noted in `problems`).
+Result<std::vector<DeviceListing>> read_tree(const std::string& root, bool keep_going) {
+  std::vector<DeviceListing> out;
+  std::error_code ec;
+  if (!fs::exists(root, ec)) return out;
+  fs::directory_iterator it(root, ec);
+  if (ec) return make_error(ErrorCode::kSystem, root + ": " + ec.message());
+  std::vector<std::string> names;
+  for (const fs::directory_entry& e : it) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  for (const std::string& name : names) {
+    const fs::path dir = fs::path(root) / name;
+    const fs::path ports = dir / "ports";
+    DeviceListing dev;
+    dev.info.name = name;
+    if (!fs::is_directory(ports, ec)) {
+      const std::string why = ports.string() + ": no ports folder (not an RDMA device?)";
+      if (!keep_going) return make_error(ErrorCode::kSystem, why);
+      dev.problems.push_back(why + " (listed without ports)");
+    }
+    if (keep_going) read_device_attributes(dir, dev);
+    const std::string function_netdev = keep_going ? only_function_netdev(dir) : "";
+    for (uint32_t n : numbered_entries(ports)) {
+      PortListing listing;
+      Result<PortInfo> port = read_port(ports / std::to_string(n), n, keep_going ? &listing : nullptr);
+      if (!port) return port.error();
+      if (listing.netdev.empty()) listing.netdev = !dev.parent.empty() ? dev.parent : function_netdev;
+      dev.info.ports.push_back(std::move(*port));
+      dev.ports.push_back(std::move(listing));
+    }
+    out.push_back(std::move(dev));
+  }
+  return out;
 }
 
 }  // namespace
@@ -137,29 +232,21 @@ bool gid_is_link_local(const Gid& gid) {
   return gid[0] == 0xfe && (gid[1] & 0xc0) == 0x80;
 }
 
+std::string_view state_name(std::string_view state) {
+  const size_t colon = state.find(": ");
+  return colon == std::string_view::npos ? state : state.substr(colon + 2);
+}
+
 Result<std::vector<DeviceInfo>> discover_devices(const std::string& root) {
+  Result<std::vector<DeviceListing>> listed = read_tree(root, /*keep_going=*/false);
+  if (!listed) return listed.error();
   std::vector<DeviceInfo> out;
-  std::error_code ec;
-  if (!fs::exists(root, ec)) return out;
-  fs::directory_iterator it(root, ec);
-  if (ec) return make_error(ErrorCode::kSystem, root + ": " + ec.message());
-  std::vector<std::string> names;
-  for (const fs::directory_entry& e : it) names.push_back(e.path().filename().string());
-  std::sort(names.begin(), names.end());
-  for (const std::string& name : names) {
-    const fs::path ports = fs::path(root) / name / "ports";
-    if (!fs::is_directory(ports, ec)) {
-      return make_error(ErrorCode::kSystem, ports.string() + ": no ports folder (not an RDMA device?)");
-    }
-    DeviceInfo dev{.name = name, .ports = {}};
-    for (uint32_t n : numbered_entries(ports)) {
-      Result<PortInfo> port = read_port(ports / std::to_string(n), n);
-      if (!port) return port.error();
-      dev.ports.push_back(std::move(*port));
-    }
-    out.push_back(std::move(dev));
-  }
+  for (DeviceListing& d : *listed) out.push_back(std::move(d.info));
   return out;
+}
+
+Result<std::vector<DeviceListing>> list_devices(const std::string& root) {
+  return read_tree(root, /*keep_going=*/true);
 }
 
 }  // namespace megascale::wire::verbs

@@ -17,6 +17,13 @@
 //   <root>/<dev>/ports/<n>/gids/<i>            "fe80:0000:0000:0000:5054:00ff:fe12:3456"
 //   <root>/<dev>/ports/<n>/gid_attrs/types/<i> "RoCE v2" or "IB/RoCE v1"; unreadable for empty entries
 //   <root>/<dev>/ports/<n>/gid_attrs/ndevs/<i> "eth0"; unreadable for empty entries
+// and, for list_devices (`megascale topo`), all optional:
+//   <root>/<dev>/node_guid                     "0002:c903:0011:2233"
+//   <root>/<dev>/parent                        "eth0": the netdev a software device (rxe, siw) sits on
+//   <root>/<dev>/device                        a link to the PCI function (/sys/devices/pci.../0000:3b:00.0)
+//   <root>/<dev>/device/driver                 a link to its driver (/sys/bus/pci/drivers/mlx5_core)
+//   <root>/<dev>/device/net/<netdev>           the function's netdevs
+//   <root>/<dev>/ports/<n>/phys_state          "5: LinkUp", "3: Disabled"
 #pragma once
 
 #include <array>
@@ -73,6 +80,35 @@ struct DeviceInfo {
 // An absent or empty root gives an empty list (a host without RDMA devices); an unreadable one, a
 // device without ports/ or a port without `state` is an error naming the path.
 Result<std::vector<DeviceInfo>> discover_devices(const std::string& root);
+
+// What `megascale topo` lists beyond DeviceInfo, per port.
+struct PortListing {
+  std::string phys_state;  // as read: "5: LinkUp", "3: Disabled"; "" = not given
+  std::string rate;        // as read: "100 Gb/sec (2X HDR)"; "" = not given
+  // The netdev the port sits on: its GIDs' netdev, else the device's `parent`, else the PCI function's
+  // only netdev; "" when none is known (an InfiniBand port without IPoIB).
+  std::string netdev;
+  std::vector<std::string> problems;  // what was left out or unreadable, naming the file and why
+};
+
+struct DeviceListing {
+  DeviceInfo info;                 // as discover_devices reads it, less what `problems` names
+  std::vector<PortListing> ports;  // one per info.ports, in that order
+  std::string node_guid;           // as read: "0002:c903:0011:2233"; "" = not given
+  std::string pci_path;            // the `device` link resolved; "" for a device without one (rxe)
+  std::string driver;              // the PCI function's driver ("mlx5_core"); "" = not known
+  std::string parent;              // `parent` (software devices: their netdev); "" = not given
+  std::vector<std::string> problems;
+};
+
+// Every device under `root` as discover_devices reads it, with the listing attributes, reading on past
+// bad entries: a malformed GID is left out, a port without a readable `state` is kept as not active, a
+// device without ports/ is kept without ports, a bad active_mtu reads as 0; each with a line in the
+// port's or device's `problems`. An absent root is an empty list; only an unreadable root is an error.
+Result<std::vector<DeviceListing>> list_devices(const std::string& root);
+
+// The state text's name: "4: ACTIVE" -> "ACTIVE", "5: LinkUp" -> "LinkUp"; text without a number as is.
+std::string_view state_name(std::string_view state);
 
 // How to choose a GID, as NCCL_IB_GID_INDEX, NCCL_IB_ADDR_FAMILY, NCCL_IB_ADDR_RANGE and
 // NCCL_IB_ROCE_VERSION_NUM do.
