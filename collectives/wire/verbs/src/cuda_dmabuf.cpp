@@ -107,7 +107,7 @@ class Driver final : public CudaDriver {
       if (r == kCudaErrorNotSupported) {
         why = ": this GPU or driver does not export dma-bufs";
       } else if (r == kCudaErrorInvalidValue) {
-        why = ": not device memory of one allocation";
+        why = ": not device memory, or its pages run past the allocation";
       }
       return make_error(ErrorCode::kDevice, "cuMemGetHandleForAddressRange(DMA_BUF_FD) of " +
                                                 std::to_string(span->len) + " bytes at " +

@@ -113,6 +113,8 @@ TEST(VerbsCudaDmabuf, ExportsGpuMemoryWhereTheDriverCan) {
     ASSERT_FALSE(bad.ok());
     EXPECT_EQ(bad.error().message.rfind("cuMemGetHandleForAddressRange(DMA_BUF_FD) of 4096 bytes at ", 0), 0u)
         << bad.error().message;
+    EXPECT_NE(bad.error().message.find("CUDA_ERROR_INVALID_VALUE (1): not device memory"), std::string::npos)
+        << bad.error().message;
   }
   (*cuda)->free_device(*gpu);
 }

@@ -24,8 +24,10 @@
 namespace megascale::wire::verbs {
 
 // The range the driver is asked to export for [addr, addr + len): the driver takes only whole host
-// pages, so base is addr rounded down and len is the end rounded up; offset is addr - base, where the
-// buffer starts in the dma-buf. Errors: len 0, a range that wraps, a page size that is not a power of 2.
+// pages (an address or length off a page boundary is CUDA_ERROR_INVALID_VALUE, as are pages that run
+// past the allocation), so base is addr rounded down and len is the end rounded up; offset is
+// addr - base, where the buffer starts in the dma-buf. Errors: len 0, a range that wraps, a page size
+// that is not a power of 2.
 struct DmabufSpan {
   uint64_t base = 0;
   uint64_t len = 0;
