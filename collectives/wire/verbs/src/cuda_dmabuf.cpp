@@ -164,6 +164,16 @@ CudaDmabuf::~CudaDmabuf() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+CudaDmabuf& CudaDmabuf::operator=(CudaDmabuf&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = other.fd_;
+    span_ = other.span_;
+    other.fd_ = -1;
+  }
+  return *this;
+}
+
 Result<std::unique_ptr<CudaDriver>> CudaDriver::load(const std::string& library) {
   // Kept loaded for the process's life: MRs and contexts made through it outlive any one caller.
   void* lib = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);

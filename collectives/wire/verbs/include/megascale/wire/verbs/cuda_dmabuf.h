@@ -41,7 +41,7 @@ class CudaDmabuf {
   CudaDmabuf(int fd, DmabufSpan span) : fd_(fd), span_(span) {}
   ~CudaDmabuf();
   CudaDmabuf(CudaDmabuf&& other) noexcept : fd_(other.fd_), span_(other.span_) { other.fd_ = -1; }
-  CudaDmabuf& operator=(CudaDmabuf&&) = delete;
+  CudaDmabuf& operator=(CudaDmabuf&& other) noexcept;  // closes this one's fd first
   CudaDmabuf(const CudaDmabuf&) = delete;
   CudaDmabuf& operator=(const CudaDmabuf&) = delete;
 
