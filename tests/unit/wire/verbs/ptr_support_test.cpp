@@ -48,6 +48,11 @@ TEST(VerbsPtrSupport, HostOnlyWithTheFirstReason) {
   EXPECT_EQ(nic.bits, kPtrHost);
   EXPECT_EQ(nic.reason, "ptrSupport NCCL_PTR_HOST: no dma-buf: rxe0 cannot register dma-bufs (provider)");
 
+  // The CUDA driver not probed (left ok) because the NIC refused: still host only, for the NIC's reason.
+  const PtrSupport lazy = decide_ptr_support({.nic_dmabuf = kNicRefuses});
+  EXPECT_EQ(lazy.bits, kPtrHost);
+  EXPECT_EQ(lazy.reason, nic.reason);
+
   const PtrSupport cuda = decide_ptr_support({.cuda_dmabuf = kNoCuda});
   EXPECT_EQ(cuda.bits, kPtrHost);
   EXPECT_EQ(cuda.reason,

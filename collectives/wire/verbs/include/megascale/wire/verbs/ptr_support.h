@@ -3,11 +3,11 @@
 // in, the bits and a line for the log come out; the plugin calls the probes (IbDevice::probe_dmabuf,
 // cuda_dmabuf_supported) and logs the reason.
 //
-//   Result<bool> enable = parse_dmabuf_enable(std::getenv("MEGASCALE_DMABUF_ENABLE"));
+//   Result<bool> enable = parse_dmabuf_enable(std::getenv("MEGASCALE_DMABUF_ENABLE"));  // bad: refuse init
+//   Status nic = dev->probe_dmabuf();
+//   Status cuda = *enable && nic.ok() ? cuda_dmabuf_supported() : Status{};
 //   PtrSupport ps = decide_ptr_support({.requested = kPtrHost | kPtrCuda | kPtrDmabuf,
-//                                       .enabled = *enable,
-//                                       .nic_dmabuf = dev->probe_dmabuf(),
-//                                       .cuda_dmabuf = cuda_dmabuf_supported()});
+//                                       .enabled = *enable, .nic_dmabuf = nic, .cuda_dmabuf = cuda});
 //   props->ptrSupport = ps.bits;  INFO("%s", ps.reason.c_str());
 //
 // GPU buffers go to the NIC only through dma-buf here (ibv_reg_dmabuf_mr of the driver's export), so
@@ -48,7 +48,9 @@ struct PtrSupport {
 
 // kPtrHost, plus kPtrCuda | kPtrDmabuf when they were requested, enabled, and both probes passed.
 // Unknown bits in `requested` are ignored. The reason names the first thing that fails, in the order:
-// not requested, disabled, the NIC, the CUDA driver.
+// not requested, disabled, the NIC, the CUDA driver. A probe after the first failure is not read, so a
+// caller may leave cuda_dmabuf ok without probing when the NIC refuses or dma-buf is off: hosts that
+// cannot use it never load libcuda.so.1.
 PtrSupport decide_ptr_support(const PtrSupportInputs& in);
 
 // The dma-buf capability probe's verdict for device `device`: ibv_reg_dmabuf_mr called with fd -1 and
