@@ -330,9 +330,10 @@ class Device final : public IbDevice {
 #if MEGASCALE_HAVE_IBV_REG_DMABUF_MR
     ibv_mr* mr = ibv_reg_dmabuf_mr(pd_, buf.offset, len, iova, buf.fd, IBV_ACCESS_LOCAL_WRITE);
     if (mr == nullptr) {
+      const int err = errno;  // before the message's allocations
       return sys_error(name_ + ": ibv_reg_dmabuf_mr of " + std::to_string(len) + " bytes (fd " +
                            std::to_string(buf.fd) + ", offset " + std::to_string(buf.offset) + ")",
-                       errno);
+                       err);
     }
     return Registration{.keys = {.lkey = mr->lkey, .rkey = mr->rkey}, .handle = mr};
 #else

@@ -13,6 +13,10 @@
 // GPU buffers go to the NIC only through dma-buf here (ibv_reg_dmabuf_mr of the driver's export), so
 // NCCL_PTR_CUDA and NCCL_PTR_DMABUF are advertised together or not at all: both need the NIC to accept
 // dma-buf registration and the CUDA driver to export dma-bufs. NCCL_PTR_HOST is always advertised.
+// Necessary, not sufficient: GPU buffers may be advertised only on a data path whose CPU never reads or
+// writes their bytes (the NIC does, through the dma-buf MR). The engine copies a received payload into
+// the posted receive with the CPU, so the verbs wire's receive side needs GPU placement (or the plugin's
+// GPU copier) before the plugin advertises what this returns.
 #pragma once
 
 #include <cstdint>
