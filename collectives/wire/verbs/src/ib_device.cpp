@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "megascale/wire/verbs/ptr_support.h"
+
 namespace megascale::wire::verbs {
 
 // The plain mirrors of completion.h must equal libibverbs' values.
@@ -240,7 +242,8 @@ class Device final : public IbDevice {
               if (mr == nullptr) return sys_error("ibv_reg_mr of " + std::to_string(len) + " bytes", errno);
               return Registration{.keys = {.lkey = mr->lkey, .rkey = mr->rkey}, .handle = mr};
             },
-            [](void* mr) { ibv_dereg_mr(static_cast<ibv_mr*>(mr)); }) {}
+            [](void* mr) { ibv_dereg_mr(static_cast<ibv_mr*>(mr)); },
+            [this](uint64_t iova, uint64_t len, DmabufRef buf) { return register_dmabuf(iova, len, buf); }) {}
 
   ~Device() override {
     cache_.invalidate(0, UINT64_MAX);
@@ -255,6 +258,22 @@ class Device final : public IbDevice {
   uint32_t active_mtu_bytes() const override { return mtu_; }
   MrCache& mr_cache() override { return cache_; }
   void* ah(uint32_t index) const override { return index < ahs_.size() ? ahs_[index] : nullptr; }
+
+  Status probe_dmabuf() override {
+#if MEGASCALE_HAVE_IBV_REG_DMABUF_MR
+    // No dma-buf behind fd -1: the call fails, and its errno says whether the verb exists.
+    errno = 0;
+    ibv_mr* mr = ibv_reg_dmabuf_mr(pd_, 0, 0, 0, -1, IBV_ACCESS_LOCAL_WRITE);
+    const int err = mr == nullptr ? errno : 0;
+    if (mr != nullptr) ibv_dereg_mr(mr);
+    return dmabuf_probe_verdict(name_, err);
+#else
+    return make_error(ErrorCode::kUnsupported,
+                      name_ +
+                          " cannot register dma-bufs: this build's libibverbs has no ibv_reg_dmabuf_mr "
+                          "(rdma-core 34 or later)");
+#endif
+  }
 
   Result<Gid> query_gid(uint32_t index) const override {
     ibv_gid gid{};
@@ -342,6 +361,26 @@ class Device final : public IbDevice {
       return sys_error(name_ + ": RC QP to INIT", err);
     }
     return std::unique_ptr<IbRcQp>(std::move(owned));
+  }
+
+  // Local access only, as host buffers (the cache's first callback).
+  Result<Registration> register_dmabuf(uint64_t iova, uint64_t len, DmabufRef buf) {
+#if MEGASCALE_HAVE_IBV_REG_DMABUF_MR
+    ibv_mr* mr = ibv_reg_dmabuf_mr(pd_, buf.offset, len, iova, buf.fd, IBV_ACCESS_LOCAL_WRITE);
+    if (mr == nullptr) {
+      const int err = errno;  // before the message's allocations
+      return sys_error(name_ + ": ibv_reg_dmabuf_mr of " + std::to_string(len) + " bytes (fd " +
+                           std::to_string(buf.fd) + ", offset " + std::to_string(buf.offset) + ")",
+                       err);
+    }
+    return Registration{.keys = {.lkey = mr->lkey, .rkey = mr->rkey}, .handle = mr};
+#else
+    (void)iova;
+    (void)len;
+    (void)buf;
+    return make_error(ErrorCode::kUnsupported,
+                      name_ + ": this build's libibverbs has no ibv_reg_dmabuf_mr (rdma-core 34 or later)");
+#endif
   }
 
   Result<MrKeys> register_ring(void* addr, uint64_t len) override {

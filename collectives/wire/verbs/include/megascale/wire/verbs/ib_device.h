@@ -102,8 +102,14 @@ class IbDevice {
   // An address handle for `spec`, kept for the device's life; the index for ah().
   virtual Result<uint32_t> create_ah(const AhSpec& spec) = 0;
   virtual void* ah(uint32_t index) const = 0;
-  // Send and receive buffers, registered for local access only (rings: register_ring).
+  // Send and receive buffers, registered for local access only (rings: register_ring). Host memory
+  // through ibv_reg_mr; dma-bufs (GPU memory, cuda_dmabuf.h) through ibv_reg_dmabuf_mr, where
+  // probe_dmabuf() says the device takes them.
   virtual MrCache& mr_cache() = 0;
+  // Whether this device registers dma-bufs: ok, or why not (its provider or the kernel lacks
+  // ibv_reg_dmabuf_mr, or this build's libibverbs predates it: rdma-core 34). ptr_support.h decides
+  // from it.
+  virtual Status probe_dmabuf() = 0;
 };
 
 }  // namespace megascale::wire::verbs
