@@ -34,6 +34,7 @@
 #   MEGASCALE_RXE_KERNEL_PKG  a kernel package to use instead (e.g. linux-image-6.1.0-57-amd64; not
 #                        the -cloud-amd64 flavour, which has no rdma_rxe); no fallback when it fails.
 #   MEGASCALE_RXE_QEMU   the QEMU program (default qemu-system-x86_64).
+#   MEGASCALE_RXE_PERFTEST  1: as --perftest (a CI stage turns the baseline on without new arguments).
 #   MEGASCALE_RXE_ACCEL  tcg (default: software emulation, what CI has) or kvm. (This project's
 #                        machines show a /dev/kvm that QEMU cannot use: "failed to set MSR 0x10a".)
 # Faults for a command to inject: the guest's busybox `ip link set eth0 down|up` flaps rxe0's port
@@ -41,8 +42,9 @@
 # full path /usr/bin/tc (busybox's shell prefers its own `tc` applet, which has no netem), e.g.
 # `/usr/bin/tc qdisc add dev eth0 root netem loss 1%`.
 # Outputs under OUT/one-guest and OUT/two-guests: console-N.log (guest N's console), NAME.log (each
-# command's output), initramfs.cpio.gz, perftest.jsonl (with --perftest). The guest side is scripts/rxe/init; the image is built by
-# scripts/rxe/build-initramfs.sh; results are read by scripts/rxe/results.sh.
+# command's output), initramfs.cpio.gz, perftest.jsonl (with --perftest). The guest side is
+# scripts/rxe/init; the image is built by scripts/rxe/build-initramfs.sh; results are read by
+# scripts/rxe/results.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 here=$PWD/scripts/rxe
@@ -54,7 +56,7 @@ die() { echo "test-rxe: $*" >&2; exit 2; }
 skip() { echo "SKIP: $*"; exit 77; }
 
 guests_arg=both commands="" runs=() bins=() libs=() mods=() limit=540 cmd_limit=120 out=build/rxe-out list=0
-perftest=0
+perftest=${MEGASCALE_RXE_PERFTEST:-0}
 while [ $# -gt 0 ]; do
   case $1 in
     --guests) guests_arg=${2:-}; shift 2 ;;
@@ -72,6 +74,7 @@ while [ $# -gt 0 ]; do
     *) die "unknown argument '$1' (--help lists them)" ;;
   esac
 done
+[[ $perftest =~ ^[01]$ ]] || die "MEGASCALE_RXE_PERFTEST must be 0 or 1, not '$perftest'"
 case $guests_arg in
   1) modes=(1) ;; 2) modes=(2) ;; both) modes=(1 2) ;;
   *) die "--guests must be 1, 2 or both, not '$guests_arg'" ;;
@@ -104,7 +107,9 @@ for m in "${modes[@]}"; do
   cp "$f" "$work/cmds-$m.txt" 2>/dev/null || die "commands file $f: cannot be read"
   for r in "${runs[@]}"; do echo "${r%%=*} ${r#*=}" >>"$work/cmds-$m.txt"; done
   if [ "$perftest" = 1 ]; then
-    if [ "$m" = 1 ]; then cat "$here/perftest-one-guest.cmds"; else cat "$here/perftest-two-guests.cmds"; fi >>"$work/cmds-$m.txt"
+    pf=$here/perftest-one-guest.cmds
+    [ "$m" = 1 ] || pf=$here/perftest-two-guests.cmds
+    cat "$pf" >>"$work/cmds-$m.txt"
   fi
   mkdir -p "$work/cmds-$m"
   rxe_parse_commands "$work/cmds-$m.txt" "$m" "$work/cmds-$m" || exit 2

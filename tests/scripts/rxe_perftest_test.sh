@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # perftest's baseline on rxe without booting a guest: scripts/rxe/rxe-perftest's parser on perftest
 # outputs captured in a guest (ib_write_bw, ib_send_bw -c UD, ib_write_lat: the PERFTEST-JSON line,
-# and refusals of a table not in Gb/s, of another size, of no table), the perftest commands files, and
+# and refusals of a table not in Gb/s, of another size, of no table, of zeros), its runs over
+# stand-in perftest programs (the flags, the side that reports, failures), the commands files, and
 # scripts/rxe/ratio.py on hand-made baseline and `megascale perf --json` documents (ratios per size, the
 # UD baseline at the MTU, --sizes, --min-bw-ratio, --json, and a clear error for a size missing on
 # either side, an ambiguous --guests, a failed run, no wire).
@@ -57,6 +58,69 @@ expect_refused "bad role" "unknown role 'both2'" sh "$perftest" write_bw 8 10 18
 expect_refused "bad size" "SIZE must be a whole number of bytes or mtu, not '64K'" \
   env RXE_DEV=rxe0 sh "$perftest" write_bw 64K 10 18601 both
 
+# --- rxe-perftest's runs on the host with stand-in perftest programs (each prints a side's canned
+# table and records its arguments): which side reports, the flags perftest gets, `mtu`, failures.
+mkdir -p "$dir/bin"
+cp "$src/scripts/rxe/rxe-retry" "$dir/bin/"
+cat >"$dir/bin/fake-perftest" <<'SH'
+#!/bin/sh
+# The client is the side given the peer's address (the last argument).
+for a; do last=$a; done
+case $last in 10.*) side=client ;; *) side=server ;; esac
+tool=$(basename "$0")
+echo "$tool $side $*" >>"$FAKE_DIR/calls"
+[ "${FAKE_FAIL:-}" = "$side" ] && { echo "$tool: failed to modify QP to RTR"; exit 1; }
+cat "$FAKE_DIR/$tool-$side.txt"
+SH
+chmod +x "$dir/bin/fake-perftest"
+for t in ib_write_bw ib_send_bw ib_write_lat; do ln -s fake-perftest "$dir/bin/$t"; done
+printf '#!/bin/sh\nprintf "\\t\\t\\tactive_mtu:\\t\\t1024 (3)\\n"\n' >"$dir/bin/ibv_devinfo"
+chmod +x "$dir/bin/ibv_devinfo"
+for side in client server; do
+  cp "$data/write-bw-4m.txt" "$dir/ib_write_bw-$side.txt"
+  cp "$data/write-lat-8.txt" "$dir/ib_write_lat-$side.txt"
+done
+# perftest's UD sender prints zeros at times; the receiver's figures are what arrived.
+sed 's/0\.084256            0\.021388            0\.002611/0.000000 0.000000 0.000000/' "$data/send-bw-ud.txt" \
+  >"$dir/ib_send_bw-client.txt"
+cp "$data/send-bw-ud.txt" "$dir/ib_send_bw-server.txt"
+# guest_run ARGS...: rxe-perftest ARGS as a guest runs it (one guest: RXE_PEER is RXE_SELF).
+guest_run() {
+  : >"$dir/calls"
+  env PATH="$dir/bin:$PATH" FAKE_DIR="$dir" RXE_DEV=rxe0 RXE_GID=1 RXE_SELF=10.58.0.1 \
+    RXE_PEER="${PEER:-10.58.0.1}" sh "$perftest" "$@" >"$dir/run.out" 2>&1
+}
+guest_run write_bw 4194304 16 18604 both || fail "write_bw both: exit $?: $(cat "$dir/run.out")"
+grep -qx 'PERFTEST-JSON {"tool":"ib_write_bw",.*"guests":1,"size_bytes":4194304,"iterations":16,.*}' "$dir/run.out" ||
+  fail "write_bw both: $(cat "$dir/run.out")"
+grep -qx 'ib_write_bw server -d rxe0 -x 1 -s 4194304 -n 16 -p 18604 -F --report_gbits' "$dir/calls" ||
+  fail "write_bw server's flags: $(cat "$dir/calls")"
+grep -qx 'ib_write_bw client -d rxe0 -x 1 -s 4194304 -n 16 -p 18604 -F --report_gbits 10.58.0.1' "$dir/calls" ||
+  fail "write_bw client's flags: $(cat "$dir/calls")"
+grep -q '^server:  #bytes' "$dir/run.out" || fail "write_bw both: the server's output is not shown"
+guest_run send_bw_ud mtu 20000 18605 both || fail "send_bw_ud both (the receiver's figures): $(cat "$dir/run.out")"
+grep -qF '"tool":"ib_send_bw","mode":"ud","test":"bw","guests":1,"size_bytes":1024,"iterations":20000,"bw_peak_gbps":0.084256' \
+  "$dir/run.out" || fail "send_bw_ud both: $(cat "$dir/run.out")"
+grep -qx 'ib_send_bw client -c UD -d rxe0 -x 1 -s 1024 -n 20000 -p 18605 -F --report_gbits 10.58.0.1' "$dir/calls" ||
+  fail "send_bw_ud client's flags: $(cat "$dir/calls")"
+# Two guests: the UD server (guest 1) reports, its client does not; RDMA writes the other way round.
+PEER=10.58.0.2 guest_run send_bw_ud mtu 20000 18605 server || fail "send_bw_ud server: $(cat "$dir/run.out")"
+grep -q '^PERFTEST-JSON .*"guests":2,.*"bw_avg_gbps":0.021388' "$dir/run.out" || fail "send_bw_ud server: $(cat "$dir/run.out")"
+PEER=10.58.0.1 guest_run send_bw_ud mtu 20000 18605 client || fail "send_bw_ud client: $(cat "$dir/run.out")"
+grep -q PERFTEST-JSON "$dir/run.out" && fail "send_bw_ud client printed figures: $(cat "$dir/run.out")"
+PEER=10.58.0.2 guest_run write_lat 8 2000 18606 server || fail "write_lat server: $(cat "$dir/run.out")"
+grep -q PERFTEST-JSON "$dir/run.out" && fail "write_lat server printed figures"
+grep -qx 'ib_write_lat server -d rxe0 -x 1 -s 8 -n 2000 -p 18606 -F' "$dir/calls" || fail "write_lat flags: $(cat "$dir/calls")"
+PEER=10.58.0.1 guest_run write_lat 8 2000 18606 client || fail "write_lat client: $(cat "$dir/run.out")"
+grep -q '^PERFTEST-JSON .*"t_typical_us":40.62' "$dir/run.out" || fail "write_lat client: $(cat "$dir/run.out")"
+# A side that fails fails the run, named; the other side's zeros fail it too.
+FAKE_FAIL=server guest_run write_bw 4194304 16 18604 both
+(($? == 1)) || fail "a failed server: exit status"
+grep -qx 'rxe-perftest: the ib_write_bw server exited with status 1' "$dir/run.out" || fail "a failed server: $(cat "$dir/run.out")"
+cp "$dir/ib_send_bw-client.txt" "$dir/ib_send_bw-server.txt"
+guest_run send_bw_ud mtu 20000 18605 both
+(($? == 1)) && grep -qF 'an average bandwidth of 0' "$dir/run.out" || fail "UD zeros: $(cat "$dir/run.out")"
+
 # --- the perftest commands files: one run per size and tool, a client and a server per run on two guests
 for m in 1 2; do
   mkdir -p "$dir/cmds-$m"
@@ -70,6 +134,16 @@ for m in 1 2; do
   done
 done
 cut -f3 "$dir/cmds-2/commands-1" | grep -qv ' server$' && fail "two guests: guest 1 runs more than servers"
+# test-rxe.sh --perftest (or MEGASCALE_RXE_PERFTEST=1) appends them; without it, none.
+list=$("$src/scripts/test-rxe.sh" --perftest --list) || fail "--perftest --list: exit status"
+grep -qx '  perf-write-bw-4m: rxe-perftest write_bw 4194304 16 18604 both' <<<"$list" || fail "--perftest --list: $list"
+grep -qx '  perf-write-lat-8: rxe-perftest write_lat 8 200 18606 client' <<<"$list" || fail "--perftest --list: guest 2"
+list=$(MEGASCALE_RXE_PERFTEST=1 "$src/scripts/test-rxe.sh" --guests 1 --list) || fail "MEGASCALE_RXE_PERFTEST=1 --list"
+grep -q 'rxe-perftest' <<<"$list" || fail "MEGASCALE_RXE_PERFTEST=1: no perftest runs"
+list=$("$src/scripts/test-rxe.sh" --list) || fail "--list"
+grep -q 'rxe-perftest' <<<"$list" && fail "perftest runs without --perftest"
+expect_refused "MEGASCALE_RXE_PERFTEST=yes" "MEGASCALE_RXE_PERFTEST must be 0 or 1, not 'yes'" \
+  env MEGASCALE_RXE_PERFTEST=yes "$src/scripts/test-rxe.sh" --list
 
 # --- ratio.py
 out=$(python3 "$ratio" "$data/baseline.jsonl" "$data/perf-rc.json" --guests 1 --json "$dir/rc.json")
