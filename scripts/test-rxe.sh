@@ -273,10 +273,11 @@ for m in "${modes[@]}"; do
   set -e
   [ "$rc" = 0 ] || status=1
   if [ "$perftest" = 1 ]; then
-    # Each perftest run's figures: the PERFTEST-JSON line its client printed (scripts/rxe/rxe-perftest).
+    # Each perftest run's figures: the PERFTEST-JSON line its reporting side printed
+    # (scripts/rxe/rxe-perftest), in command order, guest 1's first.
     for f in "$dir"/commands-*; do
       while IFS=$'\t' read -r name _ _; do
-        sed -n 's/^PERFTEST-JSON //p' "$dir/$name.log" 2>/dev/null
+        sed -n 's/^PERFTEST-JSON //p' "$dir/$name.log" 2>/dev/null || true
       done <"$f"
     done >"$dir/perftest.jsonl"
     if [ -s "$dir/perftest.jsonl" ] && command -v python3 >/dev/null; then

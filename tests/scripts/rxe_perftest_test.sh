@@ -70,12 +70,21 @@ case $last in 10.*) side=client ;; *) side=server ;; esac
 tool=$(basename "$0")
 echo "$tool $side $*" >>"$FAKE_DIR/calls"
 [ "${FAKE_FAIL:-}" = "$side" ] && { echo "$tool: failed to modify QP to RTR"; exit 1; }
+# clock-fails N: the client's next N runs fail to measure the CPU clock and print zeros.
+n=$(cat "$FAKE_DIR/clock-fails" 2>/dev/null || echo 0)
+if [ "$side" = client ] && [ "$n" -gt 0 ]; then
+  echo $((n - 1)) >"$FAKE_DIR/clock-fails"
+  echo "Correlation coefficient r^2: 0.00277497 < 0.9"
+  exec cat "$FAKE_DIR/$tool-zeros.txt"
+fi
 cat "$FAKE_DIR/$tool-$side.txt"
 SH
 chmod +x "$dir/bin/fake-perftest"
 for t in ib_write_bw ib_send_bw ib_write_lat; do ln -s fake-perftest "$dir/bin/$t"; done
 printf '#!/bin/sh\nprintf "\\t\\t\\tactive_mtu:\\t\\t1024 (3)\\n"\n' >"$dir/bin/ibv_devinfo"
 chmod +x "$dir/bin/ibv_devinfo"
+sed 's/0\.103754            0\.071546            0\.000002/0.000000 0.000000 0.000000/' "$data/write-bw-4m.txt" \
+  >"$dir/ib_write_bw-zeros.txt"
 for side in client server; do
   cp "$data/write-bw-4m.txt" "$dir/ib_write_bw-$side.txt"
   cp "$data/write-lat-8.txt" "$dir/ib_write_lat-$side.txt"
@@ -113,6 +122,25 @@ grep -q PERFTEST-JSON "$dir/run.out" && fail "write_lat server printed figures"
 grep -qx 'ib_write_lat server -d rxe0 -x 1 -s 8 -n 2000 -p 18606 -F' "$dir/calls" || fail "write_lat flags: $(cat "$dir/calls")"
 PEER=10.58.0.1 guest_run write_lat 8 2000 18606 client || fail "write_lat client: $(cat "$dir/run.out")"
 grep -q '^PERFTEST-JSON .*"t_typical_us":40.62' "$dir/run.out" || fail "write_lat client: $(cat "$dir/run.out")"
+# perftest's failed clock measurement (zeros): tried again with both sides in the guest, up to 3 times.
+echo 1 >"$dir/clock-fails"
+guest_run write_bw 4194304 16 18604 both || fail "one clock failure: $(cat "$dir/run.out")"
+grep -qx 'rxe-perftest: perftest could not measure the CPU clock (attempt 1 of 3): running again' "$dir/run.out" ||
+  fail "one clock failure: $(cat "$dir/run.out")"
+grep -q '^PERFTEST-JSON .*"bw_avg_gbps":0.071546' "$dir/run.out" || fail "one clock failure: no figures"
+(($(grep -c '^ib_write_bw client' "$dir/calls") == 2)) || fail "one clock failure: $(cat "$dir/calls")"
+echo 5 >"$dir/clock-fails"
+guest_run write_bw 4194304 16 18604 both
+(($? == 1)) || fail "clock failures: exit status"
+grep -qx 'rxe-perftest: perftest could not measure the CPU clock (the host is too loaded): no figure' "$dir/run.out" ||
+  fail "clock failures: $(cat "$dir/run.out")"
+(($(grep -c '^ib_write_bw client' "$dir/calls") == 3)) || fail "clock failures: $(cat "$dir/calls")"
+# Across guests the server has ended: no second try.
+echo 1 >"$dir/clock-fails"
+PEER=10.58.0.1 guest_run write_bw 4194304 16 18604 client
+(($? == 1)) && grep -qF 'no figure' "$dir/run.out" || fail "a client's clock failure: $(cat "$dir/run.out")"
+(($(grep -c '^ib_write_bw client' "$dir/calls") == 1)) || fail "a client's clock failure: tried again"
+rm -f "$dir/clock-fails"
 # A side that fails fails the run, named; the other side's zeros fail it too.
 FAKE_FAIL=server guest_run write_bw 4194304 16 18604 both
 (($? == 1)) || fail "a failed server: exit status"
