@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """megascale's verbs wire against perftest on the same rxe device, size by size.
 
-    scripts/rxe/ratio.py BASELINE.jsonl [PERF.json] [--wire verbs-rc|verbs-ud] [--guests 1|2]
+    scripts/rxe/ratio.py BASELINE.jsonl [PERF.json...] [--wire verbs-rc|verbs-ud] [--guests 1|2]
                          [--sizes 64K,1M,...] [--json FILE] [--min-bw-ratio R]
 
 BASELINE.jsonl: the perftest figures `scripts/test-rxe.sh --perftest` writes (OUT/one-guest/perftest.jsonl,
@@ -10,7 +10,7 @@ OUT/two-guests/perftest.jsonl): one JSON object a line (a `PERFTEST-JSON ` prefi
 bw_peak_gbps, or t_typical_us.
 PERF.json: `megascale perf --wire verbs-rc|verbs-ud --json` (docs/CLI.md): its bw[] rows are compared
 with ib_write_bw (verbs-rc) or ib_send_bw in UD mode (verbs-ud), its lat[] rows with ib_write_lat.
-Without PERF.json the baseline alone is printed.
+Several documents (a run per size) are read as one; without any the baseline alone is printed.
 
 Each size is compared: megascale's figure, perftest's and the ratio megascale / perftest (bandwidth:
 bw_average_gbps over bw_avg_gbps, peaks beside; latency: t_typical_us over t_typical_us, so a latency
@@ -102,7 +102,8 @@ def read_perf(path):
     if not isinstance(doc, dict) or doc.get("command") != "perf":
         raise Refused(f"megascale document {path}: not a `megascale perf --json` document (command is not \"perf\")")
     if doc.get("status") != "ok":
-        raise Refused(f"megascale document {path}: the run failed: {doc.get('error', 'status ' + str(doc.get('status')))}")
+        why = doc.get("error", f"status {doc.get('status')}")
+        raise Refused(f"megascale document {path}: the run failed: {why}")
     for key in ("bw", "lat"):
         if not isinstance(doc.get(key, []), list):
             raise Refused(f"megascale document {path}: '{key}' is not a list")
@@ -124,7 +125,8 @@ def wire_of(doc, path, given):
         raise Refused(f"--wire {given}, but {path} ran {found}")
     wire = given or found
     if not wire:
-        raise Refused(f"{path} names no verbs wire in config.wire or config.transport: give --wire verbs-rc or verbs-ud")
+        raise Refused(f"{path} names no verbs wire in config.wire or config.transport: "
+                      "give --wire verbs-rc or verbs-ud")
     return wire
 
 
@@ -135,7 +137,8 @@ def pick_guests(rows, tool, mode, guests, path):
     if guests is None:
         values = sorted({r["guests"] for r in mine})
         if len(values) > 1:
-            raise Refused(f"baseline {path} has {tool} rows of {', '.join(map(str, values))} guests: pick one with --guests")
+            listed = ", ".join(map(str, values))
+            raise Refused(f"baseline {path} has {tool} rows of {listed} guests: pick one with --guests")
         guests = values[0]
     mine = [r for r in mine if r["guests"] == guests]
     if not mine:
@@ -156,11 +159,13 @@ def by_size(rows, what):
 def match_sizes(mine, base, sizes, mine_what, base_what):
     wanted = sizes if sizes else sorted(set(mine) | set(base))
     for size in wanted:
+        name = f"size {size_name(size)} ({size} B)"
+        if size not in mine and size in base:
+            raise Refused(f"{name}: in {base_what} but not in {mine_what}")
         if size not in mine:
-            raise Refused(f"size {size_name(size)} ({size} B): in {base_what} but not in {mine_what}"
-                          if size in base else f"size {size_name(size)} ({size} B): in neither {mine_what} nor {base_what}")
+            raise Refused(f"{name}: in neither {mine_what} nor {base_what}")
         if size not in base:
-            raise Refused(f"size {size_name(size)} ({size} B): in {mine_what} but not in {base_what}")
+            raise Refused(f"{name}: in {mine_what} but not in {base_what}")
     return wanted
 
 
@@ -174,15 +179,24 @@ def compare(args):
     rows = read_baseline(args.baseline)
     sizes = [parse_size(s) for s in args.sizes.split(",")] if args.sizes else []
     result = {"command": "rxe-ratio", "baseline": args.baseline, "bw": [], "lat": []}
-    if not args.perf:
+    if not args.perfs:
         result["baseline_rows"] = [{k: v for k, v in r.items() if k != "_where"} for r in rows]
         return result
-    doc = read_perf(args.perf)
-    wire = wire_of(doc, args.perf, args.wire)
-    result.update(megascale=args.perf, wire=wire)
-    bw_rows, lat_rows = doc.get("bw", []), doc.get("lat", [])
+    # Several documents (one size a run, perftest's way) are read as one: their rows together.
+    wire, bw_rows, lat_rows = None, [], []
+    for path in args.perfs:
+        doc = read_perf(path)
+        this = wire_of(doc, path, args.wire)
+        if wire and this != wire:
+            raise Refused(f"{path} ran {this}, {args.perfs[0]} {wire}: one wire at a time")
+        wire = this
+        bw_rows += doc.get("bw", [])
+        lat_rows += doc.get("lat", [])
+    perf_name = args.perfs[0] if len(args.perfs) == 1 else "the megascale documents"
+    owner = f"{perf_name}'s" if len(args.perfs) == 1 else "the megascale documents'"
+    result.update(megascale=args.perfs, wire=wire)
     if not bw_rows and not lat_rows:
-        raise Refused(f"{args.perf} has no bw or lat rows")
+        raise Refused(f"{perf_name} has no bw or lat rows")
     for kind, mine_rows, (tool, mode) in (("bw", bw_rows, BW_TOOL[wire]), ("lat", lat_rows, LAT_TOOL)):
         if not mine_rows:
             continue
@@ -190,15 +204,16 @@ def compare(args):
         result.setdefault("guests", guests)
         for i, r in enumerate(mine_rows):
             if not isinstance(r, dict):
-                raise Refused(f"{args.perf}: {kind}[{i}] is not an object")
-            number(r, "size_bytes", f"{args.perf}: {kind}[{i}]")
-        mine = by_size(mine_rows, f"{args.perf} {kind}[]")
+                raise Refused(f"{perf_name}: {kind}[{i}] is not an object")
+            number(r, "size_bytes", f"{perf_name}: {kind}[{i}]")
+        mine = by_size(mine_rows, f"{perf_name} {kind}[]")
         base = by_size(base_rows, f"baseline {tool}")
-        mine_what, base_what = f"{args.perf}'s {kind}[] rows", f"the baseline's {tool} rows"
+        mine_what, base_what = f"{owner} {kind}[] rows", f"the baseline's {tool} rows"
         if kind == "bw" and mode == "ud":
             # One UD baseline row (the MTU-sized message) stands for every megascale size.
             if len(base) != 1:
-                raise Refused(f"baseline {tool} UD: {len(base)} rows of {guests} guest(s), want one (the MTU-sized message)")
+                raise Refused(f"baseline {tool} UD: {len(base)} rows of {guests} guest(s), "
+                              "want one (the MTU-sized message)")
             (base_size, base_row), = base.items()
             wanted = sizes if sizes else sorted(mine)
             for size in wanted:
@@ -212,8 +227,8 @@ def compare(args):
         for size, m, b in pairs:
             what = f"{tool} {size_name(size)}"
             if kind == "bw":
-                m_avg = number(m, "bw_average_gbps", f"{args.perf}: bw row {size}")
-                m_peak = number(m, "bw_peak_gbps", f"{args.perf}: bw row {size}")
+                m_avg = number(m, "bw_average_gbps", f"{perf_name}: bw row {size}")
+                m_peak = number(m, "bw_peak_gbps", f"{perf_name}: bw row {size}")
                 b_avg, b_peak = b["bw_avg_gbps"], number(b, "bw_peak_gbps", b["_where"])
                 result["bw"].append({"size_bytes": size, "baseline_size_bytes": b["size_bytes"],
                                      "megascale_bw_average_gbps": m_avg, "baseline_bw_avg_gbps": b_avg,
@@ -222,7 +237,7 @@ def compare(args):
                                      # perftest's UD receiver reports no peak (0): no peak ratio.
                                      "peak_ratio": ratio(m_peak, b_peak, what) if b_peak > 0 else None})
             else:
-                m_t = number(m, "t_typical_us", f"{args.perf}: lat row {size}")
+                m_t = number(m, "t_typical_us", f"{perf_name}: lat row {size}")
                 result["lat"].append({"size_bytes": size, "megascale_t_typical_us": m_t,
                                       "baseline_t_typical_us": b["t_typical_us"],
                                       "ratio": ratio(m_t, b["t_typical_us"], what)})
@@ -271,7 +286,7 @@ def table(result, out):
 def main():
     p = argparse.ArgumentParser(description="megascale's verbs wire against perftest on rxe, per size")
     p.add_argument("baseline")
-    p.add_argument("perf", nargs="?")
+    p.add_argument("perfs", nargs="*", metavar="perf")
     p.add_argument("--wire", choices=sorted(BW_TOOL))
     p.add_argument("--guests", type=int, choices=(1, 2))
     p.add_argument("--sizes")

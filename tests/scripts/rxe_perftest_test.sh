@@ -211,6 +211,20 @@ out=$(python3 "$ratio" "$dir/nopeak.jsonl" "$data/perf-ud.json" --json "$dir/ud.
 grep -qE '^ +64 KiB +0\.030 +0\.020 +1\.50 +0\.190 +0\.000 +-$' <<<"$out" || fail "no UD peak: $out"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["bw"][0]["peak_ratio"] is None, d' "$dir/ud.json" ||
   fail "no UD peak: peak_ratio"
+# Several documents (a run per size) read as one; one wire at a time.
+python3 - "$data/perf-rc.json" "$dir" <<'PY' || fail "splitting perf-rc.json"
+import json, sys
+d = json.load(open(sys.argv[1]))
+for i, row in enumerate(d["bw"]):
+    json.dump(dict(d, bw=[row], lat=d["lat"] if i == 0 else []), open(f"{sys.argv[2]}/one-{i}.json", "w"))
+PY
+out=$(python3 "$ratio" "$data/baseline.jsonl" "$dir"/one-{0,1,2,3}.json --guests 1) || fail "four documents: $out"
+grep -qE '^ +4 MiB +0\.100 +0\.080 +1\.25 ' <<<"$out" && grep -qE '^ +8 B +60\.00' <<<"$out" || fail "four documents: $out"
+expect_refused "documents missing a size" \
+  "size 256 KiB (262144 B): in the baseline's ib_write_bw rows but not in the megascale documents' bw[] rows" \
+  python3 "$ratio" "$data/baseline.jsonl" "$dir"/one-{0,2,3}.json --guests 1
+expect_refused "two wires" "$data/perf-ud.json ran verbs-ud, $dir/one-0.json verbs-rc: one wire at a time" \
+  python3 "$ratio" "$data/baseline.jsonl" "$dir/one-0.json" "$data/perf-ud.json" --guests 1
 # --sizes picks sizes; a size missing on either side is an error naming it.
 python3 "$ratio" "$data/baseline.jsonl" "$data/perf-rc-no-4m.json" --guests 1 --sizes 64K,256KiB,1M >/dev/null ||
   fail "--sizes 64K,256KiB,1M"
