@@ -8,7 +8,7 @@
 #
 # Usage: scripts/test-rxe.sh [--guests 1|2|both] [--commands FILE] [--run 'NAME=COMMAND']...
 #                            [--bin PATH]... [--lib PATH]... [--module NAME]... [--timeout S]
-#                            [--cmd-timeout S] [--out DIR] [--list]
+#                            [--cmd-timeout S] [--out DIR] [--perftest] [--list]
 #   --guests       which runs: 1, 2 or both (default both)
 #   --commands F   the commands to run (syntax in scripts/rxe/lib.sh) instead of the default
 #                  scripts/rxe/one-guest.cmds or two-guests.cmds; needs --guests 1 or 2
@@ -21,6 +21,10 @@
 #   --timeout S    hard limit for everything, downloads and both runs included (default 540)
 #   --cmd-timeout S  each command's limit inside the guest (default 120; past it: status 137)
 #   --out DIR      where console logs and each command's output go (default build/rxe-out)
+#   --perftest     also perftest's baseline runs (scripts/rxe/perftest-one-guest.cmds and
+#                  perftest-two-guests.cmds, after the other commands): ib_write_bw 64 KiB-4 MiB,
+#                  ib_send_bw -c UD at the MTU, ib_write_lat 8 B; their figures go to
+#                  OUT/one-guest/perftest.jsonl and OUT/two-guests/perftest.jsonl (scripts/rxe/README.md)
 #   --list         print the commands each guest would run, and exit
 # Environment:
 #   MEGASCALE_RXE_CACHE  the kernel package cache (default build/rxe-cache): linux-image-6.1.0-N-amd64
@@ -30,6 +34,7 @@
 #   MEGASCALE_RXE_KERNEL_PKG  a kernel package to use instead (e.g. linux-image-6.1.0-57-amd64; not
 #                        the -cloud-amd64 flavour, which has no rdma_rxe); no fallback when it fails.
 #   MEGASCALE_RXE_QEMU   the QEMU program (default qemu-system-x86_64).
+#   MEGASCALE_RXE_PERFTEST  1: as --perftest (a CI stage turns the baseline on without new arguments).
 #   MEGASCALE_RXE_ACCEL  tcg (default: software emulation, what CI has) or kvm. (This project's
 #                        machines show a /dev/kvm that QEMU cannot use: "failed to set MSR 0x10a".)
 # Faults for a command to inject: the guest's busybox `ip link set eth0 down|up` flaps rxe0's port
@@ -37,8 +42,9 @@
 # full path /usr/bin/tc (busybox's shell prefers its own `tc` applet, which has no netem), e.g.
 # `/usr/bin/tc qdisc add dev eth0 root netem loss 1%`.
 # Outputs under OUT/one-guest and OUT/two-guests: console-N.log (guest N's console), NAME.log (each
-# command's output), initramfs.cpio.gz. The guest side is scripts/rxe/init; the image is built by
-# scripts/rxe/build-initramfs.sh; results are read by scripts/rxe/results.sh.
+# command's output), initramfs.cpio.gz, perftest.jsonl (with --perftest). The guest side is
+# scripts/rxe/init; the image is built by scripts/rxe/build-initramfs.sh; results are read by
+# scripts/rxe/results.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 here=$PWD/scripts/rxe
@@ -50,6 +56,7 @@ die() { echo "test-rxe: $*" >&2; exit 2; }
 skip() { echo "SKIP: $*"; exit 77; }
 
 guests_arg=both commands="" runs=() bins=() libs=() mods=() limit=540 cmd_limit=120 out=build/rxe-out list=0
+perftest=${MEGASCALE_RXE_PERFTEST:-0}
 while [ $# -gt 0 ]; do
   case $1 in
     --guests) guests_arg=${2:-}; shift 2 ;;
@@ -61,11 +68,13 @@ while [ $# -gt 0 ]; do
     --timeout) limit=${2:-}; shift 2 ;;
     --cmd-timeout) cmd_limit=${2:-}; shift 2 ;;
     --out) out=${2:-}; shift 2 ;;
+    --perftest) perftest=1; shift ;;
     --list) list=1; shift ;;
     -h | --help) usage ;;
     *) die "unknown argument '$1' (--help lists them)" ;;
   esac
 done
+[[ $perftest =~ ^[01]$ ]] || die "MEGASCALE_RXE_PERFTEST must be 0 or 1, not '$perftest'"
 case $guests_arg in
   1) modes=(1) ;; 2) modes=(2) ;; both) modes=(1 2) ;;
   *) die "--guests must be 1, 2 or both, not '$guests_arg'" ;;
@@ -97,6 +106,11 @@ for m in "${modes[@]}"; do
   fi
   cp "$f" "$work/cmds-$m.txt" 2>/dev/null || die "commands file $f: cannot be read"
   for r in "${runs[@]}"; do echo "${r%%=*} ${r#*=}" >>"$work/cmds-$m.txt"; done
+  if [ "$perftest" = 1 ]; then
+    pf=$here/perftest-one-guest.cmds
+    [ "$m" = 1 ] || pf=$here/perftest-two-guests.cmds
+    cat "$pf" >>"$work/cmds-$m.txt"
+  fi
   mkdir -p "$work/cmds-$m"
   rxe_parse_commands "$work/cmds-$m.txt" "$m" "$work/cmds-$m" || exit 2
 done
@@ -258,6 +272,22 @@ for m in "${modes[@]}"; do
   rc=${PIPESTATUS[0]}
   set -e
   [ "$rc" = 0 ] || status=1
+  if [ "$perftest" = 1 ]; then
+    # Each perftest run's figures: the PERFTEST-JSON line its reporting side printed
+    # (scripts/rxe/rxe-perftest), in command order, guest 1's first.
+    for f in "$dir"/commands-*; do
+      while IFS=$'\t' read -r name _ _; do
+        sed -n 's/^PERFTEST-JSON //p' "$dir/$name.log" 2>/dev/null || true
+      done <"$f"
+    done >"$dir/perftest.jsonl"
+    if [ -s "$dir/perftest.jsonl" ] && command -v python3 >/dev/null; then
+      python3 "$here/ratio.py" "$dir/perftest.jsonl" || true
+    elif [ -s "$dir/perftest.jsonl" ]; then
+      echo "perftest: figures in $dir/perftest.jsonl (no python3 for the table)"
+    else
+      echo "perftest: no figures (the runs failed; see above)"
+    fi
+  fi
   read -r p _ f _ < <(tail -1 "$dir/results.txt")
   total_passed=$((total_passed + p)) total_failed=$((total_failed + f))
   echo "$m guest(s): ${wall} s from QEMU start to power-off; logs in $dir"

@@ -50,7 +50,8 @@ done
 cp "$busybox" "$root/bin/busybox"
 cp "$here/init" "$root/init"
 cp "$here/rxe-retry" "$root/usr/bin/rxe-retry"
-chmod 755 "$root/init" "$root/usr/bin/rxe-retry"
+cp "$here/rxe-perftest" "$root/usr/bin/rxe-perftest"
+chmod 755 "$root/init" "$root/usr/bin/rxe-retry" "$root/usr/bin/rxe-perftest"
 cp "$cmds"/commands-* "$root/rxe/"
 
 # copy_file PATH: PATH's contents at the same path in the guest (links followed).

@@ -179,7 +179,7 @@ fi
 
 # --- shellcheck over scripts/rxe/ (the guest's init is busybox sh)
 if command -v shellcheck >/dev/null; then
-  shellcheck -S warning -x -P SCRIPTDIR "$src"/scripts/rxe/*.sh "$src/scripts/rxe/rxe-retry" \
+  shellcheck -S warning -x -P SCRIPTDIR "$src"/scripts/rxe/*.sh "$src/scripts/rxe/rxe-retry" "$src/scripts/rxe/rxe-perftest" \
     "$src/scripts/rxe/init" || fail "shellcheck warnings in scripts/rxe/"
 fi
 echo "rxe scripts: all checks passed"
