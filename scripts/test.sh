@@ -6,12 +6,12 @@
 # Five stages, each in its own build directory under build/; every stage runs even when an earlier
 # one failed (one CI run reports everything), and the script fails at the end if any stage did. What
 # each builds (ninja steps from a clean tree) and runs, and about how long it takes on CI's 2 cores
-# from a clean clone without ccache (the whole run: about 35-40 minutes; CI allows 45):
+# from a clean clone without ccache (the whole run: about 40 minutes; CI allows 45):
 #   test  build/test   Release, every part (`all`, about 510 steps: the product must build as users
 #                      build it, CUDA kernels included); ctest runs every test, then the 2-minute
 #                      soak (scripts/soak.sh 2, label soak) alone, then the netns tests alone (they
-#                      time a shared link) with their measured figures printed. About 14 minutes:
-#                      build 8-9, tests 4, soak 2.
+#                      time a shared link) with their measured figures printed. About 15 minutes:
+#                      build 9, tests 4, soak 2.
 #   rxe   build/rxe-out  scripts/test-rxe.sh: verbs programs on Soft-RoCE in QEMU guests booted from
 #                      Debian's stock kernel (one guest, then two joined by a socket netdev), at most
 #                      9 minutes, usually 1-2; the kernel package is cached in build/rxe-cache
@@ -21,11 +21,11 @@
 #                      the labels it runs (tests-<label>, about 370 steps; not the CLI, the tools'
 #                      mains, the benchmarks or CUDA): the congestion, engine, wire, verbs, nccl,
 #                      topology, host, simnet and trainer unit tests and the fuzz corpus replays.
-#                      About 11 minutes: build 7, tests 4.
+#                      About 11 minutes: build 7, tests 4 (before -Og and the PCH, build 13).
 #   tsan  build/tsan   ThreadSanitizer: the wire, nccl and simnet unit tests only (tests-<label>,
 #                      about 200 steps: the wire's progress and I/O threads, the plugin's callers on
 #                      other threads, the simulator's partitions on threads), with the fixed-window
-#                      controller (below). About 5 minutes: build 2-3, tests 3.
+#                      controller (below). About 5 minutes: build 2, tests 3.
 #   fuzz  build/fuzz   clang + libFuzzer: every fuzz target tests/fuzz defines (fuzz-targets, about
 #                      120 steps: the engine's decoder and endpoints, the cc preset loader, the
 #                      plugin's environment, the sim scenario and fabric loaders, the verbs handle
@@ -126,9 +126,10 @@ stage_tsan() {
 
 stage_fuzz() {
   local build=build/fuzz
-  # -g1 (line tables): a crash's stack still names file and line; full -g only costs compile time.
+  # -O1, libFuzzer's usual level, and -g1 (line tables): a crash's stack still names file and line;
+  # -O2 and full -g only cost compile time.
   CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" \
+    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" \
     -DMEGASCALE_WERROR=ON -DMEGASCALE_FUZZ=ON -DMEGASCALE_BUILD_BENCH=OFF -DMEGASCALE_ENABLE_CUDA=OFF
   cmake --build "$build" -j"$jobs" --target fuzz-targets
   # Every libFuzzer target the build defines (tests/fuzz/CMakeLists.txt writes the list).
