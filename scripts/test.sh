@@ -4,27 +4,41 @@
 # namespaces skip with a one-line reason; ctest lists them as skipped, not passed.
 #
 # Five stages, each in its own build directory under build/; every stage runs even when an earlier
-# one failed (one CI run reports everything), and the script fails at the end if any stage did:
-#   test  build/test   Release, every part; ctest runs every test, then the 2-minute soak
-#                      (scripts/soak.sh 2, label soak) alone, then the netns tests alone (they time a
-#                      shared link) with their measured figures printed.
+# one failed (one CI run reports everything), and the script fails at the end if any stage did. What
+# each builds (ninja steps from a clean tree) and runs, and about how long it takes on CI's 2 cores
+# from a clean clone without ccache (the whole run: about 40 minutes; CI allows 45):
+#   test  build/test   Release, every part (`all`, about 510 steps: the product must build as users
+#                      build it, CUDA kernels included); ctest runs every test, then the 2-minute
+#                      soak (scripts/soak.sh 2, label soak) alone, then the netns tests alone (they
+#                      time a shared link) with their measured figures printed. About 15 minutes:
+#                      build 9, tests 4, soak 2.
 #   rxe   build/rxe-out  scripts/test-rxe.sh: verbs programs on Soft-RoCE in QEMU guests booted from
 #                      Debian's stock kernel (one guest, then two joined by a socket netdev), at most
-#                      9 minutes; the kernel package is cached in build/rxe-cache
+#                      9 minutes, usually 1-2; the kernel package is cached in build/rxe-cache
 #                      (MEGASCALE_RXE_CACHE). It skips, and does not fail, when QEMU or the kernel
 #                      package cannot be had.
-#   asan  build/asan   -O1 -g1 with AddressSanitizer + UndefinedBehaviorSanitizer: the
-#                      congestion, engine, wire, verbs, nccl, topology, host and simnet unit tests
-#                      and the fuzz corpus replays (ctest labels).
-#   tsan  build/tsan   -O1 -g1 with ThreadSanitizer: the wire, nccl and simnet unit tests (the
-#                      wire's progress and I/O threads, the plugin's callers on other threads, the
-#                      simulator's partitions on threads), with the fixed-window controller (below).
-#   fuzz  build/fuzz   clang + libFuzzer: each fuzz target (the engine's decoder and endpoints, the cc
-#                      preset loader, the plugin's environment, the sim scenario and fabric loaders,
-#                      the NCCL topology XML reader)
-#                      runs MEGASCALE_FUZZ_SECONDS (default 60) from the committed seed corpus; a
-#                      crash, a leak or a unit slower than 10 s leaves its input in build/fuzz/artifacts/
-#                      (add it to tests/fuzz/corpus/<target>/ once fixed, so every build replays it).
+#   asan  build/asan   AddressSanitizer + UndefinedBehaviorSanitizer: only the test executables of
+#                      the labels it runs (tests-<label>, about 370 steps; not the CLI, the tools'
+#                      mains, the benchmarks or CUDA): the congestion, engine, wire, verbs, nccl,
+#                      topology, host, simnet and trainer unit tests and the fuzz corpus replays.
+#                      About 11 minutes: build 7, tests 4 (before -Og and the PCH, build 13).
+#   tsan  build/tsan   ThreadSanitizer: the wire, nccl and simnet unit tests only (tests-<label>,
+#                      about 200 steps: the wire's progress and I/O threads, the plugin's callers on
+#                      other threads, the simulator's partitions on threads), with the fixed-window
+#                      controller (below). About 5 minutes: build 2, tests 3.
+#   fuzz  build/fuzz   clang + libFuzzer: every fuzz target tests/fuzz defines (fuzz-targets, about
+#                      120 steps: the engine's decoder and endpoints, the cc preset loader, the
+#                      plugin's environment, the sim scenario and fabric loaders, the verbs handle
+#                      decoder, the NCCL topology XML reader) runs MEGASCALE_FUZZ_SECONDS (default 60)
+#                      from the committed seed corpus, one target per core at a time; a crash, a leak
+#                      or a unit slower than 10 s leaves its input in build/fuzz/artifacts/ (add it to
+#                      tests/fuzz/corpus/<target>/ once fixed, so every build replays it). About 6
+#                      minutes: build 2, fuzzing 4 (7 targets x 60 s on 2 cores).
+# The sanitizer stages compile the libraries at -O1 -g1 (the code under test, where the races and memory
+# errors are) and the test sources at -Og (MEGASCALE_TEST_OPT, cmake/MegascaleTestBuild.cmake: half the
+# compile time of -O1, every access still instrumented). Without ccache every test executable reuses
+# one precompiled <gtest/gtest.h> (MEGASCALE_TEST_PCH). Compile time is mostly the test sources: about
+# 130 test executables, each parsing GoogleTest and expanding its macros.
 # MEGASCALE_TEST_STAGES (default "test rxe asan tsan fuzz") picks stages, e.g. MEGASCALE_TEST_STAGES=test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -81,7 +95,7 @@ san_flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-
 stage_asan() {
   local build=build/asan
   cmake -S . -B "$build" -G Ninja "${san_flags[@]}" -DMEGASCALE_WERROR=ON \
-    -DMEGASCALE_SANITIZE=ON -DMEGASCALE_BUILD_BENCH=OFF -DMEGASCALE_ENABLE_CUDA=OFF
+    -DMEGASCALE_SANITIZE=ON -DMEGASCALE_BUILD_BENCH=OFF -DMEGASCALE_ENABLE_CUDA=OFF -DMEGASCALE_TEST_OPT=-Og
   local labels=(congestion engine wire verbs nccl fuzz topology host simnet trainer) targets=() l help
   # (Read the list once: `cmake ... | grep -q` under pipefail fails when grep exits before cmake.)
   help=$(cmake --build "$build" --target help)
@@ -98,7 +112,7 @@ stage_asan() {
 stage_tsan() {
   local build=build/tsan
   cmake -S . -B "$build" -G Ninja "${san_flags[@]}" -DMEGASCALE_WERROR=ON \
-    -DMEGASCALE_TSAN=ON -DMEGASCALE_BUILD_BENCH=OFF -DMEGASCALE_ENABLE_CUDA=OFF
+    -DMEGASCALE_TSAN=ON -DMEGASCALE_BUILD_BENCH=OFF -DMEGASCALE_ENABLE_CUDA=OFF -DMEGASCALE_TEST_OPT=-Og
   local labels=(wire nccl simnet) targets=() l
   for l in "${labels[@]}"; do targets+=("tests-$l"); done
   cmake --build "$build" -j"$jobs" --target "${targets[@]}"
@@ -112,24 +126,31 @@ stage_tsan() {
 
 stage_fuzz() {
   local build=build/fuzz
-  CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMEGASCALE_WERROR=ON \
-    -DMEGASCALE_FUZZ=ON -DMEGASCALE_BUILD_BENCH=OFF -DMEGASCALE_ENABLE_CUDA=OFF
-  local targets=(fuzz_packet fuzz_handshake fuzz_cc_preset fuzz_plugin_env fuzz_sim_scenario fuzz_nccl_xml)
-  local crashed=() t dict
-  cmake --build "$build" -j"$jobs" --target "${targets[@]}"
+  # -O1, libFuzzer's usual level, and -g1 (line tables): a crash's stack still names file and line;
+  # -O2 and full -g only cost compile time.
+  CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" \
+    -DMEGASCALE_WERROR=ON -DMEGASCALE_FUZZ=ON -DMEGASCALE_BUILD_BENCH=OFF -DMEGASCALE_ENABLE_CUDA=OFF
+  cmake --build "$build" -j"$jobs" --target fuzz-targets
+  # Every libFuzzer target the build defines (tests/fuzz/CMakeLists.txt writes the list).
+  local targets=() crashed=() t running=0
+  mapfile -t targets <"$build/tests/fuzz/fuzz_targets.txt"
+  [ ${#targets[@]} -gt 0 ] || { echo "no fuzz targets in $build/tests/fuzz/fuzz_targets.txt"; return 1; }
   mkdir -p "$build/artifacts"
+  # libFuzzer runs one process on one core: $jobs targets at a time, each for its full time.
+  echo "fuzzing ${targets[*]}: ${fuzz_seconds} s each, $jobs at a time"
   for t in "${targets[@]}"; do
-    # New inputs go to a scratch corpus; the committed seeds are only read.
-    mkdir -p "$build/corpus/$t"
-    # The text targets' keys and syntax (tests/fuzz/<target>.dict), where there is one.
-    dict=()
-    if [ -f "tests/fuzz/$t.dict" ]; then dict=(-dict="tests/fuzz/$t.dict"); fi
+    if [ $running -ge "$jobs" ]; then
+      wait -n || true
+      running=$((running - 1))
+    fi
+    fuzz_one "$build" "$t" &
+    running=$((running + 1))
+  done
+  wait
+  for t in "${targets[@]}"; do
     echo "--- $t: ${fuzz_seconds} s from tests/fuzz/corpus/$t"
-    # -timeout: a unit slower than 10 s (a hang, or a cost super-linear in the input) is a failure with
-    # its input kept, as a crash is. The text targets skip inputs above 64 KiB themselves.
-    if ! "$build/tests/fuzz/$t" -max_total_time="$fuzz_seconds" -print_final_stats=1 -timeout=10 \
-      -rss_limit_mb=2048 "${dict[@]}" -artifact_prefix="$build/artifacts/$t-" "$build/corpus/$t" \
-      "tests/fuzz/corpus/$t" >"$build/$t.log" 2>&1; then
+    if [ "$(cat "$build/$t.rc")" != 0 ]; then
       grep -A30 -E "^==[0-9]+==ERROR|^fuzz_[a-z_]+: |^SUMMARY" "$build/$t.log" | head -60 || true
       crashed+=("$t")
     fi
@@ -139,6 +160,22 @@ stage_fuzz() {
     echo "${crashed[*]} crashed; inputs in $build/artifacts/, logs in $build/<target>.log"
     return 1
   fi
+}
+
+# fuzz_one BUILD TARGET: one libFuzzer run; its output goes to BUILD/TARGET.log, its exit status to
+# BUILD/TARGET.rc.
+fuzz_one() {
+  local build=$1 t=$2 dict=() rc=0
+  # New inputs go to a scratch corpus; the committed seeds are only read.
+  mkdir -p "$build/corpus/$t"
+  # The text targets' keys and syntax (tests/fuzz/<target>.dict), where there is one.
+  if [ -f "tests/fuzz/$t.dict" ]; then dict=(-dict="tests/fuzz/$t.dict"); fi
+  # -timeout: a unit slower than 10 s (a hang, or a cost super-linear in the input) is a failure with
+  # its input kept, as a crash is. The text targets skip inputs above 64 KiB themselves.
+  "$build/tests/fuzz/$t" -max_total_time="$fuzz_seconds" -print_final_stats=1 -timeout=10 \
+    -rss_limit_mb=2048 "${dict[@]}" -artifact_prefix="$build/artifacts/$t-" "$build/corpus/$t" \
+    "tests/fuzz/corpus/$t" >"$build/$t.log" 2>&1 || rc=$?
+  echo $rc >"$build/$t.rc"
 }
 
 for s in $all_stages; do
