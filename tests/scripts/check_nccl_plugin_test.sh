@@ -114,7 +114,8 @@ fi
 # A thread named as the net's own would be, busy for a while (bash's own loop, in a renamed subshell),
 # for the bandwidth step's CPU table (FAKE_BUSY=1). The loop runs for wall time, not a count of turns,
 # and starts only once thread-cpu.py's watcher of rank 0's log exists: on a loaded host Python alone
-# took 1-1.7 s to start, and the watcher, late, missed runs that were already over.
+# took 1-1.7 s to start, and the watcher, late, missed runs that were already over; at a load of 8 on
+# 2 cores a 3-second loop still ended before its first sample: it runs 6 s.
 if [[ -n $exact ]]; then
   case $NCCL_NET in MegaScale) thread=msio0 ;; *) thread="NCCL SockS 0 0 0" ;; esac
   for ((i = 0; ${FAKE_BUSY:-0} == 1 && rank == 0 && i < 400; i++)); do
@@ -123,7 +124,7 @@ if [[ -n $exact ]]; then
   done
   echo "host:1:2 [0] NCCL INFO ncclCommInitRank comm 0x1 rank $rank nranks $nranks - Init COMPLETE" >> "$NCCL_DEBUG_FILE"
   if [[ ${FAKE_BUSY:-0} == 1 ]]; then
-    ( printf '%s' "$thread" > /proc/self/comm; end=$(( ${EPOCHREALTIME/./} + 3000000 ))
+    ( printf '%s' "$thread" > /proc/self/comm; end=$(( ${EPOCHREALTIME/./} + 6000000 ))
       while (( ${EPOCHREALTIME/./} < end )); do :; done )
   fi
 fi

@@ -72,6 +72,8 @@ for i in "${!commands[@]}"; do
     failed=1
   elif (( status != 0 )); then
     echo "FAIL: '$cmd' exited $status:"
+    # Lines that name a failure wherever they are (a failed case in a long listing), then the end.
+    grep -E '(^|[[:space:]])(FAIL|ERROR|error:)' "$dir/.output" | head -n 10 | sed 's/^/    /'
     tail -n 20 "$dir/.output" | sed 's/^/    /'
     failed=1
   elif grep -qi warning "$dir/.output"; then

@@ -48,7 +48,7 @@ for t in run["threads"]:
 assert cpu.get("msio0", 0) >= 0.4, ("spinning thread", cpu)
 assert cpu.get("NCCL Progress 0", 0) >= 0.3, ("spinning grandchild", cpu)
 assert cpu.get("msprogress", 1) < 0.15, ("sleeping thread", cpu)
-assert 1.0 <= run["wall_s"] < 10, run["wall_s"]
+assert 1.0 <= run["wall_s"] < 50, run["wall_s"]  # 1.2 CPU-s of spinning; a 2-core host under 4x load took 10 s
 assert run["host_cores"]["busy"] > 0, run["host_cores"]
 PY
 
