@@ -4,10 +4,22 @@
 // arrives whole; a bad address and a GID selector that matches nothing give errors naming the problem.
 // Needs an RDMA device: without one (every host but the Soft-RoCE guest of scripts/test-rxe.sh) each
 // test skips, saying so. Prints each port's describe() and counters, for the guest's log.
+//
+// Across two hosts (the two-guest boot of scripts/test-rxe.sh), TwoHosts runs one side per process:
+// MEGASCALE_VERBS_TEST_ROLE=listen|connect and MEGASCALE_VERBS_TEST_TCP=HOST:PORT (the listener's TCP
+// port, where the sides swap their wires' addresses and, at the end, a "done" that keeps each wire up
+// until the other finished). Without them it skips.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "megascale/wire/verbs/ib_device.h"
@@ -164,6 +176,119 @@ TEST_F(VerbsWireDevice, SegmentTooLargeForTheMtuIsRefusedWhenNotFitted) {
   EXPECT_NE(w.error().message.find("segment_bytes 8192"), std::string::npos) << w.error().message;
   EXPECT_NE(w.error().message.find("at most"), std::string::npos) << w.error().message;
   std::printf("segment too large: %s\n", w.error().message.c_str());
+}
+
+// A line over a TCP socket, and its reading (up to '\n'); false on a closed or failed socket.
+bool send_line(int fd, const std::string& line) {
+  const std::string out = line + "\n";
+  return ::send(fd, out.data(), out.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(out.size());
+}
+bool read_line(int fd, std::string& line) {
+  line.clear();
+  char c = 0;
+  while (::recv(fd, &c, 1, 0) == 1) {
+    if (c == '\n') return true;
+    line += c;
+  }
+  return false;
+}
+
+// The side's TCP socket to the other: accepted on `port` (listen) or connected to host:port, retrying
+// for 90 s while the listener starts (connect). -1 on failure (reported).
+int rendezvous(bool listen, const std::string& host, uint16_t port) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
+    ADD_FAILURE() << "MEGASCALE_VERBS_TEST_TCP: bad IPv4 address " << host;
+    return -1;
+  }
+  if (listen) {
+    const int l = ::socket(AF_INET, SOCK_STREAM, 0);
+    const int one = 1;
+    setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    addr.sin_addr.s_addr = htonl(INADDR_ANY);
+    if (::bind(l, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(l, 1) != 0) {
+      ADD_FAILURE() << "listening on TCP port " << port << " failed";
+      ::close(l);
+      return -1;
+    }
+    const int fd = ::accept(l, nullptr, nullptr);
+    ::close(l);
+    return fd;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+  while (std::chrono::steady_clock::now() < deadline) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) return fd;
+    ::close(fd);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  ADD_FAILURE() << "no listener at " << host << ":" << port << " within 90 s";
+  return -1;
+}
+
+TEST(VerbsWireTwoHosts, FourMiBEachWayWhole) {
+  const char* role = std::getenv("MEGASCALE_VERBS_TEST_ROLE");
+  const char* tcp = std::getenv("MEGASCALE_VERBS_TEST_TCP");
+  if (role == nullptr || tcp == nullptr) {
+    GTEST_SKIP()
+        << "MEGASCALE_VERBS_TEST_ROLE and MEGASCALE_VERBS_TEST_TCP unset: one side of a two-host run";
+  }
+  if (list_devices().empty()) GTEST_SKIP() << "no RDMA device (libibverbs lists none)";
+  const std::string r = role;
+  ASSERT_TRUE(r == "listen" || r == "connect") << "MEGASCALE_VERBS_TEST_ROLE=" << r;
+  const bool listen = r == "listen";
+  const std::string t = tcp;
+  const size_t colon = t.rfind(':');
+  ASSERT_NE(colon, std::string::npos) << "MEGASCALE_VERBS_TEST_TCP=" << t << ": expected HOST:PORT";
+  const auto port = static_cast<uint16_t>(std::atoi(t.c_str() + colon + 1));
+
+  auto wire = create_verbs_wire(wire_config(), VerbsPortConfig{});
+  ASSERT_TRUE(wire.ok()) << wire.error().message;
+  UdpWire& w = **wire;
+  ASSERT_TRUE(w.start());
+  const int fd = rendezvous(listen, t.substr(0, colon), port);
+  ASSERT_GE(fd, 0);
+  std::string peer;
+  ASSERT_TRUE(send_line(fd, w.local_address()));
+  ASSERT_TRUE(read_line(fd, peer));
+  std::printf("%s: %s at %s, peer %s\n", r.c_str(), w.describe().c_str(), w.local_address().c_str(),
+              peer.c_str());
+  std::fflush(stdout);
+
+  engine::ConnId conn{};
+  if (listen) {
+    auto acc = w.wait_accept(sec(60));
+    ASSERT_TRUE(acc.ok()) << acc.error().message;
+    conn = *acc;
+  } else {
+    auto c = w.connect(peer);
+    ASSERT_TRUE(c.ok()) << c.error().message;
+    conn = *c;
+  }
+  constexpr size_t n = 4 << 20;
+  const std::vector<uint8_t> out = pattern(n, listen ? 91 : 7);
+  const std::vector<uint8_t> want = pattern(n, listen ? 7 : 91);
+  std::vector<uint8_t> got(n, 0);
+  auto rr = w.post_recv(conn, got.data(), n, 1);
+  ASSERT_TRUE(rr.ok()) << rr.error().message;
+  auto sr = w.post_send(conn, out.data(), n, 1);
+  ASSERT_TRUE(sr.ok()) << sr.error().message;
+  const auto start = std::chrono::steady_clock::now();
+  const engine::Completion rc = w.wait(conn, *rr, sec(180));
+  ASSERT_TRUE(rc.done && rc.ok) << rc.error << " " << w.thread_error();
+  EXPECT_EQ(rc.bytes, n);
+  EXPECT_TRUE(got == want) << "received bytes differ";
+  const engine::Completion sc = w.wait(conn, *sr, sec(180));
+  EXPECT_TRUE(sc.done && sc.ok) << sc.error;
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::string done;
+  EXPECT_TRUE(send_line(fd, "done"));
+  EXPECT_TRUE(read_line(fd, done));
+  ::close(fd);
+  std::printf("%s: 4 MiB each way whole in %.2f s\n", r.c_str(), s);
+  print_stats(r.c_str(), w);
 }
 
 }  // namespace
