@@ -9,6 +9,8 @@
 // Sends are copied into registered bounce buffers, a fixed pool per QP of send_depth (so the send
 // queue never overflows), freed by their (always signalled) completions; a packet finding its QP's pool
 // empty is dropped and counted, and the engine recovers it as a loss.
+#include "ud_port.h"
+
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -16,8 +18,6 @@
 #include <tuple>
 
 #include "megascale/wire/verbs/completion.h"
-#include "megascale/wire/verbs/ib_device.h"
-#include "megascale/wire/verbs/port.h"
 #include "megascale/wire/verbs/work_request.h"
 
 namespace megascale::wire::verbs {
@@ -310,6 +310,7 @@ class UdPort final : public PacketPort {
         }
         default:
           ++extra(kMalformed);
+          if (ev.tag.kind == WrKind::kUdSend) free_send(ev.tag);
           break;
       }
     }
@@ -436,7 +437,12 @@ Result<std::unique_ptr<PacketPort>> open_ud_port(const VerbsPortConfig& config) 
                           std::to_string(mtu) + " (at most " + std::to_string(ud_max_segment_bytes(mtu)) +
                           ")");
   }
-  auto out = std::make_unique<UdPort>(config, std::move(*ib), *gid);
+  return make_ud_port(config, std::move(*ib), *gid);
+}
+
+Result<std::unique_ptr<PacketPort>> make_ud_port(const VerbsPortConfig& config, std::unique_ptr<IbDevice> dev,
+                                                 const GidEntry& gid) {
+  auto out = std::make_unique<UdPort>(config, std::move(dev), gid);
   if (Status st = out->open(); !st) return st.error();
   return std::unique_ptr<PacketPort>(std::move(out));
 }
