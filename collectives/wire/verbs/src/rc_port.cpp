@@ -36,8 +36,8 @@ std::string format_address(const Gid& gid, uint32_t qpn) {
 
 Result<std::pair<Gid, uint32_t>> parse_address(std::string_view text) {
   auto bad = [&](const std::string& why) {
-    return make_error(ErrorCode::kInvalidArgument,
-                      "verbs-rc address '" + std::string(text) + "': " + why + " (want [GID]/QPN, QPN in hex)");
+    return make_error(ErrorCode::kInvalidArgument, "verbs-rc address '" + std::string(text) + "': " + why +
+                                                       " (want [GID]/QPN, QPN in hex)");
   };
   const size_t close = text.find(']');
   if (text.empty() || text[0] != '[' || close == std::string_view::npos || close + 1 >= text.size() ||
@@ -65,7 +65,6 @@ Result<std::pair<Gid, uint32_t>> parse_address(std::string_view text) {
   return std::make_pair(gid, static_cast<uint32_t>(qpn));
 }
 
-
 Result<std::unique_ptr<PacketPort>> RcPort::open(const VerbsPortConfig& c) {
   if (c.slots == 0 || c.slots > 64) {
     return make_error(ErrorCode::kInvalidArgument, "verbs-rc: slots " + std::to_string(c.slots) + " (1..64)");
@@ -75,9 +74,9 @@ Result<std::unique_ptr<PacketPort>> RcPort::open(const VerbsPortConfig& c) {
                       "verbs-rc: ring_slots " + std::to_string(c.ring_slots) + " (2..4096)");
   }
   if (c.segment_bytes == 0 || c.segment_bytes > engine::kMaxSegmentPayload) {
-    return make_error(ErrorCode::kInvalidUsage,
-                      "verbs-rc: segment_bytes " + std::to_string(c.segment_bytes) + " (1.." +
-                          std::to_string(engine::kMaxSegmentPayload) + ")");
+    return make_error(ErrorCode::kInvalidUsage, "verbs-rc: segment_bytes " + std::to_string(c.segment_bytes) +
+                                                    " (1.." + std::to_string(engine::kMaxSegmentPayload) +
+                                                    ")");
   }
   cc::RtoParams rto;
   rto.initial_rto_ns = c.initial_rto_ns;
@@ -123,8 +122,8 @@ Result<std::unique_ptr<PacketPort>> RcPort::open(const VerbsPortConfig& c) {
   Result<std::unique_ptr<IbCq>> cq = self->dev_->create_cq(kCqDepth);
   if (!cq) return cq.error();
   self->cq_ = std::move(*cq);
-  Result<std::unique_ptr<IbUdQp>> home =
-      self->dev_->create_ud_qp(*self->cq_, {.qkey = kQkey, .send_depth = kHomeSends, .recv_depth = kHomeRecvs});
+  Result<std::unique_ptr<IbUdQp>> home = self->dev_->create_ud_qp(
+      *self->cq_, {.qkey = kQkey, .send_depth = kHomeSends, .recv_depth = kHomeRecvs});
   if (!home) return home.error();
   self->home_ = std::move(*home);
   self->cq_budget_ -= kHomeSends + kHomeRecvs;
@@ -159,8 +158,9 @@ Result<std::unique_ptr<PacketPort>> RcPort::open(const VerbsPortConfig& c) {
 
 Status RcPort::post_home_recv(uint32_t i) {
   const uint32_t len = kGrhBytes + mtu_;
-  Result<RecvWr> wr = make_ud_recv({WrKind::kUdRecv, kHomeLane, 0, i},
-                                   {addr_of(home_recv_.data() + size_t{i} * len), len, home_recv_keys_.lkey}, mtu_);
+  Result<RecvWr> wr =
+      make_ud_recv({WrKind::kUdRecv, kHomeLane, 0, i},
+                   {addr_of(home_recv_.data() + size_t{i} * len), len, home_recv_keys_.lkey}, mtu_);
   if (!wr) return wr.error();
   return home_->post_recv(*wr);
 }
@@ -211,8 +211,10 @@ Status RcPort::create_qp(uint32_t peer, uint32_t lane, uint16_t epoch) {
   drop_qp(l);
   if (cq_budget_ < lane_send_depth_ + lane_recv_depth_) {
     return make_error(ErrorCode::kInvalidUsage,
-                      "verbs-rc: the completion queue (" + std::to_string(kCqDepth) + " entries) has no room for "
-                      "another RC QP (peer " + peers_[peer]->text + " lane " + std::to_string(lane) + ")");
+                      "verbs-rc: the completion queue (" + std::to_string(kCqDepth) +
+                          " entries) has no room for "
+                          "another RC QP (peer " +
+                          peers_[peer]->text + " lane " + std::to_string(lane) + ")");
   }
   Result<std::unique_ptr<IbRcQp>> qp = dev_->create_rc_qp(*cq_, lane_send_depth_, lane_recv_depth_);
   if (!qp) return qp.error();
@@ -225,7 +227,8 @@ Status RcPort::create_qp(uint32_t peer, uint32_t lane, uint16_t epoch) {
   l.reader = RingReader(cfg_.ring_slots, std::max<uint32_t>(1, cfg_.ring_slots / 4));
   by_qpn_[l.qp->qpn()] = {peer, lane};
   for (uint32_t i = 0; i < lane_recv_depth_; ++i) {
-    if (Status s = l.qp->post_recv(make_rc_recv({WrKind::kRcRecv, static_cast<uint8_t>(lane), epoch, i})); !s) {
+    if (Status s = l.qp->post_recv(make_rc_recv({WrKind::kRcRecv, static_cast<uint8_t>(lane), epoch, i}));
+        !s) {
       return s;
     }
   }
@@ -281,7 +284,10 @@ void RcPort::send_setup(uint32_t peer, uint32_t lane, RcSetupKind kind) {
   m.qpn = l.qp->qpn();
   m.psn = l.psn;
   m.mtu_bytes = mtu_;
-  m.ring = {.addr = addr_of(p.ring.data()), .rkey = p.ring_keys.rkey, .slots = cfg_.ring_slots, .slot_bytes = slot_bytes_};
+  m.ring = {.addr = addr_of(p.ring.data()),
+            .rkey = p.ring_keys.rkey,
+            .slots = cfg_.ring_slots,
+            .slot_bytes = slot_bytes_};
   m.ring_lanes = cfg_.slots;
   Status enc = encode_rc_setup(m, buf);
   Result<SendWr> wr = enc ? make_ud_send({.tag = {WrKind::kUdSend, kHomeLane, 0, i},
@@ -305,7 +311,8 @@ void RcPort::send_setup(uint32_t peer, uint32_t lane, RcSetupKind kind) {
   ++setups_sent_;
 }
 
-// The lane's epoch decides: a message of an older epoch is stale; a newer one (or the first) makes this
+// The lane's epoch decides: a message of an older epoch is stale (and so is one of a failed lane's
+// epoch); a newer one (or the first) makes this
 // end create the lane's QP for it, connect it and answer; one of the current epoch connects a lane that
 // is connecting (an answer, or a request crossing ours), and a repeated request (our answer was lost)
 // is answered again.
@@ -319,14 +326,16 @@ void RcPort::on_setup(const RcSetupMsg& m) {
   Peer& p = *peers_[*id];
   if (m.lane >= cfg_.slots) {
     ++setups_refused_;
-    std::fprintf(stderr, "verbs-rc: %s connects lane %u but this port has %u slots (both ends need the same)\n",
+    std::fprintf(stderr,
+                 "verbs-rc: %s connects lane %u but this port has %u slots (both ends need the same)\n",
                  p.text.c_str(), m.lane, cfg_.slots);
     return;
   }
   if (m.ring.slot_bytes < slot_bytes_) {
     // Our packets would not fit its slots: segment_bytes differs between the ends.
     ++setups_refused_;
-    std::fprintf(stderr, "verbs-rc: %s has %u-byte ring slots, this port writes up to %u (segment_bytes differ)\n",
+    std::fprintf(stderr,
+                 "verbs-rc: %s has %u-byte ring slots, this port writes up to %u (segment_bytes differ)\n",
                  p.text.c_str(), m.ring.slot_bytes, slot_bytes_);
     return;
   }
@@ -335,7 +344,9 @@ void RcPort::on_setup(const RcSetupMsg& m) {
   p.remote_known = true;
   Lane& l = p.lanes[m.lane];
   const TimeNs now = UdpWire::now();
-  if (l.qp && m.epoch < l.epoch) return;  // stale
+  if (l.used && m.epoch < l.epoch) return;  // stale
+  // A failed lane comes back only when the peer starts a new epoch (it re-created its QP).
+  if (l.state == Lane::State::kFailed && m.epoch <= l.epoch) return;
   Status s;
   if (!l.qp || m.epoch > l.epoch) {
     s = create_qp(*id, m.lane, m.epoch);
@@ -357,12 +368,16 @@ void RcPort::on_qp_error(uint32_t peer, uint32_t lane, uint16_t epoch, WcStatus 
   ++l.errors;
   l.last_status = status;
   if (l.outage_start == kNever) l.outage_start = now;
-  if (!is_recoverable(status)) {
+  // rxe completes a write it could not transmit (its netdev down: a link flap) as a local QP operation
+  // error; the retry budget still bounds how long such a lane is re-created.
+  if (!is_recoverable(status) && status != WcStatus::kLocQpOpErr) {
     fail_lane(peer, lane, now, to_string(status) + " cannot be recovered by re-creating the QP");
   } else if (now - l.outage_start >= cfg_.retry_budget_ns) {
     fail_lane(peer, lane, now, "");
   } else {
     ++qp_recreated_;
+    std::fprintf(stderr, "verbs-rc: peer %s lane %u: QP error (%s), re-connecting as epoch %u\n",
+                 peers_[peer]->text.c_str(), lane, to_string(status).c_str(), (l.epoch + 1) & 0xFFFF);
     start_connect(peer, lane, now);
   }
 }
@@ -414,12 +429,30 @@ TimeNs RcPort::next_deadline() const {
 
 PortStats RcPort::stats() const {
   PortStats s = stats_;
-  s.extra = {{"rc_setups_sent", setups_sent_},       {"rc_setups_received", setups_received_},
-             {"rc_setups_refused", setups_refused_}, {"rc_lanes_connected", lanes_connected_},
-             {"rc_qp_errors", qp_errors_},           {"rc_qp_recreated", qp_recreated_},
-             {"rc_lane_failures", lane_failures_},   {"rc_queued", queued_},
-             {"rc_queue_dropped", queue_dropped_},   {"rc_failed_dropped", failed_dropped_},
-             {"rc_credits_sent", credits_sent_}};
+  uint64_t pending = 0, outstanding = 0, credits = 0, up = 0;
+  for (const auto& p : peers_) {
+    for (const Lane& l : p->lanes) {
+      pending += l.pending.size();
+      outstanding += l.outstanding.size();
+      credits += l.state == Lane::State::kUp ? l.writer.credits() : 0;
+      up += l.state == Lane::State::kUp ? 1 : 0;
+    }
+  }
+  s.extra = {{"rc_setups_sent", setups_sent_},
+             {"rc_setups_received", setups_received_},
+             {"rc_setups_refused", setups_refused_},
+             {"rc_lanes_connected", lanes_connected_},
+             {"rc_qp_errors", qp_errors_},
+             {"rc_qp_recreated", qp_recreated_},
+             {"rc_lane_failures", lane_failures_},
+             {"rc_queued", queued_},
+             {"rc_queue_dropped", queue_dropped_},
+             {"rc_failed_dropped", failed_dropped_},
+             {"rc_credits_sent", credits_sent_},
+             {"rc_lanes_up", up},
+             {"rc_waiting", pending},
+             {"rc_writes_outstanding", outstanding},
+             {"rc_write_credits", credits}};
   return s;
 }
 

@@ -18,7 +18,6 @@
 
 namespace megascale::wire::verbs::rc_detail {
 
-
 constexpr uint32_t kQkey = 0x4D53;
 constexpr uint32_t kHomeRecvs = 128;
 constexpr uint32_t kHomeSends = 64;
@@ -27,7 +26,9 @@ constexpr uint32_t kPendingMax = 512;  // packets waiting per lane
 constexpr TimeNs kSetupResendNs = 20 * kNsPerMs;
 constexpr uint8_t kHomeLane = 0xFF;  // wr_id lane of the home QP's WRs (RC lanes are < 64)
 
-inline uint64_t addr_of(const void* p) { return reinterpret_cast<uint64_t>(p); }
+inline uint64_t addr_of(const void* p) {
+  return reinterpret_cast<uint64_t>(p);
+}
 
 std::string format_address(const Gid& gid, uint32_t qpn);
 // Errors name the text and what is wrong with it.
@@ -112,7 +113,8 @@ class RcPort final : public PacketPort {
   void send_setup(uint32_t peer, uint32_t lane, RcSetupKind kind);
   void on_setup(const RcSetupMsg& m);
   // Posts one packet; false when it must wait (no ring credit or no bounce buffer).
-  bool post_packet(uint32_t peer, uint32_t lane, const uint8_t* h, uint32_t hl, const uint8_t* p, uint32_t pl);
+  bool post_packet(uint32_t peer, uint32_t lane, const uint8_t* h, uint32_t hl, const uint8_t* p,
+                   uint32_t pl);
   void flush_lane(uint32_t peer, uint32_t lane);
   void return_credits(uint32_t peer, uint32_t lane);
   void on_qp_error(uint32_t peer, uint32_t lane, uint16_t epoch, WcStatus status, TimeNs now);
@@ -144,7 +146,7 @@ class RcPort final : public PacketPort {
   uint32_t cq_budget_ = kCqDepth;
   std::vector<std::unique_ptr<Peer>> peers_;
   std::unordered_map<uint32_t, std::pair<uint32_t, uint32_t>> by_qpn_;  // QPN -> (peer, lane)
-  std::vector<WorkCompletion> stash_;  // completions polled while arming
+  std::vector<WorkCompletion> stash_;                                   // completions polled while arming
   std::mt19937 rng_{std::random_device{}()};
   PortStats stats_;
   uint64_t setups_sent_ = 0, setups_received_ = 0, setups_refused_ = 0, lanes_connected_ = 0;

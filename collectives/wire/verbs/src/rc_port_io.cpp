@@ -63,7 +63,8 @@ bool RcPort::post_packet(uint32_t peer, uint32_t lane, const uint8_t* h, uint32_
   if (!s) {
     // The ring's bookkeeping now disagrees with the peer's: start the lane anew.
     ++stats_.send_errors;
-    std::fprintf(stderr, "verbs-rc: write to %s lane %u: %s\n", p.text.c_str(), lane, s.error().message.c_str());
+    std::fprintf(stderr, "verbs-rc: write to %s lane %u: %s\n", p.text.c_str(), lane,
+                 s.error().message.c_str());
     on_qp_error(peer, lane, l.epoch, WcStatus::kGeneralErr, UdpWire::now());
     return true;  // the packet is lost; the engine retransmits it
   }
@@ -168,7 +169,8 @@ void RcPort::handle(const WorkCompletion& wc, const Deliver& deliver, size_t& de
   Lane& l = p.lanes[lane];
   if (tag->epoch != l.epoch || tag->lane != lane) return;
   const CompletionEvent ev = translate_completion(
-      wc, {.mode = WireMode::kRc, .grh_ipv4 = false, .ring_slots = cfg_.ring_slots, .slot_bytes = slot_bytes_},
+      wc,
+      {.mode = WireMode::kRc, .grh_ipv4 = false, .ring_slots = cfg_.ring_slots, .slot_bytes = slot_bytes_},
       nullptr);
   auto release = [&] {
     if (tag->kind != WrKind::kRcWrite) return;
@@ -198,7 +200,8 @@ void RcPort::handle(const WorkCompletion& wc, const Deliver& deliver, size_t& de
       ++delivered;
       if (Status s = l.reader.on_filled(ev.ring_slot); !s) {
         ++stats_.recv_errors;
-        std::fprintf(stderr, "verbs-rc: from %s lane %u: %s\n", p.text.c_str(), lane, s.error().message.c_str());
+        std::fprintf(stderr, "verbs-rc: from %s lane %u: %s\n", p.text.c_str(), lane,
+                     s.error().message.c_str());
       }
       repost();
       return_credits(peer, lane);
