@@ -269,8 +269,25 @@ void RcPort::start_connect(uint32_t peer, uint32_t lane, TimeNs now) {
   l.resend_at = now + kSetupResendNs;
 }
 
+void RcPort::reset_home(TimeNs now) {
+  if (Status s = home_->reset(); !s) {
+    std::fprintf(stderr, "verbs-rc: %s; trying again\n", s.error().message.c_str());
+    home_reset_at_ = now + 5 * kSetupResendNs;
+    return;
+  }
+  ++home_resets_;
+  home_reset_at_ = kNever;
+  ++home_gen_;
+  home_send_free_.clear();
+  for (uint32_t i = kHomeSends; i-- > 0;) home_send_free_.push_back(i);
+  for (uint32_t i = 0; i < kHomeRecvs; ++i) {
+    if (Status s = post_home_recv(i); !s) ++stats_.recv_errors;
+  }
+}
+
 void RcPort::send_setup(uint32_t peer, uint32_t lane, RcSetupKind kind) {
-  if (home_send_free_.empty()) return;  // the timer sends a request again; a lost answer is asked again
+  if (home_send_free_.empty() || home_reset_at_ != kNever)
+    return;  // the timer sends a request again; a lost answer is asked again
   Peer& p = *peers_[peer];
   Lane& l = p.lanes[lane];
   const uint32_t i = home_send_free_.back();
@@ -290,7 +307,7 @@ void RcPort::send_setup(uint32_t peer, uint32_t lane, RcSetupKind kind) {
             .slot_bytes = slot_bytes_};
   m.ring_lanes = cfg_.slots;
   Status enc = encode_rc_setup(m, buf);
-  Result<SendWr> wr = enc ? make_ud_send({.tag = {WrKind::kUdSend, kHomeLane, 0, i},
+  Result<SendWr> wr = enc ? make_ud_send({.tag = {WrKind::kUdSend, kHomeLane, home_gen_, i},
                                           .header = {addr_of(buf), static_cast<uint32_t>(kRcSetupBytes),
                                                      home_send_keys_.lkey},
                                           .payload = {},
@@ -403,6 +420,7 @@ void RcPort::fail_lane(uint32_t peer, uint32_t lane, TimeNs now, const std::stri
 }
 
 void RcPort::on_timer(TimeNs now) {
+  if (home_reset_at_ <= now) reset_home(now);
   for (uint32_t i = 0; i < peers_.size(); ++i) {
     for (uint32_t j = 0; j < cfg_.slots; ++j) {
       Lane& l = peers_[i]->lanes[j];
@@ -418,7 +436,7 @@ void RcPort::on_timer(TimeNs now) {
 }
 
 TimeNs RcPort::next_deadline() const {
-  TimeNs t = kNever;
+  TimeNs t = home_reset_at_;
   for (const auto& p : peers_) {
     for (const Lane& l : p->lanes) {
       if (l.state == Lane::State::kConnecting) t = std::min(t, l.resend_at);
@@ -429,9 +447,10 @@ TimeNs RcPort::next_deadline() const {
 
 PortStats RcPort::stats() const {
   PortStats s = stats_;
-  uint64_t pending = 0, outstanding = 0, credits = 0, up = 0;
+  uint64_t pending = 0, outstanding = 0, credits = 0, up = 0, owed = 0;
   for (const auto& p : peers_) {
     for (const Lane& l : p->lanes) {
+      owed += l.credits_owed;
       pending += l.pending.size();
       outstanding += l.outstanding.size();
       credits += l.state == Lane::State::kUp ? l.writer.credits() : 0;
@@ -452,7 +471,11 @@ PortStats RcPort::stats() const {
              {"rc_lanes_up", up},
              {"rc_waiting", pending},
              {"rc_writes_outstanding", outstanding},
-             {"rc_write_credits", credits}};
+             {"rc_write_credits", credits},
+             {"rc_credits_owed", owed},
+             {"rc_home_resets", home_resets_},
+             {"rc_bounce_free", pool_free_.size()},
+             {"rc_setup_buffers_free", home_send_free_.size()}};
   return s;
 }
 

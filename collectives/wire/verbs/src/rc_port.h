@@ -123,6 +123,8 @@ class RcPort final : public PacketPort {
   Status post_home_recv(uint32_t i);
   void handle(const WorkCompletion& wc, const Deliver& deliver, size_t& delivered);
   void handle_home(const WorkCompletion& wc, const WrTag& tag);
+  // The home QP back to RTS (same QPN), its buffers free and its receives posted again.
+  void reset_home(TimeNs now);
 
   VerbsPortConfig cfg_;
   NicRetry nic_;
@@ -138,6 +140,9 @@ class RcPort final : public PacketPort {
   std::vector<uint8_t> home_send_;  // kHomeSends buffers of kRcSetupBytes
   MrKeys home_send_keys_;
   std::vector<uint32_t> home_send_free_;
+  uint16_t home_gen_ = 0;          // the home QP's incarnation, in its WRs' tags (epoch)
+  TimeNs home_reset_at_ = kNever;  // the home QP errored: reset it then
+  uint64_t home_resets_ = 0;
   std::vector<uint8_t> pool_;  // bounce buffers of slot_bytes_
   MrKeys pool_keys_;
   std::vector<uint32_t> pool_free_;

@@ -124,6 +124,12 @@ Result<size_t> RcPort::receive(size_t max, const Deliver& deliver) {
 }
 
 void RcPort::handle_home(const WorkCompletion& wc, const WrTag& tag) {
+  if (tag.epoch != home_gen_) return;  // a WR of the home QP before its reset
+  if (wc.status != WcStatus::kSuccess && home_reset_at_ == kNever) {
+    // A UD QP errors as a whole (on rxe: a send while the link was down): reset it shortly.
+    std::fprintf(stderr, "verbs-rc: home QP error (%s), resetting it\n", to_string(wc.status).c_str());
+    home_reset_at_ = UdpWire::now() + kSetupResendNs;
+  }
   const uint32_t len = kGrhBytes + mtu_;
   const bool recv = tag.kind == WrKind::kUdRecv;
   if (recv && tag.slot >= kHomeRecvs) return;
