@@ -165,6 +165,15 @@ Status RcPort::post_home_recv(uint32_t i) {
   return home_->post_recv(*wr);
 }
 
+Result<uint32_t> RcPort::make_ah(const Gid& gid) {
+  return dev_->create_ah({.dgid = gid,
+                          .sgid_index = static_cast<uint8_t>(gid_.index),
+                          .traffic_class = cfg_.traffic_class,
+                          .hop_limit = 64,
+                          .flow_label = 0,
+                          .port_num = static_cast<uint8_t>(dev_->port())});
+}
+
 Result<uint32_t> RcPort::intern(const Gid& gid, uint32_t qpn) {
   for (uint32_t i = 0; i < peers_.size(); ++i) {
     if (peers_[i]->gid == gid && peers_[i]->home_qpn == qpn) return i;
@@ -178,12 +187,7 @@ Result<uint32_t> RcPort::intern(const Gid& gid, uint32_t qpn) {
   p->gid = gid;
   p->home_qpn = qpn;
   p->text = format_address(gid, qpn);
-  Result<uint32_t> ah = dev_->create_ah({.dgid = gid,
-                                         .sgid_index = static_cast<uint8_t>(gid_.index),
-                                         .traffic_class = cfg_.traffic_class,
-                                         .hop_limit = 64,
-                                         .flow_label = 0,
-                                         .port_num = static_cast<uint8_t>(dev_->port())});
+  Result<uint32_t> ah = make_ah(gid);
   if (!ah) return ah.error();
   p->ah = *ah;
   p->ring.resize(size_t{cfg_.slots} * cfg_.ring_slots * slot_bytes_);
@@ -275,8 +279,31 @@ void RcPort::reset_home(TimeNs now) {
     home_reset_at_ = now + 5 * kSetupResendNs;
     return;
   }
+  // A link flap can make the kernel re-add this port's GIDs, perhaps at other indexes: find ours again.
+  // Address handles made before it may name the entries it replaced (rxe then fails every send through
+  // them): new ones for every peer.
+  if (Result<std::vector<DeviceInfo>> devs = discover_devices(cfg_.sysfs_root); devs) {
+    for (const DeviceInfo& d : *devs) {
+      if (d.name != dev_->name()) continue;
+      for (const PortInfo& port : d.ports) {
+        if (port.port != dev_->port()) continue;
+        for (const GidEntry& g : port.gids) {
+          if (g.gid == gid_.gid && g.index != gid_.index) {
+            std::fprintf(stderr, "verbs-rc: GID %s moved from index %u to %u\n", gid_to_string(g.gid).c_str(),
+                         gid_.index, g.index);
+            gid_.index = g.index;
+          }
+        }
+      }
+    }
+  }
+  for (auto& p : peers_) {
+    if (Result<uint32_t> ah = make_ah(p->gid); ah) p->ah = *ah;
+  }
   ++home_resets_;
   home_reset_at_ = kNever;
+  // While the link stays down every reset errors again: wait longer each time (up to 1 s).
+  home_backoff_ = std::min<TimeNs>(2 * home_backoff_, kNsPerSec);
   ++home_gen_;
   home_send_free_.clear();
   for (uint32_t i = kHomeSends; i-- > 0;) home_send_free_.push_back(i);

@@ -104,6 +104,8 @@ class RcPort final : public PacketPort {
 
  private:
   Result<uint32_t> intern(const Gid& gid, uint32_t qpn);
+  // An address handle to the peer's GID (the device keeps it for its life).
+  Result<uint32_t> make_ah(const Gid& gid);
   // Drops the lane's QP (if any) and creates one for `epoch` with its receives posted.
   Status create_qp(uint32_t peer, uint32_t lane, uint16_t epoch);
   // The lane's QP to RTS towards the QP `m` names; then up, and its waiting packets go.
@@ -143,7 +145,9 @@ class RcPort final : public PacketPort {
   uint16_t home_gen_ = 0;          // the home QP's incarnation, in its WRs' tags (epoch)
   TimeNs home_reset_at_ = kNever;  // the home QP errored: reset it then
   uint64_t home_resets_ = 0;
-  std::vector<uint8_t> pool_;  // bounce buffers of slot_bytes_
+  TimeNs home_backoff_ = kSetupResendNs;  // from a home QP error to its reset
+  bool home_told_ = false;                // the home QP's error has been logged and nothing succeeded since
+  std::vector<uint8_t> pool_;             // bounce buffers of slot_bytes_
   MrKeys pool_keys_;
   std::vector<uint32_t> pool_free_;
   uint32_t lane_send_depth_ = 0;

@@ -125,10 +125,17 @@ Result<size_t> RcPort::receive(size_t max, const Deliver& deliver) {
 
 void RcPort::handle_home(const WorkCompletion& wc, const WrTag& tag) {
   if (tag.epoch != home_gen_) return;  // a WR of the home QP before its reset
-  if (wc.status != WcStatus::kSuccess && home_reset_at_ == kNever) {
-    // A UD QP errors as a whole (on rxe: a send while the link was down): reset it shortly.
-    std::fprintf(stderr, "verbs-rc: home QP error (%s), resetting it\n", to_string(wc.status).c_str());
-    home_reset_at_ = UdpWire::now() + kSetupResendNs;
+  if (wc.status == WcStatus::kSuccess) {
+    home_told_ = false;
+    home_backoff_ = kSetupResendNs;
+  } else if (home_reset_at_ == kNever) {
+    // A UD QP errors as a whole (on rxe: a send while the link was down): reset it shortly. Said once
+    // per outage: while the link stays down every reset errors again.
+    if (!home_told_) {
+      std::fprintf(stderr, "verbs-rc: home QP error (%s), resetting it\n", to_string(wc.status).c_str());
+    }
+    home_told_ = true;
+    home_reset_at_ = UdpWire::now() + home_backoff_;
   }
   const uint32_t len = kGrhBytes + mtu_;
   const bool recv = tag.kind == WrKind::kUdRecv;
