@@ -93,9 +93,32 @@ class Cq final : public IbCq {
   unsigned unacked_ = 0;  // events taken and not yet acknowledged
 };
 
+// A UD QP from RESET (or just created) through INIT and RTR to RTS.
+Status ud_to_rts(ibv_qp* qp, const std::string& name, uint32_t port, const UdQpConfig& config) {
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_INIT;
+  attr.pkey_index = 0;
+  attr.port_num = static_cast<uint8_t>(port);
+  attr.qkey = config.qkey;
+  if (int err = ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY)) {
+    return sys_error(name + ": UD QP to INIT", err);
+  }
+  attr = {};
+  attr.qp_state = IBV_QPS_RTR;
+  if (int err = ibv_modify_qp(qp, &attr, IBV_QP_STATE)) return sys_error(name + ": UD QP to RTR", err);
+  attr = {};
+  attr.qp_state = IBV_QPS_RTS;
+  attr.sq_psn = config.psn & 0xFFFFFF;
+  if (int err = ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_SQ_PSN)) {
+    return sys_error(name + ": UD QP to RTS", err);
+  }
+  return {};
+}
+
 class UdQp final : public IbUdQp {
  public:
-  explicit UdQp(ibv_qp* qp) : qp_(qp) {}
+  UdQp(ibv_qp* qp, std::string name, uint32_t port, const UdQpConfig& config)
+      : qp_(qp), name_(std::move(name)), port_(port), config_(config) {}
   ~UdQp() override { ibv_destroy_qp(qp_); }
   uint32_t qpn() const override { return qp_->qp_num; }
 
@@ -129,8 +152,18 @@ class UdQp final : public IbUdQp {
     return {};
   }
 
+  Status reset() override {
+    ibv_qp_attr attr{};
+    attr.qp_state = IBV_QPS_RESET;
+    if (int err = ibv_modify_qp(qp_, &attr, IBV_QP_STATE)) return sys_error(name_ + ": UD QP to RESET", err);
+    return ud_to_rts(qp_, name_, port_, config_);
+  }
+
  private:
   ibv_qp* qp_;
+  std::string name_;
+  uint32_t port_;
+  UdQpConfig config_;
 };
 
 ibv_mtu to_ibv_mtu(uint32_t bytes) {
@@ -317,24 +350,8 @@ class Device final : public IbDevice {
     init.qp_type = IBV_QPT_UD;
     ibv_qp* qp = ibv_create_qp(pd_, &init);
     if (qp == nullptr) return sys_error(name_ + ": ibv_create_qp(UD)", errno);
-    auto owned = std::make_unique<UdQp>(qp);
-    ibv_qp_attr attr{};
-    attr.qp_state = IBV_QPS_INIT;
-    attr.pkey_index = 0;
-    attr.port_num = static_cast<uint8_t>(port_);
-    attr.qkey = config.qkey;
-    if (int err = ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY)) {
-      return sys_error(name_ + ": UD QP to INIT", err);
-    }
-    attr = {};
-    attr.qp_state = IBV_QPS_RTR;
-    if (int err = ibv_modify_qp(qp, &attr, IBV_QP_STATE)) return sys_error(name_ + ": UD QP to RTR", err);
-    attr = {};
-    attr.qp_state = IBV_QPS_RTS;
-    attr.sq_psn = config.psn & 0xFFFFFF;
-    if (int err = ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_SQ_PSN)) {
-      return sys_error(name_ + ": UD QP to RTS", err);
-    }
+    auto owned = std::make_unique<UdQp>(qp, name_, port_, config);
+    if (Status s = ud_to_rts(qp, name_, port_, config); !s) return s.error();
     return std::unique_ptr<IbUdQp>(std::move(owned));
   }
 

@@ -77,6 +77,10 @@ class IbUdQp {
   // ah_handle: IbDevice::ah(). Errors name the call and errno's text.
   virtual Status post_send(const SendWr& wr, void* ah_handle) = 0;
   virtual Status post_recv(const RecvWr& wr) = 0;
+  // Back to RTS after the QP went to the error state (rxe errors a UD QP whose send could not leave:
+  // its netdev was down), keeping its QPN, so peers that know it still reach it: RESET, INIT, RTR,
+  // RTS. Every WR posted before is gone (its completion may still come, flushed): post receives again.
+  virtual Status reset() = 0;
 };
 
 // CQs and QPs must be destroyed before the device they came from.
