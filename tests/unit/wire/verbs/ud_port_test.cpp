@@ -71,6 +71,10 @@ class FakeQp final : public IbUdQp {
     ++nic_.recvs_posted[index_];
     return {};
   }
+  Status reset() override {  // as a device does: the posted receives are gone
+    nic_.recvs[index_].clear();
+    return {};
+  }
 
  private:
   Nic& nic_;
