@@ -23,46 +23,15 @@
 namespace megascale::wire::verbs {
 namespace rc_detail {
 
-// "[GID]/QPN(hex)", the port's address text.
+// "[GID]/QPN(hex)", the port's address text (port.h).
 std::string format_address(const Gid& gid, uint32_t qpn) {
-  char q[16];
-  std::snprintf(q, sizeof q, "0x%06x", qpn);
-  std::string out = "[";
-  out += gid_to_string(gid);
-  out += "]/";
-  out += q;
-  return out;
+  return format_port_address(PortAddress{gid, qpn});
 }
 
 Result<std::pair<Gid, uint32_t>> parse_address(std::string_view text) {
-  auto bad = [&](const std::string& why) {
-    return make_error(ErrorCode::kInvalidArgument, "verbs-rc address '" + std::string(text) + "': " + why +
-                                                       " (want [GID]/QPN, QPN in hex)");
-  };
-  const size_t close = text.find(']');
-  if (text.empty() || text[0] != '[' || close == std::string_view::npos || close + 1 >= text.size() ||
-      text[close + 1] != '/') {
-    return bad("not [GID]/QPN");
-  }
-  const std::string gid_text(text.substr(1, close - 1));
-  Gid gid{};
-  in6_addr a6{};
-  in_addr a4{};
-  if (inet_pton(AF_INET6, gid_text.c_str(), &a6) == 1) {
-    std::memcpy(gid.data(), &a6, 16);
-  } else if (inet_pton(AF_INET, gid_text.c_str(), &a4) == 1) {
-    gid[10] = gid[11] = 0xFF;
-    std::memcpy(gid.data() + 12, &a4, 4);
-  } else {
-    return bad("GID '" + gid_text + "' is not an IPv6 or IPv4 address");
-  }
-  const std::string q(text.substr(close + 2));
-  char* end = nullptr;
-  const unsigned long qpn = std::strtoul(q.c_str(), &end, 16);
-  if (q.empty() || end == nullptr || *end != '\0' || qpn < 2 || qpn > 0xFFFFFF) {
-    return bad("QPN '" + q + "' is not a hex number in 0x2..0xffffff");
-  }
-  return std::make_pair(gid, static_cast<uint32_t>(qpn));
+  Result<PortAddress> a = parse_port_address(text);
+  if (!a) return a.error();
+  return std::make_pair(a->gid, a->qpn);
 }
 
 Result<std::unique_ptr<PacketPort>> RcPort::open(const VerbsPortConfig& c) {
