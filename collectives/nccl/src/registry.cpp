@@ -65,9 +65,17 @@ Status Registry::ensure_ready() {
   for (size_t i = 0; i < devices_.size(); ++i) {
     const InterfaceInfo& f = devices_[i].iface;
     char entry[512];
-    std::snprintf(entry, sizeof entry, " [%zu]%s:%s<mtu %d, %d Mbps, segment %u B%s%s>", i, f.name.c_str(),
-                  f.address.c_str(), f.mtu_bytes, f.speed_mbps, devices_[i].segment_bytes,
-                  f.pci_path.empty() ? "" : ", ", f.pci_path.c_str());
+    if (is_verbs(devices_[i].wire)) {
+      // The port's MTU is known once its wire opens, which fits the segment to it.
+      std::snprintf(entry, sizeof entry, " [%zu]%s:%s<port %u, gid %u, %d Mbps, segment <= %u B%s%s>", i,
+                    f.name.c_str(), f.address.c_str(), devices_[i].rdma_port, devices_[i].gid_index,
+                    f.speed_mbps, devices_[i].segment_bytes, f.pci_path.empty() ? "" : ", ",
+                    f.pci_path.c_str());
+    } else {
+      std::snprintf(entry, sizeof entry, " [%zu]%s:%s<mtu %d, %d Mbps, segment %u B%s%s>", i, f.name.c_str(),
+                    f.address.c_str(), f.mtu_bytes, f.speed_mbps, devices_[i].segment_bytes,
+                    f.pci_path.empty() ? "" : ", ", f.pci_path.c_str());
+    }
     using_text += entry;
   }
   MS_INFO(abi::kSubsysInit | abi::kSubsysNet, "Using%s", using_text.c_str());
