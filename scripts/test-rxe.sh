@@ -34,6 +34,10 @@
 #   MEGASCALE_RXE_KERNEL_PKG  a kernel package to use instead (e.g. linux-image-6.1.0-57-amd64; not
 #                        the -cloud-amd64 flavour, which has no rdma_rxe); no fallback when it fails.
 #   MEGASCALE_RXE_QEMU   the QEMU program (default qemu-system-x86_64).
+#   MEGASCALE_RXE_PLUGIN  the NCCL plugin whose run (scripts/rxe/plugin-one-guest.cmds: plugin-check
+#                        over verbs-ud) joins the default one-guest commands, carried with megascale
+#                        (MEGASCALE_RXE_MEGASCALE, default build/cli/megascale) (default build/collectives/nccl/libnccl-net-megascale.so;
+#                        left out when either is not built; "" leaves it out).
 #   MEGASCALE_RXE_PERFTEST  1: as --perftest (a CI stage turns the baseline on without new arguments).
 #   MEGASCALE_RXE_ACCEL  tcg (default: software emulation, what CI has) or kvm. (This project's
 #                        machines show a /dev/kvm that QEMU cannot use: "failed to set MSR 0x10a".)
@@ -94,6 +98,20 @@ for l in "${libs[@]}"; do
   [ -f "$l" ] && [ -r "$l" ] || die "--lib $l: not a readable file"
 done
 
+# The plugin's run (scripts/rxe/plugin-one-guest.cmds) goes with the default commands when it and
+# megascale are built.
+plugin_lib=${MEGASCALE_RXE_PLUGIN-build/collectives/nccl/libnccl-net-megascale.so}
+plugin_cli=${MEGASCALE_RXE_MEGASCALE:-build/cli/megascale}
+if [ -n "$plugin_lib" ] && [ -z "$commands" ]; then
+  if [ -f "$plugin_lib" ] && [ -x "$plugin_cli" ]; then
+    libs+=("$plugin_lib")
+    bins+=("$plugin_cli")
+  else
+    [ "$list" = 1 ] || echo "test-rxe: no $plugin_lib or $plugin_cli (build them first): the plugin's run is left out" >&2
+    plugin_lib=""
+  fi
+fi
+
 deadline=$((SECONDS + limit))
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -105,6 +123,9 @@ for m in "${modes[@]}"; do
     if [ "$m" = 1 ]; then f=$here/one-guest.cmds; else f=$here/two-guests.cmds; fi
   fi
   cp "$f" "$work/cmds-$m.txt" 2>/dev/null || die "commands file $f: cannot be read"
+  if [ -z "$commands" ] && [ -n "$plugin_lib" ] && [ "$m" = 1 ]; then
+    cat "$here/plugin-one-guest.cmds" >>"$work/cmds-$m.txt"
+  fi
   for r in "${runs[@]}"; do echo "${r%%=*} ${r#*=}" >>"$work/cmds-$m.txt"; done
   if [ "$perftest" = 1 ]; then
     pf=$here/perftest-one-guest.cmds

@@ -148,4 +148,27 @@ Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn,
   return c;
 }
 
+std::string_view to_string(WireKind k) {
+  switch (k) {
+    case WireKind::kAuto:
+      return "auto";
+    case WireKind::kUdp:
+      return "udp";
+    case WireKind::kVerbsUd:
+      return "verbs-ud";
+    case WireKind::kVerbsRc:
+      return "verbs-rc";
+  }
+  return "?";
+}
+
+Result<WireKind> parse_wire_kind(const char* text) {
+  if (text == nullptr || *text == '\0') return WireKind::kAuto;
+  const std::string_view t(text);
+  for (WireKind k : {WireKind::kAuto, WireKind::kUdp, WireKind::kVerbsUd, WireKind::kVerbsRc}) {
+    if (t == to_string(k)) return k;
+  }
+  return make_error("MEGASCALE_WIRE=" + std::string(t) + ": must be auto, udp, verbs-ud or verbs-rc");
+}
+
 }  // namespace megascale::nccl

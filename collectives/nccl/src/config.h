@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "gpu_copy.h"
@@ -18,11 +19,23 @@
 #include "megascale/common/units.h"
 #include "megascale/congestion/params.h"
 #include "megascale/wire/fault.h"
+#if MEGASCALE_NCCL_VERBS
+#include "megascale/wire/verbs/gid.h"
+#endif
 
 namespace megascale::nccl {
 
 // MEGASCALE_LOCAL_RANKS and the launchers' counts are taken in 1..kMaxLocalRanks.
 inline constexpr long kMaxLocalRanks = 4096;
+
+// MEGASCALE_WIRE: the wire under the engine (wire_choice.h decides auto from the RDMA devices).
+enum class WireKind : uint8_t { kAuto, kUdp, kVerbsUd, kVerbsRc };
+std::string_view to_string(WireKind k);  // "auto", "udp", "verbs-ud", "verbs-rc"
+inline bool is_verbs(WireKind k) {
+  return k == WireKind::kVerbsUd || k == WireKind::kVerbsRc;
+}
+// MEGASCALE_WIRE's value: unset or empty is auto; anything but the four words is an error naming it.
+Result<WireKind> parse_wire_kind(const char* text);
 
 // One knob as resolved: what the INFO echo prints ("NAME=value (note) (source)") and the stats files
 // record, in the schema's order (config_schema.h).
@@ -37,6 +50,10 @@ struct Setting {
 std::string echo_line(const Setting& s);
 
 struct PluginConfig {
+  WireKind wire = WireKind::kAuto;  // MEGASCALE_WIRE
+#if MEGASCALE_NCCL_VERBS
+  wire::verbs::GidSelector gid_selector;  // MEGASCALE_IB_*
+#endif
   std::string cc_source = "hybrid";  // MEGASCALE_CC as given: a preset name or a YAML path
   cc::CcConfig cc;                   // the resolved preset (retry budget already applied)
   // MEGASCALE_LAYOUT: wires per device, I/O threads per wire, lanes per connection, stripes per comm and

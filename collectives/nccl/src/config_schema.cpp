@@ -112,6 +112,40 @@ Status read_flag(Reader& r, const Knob& k) {
   return {};
 }
 
+Status read_wire(Reader& r, const Knob& k) {
+  const char* text = r.env(k.name);
+  auto kind = parse_wire_kind(text);
+  if (!kind) return kind.error();
+  r.c.wire = *kind;
+  r.set(k, std::string(to_string(*kind)), text,
+        *kind == WireKind::kAuto ? "verbs-ud where an RDMA port is usable, else udp" : "");
+  return {};
+}
+
+// The GID selection on verbs (wire/verbs gid.h); read whatever the wire, so a bad value fails init.
+Status read_ib(Reader& r, const Knob& k) {
+#if MEGASCALE_NCCL_VERBS
+  bool set = false;
+  auto sel = wire::verbs::gid_selector_from_env([&](const char* name) -> const char* {
+    const char* v = r.env(name);
+    set |= v != nullptr;
+    return v;
+  });
+  if (!sel) return sel.error();
+  r.c.gid_selector = *sel;
+  std::string value = sel->index ? "GID index " + std::to_string(*sel->index)
+                                 : std::string(sel->ipv6 ? "AF_INET6" : "AF_INET") + ", RoCE v" +
+                                       (sel->roce_version == wire::verbs::GidType::kRoceV1 ? "1" : "2") +
+                                       (sel->range_prefix_len > 0 ? ", a range" : "");
+  r.c.settings.push_back(
+      {std::string(k.name), std::move(value), set ? "environment" : "default", "the GID a verbs wire uses"});
+#else
+  (void)r;
+  (void)k;
+#endif
+  return {};
+}
+
 Status read_cc(Reader& r, const Knob& k) {
   const char* text = r.env(k.name);
   if (text != nullptr) r.c.cc_source = text;
@@ -435,6 +469,10 @@ const std::vector<Knob>& plugin_knobs() {
     {"MEGASCALE_STRIPES", Type::kReplaced, "", "", "stripes=2", "Stripes per comm: now MEGASCALE_LAYOUT's `stripes`.", "", 0, 0, read_replaced},
     {"MEGASCALE_STRIPE_BYTES", Type::kReplaced, "", "", "stripe_bytes=512K", "A stripe's part of a message: now MEGASCALE_LAYOUT's `stripe_bytes`.", "", 0, 0, read_replaced},
 
+    {"MEGASCALE_WIRE", Type::kChoice, "", "auto", "auto, udp, verbs-ud, verbs-rc",
+     "The wire under the engine: auto takes verbs-ud where an RDMA device has an ACTIVE RoCE port with a GID matching MEGASCALE_IB_*, else udp.", "wire", 0, 0, read_wire},
+    {"MEGASCALE_IB_*", Type::kFamily, "index, family, CIDR, version", "RoCE v2, IPv4", "`_GID_INDEX`, `_ADDR_FAMILY` (AF_INET, AF_INET6), `_ADDR_RANGE`, `_ROCE_VERSION_NUM` (1, 2)",
+     "The GID a verbs wire uses, as NCCL_IB_* chooses it (collectives/wire/verbs, gid.h).", "gid_selector", 0, 0, read_ib},
     {"MEGASCALE_CC", Type::kText, "preset or path", "hybrid", "a built-in preset (fixed, swift, dcqcn-paper, dcqcn-nic, hybrid) or a YAML file",
      "The congestion control, RTO and pacer preset every lane runs.", "cc_source, cc", 0, 0, read_cc},
     {"MEGASCALE_CC_*", Type::kFamily, "the key's", "the preset's", "the key's range (table above)",

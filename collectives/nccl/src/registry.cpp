@@ -8,6 +8,11 @@
 #include <cstdlib>
 
 #include "log.h"
+#if MEGASCALE_NCCL_VERBS
+#include "megascale/wire/verbs/port.h"
+#include "megascale/wire/verbs/ptr_support.h"
+#include "wire_choice.h"
+#endif
 
 namespace megascale::nccl {
 
@@ -44,22 +49,9 @@ Status Registry::ensure_ready() {
     return status_;
   }
   config_ = std::move(*cfg);
-  auto all = discover_interfaces();
-  if (!all) {
-    status_ = all.error();
+  if (Status s = find_devices_locked(); !s) {
+    status_ = s.error();
     return status_;
-  }
-  auto picked = select_interfaces(*all, config_.ifname);
-  if (!picked) {
-    status_ = picked.error();
-    return status_;
-  }
-  for (InterfaceInfo& i : *picked) {
-    Device d;
-    d.segment_bytes = config_.segment_bytes ? config_.segment_bytes
-                                            : default_segment_bytes(i.mtu_bytes, i.family == AF_INET6);
-    d.iface = std::move(i);
-    devices_.push_back(std::move(d));
   }
   stats_.configure(config_.stats_dir, config_.stats_interval_ns, settings_of(config_),
                    stats_identity([](const char* name) { return std::getenv(name); }),
@@ -73,9 +65,17 @@ Status Registry::ensure_ready() {
   for (size_t i = 0; i < devices_.size(); ++i) {
     const InterfaceInfo& f = devices_[i].iface;
     char entry[512];
-    std::snprintf(entry, sizeof entry, " [%zu]%s:%s<mtu %d, %d Mbps, segment %u B%s%s>", i, f.name.c_str(),
-                  f.address.c_str(), f.mtu_bytes, f.speed_mbps, devices_[i].segment_bytes,
-                  f.pci_path.empty() ? "" : ", ", f.pci_path.c_str());
+    if (is_verbs(devices_[i].wire)) {
+      // The port's MTU is known once its wire opens, which fits the segment to it.
+      std::snprintf(entry, sizeof entry, " [%zu]%s:%s<port %u, gid %u, %d Mbps, segment <= %u B%s%s>", i,
+                    f.name.c_str(), f.address.c_str(), devices_[i].rdma_port, devices_[i].gid_index,
+                    f.speed_mbps, devices_[i].segment_bytes, f.pci_path.empty() ? "" : ", ",
+                    f.pci_path.c_str());
+    } else {
+      std::snprintf(entry, sizeof entry, " [%zu]%s:%s<mtu %d, %d Mbps, segment %u B%s%s>", i, f.name.c_str(),
+                    f.address.c_str(), f.mtu_bytes, f.speed_mbps, devices_[i].segment_bytes,
+                    f.pci_path.empty() ? "" : ", ", f.pci_path.c_str());
+    }
     using_text += entry;
   }
   MS_INFO(abi::kSubsysInit | abi::kSubsysNet, "Using%s", using_text.c_str());
@@ -91,6 +91,110 @@ Status Registry::ensure_ready() {
   }
   ready_.store(true, std::memory_order_release);
   return status_;
+}
+
+Status Registry::find_devices_locked() {
+  WireKind kind = WireKind::kUdp;
+#if MEGASCALE_NCCL_VERBS
+  std::vector<VerbsPortChoice> ports;
+  if (config_.wire != WireKind::kUdp) {
+    constexpr const char* kRoot = "/sys/class/infiniband";
+    auto listing = wire::verbs::list_devices(kRoot);
+    if (!listing && is_verbs(config_.wire)) {
+      return make_error("MEGASCALE_WIRE=" + std::string(to_string(config_.wire)) + ": " +
+                        listing.error().message);
+    }
+    auto decision = decide_wire(config_.wire, listing ? *listing : std::vector<wire::verbs::DeviceListing>{},
+                                config_.gid_selector, kRoot);
+    if (!decision) return decision.error();
+    kind = decision->kind;
+    ports = std::move(decision->ports);
+    MS_INFO(abi::kSubsysInit | abi::kSubsysNet, "wire: %s", decision->reason.c_str());
+  }
+  if (is_verbs(kind)) {
+    // GPU buffers need the NIC to place received data in GPU memory; the engine copies every received
+    // payload into the posted buffer with the CPU, so verbs devices take host memory only.
+    const wire::verbs::PtrSupport ptr = wire::verbs::decide_ptr_support({.requested = wire::verbs::kPtrHost});
+    for (const VerbsPortChoice& p : ports) {
+      Device d;
+      d.wire = kind;
+      d.rdma_port = p.port;
+      d.gid_index = p.gid.index;
+      d.iface.name = p.device;
+      d.iface.family = AF_INET6;
+      d.iface.address = wire::verbs::gid_to_string(p.gid.gid);
+      d.iface.mtu_bytes = static_cast<int>(p.active_mtu_bytes);
+      d.iface.speed_mbps = p.rate_gbps > 0 ? static_cast<int>(p.rate_gbps * 1000) : -1;
+      d.iface.pci_path = p.pci_path;
+      // UD carries one segment per datagram: the wire lowers a segment larger than the port's MTU allows.
+      d.segment_bytes = config_.segment_bytes ? config_.segment_bytes : 4096;
+      d.ptr_support = ptr.bits;
+      d.ptr_reason =
+          "HOST only: the verbs wire's receive path copies payloads with the CPU, so the NIC "
+          "cannot place them in GPU memory (" +
+          ptr.reason + ")";
+      MS_INFO(abi::kSubsysInit | abi::kSubsysNet, "using %s %s port %u gid %u (%s, %s, netdev %s, %s, %s)",
+              std::string(to_string(kind)).c_str(), p.device.c_str(), p.port, p.gid.index,
+              d.iface.address.c_str(), std::string(wire::verbs::to_string(p.gid.type)).c_str(),
+              p.netdev.empty() ? "unknown" : p.netdev.c_str(),
+              p.pci_path.empty() ? "no PCI path" : p.pci_path.c_str(), d.ptr_reason.c_str());
+      devices_.push_back(std::move(d));
+    }
+    return {};
+  }
+#else
+  if (is_verbs(config_.wire)) {
+    return make_error("MEGASCALE_WIRE=" + std::string(to_string(config_.wire)) +
+                      ": this plugin was built without libibverbs (no verbs wire); use udp or auto");
+  }
+#endif
+  auto all = discover_interfaces();
+  if (!all) return all.error();
+  auto picked = select_interfaces(*all, config_.ifname);
+  if (!picked) return picked.error();
+  for (InterfaceInfo& i : *picked) {
+    Device d;
+    d.wire = kind;
+    d.segment_bytes = config_.segment_bytes ? config_.segment_bytes
+                                            : default_segment_bytes(i.mtu_bytes, i.family == AF_INET6);
+    // GPU buffers only where the plugin copies them itself (MEGASCALE_GDR_COPY).
+    if (config_.gdr_copy != GdrCopyMode::kOff) d.ptr_support |= abi::kPtrCuda;
+    d.iface = std::move(i);
+    devices_.push_back(std::move(d));
+  }
+  return {};
+}
+
+Result<std::unique_ptr<wire::UdpWire>> Registry::create_wire_locked(const Device& d, uint8_t dscp,
+                                                                    uint32_t index) {
+  wire::UdpConfig cfg = udp_config(d, dscp, index);
+#if MEGASCALE_NCCL_VERBS
+  if (is_verbs(d.wire)) {
+    wire::verbs::VerbsPortConfig pc;
+    pc.mode = d.wire == WireKind::kVerbsRc ? wire::verbs::PortMode::kRc : wire::verbs::PortMode::kUd;
+    pc.device = d.iface.name;
+    pc.port = d.rdma_port;
+    pc.gid = config_.gid_selector;
+    pc.slots = config_.layout.lanes;
+    pc.traffic_class = static_cast<uint8_t>(dscp << 2);
+    pc.retry_budget_ns = config_.retry_budget_ns;
+    pc.segment_bytes = d.segment_bytes;
+    return wire::verbs::create_verbs_wire(cfg, pc);
+  }
+#endif
+  const int dev = static_cast<int>(&d - devices_.data());
+  if (!config_.source_ports.empty()) {
+    auto [it, first] = source_ports_dscp_.emplace(dev, dscp);
+    if (first || it->second == dscp) {
+      cfg.source_ports = config_.source_ports;
+    } else {
+      MS_INFO(abi::kSubsysNet | abi::kSubsysInit,
+              "device %d %s: MEGASCALE_SOURCE_PORTS are bound by the wire for dscp %u; the wire for dscp %u "
+              "takes ephemeral ports",
+              dev, d.iface.name.c_str(), it->second, dscp);
+    }
+  }
+  return wire::UdpWire::create(cfg);
 }
 
 wire::UdpConfig Registry::udp_config(const Device& d, uint8_t dscp, uint32_t index) const {
@@ -141,20 +245,7 @@ Result<DeviceWire*> Registry::wire_for_locked(int dev, uint8_t dscp) {
   if (set.wires.size() < config_.layout.wires) {
     const uint32_t index = static_cast<uint32_t>(set.wires.size());
     const Device& d = devices_[static_cast<size_t>(dev)];
-    wire::UdpConfig cfg = udp_config(d, dscp, index);
-    if (!config_.source_ports.empty()) {
-      auto [it, first] = source_ports_dscp_.emplace(dev, dscp);
-      if (first || it->second == dscp) {
-        cfg.source_ports = config_.source_ports;
-      } else {
-        MS_INFO(
-            abi::kSubsysNet | abi::kSubsysInit,
-            "device %d %s: MEGASCALE_SOURCE_PORTS are bound by the wire for dscp %u; the wire for dscp %u "
-            "takes ephemeral ports",
-            dev, d.iface.name.c_str(), it->second, dscp);
-      }
-    }
-    auto udp = wire::UdpWire::create(cfg);
+    auto udp = create_wire_locked(d, dscp, index);
     if (!udp)
       return make_error(udp.error().code,
                         "device " + d.iface.name + " (" + d.iface.address + "): " + udp.error().message);
@@ -166,8 +257,8 @@ Result<DeviceWire*> Registry::wire_for_locked(int dev, uint8_t dscp) {
     MS_INFO(abi::kSubsysNet | abi::kSubsysInit,
             "device %d %s wire %u: %s, dscp %u, %u lanes, segment %u B, %s, RTO >= %lld us, tail probes %s, "
             "payload CRC %s",
-            dev, d.iface.name.c_str(), index, (*udp)->capabilities().describe().c_str(), dscp,
-            config_.layout.lanes, d.segment_bytes, config_.cc.name.c_str(),
+            dev, d.iface.name.c_str(), index, (*udp)->describe().c_str(), dscp, config_.layout.lanes,
+            ec.segment_bytes, config_.cc.name.c_str(),
             static_cast<long long>(ec.cc.rto.min_rto_ns / kNsPerUs), probe_text.c_str(),
             ec.payload_crc ? "on" : "off (unchecked to version-2 peers)");
     set.wires.push_back(std::make_unique<DeviceWire>(

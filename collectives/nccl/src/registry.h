@@ -32,7 +32,15 @@
 namespace megascale::nccl {
 
 struct Device {
+  // On UDP the interface; on verbs the RDMA port as one: name the RDMA device ("rxe0"), address its GID's
+  // text, family AF_INET6, speed from the port's rate, pci_path from sysfs.
   InterfaceInfo iface;
+  WireKind wire = WireKind::kUdp;  // kUdp, kVerbsUd or kVerbsRc
+  uint32_t rdma_port = 0;          // verbs: the 1-based port number
+  uint32_t gid_index = 0;          // verbs: the GID the selector chose
+  // NCCL's ptrSupport bits for the device and why (one INFO line at init).
+  int ptr_support = abi::kPtrHost;
+  std::string ptr_reason;
   uint32_t segment_bytes = 0;  // MEGASCALE_SEGMENT_BYTES or the MTU's default
   // NCCL v12's railId / planeId: the NIC's rail and network plane, abi::kNetIdUndef (-1) while unknown
   // (older tables drop them).
@@ -85,6 +93,9 @@ class Registry {
   // WARNs when the wire saw many segments arrive twice in its window (DeviceWire::late_acks).
   void warn_late_acks_locked(DeviceWire& w, TimeNs now, bool last);
   wire::UdpConfig udp_config(const Device& d, uint8_t dscp, uint32_t index) const;
+  // The devices MEGASCALE_WIRE and MEGASCALE_IFNAME give (verbs ports or interfaces); logs the choice.
+  Status find_devices_locked();
+  Result<std::unique_ptr<wire::UdpWire>> create_wire_locked(const Device& d, uint8_t dscp, uint32_t index);
   Result<DeviceWire*> wire_for_locked(int dev, uint8_t dscp);
 
   struct WireSet {

@@ -43,12 +43,6 @@ uint64_t random_nonzero() {
   return v;
 }
 
-std::string address_text(const ListenHandle& h) {
-  char text[INET6_ADDRSTRLEN] = {};
-  inet_ntop(h.family == 6 ? AF_INET6 : AF_INET, h.addr, text, sizeof text);
-  return text;
-}
-
 double ms_since(TimeNs t) {
   return static_cast<double>(wire::UdpWire::now() - t) / 1e6;
 }
@@ -77,8 +71,8 @@ uint64_t engine_pending(DeviceWire& w, engine::ConnId conn) {
 
 // Opens one stripe's connection and sends its hello (leg.hello, which the engine reads until the send
 // completes); on failure nothing of it is left.
-Status open_leg(PendingConnect::Leg& leg, const std::string& address, uint16_t port) {
-  auto conn = leg.stripe.wire->udp().connect(address, port);
+Status open_leg(PendingConnect::Leg& leg, const std::string& address) {
+  auto conn = leg.stripe.wire->udp().connect(address);
   if (!conn) return conn.error();
   leg.stripe.conn = *conn;
   auto req = leg.stripe.wire->udp().post_send(leg.stripe.conn, &leg.hello, sizeof leg.hello, kHelloTag);
@@ -219,10 +213,10 @@ NetResult get_properties(int dev, abi::NetPropertiesV12* props) {
   props->name = const_cast<char*>(d.iface.name.c_str());
   props->pciPath = d.iface.pci_path.empty() ? nullptr : const_cast<char*>(d.iface.pci_path.c_str());
   props->guid = static_cast<uint64_t>(dev);  // every interface is its own port
-  // GPU buffers only where the plugin copies them itself (MEGASCALE_GDR_COPY): NCCL then uses them
-  // where NCCL_NET_GDR_LEVEL allows (a device without a PCI path, like lo, hangs off the CPU: PHB).
-  props->ptrSupport = abi::kPtrHost;
-  if (Registry::get().config().gdr_copy != GdrCopyMode::kOff) props->ptrSupport |= abi::kPtrCuda;
+  // GPU buffers only where the plugin copies them itself (MEGASCALE_GDR_COPY, UDP) and never on verbs
+  // yet (Device::ptr_reason): NCCL uses them where NCCL_NET_GDR_LEVEL allows (a device without a PCI
+  // path, like lo, hangs off the CPU: PHB).
+  props->ptrSupport = d.ptr_support;
   props->regIsGlobal = 0;
   props->forceFlush = 0;
   props->speed = d.iface.speed_mbps > 0 ? d.iface.speed_mbps : 100000;
@@ -278,20 +272,35 @@ NetResult listen(void* ctx, int dev, void* handle, void** listen_comm) {
   ListenHandle h{};
   h.magic = kHandleMagic;
   h.version = kHandleVersion;
-  h.family = d.iface.family == AF_INET6 ? 6 : 4;
   h.dscp = l->stripes[0].wire->dscp();
-  h.port = l->stripes[0].wire->udp().local_port();
   h.stripes = static_cast<uint8_t>(k);
   h.stripe_bytes = static_cast<uint32_t>(reg.config().layout.stripe_bytes);
-  inet_pton(d.iface.family, d.iface.address.c_str(), h.addr);
   h.listen_id = l->listen_id;
-  for (uint32_t i = 1; i < k; ++i) h.stripe_ports[i - 1] = l->stripes[i].wire->udp().local_port();
   std::snprintf(h.ifname, sizeof h.ifname, "%s", d.iface.name.c_str());
+  if (is_verbs(d.wire)) {
+    h.wire = static_cast<uint8_t>(d.wire == WireKind::kVerbsRc ? HandleWire::kVerbsRc : HandleWire::kVerbsUd);
+    h.family = 6;
+    for (uint32_t i = 0; i < k; ++i) {
+      if (Status st = put_verbs_address(h, i, l->stripes[i].wire->udp().local_address()); !st) {
+        MS_WARN("listen: %s", st.error().message.c_str());
+        for (DeviceWire* wire : distinct) wire->remove_listen(l->listen_id);
+        delete l;
+        return abi::kNetInternalError;
+      }
+    }
+  } else {
+    h.wire = static_cast<uint8_t>(HandleWire::kUdp);
+    h.family = d.iface.family == AF_INET6 ? 6 : 4;
+    h.port = l->stripes[0].wire->udp().local_port();
+    inet_pton(d.iface.family, d.iface.address.c_str(), h.addr);
+    for (uint32_t i = 1; i < k; ++i) h.stripe_ports[i - 1] = l->stripes[i].wire->udp().local_port();
+  }
+  seal_handle(h);
   std::memcpy(handle, &h, sizeof h);
   reg.listen_opened();
   *listen_comm = l;
-  MS_INFO(abi::kSubsysNet, "listening on %s %s:%u (listen %016" PRIx64 ", %u stripe(s))",
-          d.iface.name.c_str(), d.iface.address.c_str(), h.port, h.listen_id, k);
+  MS_INFO(abi::kSubsysNet, "listening on %s %s (listen %016" PRIx64 ", %u stripe(s))", d.iface.name.c_str(),
+          stripe_address(h, 0).c_str(), h.listen_id, k);
   return abi::kNetSuccess;
 }
 
@@ -306,14 +315,8 @@ NetResult connect(void* ctx, int dev, int traffic_class, void* handle, void** se
   reg.tick(wire::UdpWire::now());
   ListenHandle h;
   std::memcpy(&h, handle, sizeof h);
-  if (h.magic != kHandleMagic || h.version != kHandleVersion) {
-    MS_WARN("connect: the handle is not a MegaScale listen handle of version %u (magic 0x%08x version %u)",
-            kHandleVersion, h.magic, h.version);
-    return abi::kNetInvalidArgument;
-  }
-  if (h.stripes < 1 || h.stripes > kMaxStripes || (h.stripes > 1 && h.stripe_bytes < kMinStripeBytes)) {
-    MS_WARN("connect: the handle names %u stripes of %u bytes (1..%u stripes, of %u bytes or more)",
-            h.stripes, h.stripe_bytes, kMaxStripes, kMinStripeBytes);
+  if (Status st = check_listen_handle(h); !st) {
+    MS_WARN("connect: %s", st.error().message.c_str());
     return abi::kNetInvalidArgument;
   }
   std::lock_guard<std::mutex> lock(c->mu);
@@ -327,7 +330,17 @@ NetResult connect(void* ctx, int dev, int traffic_class, void* handle, void** se
     pc = it->second.get();
   } else {
     const Device& d = reg.devices()[static_cast<size_t>(dev)];
-    if ((h.family == 6) != (d.iface.family == AF_INET6)) {
+    const HandleWire mine = d.wire == WireKind::kVerbsUd   ? HandleWire::kVerbsUd
+                            : d.wire == WireKind::kVerbsRc ? HandleWire::kVerbsRc
+                                                           : HandleWire::kUdp;
+    if (static_cast<HandleWire>(h.wire) != mine) {
+      MS_WARN(
+          "connect: the peer listens on the %s wire but device %d (%s) is on %s: set the same "
+          "MEGASCALE_WIRE on every rank",
+          to_string(static_cast<HandleWire>(h.wire)), dev, d.iface.name.c_str(), to_string(mine));
+      return abi::kNetInvalidArgument;
+    }
+    if (mine == HandleWire::kUdp && (h.family == 6) != (d.iface.family == AF_INET6)) {
       MS_WARN("connect: the peer listens on IPv%u but device %d (%s) is IPv%d", h.family, dev,
               d.iface.name.c_str(), d.iface.family == AF_INET6 ? 6 : 4);
       return abi::kNetInvalidArgument;
@@ -344,19 +357,18 @@ NetResult connect(void* ctx, int dev, int traffic_class, void* handle, void** se
     auto p = std::make_unique<PendingConnect>();
     p->dev = dev;
     p->started_ns = wire::UdpWire::now();
-    p->peer = address_text(h) + ":" + std::to_string(h.port) + " (" +
-              std::string(h.ifname, strnlen(h.ifname, 16)) + ")";
+    p->peer = stripe_address(h, 0) + " (" + std::string(h.ifname, strnlen(h.ifname, 16)) + ")";
     uint64_t token = random_nonzero();
     while (c->connects.count(token) != 0) token = random_nonzero();
     p->token = token;
     p->stripe_bytes = h.stripe_bytes;
     for (uint32_t i = 0; i < h.stripes; ++i) {
-      const uint16_t port = i == 0 ? h.port : h.stripe_ports[i - 1];
+      const std::string address = stripe_address(h, i);
       auto leg = std::make_unique<PendingConnect::Leg>();
       leg->stripe.wire = (*w)[i];
       leg->hello = Hello{kHelloMagic, kHandleVersion, static_cast<uint16_t>(i), h.listen_id, token};
-      if (Status st = open_leg(*leg, address_text(h), port); !st) {
-        MS_WARN("connect to %s (stripe %u, port %u): %s", p->peer.c_str(), i, port,
+      if (Status st = open_leg(*leg, address); !st) {
+        MS_WARN("connect to %s (stripe %u, %s): %s", p->peer.c_str(), i, address.c_str(),
                 st.error().message.c_str());
         retire_legs(*p);
         return to_net_result(st.error().code);

@@ -9,8 +9,10 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -364,6 +366,12 @@ nlohmann::json wire_json(DeviceWire& wire, const std::string& ifname, const char
               {"tx_rerouted", w.tx_rerouted},
               {"tx_stolen", w.tx_stolen},
               {"recv_messages_per_io_thread", w.recv_messages_per_io_thread}};
+  // A wire over a packet port (verbs): the port's own counters.
+  if (!w.port.empty()) {
+    nlohmann::json port = nlohmann::json::object();
+    for (const auto& [name, value] : w.port) port[name] = value;
+    j["port"] = std::move(port);
+  }
   return j;
 }
 
@@ -474,6 +482,31 @@ std::string settings_prom(const PluginSettings& p) {
 }
 
 }  // namespace
+
+std::string port_metrics_prom(
+    const std::vector<std::pair<std::string, std::vector<std::pair<std::string, uint64_t>>>>& wires) {
+  // Metric name -> (labels, value) in the wires' order; names sorted.
+  std::map<std::string, std::vector<std::pair<std::string, uint64_t>>> by_name;
+  for (const auto& [labels, counters] : wires) {
+    for (const auto& [counter, value] : counters) {
+      std::string name = "megascale_nccl_wire_port_";
+      for (char ch : counter) {
+        const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
+        name += ok ? ch : '_';
+      }
+      by_name[name + "_total"].emplace_back(labels, value);
+    }
+  }
+  std::string out;
+  for (const auto& [name, samples] : by_name) {
+    const std::string counter = name.substr(std::strlen("megascale_nccl_wire_port_"),
+                                            name.size() - std::strlen("megascale_nccl_wire_port_") - 6);
+    const std::string help = "The packet port's " + counter + " counter (the verbs wire's PortStats).";
+    prom_metadata(out, name, help.c_str(), "counter");
+    for (const auto& [labels, value] : samples) out += name + labels + " " + std::to_string(value) + "\n";
+  }
+  return out;
+}
 
 PluginSettings settings_of(const PluginConfig& config) {
   PluginSettings p;
@@ -717,6 +750,11 @@ void StatsWriter::write_prom_locked() {
       out += name + labels + " " + num + "\n";
     }
   }
+  std::vector<std::pair<std::string, std::vector<std::pair<std::string, uint64_t>>>> ports;
+  for (const auto& [labels, stats] : wires) {
+    if (!stats.port.empty()) ports.emplace_back(labels, stats.port);
+  }
+  out += port_metrics_prom(ports);
   write_file_atomically(prom_path_, out);
   last_prom_ = std::move(out);
 }

@@ -7,12 +7,14 @@
 //                                           the comm; per UDP wire, "wire_periodic" with each snapshot
 //                                           and "wire" when the wires stop (the last context
 //                                           finalized): its datagrams, system calls, GSO/GRO
-//                                           messages, drops and sleeps so far. Never removed.
+//                                           messages, drops and sleeps so far (a verbs wire's
+//                                           port counters under "port"). Never removed.
 //   <dir>/megascale-nccl-<host>-<id>.prom   the process's metrics now, for node_exporter's textfile
 //                                           collector: counters per open connection plus the sums
 //                                           over closed ones (conn="closed"), histograms per
 //                                           (ifname, role) over every connection, and each running
-//                                           wire's counters (megascale_nccl_wire_*); rewritten
+//                                           wire's counters (megascale_nccl_wire_*, a verbs wire's
+//                                           port counters as megascale_nccl_wire_port_*); rewritten
 //                                           atomically (tmp + rename), removed when the writer is
 //                                           destroyed (library unload, process exit), or with
 //                                           MEGASCALE_STATS_KEEP_PROM=1 left with megascale_nccl_up 0.
@@ -77,6 +79,12 @@ struct PluginSettings {
 // The resolved settings and layout of `config`, as the stats files record them. This is the one place
 // that knows how PluginConfig holds them.
 PluginSettings settings_of(const PluginConfig& config);
+
+// The .prom lines of the wires' packet-port counters (UdpWireStats::port; verbs wires only): per counter
+// `megascale_nccl_wire_port_<counter>_total` (characters outside [A-Za-z0-9] as '_'), one sample per
+// wire given as (label set "{ifname=...}", counters); counters sorted by name, "" when none.
+std::string port_metrics_prom(
+    const std::vector<std::pair<std::string, std::vector<std::pair<std::string, uint64_t>>>>& wires);
 
 // The process's name in the stats files: "rank<N>" from the first of RANK (torchrun), OMPI_COMM_WORLD_RANK
 // (Open MPI), PMI_RANK (MPICH/Hydra), PMIX_RANK, SLURM_PROCID that holds a whole number; "proc" when none

@@ -85,10 +85,11 @@ TEST(PluginConfig, DefaultsWithAnEmptyEnvironment) {
   EXPECT_FALSE(c->fault.enabled());
   EXPECT_TRUE(c->trace_file.empty());
   EXPECT_EQ(c->late_ack_window_ns, 5 * kNsPerSec);
+  EXPECT_EQ(c->wire, WireKind::kAuto);
   // Every knob is echoed once, marked as a default: all rows but the five replaced variables and the
-  // MEGASCALE_CC_* family (echoed only for the keys set).
+  // MEGASCALE_CC_* family (echoed only for the keys set); MEGASCALE_IB_* where the verbs wire is built.
   EXPECT_TRUE(c->source_ports.empty());
-  ASSERT_EQ(c->settings.size(), 26u);
+  ASSERT_EQ(c->settings.size(), MEGASCALE_NCCL_VERBS ? 28u : 27u);
   for (const Setting& s : c->settings) {
     EXPECT_EQ(s.name.rfind("MEGASCALE_", 0), 0u) << s.name;
     EXPECT_EQ(s.source, "default") << s.name;
