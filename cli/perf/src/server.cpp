@@ -69,10 +69,14 @@ std::string describe_faults(const wire::FaultConfig& f) {
   return text;
 }
 
-PerfRun run_server_on(UdpWire& w, const PerfOptions& o, const std::string& cc_name, const PerfSink& sink,
-                      const std::atomic<bool>* stop) {
+PerfRun run_server_on(UdpWire& w, UdpWire* data_wire, const PerfOptions& o, const std::string& cc_name,
+                      const PerfSink& sink, const std::atomic<bool>* stop) {
   if (!o.loopback) {
     emit(sink, fmt::format("megascale perf server: waiting for a client on {}", w.capabilities().describe()));
+    if (data_wire != nullptr) {
+      emit(sink, fmt::format("megascale perf server: data on {} at {}", data_wire->describe(),
+                             data_wire->local_address()));
+    }
   }
   // A client opens two connections: control first, then data.
   std::optional<engine::ConnId> id;
@@ -118,12 +122,26 @@ PerfRun run_server_on(UdpWire& w, const PerfOptions& o, const std::string& cc_na
   }
   const PerfOptions eff = adopt_params(o, *params);
   if (Status st = s.send_control(json{{"type", "accept"},
-                                      {"transport", w.capabilities().describe()},
+                                      {"transport", data_wire ? data_wire->describe() : w.describe()},
                                       {"cc", cc_name},
                                       {"lanes", o.lanes},
-                                      {"host", host_name()}});
+                                      {"host", host_name()},
+                                      {"wire", std::string(to_string(o.wire))},
+                                      {"data_address", data_wire ? data_wire->local_address() : ""}});
       !st) {
     return failed(PerfStatus::kFailed, st.error().message);
+  }
+  if (data_wire != nullptr) {
+    // The client's data connection on the verbs wire: the first to come after the accept is this
+    // client's (another client's control connection is refused on the UDP wire before it gets here).
+    std::optional<engine::ConnId> vdata;
+    if (Status st = s.drive([&] { return (vdata = data_wire->endpoint().accept()).has_value(); },
+                            fmt::format("the data connection on {}", data_wire->describe()));
+        !st) {
+      s.close();
+      return failed(PerfStatus::kFailed, st.error().message);
+    }
+    s.move_data(*data_wire, *vdata);
   }
   if (!o.loopback) {
     emit(sink, fmt::format("client connected from {}: test {}, sizes {}, window {}, lanes {}, cc {}",
