@@ -46,7 +46,7 @@ struct VerbsPortConfig {
   TimeNs initial_rto_ns = kNsPerMs;
   TimeNs retry_budget_ns = 10 * kNsPerSec;
   // The largest engine segment payload the port must carry (RC ring slot size; UD: checked against
-  // the MTU, ud_max_segment_bytes).
+  // the MTU, ud_max_segment_bytes; 0 = not checked, the caller fits the segment to max_packet_bytes()).
   uint32_t segment_bytes = 4096;
 };
 
