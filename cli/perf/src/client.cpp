@@ -261,8 +261,9 @@ PerfRun run_client_on(UdpWire& w, UdpWire* data_wire, const std::string& host, u
     s.move_data(*data_wire, *vid);
     if (Status st = established(s.conn()); !st) {
       s.close();
-      return failed(std::move(run), PerfStatus::kFailed,
-                    fmt::format("{} data connection to {}: {}", to_string(o.wire), address, st.error().message));
+      return failed(
+          std::move(run), PerfStatus::kFailed,
+          fmt::format("{} data connection to {}: {}", to_string(o.wire), address, st.error().message));
     }
   }
   ServerInfo srv;

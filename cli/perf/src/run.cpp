@@ -76,7 +76,8 @@ Result<std::unique_ptr<wire::UdpWire>> open_wire(const PerfOptions& o, PerfRole 
 }
 
 // --wire verbs-*: the side's data wire (nullptr for udp, whose data connection shares the control wire).
-Result<std::unique_ptr<wire::UdpWire>> open_data_wire(const PerfOptions& o, PerfRole side, const cc::CcConfig& cc,
+Result<std::unique_ptr<wire::UdpWire>> open_data_wire(const PerfOptions& o, PerfRole side,
+                                                      const cc::CcConfig& cc,
                                                       const wire::FaultConfig& fault) {
   if (!is_verbs(o.wire)) return std::unique_ptr<wire::UdpWire>();
   auto w = detail::open_verbs_wire(o, wire_config_for(o, side, cc, fault));

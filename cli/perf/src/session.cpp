@@ -59,8 +59,7 @@ void Session::idle() {
   if (poll_ == PerfPoll::kBusy) return;
   const TimeNs now = wire::UdpWire::now();
   if (poll_ == PerfPoll::kAdaptive) {
-    const uint64_t io =
-        wire_.datagrams_moved() + (data_wire_ != &wire_ ? data_wire_->datagrams_moved() : 0);
+    const uint64_t io = wire_.datagrams_moved() + (data_wire_ != &wire_ ? data_wire_->datagrams_moved() : 0);
     if (io != last_io_count_) {
       last_io_count_ = io;
       last_io_ns_ = now;
@@ -138,11 +137,11 @@ Status Session::check_lazily(const std::function<std::string()>& describe) {
   const TimeNs idle_ns = wire::UdpWire::now() - last_activity_ns_;
   if (idle_ns > timeout_ns_) {
     engine::Connection* c = have_data ? conn() : control();
-    return make_error(fmt::format("nothing completed for {:.1f} s (--timeout) while waiting for {}; {}",
-                                  static_cast<double>(idle_ns) / 1e9, describe(),
-                                  describe_stall(*c, have_data ? data_wire_->endpoint().stats()
-                                                               : wire_.endpoint().stats(),
-                                                 have_data ? data_wire_->stats() : wire_.stats())));
+    return make_error(
+        fmt::format("nothing completed for {:.1f} s (--timeout) while waiting for {}; {}",
+                    static_cast<double>(idle_ns) / 1e9, describe(),
+                    describe_stall(*c, have_data ? data_wire_->endpoint().stats() : wire_.endpoint().stats(),
+                                   have_data ? data_wire_->stats() : wire_.stats())));
   }
   return {};
 }

@@ -108,8 +108,8 @@ class Session {
   void abort();
 
  private:
-  wire::UdpWire& wire_;          // the control connection's
-  wire::UdpWire* data_wire_;     // the data connection's: &wire_, or the verbs wire
+  wire::UdpWire& wire_;       // the control connection's
+  wire::UdpWire* data_wire_;  // the data connection's: &wire_, or the verbs wire
   engine::ConnId control_id_;
   engine::ConnId data_id_ = 0;
   engine::ConnId parked_id_ = 0;  // the control wire's data connection after move_data()

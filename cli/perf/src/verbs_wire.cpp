@@ -74,13 +74,16 @@ Result<std::unique_ptr<wire::UdpWire>> open_verbs_wire(const PerfOptions& o, con
 
 namespace {
 Error no_verbs(const PerfOptions& o) {
-  return make_error(ErrorCode::kUnsupported,
-                    fmt::format("{}: this build has no verbs wire (libibverbs was not found when it was built)",
-                                to_string(o.wire)));
+  return make_error(
+      ErrorCode::kUnsupported,
+      fmt::format("{}: this build has no verbs wire (libibverbs was not found when it was built)",
+                  to_string(o.wire)));
 }
 }  // namespace
 
-Status check_verbs_device(const PerfOptions& o) { return no_verbs(o); }
+Status check_verbs_device(const PerfOptions& o) {
+  return no_verbs(o);
+}
 
 Result<std::unique_ptr<wire::UdpWire>> open_verbs_wire(const PerfOptions& o, const wire::UdpConfig& /*cfg*/) {
   return no_verbs(o);

@@ -36,7 +36,9 @@ enum class PerfTest : uint8_t { kBw, kLat, kBoth };
 enum class PerfWire : uint8_t { kUdp, kVerbsUd, kVerbsRc };
 std::string_view to_string(PerfWire w);
 Result<PerfWire> parse_perf_wire(std::string_view text);  // "udp", "verbs-ud", "verbs-rc"
-inline bool is_verbs(PerfWire w) { return w != PerfWire::kUdp; }
+inline bool is_verbs(PerfWire w) {
+  return w != PerfWire::kUdp;
+}
 
 // How a side waits for its wire. kBusy spins on the sockets (perftest's way: lowest latency, a whole
 // core per side). kAdaptive spins while datagrams keep coming and sleeps in epoll once none came or
@@ -116,9 +118,9 @@ struct PerfOptions {
                                  // verbs: the RDMA device ("" = the first with an ACTIVE RoCE port)
 
   // The verbs wire (--wire verbs-*): the data connection's port. The control connection stays on UDP.
-  PerfWire wire = PerfWire::kUdp;        // --wire
-  uint32_t ib_port = 0;                  // -i: 1-based; 0 = the device's first ACTIVE Ethernet port
-  std::optional<uint32_t> gid_index;     // -x: as MEGASCALE_IB_GID_INDEX (it overrides that variable)
+  PerfWire wire = PerfWire::kUdp;     // --wire
+  uint32_t ib_port = 0;               // -i: 1-based; 0 = the device's first ACTIVE Ethernet port
+  std::optional<uint32_t> gid_index;  // -x: as MEGASCALE_IB_GID_INDEX (it overrides that variable)
   std::string sysfs_root = "/sys/class/infiniband";  // where devices are discovered (tests point elsewhere)
 
   // The transport.

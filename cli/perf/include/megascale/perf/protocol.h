@@ -69,8 +69,9 @@ nlohmann::json to_json(const PerfParams& p);
 Result<PerfParams> params_from_json(const nlohmann::json& j);
 
 // Every flag the server was given explicitly must have the client's value, and --wire always (the
-// server's wires are open before a client comes); the error names each that differs. `server_cc_name` is the server's resolved preset name. The client's sizes must also fit the
-// server's --buffer-mib (check_buffer_budget).
+// server's wires are open before a client comes); the error names each that differs. `server_cc_name` is the
+// server's resolved preset name. The client's sizes must also fit the server's --buffer-mib
+// (check_buffer_budget).
 Status check_agreement(const PerfOptions& server, const std::string& server_cc_name,
                        const PerfParams& client);
 

@@ -90,8 +90,8 @@ TEST(PerfWire, AnOlderPeersParametersAreRefusedNamingBothVersions) {
   old.erase("wire");
   auto r = params_from_json(old);
   ASSERT_FALSE(r);
-  EXPECT_NE(r.error().message.find(fmt::format("perf protocol version 3 from the peer, this side speaks {}",
-                                               kProtocolVersion)),
+  EXPECT_NE(r.error().message.find(
+                fmt::format("perf protocol version 3 from the peer, this side speaks {}", kProtocolVersion)),
             std::string::npos)
       << r.error().message;
 }
