@@ -34,6 +34,9 @@
 #   MEGASCALE_RXE_KERNEL_PKG  a kernel package to use instead (e.g. linux-image-6.1.0-57-amd64; not
 #                        the -cloud-amd64 flavour, which has no rdma_rxe); no fallback when it fails.
 #   MEGASCALE_RXE_QEMU   the QEMU program (default qemu-system-x86_64).
+#   MEGASCALE_RXE_MEGASCALE  the megascale program whose runs (scripts/rxe/megascale-one-guest.cmds,
+#                        megascale-two-guests.cmds) join the default commands (default
+#                        build/cli/megascale; left out when it is not built; "" leaves them out).
 #   MEGASCALE_RXE_PERFTEST  1: as --perftest (a CI stage turns the baseline on without new arguments).
 #   MEGASCALE_RXE_ACCEL  tcg (default: software emulation, what CI has) or kvm. (This project's
 #                        machines show a /dev/kvm that QEMU cannot use: "failed to set MSR 0x10a".)
@@ -94,6 +97,17 @@ for l in "${libs[@]}"; do
   [ -f "$l" ] && [ -r "$l" ] || die "--lib $l: not a readable file"
 done
 
+# megascale's own runs (scripts/rxe/megascale-*.cmds) go with the default commands when it is built.
+megascale_bin=${MEGASCALE_RXE_MEGASCALE-build/cli/megascale}
+if [ -n "$megascale_bin" ] && [ -z "$commands" ]; then
+  if [ -f "$megascale_bin" ] && [ -x "$megascale_bin" ]; then
+    bins+=("$megascale_bin")
+  else
+    [ "$list" = 1 ] || echo "test-rxe: no $megascale_bin (build it first): megascale's runs are left out" >&2
+    megascale_bin=""
+  fi
+fi
+
 deadline=$((SECONDS + limit))
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -105,6 +119,11 @@ for m in "${modes[@]}"; do
     if [ "$m" = 1 ]; then f=$here/one-guest.cmds; else f=$here/two-guests.cmds; fi
   fi
   cp "$f" "$work/cmds-$m.txt" 2>/dev/null || die "commands file $f: cannot be read"
+  if [ -z "$commands" ] && [ -n "$megascale_bin" ]; then
+    mf=$here/megascale-one-guest.cmds
+    [ "$m" = 1 ] || mf=$here/megascale-two-guests.cmds
+    cat "$mf" >>"$work/cmds-$m.txt"
+  fi
   for r in "${runs[@]}"; do echo "${r%%=*} ${r#*=}" >>"$work/cmds-$m.txt"; done
   if [ "$perftest" = 1 ]; then
     pf=$here/perftest-one-guest.cmds
