@@ -195,6 +195,7 @@ PerfRun run_client_on(UdpWire& w, UdpWire* data_wire, const std::string& host, u
   auto ctl = open("control");
   if (!ctl) return failed(std::move(run), PerfStatus::kFailed, ctl.error().message);
   Session s(w, *ctl, o, sink, "server");
+  if (data_wire != nullptr) s.add_wire(*data_wire);
   // A server busy with another client refuses our connections (Endpoint::refuse): say so plainly
   // rather than as whatever the refusal interrupted.
   auto busy_or = [&](std::string text) -> std::string {
@@ -258,8 +259,12 @@ PerfRun run_client_on(UdpWire& w, UdpWire* data_wire, const std::string& host, u
       return failed(std::move(run), PerfStatus::kFailed,
                     fmt::format("connect to {} ({}): {}", address, to_string(o.wire), vid.error().message));
     }
-    s.move_data(*data_wire, *vid);
-    if (Status st = established(s.conn()); !st) {
+    s.move_data(*vid);
+    engine::Connection* c = s.conn();
+    Status st = s.drive([&] { return c->state() != engine::ConnectionState::kConnecting; },
+                        "the verbs data connection");
+    if (st && c->state() != engine::ConnectionState::kEstablished) st = make_error(c->error());
+    if (!st) {
       s.close();
       return failed(
           std::move(run), PerfStatus::kFailed,

@@ -88,6 +88,7 @@ PerfRun run_server_on(UdpWire& w, UdpWire* data_wire, const PerfOptions& o, cons
     if (!id) w.wait_for_io(std::min(w.next_deadline(), UdpWire::now() + 20 * kNsPerMs));
   }
   Session s(w, *id, o, sink, "client");
+  if (data_wire != nullptr) s.add_wire(*data_wire);
   // One client at a time: its data connection comes from the address its control connection came
   // from (both leave from its home socket); any other client is told the server is busy.
   const std::string busy = "server busy: another client's run is in progress";
@@ -141,11 +142,11 @@ PerfRun run_server_on(UdpWire& w, UdpWire* data_wire, const PerfOptions& o, cons
       s.close();
       return failed(PerfStatus::kFailed, st.error().message);
     }
-    s.move_data(*data_wire, *vdata);
+    s.move_data(*vdata);
   }
   if (!o.loopback) {
     emit(sink, fmt::format("client connected from {}: test {}, sizes {}, window {}, lanes {}, cc {}",
-                           w.peer_address(s.conn()->peer()), to_string(eff.test), describe_sizes(eff),
+                           s.wire().peer_address(s.conn()->peer()), to_string(eff.test), describe_sizes(eff),
                            eff.window, params->lanes, params->cc));
   }
   // The rows the client reports, for this side's --json; kept when the run fails later.

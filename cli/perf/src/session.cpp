@@ -32,21 +32,22 @@ Session::Session(wire::UdpWire& w, engine::ConnId control, const PerfOptions& o,
   touch();
 }
 
-void Session::move_data(wire::UdpWire& w, engine::ConnId data) {
+void Session::move_data(engine::ConnId data) {
   parked_id_ = data_id_;
-  data_wire_ = &w;
+  data_wire_ = second_wire_;
   data_id_ = data;
 }
 
 Status Session::progress() {
   if (Status s = wire_.progress(); !s) return make_error("udp wire: " + s.error().message);
-  if (data_wire_ != &wire_) {
-    if (Status s = data_wire_->progress(); !s) {
-      return make_error(fmt::format("{}: {}", data_wire_->capabilities().describe(), s.error().message));
+  if (second_wire_ != nullptr) {
+    if (Status s = second_wire_->progress(); !s) {
+      return make_error(fmt::format("{}: {}", second_wire_->describe(), s.error().message));
     }
   }
   if (!refuse_why_.empty()) {
-    for (wire::UdpWire* w : {&wire_, data_wire_}) {
+    for (wire::UdpWire* w : {&wire_, second_wire_}) {
+      if (w == nullptr) continue;
       while (std::optional<engine::ConnId> other = w->endpoint().accept()) {
         w->endpoint().refuse(*other, refuse_why_);
       }
@@ -59,7 +60,8 @@ void Session::idle() {
   if (poll_ == PerfPoll::kBusy) return;
   const TimeNs now = wire::UdpWire::now();
   if (poll_ == PerfPoll::kAdaptive) {
-    const uint64_t io = wire_.datagrams_moved() + (data_wire_ != &wire_ ? data_wire_->datagrams_moved() : 0);
+    const uint64_t io =
+        wire_.datagrams_moved() + (second_wire_ != nullptr ? second_wire_->datagrams_moved() : 0);
     if (io != last_io_count_) {
       last_io_count_ = io;
       last_io_ns_ = now;
@@ -71,13 +73,13 @@ void Session::idle() {
       return;
     }
   }
-  if (data_wire_ != &wire_) {
+  if (second_wire_ != nullptr) {
     // Two wires: sleep on the data wire's events only, briefly, so that control messages on the UDP
     // wire wait at most kTwoWireSleepNs (they come between rows, not inside one).
     constexpr TimeNs kTwoWireSleepNs = kNsPerMs;
     const TimeNs deadline =
-        std::min({wire_.next_deadline(), data_wire_->next_deadline(), now + kTwoWireSleepNs});
-    if (deadline > now + kSpinNs) data_wire_->wait_for_io(deadline);
+        std::min({wire_.next_deadline(), second_wire_->next_deadline(), now + kTwoWireSleepNs});
+    if (deadline > now + kSpinNs) second_wire_->wait_for_io(deadline);
     return;
   }
   const TimeNs deadline = std::min(wire_.next_deadline(), now + kMaxSleepNs);

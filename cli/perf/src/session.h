@@ -34,9 +34,11 @@ class Session {
   // The data connection's wire (the control wire until move_data()).
   wire::UdpWire& wire() { return *data_wire_; }
   void set_data(engine::ConnId data) { data_id_ = data; }
-  // The data connection moves to `data` on `w` (the verbs wire); the first data connection on the
-  // control wire stays open, unused, until close().
-  void move_data(wire::UdpWire& w, engine::ConnId data);
+  // The second wire (the verbs wire): progress() and idle() drive it from now on, as the control wire.
+  void add_wire(wire::UdpWire& w) { second_wire_ = &w; }
+  // The data connection moves to `data` on the second wire; the first data connection on the control
+  // wire stays open, unused, until close().
+  void move_data(engine::ConnId data);
   engine::ConnId id() const { return data_id_; }
   // The data connection (nullptr before set_data and once released); use only from the driving thread.
   engine::Connection* conn() { return data_id_ ? data_wire_->endpoint().connection(data_id_) : nullptr; }
@@ -108,8 +110,9 @@ class Session {
   void abort();
 
  private:
-  wire::UdpWire& wire_;       // the control connection's
-  wire::UdpWire* data_wire_;  // the data connection's: &wire_, or the verbs wire
+  wire::UdpWire& wire_;                   // the control connection's
+  wire::UdpWire* data_wire_;              // the data connection's: &wire_, or second_wire_
+  wire::UdpWire* second_wire_ = nullptr;  // add_wire()
   engine::ConnId control_id_;
   engine::ConnId data_id_ = 0;
   engine::ConnId parked_id_ = 0;  // the control wire's data connection after move_data()
