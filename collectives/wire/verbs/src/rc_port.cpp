@@ -1,10 +1,465 @@
-// verbs-rc's port (port.h). Not built yet: open_rc_port refuses with a message naming what to use.
-#include "megascale/wire/verbs/port.h"
+// verbs-rc's port (port.h): every engine packet is an RDMA write with immediate into the peer's receive
+// ring, on one RC QP per (peer, slot) lane. The home UD QP carries only the set-up messages
+// (rc_setup.h) that connect a lane: the first packet for a lane creates its QP and sends the peer a
+// request; the peer creates its QP of the lane, brings it to RTS and answers; the answer brings ours
+// to RTS. Packets for a lane still connecting wait in a bounded queue (copied), and so do packets for
+// a lane out of ring credit; beyond the bound they are dropped and counted (the engine recovers them).
+// Every packet, the engine's handshake included, goes over RC: the UD QP never carries engine bytes.
+//
+// A QP that fails (retry exceeded: a link flap, a peer gone) is re-created with its epoch + 1 and
+// re-connected over UD; the writes it had not completed are not posted again (the engine retransmits
+// what it misses). An outage longer than the retry budget fails the lane: its packets are dropped
+// from then on, so the engine's own retry budget expires and its connection fails with its timeout;
+// the reason is counted (rc_lane_failures) and printed once to stderr naming peer, lane, QP errors,
+// the last status and the budget.
+#include "rc_port.h"
+
+#include <arpa/inet.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 namespace megascale::wire::verbs {
+namespace rc_detail {
 
-Result<std::unique_ptr<PacketPort>> open_rc_port(const VerbsPortConfig& /*config*/) {
-  return make_error(ErrorCode::kUnsupported, "verbs-rc: this build has no RC port yet; use verbs-ud or udp");
+// "[GID]/QPN(hex)", the port's address text.
+std::string format_address(const Gid& gid, uint32_t qpn) {
+  char q[16];
+  std::snprintf(q, sizeof q, "0x%06x", qpn);
+  std::string out = "[";
+  out += gid_to_string(gid);
+  out += "]/";
+  out += q;
+  return out;
+}
+
+Result<std::pair<Gid, uint32_t>> parse_address(std::string_view text) {
+  auto bad = [&](const std::string& why) {
+    return make_error(ErrorCode::kInvalidArgument, "verbs-rc address '" + std::string(text) + "': " + why +
+                                                       " (want [GID]/QPN, QPN in hex)");
+  };
+  const size_t close = text.find(']');
+  if (text.empty() || text[0] != '[' || close == std::string_view::npos || close + 1 >= text.size() ||
+      text[close + 1] != '/') {
+    return bad("not [GID]/QPN");
+  }
+  const std::string gid_text(text.substr(1, close - 1));
+  Gid gid{};
+  in6_addr a6{};
+  in_addr a4{};
+  if (inet_pton(AF_INET6, gid_text.c_str(), &a6) == 1) {
+    std::memcpy(gid.data(), &a6, 16);
+  } else if (inet_pton(AF_INET, gid_text.c_str(), &a4) == 1) {
+    gid[10] = gid[11] = 0xFF;
+    std::memcpy(gid.data() + 12, &a4, 4);
+  } else {
+    return bad("GID '" + gid_text + "' is not an IPv6 or IPv4 address");
+  }
+  const std::string q(text.substr(close + 2));
+  char* end = nullptr;
+  const unsigned long qpn = std::strtoul(q.c_str(), &end, 16);
+  if (q.empty() || end == nullptr || *end != '\0' || qpn < 2 || qpn > 0xFFFFFF) {
+    return bad("QPN '" + q + "' is not a hex number in 0x2..0xffffff");
+  }
+  return std::make_pair(gid, static_cast<uint32_t>(qpn));
+}
+
+Result<std::unique_ptr<PacketPort>> RcPort::open(const VerbsPortConfig& c) {
+  if (c.slots == 0 || c.slots > 64) {
+    return make_error(ErrorCode::kInvalidArgument, "verbs-rc: slots " + std::to_string(c.slots) + " (1..64)");
+  }
+  if (c.ring_slots < 2 || c.ring_slots > 4096) {
+    return make_error(ErrorCode::kInvalidUsage,
+                      "verbs-rc: ring_slots " + std::to_string(c.ring_slots) + " (2..4096)");
+  }
+  if (c.segment_bytes == 0 || c.segment_bytes > engine::kMaxSegmentPayload) {
+    return make_error(ErrorCode::kInvalidUsage, "verbs-rc: segment_bytes " + std::to_string(c.segment_bytes) +
+                                                    " (1.." + std::to_string(engine::kMaxSegmentPayload) +
+                                                    ")");
+  }
+  cc::RtoParams rto;
+  rto.initial_rto_ns = c.initial_rto_ns;
+  rto.retry_budget_ns = c.retry_budget_ns;
+  Result<NicRetry> nic = derive_nic_retry(rto);
+  if (!nic) return make_error(ErrorCode::kInvalidUsage, "verbs-rc: " + nic.error().message);
+
+  Result<std::vector<DeviceInfo>> devs = discover_devices(c.sysfs_root);
+  if (!devs) return devs.error();
+  const DeviceInfo* dev = nullptr;
+  const PortInfo* port = nullptr;
+  std::string why = "no RDMA device under " + c.sysfs_root;
+  for (const DeviceInfo& d : *devs) {
+    if (!c.device.empty() && d.name != c.device) continue;
+    Result<const PortInfo*> p = select_port(d, c.port);
+    if (p) {
+      dev = &d;
+      port = *p;
+      break;
+    }
+    why = p.error().message;
+  }
+  if (dev == nullptr && !c.device.empty() && why.rfind("no RDMA device", 0) == 0) {
+    why = "no RDMA device '" + c.device + "' under " + c.sysfs_root;
+  }
+  if (dev == nullptr) return make_error(ErrorCode::kUnsupported, "verbs-rc: " + why);
+  Result<GidEntry> gid = select_gid(*dev, *port, c.gid);
+  if (!gid) return gid.error();
+
+  auto self = std::unique_ptr<RcPort>(new RcPort());
+  self->cfg_ = c;
+  self->nic_ = *nic;
+  self->gid_ = *gid;
+  Result<std::unique_ptr<IbDevice>> ib = IbDevice::open(dev->name, port->port);
+  if (!ib) return ib.error();
+  self->dev_ = std::move(*ib);
+  self->mtu_ = self->dev_->active_mtu_bytes();
+  const size_t need = std::max<size_t>(c.segment_bytes + engine::kSegHeaderBytes, engine::kMaxHeaderBytes);
+  self->slot_bytes_ = static_cast<uint32_t>((need + 63) / 64 * 64);
+  // Writes are bounded by ring credit, credit returns by the writes consumed: twice the ring covers both.
+  self->lane_send_depth_ = 2 * c.ring_slots + 8;
+  self->lane_recv_depth_ = 2 * c.ring_slots + 8;
+  Result<std::unique_ptr<IbCq>> cq = self->dev_->create_cq(kCqDepth);
+  if (!cq) return cq.error();
+  self->cq_ = std::move(*cq);
+  Result<std::unique_ptr<IbUdQp>> home = self->dev_->create_ud_qp(
+      *self->cq_, {.qkey = kQkey, .send_depth = kHomeSends, .recv_depth = kHomeRecvs});
+  if (!home) return home.error();
+  self->home_ = std::move(*home);
+  self->cq_budget_ -= kHomeSends + kHomeRecvs;
+
+  MrCache& mrs = self->dev_->mr_cache();
+  self->home_recv_.resize(size_t{kHomeRecvs} * (kGrhBytes + self->mtu_));
+  self->home_send_.resize(size_t{kHomeSends} * kRcSetupBytes);
+  const uint32_t pool_slots = std::min<uint32_t>(c.slots * c.send_depth, 4096);
+  self->pool_.resize(size_t{pool_slots} * self->slot_bytes_);
+  Result<MrKeys> rk = mrs.find_or_register(addr_of(self->home_recv_.data()), self->home_recv_.size());
+  Result<MrKeys> sk = mrs.find_or_register(addr_of(self->home_send_.data()), self->home_send_.size());
+  Result<MrKeys> pk = mrs.find_or_register(addr_of(self->pool_.data()), self->pool_.size());
+  if (!rk) return rk.error();
+  if (!sk) return sk.error();
+  if (!pk) return pk.error();
+  self->home_recv_keys_ = *rk;
+  self->home_send_keys_ = *sk;
+  self->pool_keys_ = *pk;
+  for (uint32_t i = kHomeSends; i-- > 0;) self->home_send_free_.push_back(i);
+  for (uint32_t i = pool_slots; i-- > 0;) self->pool_free_.push_back(i);
+  for (uint32_t i = 0; i < kHomeRecvs; ++i) {
+    if (Status s = self->post_home_recv(i); !s) return s.error();
+  }
+  self->describe_ = "verbs-rc " + dev->name + " port " + std::to_string(port->port) + " gid " +
+                    std::to_string(gid->index) + " (" + gid_to_string(gid->gid) + ", " +
+                    std::string(to_string(gid->type)) + ") mtu " + std::to_string(self->mtu_) + ", " +
+                    std::to_string(c.slots) + " RC QPs per peer, ring " + std::to_string(c.ring_slots) +
+                    " x " + std::to_string(self->slot_bytes_) + " B, NIC timeout 2^" +
+                    std::to_string(nic->timeout_exp) + " retry " + std::to_string(nic->retry_cnt);
+  return std::unique_ptr<PacketPort>(std::move(self));
+}
+
+Status RcPort::post_home_recv(uint32_t i) {
+  const uint32_t len = kGrhBytes + mtu_;
+  Result<RecvWr> wr =
+      make_ud_recv({WrKind::kUdRecv, kHomeLane, 0, i},
+                   {addr_of(home_recv_.data() + size_t{i} * len), len, home_recv_keys_.lkey}, mtu_);
+  if (!wr) return wr.error();
+  return home_->post_recv(*wr);
+}
+
+Result<uint32_t> RcPort::intern(const Gid& gid, uint32_t qpn) {
+  for (uint32_t i = 0; i < peers_.size(); ++i) {
+    if (peers_[i]->gid == gid && peers_[i]->home_qpn == qpn) return i;
+  }
+  if (peers_.size() >= cfg_.max_peers) {
+    ++stats_.peer_table_full;
+    return make_error(ErrorCode::kInvalidUsage,
+                      "verbs-rc: peer table full (" + std::to_string(cfg_.max_peers) + " peers)");
+  }
+  auto p = std::make_unique<Peer>();
+  p->gid = gid;
+  p->home_qpn = qpn;
+  p->text = format_address(gid, qpn);
+  Result<uint32_t> ah = dev_->create_ah({.dgid = gid,
+                                         .sgid_index = static_cast<uint8_t>(gid_.index),
+                                         .traffic_class = cfg_.traffic_class,
+                                         .hop_limit = 64,
+                                         .flow_label = 0,
+                                         .port_num = static_cast<uint8_t>(dev_->port())});
+  if (!ah) return ah.error();
+  p->ah = *ah;
+  p->ring.resize(size_t{cfg_.slots} * cfg_.ring_slots * slot_bytes_);
+  Result<MrKeys> keys = dev_->register_ring(p->ring.data(), p->ring.size());
+  if (!keys) return keys.error();
+  p->ring_keys = *keys;
+  p->lanes.resize(cfg_.slots);
+  peers_.push_back(std::move(p));
+  return static_cast<uint32_t>(peers_.size() - 1);
+}
+
+void RcPort::drop_qp(Lane& l) {
+  if (l.qp) {
+    by_qpn_.erase(l.qp->qpn());
+    l.qp.reset();
+    cq_budget_ += lane_send_depth_ + lane_recv_depth_;
+  }
+  for (uint32_t s : l.outstanding) pool_free_.push_back(s);
+  l.outstanding.clear();
+  l.credits_owed = 0;
+}
+
+Status RcPort::create_qp(uint32_t peer, uint32_t lane, uint16_t epoch) {
+  Lane& l = peers_[peer]->lanes[lane];
+  drop_qp(l);
+  if (cq_budget_ < lane_send_depth_ + lane_recv_depth_) {
+    return make_error(ErrorCode::kInvalidUsage,
+                      "verbs-rc: the completion queue (" + std::to_string(kCqDepth) +
+                          " entries) has no room for "
+                          "another RC QP (peer " +
+                          peers_[peer]->text + " lane " + std::to_string(lane) + ")");
+  }
+  Result<std::unique_ptr<IbRcQp>> qp = dev_->create_rc_qp(*cq_, lane_send_depth_, lane_recv_depth_);
+  if (!qp) return qp.error();
+  cq_budget_ -= lane_send_depth_ + lane_recv_depth_;
+  l.qp = std::move(*qp);
+  l.used = true;
+  l.epoch = epoch;
+  l.psn = rng_() & 0xFFFFFF;
+  l.writer = RingWriter(cfg_.ring_slots);
+  l.reader = RingReader(cfg_.ring_slots, std::max<uint32_t>(1, cfg_.ring_slots / 4));
+  by_qpn_[l.qp->qpn()] = {peer, lane};
+  for (uint32_t i = 0; i < lane_recv_depth_; ++i) {
+    if (Status s = l.qp->post_recv(make_rc_recv({WrKind::kRcRecv, static_cast<uint8_t>(lane), epoch, i}));
+        !s) {
+      return s;
+    }
+  }
+  return {};
+}
+
+Status RcPort::connect_qp(uint32_t peer, uint32_t lane, const RcSetupMsg& m) {
+  Peer& p = *peers_[peer];
+  Lane& l = p.lanes[lane];
+  RcPeer to;
+  to.path = {.dgid = p.gid,
+             .sgid_index = static_cast<uint8_t>(gid_.index),
+             .traffic_class = cfg_.traffic_class,
+             .hop_limit = 64,
+             .flow_label = 0,
+             .port_num = static_cast<uint8_t>(dev_->port())};
+  to.qpn = m.qpn;
+  to.psn = m.psn;
+  to.mtu_bytes = std::min(mtu_, m.mtu_bytes);
+  if (Status s = l.qp->connect(to, nic_, l.psn); !s) return s;
+  l.state = Lane::State::kUp;
+  l.resend_at = kNever;
+  ++lanes_connected_;
+  flush_lane(peer, lane);
+  return {};
+}
+
+void RcPort::start_connect(uint32_t peer, uint32_t lane, TimeNs now) {
+  Lane& l = peers_[peer]->lanes[lane];
+  const uint16_t epoch = l.used ? static_cast<uint16_t>(l.epoch + 1) : l.epoch;
+  if (l.outage_start == kNever) l.outage_start = now;
+  if (Status s = create_qp(peer, lane, epoch); !s) {
+    fail_lane(peer, lane, now, s.error().message);
+    return;
+  }
+  l.state = Lane::State::kConnecting;
+  send_setup(peer, lane, RcSetupKind::kRequest);
+  l.resend_at = now + kSetupResendNs;
+}
+
+void RcPort::send_setup(uint32_t peer, uint32_t lane, RcSetupKind kind) {
+  if (home_send_free_.empty()) return;  // the timer sends a request again; a lost answer is asked again
+  Peer& p = *peers_[peer];
+  Lane& l = p.lanes[lane];
+  const uint32_t i = home_send_free_.back();
+  uint8_t* buf = home_send_.data() + size_t{i} * kRcSetupBytes;
+  RcSetupMsg m;
+  m.kind = kind;
+  m.lane = static_cast<uint8_t>(lane);
+  m.epoch = l.epoch;
+  m.home_gid = gid_.gid;
+  m.home_qpn = home_->qpn();
+  m.qpn = l.qp->qpn();
+  m.psn = l.psn;
+  m.mtu_bytes = mtu_;
+  m.ring = {.addr = addr_of(p.ring.data()),
+            .rkey = p.ring_keys.rkey,
+            .slots = cfg_.ring_slots,
+            .slot_bytes = slot_bytes_};
+  m.ring_lanes = cfg_.slots;
+  Status enc = encode_rc_setup(m, buf);
+  Result<SendWr> wr = enc ? make_ud_send({.tag = {WrKind::kUdSend, kHomeLane, 0, i},
+                                          .header = {addr_of(buf), static_cast<uint32_t>(kRcSetupBytes),
+                                                     home_send_keys_.lkey},
+                                          .payload = {},
+                                          .ah = p.ah,
+                                          .remote_qpn = p.home_qpn,
+                                          .qkey = kQkey,
+                                          .mtu_bytes = mtu_,
+                                          .signaled = true})
+                          : Result<SendWr>(enc.error());
+  Status posted = wr ? home_->post_send(*wr, dev_->ah(p.ah)) : Status(wr.error());
+  if (!posted) {
+    ++stats_.send_errors;
+    std::fprintf(stderr, "verbs-rc: set-up message to %s lane %u: %s\n", p.text.c_str(), lane,
+                 posted.error().message.c_str());
+    return;
+  }
+  home_send_free_.pop_back();
+  ++setups_sent_;
+}
+
+// The lane's epoch decides: a message of an older epoch is stale (and so is one of a failed lane's
+// epoch); a newer one (or the first) makes this
+// end create the lane's QP for it, connect it and answer; one of the current epoch connects a lane that
+// is connecting (an answer, or a request crossing ours), and a repeated request (our answer was lost)
+// is answered again.
+void RcPort::on_setup(const RcSetupMsg& m) {
+  ++setups_received_;
+  Result<uint32_t> id = intern(m.home_gid, m.home_qpn);
+  if (!id) {
+    ++setups_refused_;
+    return;
+  }
+  Peer& p = *peers_[*id];
+  if (m.lane >= cfg_.slots) {
+    ++setups_refused_;
+    std::fprintf(stderr,
+                 "verbs-rc: %s connects lane %u but this port has %u slots (both ends need the same)\n",
+                 p.text.c_str(), m.lane, cfg_.slots);
+    return;
+  }
+  if (m.ring.slot_bytes < slot_bytes_) {
+    // Our packets would not fit its slots: segment_bytes differs between the ends.
+    ++setups_refused_;
+    std::fprintf(stderr,
+                 "verbs-rc: %s has %u-byte ring slots, this port writes up to %u (segment_bytes differ)\n",
+                 p.text.c_str(), m.ring.slot_bytes, slot_bytes_);
+    return;
+  }
+  p.remote = m.ring;
+  p.remote_mtu = m.mtu_bytes;
+  p.remote_known = true;
+  Lane& l = p.lanes[m.lane];
+  const TimeNs now = UdpWire::now();
+  if (l.used && m.epoch < l.epoch) return;  // stale
+  // A failed lane comes back only when the peer starts a new epoch (it re-created its QP).
+  if (l.state == Lane::State::kFailed && m.epoch <= l.epoch) return;
+  Status s;
+  if (!l.qp || m.epoch > l.epoch) {
+    s = create_qp(*id, m.lane, m.epoch);
+    if (s) s = connect_qp(*id, m.lane, m);
+    if (s) send_setup(*id, m.lane, RcSetupKind::kAnswer);
+  } else if (l.state == Lane::State::kConnecting) {
+    s = connect_qp(*id, m.lane, m);
+    if (s && m.kind == RcSetupKind::kRequest) send_setup(*id, m.lane, RcSetupKind::kAnswer);
+  } else if (l.state == Lane::State::kUp && m.kind == RcSetupKind::kRequest) {
+    send_setup(*id, m.lane, RcSetupKind::kAnswer);
+  }
+  if (!s) fail_lane(*id, m.lane, now, s.error().message);
+}
+
+void RcPort::on_qp_error(uint32_t peer, uint32_t lane, uint16_t epoch, WcStatus status, TimeNs now) {
+  Lane& l = peers_[peer]->lanes[lane];
+  if (epoch != l.epoch || l.state == Lane::State::kFailed) return;  // a QP already replaced
+  ++qp_errors_;
+  ++l.errors;
+  l.last_status = status;
+  if (l.outage_start == kNever) l.outage_start = now;
+  // rxe completes a write it could not transmit (its netdev down: a link flap) as a local QP operation
+  // error; the retry budget still bounds how long such a lane is re-created.
+  if (!is_recoverable(status) && status != WcStatus::kLocQpOpErr) {
+    fail_lane(peer, lane, now, to_string(status) + " cannot be recovered by re-creating the QP");
+  } else if (now - l.outage_start >= cfg_.retry_budget_ns) {
+    fail_lane(peer, lane, now, "");
+  } else {
+    ++qp_recreated_;
+    std::fprintf(stderr, "verbs-rc: peer %s lane %u: QP error (%s), re-connecting as epoch %u\n",
+                 peers_[peer]->text.c_str(), lane, to_string(status).c_str(), (l.epoch + 1) & 0xFFFF);
+    start_connect(peer, lane, now);
+  }
+}
+
+void RcPort::fail_lane(uint32_t peer, uint32_t lane, TimeNs now, const std::string& why) {
+  Peer& p = *peers_[peer];
+  Lane& l = p.lanes[lane];
+  if (l.state == Lane::State::kFailed) return;
+  drop_qp(l);
+  l.state = Lane::State::kFailed;
+  l.resend_at = kNever;
+  stats_.send_dropped += l.pending.size();
+  failed_dropped_ += l.pending.size();
+  l.pending.clear();
+  ++lane_failures_;
+  const double out_ms = l.outage_start == kNever ? 0.0 : static_cast<double>(now - l.outage_start) / 1e6;
+  std::fprintf(stderr,
+               "verbs-rc: peer %s lane %u failed: %s%u QP errors (last: %s) and %.0f ms without progress, "
+               "retry budget %.0f ms; its packets are dropped from now on, so the engine's connection "
+               "times out\n",
+               p.text.c_str(), lane, why.empty() ? "" : (why + "; ").c_str(), l.errors,
+               to_string(l.last_status).c_str(), out_ms, static_cast<double>(cfg_.retry_budget_ns) / 1e6);
+}
+
+void RcPort::on_timer(TimeNs now) {
+  for (uint32_t i = 0; i < peers_.size(); ++i) {
+    for (uint32_t j = 0; j < cfg_.slots; ++j) {
+      Lane& l = peers_[i]->lanes[j];
+      if (l.state != Lane::State::kConnecting) continue;
+      if (now - l.outage_start >= cfg_.retry_budget_ns) {
+        fail_lane(i, j, now, "the peer did not answer the set-up request");
+      } else if (l.resend_at <= now) {
+        send_setup(i, j, RcSetupKind::kRequest);
+        l.resend_at = now + kSetupResendNs;
+      }
+    }
+  }
+}
+
+TimeNs RcPort::next_deadline() const {
+  TimeNs t = kNever;
+  for (const auto& p : peers_) {
+    for (const Lane& l : p->lanes) {
+      if (l.state == Lane::State::kConnecting) t = std::min(t, l.resend_at);
+    }
+  }
+  return t;
+}
+
+PortStats RcPort::stats() const {
+  PortStats s = stats_;
+  uint64_t pending = 0, outstanding = 0, credits = 0, up = 0;
+  for (const auto& p : peers_) {
+    for (const Lane& l : p->lanes) {
+      pending += l.pending.size();
+      outstanding += l.outstanding.size();
+      credits += l.state == Lane::State::kUp ? l.writer.credits() : 0;
+      up += l.state == Lane::State::kUp ? 1 : 0;
+    }
+  }
+  s.extra = {{"rc_setups_sent", setups_sent_},
+             {"rc_setups_received", setups_received_},
+             {"rc_setups_refused", setups_refused_},
+             {"rc_lanes_connected", lanes_connected_},
+             {"rc_qp_errors", qp_errors_},
+             {"rc_qp_recreated", qp_recreated_},
+             {"rc_lane_failures", lane_failures_},
+             {"rc_queued", queued_},
+             {"rc_queue_dropped", queue_dropped_},
+             {"rc_failed_dropped", failed_dropped_},
+             {"rc_credits_sent", credits_sent_},
+             {"rc_lanes_up", up},
+             {"rc_waiting", pending},
+             {"rc_writes_outstanding", outstanding},
+             {"rc_write_credits", credits}};
+  return s;
+}
+
+}  // namespace rc_detail
+
+Result<std::unique_ptr<PacketPort>> open_rc_port(const VerbsPortConfig& config) {
+  return rc_detail::RcPort::open(config);
 }
 
 }  // namespace megascale::wire::verbs

@@ -1,0 +1,157 @@
+// verbs-rc's port, private to the library: rc_port.cpp opens it, connects lanes and runs their
+// timers; rc_port_io.cpp moves packets and handles completions. What the port does is in rc_port.cpp.
+#pragma once
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <random>
+#include <unordered_map>
+
+#include "megascale/engine/packet.h"
+#include "megascale/wire/udp.h"
+#include "megascale/wire/verbs/ib_device.h"
+#include "megascale/wire/verbs/port.h"
+#include "megascale/wire/verbs/rc_ring.h"
+#include "megascale/wire/verbs/rc_setup.h"
+
+namespace megascale::wire::verbs::rc_detail {
+
+constexpr uint32_t kQkey = 0x4D53;
+constexpr uint32_t kHomeRecvs = 128;
+constexpr uint32_t kHomeSends = 64;
+constexpr uint32_t kCqDepth = 16384;
+constexpr uint32_t kPendingMax = 512;  // packets waiting per lane
+constexpr TimeNs kSetupResendNs = 20 * kNsPerMs;
+constexpr uint8_t kHomeLane = 0xFF;  // wr_id lane of the home QP's WRs (RC lanes are < 64)
+
+inline uint64_t addr_of(const void* p) {
+  return reinterpret_cast<uint64_t>(p);
+}
+
+std::string format_address(const Gid& gid, uint32_t qpn);
+// Errors name the text and what is wrong with it.
+Result<std::pair<Gid, uint32_t>> parse_address(std::string_view text);
+
+struct Lane {
+  enum class State : uint8_t { kIdle, kConnecting, kUp, kFailed };
+  State state = State::kIdle;
+  std::unique_ptr<IbRcQp> qp;
+  bool used = false;  // a QP has existed: the next one takes epoch + 1
+  uint16_t epoch = 0;
+  uint32_t psn = 0;
+  RingWriter writer{1};
+  RingReader reader{1, 1};
+  std::deque<std::vector<uint8_t>> pending;  // packets waiting for the QP or for ring credit
+  std::deque<uint32_t> outstanding;          // send-pool slots of posted writes, in post order
+  uint32_t credits_owed = 0;                 // ring slots consumed, not yet returned
+  TimeNs resend_at = kNever;                 // when to send the set-up request again
+  TimeNs outage_start = kNever;              // the first QP error since the lane last moved data
+  uint32_t errors = 0;
+  WcStatus last_status = WcStatus::kSuccess;
+};
+
+struct Peer {
+  Gid gid{};
+  uint32_t home_qpn = 0;
+  std::string text;
+  uint32_t ah = 0;
+  bool remote_known = false;
+  RemoteRing remote;
+  uint32_t remote_mtu = 0;
+  std::vector<uint8_t> ring;  // this end's receive ring for the peer: lanes * ring_slots * slot_bytes
+  MrKeys ring_keys;
+  std::vector<Lane> lanes;
+};
+
+class RcPort final : public PacketPort {
+ public:
+  ~RcPort() override {
+    // QPs before the CQ, the CQ before the device; buffers after the device (their MRs go with it).
+    for (auto& p : peers_) {
+      for (Lane& l : p->lanes) l.qp.reset();
+    }
+    home_.reset();
+    cq_.reset();
+    dev_.reset();
+  }
+
+  static Result<std::unique_ptr<PacketPort>> open(const VerbsPortConfig& c);
+
+  uint32_t slots() const override { return cfg_.slots; }
+  size_t max_packet_bytes() const override { return slot_bytes_; }
+  std::string describe() const override { return describe_; }
+  std::string local_address() const override { return format_address(gid_.gid, home_->qpn()); }
+
+  Result<uint32_t> add_peer(std::string_view address) override {
+    Result<std::pair<Gid, uint32_t>> a = parse_address(address);
+    if (!a) return a.error();
+    return intern(a->first, a->second);
+  }
+  bool has_peer(uint32_t peer) const override { return peer < peers_.size(); }
+  std::string peer_address(uint32_t peer) const override {
+    return peer < peers_.size() ? peers_[peer]->text : std::string();
+  }
+
+  Status send(std::span<const PortPacket> packets) override;
+  Result<size_t> receive(size_t max, const Deliver& deliver) override;
+  int wait_fd() const override { return cq_->event_fd(); }
+  bool arm() override;
+  void on_timer(TimeNs now) override;
+  TimeNs next_deadline() const override;
+  PortStats stats() const override;
+
+ private:
+  Result<uint32_t> intern(const Gid& gid, uint32_t qpn);
+  // Drops the lane's QP (if any) and creates one for `epoch` with its receives posted.
+  Status create_qp(uint32_t peer, uint32_t lane, uint16_t epoch);
+  // The lane's QP to RTS towards the QP `m` names; then up, and its waiting packets go.
+  Status connect_qp(uint32_t peer, uint32_t lane, const RcSetupMsg& m);
+  // A new QP (a fresh epoch) and a request to the peer; the lane is connecting.
+  void start_connect(uint32_t peer, uint32_t lane, TimeNs now);
+  void send_setup(uint32_t peer, uint32_t lane, RcSetupKind kind);
+  void on_setup(const RcSetupMsg& m);
+  // Posts one packet; false when it must wait (no ring credit or no bounce buffer).
+  bool post_packet(uint32_t peer, uint32_t lane, const uint8_t* h, uint32_t hl, const uint8_t* p,
+                   uint32_t pl);
+  void flush_lane(uint32_t peer, uint32_t lane);
+  void return_credits(uint32_t peer, uint32_t lane);
+  void on_qp_error(uint32_t peer, uint32_t lane, uint16_t epoch, WcStatus status, TimeNs now);
+  void fail_lane(uint32_t peer, uint32_t lane, TimeNs now, const std::string& why);
+  void drop_qp(Lane& l);
+  Status post_home_recv(uint32_t i);
+  void handle(const WorkCompletion& wc, const Deliver& deliver, size_t& delivered);
+  void handle_home(const WorkCompletion& wc, const WrTag& tag);
+
+  VerbsPortConfig cfg_;
+  NicRetry nic_;
+  GidEntry gid_;
+  uint32_t mtu_ = 1024;
+  uint32_t slot_bytes_ = 0;
+  std::string describe_;
+  std::unique_ptr<IbDevice> dev_;
+  std::unique_ptr<IbCq> cq_;
+  std::unique_ptr<IbUdQp> home_;
+  std::vector<uint8_t> home_recv_;  // kHomeRecvs buffers of kGrhBytes + mtu
+  MrKeys home_recv_keys_;
+  std::vector<uint8_t> home_send_;  // kHomeSends buffers of kRcSetupBytes
+  MrKeys home_send_keys_;
+  std::vector<uint32_t> home_send_free_;
+  std::vector<uint8_t> pool_;  // bounce buffers of slot_bytes_
+  MrKeys pool_keys_;
+  std::vector<uint32_t> pool_free_;
+  uint32_t lane_send_depth_ = 0;
+  uint32_t lane_recv_depth_ = 0;
+  uint32_t cq_budget_ = kCqDepth;
+  std::vector<std::unique_ptr<Peer>> peers_;
+  std::unordered_map<uint32_t, std::pair<uint32_t, uint32_t>> by_qpn_;  // QPN -> (peer, lane)
+  std::vector<WorkCompletion> stash_;                                   // completions polled while arming
+  std::mt19937 rng_{std::random_device{}()};
+  PortStats stats_;
+  uint64_t setups_sent_ = 0, setups_received_ = 0, setups_refused_ = 0, lanes_connected_ = 0;
+  uint64_t qp_errors_ = 0, qp_recreated_ = 0, lane_failures_ = 0, queued_ = 0, queue_dropped_ = 0;
+  uint64_t failed_dropped_ = 0, credits_sent_ = 0;
+};
+
+}  // namespace megascale::wire::verbs::rc_detail

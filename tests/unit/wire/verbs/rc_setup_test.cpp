@@ -1,0 +1,149 @@
+// verbs-rc's set-up message: every field round-trips, the engine's decoder and the re-connect message
+// never take it for theirs, and every damaged or out-of-range byte is refused naming what is wrong.
+#include "megascale/wire/verbs/rc_setup.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "megascale/engine/crc32c.h"
+#include "megascale/engine/packet.h"
+#include "megascale/wire/verbs/reconnect.h"
+
+namespace megascale::wire::verbs {
+namespace {
+
+RcSetupMsg sample() {
+  RcSetupMsg m;
+  m.kind = RcSetupKind::kAnswer;
+  m.lane = 3;
+  m.epoch = 0xBEEF;
+  for (int i = 0; i < 16; ++i) m.home_gid[i] = static_cast<uint8_t>(0xA0 + i);
+  m.home_qpn = 0x000011;
+  m.qpn = 0xFFFFFF;
+  m.psn = 0xABCDEF;
+  m.mtu_bytes = 1024;
+  m.ring = {.addr = 0x7F0012345000, .rkey = 0xDEADBEEF, .slots = 64, .slot_bytes = 4224};
+  m.ring_lanes = 4;
+  return m;
+}
+
+std::vector<uint8_t> encode(const RcSetupMsg& m) {
+  std::vector<uint8_t> b(kRcSetupBytes);
+  Status s = encode_rc_setup(m, b.data());
+  EXPECT_TRUE(s.ok()) << s.error().message;
+  return b;
+}
+
+std::string error_of(const std::vector<uint8_t>& b) {
+  Result<RcSetupMsg> m = decode_rc_setup(b.data(), b.size());
+  return m.ok() ? "" : m.error().message;
+}
+
+void reseal(std::vector<uint8_t>& b) {
+  const uint32_t crc = engine::crc32c(b.data(), 68);
+  std::memcpy(b.data() + 68, &crc, 4);
+}
+
+template <class T>
+void poke(std::vector<uint8_t>& b, size_t at, T v) {
+  std::memcpy(b.data() + at, &v, sizeof v);
+  reseal(b);
+}
+
+TEST(VerbsRcSetup, RoundTripsEveryField) {
+  const RcSetupMsg in = sample();
+  std::vector<uint8_t> b = encode(in);
+  Result<RcSetupMsg> m = decode_rc_setup(b.data(), b.size());
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  EXPECT_EQ(m->kind, RcSetupKind::kAnswer);
+  EXPECT_EQ(m->lane, 3);
+  EXPECT_EQ(m->epoch, 0xBEEF);
+  EXPECT_EQ(m->home_gid, in.home_gid);
+  EXPECT_EQ(m->home_qpn, 0x11u);
+  EXPECT_EQ(m->qpn, 0xFFFFFFu);
+  EXPECT_EQ(m->psn, 0xABCDEFu);
+  EXPECT_EQ(m->mtu_bytes, 1024u);
+  EXPECT_EQ(m->ring.addr, in.ring.addr);
+  EXPECT_EQ(m->ring.rkey, 0xDEADBEEFu);
+  EXPECT_EQ(m->ring.slots, 64u);
+  EXPECT_EQ(m->ring.slot_bytes, 4224u);
+  EXPECT_EQ(m->ring_lanes, 4u);
+}
+
+TEST(VerbsRcSetup, IsNeitherAnEnginePacketNorAReconnectMessage) {
+  std::vector<uint8_t> b = encode(sample());
+  EXPECT_TRUE(is_rc_setup(b.data(), b.size()));
+  EXPECT_FALSE(is_reconnect(b.data(), b.size()));
+  engine::Packet pkt;
+  EXPECT_NE(engine::decode_packet(b.data(), b.size(), pkt), engine::DecodeResult::kOk);
+  std::vector<uint8_t> r(kReconnectBytes);
+  ASSERT_TRUE(encode_reconnect({.conn_id = 1, .lane = 0, .epoch = 0, .qpn = 2, .psn = 0}, r.data()).ok());
+  EXPECT_FALSE(is_rc_setup(r.data(), r.size()));
+  EXPECT_FALSE(is_rc_setup(b.data(), 3));
+}
+
+TEST(VerbsRcSetup, RefusesDamagedBytesNamingWhatIsWrong) {
+  const std::vector<uint8_t> good = encode(sample());
+  std::vector<uint8_t> b = good;
+  b.pop_back();
+  EXPECT_NE(error_of(b).find("71 bytes, not 72"), std::string::npos) << error_of(b);
+  b = good;
+  b[1] ^= 1;
+  EXPECT_NE(error_of(b).find("magic"), std::string::npos) << error_of(b);
+  b = good;
+  b[4] = 2;
+  EXPECT_NE(error_of(b).find("version 2"), std::string::npos) << error_of(b);
+  // Every single flipped bit past the magic and version is caught by the CRC.
+  for (size_t byte = 5; byte < kRcSetupBytes; ++byte) {
+    for (int bit = 0; bit < 8; ++bit) {
+      b = good;
+      b[byte] ^= static_cast<uint8_t>(1u << bit);
+      EXPECT_NE(error_of(b).find("CRC mismatch"), std::string::npos) << "byte " << byte << " bit " << bit;
+    }
+  }
+}
+
+TEST(VerbsRcSetup, RefusesSealedFieldsOutOfRange) {
+  const std::vector<uint8_t> good = encode(sample());
+  struct Case {
+    size_t at;
+    uint32_t value;
+    size_t width;
+    const char* expect;
+  };
+  const Case cases[] = {
+      {5, 3, 1, "kind 3"},        {6, 4, 1, "lane 4 beyond the ring's 4"},
+      {7, 1, 1, "reserved"},      {28, 1, 4, "home qpn 1"},
+      {32, 0x1000000, 4, "qpn"},  {36, 0x1000000, 4, "psn 16777216 > 24 bits"},
+      {40, 1000, 4, "mtu 1000"},  {40, 8192, 4, "mtu 8192"},
+      {56, 0, 4, "ring slots 0"}, {60, 0, 4, "ring slot bytes 0"},
+      {64, 0, 4, "ring lanes 0"}, {64, 65, 4, "ring lanes 65"},
+  };
+  for (const Case& c : cases) {
+    std::vector<uint8_t> b = good;
+    if (c.width == 1) {
+      poke<uint8_t>(b, c.at, static_cast<uint8_t>(c.value));
+    } else {
+      poke<uint32_t>(b, c.at, c.value);
+    }
+    EXPECT_NE(error_of(b).find(c.expect), std::string::npos) << c.expect << ": " << error_of(b);
+  }
+  std::vector<uint8_t> b = good;
+  poke<uint64_t>(b, 44, ~uint64_t{0} - 10);
+  EXPECT_NE(error_of(b).find("wraps"), std::string::npos) << error_of(b);
+}
+
+TEST(VerbsRcSetup, EncodeRefusesWhatDecodeWouldRefuse) {
+  RcSetupMsg m = sample();
+  m.qpn = 1;
+  std::vector<uint8_t> b(kRcSetupBytes);
+  Status s = encode_rc_setup(m, b.data());
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message.find("qpn 1"), std::string::npos) << s.error().message;
+}
+
+}  // namespace
+}  // namespace megascale::wire::verbs
