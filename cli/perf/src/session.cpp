@@ -46,7 +46,8 @@ Status Session::progress() {
     }
   }
   if (!refuse_why_.empty()) {
-    for (wire::UdpWire* w : {&wire_, second_wire_}) {
+    // The second wire's first connection is the data connection the server waits for (move_data).
+    for (wire::UdpWire* w : {&wire_, data_wire_ == second_wire_ ? second_wire_ : nullptr}) {
       if (w == nullptr) continue;
       while (std::optional<engine::ConnId> other = w->endpoint().accept()) {
         w->endpoint().refuse(*other, refuse_why_);

@@ -8,7 +8,10 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 
+#include "../../../cli/perf/src/flows.h"
+#include "megascale/congestion/config.h"
 #include "megascale/perf/options.h"
 #include "megascale/perf/protocol.h"
 #include "megascale/perf/run.h"
@@ -94,6 +97,51 @@ TEST(PerfWire, AnOlderPeersParametersAreRefusedNamingBothVersions) {
                 fmt::format("perf protocol version 3 from the peer, this side speaks {}", kProtocolVersion)),
             std::string::npos)
       << r.error().message;
+}
+
+// The verbs flow with UDP wires standing in for the verbs ones (the flow sees only UdpWire): the
+// control connections on one pair of wires, the data connection on the other, found through the
+// server's accept (data_address). The rows' every byte is checked and the data moves on the data wires.
+TEST(PerfWire, TheDataConnectionGoesToTheAddressTheServerAccepts) {
+  PerfOptions o;
+  o.wire = PerfWire::kVerbsUd;
+  o.test = PerfTest::kBoth;
+  o.size_bytes = 65536;
+  o.iterations = 64;
+  o.check = true;
+  o.loopback = true;
+  o.lanes = 2;
+  o.cc = "loopback";
+  o.timeout_s = 60;
+  o.explicit_flags = {std::string(flag::kSize), std::string(flag::kIters)};
+  auto cc = cc::resolve_cc_config(o.cc);
+  ASSERT_TRUE(cc) << cc.error().message;
+  auto open = [&](PerfRole side) {
+    auto w = wire::UdpWire::create(wire_config_for(o, side, *cc, wire::FaultConfig{}));
+    EXPECT_TRUE(w) << w.error().message;
+    return w ? std::move(*w) : nullptr;
+  };
+  auto server_ctl = open(PerfRole::kServer), server_data = open(PerfRole::kServer);
+  auto client_ctl = open(PerfRole::kClient), client_data = open(PerfRole::kClient);
+  ASSERT_TRUE(server_ctl && server_data && client_ctl && client_data);
+  PerfRun server_run;
+  std::thread server([&] {
+    server_run = detail::run_server_on(*server_ctl, server_data.get(), o, cc->name, PerfSink{}, nullptr);
+  });
+  const detail::ClientSetup setup{cc->name, wire::FaultConfig{}, {}};
+  const PerfRun run = detail::run_client_on(*client_ctl, client_data.get(), "127.0.0.1",
+                                            server_ctl->local_port(), o, setup, PerfSink{});
+  server.join();
+  ASSERT_EQ(run.status, PerfStatus::kOk) << run.error;
+  ASSERT_EQ(server_run.status, PerfStatus::kOk) << server_run.error;
+  ASSERT_EQ(run.report.bw.size(), 1u);
+  ASSERT_EQ(run.report.lat.size(), 1u);
+  EXPECT_EQ(run.report.bw[0].verified_messages, 64u);
+  EXPECT_EQ(run.report.config["wire"], "verbs-ud");
+  // 64 bw messages of 64 KiB and 64 round trips went over the data wires, not the control ones.
+  const uint64_t data_bytes = 64 * 65536 + 2 * 64 * 65536;
+  EXPECT_GT(client_data->datagrams_moved(), data_bytes / 65536);
+  EXPECT_GT(client_data->datagrams_moved(), 10 * client_ctl->datagrams_moved());
 }
 
 class PerfVerbsDevice : public ::testing::Test {
