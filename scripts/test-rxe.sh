@@ -37,6 +37,8 @@
 #   MEGASCALE_RXE_MEGASCALE  the megascale program whose runs (scripts/rxe/megascale-one-guest.cmds,
 #                        megascale-two-guests.cmds) join the default commands (default
 #                        build/cli/megascale; left out when it is not built; "" leaves them out).
+#   MEGASCALE_RXE_PERF_TWO_GUESTS  1: megascale-two-guests.cmds too (off: its verbs-ud run across the
+#                        guests stalled until the per-command limit; scripts/rxe/README.md).
 #   MEGASCALE_RXE_PERFTEST  1: as --perftest (a CI stage turns the baseline on without new arguments).
 #   MEGASCALE_RXE_ACCEL  tcg (default: software emulation, what CI has) or kvm. (This project's
 #                        machines show a /dev/kvm that QEMU cannot use: "failed to set MSR 0x10a".)
@@ -120,9 +122,11 @@ for m in "${modes[@]}"; do
   fi
   cp "$f" "$work/cmds-$m.txt" 2>/dev/null || die "commands file $f: cannot be read"
   if [ -z "$commands" ] && [ -n "$megascale_bin" ]; then
-    mf=$here/megascale-one-guest.cmds
-    [ "$m" = 1 ] || mf=$here/megascale-two-guests.cmds
-    cat "$mf" >>"$work/cmds-$m.txt"
+    if [ "$m" = 1 ]; then
+      cat "$here/megascale-one-guest.cmds" >>"$work/cmds-$m.txt"
+    elif [ "${MEGASCALE_RXE_PERF_TWO_GUESTS:-0}" = 1 ]; then
+      cat "$here/megascale-two-guests.cmds" >>"$work/cmds-$m.txt"
+    fi
   fi
   for r in "${runs[@]}"; do echo "${r%%=*} ${r#*=}" >>"$work/cmds-$m.txt"; done
   if [ "$perftest" = 1 ]; then

@@ -122,7 +122,10 @@ printf '#!/bin/sh\n' >"$dir/megascale" && chmod +x "$dir/megascale"
 out=$(MEGASCALE_RXE_MEGASCALE=$dir/megascale "$rxe" --list) || fail "--list with megascale: exit $?"
 grep -qF '  mperf-ud-1m: megascale perf --wire verbs-ud --loopback --test bw --check -s 1M' <<<"$out" ||
   fail "--list: megascale's one-guest runs: $out"
-grep -qF '  mperf-rc-64k: rxe-retry 90 megascale perf --wire verbs-rc -p 18703' <<<"$out" ||
+grep -q 'mperf-rc-64k: rxe-retry' <<<"$out" && fail "--list: megascale's two-guest runs by default: $out"
+out=$(MEGASCALE_RXE_PERF_TWO_GUESTS=1 MEGASCALE_RXE_MEGASCALE=$dir/megascale "$rxe" --list) ||
+  fail "--list with two-guest megascale runs: exit $?"
+grep -qF '  mperf-rc-64k: rxe-retry 90 megascale perf --wire verbs-rc -p 18720' <<<"$out" ||
   fail "--list: megascale's two-guest client: $out"
 grep -qF '  mtopo: megascale topo --rdma-only --json' <<<"$out" || fail "--list: megascale topo: $out"
 out=$(MEGASCALE_RXE_MEGASCALE=$dir/no-megascale "$rxe" --list) || fail "--list without megascale: exit $?"
