@@ -4,6 +4,7 @@
 //   megascale perf -a --test bw --loopback -q 4 --json out/bench/perf.json
 //   megascale perf -p 18515 -d eth0                  # server on eth0's address: waits for one client
 //   megascale perf -p 18515 -a 10.0.0.2              # client: the same flags plus the server's address
+//   megascale perf --wire verbs-ud -d rxe0 -x 1 10.0.0.2  # data over RDMA UD on rxe0's GID 1
 //   megascale perf -p 18515 10.0.3.2 -q 8 --fabric megascale --from h0:n0 --to h300:n0
 //       --hash crc16-bisync:per-switch                # client lanes on source ports mapped to distinct paths
 //
@@ -42,6 +43,8 @@ struct PerfFlags {
   bool report_gbits = false;
   uint32_t tclass = 0;       // -T: the TOS byte
   std::string source_ports;  // --source-ports P1,P2,...
+  std::string wire = "udp";  // --wire
+  int64_t gid_index = -1;    // -x; -1 = not given
 };
 
 // The JSON document: the command and schema version, whether the run succeeded, then the report.
@@ -99,7 +102,21 @@ int run_perf_command(PerfFlags& f, CLI::App* cmd) {
     return kExitUsage;
   }
   o.dscp = static_cast<uint8_t>(f.tclass >> 2);
-  if (given("-d")) {
+  auto wire = perf::parse_perf_wire(f.wire);
+  if (!wire) {
+    fmt::print(stderr, "megascale perf: {}\n", wire.error().message);
+    return kExitUsage;
+  }
+  o.wire = *wire;
+  if (given("-x")) {
+    if (f.gid_index < 0 || f.gid_index > 65535) {
+      fmt::print(stderr, "megascale perf: -x {}: a GID index is 0 .. 65535\n", f.gid_index);
+      return kExitUsage;
+    }
+    o.gid_index = static_cast<uint32_t>(f.gid_index);
+  }
+  // On the verbs wire -d names the RDMA device (perftest's meaning), checked when the wire opens.
+  if (given("-d") && !perf::is_verbs(o.wire)) {
     if (given("--bind")) {
       fmt::print(stderr, "megascale perf: -d and --bind both choose the local address: give one\n");
       return kExitUsage;
@@ -178,10 +195,20 @@ void add_perf_command(CLI::App& app) {
   cmd->add_option("-p,--port", o.port, "The server's UDP port (one more port per extra lane)")
       ->capture_default_str();
   cmd->add_flag("-6,--ipv6", o.ipv6, "Use IPv6");
+  cmd->add_option("--wire", f->wire,
+                  "What carries the measured messages: udp, verbs-ud (RDMA UD datagrams) or verbs-rc (RDMA "
+                  "writes on RC QPs); verbs keeps the control connection on UDP (host, -p)")
+      ->capture_default_str();
   cmd->add_option("-d,--ib-dev", o.device,
-                  "The device (perftest's -d): the network interface whose address this side binds, e.g. "
-                  "lo or eth0 (its IPv4 address; IPv6 with -6)")
-      ->type_name("IFACE");
+                  "The device (perftest's -d): udp: the network interface whose address this side binds, "
+                  "e.g. lo or eth0 (its IPv4 address; IPv6 with -6); verbs: the RDMA device, e.g. rxe0 or "
+                  "mlx5_0 (default: the first with an ACTIVE RoCE port)")
+      ->type_name("DEV");
+  cmd->add_option("-i,--ib-port", o.ib_port,
+                  "verbs: the RDMA device's port, 1-based (default: its first ACTIVE Ethernet port)");
+  cmd->add_option("-x,--gid-index", f->gid_index,
+                  "verbs: the GID index (as MEGASCALE_IB_GID_INDEX, which it overrides; default: the "
+                  "RoCE v2 IPv4 GID, or as MEGASCALE_IB_ADDR_FAMILY/ADDR_RANGE/ROCE_VERSION_NUM choose)");
   cmd->add_option("--bind", o.bind_host, "Local address to bind (default: any; loopback: 127.0.0.1 / ::1)");
   cmd->add_option("-t,--window,--tx-depth", o.window, "bw messages in flight (perftest's -t/--tx-depth)")
       ->capture_default_str();

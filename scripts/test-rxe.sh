@@ -34,10 +34,15 @@
 #   MEGASCALE_RXE_KERNEL_PKG  a kernel package to use instead (e.g. linux-image-6.1.0-57-amd64; not
 #                        the -cloud-amd64 flavour, which has no rdma_rxe); no fallback when it fails.
 #   MEGASCALE_RXE_QEMU   the QEMU program (default qemu-system-x86_64).
+#   MEGASCALE_RXE_MEGASCALE  the megascale program whose runs (scripts/rxe/megascale-one-guest.cmds,
+#                        megascale-two-guests.cmds) join the default commands (default
+#                        build/cli/megascale; left out when it is not built; "" leaves them out).
 #   MEGASCALE_RXE_PLUGIN  the NCCL plugin whose run (scripts/rxe/plugin-one-guest.cmds: plugin-check
-#                        over verbs-ud) joins the default one-guest commands, carried with megascale
-#                        (MEGASCALE_RXE_MEGASCALE, default build/cli/megascale) (default build/collectives/nccl/libnccl-net-megascale.so;
-#                        left out when either is not built; "" leaves it out).
+#                        over verbs-ud, run by that megascale) joins the default one-guest commands
+#                        (default build/collectives/nccl/libnccl-net-megascale.so; left out when it or
+#                        megascale is not built; "" leaves it out).
+#   MEGASCALE_RXE_PERF_TWO_GUESTS  1: megascale-two-guests.cmds too (off: its verbs-ud run across the
+#                        guests stalled until the per-command limit; scripts/rxe/README.md).
 #   MEGASCALE_RXE_PERFTEST  1: as --perftest (a CI stage turns the baseline on without new arguments).
 #   MEGASCALE_RXE_ACCEL  tcg (default: software emulation, what CI has) or kvm. (This project's
 #                        machines show a /dev/kvm that QEMU cannot use: "failed to set MSR 0x10a".)
@@ -98,16 +103,23 @@ for l in "${libs[@]}"; do
   [ -f "$l" ] && [ -r "$l" ] || die "--lib $l: not a readable file"
 done
 
-# The plugin's run (scripts/rxe/plugin-one-guest.cmds) goes with the default commands when it and
-# megascale are built.
+# megascale's own runs (scripts/rxe/megascale-*.cmds) go with the default commands when it is built,
+# and the plugin's run (scripts/rxe/plugin-one-guest.cmds) when it is built too.
+megascale_bin=${MEGASCALE_RXE_MEGASCALE-build/cli/megascale}
 plugin_lib=${MEGASCALE_RXE_PLUGIN-build/collectives/nccl/libnccl-net-megascale.so}
-plugin_cli=${MEGASCALE_RXE_MEGASCALE:-build/cli/megascale}
-if [ -n "$plugin_lib" ] && [ -z "$commands" ]; then
-  if [ -f "$plugin_lib" ] && [ -x "$plugin_cli" ]; then
-    libs+=("$plugin_lib")
-    bins+=("$plugin_cli")
+if [ -n "$megascale_bin" ] && [ -z "$commands" ]; then
+  if [ -f "$megascale_bin" ] && [ -x "$megascale_bin" ]; then
+    bins+=("$megascale_bin")
   else
-    [ "$list" = 1 ] || echo "test-rxe: no $plugin_lib or $plugin_cli (build them first): the plugin's run is left out" >&2
+    [ "$list" = 1 ] || echo "test-rxe: no $megascale_bin (build it first): megascale's runs are left out" >&2
+    megascale_bin=""
+  fi
+fi
+if [ -n "$plugin_lib" ] && [ -z "$commands" ]; then
+  if [ -f "$plugin_lib" ] && [ -n "$megascale_bin" ]; then
+    libs+=("$plugin_lib")
+  else
+    [ "$list" = 1 ] || echo "test-rxe: no $plugin_lib or megascale (build them first): the plugin's run is left out" >&2
     plugin_lib=""
   fi
 fi
@@ -123,6 +135,13 @@ for m in "${modes[@]}"; do
     if [ "$m" = 1 ]; then f=$here/one-guest.cmds; else f=$here/two-guests.cmds; fi
   fi
   cp "$f" "$work/cmds-$m.txt" 2>/dev/null || die "commands file $f: cannot be read"
+  if [ -z "$commands" ] && [ -n "$megascale_bin" ]; then
+    if [ "$m" = 1 ]; then
+      cat "$here/megascale-one-guest.cmds" >>"$work/cmds-$m.txt"
+    elif [ "${MEGASCALE_RXE_PERF_TWO_GUESTS:-0}" = 1 ]; then
+      cat "$here/megascale-two-guests.cmds" >>"$work/cmds-$m.txt"
+    fi
+  fi
   if [ -z "$commands" ] && [ -n "$plugin_lib" ] && [ "$m" = 1 ]; then
     cat "$here/plugin-one-guest.cmds" >>"$work/cmds-$m.txt"
   fi

@@ -26,7 +26,7 @@ fields=(command schema_version status
   config.mode config.test config.sizes config.iterations config.duration_s config.window config.check
   config.bidirectional config.payload_crc config.lanes config.server_lanes config.cc config.server_cc
   config.segment_bytes config.negotiated_segment_bytes config.tclass config.dscp config.device config.bind
-  config.poll config.transport config.server_transport config.same_host config.faults config.source_ports
+  config.poll config.wire config.transport config.server_transport config.same_host config.faults config.source_ports
   config.host
   bw[].size_bytes bw[].iterations bw[].window bw[].bw_peak_gbps bw[].bw_average_gbps bw[].msg_rate_mpps
   bw[].duration_s bw[].bidirectional bw[].verified_messages
@@ -48,8 +48,8 @@ python3 - "$dir/perf.json" <<'PY' || fail "perf --json FILE: values"
 import json, sys
 d = json.load(open(sys.argv[1]))
 c = d["config"]
-assert (d["status"], c["tclass"], c["dscp"], c["lanes"], c["device"], c["bind"]) == \
-    ("ok", 104, 26, 2, "lo", "127.0.0.1"), (d["status"], c)
+assert (d["status"], c["tclass"], c["dscp"], c["lanes"], c["device"], c["bind"], c["wire"]) == \
+    ("ok", 104, 26, 2, "lo", "127.0.0.1", "udp"), (d["status"], c)
 assert [r["size_bytes"] for r in d["bw"] + d["lat"]] == [4096, 4096], d
 assert all(r["bw_average_gbps"] > 0 for r in d["bw"]) and all(r["t_min_us"] > 0 for r in d["lat"]), d
 PY
@@ -69,6 +69,18 @@ expect_refused "-T over a byte" "-T 256" "$megascale" perf --loopback -T 256
 expect_refused "unknown -d" "-d no-such-if0: no such interface (here: " "$megascale" perf --loopback -d no-such-if0
 grep -q "lo" "$dir/err" || fail "unknown -d: the interfaces that exist are not listed: $(cat "$dir/err")"
 expect_refused "-d with --bind" "-d and --bind" "$megascale" perf --loopback -d lo --bind 127.0.0.1
+expect_refused "--wire unknown" "--wire verbs: must be udp, verbs-ud or verbs-rc" \
+  "$megascale" perf --loopback --wire verbs
+expect_refused "-x on udp" "-x: the RDMA port and GID apply to --wire verbs-ud and verbs-rc" \
+  "$megascale" perf --loopback -x 1
+# Without an RDMA device (this host, unless it has one): one line naming the problem, exit 2.
+if [[ ! -d /sys/class/infiniband ]]; then
+  for w in verbs-ud verbs-rc; do
+    expect_refused "--wire $w without a device" "$w: no RDMA device (no /sys/class/infiniband)" \
+      "$megascale" perf --loopback --wire "$w"
+    (( $(wc -l < "$dir/err") == 1 )) || fail "--wire $w without a device: not one line: $(cat "$dir/err")"
+  done
+fi
 expect_refused "-s unit" "unknown size unit" "$megascale" perf --loopback -s 4X
 expect_refused "-D unit" "unknown time unit" "$megascale" perf --loopback -D 2parsecs
 echo "PASS"

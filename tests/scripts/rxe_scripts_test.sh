@@ -117,6 +117,22 @@ grep -qF '  rc-server (background): ibv_rc_pingpong' <<<"$out" || fail "--list: 
 grep -qxF '  mine: my_test --flag' <<<"$out" || fail "--list: the --run command: $out"
 out=$("$rxe" --list) || fail "--list of both runs: exit $?"
 grep -qF '== 2 guest(s), guest 2:' <<<"$out" || fail "--list: the two-guest run: $out"
+# megascale's runs join the default commands when its binary is there, and are left out otherwise.
+printf '#!/bin/sh\n' >"$dir/megascale" && chmod +x "$dir/megascale"
+out=$(MEGASCALE_RXE_MEGASCALE=$dir/megascale "$rxe" --list) || fail "--list with megascale: exit $?"
+grep -qF '  mperf-ud-1m: megascale perf --wire verbs-ud --loopback --test bw --check -s 1M' <<<"$out" ||
+  fail "--list: megascale's one-guest runs: $out"
+grep -q 'mperf-rc-64k: rxe-retry' <<<"$out" && fail "--list: megascale's two-guest runs by default: $out"
+out=$(MEGASCALE_RXE_PERF_TWO_GUESTS=1 MEGASCALE_RXE_MEGASCALE=$dir/megascale "$rxe" --list) ||
+  fail "--list with two-guest megascale runs: exit $?"
+grep -qF '  mperf-rc-64k: rxe-retry 90 megascale perf --wire verbs-rc -p 18720' <<<"$out" ||
+  fail "--list: megascale's two-guest client: $out"
+grep -qF '  mtopo: megascale topo --rdma-only --json' <<<"$out" || fail "--list: megascale topo: $out"
+out=$(MEGASCALE_RXE_MEGASCALE=$dir/no-megascale "$rxe" --list) || fail "--list without megascale: exit $?"
+grep -q 'mperf' <<<"$out" && fail "--list: megascale's runs without its binary: $out"
+out=$(MEGASCALE_RXE_MEGASCALE=$dir/megascale "$rxe" --guests 2 --commands "$dir/good.cmds" --list) ||
+  fail "--commands with megascale: exit $?"
+grep -q 'mperf' <<<"$out" && fail "--commands: megascale's runs added to a given file: $out"
 
 # Skips (exit 77, one line) without QEMU, and without the kernel package (an empty cache, a pinned
 # package that does not exist: apt-get download fails, offline too).

@@ -49,7 +49,8 @@ std::vector<std::string> banner(const PerfOptions& o, const UdpWire& w, const Cl
   b.push_back(rule_line());
   b.push_back(fmt::format("                    megascale perf: {}", title));
   b.push_back(fmt::format(" Mode            : {}", where));
-  b.push_back(fmt::format(" Transport       : {}", w.capabilities().describe()));
+  b.push_back(fmt::format(" Wire            : {}", to_string(o.wire)));
+  b.push_back(fmt::format(" Transport       : {}", w.describe()));
   b.push_back(fmt::format(" Server transport: {}", srv.transport));
   b.push_back(fmt::format(" Lanes           : {} (server {})", o.lanes, srv.lanes));
   if (!setup.source_ports.empty()) b.push_back(fmt::format(" Source ports    : {}", setup.source_ports));
@@ -103,7 +104,8 @@ json config_json(const PerfOptions& o, const UdpWire& w, const ClientSetup& setu
               {"device", o.device},
               {"bind", o.bind_host},
               {"poll", std::string(to_string(o.poll))},
-              {"transport", w.capabilities().describe()},
+              {"wire", std::string(to_string(o.wire))},
+              {"transport", w.describe()},
               {"server_transport", srv.transport},
               {"same_host", srv.same_host},
               {"faults", describe_faults(setup.fault)},
@@ -177,8 +179,8 @@ PerfRun failed(PerfRun run, PerfStatus status, std::string error) {
 
 }  // namespace
 
-PerfRun run_client_on(UdpWire& w, const std::string& host, uint16_t port, const PerfOptions& o,
-                      const ClientSetup& setup, const PerfSink& sink) {
+PerfRun run_client_on(UdpWire& w, UdpWire* data_wire, const std::string& host, uint16_t port,
+                      const PerfOptions& o, const ClientSetup& setup, const PerfSink& sink) {
   PerfRun run;
   const std::string where =
       o.loopback ? fmt::format("loopback: server and client in this process ({} port {})", host, port)
@@ -193,6 +195,7 @@ PerfRun run_client_on(UdpWire& w, const std::string& host, uint16_t port, const 
   auto ctl = open("control");
   if (!ctl) return failed(std::move(run), PerfStatus::kFailed, ctl.error().message);
   Session s(w, *ctl, o, sink, "server");
+  if (data_wire != nullptr) s.add_wire(*data_wire);
   // A server busy with another client refuses our connections (Endpoint::refuse): say so plainly
   // rather than as whatever the refusal interrupted.
   auto busy_or = [&](std::string text) -> std::string {
@@ -241,6 +244,33 @@ PerfRun run_client_on(UdpWire& w, const std::string& host, uint16_t port, const 
     s.close();
     return failed(std::move(run), refused ? PerfStatus::kUsage : PerfStatus::kFailed, why);
   }
+  if (data_wire != nullptr) {
+    // --wire verbs-*: the data connection goes to the server's verbs address.
+    const std::string address = reply->value("data_address", std::string());
+    if (address.empty()) {
+      s.close();
+      return failed(std::move(run), PerfStatus::kFailed,
+                    fmt::format("server {} port {} sent no verbs address (its --wire is {})", host, port,
+                                reply->value("wire", std::string("?"))));
+    }
+    auto vid = data_wire->connect(address);
+    if (!vid) {
+      s.close();
+      return failed(std::move(run), PerfStatus::kFailed,
+                    fmt::format("connect to {} ({}): {}", address, to_string(o.wire), vid.error().message));
+    }
+    s.move_data(*vid);
+    engine::Connection* c = s.conn();
+    Status st = s.drive([&] { return c->state() != engine::ConnectionState::kConnecting; },
+                        "the verbs data connection");
+    if (st && c->state() != engine::ConnectionState::kEstablished) st = make_error(c->error());
+    if (!st) {
+      s.close();
+      return failed(
+          std::move(run), PerfStatus::kFailed,
+          fmt::format("{} data connection to {}: {}", to_string(o.wire), address, st.error().message));
+    }
+  }
   ServerInfo srv;
   srv.transport = reply->value("transport", std::string("?"));
   srv.cc = reply->value("cc", std::string("?"));
@@ -249,8 +279,9 @@ PerfRun run_client_on(UdpWire& w, const std::string& host, uint16_t port, const 
   const uint32_t segment = s.conn()->segment_bytes();
 
   std::vector<std::string> pending;  // lines not yet sent to the server
-  run.report.banner = banner(o, w, setup, srv, segment, where);
-  run.report.config = config_json(o, w, setup, srv, segment, where);
+  const UdpWire& dw = data_wire ? *data_wire : w;
+  run.report.banner = banner(o, dw, setup, srv, segment, where);
+  run.report.config = config_json(o, dw, setup, srv, segment, where);
   for (const std::string& line : run.report.banner) emit(sink, pending, line);
 
   uint64_t row = 0;

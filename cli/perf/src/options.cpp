@@ -27,6 +27,25 @@ Result<PerfTest> parse_perf_test(std::string_view text) {
   return make_error(fmt::format("--test {}: must be bw, lat or both", text));
 }
 
+std::string_view to_string(PerfWire w) {
+  switch (w) {
+    case PerfWire::kUdp:
+      return "udp";
+    case PerfWire::kVerbsUd:
+      return "verbs-ud";
+    case PerfWire::kVerbsRc:
+      return "verbs-rc";
+  }
+  return "?";
+}
+
+Result<PerfWire> parse_perf_wire(std::string_view text) {
+  if (text == "udp") return PerfWire::kUdp;
+  if (text == "verbs-ud") return PerfWire::kVerbsUd;
+  if (text == "verbs-rc") return PerfWire::kVerbsRc;
+  return make_error(fmt::format("--wire {}: must be udp, verbs-ud or verbs-rc", text));
+}
+
 std::string_view to_string(PerfPoll p) {
   switch (p) {
     case PerfPoll::kAdaptive:
@@ -112,6 +131,19 @@ Status validate_perf_options(const PerfOptions& o) {
           fmt::format("--fabric {}: needs --from and --to (this NIC and the server's, hH:nN)", o.fabric));
     }
     if (o.ipv6) return bad("--fabric with -6: the fabric model hashes IPv4 5-tuples");
+  }
+  if (is_verbs(o.wire)) {
+    // The verbs wire's lanes are QPs: no UDP source ports to choose, no I/O threads (the port's
+    // completion queue is read by the progress thread).
+    const std::string w(to_string(o.wire));
+    if (mapping || !o.source_ports.empty()) {
+      return bad(fmt::format("--wire {} with {}: lanes are QPs there, not UDP source ports", w,
+                             o.source_ports.empty() ? "--fabric" : "--source-ports"));
+    }
+    if (o.io_threads > 0) return bad(fmt::format("--wire {} with --io-threads: udp only", w));
+  } else if (o.ib_port != 0 || o.gid_index) {
+    return bad(fmt::format("{}: the RDMA port and GID apply to --wire verbs-ud and verbs-rc",
+                           o.ib_port != 0 ? "-i" : "-x"));
   }
   if (!o.source_ports.empty() && o.source_ports.size() != o.lanes) {
     return bad(fmt::format("--source-ports gives {} port{} for --lanes {}: give one per lane",

@@ -21,6 +21,7 @@ PerfParams params_from(const PerfOptions& o, const std::string& cc_name) {
   p.segment_bytes = o.segment_bytes;
   p.dscp = o.dscp;
   p.bidirectional = o.bidirectional;
+  p.wire = o.wire;
   return p;
 }
 
@@ -51,7 +52,8 @@ json to_json(const PerfParams& p) {
               {"cc", p.cc},
               {"segment_bytes", p.segment_bytes},
               {"dscp", p.dscp},
-              {"bidirectional", p.bidirectional}};
+              {"bidirectional", p.bidirectional},
+              {"wire", std::string(to_string(p.wire))}};
 }
 
 Result<PerfParams> params_from_json(const json& j) {
@@ -59,8 +61,10 @@ Result<PerfParams> params_from_json(const json& j) {
     PerfParams p;
     p.version = j.at("version").get<int>();
     if (p.version != kProtocolVersion) {
-      return make_error(fmt::format("perf protocol version {} from the peer, this side speaks {}", p.version,
-                                    kProtocolVersion));
+      return make_error(fmt::format(
+          "perf protocol version {} from the peer, this side speaks {}: run the same megascale release on "
+          "both sides",
+          p.version, kProtocolVersion));
     }
     auto test = parse_perf_test(j.at("test").get<std::string>());
     if (!test) return test.error();
@@ -76,6 +80,9 @@ Result<PerfParams> params_from_json(const json& j) {
     p.segment_bytes = j.at("segment_bytes").get<uint32_t>();
     p.dscp = j.at("dscp").get<uint8_t>();
     p.bidirectional = j.at("bidirectional").get<bool>();
+    auto wire = parse_perf_wire(j.at("wire").get<std::string>());
+    if (!wire) return make_error("client's parameters: " + wire.error().message);
+    p.wire = *wire;
     // The server runs with these: hold them to the same ranges as its own flags.
     PerfOptions check;
     check.test = p.test;
@@ -135,6 +142,7 @@ Status check_agreement(const PerfOptions& s, const std::string& server_cc_name, 
   if (s.is_explicit(flag::kBidirectional)) {
     differ(flag::kBidirectional, s.bidirectional ? "on" : "off", c.bidirectional ? "on" : "off");
   }
+  differ(flag::kWire, std::string(to_string(s.wire)), std::string(to_string(c.wire)));
   if (diffs.empty()) {
     // The client's sizes must fit the server's own --buffer-mib too.
     if (Status st = check_buffer_budget(adopt_params(s, c)); !st)

@@ -11,6 +11,7 @@
 #include "megascale/congestion/config.h"
 #include "megascale/engine/packet.h"
 #include "megascale/perf/source_ports.h"
+#include "verbs_wire.h"
 
 namespace megascale::perf {
 
@@ -74,6 +75,19 @@ Result<std::unique_ptr<wire::UdpWire>> open_wire(const PerfOptions& o, PerfRole 
   return w;
 }
 
+// --wire verbs-*: the side's data wire (nullptr for udp, whose data connection shares the control wire).
+Result<std::unique_ptr<wire::UdpWire>> open_data_wire(const PerfOptions& o, PerfRole side,
+                                                      const cc::CcConfig& cc,
+                                                      const wire::FaultConfig& fault) {
+  if (!is_verbs(o.wire)) return std::unique_ptr<wire::UdpWire>();
+  auto w = detail::open_verbs_wire(o, wire_config_for(o, side, cc, fault));
+  if (!w) {
+    return make_error(
+        fmt::format("{} wire: {}", side == PerfRole::kServer ? "server" : "client", w.error().message));
+  }
+  return w;
+}
+
 }  // namespace
 
 PerfRun run_perf(const PerfOptions& o, const PerfSink& sink) {
@@ -88,12 +102,17 @@ PerfRun run_perf(const PerfOptions& o, const PerfSink& sink) {
       !s) {
     return usage(s.error().message);
   }
+  if (is_verbs(o.wire)) {
+    if (Status s = detail::check_verbs_device(o); !s) return usage(s.error().message);
+  }
 
   switch (role_of(o)) {
     case PerfRole::kServer: {
       auto w = open_wire(o, PerfRole::kServer, *cc, *fault);
       if (!w) return failure(w.error().message);
-      return detail::run_server_on(**w, o, cc->name, sink, nullptr);
+      auto data = open_data_wire(o, PerfRole::kServer, *cc, *fault);
+      if (!data) return failure(data.error().message);
+      return detail::run_server_on(**w, data->get(), o, cc->name, sink, nullptr);
     }
     case PerfRole::kClient: {
       auto ports = resolve_lane_ports(o, o.server, o.port,
@@ -102,7 +121,9 @@ PerfRun run_perf(const PerfOptions& o, const PerfSink& sink) {
       setup.source_ports = ports->describe;
       auto w = open_wire(o, PerfRole::kClient, *cc, *fault, ports->ports);
       if (!w) return failure(w.error().message);
-      return detail::run_client_on(**w, o.server, o.port, o, setup, sink);
+      auto data = open_data_wire(o, PerfRole::kClient, *cc, *fault);
+      if (!data) return failure(data.error().message);
+      return detail::run_client_on(**w, data->get(), o.server, o.port, o, setup, sink);
     }
     case PerfRole::kLoopback: {
       auto server_wire = open_wire(o, PerfRole::kServer, *cc, *fault);
@@ -117,13 +138,18 @@ PerfRun run_perf(const PerfOptions& o, const PerfSink& sink) {
       setup.source_ports = ports->describe;
       auto client_wire = open_wire(o, PerfRole::kClient, *cc, *fault, ports->ports);
       if (!client_wire) return failure(client_wire.error().message);
+      auto server_data = open_data_wire(o, PerfRole::kServer, *cc, *fault);
+      if (!server_data) return failure(server_data.error().message);
+      auto client_data = open_data_wire(o, PerfRole::kClient, *cc, *fault);
+      if (!client_data) return failure(client_data.error().message);
       std::atomic<bool> stop{false};
       PerfRun server_run;
       const PerfSink quiet{};
-      std::thread server(
-          [&] { server_run = detail::run_server_on(**server_wire, o, cc->name, quiet, &stop); });
-      PerfRun run =
-          detail::run_client_on(**client_wire, server_host, (*server_wire)->local_port(), o, setup, sink);
+      std::thread server([&] {
+        server_run = detail::run_server_on(**server_wire, server_data->get(), o, cc->name, quiet, &stop);
+      });
+      PerfRun run = detail::run_client_on(**client_wire, client_data->get(), server_host,
+                                          (*server_wire)->local_port(), o, setup, sink);
       stop.store(true);
       server.join();
       if (run.status == PerfStatus::kOk && server_run.status != PerfStatus::kOk) {

@@ -69,10 +69,14 @@ std::string describe_faults(const wire::FaultConfig& f) {
   return text;
 }
 
-PerfRun run_server_on(UdpWire& w, const PerfOptions& o, const std::string& cc_name, const PerfSink& sink,
-                      const std::atomic<bool>* stop) {
+PerfRun run_server_on(UdpWire& w, UdpWire* data_wire, const PerfOptions& o, const std::string& cc_name,
+                      const PerfSink& sink, const std::atomic<bool>* stop) {
   if (!o.loopback) {
     emit(sink, fmt::format("megascale perf server: waiting for a client on {}", w.capabilities().describe()));
+    if (data_wire != nullptr) {
+      emit(sink, fmt::format("megascale perf server: data on {} at {}", data_wire->describe(),
+                             data_wire->local_address()));
+    }
   }
   // A client opens two connections: control first, then data.
   std::optional<engine::ConnId> id;
@@ -84,6 +88,7 @@ PerfRun run_server_on(UdpWire& w, const PerfOptions& o, const std::string& cc_na
     if (!id) w.wait_for_io(std::min(w.next_deadline(), UdpWire::now() + 20 * kNsPerMs));
   }
   Session s(w, *id, o, sink, "client");
+  if (data_wire != nullptr) s.add_wire(*data_wire);
   // One client at a time: its data connection comes from the address its control connection came
   // from (both leave from its home socket); any other client is told the server is busy.
   const std::string busy = "server busy: another client's run is in progress";
@@ -118,16 +123,30 @@ PerfRun run_server_on(UdpWire& w, const PerfOptions& o, const std::string& cc_na
   }
   const PerfOptions eff = adopt_params(o, *params);
   if (Status st = s.send_control(json{{"type", "accept"},
-                                      {"transport", w.capabilities().describe()},
+                                      {"transport", data_wire ? data_wire->describe() : w.describe()},
                                       {"cc", cc_name},
                                       {"lanes", o.lanes},
-                                      {"host", host_name()}});
+                                      {"host", host_name()},
+                                      {"wire", std::string(to_string(o.wire))},
+                                      {"data_address", data_wire ? data_wire->local_address() : ""}});
       !st) {
     return failed(PerfStatus::kFailed, st.error().message);
   }
+  if (data_wire != nullptr) {
+    // The client's data connection on the verbs wire: the first to come after the accept is this
+    // client's (another client's control connection is refused on the UDP wire before it gets here).
+    std::optional<engine::ConnId> vdata;
+    if (Status st = s.drive([&] { return (vdata = data_wire->endpoint().accept()).has_value(); },
+                            fmt::format("the data connection on {}", data_wire->describe()));
+        !st) {
+      s.close();
+      return failed(PerfStatus::kFailed, st.error().message);
+    }
+    s.move_data(*vdata);
+  }
   if (!o.loopback) {
     emit(sink, fmt::format("client connected from {}: test {}, sizes {}, window {}, lanes {}, cc {}",
-                           w.peer_address(s.conn()->peer()), to_string(eff.test), describe_sizes(eff),
+                           s.wire().peer_address(s.conn()->peer()), to_string(eff.test), describe_sizes(eff),
                            eff.window, params->lanes, params->cc));
   }
   // The rows the client reports, for this side's --json; kept when the run fails later.

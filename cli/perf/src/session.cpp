@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <optional>
 #include <thread>
 
@@ -21,6 +22,7 @@ constexpr TimeNs kMaxSleepNs = 50 * kNsPerMs;
 Session::Session(wire::UdpWire& w, engine::ConnId control, const PerfOptions& o, const PerfSink& sink,
                  std::string peer_name)
     : wire_(w),
+      data_wire_(&w),
       control_id_(control),
       poll_(o.poll),
       timeout_ns_(sec(o.timeout_s)),
@@ -30,11 +32,26 @@ Session::Session(wire::UdpWire& w, engine::ConnId control, const PerfOptions& o,
   touch();
 }
 
+void Session::move_data(engine::ConnId data) {
+  parked_id_ = data_id_;
+  data_wire_ = second_wire_;
+  data_id_ = data;
+}
+
 Status Session::progress() {
   if (Status s = wire_.progress(); !s) return make_error("udp wire: " + s.error().message);
+  if (second_wire_ != nullptr) {
+    if (Status s = second_wire_->progress(); !s) {
+      return make_error(fmt::format("{}: {}", second_wire_->describe(), s.error().message));
+    }
+  }
   if (!refuse_why_.empty()) {
-    while (std::optional<engine::ConnId> other = wire_.endpoint().accept()) {
-      wire_.endpoint().refuse(*other, refuse_why_);
+    // The second wire's first connection is the data connection the server waits for (move_data).
+    for (wire::UdpWire* w : {&wire_, data_wire_ == second_wire_ ? second_wire_ : nullptr}) {
+      if (w == nullptr) continue;
+      while (std::optional<engine::ConnId> other = w->endpoint().accept()) {
+        w->endpoint().refuse(*other, refuse_why_);
+      }
     }
   }
   return {};
@@ -44,7 +61,8 @@ void Session::idle() {
   if (poll_ == PerfPoll::kBusy) return;
   const TimeNs now = wire::UdpWire::now();
   if (poll_ == PerfPoll::kAdaptive) {
-    const uint64_t io = wire_.datagrams_moved();
+    const uint64_t io =
+        wire_.datagrams_moved() + (second_wire_ != nullptr ? second_wire_->datagrams_moved() : 0);
     if (io != last_io_count_) {
       last_io_count_ = io;
       last_io_ns_ = now;
@@ -55,6 +73,15 @@ void Session::idle() {
       std::this_thread::yield();
       return;
     }
+  }
+  if (second_wire_ != nullptr) {
+    // Two wires: sleep on the data wire's events only, briefly, so that control messages on the UDP
+    // wire wait at most kTwoWireSleepNs (they come between rows, not inside one).
+    constexpr TimeNs kTwoWireSleepNs = kNsPerMs;
+    const TimeNs deadline =
+        std::min({wire_.next_deadline(), second_wire_->next_deadline(), now + kTwoWireSleepNs});
+    if (deadline > now + kSpinNs) second_wire_->wait_for_io(deadline);
+    return;
   }
   const TimeNs deadline = std::min(wire_.next_deadline(), now + kMaxSleepNs);
   if (deadline > now + kSpinNs) wire_.wait_for_io(deadline);
@@ -113,9 +140,11 @@ Status Session::check_lazily(const std::function<std::string()>& describe) {
   const TimeNs idle_ns = wire::UdpWire::now() - last_activity_ns_;
   if (idle_ns > timeout_ns_) {
     engine::Connection* c = have_data ? conn() : control();
-    return make_error(fmt::format("nothing completed for {:.1f} s (--timeout) while waiting for {}; {}",
-                                  static_cast<double>(idle_ns) / 1e9, describe(),
-                                  describe_stall(*c, wire_.endpoint().stats(), wire_.stats())));
+    return make_error(
+        fmt::format("nothing completed for {:.1f} s (--timeout) while waiting for {}; {}",
+                    static_cast<double>(idle_ns) / 1e9, describe(),
+                    describe_stall(*c, have_data ? data_wire_->endpoint().stats() : wire_.endpoint().stats(),
+                                   have_data ? data_wire_->stats() : wire_.stats())));
   }
   return {};
 }
@@ -220,7 +249,7 @@ void Session::emit_note(TimeNs start_ns, const std::string& text) {
 }
 
 void Session::abort() {
-  if (conn() != nullptr) wire_.close(data_id_, /*release=*/true);
+  if (conn() != nullptr) data_wire_->close(data_id_, /*release=*/true);
   // Let the RST leave before this side stops driving the wire.
   for (int i = 0; i < 4; ++i) {
     if (!progress()) break;
@@ -228,7 +257,9 @@ void Session::abort() {
 }
 
 void Session::close() {
-  if (conn() != nullptr) wire_.close(data_id_);
+  if (conn() != nullptr) data_wire_->close(data_id_);
+  auto parked = [&] { return parked_id_ ? wire_.endpoint().connection(parked_id_) : nullptr; };
+  if (parked() != nullptr) wire_.close(parked_id_);
   if (control() != nullptr) wire_.close(control_id_);
   auto settled = [](engine::Connection* c) {
     return c == nullptr || c->state() == engine::ConnectionState::kClosed ||
@@ -237,7 +268,7 @@ void Session::close() {
   const TimeNs deadline = wire::UdpWire::now() + 2 * kNsPerSec;
   while (wire::UdpWire::now() < deadline) {
     if (!progress()) return;
-    if (settled(control()) && settled(conn())) return;
+    if (settled(control()) && settled(conn()) && settled(parked())) return;
     idle();
   }
 }

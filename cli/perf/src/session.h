@@ -6,6 +6,9 @@
 // the measured messages, so its counters are the row's alone. They are apart because the engine's
 // receive slots form a ring (max_posted_recvs): a receive that stays posted while many later ones
 // complete would block the ring.
+//
+// With --wire verbs-* the data connection lives on a second wire (the verbs wire) while the control
+// connection stays on the UDP wire: move_data() puts it there, and progress() drives both wires.
 #pragma once
 
 #include <functional>
@@ -28,15 +31,21 @@ class Session {
   Session(wire::UdpWire& w, engine::ConnId control, const PerfOptions& o, const PerfSink& sink,
           std::string peer_name);
 
-  wire::UdpWire& wire() { return wire_; }
+  // The data connection's wire (the control wire until move_data()).
+  wire::UdpWire& wire() { return *data_wire_; }
   void set_data(engine::ConnId data) { data_id_ = data; }
+  // The second wire (the verbs wire): progress() and idle() drive it from now on, as the control wire.
+  void add_wire(wire::UdpWire& w) { second_wire_ = &w; }
+  // The data connection moves to `data` on the second wire; the first data connection on the control
+  // wire stays open, unused, until close().
+  void move_data(engine::ConnId data);
   engine::ConnId id() const { return data_id_; }
   // The data connection (nullptr before set_data and once released); use only from the driving thread.
-  engine::Connection* conn() { return data_id_ ? wire_.endpoint().connection(data_id_) : nullptr; }
+  engine::Connection* conn() { return data_id_ ? data_wire_->endpoint().connection(data_id_) : nullptr; }
   // A send's completion on the data connection, through the wire rather than conn(): with I/O threads
   // the wire holds it back until they no longer read the buffer (collectives/wire/README.md, "The TX
   // fence"). Receives may be tested on conn() directly.
-  engine::Completion test_send(engine::RequestId id) { return wire_.test(data_id_, id); }
+  engine::Completion test_send(engine::RequestId id) { return data_wire_->test(data_id_, id); }
   engine::Connection* control() { return wire_.endpoint().connection(control_id_); }
 
   // One progress round (receive, engine, timers, send). After refuse_newcomers(why), every connection
@@ -101,9 +110,12 @@ class Session {
   void abort();
 
  private:
-  wire::UdpWire& wire_;
+  wire::UdpWire& wire_;                   // the control connection's
+  wire::UdpWire* data_wire_;              // the data connection's: &wire_, or second_wire_
+  wire::UdpWire* second_wire_ = nullptr;  // add_wire()
   engine::ConnId control_id_;
   engine::ConnId data_id_ = 0;
+  engine::ConnId parked_id_ = 0;  // the control wire's data connection after move_data()
   PerfPoll poll_;
   uint64_t last_io_count_ = 0;  // datagrams in + out at the last idle()
   TimeNs last_io_ns_ = 0;       // when that count last changed

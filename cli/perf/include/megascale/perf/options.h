@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -27,6 +28,17 @@
 namespace megascale::perf {
 
 enum class PerfTest : uint8_t { kBw, kLat, kBoth };
+
+// What carries the measured messages (--wire). udp: the UDP wire, control and data on one wire.
+// verbs-ud / verbs-rc: the verbs wire (collectives/wire/verbs, port.h) on an RDMA device for the data
+// connection; the control connection stays on UDP (host and -p as for udp), and the server's accept
+// carries its verbs address, which the client's data connection then goes to.
+enum class PerfWire : uint8_t { kUdp, kVerbsUd, kVerbsRc };
+std::string_view to_string(PerfWire w);
+Result<PerfWire> parse_perf_wire(std::string_view text);  // "udp", "verbs-ud", "verbs-rc"
+inline bool is_verbs(PerfWire w) {
+  return w != PerfWire::kUdp;
+}
 
 // How a side waits for its wire. kBusy spins on the sockets (perftest's way: lowest latency, a whole
 // core per side). kAdaptive spins while datagrams keep coming and sleeps in epoll once none came or
@@ -78,6 +90,7 @@ inline constexpr std::string_view kSegment = "--segment";
 inline constexpr std::string_view kCheck = "--check";
 inline constexpr std::string_view kTclass = "-T";
 inline constexpr std::string_view kBidirectional = "-b";
+inline constexpr std::string_view kWire = "--wire";
 }  // namespace flag
 
 struct PerfOptions {
@@ -101,7 +114,14 @@ struct PerfOptions {
   bool port_given = false;       // loopback binds ephemeral ports unless -p was given
   bool ipv6 = false;             // -6
   std::string bind_host;         // --bind: local address; empty = any (loopback: the loopback address)
-  std::string device;            // -d: the interface whose address bind_host is (device.h)
+  std::string device;            // -d: udp: the interface whose address bind_host is (device.h);
+                                 // verbs: the RDMA device ("" = the first with an ACTIVE RoCE port)
+
+  // The verbs wire (--wire verbs-*): the data connection's port. The control connection stays on UDP.
+  PerfWire wire = PerfWire::kUdp;     // --wire
+  uint32_t ib_port = 0;               // -i: 1-based; 0 = the device's first ACTIVE Ethernet port
+  std::optional<uint32_t> gid_index;  // -x: as MEGASCALE_IB_GID_INDEX (it overrides that variable)
+  std::string sysfs_root = "/sys/class/infiniband";  // where devices are discovered (tests point elsewhere)
 
   // The transport.
   uint32_t lanes = 4;                   // --lanes: lanes (UDP source ports) per connection, 1..64

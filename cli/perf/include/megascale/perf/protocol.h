@@ -2,8 +2,11 @@
 // next to the measured messages (tag kTagData).
 //
 //   client                              server
-//   params {test, sizes, iters, ...} -> checks them against the flags it was given explicitly
-//                                    <- accept {server's settings} | refuse {error}
+//   (control connection, then data connection, both on the UDP wire)
+//   params {test, sizes, iters, wire, ...} -> checks them against the flags it was given explicitly
+//                                    <- accept {server's settings, data_address} | refuse {error}
+//   (--wire verbs-*: the client opens a data connection on its verbs wire to data_address, the
+//    server's verbs wire local_address(); the UDP data connection stays idle until the end)
 //   row {test, size, count}          -> allocates and posts `count` receives (bw) / the first (lat)
 //                                    <- ready
 //   ... count data messages (bw), or count ping-pongs (lat) ...
@@ -36,7 +39,8 @@ inline constexpr int32_t kTagControl = 7;
 inline constexpr uint64_t kMaxControlBytes = 64 * 1024;
 // 2: -b (PerfParams::bidirectional, and the server's own send figures in a bw row's result).
 // 3: rows and counters name their units (bw_average_gbps, payload_sent_bytes, ...).
-inline constexpr int kProtocolVersion = 3;
+// 4: --wire (PerfParams::wire) and the server's verbs address in its accept (data_address).
+inline constexpr int kProtocolVersion = 4;
 
 // The test parameters the client proposes.
 struct PerfParams {
@@ -53,6 +57,7 @@ struct PerfParams {
   uint32_t segment_bytes = 4096;
   uint8_t dscp = 0;
   bool bidirectional = false;
+  PerfWire wire = PerfWire::kUdp;
 };
 
 // The client's proposal from its options; `cc_name` is its resolved preset name.
@@ -63,9 +68,10 @@ PerfOptions adopt_params(const PerfOptions& server, const PerfParams& p);
 nlohmann::json to_json(const PerfParams& p);
 Result<PerfParams> params_from_json(const nlohmann::json& j);
 
-// Every flag the server was given explicitly must have the client's value; the error names each that
-// differs. `server_cc_name` is the server's resolved preset name. The client's sizes must also fit the
-// server's --buffer-mib (check_buffer_budget).
+// Every flag the server was given explicitly must have the client's value, and --wire always (the
+// server's wires are open before a client comes); the error names each that differs. `server_cc_name` is the
+// server's resolved preset name. The client's sizes must also fit the server's --buffer-mib
+// (check_buffer_budget).
 Status check_agreement(const PerfOptions& server, const std::string& server_cc_name,
                        const PerfParams& client);
 
