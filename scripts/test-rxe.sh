@@ -41,6 +41,10 @@
 #                        over verbs-ud, run by that megascale) joins the default one-guest commands
 #                        (default build/collectives/nccl/libnccl-net-megascale.so; left out when it or
 #                        megascale is not built; "" leaves it out).
+#   MEGASCALE_RXE_TESTS  the folder of the verbs wire's device tests (ib_device_test,
+#                        verbs_wire_device_test, rc_port_test), whose runs
+#                        (scripts/rxe/verbs-tests-one-guest.cmds) join the default one-guest commands
+#                        (default build/tests; left out when they are not built; "" leaves them out).
 #   MEGASCALE_RXE_PERF_TWO_GUESTS  1: megascale-two-guests.cmds too (off: its verbs-ud run across the
 #                        guests stalled until the per-command limit; scripts/rxe/README.md).
 #   MEGASCALE_RXE_PERFTEST  1: as --perftest (a CI stage turns the baseline on without new arguments).
@@ -124,6 +128,20 @@ if [ -n "$plugin_lib" ] && [ -z "$commands" ]; then
   fi
 fi
 
+# The verbs wire's device tests (scripts/rxe/verbs-tests-one-guest.cmds), when built.
+tests_dir=${MEGASCALE_RXE_TESTS-build/tests}
+verbs_tests=(ib_device_test verbs_wire_device_test rc_port_test)
+if [ -n "$tests_dir" ] && [ -z "$commands" ]; then
+  for t in "${verbs_tests[@]}"; do
+    [ -x "$tests_dir/$t" ] || tests_dir=""
+  done
+  if [ -n "$tests_dir" ]; then
+    for t in "${verbs_tests[@]}"; do bins+=("$tests_dir/$t"); done
+  elif [ "$list" != 1 ]; then
+    echo "test-rxe: the verbs device tests are not built (${verbs_tests[*]}): their runs are left out" >&2
+  fi
+fi
+
 deadline=$((SECONDS + limit))
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -144,6 +162,10 @@ for m in "${modes[@]}"; do
   fi
   if [ -z "$commands" ] && [ -n "$plugin_lib" ] && [ "$m" = 1 ]; then
     cat "$here/plugin-one-guest.cmds" >>"$work/cmds-$m.txt"
+  fi
+  # Last: its flap takes the guest's link down.
+  if [ -z "$commands" ] && [ -n "$tests_dir" ] && [ "$m" = 1 ]; then
+    cat "$here/verbs-tests-one-guest.cmds" >>"$work/cmds-$m.txt"
   fi
   for r in "${runs[@]}"; do echo "${r%%=*} ${r#*=}" >>"$work/cmds-$m.txt"; done
   if [ "$perftest" = 1 ]; then

@@ -79,7 +79,12 @@ stage_test() {
 
 stage_rxe() {
   local status=0
-  scripts/test-rxe.sh --out build/rxe-out --timeout 540 || status=$?
+  # The test stage's build: megascale's perf and topo runs, the plugin's plugin-check over verbs-ud and
+  # the verbs wire's device tests join the guests' own checks.
+  MEGASCALE_RXE_MEGASCALE=build/test/cli/megascale \
+    MEGASCALE_RXE_PLUGIN=build/test/collectives/nccl/libnccl-net-megascale.so \
+    MEGASCALE_RXE_TESTS=build/test/tests \
+    scripts/test-rxe.sh --out build/rxe-out --timeout 540 || status=$?
   if [ $status -eq 77 ]; then
     echo "rxe stage skipped (the reason is above)"
     return 0
