@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "bytes.h"
 #include "megascale/engine/crc32c.h"
 
 namespace megascale::wire::verbs {
@@ -12,16 +13,8 @@ namespace {
 
 constexpr size_t kFixedBytes = 44;  // everything before the lanes
 
-template <class T>
-void put(uint8_t* p, T v) {
-  std::memcpy(p, &v, sizeof v);
-}
-template <class T>
-T get(const uint8_t* p) {
-  T v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
+using detail::get;
+using detail::put;
 
 // IB MTU codes (enum ibv_mtu): 1 = 256 ... 5 = 4096.
 uint8_t mtu_code(uint32_t bytes) {

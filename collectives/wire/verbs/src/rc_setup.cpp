@@ -4,21 +4,14 @@
 #include <cstring>
 #include <string>
 
+#include "bytes.h"
 #include "megascale/engine/crc32c.h"
 
 namespace megascale::wire::verbs {
 namespace {
 
-template <class T>
-void put(uint8_t* p, T v) {
-  std::memcpy(p, &v, sizeof v);
-}
-template <class T>
-T get(const uint8_t* p) {
-  T v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
+using detail::get;
+using detail::put;
 
 Error bad(const std::string& what) {
   return make_error(ErrorCode::kRemote, "RC set-up message: " + what);
