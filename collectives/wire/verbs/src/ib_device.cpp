@@ -33,6 +33,18 @@ Error sys_error(const std::string& what, int err) {
   return make_error(ErrorCode::kSystem, what + ": " + std::strerror(err));
 }
 
+// One receive WR (at most one SGE) posted on `qp`; `what` names the call in the error.
+Status post_recv_wr(ibv_qp* qp, const RecvWr& in, const char* what) {
+  ibv_sge sge{in.sge.addr, in.sge.length, in.sge.lkey};
+  ibv_recv_wr wr{};
+  wr.wr_id = in.wr_id;
+  wr.sg_list = in.num_sge > 0 ? &sge : nullptr;
+  wr.num_sge = static_cast<int>(in.num_sge);
+  ibv_recv_wr* bad = nullptr;
+  if (int err = ibv_post_recv(qp, &wr, &bad); err != 0) return sys_error(what, err);
+  return {};
+}
+
 class Cq final : public IbCq {
  public:
   Cq(ibv_cq* cq, ibv_comp_channel* channel) : cq_(cq), channel_(channel) {}
@@ -141,16 +153,7 @@ class UdQp final : public IbUdQp {
     return {};
   }
 
-  Status post_recv(const RecvWr& in) override {
-    ibv_sge sge{in.sge.addr, in.sge.length, in.sge.lkey};
-    ibv_recv_wr wr{};
-    wr.wr_id = in.wr_id;
-    wr.sg_list = in.num_sge > 0 ? &sge : nullptr;
-    wr.num_sge = static_cast<int>(in.num_sge);
-    ibv_recv_wr* bad = nullptr;
-    if (int err = ibv_post_recv(qp_, &wr, &bad); err != 0) return sys_error("ibv_post_recv (UD)", err);
-    return {};
-  }
+  Status post_recv(const RecvWr& in) override { return post_recv_wr(qp_, in, "ibv_post_recv (UD)"); }
 
   Status reset() override {
     ibv_qp_attr attr{};
@@ -243,16 +246,7 @@ class RcQp final : public IbRcQp {
     return {};
   }
 
-  Status post_recv(const RecvWr& in) override {
-    ibv_sge sge{in.sge.addr, in.sge.length, in.sge.lkey};
-    ibv_recv_wr wr{};
-    wr.wr_id = in.wr_id;
-    wr.sg_list = in.num_sge > 0 ? &sge : nullptr;
-    wr.num_sge = static_cast<int>(in.num_sge);
-    ibv_recv_wr* bad = nullptr;
-    if (int err = ibv_post_recv(qp_, &wr, &bad); err != 0) return sys_error("ibv_post_recv (RC)", err);
-    return {};
-  }
+  Status post_recv(const RecvWr& in) override { return post_recv_wr(qp_, in, "ibv_post_recv (RC)"); }
 
  private:
   ibv_qp* qp_;
