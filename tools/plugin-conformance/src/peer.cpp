@@ -244,12 +244,19 @@ Status spawn(Env& env, const char* mode, Child& child) {
 // How the peer is taken away mid-transfer.
 enum class Silence { kKill, kStop };
 
-// Keeps `inflight` requests posted on `comm` (sends or receives), kills or stops the child once it has
-// completed some messages, and requires an error from the plugin within the bound.
-Status transfer_until_error(Env& env, Child& child, void* comm, bool sending, Silence how) {
+// The buffers of transfer_until_error(). The caller keeps them until the comm is closed, as NCCL does:
+// requests may still be posted when a transfer fails (on the other stripes of a striped comm), and the
+// plugin may read or write them until closeSend/closeRecv returns.
+std::vector<uint8_t> peer_buffers() {
+  return std::vector<uint8_t>(kPeerInflight * kPeerMsg, 0x3C);
+}
+
+// Keeps `inflight` requests posted on `comm` (sends or receives) from `buf`, kills or stops the child
+// once it has completed some messages, and requires an error from the plugin within the bound.
+Status transfer_until_error(Env& env, Child& child, void* comm, std::vector<uint8_t>& buf, bool sending,
+                            Silence how) {
   const char* signal_text = how == Silence::kKill ? "SIGKILL" : "SIGSTOP";
   const char* gone = how == Silence::kKill ? "killed" : "stopped";
-  std::vector<uint8_t> buf(kPeerInflight * kPeerMsg, 0x3C);
   void* mr = nullptr;
   MS_CALL(env.net.reg_mr(comm, buf.data(), buf.size(), env.options.mem_type, &mr));
   void* reqs[kPeerInflight] = {};
@@ -342,7 +349,8 @@ Status peer_gone_while_sending(Env& env, Silence how) {
     MS_CALL(env.net.connect(ctx.get(), env.dev, handle, &send_comm));
     MS_REQUIRE(!deadline.passed(), "connect to the peer process did not complete");
   }
-  Status s = transfer_until_error(env, child, send_comm, /*sending=*/true, how);
+  std::vector<uint8_t> buf = peer_buffers();  // freed only after closeSend, as NCCL frees its own
+  Status s = transfer_until_error(env, child, send_comm, buf, /*sending=*/true, how);
   const auto t0 = Clock::now();
   MS_CALL(env.net.close_send(send_comm));
   MS_REQUIRE(seconds_since(t0) < 5 * time_scale(),
@@ -367,7 +375,8 @@ Status peer_gone_while_receiving(Env& env, Silence how) {
     MS_CALL(env.net.accept(listen_comm, &recv_comm));
     MS_REQUIRE(!deadline.passed(), "accept from the peer process did not complete");
   }
-  Status s = transfer_until_error(env, child, recv_comm, /*sending=*/false, how);
+  std::vector<uint8_t> buf = peer_buffers();  // freed only after closeRecv, as NCCL frees its own
+  Status s = transfer_until_error(env, child, recv_comm, buf, /*sending=*/false, how);
   const auto t0 = Clock::now();
   MS_CALL(env.net.close_recv(recv_comm));
   MS_CALL(env.net.close_listen(listen_comm));
