@@ -234,12 +234,34 @@ TEST(PacketPort, TheEngineRecoversWhatALossyPortDropsAndSeesItsCeMarks) {
 
 TEST(PacketPort, AnIdleThreadedWireSleepsOnThePortFdAndWakesForAnArrival) {
   Pair p = make_pair_of_wires();
-  transfer(p, 64 << 10);
-  // Idle now: the threads arm their ports and sleep. A message sent later still arrives promptly.
-  const uint64_t sleeps_before = p.b->stats().sleeps;
-  usleep(200'000);
-  EXPECT_GT(p.b->stats().sleeps, sleeps_before);
+  ASSERT_TRUE(p.a && p.b);
+  ASSERT_TRUE(p.a->start());
+  ASSERT_TRUE(p.b->start());
+  auto conn = p.a->connect(p.b->local_address());
+  ASSERT_TRUE(conn) << conn.error().message;
+  auto accepted = p.b->wait_accept(sec(20));
+  ASSERT_TRUE(accepted) << accepted.error().message;
+  // Idle now: b's thread arms its port and sleeps in epoll (at once on an idle host, later on a loaded
+  // one: the bound is generous).
+  auto eventually = [](auto pred) {
+    for (int i = 0; i < 2000 && !pred(); ++i) usleep(10'000);
+    return pred();
+  };
+  ASSERT_TRUE(eventually([&] { return p.b->stats().sleeps > 0; })) << "b's thread never slept";
   EXPECT_GT(p.port_b->arms, 0u);
+  const uint64_t sleeps_idle = p.b->stats().sleeps;
+  // A message sent to the sleeping wire arrives whole: the port's fd woke it. Once done, it sleeps again.
+  const std::vector<uint8_t> data = pattern(64 << 10);
+  std::vector<uint8_t> got(data.size(), 0);
+  auto r = p.b->post_recv(*accepted, got.data(), got.size(), 5);
+  ASSERT_TRUE(r) << r.error().message;
+  auto s = p.a->post_send(*conn, data.data(), data.size(), 5);
+  ASSERT_TRUE(s) << s.error().message;
+  const engine::Completion rc = p.b->wait(*accepted, *r, sec(60));
+  ASSERT_TRUE(rc.done && rc.ok) << rc.error;
+  EXPECT_TRUE(got == data);
+  EXPECT_TRUE(eventually([&] { return p.b->stats().sleeps > sleeps_idle; }))
+      << "b's thread did not sleep again after the arrival (" << p.b->stats().sleeps << " sleeps)";
 }
 
 TEST(PacketPort, CallerDrivenWiresMoveData) {
