@@ -14,14 +14,16 @@ row_counters=(retransmits retransmits_fast retransmits_rto timeouts ecn_marks cn
   kernel_rcvbuf_errors kernel_in_errors socket_drops rx_stolen tx_rerouted tx_stolen io_awake_ns io_busy_ns
   faults_injected fault_datagrams fault_dropped fault_duplicated fault_reordered fault_delayed
   fault_corrupted fault_ce_marked junk_dropped corrupt_dropped malformed_dropped endpoint_malformed
-  unknown_connection same_host)
+  unknown_connection segments_sent segments_received cpu_counted cpu_user_s cpu_sys_s cpu_s
+  segments_per_cpu_s one_process same_host)
 side_counters=(retransmits_fast retransmits_rto timeouts ecn_marks cnps_received repaths floor_stalls
   sends_posted sends_waited_for_credit payload_sent_bytes payload_received_bytes ce_received cnps_sent
   duplicates_dropped corrupt_dropped malformed_dropped endpoint_malformed unknown_connection rtt_buckets
   rtt_max_ns datagrams_sent datagrams_received udp_sent_bytes send_syscalls send_messages gso_messages
   recv_syscalls recv_messages gro_messages send_dropped_full progress_calls fault_offered fault_dropped
   fault_duplicated fault_reordered fault_delayed fault_corrupted fault_ce_marked rx_stolen tx_rerouted
-  tx_stolen io_awake_ns io_busy_ns kernel_ok kernel_rcvbuf_errors kernel_in_errors socket_drops)
+  tx_stolen io_awake_ns io_busy_ns kernel_ok kernel_rcvbuf_errors kernel_in_errors socket_drops
+  segments_sent segments_received cpu_ok cpu_user_ns cpu_sys_ns process_id)
 fields=(command schema_version status
   config.mode config.test config.sizes config.iterations config.duration_s config.window config.check
   config.bidirectional config.payload_crc config.lanes config.server_lanes config.cc config.server_cc
@@ -44,7 +46,7 @@ run=(perf --loopback -d lo -q 2 -T 104 -s 4K --timeout 30s)
 "$megascale" "${run[@]}" -n 100 --json "$dir/perf.json" > "$dir/table" 2>&1 || fail "perf --json FILE: $(cat "$dir/table")"
 grep -q "BW average\[Gb/sec\]" "$dir/table" || fail "perf --json FILE: no table on standard output"
 python3 "$check" "$dir/perf.json" perf "${fields[@]}" || fail "perf --json FILE: $(cat "$dir/perf.json")"
-python3 - "$dir/perf.json" <<'PY' || fail "perf --json FILE: values"
+python3 - "$dir/perf.json" "$dir/table" <<'PY' || fail "perf --json FILE: values"
 import json, sys
 d = json.load(open(sys.argv[1]))
 c = d["config"]
@@ -52,6 +54,21 @@ assert (d["status"], c["tclass"], c["dscp"], c["lanes"], c["device"], c["bind"],
     ("ok", 104, 26, 2, "lo", "127.0.0.1", "udp"), (d["status"], c)
 assert [r["size_bytes"] for r in d["bw"] + d["lat"]] == [4096, 4096], d
 assert all(r["bw_average_gbps"] > 0 for r in d["bw"]) and all(r["t_min_us"] > 0 for r in d["lat"]), d
+# CPU per segment: client and server are one process (--loopback), so the row's CPU time is that
+# process's, counted once (the larger side's reading), not the two sides added.
+for r in d["bw"] + d["lat"]:
+    k, cl, sv = r["counters"], r["counters"]["client"], r["counters"]["server"]
+    assert k["cpu_counted"] and k["one_process"], k
+    assert cl["process_id"] == sv["process_id"] > 0, k
+    assert abs(k["cpu_user_s"] * 1e9 - max(cl["cpu_user_ns"], sv["cpu_user_ns"])) <= 1, k
+    assert abs(k["cpu_sys_s"] * 1e9 - max(cl["cpu_sys_ns"], sv["cpu_sys_ns"])) <= 1, k
+    assert k["cpu_s"] > 0 and abs(k["cpu_s"] - (k["cpu_user_s"] + k["cpu_sys_s"])) < 1e-9, k
+    messages = r["iterations"] * (2 if "t_min_us" in r else 1)
+    assert k["segments_sent"] >= messages and k["segments_received"] >= messages, (messages, k)
+    assert k["segments_sent"] == k["client"]["segments_sent"] + k["server"]["segments_sent"], k
+    assert abs(k["segments_per_cpu_s"] - k["segments_sent"] / k["cpu_s"]) <= 1e-6 * k["segments_per_cpu_s"], k
+table = open(sys.argv[2]).read()
+assert table.count(" # cpu (one process, client and server): user ") == len(d["bw"]) + len(d["lat"]), table
 PY
 
 "$megascale" "${run[@]}" -D 200ms --test bw --json - > "$dir/stdout" 2> "$dir/stderr" \

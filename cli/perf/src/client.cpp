@@ -320,6 +320,7 @@ PerfRun run_client_on(UdpWire& w, UdpWire* data_wire, const std::string& host, u
         counters = &run.report.lat.back().counters;
       }
       lines.push_back(counters_line(*counters));
+      lines.push_back(cpu_line(*counters));
       if (o.verbose) lines.push_back(wire_line(*counters, payload, messages));
       for (const std::string& line : lines) emit(sink, pending, line);
       report["lines"] = pending;

@@ -1,6 +1,9 @@
 // Row counters: engine and wire statistics, kernel UDP drops, RTT histogram differences.
 #include "megascale/perf/counters.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <charconv>
 #include <fstream>
@@ -130,6 +133,20 @@ TimeNs rtt_percentile_ns(const RttCounts& c, double q, TimeNs max_ns) {
   return max_ns > 0 ? std::min(upper, max_ns) : upper;
 }
 
+ProcessCpu read_process_cpu() {
+  ProcessCpu cpu;
+  cpu.process_id = static_cast<uint64_t>(getpid());
+  rusage ru{};
+  if (getrusage(RUSAGE_SELF, &ru) != 0) return cpu;
+  const auto ns = [](const timeval& t) {
+    return static_cast<uint64_t>(t.tv_sec) * 1'000'000'000ULL + static_cast<uint64_t>(t.tv_usec) * 1000ULL;
+  };
+  cpu.ok = true;
+  cpu.user_ns = ns(ru.ru_utime);
+  cpu.sys_ns = ns(ru.ru_stime);
+  return cpu;
+}
+
 SideSnapshot take_snapshot(wire::UdpWire& w, engine::ConnId conn) {
   SideSnapshot s;
   w.with_endpoint([&](engine::Endpoint& ep) {
@@ -139,6 +156,7 @@ SideSnapshot take_snapshot(wire::UdpWire& w, engine::ConnId conn) {
   s.rtt = rtt_counts(s.conn.rtt);
   s.wire = w.stats();
   s.kernel = read_kernel_udp(w.capabilities().ports);
+  s.cpu = read_process_cpu();
   return s;
 }
 
@@ -197,6 +215,14 @@ SideCounters side_delta(const SideSnapshot& a, const SideSnapshot& b) {
     d.kernel.in_errors = b.kernel.in_errors - a.kernel.in_errors;
     d.kernel.socket_drops = b.kernel.socket_drops - a.kernel.socket_drops;
   }
+  d.segments_sent = y.segments_sent - x.segments_sent;
+  d.segments_received = y.segments_received - x.segments_received;
+  d.process_id = b.cpu.process_id;
+  d.cpu_ok = a.cpu.ok && b.cpu.ok && a.cpu.process_id == b.cpu.process_id;
+  if (d.cpu_ok) {
+    d.cpu_user_ns = b.cpu.user_ns - a.cpu.user_ns;
+    d.cpu_sys_ns = b.cpu.sys_ns - a.cpu.sys_ns;
+  }
   return d;
 }
 
@@ -250,6 +276,16 @@ SideCounters sum_sides(const SideCounters& a, const SideCounters& b, bool same_h
   if (!same_host) {
     s.kernel.rcvbuf_errors += b.kernel.rcvbuf_errors;
     s.kernel.in_errors += b.kernel.in_errors;
+  }
+  s.segments_sent += b.segments_sent;
+  s.segments_received += b.segments_received;
+  s.cpu_ok = a.cpu_ok && b.cpu_ok;
+  if (same_host && a.process_id != 0 && a.process_id == b.process_id) {
+    s.cpu_user_ns = std::max(a.cpu_user_ns, b.cpu_user_ns);
+    s.cpu_sys_ns = std::max(a.cpu_sys_ns, b.cpu_sys_ns);
+  } else {
+    s.cpu_user_ns += b.cpu_user_ns;
+    s.cpu_sys_ns += b.cpu_sys_ns;
   }
   return s;
 }

@@ -206,7 +206,13 @@ json to_json(const SideCounters& c) {
               {"kernel_ok", c.kernel.ok},
               {"kernel_rcvbuf_errors", c.kernel.rcvbuf_errors},
               {"kernel_in_errors", c.kernel.in_errors},
-              {"socket_drops", c.kernel.socket_drops}};
+              {"socket_drops", c.kernel.socket_drops},
+              {"segments_sent", c.segments_sent},
+              {"segments_received", c.segments_received},
+              {"cpu_ok", c.cpu_ok},
+              {"cpu_user_ns", c.cpu_user_ns},
+              {"cpu_sys_ns", c.cpu_sys_ns},
+              {"process_id", c.process_id}};
 }
 
 SideCounters side_counters_from_json(const json& j) {
@@ -265,6 +271,12 @@ SideCounters side_counters_from_json(const json& j) {
   c.kernel.rcvbuf_errors = u("kernel_rcvbuf_errors");
   c.kernel.in_errors = u("kernel_in_errors");
   c.kernel.socket_drops = u("socket_drops");
+  c.segments_sent = u("segments_sent");
+  c.segments_received = u("segments_received");
+  c.cpu_ok = j.value("cpu_ok", false);
+  c.cpu_user_ns = u("cpu_user_ns");
+  c.cpu_sys_ns = u("cpu_sys_ns");
+  c.process_id = u("process_id");
   return c;
 }
 

@@ -181,6 +181,30 @@ std::string counters_line(const RowCounters& c) {
       junk_text(t), floor);
 }
 
+double cpu_seconds(const SideCounters& c) {
+  return static_cast<double>(c.cpu_user_ns + c.cpu_sys_ns) / 1e9;
+}
+
+double segments_per_cpu_second(const SideCounters& c) {
+  const double s = cpu_seconds(c);
+  return c.cpu_ok && s > 0 ? static_cast<double>(c.segments_sent) / s : 0.0;
+}
+
+bool one_process(const RowCounters& c) {
+  return c.same_host && c.client.process_id != 0 && c.client.process_id == c.server.process_id;
+}
+
+std::string cpu_line(const RowCounters& c) {
+  const SideCounters& t = c.total;
+  if (!t.cpu_ok) return " # cpu: not counted (getrusage failed on a side)";
+  return fmt::format(
+      " # cpu ({}): user {:.3f} s + sys {:.3f} s for {} segments sent ({} received): {:.0f} segments per "
+      "CPU-second",
+      one_process(c) ? "one process, client and server" : "client + server processes",
+      static_cast<double>(t.cpu_user_ns) / 1e9, static_cast<double>(t.cpu_sys_ns) / 1e9, t.segments_sent,
+      t.segments_received, segments_per_cpu_second(t));
+}
+
 std::string wire_line(const RowCounters& c, uint64_t payload_bytes, uint64_t messages) {
   const SideCounters& t = c.total;
   const double gb = std::max(static_cast<double>(payload_bytes) / 1e9, 1e-12);
@@ -250,6 +274,14 @@ json counters_json(const RowCounters& c) {
               {"malformed_dropped", t.malformed_dropped},
               {"endpoint_malformed", t.endpoint_malformed},
               {"unknown_connection", t.unknown_connection},
+              {"segments_sent", t.segments_sent},
+              {"segments_received", t.segments_received},
+              {"cpu_counted", t.cpu_ok},
+              {"cpu_user_s", static_cast<double>(t.cpu_user_ns) / 1e9},
+              {"cpu_sys_s", static_cast<double>(t.cpu_sys_ns) / 1e9},
+              {"cpu_s", cpu_seconds(t)},
+              {"segments_per_cpu_s", segments_per_cpu_second(t)},
+              {"one_process", one_process(c)},
               {"same_host", c.same_host},
               {"client", to_json(c.client)},
               {"server", to_json(c.server)}};

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "device_rails.h"
 #include "log.h"
 #if MEGASCALE_NCCL_VERBS
 #include "megascale/wire/verbs/port.h"
@@ -53,6 +54,7 @@ Status Registry::ensure_ready() {
     status_ = s.error();
     return status_;
   }
+  const std::string rails_line = assign_rail_ids(devices_);
   stats_.configure(config_.stats_dir, config_.stats_interval_ns, settings_of(config_),
                    stats_identity([](const char* name) { return std::getenv(name); }),
                    config_.stats_keep_prom);
@@ -61,20 +63,21 @@ Status Registry::ensure_ready() {
   for (const Setting& setting : config_.settings)
     MS_INFO(abi::kSubsysInit | abi::kSubsysEnv, "%s", echo_line(setting).c_str());
   for (const std::string& line : config_.warnings) MS_WARN("%s", line.c_str());
+  MS_INFO(abi::kSubsysInit | abi::kSubsysNet, "%s", rails_line.c_str());
   std::string using_text;
   for (size_t i = 0; i < devices_.size(); ++i) {
     const InterfaceInfo& f = devices_[i].iface;
     char entry[512];
     if (is_verbs(devices_[i].wire)) {
       // The port's MTU is known once its wire opens, which fits the segment to it.
-      std::snprintf(entry, sizeof entry, " [%zu]%s:%s<port %u, gid %u, %d Mbps, segment <= %u B%s%s>", i,
-                    f.name.c_str(), f.address.c_str(), devices_[i].rdma_port, devices_[i].gid_index,
-                    f.speed_mbps, devices_[i].segment_bytes, f.pci_path.empty() ? "" : ", ",
-                    f.pci_path.c_str());
+      std::snprintf(
+          entry, sizeof entry, " [%zu]%s:%s<port %u, gid %u, %d Mbps, segment <= %u B, rail %d%s%s>", i,
+          f.name.c_str(), f.address.c_str(), devices_[i].rdma_port, devices_[i].gid_index, f.speed_mbps,
+          devices_[i].segment_bytes, devices_[i].rail_id, f.pci_path.empty() ? "" : ", ", f.pci_path.c_str());
     } else {
-      std::snprintf(entry, sizeof entry, " [%zu]%s:%s<mtu %d, %d Mbps, segment %u B%s%s>", i, f.name.c_str(),
-                    f.address.c_str(), f.mtu_bytes, f.speed_mbps, devices_[i].segment_bytes,
-                    f.pci_path.empty() ? "" : ", ", f.pci_path.c_str());
+      std::snprintf(entry, sizeof entry, " [%zu]%s:%s<mtu %d, %d Mbps, segment %u B, rail %d%s%s>", i,
+                    f.name.c_str(), f.address.c_str(), f.mtu_bytes, f.speed_mbps, devices_[i].segment_bytes,
+                    devices_[i].rail_id, f.pci_path.empty() ? "" : ", ", f.pci_path.c_str());
     }
     using_text += entry;
   }
@@ -126,6 +129,7 @@ Status Registry::find_devices_locked() {
       d.iface.mtu_bytes = static_cast<int>(p.active_mtu_bytes);
       d.iface.speed_mbps = p.rate_gbps > 0 ? static_cast<int>(p.rate_gbps * 1000) : -1;
       d.iface.pci_path = p.pci_path;
+      d.netdev = p.netdev;
       // UD carries one segment per datagram: the wire lowers a segment larger than the port's MTU allows.
       d.segment_bytes = config_.segment_bytes ? config_.segment_bytes : 4096;
       d.ptr_support = ptr.bits;

@@ -134,6 +134,52 @@ TEST(PerfSides, DeltaAndSumCountBothDirectionsAndTheHostOnce) {
   EXPECT_FALSE(side_delta(unread, b).kernel.ok);
 }
 
+// CPU per segment: each side's process time over the row and its engine's segments; two sides in one
+// process (--loopback) are that process once, two processes add up.
+TEST(PerfSides, CpuTimeIsPerProcessAndSegmentsAddUp) {
+  SideSnapshot a, b;
+  a.conn.segments_sent = 10;
+  b.conn.segments_sent = 110;
+  a.conn.segments_received = 5;
+  b.conn.segments_received = 55;
+  a.cpu = {true, 1'000, 2'000, 42};
+  b.cpu = {true, 301'000, 502'000, 42};
+  const SideCounters d = side_delta(a, b);
+  EXPECT_EQ(d.segments_sent, 100u);
+  EXPECT_EQ(d.segments_received, 50u);
+  EXPECT_TRUE(d.cpu_ok);
+  EXPECT_EQ(d.cpu_user_ns, 300'000u);
+  EXPECT_EQ(d.cpu_sys_ns, 500'000u);
+  EXPECT_EQ(d.process_id, 42u);
+
+  SideCounters server = d;
+  server.cpu_user_ns = 200'000;
+  server.cpu_sys_ns = 600'000;
+  server.segments_sent = 20;
+  const SideCounters one = sum_sides(d, server, /*same_host=*/true);
+  EXPECT_EQ(one.segments_sent, 120u);
+  EXPECT_EQ(one.cpu_user_ns, 300'000u);  // one process: its time once, the larger reading
+  EXPECT_EQ(one.cpu_sys_ns, 600'000u);
+  server.process_id = 43;
+  const SideCounters two = sum_sides(d, server, /*same_host=*/true);
+  EXPECT_EQ(two.cpu_user_ns, 500'000u);
+  EXPECT_EQ(two.cpu_sys_ns, 1'100'000u);
+  EXPECT_EQ(sum_sides(d, d, /*same_host=*/false).cpu_user_ns, 600'000u);  // same pid, other host
+
+  // A reading that failed, or a snapshot from another process, counts no CPU.
+  SideSnapshot failed = b;
+  failed.cpu.ok = false;
+  EXPECT_FALSE(side_delta(a, failed).cpu_ok);
+  EXPECT_FALSE(sum_sides(d, side_delta(a, failed), true).cpu_ok);
+  SideSnapshot elsewhere = b;
+  elsewhere.cpu.process_id = 7;
+  EXPECT_FALSE(side_delta(a, elsewhere).cpu_ok);
+
+  const ProcessCpu now = read_process_cpu();
+  EXPECT_TRUE(now.ok);
+  EXPECT_GT(now.process_id, 0u);
+}
+
 TEST(PerfSides, FaultsAndJunkAreCountedPerRowAndSummed) {
   SideSnapshot a, b;
   a.wire.fault.datagrams = 100;

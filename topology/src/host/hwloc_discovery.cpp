@@ -272,6 +272,13 @@ Result<HostTopology> discover(const std::string& xml_path, const DiscoveryOption
   TopologyHandle handle;
   if (hwloc_topology_init(&handle.topology) != 0) return make_error("hwloc: topology init failed");
   hwloc_topology_set_io_types_filter(handle.topology, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+  if (!options.gpu_libraries) {
+    for (const char* component : {"cuda", "nvml", "opencl", "rsmi", "levelzero", "gl"}) {
+      // An unknown name (a component this hwloc lacks) is not an error worth stopping for.
+      (void)hwloc_topology_set_components(handle.topology, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST,
+                                          component);
+    }
+  }
   if (!xml_path.empty() && hwloc_topology_set_xml(handle.topology, xml_path.c_str()) != 0) {
     return make_error(fmt::format("{}: hwloc cannot read this XML file: {}", xml_path, std::strerror(errno)));
   }

@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <initializer_list>
 #include <numeric>
 #include <tuple>
 
@@ -133,14 +134,72 @@ RailMap map_rails(const HostTopology& host) {
 
 std::string nccl_ib_hca(const HostTopology& host, const RailMap& rails) {
   std::vector<std::string> entries;
-  std::vector<int> seen;
-  for (const Rail& rail : rails.rails) {
-    if (rail.nic < 0 || std::find(seen.begin(), seen.end(), rail.nic) != seen.end()) continue;
-    seen.push_back(rail.nic);
-    const Nic& nic = host.nics[static_cast<size_t>(rail.nic)];
+  for (int index : rail_nics(rails)) {
+    const Nic& nic = host.nics[static_cast<size_t>(index)];
     if (!nic.rdma_device.empty()) entries.push_back(fmt::format("{}:{}", nic.rdma_device, nic.port));
   }
   return entries.empty() ? "" : fmt::format("={}", fmt::join(entries, ","));
+}
+
+std::vector<int> rail_nics(const RailMap& rails) {
+  std::vector<int> order;
+  for (const Rail& rail : rails.rails) {
+    if (rail.nic >= 0 && std::find(order.begin(), order.end(), rail.nic) == order.end()) {
+      order.push_back(rail.nic);
+    }
+  }
+  return order;
+}
+
+RailAssignment rail_of(const HostTopology& host, const RailMap& rails, const NicKey& key) {
+  // The bus id is the last component of the sysfs path that reads as one (a virtual device has none).
+  std::string bus_id;
+  for (size_t end = key.pci_path.size(); end > 0 && bus_id.empty();) {
+    const size_t slash = key.pci_path.rfind('/', end - 1);
+    const size_t begin = slash == std::string::npos ? 0 : slash + 1;
+    const std::string_view part = std::string_view(key.pci_path).substr(begin, end - begin);
+    if (part.size() == 12 && part[4] == ':' && part[7] == ':' && part[10] == '.') {
+      if (auto normal = normalize_bus_id(part)) bus_id = *normal;
+    }
+    if (slash == std::string::npos) break;
+    end = slash;
+  }
+  const auto find = [&](auto&& same) -> int {
+    for (size_t i = 0; i < host.nics.size(); ++i) {
+      if (same(host.nics[i])) return static_cast<int>(i);
+    }
+    return -1;
+  };
+  RailAssignment out;
+  if (!key.rdma_device.empty())
+    out.nic = find([&](const Nic& n) { return n.rdma_device == key.rdma_device; });
+  if (out.nic < 0 && !key.netdev.empty())
+    out.nic = find([&](const Nic& n) { return n.netdev == key.netdev; });
+  if (out.nic < 0 && !bus_id.empty()) out.nic = find([&](const Nic& n) { return n.pci.bus_id == bus_id; });
+
+  std::vector<std::string> names;
+  for (const std::string* s :
+       std::initializer_list<const std::string*>{&key.rdma_device, &key.netdev, &bus_id}) {
+    if (!s->empty()) names.push_back(*s);
+  }
+  const std::string what =
+      names.empty() ? std::string("a device with no name") : fmt::format("{}", fmt::join(names, "/"));
+  if (out.nic < 0) {
+    out.reason = fmt::format("{} is none of the host's {} NIC(s)", what, host.nics.size());
+    return out;
+  }
+  const std::vector<int> order = rail_nics(rails);
+  const auto it = std::find(order.begin(), order.end(), out.nic);
+  if (it != order.end()) {
+    out.rail_id = static_cast<int>(it - order.begin());
+  } else if (rails.rails.empty()) {
+    out.reason = fmt::format("{} is NIC {}, but the host has no GPU, so no rails", what,
+                             host.nics[static_cast<size_t>(out.nic)].name());
+  } else {
+    out.reason = fmt::format("{} is NIC {}, which no GPU's rail uses", what,
+                             host.nics[static_cast<size_t>(out.nic)].name());
+  }
+  return out;
 }
 
 }  // namespace megascale::topo::host

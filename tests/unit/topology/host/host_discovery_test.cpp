@@ -148,6 +148,25 @@ TEST(HostDiscovery, LiveMachine) {
   for (const Gpu& g : host->gpus) EXPECT_GE(g.cuda_index, 0);
 }
 
+// Without hwloc's GPU components (what the NCCL plugin asks for at init) the same devices are found, and
+// GPUs are numbered in PCI bus order since no CUDA or NVML device names them.
+TEST(HostDiscovery, LiveMachineWithoutGpuLibraries) {
+  auto full = discover_host();
+  auto lean = discover_host({.sysfs_root = "/sys", .gpu_libraries = false});
+  ASSERT_TRUE(full.ok()) << full.error().message;
+  ASSERT_TRUE(lean.ok()) << lean.error().message;
+  ASSERT_EQ(lean->nics.size(), full->nics.size());
+  for (size_t i = 0; i < lean->nics.size(); ++i) EXPECT_EQ(lean->nics[i].name(), full->nics[i].name());
+  ASSERT_EQ(lean->gpus.size(), full->gpus.size());
+  for (size_t i = 0; i < lean->gpus.size(); ++i) {
+    EXPECT_EQ(lean->gpus[i].index_source, Gpu::IndexSource::kBusOrder);
+    EXPECT_EQ(lean->gpus[i].cuda_index, static_cast<int>(i));
+    if (i > 0) {
+      EXPECT_LT(lean->gpus[i - 1].pci.bus_id, lean->gpus[i].pci.bus_id);
+    }
+  }
+}
+
 TEST(HostDiscovery, BadHwlocXml) {
   auto missing = load_hwloc_xml(fixture("does-not-exist.xml"));
   ASSERT_FALSE(missing.ok());

@@ -130,5 +130,82 @@ TEST(Rails, ConstrainedGpuPicksFirst) {
   EXPECT_EQ(host.nics[static_cast<size_t>(with_mgmt.rails[0].nic)].name(), "mlx5_1");
 }
 
+// ---- rail_of: a transport's device -> its NIC's rail id (the NIC's place in NCCL_IB_HCA's order) ----
+
+NicKey key(std::string rdma_device, std::string netdev, std::string pci_path) {
+  NicKey k;
+  k.rdma_device = std::move(rdma_device);
+  k.netdev = std::move(netdev);
+  k.pci_path = std::move(pci_path);
+  return k;
+}
+
+TEST(RailOf, RailOptimisedHostGivesEachNicItsGpusRail) {
+  auto host = load_hwloc_xml(fixture("dgx-h100.xml"));
+  ASSERT_TRUE(host.ok()) << host.error().message;
+  const RailMap map = map_rails(*host);
+  ASSERT_EQ(rail_nics(map).size(), 8U);
+  for (int i = 0; i < 8; ++i) {
+    // By RDMA device name (a verbs port).
+    const RailAssignment by_rdma = rail_of(*host, map, key("mlx5_" + std::to_string(i), "", ""));
+    EXPECT_EQ(by_rdma.rail_id, i) << by_rdma.reason;
+    EXPECT_TRUE(by_rdma.reason.empty());
+    EXPECT_EQ(host->nics[static_cast<size_t>(by_rdma.nic)].rdma_device, "mlx5_" + std::to_string(i));
+  }
+  // By netdev (a UDP interface): enp59s0np0 is mlx5_3's.
+  EXPECT_EQ(rail_of(*host, map, key("", "enp59s0np0", "")).rail_id, 3);
+  // By the PCI device's sysfs path alone: 0000:b9:00.0 is mlx5_6's; upper case is read too.
+  EXPECT_EQ(rail_of(*host, map, key("", "", "/sys/devices/pci0000:b0/0000:b0:01.0/0000:B9:00.0")).rail_id, 6);
+  // The RDMA name wins over a netdev that names another NIC.
+  EXPECT_EQ(rail_of(*host, map, key("mlx5_5", "enp25s0np0", "")).rail_id, 5);
+  // Soft-RoCE over a rail's netdev: rxe0 is not in hwloc's view, its netdev is.
+  EXPECT_EQ(rail_of(*host, map, key("rxe0", "enp187s0np0", "")).rail_id, 7);
+}
+
+TEST(RailOf, NicWithoutGpuIsOnNoRail) {
+  auto host = load_hwloc_xml(fixture("dgx-h100.xml"));
+  ASSERT_TRUE(host.ok()) << host.error().message;
+  const RailAssignment a = rail_of(*host, map_rails(*host), key("", "eno1", ""));
+  EXPECT_EQ(a.rail_id, -1);
+  ASSERT_GE(a.nic, 0);
+  EXPECT_EQ(host->nics[static_cast<size_t>(a.nic)].name(), "eno1");
+  EXPECT_NE(a.reason.find("no GPU's rail"), std::string::npos) << a.reason;
+}
+
+TEST(RailOf, DeviceNotInTheTopology) {
+  auto host = load_hwloc_xml(fixture("dgx-h100.xml"));
+  ASSERT_TRUE(host.ok()) << host.error().message;
+  const RailMap map = map_rails(*host);
+  const RailAssignment a = rail_of(*host, map, key("rxe0", "veth3", ""));
+  EXPECT_EQ(a.rail_id, -1);
+  EXPECT_EQ(a.nic, -1);
+  EXPECT_NE(a.reason.find("rxe0/veth3 is none of the host's 9 NIC(s)"), std::string::npos) << a.reason;
+  // A virtual device's sysfs path holds no bus id: nothing to match.
+  EXPECT_EQ(rail_of(*host, map, key("", "", "/sys/devices/virtual/net/lo")).nic, -1);
+  EXPECT_EQ(rail_of(*host, map, key("", "", "")).rail_id, -1);
+}
+
+TEST(RailOf, SharedNicsKeepNcclIbHcaOrder) {
+  auto host = load_hwloc_xml(fixture("nics-on-socket0.xml"));
+  ASSERT_TRUE(host.ok()) << host.error().message;
+  const RailMap map = map_rails(*host);
+  // Four GPUs over two NICs: the NICs' rail ids are their places in NCCL_IB_HCA, not GPU indices.
+  ASSERT_EQ(nccl_ib_hca(*host, map), "=mlx5_0:1,mlx5_1:1");
+  EXPECT_EQ(rail_nics(map), (std::vector<int>{0, 1}));
+  EXPECT_EQ(rail_of(*host, map, key("mlx5_0", "", "")).rail_id, 0);
+  EXPECT_EQ(rail_of(*host, map, key("", "ens61np0", "")).rail_id, 1);
+}
+
+TEST(RailOf, HostWithoutGpusHasNoRails) {
+  auto host = load_hwloc_xml(fixture("no-gpu.xml"));
+  ASSERT_TRUE(host.ok()) << host.error().message;
+  ASSERT_FALSE(host->nics.empty());
+  const RailAssignment a =
+      rail_of(*host, map_rails(*host), key(host->nics[0].rdma_device, host->nics[0].netdev, ""));
+  EXPECT_EQ(a.rail_id, -1);
+  EXPECT_EQ(a.nic, 0);
+  EXPECT_NE(a.reason.find("no GPU, so no rails"), std::string::npos) << a.reason;
+}
+
 }  // namespace
 }  // namespace megascale::topo::host

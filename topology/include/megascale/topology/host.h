@@ -116,6 +116,11 @@ struct HostTopology {
 // PCIe link width); an XML fixture reads nothing outside the file unless sysfs_root is set.
 struct DiscoveryOptions {
   std::string sysfs_root = "/sys";
+  // Let hwloc's GPU components (cuda, nvml, opencl, rsmi, levelzero, gl) name GPUs by their libraries'
+  // indices. Off, no GPU library is loaded or initialised (cheap inside a process that is starting CUDA,
+  // such as an NCCL plugin's init) and GPUs take PCI bus order, which is CUDA's under
+  // CUDA_DEVICE_ORDER=PCI_BUS_ID and NVML's always.
+  bool gpu_libraries = true;
 };
 
 // The live machine: hwloc with important I/O devices (bridges, PCI devices, OS devices) kept.

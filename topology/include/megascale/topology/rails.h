@@ -55,4 +55,27 @@ RailMap map_rails(const HostTopology& host);
 // NCCL match names exactly; NCCL docs, env.rst). Empty when no rail has an RDMA device.
 std::string nccl_ib_hca(const HostTopology& host, const RailMap& rails);
 
+// The rails' NICs in rail order, each once (indices into HostTopology::nics): rail id r names
+// rail_nics(rails)[r], the r-th entry of nccl_ib_hca's list.
+std::vector<int> rail_nics(const RailMap& rails);
+
+// How a transport names one of its devices; any field may be empty. A verbs port gives its RDMA device
+// and netdev, a UDP interface its netdev; both give the sysfs path of their PCI device where there is one.
+struct NicKey {
+  std::string rdma_device;  // "mlx5_0", "rxe0"
+  std::string netdev;       // "ens1f0np0", "eth0"
+  std::string pci_path;     // "/sys/devices/pci0000:15/0000:15:01.0/0000:18:00.0": its last bus id counts
+};
+
+struct RailAssignment {
+  int rail_id = -1;    // index into rail_nics(); -1 = the device is on no rail
+  int nic = -1;        // index into HostTopology::nics; -1 = no NIC of the host matched
+  std::string reason;  // why rail_id is -1 (empty when it is not)
+};
+
+// The rail of the host NIC that `key` names, matched by RDMA device name, else netdev name, else PCI bus
+// id (first match in that order). rail_id is -1 when no NIC matches, or the NIC serves no GPU's rail
+// (a host without GPUs, a NIC the pairing did not choose).
+RailAssignment rail_of(const HostTopology& host, const RailMap& rails, const NicKey& key);
+
 }  // namespace megascale::topo::host

@@ -49,6 +49,15 @@ uint64_t rtt_total(const RttCounts& c);
 // The q-quantile of counts as its bucket's upper edge (0 when empty; the last bucket gives `max_ns`).
 TimeNs rtt_percentile_ns(const RttCounts& c, double q, TimeNs max_ns);
 
+// This process's CPU time so far (getrusage RUSAGE_SELF: every thread, user and system), and who it is.
+struct ProcessCpu {
+  bool ok = false;  // getrusage answered
+  uint64_t user_ns = 0;
+  uint64_t sys_ns = 0;  // the kernel's work for the process: syscalls, and under Soft-RoCE rxe's packet work
+  uint64_t process_id = 0;
+};
+ProcessCpu read_process_cpu();
+
 // One side of a connection at one instant.
 struct SideSnapshot {
   engine::ConnectionStats conn;
@@ -56,6 +65,7 @@ struct SideSnapshot {
   RttCounts rtt{};
   wire::UdpWireStats wire;
   KernelUdp kernel;
+  ProcessCpu cpu;
 };
 
 // Reads the connection's and the wire's counters and the kernel's (call from the thread that drives
@@ -120,6 +130,15 @@ struct SideCounters {
   uint64_t io_busy_ns = 0;
   // The kernel during the row.
   KernelUdp kernel;
+  // SEGs (DATA and CREDIT, retransmissions included) this side's engine sent, and new ones it accepted.
+  uint64_t segments_sent = 0;
+  uint64_t segments_received = 0;
+  // CPU time of this side's process during the row (all its threads; cpu_ok false where getrusage
+  // failed). With --loopback both sides are one process: process_id tells, and sum_sides counts it once.
+  bool cpu_ok = false;
+  uint64_t cpu_user_ns = 0;
+  uint64_t cpu_sys_ns = 0;
+  uint64_t process_id = 0;
 };
 
 SideCounters side_delta(const SideSnapshot& before, const SideSnapshot& after);
@@ -131,6 +150,8 @@ uint64_t junk_dropped(const SideCounters& c);
 
 // a + b, field by field (both directions of a row; the kernel's host counters too, so give
 // `same_host` = true when both sides read the same machine's counters: they are then taken from `a`).
+// CPU time adds up too, except when both sides are one process (same host and process id): then it is
+// that process's, the larger of the two sides' readings (each timed the row from its own side).
 SideCounters sum_sides(const SideCounters& a, const SideCounters& b, bool same_host);
 
 }  // namespace megascale::perf
