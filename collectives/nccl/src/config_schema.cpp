@@ -520,7 +520,7 @@ const std::vector<Knob>& plugin_knobs() {
     {"MEGASCALE_STALL_US", Type::kInteger, "us", "300", "",
      "An I/O thread away from its loop this long is taken as stalled and the others do its work until it is back; 0 = off.", "stall_ns", 0, 1'000'000, read_us<&PluginConfig::stall_ns>},
     {"MEGASCALE_GDR_COPY", Type::kChoice, "", "0", "0, 1, emulate",
-     "1 takes NCCL's GPU buffers through pinned host shadows and the GPU's copy engines, emulate does so with host memory and the CPU (for tests), 0 takes host memory only.", "gdr_copy", 0, 0, read_gdr_copy},
+     "1 takes NCCL's GPU buffers through pinned host shadows and the GPU's copy engines, emulate does so with host memory and the CPU (for tests), 0 takes host memory only; on UDP and verbs devices alike (NCCL_PTR_CUDA, never NCCL_PTR_DMABUF: the wire sees only the host shadows).", "gdr_copy", 0, 0, read_gdr_copy},
     {"MEGASCALE_GDR_COPY_TIMEOUT_MS", Type::kInteger, "ms", "10000", "",
      "A GPU buffer copy not done this long after it was queued fails its comm (ncclUnhandledCudaError); 0 = wait forever.", "gdr_copy_limits.timeout_ns", 0, 3'600'000, read_copy_timeout},
     {"MEGASCALE_FAULT_COPY_STALL", Type::kInteger, "copies", "0", "",

@@ -15,7 +15,7 @@ __attribute__((visibility("default"))) megascale::nccl::abi::NetV11 ncclNetPlugi
     megascale::nccl::guarded<&megascale::nccl::context_connect>,
     megascale::nccl::guarded<&megascale::nccl::table_accept>,
     megascale::nccl::guarded<&megascale::nccl::core::reg_mr>,
-    nullptr,  // regMrDmaBuf: host memory only
+    nullptr,  // regMrDmaBuf: never NCCL_PTR_DMABUF (GPU buffers: regMr's host shadows)
     megascale::nccl::guarded<&megascale::nccl::core::dereg_mr>,
     megascale::nccl::guarded<&megascale::nccl::table_isend>,
     megascale::nccl::guarded<&megascale::nccl::table_irecv>,

@@ -10,8 +10,8 @@
 #include "device_rails.h"
 #include "log.h"
 #if MEGASCALE_NCCL_VERBS
+#include "megascale/wire/verbs/ib_device.h"
 #include "megascale/wire/verbs/port.h"
-#include "megascale/wire/verbs/ptr_support.h"
 #include "wire_choice.h"
 #endif
 
@@ -115,34 +115,21 @@ Status Registry::find_devices_locked() {
     MS_INFO(abi::kSubsysInit | abi::kSubsysNet, "wire: %s", decision->reason.c_str());
   }
   if (is_verbs(kind)) {
-    // GPU buffers need the NIC to place received data in GPU memory; the engine copies every received
-    // payload into the posted buffer with the CPU, so verbs devices take host memory only.
-    const wire::verbs::PtrSupport ptr = wire::verbs::decide_ptr_support({.requested = wire::verbs::kPtrHost});
-    for (const VerbsPortChoice& p : ports) {
-      Device d;
-      d.wire = kind;
-      d.rdma_port = p.port;
-      d.gid_index = p.gid.index;
-      d.iface.name = p.device;
-      d.iface.family = AF_INET6;
-      d.iface.address = wire::verbs::gid_to_string(p.gid.gid);
-      d.iface.mtu_bytes = static_cast<int>(p.active_mtu_bytes);
-      d.iface.speed_mbps = p.rate_gbps > 0 ? static_cast<int>(p.rate_gbps * 1000) : -1;
-      d.iface.pci_path = p.pci_path;
-      d.netdev = p.netdev;
-      // UD carries one segment per datagram: the wire lowers a segment larger than the port's MTU allows.
-      d.segment_bytes = config_.segment_bytes ? config_.segment_bytes : 4096;
-      d.ptr_support = ptr.bits;
-      d.ptr_reason =
-          "HOST only: the verbs wire's receive path copies payloads with the CPU, so the NIC "
-          "cannot place them in GPU memory (" +
-          ptr.reason + ")";
+    // The dma-buf probe opens each port once (a failing ibv_reg_dmabuf_mr); it never loads libcuda.
+    const DmabufProbe probe = [](const VerbsPortChoice& p) -> Status {
+      auto dev = wire::verbs::IbDevice::open(p.device, p.port);
+      if (!dev) return make_error(dev.error().code, "not probed: " + dev.error().message);
+      return (*dev)->probe_dmabuf();
+    };
+    devices_ = verbs_devices(WireDecision{kind, ports, {}}, config_, probe);
+    for (size_t i = 0; i < devices_.size(); ++i) {
+      const Device& d = devices_[i];
+      const VerbsPortChoice& p = ports[i];
       MS_INFO(abi::kSubsysInit | abi::kSubsysNet, "using %s %s port %u gid %u (%s, %s, netdev %s, %s, %s)",
               std::string(to_string(kind)).c_str(), p.device.c_str(), p.port, p.gid.index,
               d.iface.address.c_str(), std::string(wire::verbs::to_string(p.gid.type)).c_str(),
               p.netdev.empty() ? "unknown" : p.netdev.c_str(),
               p.pci_path.empty() ? "no PCI path" : p.pci_path.c_str(), d.ptr_reason.c_str());
-      devices_.push_back(std::move(d));
     }
     return {};
   }

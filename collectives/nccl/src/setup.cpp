@@ -213,9 +213,9 @@ NetResult get_properties(int dev, abi::NetPropertiesV12* props) {
   props->name = const_cast<char*>(d.iface.name.c_str());
   props->pciPath = d.iface.pci_path.empty() ? nullptr : const_cast<char*>(d.iface.pci_path.c_str());
   props->guid = static_cast<uint64_t>(dev);  // every interface is its own port
-  // GPU buffers only where the plugin copies them itself (MEGASCALE_GDR_COPY, UDP) and never on verbs
-  // yet (Device::ptr_reason): NCCL uses them where NCCL_NET_GDR_LEVEL allows (a device without a PCI
-  // path, like lo, hangs off the CPU: PHB).
+  // GPU buffers only where the plugin copies them itself (MEGASCALE_GDR_COPY, on UDP and verbs devices
+  // alike; Device::ptr_reason): NCCL uses them where NCCL_NET_GDR_LEVEL allows (a device without a PCI
+  // path, like lo or rxe, hangs off the CPU: PHB).
   props->ptrSupport = d.ptr_support;
   props->regIsGlobal = 0;
   props->forceFlush = 0;

@@ -4,7 +4,8 @@
 // cases; and, in fresh processes (the plugin reads its environment once), a bad MEGASCALE_* value
 // failing init with a message naming it, the stats files MEGASCALE_STATS_DIR asks for, and the request
 // timeline MEGASCALE_TRACE_FILE asks for, and a stuck GPU buffer copy failing a transfer rather than
-// hanging it; and that the harness fails a net that moves no bytes.
+// hanging it; and that the harness fails a net that moves no bytes and refuses GPU buffers on a device
+// that does not advertise them.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -97,7 +98,7 @@ TEST_P(NcclConformanceAbi, BasicCasesPass) {
 
 INSTANTIATE_TEST_SUITE_P(Versions, NcclConformanceAbi, ::testing::Values(8, 9, 10, 11, 12),
                          [](const ::testing::TestParamInfo<int>& p) {
-                           return "v" + std::to_string(p.param);
+                           return std::string("v").append(std::to_string(p.param));
                          });
 
 // The harness fails a net that gets the data wrong: the Null net (tools/null-net) completes
@@ -115,6 +116,26 @@ TEST(NcclConformanceHarness, FailsANetThatMovesNoBytes) {
     EXPECT_FALSE(c.skipped) << c.name;
     EXPECT_NE(c.detail.find("wrong data"), std::string::npos) << c.name << ": " << c.detail;
   }
+}
+
+// NCCL hands a device GPU buffers only where its ptrSupport has NCCL_PTR_CUDA: the harness's load case
+// refuses --mem cuda on a device without it (MegaScale without MEGASCALE_GDR_COPY), naming the bit,
+// before any registration.
+TEST(NcclConformanceHarness, RefusesCudaBuffersOnADeviceWithoutNcclPtrCuda) {
+  if (std::getenv("MEGASCALE_GDR_COPY") != nullptr) {
+    GTEST_SKIP() << "MEGASCALE_GDR_COPY is set: the plugin's devices take GPU buffers";
+  }
+  Options o = plugin_options();
+  o.mem_type = 2;
+  o.cases = {"load"};
+  const Report r = run(o);
+  ASSERT_TRUE(r.load_error.empty()) << r.load_error;
+  ASSERT_EQ(r.cases.size(), 1u);
+  EXPECT_FALSE(r.cases[0].passed);
+  EXPECT_NE(r.cases[0].detail.find("(lo): buffers registered as NCCL_PTR_CUDA (--mem cuda), but its "
+                                   "ptrSupport 1 lacks NCCL_PTR_CUDA"),
+            std::string::npos)
+      << r.cases[0].detail;
 }
 
 // ---- In fresh processes: the plugin reads MEGASCALE_* once per process. ----

@@ -1,10 +1,12 @@
-// The plugin's choice of wire (MEGASCALE_WIRE, wire_choice.h) over sysfs-like device listings, the listen
+// The plugin's choice of wire (MEGASCALE_WIRE, wire_choice.h) over sysfs-like device listings, the verbs
+// devices built from it (properties, ptrSupport with and without MEGASCALE_GDR_COPY), the listen
 // handle's wire addresses (handle.h: UDP and verbs forms, damage refused), and init on this host with
 // an explicit verbs wire and no RDMA device: a failed init whose WARN says why.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -17,6 +19,7 @@
 #include "warn_capture.h"
 #if MEGASCALE_NCCL_VERBS
 #include "megascale/wire/verbs/port.h"
+#include "megascale/wire/verbs/ptr_support.h"
 #include "wire_choice.h"
 #endif
 
@@ -168,6 +171,91 @@ TEST(PluginWire, ExplicitKindsAreKeptAndUdpNeedsNoListing) {
   ASSERT_TRUE(udp);
   EXPECT_EQ(udp->kind, WireKind::kUdp);
   EXPECT_TRUE(udp->ports.empty());
+}
+
+PluginConfig config_with_gdr_copy(const char* value) {
+  auto c = load_plugin_config([value](const char* name) -> const char* {
+    return std::string(name) == "MEGASCALE_GDR_COPY" ? value : nullptr;
+  });
+  EXPECT_TRUE(c) << c.error().message;
+  return c ? *c : PluginConfig{};
+}
+
+// Two ports: rxe0 (its provider refuses dma-buf registration) and mlx5_0 (takes it), as the probe says.
+std::vector<Device> two_verbs_devices(const PluginConfig& config, std::vector<std::string>* probed) {
+  auto d = decide_wire(WireKind::kVerbsUd,
+                       {device("mlx5_0", true, "Ethernet", true, "/sys/devices/pci0000:00/0000:3b:00.0"),
+                        device("rxe0", true, "Ethernet", true)},
+                       verbs::GidSelector{});
+  EXPECT_TRUE(d) << d.error().message;
+  if (!d) return {};
+  return verbs_devices(*d, config, [probed](const VerbsPortChoice& p) -> Status {
+    probed->push_back(p.device);
+    if (p.device == "rxe0") return verbs::dmabuf_probe_verdict("rxe0", EOPNOTSUPP);
+    return {};
+  });
+}
+
+TEST(PluginWire, VerbsDevicesAreThePortsWithTheirProperties) {
+  std::vector<std::string> probed;
+  const std::vector<Device> devs = two_verbs_devices(config_with_gdr_copy(nullptr), &probed);
+  ASSERT_EQ(devs.size(), 2u);
+  EXPECT_EQ(probed, (std::vector<std::string>{"mlx5_0", "rxe0"})) << "each port probed once";
+  EXPECT_EQ(devs[0].iface.name, "mlx5_0");
+  EXPECT_EQ(devs[0].wire, WireKind::kVerbsUd);
+  EXPECT_EQ(devs[0].rdma_port, 1u);
+  EXPECT_EQ(devs[0].gid_index, 1u);
+  EXPECT_EQ(devs[0].iface.address, "::ffff:10.0.2.15");
+  EXPECT_EQ(devs[0].iface.speed_mbps, 100000);
+  EXPECT_EQ(devs[0].iface.mtu_bytes, 4096);
+  EXPECT_EQ(devs[0].iface.pci_path, "/sys/devices/pci0000:00/0000:3b:00.0");
+  EXPECT_EQ(devs[0].segment_bytes, 4096u);
+  EXPECT_EQ(devs[1].iface.name, "rxe0");
+  EXPECT_EQ(devs[1].iface.pci_path, "");
+}
+
+// Without MEGASCALE_GDR_COPY a verbs device takes host memory only, and says why: no copier, and no
+// direct path for the NIC whatever its dma-buf probe found.
+TEST(PluginWire, VerbsDevicesTakeHostMemoryOnlyWithoutGdrCopy) {
+  std::vector<std::string> probed;
+  for (const Device& d : two_verbs_devices(config_with_gdr_copy("0"), &probed)) {
+    EXPECT_EQ(d.ptr_support, abi::kPtrHost) << d.iface.name;
+    EXPECT_EQ(d.ptr_reason.rfind("HOST only (NCCL_PTR_HOST): GPU buffers need MEGASCALE_GDR_COPY=1", 0), 0u)
+        << d.ptr_reason;
+    EXPECT_NE(d.ptr_reason.find("needs a data path where the NIC writes into the posted buffers, which this "
+                                "wire does not have"),
+              std::string::npos)
+        << d.ptr_reason;
+  }
+  const std::vector<Device> devs = two_verbs_devices(config_with_gdr_copy(nullptr), &probed);
+  ASSERT_EQ(devs.size(), 2u);
+  EXPECT_NE(devs[0].ptr_reason.find("dma-buf: the NIC could register dma-bufs"), std::string::npos)
+      << devs[0].ptr_reason;
+  EXPECT_NE(devs[1].ptr_reason.find("dma-buf: rxe0 cannot register dma-bufs (ibv_reg_dmabuf_mr: its provider "
+                                    "does not support it)"),
+            std::string::npos)
+      << devs[1].ptr_reason;
+}
+
+// With MEGASCALE_GDR_COPY (1 or emulate) verbs devices take GPU buffers through the plugin's host
+// shadows, as UDP devices do; never NCCL_PTR_DMABUF (the NIC never registers GPU memory here).
+TEST(PluginWire, VerbsDevicesTakeGpuBuffersThroughHostShadowsWithGdrCopy) {
+  for (const char* mode : {"1", "emulate"}) {
+    std::vector<std::string> probed;
+    const std::vector<Device> devs = two_verbs_devices(config_with_gdr_copy(mode), &probed);
+    ASSERT_EQ(devs.size(), 2u);
+    for (const Device& d : devs) {
+      EXPECT_EQ(d.ptr_support, abi::kPtrHost | abi::kPtrCuda) << mode << " " << d.iface.name;
+      EXPECT_EQ(
+          d.ptr_reason.rfind("GPU buffers through host shadows (MEGASCALE_GDR_COPY=" + std::string(mode) +
+                                 "; NCCL_PTR_HOST|NCCL_PTR_CUDA, the wire sees host memory only); ",
+                             0),
+          0u)
+          << d.ptr_reason;
+    }
+    EXPECT_NE(devs[1].ptr_reason.find("rxe0 cannot register dma-bufs"), std::string::npos)
+        << devs[1].ptr_reason;
+  }
 }
 
 // The handle's verbs form carries what the wire's own address text says, for every stripe.

@@ -86,6 +86,11 @@ Status case_load(Env& env) {
     MS_REQUIRE(n >= 1, "devices() reported " + std::to_string(n) + " devices (NCCL treats <= 0 as failure)");
     std::set<std::string> names;
     for (int d = 0; d < n; ++d) MS_TRY(check_properties(env.net, d, names));
+    // NCCL hands a device GPU buffers only where its ptrSupport says it takes them.
+    MS_REQUIRE(env.options.mem_type != abi::kPtrCuda || (env.props.ptr_support & abi::kPtrCuda) != 0,
+               "device " + std::to_string(env.dev) + " (" + env.props.name +
+                   "): buffers registered as NCCL_PTR_CUDA (--mem cuda), but its ptrSupport " +
+                   std::to_string(env.props.ptr_support) + " lacks NCCL_PTR_CUDA");
     // One small transfer too: the data path must not print either.
     Pair pair(env.net, ctx.get(), env.dev, env.options.mem_type);
     MS_TRY(pair.connect(Deadline(15)));

@@ -17,21 +17,34 @@ Result<bool> parse_dmabuf_enable(const char* value) {
 }
 
 PtrSupport decide_ptr_support(const PtrSupportInputs& in) {
-  constexpr const char* kHostOnly = "ptrSupport NCCL_PTR_HOST: ";
-  PtrSupport out{.bits = kPtrHost, .reason = {}};
-  if ((in.requested & (kPtrCuda | kPtrDmabuf)) == 0) {
-    out.reason = std::string(kHostOnly) + "GPU buffers not requested";
+  // Why the NIC does not touch GPU memory itself, the first obstacle named.
+  std::string no_direct;
+  if (!in.direct_placement) {
+    no_direct =
+        "direct NIC access to GPU memory needs a data path where the NIC writes into the posted buffers, "
+        "which this wire does not have (the CPU copies every payload); dma-buf: " +
+        (in.nic_dmabuf.ok() ? std::string("the NIC could register dma-bufs") : in.nic_dmabuf.error().message);
   } else if (!in.enabled) {
-    out.reason = std::string(kHostOnly) + "dma-buf disabled by MEGASCALE_DMABUF_ENABLE=0";
+    no_direct = "dma-buf disabled by MEGASCALE_DMABUF_ENABLE=0";
   } else if (!in.nic_dmabuf.ok()) {
-    out.reason = std::string(kHostOnly) + "no dma-buf: " + in.nic_dmabuf.error().message;
+    no_direct = "no dma-buf: " + in.nic_dmabuf.error().message;
   } else if (!in.cuda_dmabuf.ok()) {
-    out.reason = std::string(kHostOnly) + "no dma-buf: " + in.cuda_dmabuf.error().message;
-  } else {
+    no_direct = "no dma-buf: " + in.cuda_dmabuf.error().message;
+  }
+  PtrSupport out;
+  if (no_direct.empty()) {
     out.bits = kPtrHost | kPtrCuda | kPtrDmabuf;
     out.reason =
-        "ptrSupport NCCL_PTR_HOST|NCCL_PTR_CUDA|NCCL_PTR_DMABUF: the NIC registers dma-bufs and the CUDA "
-        "driver exports them";
+        "GPU buffers through dma-buf (NCCL_PTR_HOST|NCCL_PTR_CUDA|NCCL_PTR_DMABUF): the NIC reads and "
+        "writes them through dma-buf MRs (it registers dma-bufs and the CUDA driver exports them)";
+  } else if (!in.gdr_copy.empty() && in.gdr_copy != "0") {
+    out.bits = kPtrHost | kPtrCuda;
+    out.reason = "GPU buffers through host shadows (MEGASCALE_GDR_COPY=" + in.gdr_copy +
+                 "; NCCL_PTR_HOST|NCCL_PTR_CUDA, the wire sees host memory only); " + no_direct;
+  } else {
+    out.bits = kPtrHost;
+    out.reason =
+        "HOST only (NCCL_PTR_HOST): GPU buffers need MEGASCALE_GDR_COPY=1 (host shadows); " + no_direct;
   }
   return out;
 }

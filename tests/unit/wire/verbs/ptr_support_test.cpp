@@ -1,6 +1,7 @@
 // The plugin's pointer-support decision: NCCL_PTR_HOST always; NCCL_PTR_CUDA | NCCL_PTR_DMABUF only
-// when asked for, allowed by MEGASCALE_DMABUF_ENABLE, and both the NIC and the CUDA driver take
-// dma-bufs; the reason naming the first thing that fails. And the dma-buf probe's errno verdict.
+// with a direct data path, allowed by MEGASCALE_DMABUF_ENABLE, and both the NIC and the CUDA driver
+// taking dma-bufs; else NCCL_PTR_CUDA alone through host shadows (MEGASCALE_GDR_COPY); the reason
+// naming the first thing that fails and the NIC's probe. And the dma-buf probe's errno verdict.
 #include "megascale/wire/verbs/ptr_support.h"
 
 #include <gtest/gtest.h>
@@ -21,42 +22,76 @@ TEST(VerbsPtrSupport, ValuesAreNcclsBits) {
   EXPECT_EQ(kPtrDmabuf, 0x4);
 }
 
-TEST(VerbsPtrSupport, GpuBuffersOnlyWhenEverythingWorks) {
-  const PtrSupport all = decide_ptr_support({});
+constexpr const char* kNoPath =
+    "direct NIC access to GPU memory needs a data path where the NIC writes into the posted buffers, which "
+    "this wire does not have (the CPU copies every payload); dma-buf: ";
+
+TEST(VerbsPtrSupport, DirectGpuBuffersOnlyWithAPathAndEverythingWorking) {
+  const PtrSupport all = decide_ptr_support({.direct_placement = true});
   EXPECT_EQ(all.bits, kPtrHost | kPtrCuda | kPtrDmabuf);
   EXPECT_EQ(all.reason,
-            "ptrSupport NCCL_PTR_HOST|NCCL_PTR_CUDA|NCCL_PTR_DMABUF: the NIC registers dma-bufs and the CUDA "
-            "driver exports them");
-  // Asking for either GPU bit asks for both (GPU memory reaches the NIC only through dma-buf here).
-  EXPECT_EQ(decide_ptr_support({.requested = kPtrCuda}).bits, kPtrHost | kPtrCuda | kPtrDmabuf);
-  EXPECT_EQ(decide_ptr_support({.requested = kPtrDmabuf}).bits, kPtrHost | kPtrCuda | kPtrDmabuf);
+            "GPU buffers through dma-buf (NCCL_PTR_HOST|NCCL_PTR_CUDA|NCCL_PTR_DMABUF): the NIC reads and "
+            "writes them through dma-buf MRs (it registers dma-bufs and the CUDA driver exports them)");
+  // The direct path wins over host shadows: no copy where the NIC can place the bytes.
+  EXPECT_EQ(decide_ptr_support({.gdr_copy = "1", .direct_placement = true}).bits,
+            kPtrHost | kPtrCuda | kPtrDmabuf);
 }
 
-TEST(VerbsPtrSupport, HostOnlyWithTheFirstReason) {
-  const PtrSupport not_asked = decide_ptr_support({.requested = kPtrHost, .nic_dmabuf = kNicRefuses});
-  EXPECT_EQ(not_asked.bits, kPtrHost);
-  EXPECT_EQ(not_asked.reason, "ptrSupport NCCL_PTR_HOST: GPU buffers not requested");
-  // Unknown bits are not GPU bits.
-  EXPECT_EQ(decide_ptr_support({.requested = 0x10}).bits, kPtrHost);
+// The verbs wire today: the CPU copies every payload, so GPU buffers come only through host shadows,
+// whatever the NIC's dma-buf probe says; the reason names both.
+TEST(VerbsPtrSupport, WithoutADirectPathGpuBuffersNeedHostShadows) {
+  const PtrSupport host = decide_ptr_support({});
+  EXPECT_EQ(host.bits, kPtrHost);
+  EXPECT_EQ(host.reason, "HOST only (NCCL_PTR_HOST): GPU buffers need MEGASCALE_GDR_COPY=1 (host shadows); " +
+                             std::string(kNoPath) + "the NIC could register dma-bufs");
+  EXPECT_EQ(decide_ptr_support({.gdr_copy = "0"}).bits, kPtrHost) << "0 is off";
 
-  const PtrSupport off =
-      decide_ptr_support({.enabled = false, .nic_dmabuf = kNicRefuses, .cuda_dmabuf = kNoCuda});
+  const PtrSupport emulate = decide_ptr_support({.gdr_copy = "emulate", .nic_dmabuf = kNicRefuses});
+  EXPECT_EQ(emulate.bits, kPtrHost | kPtrCuda) << "no NCCL_PTR_DMABUF: the NIC never registers GPU memory";
+  EXPECT_EQ(emulate.reason,
+            "GPU buffers through host shadows (MEGASCALE_GDR_COPY=emulate; NCCL_PTR_HOST|NCCL_PTR_CUDA, the "
+            "wire sees host memory only); " +
+                std::string(kNoPath) + "rxe0 cannot register dma-bufs (provider)");
+
+  // Probes that would pass change nothing without the path; the CUDA probe is not even named.
+  const PtrSupport cuda = decide_ptr_support({.gdr_copy = "1", .cuda_dmabuf = kNoCuda});
+  EXPECT_EQ(cuda.bits, kPtrHost | kPtrCuda);
+  EXPECT_NE(cuda.reason.find("(MEGASCALE_GDR_COPY=1; "), std::string::npos) << cuda.reason;
+  EXPECT_EQ(cuda.reason.find("libcuda"), std::string::npos) << cuda.reason;
+}
+
+TEST(VerbsPtrSupport, WithAPathTheFirstFailureIsNamed) {
+  const PtrSupport off = decide_ptr_support(
+      {.direct_placement = true, .enabled = false, .nic_dmabuf = kNicRefuses, .cuda_dmabuf = kNoCuda});
   EXPECT_EQ(off.bits, kPtrHost);
-  EXPECT_EQ(off.reason, "ptrSupport NCCL_PTR_HOST: dma-buf disabled by MEGASCALE_DMABUF_ENABLE=0");
+  EXPECT_EQ(off.reason,
+            "HOST only (NCCL_PTR_HOST): GPU buffers need MEGASCALE_GDR_COPY=1 (host shadows); dma-buf "
+            "disabled by MEGASCALE_DMABUF_ENABLE=0");
 
-  const PtrSupport nic = decide_ptr_support({.nic_dmabuf = kNicRefuses, .cuda_dmabuf = kNoCuda});
+  const PtrSupport nic =
+      decide_ptr_support({.direct_placement = true, .nic_dmabuf = kNicRefuses, .cuda_dmabuf = kNoCuda});
   EXPECT_EQ(nic.bits, kPtrHost);
-  EXPECT_EQ(nic.reason, "ptrSupport NCCL_PTR_HOST: no dma-buf: rxe0 cannot register dma-bufs (provider)");
+  EXPECT_NE(nic.reason.find("; no dma-buf: rxe0 cannot register dma-bufs (provider)"), std::string::npos)
+      << nic.reason;
+  EXPECT_EQ(nic.reason.find("libcuda"), std::string::npos) << "only the first failure: " << nic.reason;
 
-  // The CUDA driver not probed (left ok) because the NIC refused: still host only, for the NIC's reason.
-  const PtrSupport lazy = decide_ptr_support({.nic_dmabuf = kNicRefuses});
+  // The CUDA driver not probed (left ok) because the NIC refused: still no dma-buf, for the NIC's reason.
+  const PtrSupport lazy = decide_ptr_support({.direct_placement = true, .nic_dmabuf = kNicRefuses});
   EXPECT_EQ(lazy.bits, kPtrHost);
   EXPECT_EQ(lazy.reason, nic.reason);
 
-  const PtrSupport cuda = decide_ptr_support({.cuda_dmabuf = kNoCuda});
+  const PtrSupport cuda = decide_ptr_support({.direct_placement = true, .cuda_dmabuf = kNoCuda});
   EXPECT_EQ(cuda.bits, kPtrHost);
-  EXPECT_EQ(cuda.reason,
-            "ptrSupport NCCL_PTR_HOST: no dma-buf: cannot load libcuda.so.1 (the CUDA driver): gone");
+  EXPECT_NE(cuda.reason.find("; no dma-buf: cannot load libcuda.so.1 (the CUDA driver): gone"),
+            std::string::npos)
+      << cuda.reason;
+
+  // A failed direct path falls back to host shadows where they are on.
+  const PtrSupport shadows =
+      decide_ptr_support({.gdr_copy = "emulate", .direct_placement = true, .cuda_dmabuf = kNoCuda});
+  EXPECT_EQ(shadows.bits, kPtrHost | kPtrCuda);
+  EXPECT_NE(shadows.reason.find("GPU buffers through host shadows (MEGASCALE_GDR_COPY=emulate;"),
+            std::string::npos);
 }
 
 TEST(VerbsPtrSupport, EnableFollowsNcclsConvention) {

@@ -1,22 +1,22 @@
 // Which buffers the NCCL plugin may advertise for a verbs device (NetProperties::ptrSupport), decided
-// from what the NIC and the CUDA driver can do and what the user allows. Pure: the probes' results go
-// in, the bits and a line for the log come out; the plugin calls the probes (IbDevice::probe_dmabuf,
-// cuda_dmabuf_supported) and logs the reason.
+// from the plugin's GPU-buffer copier, the wire's data path, what the NIC and the CUDA driver can do and
+// what the user allows. Pure: the probes' results go in, the bits and a line for the log come out; the
+// plugin calls the probes (IbDevice::probe_dmabuf, cuda_dmabuf_supported) and logs the reason.
 //
-//   Result<bool> enable = parse_dmabuf_enable(std::getenv("MEGASCALE_DMABUF_ENABLE"));  // bad: refuse init
-//   Status nic = dev->probe_dmabuf();
-//   Status cuda = *enable && nic.ok() ? cuda_dmabuf_supported() : Status{};
-//   PtrSupport ps = decide_ptr_support({.requested = kPtrHost | kPtrCuda | kPtrDmabuf,
-//                                       .enabled = *enable, .nic_dmabuf = nic, .cuda_dmabuf = cuda});
-//   props->ptrSupport = ps.bits;  INFO("%s", ps.reason.c_str());
+//   Status nic = dev->probe_dmabuf();  // cheap: one failing ibv_reg_dmabuf_mr
+//   PtrSupport ps = decide_ptr_support({.gdr_copy = "emulate", .direct_placement = false, .nic_dmabuf =
+//   nic}); props->ptrSupport = ps.bits;  INFO("%s", ps.reason.c_str());
 //
-// GPU buffers go to the NIC only through dma-buf here (ibv_reg_dmabuf_mr of the driver's export), so
-// NCCL_PTR_CUDA and NCCL_PTR_DMABUF are advertised together or not at all: both need the NIC to accept
-// dma-buf registration and the CUDA driver to export dma-bufs. NCCL_PTR_HOST is always advertised.
-// Necessary, not sufficient: GPU buffers may be advertised only on a data path whose CPU never reads or
-// writes their bytes (the NIC does, through the dma-buf MR). The engine copies a received payload into
-// the posted receive with the CPU, so the verbs wire's receive side needs GPU placement (or the plugin's
-// GPU copier) before the plugin advertises what this returns.
+// GPU buffers reach the plugin two ways:
+// - through host shadows (MEGASCALE_GDR_COPY): the plugin copies between NCCL's GPU buffer and a host
+//   shadow and hands the wire the shadow, so the wire sees host memory only: NCCL_PTR_HOST|NCCL_PTR_CUDA
+//   on any wire;
+// - directly: the NIC reads and writes the GPU buffer through a dma-buf MR (ibv_reg_dmabuf_mr of the CUDA
+//   driver's export): NCCL_PTR_CUDA and NCCL_PTR_DMABUF together. This needs a data path whose CPU never
+//   touches the payload: the NIC reads a send from the registered buffer and writes a receive into the
+//   posted buffer. The verbs wire has none (UD receives land in bounce buffers, RC ones in its ring, and
+//   the CPU copies them into the posted buffer), so the plugin passes direct_placement = false and the
+//   dma-buf probes only say what a direct path could use.
 #pragma once
 
 #include <cstdint>
@@ -37,9 +37,12 @@ inline constexpr int kPtrDmabuf = 0x4;
 Result<bool> parse_dmabuf_enable(const char* value);
 
 struct PtrSupportInputs {
-  // The bits the caller would advertise if everything worked. kPtrHost is implied; asking for kPtrCuda
-  // or kPtrDmabuf asks for GPU buffers through dma-buf (both bits).
-  int requested = kPtrHost | kPtrCuda | kPtrDmabuf;
+  // MEGASCALE_GDR_COPY's value when the plugin takes GPU buffers through host shadows ("1", "emulate");
+  // "" or "0" when it does not.
+  std::string gdr_copy{};
+  // Whether the wire's data path lets the NIC read sends from and write receives into the registered
+  // buffers themselves, the CPU never touching the payload. False on the verbs wire (it copies).
+  bool direct_placement = false;
   bool enabled = true;   // parse_dmabuf_enable
   Status nic_dmabuf{};   // IbDevice::probe_dmabuf(): ok, or why the NIC refuses dma-buf registration
   Status cuda_dmabuf{};  // cuda_dmabuf_supported(): ok, or why no dma-buf comes from the CUDA driver
@@ -50,11 +53,12 @@ struct PtrSupport {
   std::string reason;  // one line for the log: what is advertised and why
 };
 
-// kPtrHost, plus kPtrCuda | kPtrDmabuf when they were requested, enabled, and both probes passed.
-// Unknown bits in `requested` are ignored. The reason names the first thing that fails, in the order:
-// not requested, disabled, the NIC, the CUDA driver. A probe after the first failure is not read, so a
-// caller may leave cuda_dmabuf ok without probing when the NIC refuses or dma-buf is off: hosts that
-// cannot use it never load libcuda.so.1.
+// kPtrHost always; kPtrCuda | kPtrDmabuf when direct_placement, enabled and both probes passed; else
+// kPtrCuda alone with host shadows (gdr_copy on). The reason says which of the three and, unless the
+// direct path is taken, why not, naming the first thing that fails in the order: the data path, the
+// switch, the NIC, the CUDA driver. Without a direct data path it still names the NIC probe's result
+// (what a direct path could use). cuda_dmabuf is read only where everything before it passed, so a
+// caller may leave it ok without probing: hosts that cannot use it never load libcuda.so.1.
 PtrSupport decide_ptr_support(const PtrSupportInputs& in);
 
 // The dma-buf capability probe's verdict for device `device`: ibv_reg_dmabuf_mr called with fd -1 and
