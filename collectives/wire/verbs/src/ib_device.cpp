@@ -29,6 +29,11 @@ static_assert(kGrhBytes == sizeof(ibv_grh));
 
 namespace {
 
+// ibv_reg_mr's access flags as int: libibverbs' ibv_reg_mr macro ANDs them with an enumerator of another
+// enum, which clang refuses as a deprecated enum-enum operation when given an ibv_access_flags.
+constexpr int kLocalAccess = IBV_ACCESS_LOCAL_WRITE;
+constexpr int kRingAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+
 Error sys_error(const std::string& what, int err) {
   return make_error(ErrorCode::kSystem, what + ": " + std::strerror(err));
 }
@@ -265,7 +270,7 @@ class Device final : public IbDevice {
             [this](uint64_t addr, uint64_t len) -> Result<Registration> {
               // Local access only: the cache widens regions to whole pages, and a peer must never
               // write into memory around a send buffer. RC receive rings register on their own.
-              ibv_mr* mr = ibv_reg_mr(pd_, reinterpret_cast<void*>(addr), len, IBV_ACCESS_LOCAL_WRITE);
+              ibv_mr* mr = ibv_reg_mr(pd_, reinterpret_cast<void*>(addr), len, kLocalAccess);
               if (mr == nullptr) return sys_error("ibv_reg_mr of " + std::to_string(len) + " bytes", errno);
               return Registration{.keys = {.lkey = mr->lkey, .rkey = mr->rkey}, .handle = mr};
             },
@@ -395,7 +400,7 @@ class Device final : public IbDevice {
   }
 
   Result<MrKeys> register_ring(void* addr, uint64_t len) override {
-    ibv_mr* mr = ibv_reg_mr(pd_, addr, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    ibv_mr* mr = ibv_reg_mr(pd_, addr, len, kRingAccess);
     if (mr == nullptr)
       return sys_error(name_ + ": ibv_reg_mr of a " + std::to_string(len) + "-byte ring", errno);
     rings_.push_back(mr);
