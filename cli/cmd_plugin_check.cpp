@@ -196,8 +196,9 @@ void add_plugin_check_command(CLI::App& app) {
                   "line names the device used")
       ->check(CLI::Range(-1, 1 << 20));
   vocab::duration(cmd, "--budget", o->harness.retry_budget_s,
-                  "Retry budget asked of the plugin (MEGASCALE_RETRY_BUDGET_S, if unset); bounds the "
-                  "peer-killed and peer-stopped cases")
+                  "Retry budget asked of the plugin in the peer-killed and peer-stopped cases "
+                  "(MEGASCALE_RETRY_BUDGET_S, if unset), which it bounds; the other cases keep the "
+                  "plugin's own")
       ->check(CLI::Range(0.1, 600.0))
       ->capture_default_str();
   vocab::timeout(cmd, o->harness.case_timeout_s,

@@ -12,6 +12,10 @@ struct CaseInfo {
   const char* name;
   const char* description;
   CaseFn fn;
+  // The case takes its peer away and waits for the plugin's error: it runs with Options::retry_budget_s.
+  // The others keep the plugin's own budget, so that a starved host (a sanitizer build beside other load)
+  // does not read as a dead peer.
+  bool takes_peer_away = false;
 };
 
 const std::vector<CaseInfo>& all_cases();

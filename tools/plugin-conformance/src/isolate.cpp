@@ -147,8 +147,10 @@ Status probe(Env& env, const Options& options) {
 }
 
 [[noreturn]] void child_main(const Options& options, const CaseInfo* info) {
-  // The plugin reads its knobs once, at its first init: the short budget is set before it loads.
-  ::setenv("MEGASCALE_RETRY_BUDGET_S", std::to_string(options.retry_budget_s).c_str(), /*overwrite=*/0);
+  // The plugin reads its knobs once, at its first init: the short budget is set before it loads, in the
+  // cases that wait for a dead peer's error (CaseInfo::takes_peer_away).
+  if (info != nullptr && info->takes_peer_away)
+    ::setenv("MEGASCALE_RETRY_BUDGET_S", std::to_string(options.retry_budget_s).c_str(), /*overwrite=*/0);
   // MegaScale lists lo only when nothing else is up; the default device is lo (conformance.h).
   if (options.dev < 0 && loopback_up()) ::setenv("MEGASCALE_IFNAME", "=lo", /*overwrite=*/0);
   set_time_scale(options.time_scale);

@@ -41,8 +41,9 @@ struct Options {
   int abi_version = 0;             // 0: the newest the plugin exports (NCCL's order); else exactly 8..12
   int dev = -1;                    // device index to use; -1: the one named "lo" (see above), else 0
   std::vector<std::string> cases;  // empty: all cases
-  // Retry budget the plugin is asked to use (MEGASCALE_RETRY_BUDGET_S in the cases' processes, when
-  // unset); bounds how long the peer cases may take to see an error.
+  // Retry budget the plugin is asked to use in the cases that take a peer away (MEGASCALE_RETRY_BUDGET_S
+  // in their processes, when unset); bounds how long they may take to see an error. The other cases keep
+  // the plugin's own budget: there, a short one only turns a starved host into a false "peer gone".
   double retry_budget_s = 2.0;
   // A case's process (the plugin's load and probe included) that runs longer is killed and the case
   // fails, naming the plugin calls still in progress; so is the first, probing process.
