@@ -139,7 +139,7 @@ Result<std::unique_ptr<PacketPort>> RcPort::make(const VerbsPortConfig& c, std::
 Status RcPort::post_home_recv(uint32_t i) {
   const uint32_t len = kGrhBytes + mtu_;
   Result<RecvWr> wr =
-      make_ud_recv({WrKind::kUdRecv, kHomeLane, 0, i},
+      make_ud_recv({WrKind::kUdRecv, kHomeLane, home_gen_, i},
                    {addr_of(home_recv_.data() + size_t{i} * len), len, home_recv_keys_.lkey}, mtu_);
   if (!wr) return wr.error();
   return home_->post_recv(*wr);
@@ -321,7 +321,7 @@ void RcPort::send_setup(uint32_t peer, uint32_t lane, RcSetupKind kind) {
   // Whatever is not sent now: the timer sends a request again, and a lost answer is asked again.
   if (home_send_free_.empty() || home_reset_at_ != kNever) return;
   // A send while the link is down would error the home QP as a whole (rxe): wait for the port.
-  if (!dev_->port_active()) {
+  if (cfg_.rc_setup_waits_for_port && !dev_->port_active()) {
     path_stale_ = true;
     ++setups_deferred_;
     return;

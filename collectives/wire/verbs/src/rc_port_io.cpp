@@ -124,7 +124,7 @@ Result<size_t> RcPort::receive(size_t max, const Deliver& deliver) {
 }
 
 void RcPort::handle_home(const WorkCompletion& wc, const WrTag& tag) {
-  if (tag.epoch != home_gen_) return;  // a WR of the home QP before its reset
+  if (tag.epoch != home_gen_) return;  // a WR of a home QP since re-created
   if (wc.status == WcStatus::kSuccess) {
     home_told_ = false;
     home_backoff_ = kSetupResendNs;

@@ -259,8 +259,9 @@ TEST_F(RcPortFakeTest, RequestNamesThisPortByIdAndHomeQpn) {
 }
 
 // A send the link could not carry errors the home QP: it is re-created (a new QPN, its receives
-// posted, the old one destroyed), and the lane's next request leaves from it naming the new QPN and
-// the same port id, after the path was refreshed (new address handles).
+// posted, the old one destroyed), the lane's next request leaves from it naming the new QPN and the
+// same port id, after the path was refreshed (new address handles), and the answer arriving on it
+// connects the lane.
 TEST_F(RcPortFakeTest, HomeQpErrorRecreatesItWithANewQpnThatTheNextRequestCarries) {
   ASSERT_EQ(*port_->add_peer("[::ffff:10.0.0.2]/0x000300"), 0u);
   const std::string before = port_->local_address();
@@ -292,12 +293,19 @@ TEST_F(RcPortFakeTest, HomeQpErrorRecreatesItWithANewQpnThatTheNextRequestCarrie
   EXPECT_EQ(again.port_id, first.port_id);
   EXPECT_EQ(nic_.ud_sends[1].wr.remote_qpn, 0x300u);
   EXPECT_GT(nic_.ahs.size(), ahs);
+  // The new QP's receives are the port's: the peer's answer arriving there connects the lane.
+  arrive(1, RcSetupKind::kAnswer, kPeerId, 0x300, 0, again.epoch, 0x500);
+  ASSERT_EQ(nic_.rc.size(), 1u);
+  EXPECT_TRUE(nic_.rc[0].connected);
+  EXPECT_EQ(nic_.rc[0].peer.qpn, 0x500u);
+  EXPECT_EQ(extra("rc_lanes_up"), 1u);
+  EXPECT_EQ(nic_.ud[1].recvs.size(), rc_detail::kHomeRecvs);  // the receive posted again
   // A completion of the old QP, flushed after its end, is not acted on.
   wc.status = WcStatus::kWrFlushErr;
   nic_.cq.push_back(wc);
   receive();
   EXPECT_EQ(nic_.ud.size(), 2u);
-  EXPECT_EQ(port_->next_deadline(), t0_ + sec(1) + rc_detail::kSetupResendNs);
+  EXPECT_EQ(extra("rc_home_recreated"), 1u);
 }
 
 TEST_F(RcPortFakeTest, SetupMessagesWaitWhileThePortIsNotActive) {

@@ -99,11 +99,12 @@ struct Pair {
   engine::ConnId ca{}, cb{};
 };
 
-// Two started wires over RC ports, a connected to b.
-void make_pair_of_wires(const UdpConfig& cfg, const VerbsPortConfig& pc, Pair& p) {
-  auto pa = open_rc_port(pc);
+// Two started wires over RC ports (a's configured by `pca`, b's by `pcb`), a connected to b.
+void make_pair_of_wires(const UdpConfig& cfg, const VerbsPortConfig& pca, const VerbsPortConfig& pcb,
+                        Pair& p) {
+  auto pa = open_rc_port(pca);
   ASSERT_TRUE(pa.ok()) << pa.error().message;
-  auto pb = open_rc_port(pc);
+  auto pb = open_rc_port(pcb);
   ASSERT_TRUE(pb.ok()) << pb.error().message;
   std::printf("port: %s\n", (*pa)->describe().c_str());
   auto a = UdpWire::create(cfg, std::move(*pa));
@@ -163,7 +164,7 @@ class VerbsRcDevice : public ::testing::Test {
 TEST_F(VerbsRcDevice, TwoWiresMove4MiBEachWayIntact) {
   const UdpConfig cfg = wire_config();
   Pair p;
-  make_pair_of_wires(cfg, rc_config(cfg), p);
+  make_pair_of_wires(cfg, rc_config(cfg), rc_config(cfg), p);
   ASSERT_TRUE(p.a && p.b);
   auto t0 = std::chrono::steady_clock::now();
   std::string err = exchange(p, 256u << 10, 3, sec(40));
@@ -209,22 +210,21 @@ uint64_t port_counter(UdpWire& w, const std::string& name) {
 }
 
 // Runs 1 MiB transfers each way back to back for 10 s while the guest takes eth0 down for 3 s (from
-// 1 s after the wires connected: /tmp/rc-flap-within-ready). The budgets (12 s port, 15 s engine)
-// outlast the flap: the QPs that errored are re-created (and the home QPs that errored, with new
-// QPNs), the lanes re-connect once the port is ACTIVE again, the engine resends what was lost, and
-// every round arrives byte for byte.
-TEST_F(VerbsRcDevice, LinkFlapWithinTheBudgetSurvivesIntact) {
-  if (std::getenv("MEGASCALE_RC_FLAP_TEST") == nullptr) {
-    GTEST_SKIP() << "MEGASCALE_RC_FLAP_TEST unset: the guest's flap run sets it";
-  }
+// 1 s after the wires connected: the file `ready`). The budgets (12 s port, 15 s engine) outlast the
+// flap: the RC QPs that errored are re-created, the lanes re-connect once the port is ACTIVE again,
+// the engine resends what was lost, and every round must arrive byte for byte. `a_waits`: a's set-up
+// messages wait for the port (false: they go while the link is down and error a's home QP).
+void flap_within_budget(const char* ready, bool a_waits) {
   UdpConfig cfg = wire_config();
   cfg.engine.cc.rto.retry_budget_ns = sec(15);
   VerbsPortConfig pc = rc_config(cfg);
   pc.retry_budget_ns = sec(12);
+  VerbsPortConfig pa = pc;
+  pa.rc_setup_waits_for_port = a_waits;
   Pair p;
-  make_pair_of_wires(cfg, pc, p);
+  make_pair_of_wires(cfg, pa, pc, p);
   ASSERT_TRUE(p.a && p.b);
-  if (FILE* f = std::fopen("/tmp/rc-flap-within-ready", "w")) std::fclose(f);
+  if (FILE* f = std::fopen(ready, "w")) std::fclose(f);
   const auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
   std::atomic<bool> done{false};
@@ -267,6 +267,29 @@ TEST_F(VerbsRcDevice, LinkFlapWithinTheBudgetSurvivesIntact) {
   // The flap must have hit the QPs, or this test proved nothing about recovery.
   EXPECT_GE(recreated, 1u);
   EXPECT_EQ(failures, 0u);
+  if (!a_waits) {
+    // a's home QP errored and came back with a new QPN; b found a there by its port id.
+    EXPECT_GE(port_counter(*p.a, "rc_home_recreated"), 1u);
+    EXPECT_GE(port_counter(*p.b, "rc_peer_home_moved"), 1u);
+  }
+}
+
+// The flap within the budget; set-up messages wait for the port, so the home QPs never error.
+TEST_F(VerbsRcDevice, LinkFlapWithinTheBudgetSurvivesIntact) {
+  if (std::getenv("MEGASCALE_RC_FLAP_TEST") == nullptr) {
+    GTEST_SKIP() << "MEGASCALE_RC_FLAP_TEST unset: the guest's flap run sets it";
+  }
+  flap_within_budget("/tmp/rc-flap-within-ready", true);
+}
+
+// The same flap with a's set-up messages sent while the link is down: a's home QP errors and is
+// re-created with a new QPN (again while the link stays down), and b, which knows a by its port id,
+// answers a at the new QPN once a's request reaches it.
+TEST_F(VerbsRcDevice, LinkFlapWithinTheBudgetSurvivesAHomeQpRecreated) {
+  if (std::getenv("MEGASCALE_RC_FLAP_TEST") == nullptr) {
+    GTEST_SKIP() << "MEGASCALE_RC_FLAP_TEST unset: the guest's flap run sets it";
+  }
+  flap_within_budget("/tmp/rc-flap-home-ready", false);
 }
 
 // Runs transfers back to back while the guest takes eth0 down for 3 s (from 1 s after the wires
@@ -282,7 +305,7 @@ TEST_F(VerbsRcDevice, LinkFlapPastTheBudgetFailsClearlyInBoundedTime) {
   VerbsPortConfig pc = rc_config(cfg);
   pc.retry_budget_ns = sec(1);
   Pair p;
-  make_pair_of_wires(cfg, pc, p);
+  make_pair_of_wires(cfg, pc, pc, p);
   ASSERT_TRUE(p.a && p.b);
   if (FILE* f = std::fopen("/tmp/rc-flap-ready", "w")) std::fclose(f);
   const auto t0 = std::chrono::steady_clock::now();
