@@ -257,32 +257,40 @@ void RcPort::start_connect(uint32_t peer, uint32_t lane, TimeNs now) {
   l.resend_at = now + kSetupResendNs;
 }
 
-void RcPort::recreate_home(TimeNs now) {
-  Result<std::unique_ptr<IbUdQp>> q =
-      dev_->create_ud_qp(*cq_, {.qkey = kQkey, .send_depth = kHomeSends, .recv_depth = kHomeRecvs});
-  if (!q) {
-    std::fprintf(stderr, "verbs-rc: re-creating the home QP: %s; trying again\n", q.error().message.c_str());
-    home_reset_at_ = now + 5 * kSetupResendNs;
-    return;
-  }
+void RcPort::recover_home(TimeNs now) {
   const uint32_t old_qpn = home_->qpn();
-  // The old QP goes now: its WRs with it (completions of them still in the CQ carry the old
-  // incarnation in their tags and are ignored).
-  home_ = std::move(*q);
+  Status reset = cfg_.rc_home_reset ? home_->reset() : Status(make_error("the port re-creates it"));
+  if (reset) {
+    ++home_resets_;
+    std::fprintf(stderr, "verbs-rc: home QP reset to RTS (QPN 0x%x)\n", old_qpn);
+  } else {
+    Result<std::unique_ptr<IbUdQp>> q =
+        dev_->create_ud_qp(*cq_, {.qkey = kQkey, .send_depth = kHomeSends, .recv_depth = kHomeRecvs});
+    if (!q) {
+      std::fprintf(stderr, "verbs-rc: home QP: reset: %s; re-creating: %s; trying again\n",
+                   reset.error().message.c_str(), q.error().message.c_str());
+      home_reset_at_ = now + 5 * kSetupResendNs;
+      return;
+    }
+    // The old QP goes now: its WRs with it (completions of them still in the CQ carry the old
+    // incarnation in their tags and are ignored).
+    home_ = std::move(*q);
+    ++home_recreated_;
+    std::fprintf(stderr,
+                 "verbs-rc: home QP re-created (reset: %s): QPN 0x%x -> 0x%x (peers learn it from set-up "
+                 "messages)\n",
+                 reset.error().message.c_str(), old_qpn, home_->qpn());
+  }
   ++home_gen_;
-  ++home_recreated_;
   home_reset_at_ = kNever;
   path_stale_ = true;
-  // While the link stays down every new QP errors again at its first send: wait longer each time.
+  // While the link stays down the QP errors again at its first send: wait longer each time.
   home_backoff_ = std::min<TimeNs>(2 * home_backoff_, kNsPerSec);
   home_send_free_.clear();
   for (uint32_t i = kHomeSends; i-- > 0;) home_send_free_.push_back(i);
   for (uint32_t i = 0; i < kHomeRecvs; ++i) {
     if (Status s = post_home_recv(i); !s) ++stats_.recv_errors;
   }
-  std::fprintf(stderr,
-               "verbs-rc: home QP re-created: QPN 0x%x -> 0x%x (peers learn it from set-up messages)\n",
-               old_qpn, home_->qpn());
 }
 
 bool RcPort::refresh_path() {
@@ -504,7 +512,7 @@ void RcPort::fail_lane(uint32_t peer, uint32_t lane, TimeNs now, const std::stri
 }
 
 void RcPort::on_timer(TimeNs now) {
-  if (home_reset_at_ <= now) recreate_home(now);
+  if (home_reset_at_ <= now) recover_home(now);
   for (uint32_t i = 0; i < peers_.size(); ++i) {
     for (uint32_t j = 0; j < cfg_.slots; ++j) {
       Lane& l = peers_[i]->lanes[j];
@@ -557,6 +565,7 @@ PortStats RcPort::stats() const {
              {"rc_writes_outstanding", outstanding},
              {"rc_write_credits", credits},
              {"rc_credits_owed", owed},
+             {"rc_home_resets", home_resets_},
              {"rc_home_recreated", home_recreated_},
              {"rc_setups_deferred", setups_deferred_},
              {"rc_peer_home_moved", peer_home_moved_},

@@ -136,10 +136,11 @@ class RcPort final : public PacketPort {
   Status post_home_recv(uint32_t i);
   void handle(const WorkCompletion& wc, const Deliver& deliver, size_t& delivered);
   void handle_home(const WorkCompletion& wc, const WrTag& tag);
-  // A new home QP (a new QPN) in place of one that errored, its buffers free and its receives posted.
-  // A QP reset to RTS keeping its QPN stays silent on rxe after a link flap; peers learn the new QPN
-  // from the next set-up message, which names this port by its id.
-  void recreate_home(TimeNs now);
+  // The home QP after an error: reset to RTS keeping its QPN (so peers whose home QPs errored too
+  // still reach it) or, where that fails (or rc_home_reset is off), a new QP with a new QPN, which
+  // peers learn from the next set-up message (it names this port by its id). Then its buffers are
+  // free, its receives posted (tagged with its new incarnation) and the path is refreshed.
+  void recover_home(TimeNs now);
   // After the port was seen down or the home QP errored: the GID's index again (the kernel re-adds a
   // port's GIDs when its link comes back, perhaps elsewhere) and new address handles for every peer.
   // False while the GID is not back yet: set-up messages wait.
@@ -163,6 +164,7 @@ class RcPort final : public PacketPort {
   uint16_t home_gen_ = 0;          // the home QP's incarnation, in its WRs' tags (epoch)
   TimeNs home_reset_at_ = kNever;  // the home QP errored: re-create it then
   bool path_stale_ = false;        // the port was down or the home QP errored: refresh_path() first
+  uint64_t home_resets_ = 0;
   uint64_t home_recreated_ = 0;
   uint64_t setups_deferred_ = 0;          // set-up messages held back while the port was not ACTIVE
   uint64_t peer_home_moved_ = 0;          // set-up messages naming a known port's new home QPN

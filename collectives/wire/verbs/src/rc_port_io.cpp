@@ -129,10 +129,10 @@ void RcPort::handle_home(const WorkCompletion& wc, const WrTag& tag) {
     home_told_ = false;
     home_backoff_ = kSetupResendNs;
   } else if (home_reset_at_ == kNever) {
-    // A UD QP errors as a whole (on rxe: a send while the link was down): reset it shortly. Said once
+    // A UD QP errors as a whole (on rxe: a send while the link was down): recover it shortly. Said once
     // per outage: while the link stays down every reset errors again.
     if (!home_told_) {
-      std::fprintf(stderr, "verbs-rc: home QP error (%s), re-creating it\n", to_string(wc.status).c_str());
+      std::fprintf(stderr, "verbs-rc: home QP error (%s), recovering it\n", to_string(wc.status).c_str());
     }
     home_told_ = true;
     home_reset_at_ = UdpWire::now() + home_backoff_;

@@ -1,9 +1,9 @@
 // verbs-rc's port over a fake device (no RDMA device needed): how it survives a link flap. Set-up
-// messages name the sending port by its id; a home QP that errors is re-created with a new QPN that
-// the next set-up message carries; a peer whose home QPN changed keeps its peer id and is answered at
-// its new address (a stale message does not move it back; another port at an old address is another
-// peer); set-up messages wait while the port is not ACTIVE, and the path (GID index, address handles)
-// is refreshed before the first one goes after it.
+// messages name the sending port by its id; a home QP that errors is reset keeping its QPN, or, where
+// that fails, re-created with a new QPN that the next set-up message carries; a peer whose home QPN changed
+// keeps its peer id and is answered at its new address (a stale message does not move it back; another port
+// at an old address is another peer); set-up messages wait while the port is not ACTIVE, and the path (GID
+// index, address handles) is refreshed before the first one goes after it.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -42,6 +42,8 @@ struct Nic {
   std::vector<AhSpec> ahs;
   uint32_t next_qpn = 0x100;
   bool port_active = true;
+  bool reset_fails = false;
+  uint32_t resets = 0;
   Gid gid{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 10, 0, 0, 1};
 };
 
@@ -77,7 +79,12 @@ class FakeUdQp final : public IbUdQp {
     nic_.ud[index_].recvs.push_back(wr);
     return {};
   }
-  Status reset() override { return make_error("fake: the port re-creates its home QP, never resets it"); }
+  Status reset() override {
+    if (nic_.reset_fails) return make_error("fake: UD QP to RESET: Invalid argument");
+    ++nic_.resets;
+    nic_.ud[index_].recvs.clear();  // as a device does: the posted receives are gone
+    return {};
+  }
 
  private:
   Nic& nic_;
@@ -258,11 +265,12 @@ TEST_F(RcPortFakeTest, RequestNamesThisPortByIdAndHomeQpn) {
   EXPECT_EQ(m.qpn, nic_.rc[0].qpn);
 }
 
-// A send the link could not carry errors the home QP: it is re-created (a new QPN, its receives
-// posted, the old one destroyed), the lane's next request leaves from it naming the new QPN and the
-// same port id, after the path was refreshed (new address handles), and the answer arriving on it
+// A send the link could not carry errors the home QP; where its reset fails it is re-created (a new
+// QPN, its receives posted, the old one destroyed), the lane's next request leaves from it naming the new QPN
+// and the same port id, after the path was refreshed (new address handles), and the answer arriving on it
 // connects the lane.
-TEST_F(RcPortFakeTest, HomeQpErrorRecreatesItWithANewQpnThatTheNextRequestCarries) {
+TEST_F(RcPortFakeTest, HomeQpErrorRecreatesItWithANewQpnWhenItsResetFails) {
+  nic_.reset_fails = true;
   ASSERT_EQ(*port_->add_peer("[::ffff:10.0.0.2]/0x000300"), 0u);
   const std::string before = port_->local_address();
   send(0, 0);
@@ -306,6 +314,46 @@ TEST_F(RcPortFakeTest, HomeQpErrorRecreatesItWithANewQpnThatTheNextRequestCarrie
   receive();
   EXPECT_EQ(nic_.ud.size(), 2u);
   EXPECT_EQ(extra("rc_home_recreated"), 1u);
+}
+
+// A home QP that errored is reset keeping its QPN (peers whose home QPs errored too still reach it):
+// its receives posted again with the new incarnation, the lane's request sent again from it, and the
+// answer arriving on it connects the lane; a completion of the incarnation before is ignored.
+TEST_F(RcPortFakeTest, HomeQpErrorResetsItKeepingItsQpn) {
+  ASSERT_EQ(*port_->add_peer("[::ffff:10.0.0.2]/0x000300"), 0u);
+  const std::string before = port_->local_address();
+  send(0, 0);
+  ASSERT_EQ(nic_.ud_sends.size(), 1u);
+  WorkCompletion wc;
+  wc.wr_id = nic_.ud_sends[0].wr.wr_id;
+  wc.status = WcStatus::kLocQpOpErr;
+  wc.opcode = WcOpcode::kSend;
+  wc.qp_num = nic_.ud[0].qpn;
+  nic_.cq.push_back(wc);
+  const RecvWr stale = nic_.ud[0].recvs.front();  // posted before the error
+  receive();
+  port_->on_timer(t0_ + sec(1));
+  EXPECT_EQ(nic_.resets, 1u);
+  ASSERT_EQ(nic_.ud.size(), 1u);
+  EXPECT_EQ(port_->local_address(), before);
+  EXPECT_EQ(extra("rc_home_resets"), 1u);
+  EXPECT_EQ(extra("rc_home_recreated"), 0u);
+  EXPECT_EQ(nic_.ud[0].recvs.size(), rc_detail::kHomeRecvs);
+  ASSERT_EQ(nic_.ud_sends.size(), 2u);
+  EXPECT_EQ(sent(1).home_qpn, nic_.ud[0].qpn);
+  // A receive of the incarnation before, flushed by the reset, is neither used nor posted again.
+  WorkCompletion flushed;
+  flushed.wr_id = stale.wr_id;
+  flushed.status = WcStatus::kWrFlushErr;
+  flushed.opcode = WcOpcode::kRecv;
+  flushed.qp_num = nic_.ud[0].qpn;
+  nic_.cq.push_back(flushed);
+  receive();
+  EXPECT_EQ(nic_.ud[0].recvs.size(), rc_detail::kHomeRecvs);
+  arrive(0, RcSetupKind::kAnswer, kPeerId, 0x300, 0, sent(1).epoch, 0x500);
+  ASSERT_EQ(nic_.rc.size(), 1u);
+  EXPECT_TRUE(nic_.rc[0].connected);
+  EXPECT_EQ(extra("rc_lanes_up"), 1u);
 }
 
 TEST_F(RcPortFakeTest, SetupMessagesWaitWhileThePortIsNotActive) {

@@ -212,17 +212,20 @@ uint64_t port_counter(UdpWire& w, const std::string& name) {
 // Runs 1 MiB transfers each way back to back for 10 s while the guest takes eth0 down for 3 s (from
 // 1 s after the wires connected: the file `ready`). The budgets (12 s port, 15 s engine) outlast the
 // flap: the RC QPs that errored are re-created, the lanes re-connect once the port is ACTIVE again,
-// the engine resends what was lost, and every round must arrive byte for byte. `a_waits`: a's set-up
-// messages wait for the port (false: they go while the link is down and error a's home QP).
-void flap_within_budget(const char* ready, bool a_waits) {
+// the engine resends what was lost, and every round must arrive byte for byte. `pa`, `pb`: how the
+// ports treat their home QPs (rc_setup_waits_for_port, rc_home_reset); budgets and shapes are set here.
+void flap_within_budget(const char* ready, VerbsPortConfig pa, VerbsPortConfig pb, Pair& p) {
   UdpConfig cfg = wire_config();
   cfg.engine.cc.rto.retry_budget_ns = sec(15);
   VerbsPortConfig pc = rc_config(cfg);
   pc.retry_budget_ns = sec(12);
-  VerbsPortConfig pa = pc;
-  pa.rc_setup_waits_for_port = a_waits;
-  Pair p;
-  make_pair_of_wires(cfg, pa, pc, p);
+  for (VerbsPortConfig* c : {&pa, &pb}) {
+    const bool waits = c->rc_setup_waits_for_port, reset = c->rc_home_reset;
+    *c = pc;
+    c->rc_setup_waits_for_port = waits;
+    c->rc_home_reset = reset;
+  }
+  make_pair_of_wires(cfg, pa, pb, p);
   ASSERT_TRUE(p.a && p.b);
   if (FILE* f = std::fopen(ready, "w")) std::fclose(f);
   const auto t0 = std::chrono::steady_clock::now();
@@ -248,30 +251,27 @@ void flap_within_budget(const char* ready, bool a_waits) {
   }
   done = true;
   watch.join();
-  uint64_t errors = 0, recreated = 0, home = 0, failures = 0;
+  uint64_t errors = 0, recreated = 0, resets = 0, home = 0, failures = 0;
   for (UdpWire* w : {p.a.get(), p.b.get()}) {
     errors += port_counter(*w, "rc_qp_errors");
     recreated += port_counter(*w, "rc_qp_recreated");
+    resets += port_counter(*w, "rc_home_resets");
     home += port_counter(*w, "rc_home_recreated");
     failures += port_counter(*w, "rc_lane_failures");
   }
   std::printf(
       "flap within the budget: %d rounds of 1 MiB each way in %.2f s (slowest round %.2f s); %s; QP errors "
-      "%llu, QPs re-created %llu, home QPs re-created %llu, lane failures %llu\n",
+      "%llu, QPs re-created %llu, home QPs reset %llu, re-created %llu, lane failures %llu\n",
       rounds, elapsed(), slowest, err.empty() ? "all intact" : ("failed: " + err).c_str(),
       static_cast<unsigned long long>(errors), static_cast<unsigned long long>(recreated),
-      static_cast<unsigned long long>(home), static_cast<unsigned long long>(failures));
+      static_cast<unsigned long long>(resets), static_cast<unsigned long long>(home),
+      static_cast<unsigned long long>(failures));
   print_port("a", *p.a);
   print_port("b", *p.b);
   EXPECT_EQ(err, "");
   // The flap must have hit the QPs, or this test proved nothing about recovery.
   EXPECT_GE(recreated, 1u);
   EXPECT_EQ(failures, 0u);
-  if (!a_waits) {
-    // a's home QP errored and came back with a new QPN; b found a there by its port id.
-    EXPECT_GE(port_counter(*p.a, "rc_home_recreated"), 1u);
-    EXPECT_GE(port_counter(*p.b, "rc_peer_home_moved"), 1u);
-  }
 }
 
 // The flap within the budget; set-up messages wait for the port, so the home QPs never error.
@@ -279,17 +279,38 @@ TEST_F(VerbsRcDevice, LinkFlapWithinTheBudgetSurvivesIntact) {
   if (std::getenv("MEGASCALE_RC_FLAP_TEST") == nullptr) {
     GTEST_SKIP() << "MEGASCALE_RC_FLAP_TEST unset: the guest's flap run sets it";
   }
-  flap_within_budget("/tmp/rc-flap-within-ready", true);
+  Pair p;
+  flap_within_budget("/tmp/rc-flap-within-ready", {}, {}, p);
 }
 
-// The same flap with a's set-up messages sent while the link is down: a's home QP errors and is
-// re-created with a new QPN (again while the link stays down), and b, which knows a by its port id,
-// answers a at the new QPN once a's request reaches it.
+// The same flap with a's set-up messages sent while the link is down and its home QP re-created
+// (never reset): a's home QP errors and comes back with a new QPN (again while the link stays down),
+// and b, which knows a by its port id, answers a there once a's request reaches it.
 TEST_F(VerbsRcDevice, LinkFlapWithinTheBudgetSurvivesAHomeQpRecreated) {
   if (std::getenv("MEGASCALE_RC_FLAP_TEST") == nullptr) {
     GTEST_SKIP() << "MEGASCALE_RC_FLAP_TEST unset: the guest's flap run sets it";
   }
-  flap_within_budget("/tmp/rc-flap-home-ready", false);
+  VerbsPortConfig pa;
+  pa.rc_setup_waits_for_port = false;
+  pa.rc_home_reset = false;
+  Pair p;
+  flap_within_budget("/tmp/rc-flap-home-ready", pa, {}, p);
+  EXPECT_GE(port_counter(*p.a, "rc_home_recreated"), 1u);
+  EXPECT_GE(port_counter(*p.b, "rc_peer_home_moved"), 1u);
+}
+
+// The same flap with both ports' set-up messages sent while the link is down: both home QPs error
+// and are reset keeping their QPNs, so each still reaches the other.
+TEST_F(VerbsRcDevice, LinkFlapWithinTheBudgetSurvivesBothHomeQpsReset) {
+  if (std::getenv("MEGASCALE_RC_FLAP_TEST") == nullptr) {
+    GTEST_SKIP() << "MEGASCALE_RC_FLAP_TEST unset: the guest's flap run sets it";
+  }
+  VerbsPortConfig pc;
+  pc.rc_setup_waits_for_port = false;
+  Pair p;
+  flap_within_budget("/tmp/rc-flap-reset-ready", pc, pc, p);
+  EXPECT_GE(port_counter(*p.a, "rc_home_resets"), 1u);
+  EXPECT_GE(port_counter(*p.b, "rc_home_resets"), 1u);
 }
 
 // Runs transfers back to back while the guest takes eth0 down for 3 s (from 1 s after the wires
