@@ -427,6 +427,12 @@ Result<uint32_t> RcPort::peer_for_setup(const RcSetupMsg& m) {
 
 void RcPort::on_setup(const RcSetupMsg& m) {
   ++setups_received_;
+  // The lane's QP is connected through this port's GID index and the answer goes through an address
+  // handle: both as the port is now. Until the GID is back, the peer's next request is awaited.
+  if (path_stale_ && !refresh_path()) {
+    ++setups_deferred_;
+    return;
+  }
   Result<uint32_t> id = peer_for_setup(m);
   if (!id) {
     ++setups_refused_;

@@ -43,6 +43,7 @@ struct Nic {
   uint32_t next_qpn = 0x100;
   bool port_active = true;
   bool reset_fails = false;
+  bool gid_present = true;  // the port's GID in its table (the kernel re-adds it after a flap)
   uint32_t resets = 0;
   Gid gid{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 10, 0, 0, 1};
 };
@@ -122,7 +123,7 @@ class FakeDevice final : public IbDevice {
   uint32_t port() const override { return 1; }
   uint32_t active_mtu_bytes() const override { return kMtu; }
   Result<Gid> query_gid(uint32_t index) const override {
-    if (index == 3) return nic_.gid;
+    if (index == 3 && nic_.gid_present) return nic_.gid;
     return Gid{};
   }
   bool port_active() const override { return nic_.port_active; }
@@ -169,6 +170,7 @@ class RcPortFakeTest : public ::testing::Test {
     c.segment_bytes = 1024;
     c.send_depth = 16;
     c.retry_budget_ns = sec(10);
+    c.sysfs_root = "/nonexistent/megascale-rc-fake";  // the GID is found at its index or not at all
     GidEntry g;
     g.index = 3;
     g.gid = nic_.gid;
@@ -371,6 +373,33 @@ TEST_F(RcPortFakeTest, SetupMessagesWaitWhileThePortIsNotActive) {
   EXPECT_EQ(sent(0).kind, RcSetupKind::kRequest);
   EXPECT_EQ(nic_.ahs.size(), ahs + 1);  // the peer's address handle made anew
   EXPECT_EQ(extra("rc_home_recreated"), 0u);
+}
+
+// A set-up message arriving after the port was seen down refreshes the path before the lane's QP is
+// connected through it: while the port's GID is not back in its table the message is not acted on
+// (the peer asks again); once it is, the lane connects and is answered.
+TEST_F(RcPortFakeTest, SetupArrivingAfterThePortWasDownRefreshesThePathFirst) {
+  ASSERT_EQ(*port_->add_peer("[::ffff:10.0.0.2]/0x000300"), 0u);
+  nic_.port_active = false;
+  send(0, 0);
+  EXPECT_TRUE(nic_.ud_sends.empty());
+  nic_.port_active = true;
+  nic_.gid_present = false;
+  const uint64_t deferred = extra("rc_setups_deferred");
+  arrive(0, RcSetupKind::kRequest, kPeerId, 0x300, 0, 1, 0x400);
+  EXPECT_EQ(extra("rc_setups_deferred"), deferred + 1);
+  ASSERT_EQ(nic_.rc.size(), 1u);  // the lane's QP of epoch 0, still connecting
+  EXPECT_FALSE(nic_.rc[0].connected);
+  EXPECT_TRUE(nic_.ud_sends.empty());
+  nic_.gid_present = true;
+  const size_t ahs = nic_.ahs.size();
+  arrive(0, RcSetupKind::kRequest, kPeerId, 0x300, 0, 1, 0x400);
+  EXPECT_EQ(nic_.ahs.size(), ahs + 1);
+  ASSERT_EQ(nic_.rc.size(), 2u);
+  EXPECT_TRUE(nic_.rc[1].connected);
+  EXPECT_EQ(nic_.rc[1].peer.path.sgid_index, 3u);
+  ASSERT_EQ(nic_.ud_sends.size(), 1u);
+  EXPECT_EQ(sent(0).kind, RcSetupKind::kAnswer);
 }
 
 // The peer known by its address takes the port id its first message carries; when its home QP moves
