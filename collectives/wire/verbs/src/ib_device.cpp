@@ -288,6 +288,10 @@ class Device final : public IbDevice {
   const std::string& name() const override { return name_; }
   uint32_t port() const override { return port_; }
   uint32_t active_mtu_bytes() const override { return mtu_; }
+  bool port_active() const override {
+    ibv_port_attr attr{};
+    return ibv_query_port(ctx_, static_cast<uint8_t>(port_), &attr) == 0 && attr.state == IBV_PORT_ACTIVE;
+  }
   MrCache& mr_cache() override { return cache_; }
   void* ah(uint32_t index) const override { return index < ahs_.size() ? ahs_[index] : nullptr; }
 

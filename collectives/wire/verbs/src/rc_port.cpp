@@ -75,13 +75,24 @@ Result<std::unique_ptr<PacketPort>> RcPort::open(const VerbsPortConfig& c) {
   Result<GidEntry> gid = select_gid(*dev, *port, c.gid);
   if (!gid) return gid.error();
 
+  Result<std::unique_ptr<IbDevice>> ib = IbDevice::open(dev->name, port->port);
+  if (!ib) return ib.error();
+  return make(c, std::move(*ib), *gid);
+}
+
+Result<std::unique_ptr<PacketPort>> RcPort::make(const VerbsPortConfig& c, std::unique_ptr<IbDevice> dev,
+                                                 const GidEntry& gid) {
+  cc::RtoParams rto;
+  rto.initial_rto_ns = c.initial_rto_ns;
+  rto.retry_budget_ns = c.retry_budget_ns;
+  Result<NicRetry> nic = derive_nic_retry(rto);
+  if (!nic) return make_error(ErrorCode::kInvalidUsage, "verbs-rc: " + nic.error().message);
   auto self = std::unique_ptr<RcPort>(new RcPort());
   self->cfg_ = c;
   self->nic_ = *nic;
-  self->gid_ = *gid;
-  Result<std::unique_ptr<IbDevice>> ib = IbDevice::open(dev->name, port->port);
-  if (!ib) return ib.error();
-  self->dev_ = std::move(*ib);
+  self->gid_ = gid;
+  self->dev_ = std::move(dev);
+  while (self->port_id_ == 0) self->port_id_ = (uint64_t{self->rng_()} << 32) | self->rng_();
   self->mtu_ = self->dev_->active_mtu_bytes();
   const size_t need = std::max<size_t>(c.segment_bytes + engine::kSegHeaderBytes, engine::kMaxHeaderBytes);
   self->slot_bytes_ = static_cast<uint32_t>((need + 63) / 64 * 64);
@@ -116,9 +127,9 @@ Result<std::unique_ptr<PacketPort>> RcPort::open(const VerbsPortConfig& c) {
   for (uint32_t i = 0; i < kHomeRecvs; ++i) {
     if (Status s = self->post_home_recv(i); !s) return s.error();
   }
-  self->describe_ = "verbs-rc " + dev->name + " port " + std::to_string(port->port) + " gid " +
-                    std::to_string(gid->index) + " (" + gid_to_string(gid->gid) + ", " +
-                    std::string(to_string(gid->type)) + ") mtu " + std::to_string(self->mtu_) + ", " +
+  self->describe_ = "verbs-rc " + self->dev_->name() + " port " + std::to_string(self->dev_->port()) +
+                    " gid " + std::to_string(gid.index) + " (" + gid_to_string(gid.gid) + ", " +
+                    std::string(to_string(gid.type)) + ") mtu " + std::to_string(self->mtu_) + ", " +
                     std::to_string(c.slots) + " RC QPs per peer, ring " + std::to_string(c.ring_slots) +
                     " x " + std::to_string(self->slot_bytes_) + " B, NIC timeout 2^" +
                     std::to_string(nic->timeout_exp) + " retry " + std::to_string(nic->retry_cnt);
@@ -128,7 +139,7 @@ Result<std::unique_ptr<PacketPort>> RcPort::open(const VerbsPortConfig& c) {
 Status RcPort::post_home_recv(uint32_t i) {
   const uint32_t len = kGrhBytes + mtu_;
   Result<RecvWr> wr =
-      make_ud_recv({WrKind::kUdRecv, kHomeLane, 0, i},
+      make_ud_recv({WrKind::kUdRecv, kHomeLane, home_gen_, i},
                    {addr_of(home_recv_.data() + size_t{i} * len), len, home_recv_keys_.lkey}, mtu_);
   if (!wr) return wr.error();
   return home_->post_recv(*wr);
@@ -152,6 +163,10 @@ Result<uint32_t> RcPort::intern(const Gid& gid, uint32_t qpn) {
     return make_error(ErrorCode::kInvalidUsage,
                       "verbs-rc: peer table full (" + std::to_string(cfg_.max_peers) + " peers)");
   }
+  return add_new_peer(gid, qpn);
+}
+
+Result<uint32_t> RcPort::add_new_peer(const Gid& gid, uint32_t qpn) {
   auto p = std::make_unique<Peer>();
   p->gid = gid;
   p->home_qpn = qpn;
@@ -242,38 +257,35 @@ void RcPort::start_connect(uint32_t peer, uint32_t lane, TimeNs now) {
   l.resend_at = now + kSetupResendNs;
 }
 
-void RcPort::reset_home(TimeNs now) {
-  if (Status s = home_->reset(); !s) {
-    std::fprintf(stderr, "verbs-rc: %s; trying again\n", s.error().message.c_str());
-    home_reset_at_ = now + 5 * kSetupResendNs;
-    return;
-  }
-  // A link flap can make the kernel re-add this port's GIDs, perhaps at other indexes: find ours again.
-  // Address handles made before it may name the entries it replaced (rxe then fails every send through
-  // them): new ones for every peer.
-  if (Result<std::vector<DeviceInfo>> devs = discover_devices(cfg_.sysfs_root); devs) {
-    for (const DeviceInfo& d : *devs) {
-      if (d.name != dev_->name()) continue;
-      for (const PortInfo& port : d.ports) {
-        if (port.port != dev_->port()) continue;
-        for (const GidEntry& g : port.gids) {
-          if (g.gid == gid_.gid && g.index != gid_.index) {
-            std::fprintf(stderr, "verbs-rc: GID %s moved from index %u to %u\n", gid_to_string(g.gid).c_str(),
-                         gid_.index, g.index);
-            gid_.index = g.index;
-          }
-        }
-      }
+void RcPort::recover_home(TimeNs now) {
+  const uint32_t old_qpn = home_->qpn();
+  Status reset = cfg_.rc_home_reset ? home_->reset() : Status(make_error("the port re-creates it"));
+  if (reset) {
+    ++home_resets_;
+    std::fprintf(stderr, "verbs-rc: home QP reset to RTS (QPN 0x%x)\n", old_qpn);
+  } else {
+    Result<std::unique_ptr<IbUdQp>> q =
+        dev_->create_ud_qp(*cq_, {.qkey = kQkey, .send_depth = kHomeSends, .recv_depth = kHomeRecvs});
+    if (!q) {
+      std::fprintf(stderr, "verbs-rc: home QP: reset: %s; re-creating: %s; trying again\n",
+                   reset.error().message.c_str(), q.error().message.c_str());
+      home_reset_at_ = now + 5 * kSetupResendNs;
+      return;
     }
+    // The old QP goes now: its WRs with it (completions of them still in the CQ carry the old
+    // incarnation in their tags and are ignored).
+    home_ = std::move(*q);
+    ++home_recreated_;
+    std::fprintf(stderr,
+                 "verbs-rc: home QP re-created (reset: %s): QPN 0x%x -> 0x%x (peers learn it from set-up "
+                 "messages)\n",
+                 reset.error().message.c_str(), old_qpn, home_->qpn());
   }
-  for (auto& p : peers_) {
-    if (Result<uint32_t> ah = make_ah(p->gid); ah) p->ah = *ah;
-  }
-  ++home_resets_;
-  home_reset_at_ = kNever;
-  // While the link stays down every reset errors again: wait longer each time (up to 1 s).
-  home_backoff_ = std::min<TimeNs>(2 * home_backoff_, kNsPerSec);
   ++home_gen_;
+  home_reset_at_ = kNever;
+  path_stale_ = true;
+  // While the link stays down the QP errors again at its first send: wait longer each time.
+  home_backoff_ = std::min<TimeNs>(2 * home_backoff_, kNsPerSec);
   home_send_free_.clear();
   for (uint32_t i = kHomeSends; i-- > 0;) home_send_free_.push_back(i);
   for (uint32_t i = 0; i < kHomeRecvs; ++i) {
@@ -281,9 +293,51 @@ void RcPort::reset_home(TimeNs now) {
   }
 }
 
+bool RcPort::refresh_path() {
+  Result<Gid> at = dev_->query_gid(gid_.index);
+  if (!at || *at != gid_.gid) {
+    // The GID left its index: find it again; until the kernel has re-added it, wait.
+    bool found = false;
+    if (Result<std::vector<DeviceInfo>> devs = discover_devices(cfg_.sysfs_root); devs) {
+      for (const DeviceInfo& d : *devs) {
+        if (d.name != dev_->name()) continue;
+        for (const PortInfo& port : d.ports) {
+          if (port.port != dev_->port()) continue;
+          for (const GidEntry& g : port.gids) {
+            if (g.gid != gid_.gid || found) continue;
+            found = true;
+            if (g.index != gid_.index) {
+              std::fprintf(stderr, "verbs-rc: GID %s moved from index %u to %u\n",
+                           gid_to_string(g.gid).c_str(), gid_.index, g.index);
+              gid_.index = g.index;
+            }
+          }
+        }
+      }
+    }
+    if (!found) return false;
+  }
+  // Address handles made before may name the GID entry the kernel replaced: new ones for every peer.
+  for (auto& p : peers_) {
+    if (Result<uint32_t> ah = make_ah(p->gid); ah) p->ah = *ah;
+  }
+  path_stale_ = false;
+  return true;
+}
+
 void RcPort::send_setup(uint32_t peer, uint32_t lane, RcSetupKind kind) {
-  if (home_send_free_.empty() || home_reset_at_ != kNever)
-    return;  // the timer sends a request again; a lost answer is asked again
+  // Whatever is not sent now: the timer sends a request again, and a lost answer is asked again.
+  if (home_send_free_.empty() || home_reset_at_ != kNever) return;
+  // A send while the link is down would error the home QP as a whole (rxe): wait for the port.
+  if (cfg_.rc_setup_waits_for_port && !dev_->port_active()) {
+    path_stale_ = true;
+    ++setups_deferred_;
+    return;
+  }
+  if (path_stale_ && !refresh_path()) {
+    ++setups_deferred_;
+    return;
+  }
   Peer& p = *peers_[peer];
   Lane& l = p.lanes[lane];
   const uint32_t i = home_send_free_.back();
@@ -302,6 +356,7 @@ void RcPort::send_setup(uint32_t peer, uint32_t lane, RcSetupKind kind) {
             .slots = cfg_.ring_slots,
             .slot_bytes = slot_bytes_};
   m.ring_lanes = cfg_.slots;
+  m.port_id = port_id_;
   Status enc = encode_rc_setup(m, buf);
   Result<SendWr> wr = enc ? make_ud_send({.tag = {WrKind::kUdSend, kHomeLane, home_gen_, i},
                                           .header = {addr_of(buf), static_cast<uint32_t>(kRcSetupBytes),
@@ -329,9 +384,56 @@ void RcPort::send_setup(uint32_t peer, uint32_t lane, RcSetupKind kind) {
 // end create the lane's QP for it, connect it and answer; one of the current epoch connects a lane that
 // is connecting (an answer, or a request crossing ours), and a repeated request (our answer was lost)
 // is answered again.
+Result<uint32_t> RcPort::peer_for_setup(const RcSetupMsg& m) {
+  for (uint32_t i = 0; i < peers_.size(); ++i) {
+    Peer& p = *peers_[i];
+    if (p.port_id != m.port_id) continue;
+    if (p.gid == m.home_gid && p.home_qpn == m.home_qpn) return i;
+    const Lane& l = p.lanes[m.lane < p.lanes.size() ? m.lane : 0];
+    if (l.used && m.epoch < l.epoch) return i;  // sent before the move: keep the newer address
+    if (p.gid != m.home_gid) {
+      Result<uint32_t> ah = make_ah(m.home_gid);
+      if (!ah) return ah.error();
+      p.ah = *ah;
+      p.gid = m.home_gid;
+    }
+    ++peer_home_moved_;
+    std::fprintf(stderr, "verbs-rc: peer %s now at %s (its home QP was re-created)\n", p.text.c_str(),
+                 format_address(m.home_gid, m.home_qpn).c_str());
+    p.home_qpn = m.home_qpn;
+    return i;
+  }
+  for (uint32_t i = 0; i < peers_.size(); ++i) {
+    Peer& p = *peers_[i];
+    if (p.port_id == 0 && p.gid == m.home_gid && p.home_qpn == m.home_qpn) {
+      p.port_id = m.port_id;
+      return i;
+    }
+  }
+  const size_t before = peers_.size();
+  Result<uint32_t> id = intern(m.home_gid, m.home_qpn);
+  // A new port at an address a peer had before (a restarted process): its own peer.
+  if (id && peers_.size() == before) {
+    if (peers_.size() >= cfg_.max_peers) {
+      ++stats_.peer_table_full;
+      return make_error(ErrorCode::kInvalidUsage,
+                        "verbs-rc: peer table full (" + std::to_string(cfg_.max_peers) + " peers)");
+    }
+    id = add_new_peer(m.home_gid, m.home_qpn);
+  }
+  if (id) peers_[*id]->port_id = m.port_id;
+  return id;
+}
+
 void RcPort::on_setup(const RcSetupMsg& m) {
   ++setups_received_;
-  Result<uint32_t> id = intern(m.home_gid, m.home_qpn);
+  // The lane's QP is connected through this port's GID index and the answer goes through an address
+  // handle: both as the port is now. Until the GID is back, the peer's next request is awaited.
+  if (path_stale_ && !refresh_path()) {
+    ++setups_deferred_;
+    return;
+  }
+  Result<uint32_t> id = peer_for_setup(m);
   if (!id) {
     ++setups_refused_;
     return;
@@ -416,7 +518,7 @@ void RcPort::fail_lane(uint32_t peer, uint32_t lane, TimeNs now, const std::stri
 }
 
 void RcPort::on_timer(TimeNs now) {
-  if (home_reset_at_ <= now) reset_home(now);
+  if (home_reset_at_ <= now) recover_home(now);
   for (uint32_t i = 0; i < peers_.size(); ++i) {
     for (uint32_t j = 0; j < cfg_.slots; ++j) {
       Lane& l = peers_[i]->lanes[j];
@@ -470,6 +572,9 @@ PortStats RcPort::stats() const {
              {"rc_write_credits", credits},
              {"rc_credits_owed", owed},
              {"rc_home_resets", home_resets_},
+             {"rc_home_recreated", home_recreated_},
+             {"rc_setups_deferred", setups_deferred_},
+             {"rc_peer_home_moved", peer_home_moved_},
              {"rc_bounce_free", pool_free_.size()},
              {"rc_setup_buffers_free", home_send_free_.size()}};
   return s;

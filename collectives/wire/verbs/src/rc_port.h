@@ -53,9 +53,10 @@ struct Lane {
 };
 
 struct Peer {
+  uint64_t port_id = 0;  // from its set-up messages; 0 while only its address is known (add_peer)
   Gid gid{};
-  uint32_t home_qpn = 0;
-  std::string text;
+  uint32_t home_qpn = 0;  // where set-up messages go: its latest home QP
+  std::string text;       // the address it was first known by (the engine's name for it)
   uint32_t ah = 0;
   bool remote_known = false;
   RemoteRing remote;
@@ -78,6 +79,10 @@ class RcPort final : public PacketPort {
   }
 
   static Result<std::unique_ptr<PacketPort>> open(const VerbsPortConfig& c);
+  // The port over an opened device (its port chosen and ACTIVE) with the GID `gid` of that port; for
+  // open() and for tests that give it a fake device (tests/unit/wire/verbs/rc_port_fake_test.cpp).
+  static Result<std::unique_ptr<PacketPort>> make(const VerbsPortConfig& c, std::unique_ptr<IbDevice> dev,
+                                                  const GidEntry& gid);
 
   uint32_t slots() const override { return cfg_.slots; }
   size_t max_packet_bytes() const override { return slot_bytes_; }
@@ -104,6 +109,12 @@ class RcPort final : public PacketPort {
 
  private:
   Result<uint32_t> intern(const Gid& gid, uint32_t qpn);
+  Result<uint32_t> add_new_peer(const Gid& gid, uint32_t qpn);
+  // The peer a set-up message comes from: by its port id; else the peer known only by the address the
+  // message names (it takes the id); else a new one. A known port whose home QP moved (re-created
+  // after an error: a new QPN) keeps its peer id; its new home address is used from then on, unless
+  // the message is stale for its lane (an older epoch, sent before the move).
+  Result<uint32_t> peer_for_setup(const RcSetupMsg& m);
   // An address handle to the peer's GID (the device keeps it for its life).
   Result<uint32_t> make_ah(const Gid& gid);
   // Drops the lane's QP (if any) and creates one for `epoch` with its receives posted.
@@ -125,8 +136,15 @@ class RcPort final : public PacketPort {
   Status post_home_recv(uint32_t i);
   void handle(const WorkCompletion& wc, const Deliver& deliver, size_t& delivered);
   void handle_home(const WorkCompletion& wc, const WrTag& tag);
-  // The home QP back to RTS (same QPN), its buffers free and its receives posted again.
-  void reset_home(TimeNs now);
+  // The home QP after an error: reset to RTS keeping its QPN (so peers whose home QPs errored too
+  // still reach it) or, where that fails (or rc_home_reset is off), a new QP with a new QPN, which
+  // peers learn from the next set-up message (it names this port by its id). Then its buffers are
+  // free, its receives posted (tagged with its new incarnation) and the path is refreshed.
+  void recover_home(TimeNs now);
+  // After the port was seen down or the home QP errored: the GID's index again (the kernel re-adds a
+  // port's GIDs when its link comes back, perhaps elsewhere) and new address handles for every peer.
+  // False while the GID is not back yet: set-up messages wait.
+  bool refresh_path();
 
   VerbsPortConfig cfg_;
   NicRetry nic_;
@@ -142,10 +160,15 @@ class RcPort final : public PacketPort {
   std::vector<uint8_t> home_send_;  // kHomeSends buffers of kRcSetupBytes
   MrKeys home_send_keys_;
   std::vector<uint32_t> home_send_free_;
+  uint64_t port_id_ = 0;           // in every set-up message: how peers recognise this port
   uint16_t home_gen_ = 0;          // the home QP's incarnation, in its WRs' tags (epoch)
-  TimeNs home_reset_at_ = kNever;  // the home QP errored: reset it then
+  TimeNs home_reset_at_ = kNever;  // the home QP errored: re-create it then
+  bool path_stale_ = false;        // the port was down or the home QP errored: refresh_path() first
   uint64_t home_resets_ = 0;
-  TimeNs home_backoff_ = kSetupResendNs;  // from a home QP error to its reset
+  uint64_t home_recreated_ = 0;
+  uint64_t setups_deferred_ = 0;          // set-up messages held back while the port was not ACTIVE
+  uint64_t peer_home_moved_ = 0;          // set-up messages naming a known port's new home QPN
+  TimeNs home_backoff_ = kSetupResendNs;  // from a home QP error to its re-creation
   bool home_told_ = false;                // the home QP's error has been logged and nothing succeeded since
   std::vector<uint8_t> pool_;             // bounce buffers of slot_bytes_
   MrKeys pool_keys_;

@@ -124,15 +124,15 @@ Result<size_t> RcPort::receive(size_t max, const Deliver& deliver) {
 }
 
 void RcPort::handle_home(const WorkCompletion& wc, const WrTag& tag) {
-  if (tag.epoch != home_gen_) return;  // a WR of the home QP before its reset
+  if (tag.epoch != home_gen_) return;  // a WR of a home QP since re-created
   if (wc.status == WcStatus::kSuccess) {
     home_told_ = false;
     home_backoff_ = kSetupResendNs;
   } else if (home_reset_at_ == kNever) {
-    // A UD QP errors as a whole (on rxe: a send while the link was down): reset it shortly. Said once
+    // A UD QP errors as a whole (on rxe: a send while the link was down): recover it shortly. Said once
     // per outage: while the link stays down every reset errors again.
     if (!home_told_) {
-      std::fprintf(stderr, "verbs-rc: home QP error (%s), resetting it\n", to_string(wc.status).c_str());
+      std::fprintf(stderr, "verbs-rc: home QP error (%s), recovering it\n", to_string(wc.status).c_str());
     }
     home_told_ = true;
     home_reset_at_ = UdpWire::now() + home_backoff_;
@@ -153,7 +153,11 @@ void RcPort::handle_home(const WorkCompletion& wc, const WrTag& tag) {
     if (m) {
       on_setup(*m);
     } else {
-      ++setups_refused_;
+      // Said once (a peer of another build repeats its request every 20 ms); counted always.
+      if (setups_refused_++ == 0) {
+        std::fprintf(stderr, "verbs-rc: %s; refused (further refusals are only counted: rc_setups_refused)\n",
+                     m.error().message.c_str());
+      }
       ++stats_.recv_errors;
     }
   } else if (ev.kind != EventKind::kFlushed) {

@@ -40,6 +40,7 @@ Status check_fields(const RcSetupMsg& m) {
   if (m.ring.slot_bytes == 0 || m.ring.slot_bytes > (1u << 20)) {
     return bad("ring slot bytes " + std::to_string(m.ring.slot_bytes) + " (1..1 MiB)");
   }
+  if (m.port_id == 0) return bad("port id 0");
   const uint64_t span = uint64_t{m.ring_lanes} * m.ring.slots * m.ring.slot_bytes;
   if (m.ring.addr + span < m.ring.addr) return bad("ring wraps the address space");
   return {};
@@ -69,18 +70,22 @@ Status encode_rc_setup(const RcSetupMsg& m, uint8_t* out) {
   put<uint32_t>(out + 56, m.ring.slots);
   put<uint32_t>(out + 60, m.ring.slot_bytes);
   put<uint32_t>(out + 64, m.ring_lanes);
-  put<uint32_t>(out + 68, engine::crc32c(out, 68));
+  put<uint64_t>(out + 68, m.port_id);
+  put<uint32_t>(out + 76, engine::crc32c(out, 76));
   return {};
 }
 
 Result<RcSetupMsg> decode_rc_setup(const uint8_t* data, size_t len) {
-  if (len != kRcSetupBytes) return bad(std::to_string(len) + " bytes, not " + std::to_string(kRcSetupBytes));
+  // Magic and version first: an older build's message (version 1, 72 bytes) is named as such, not as
+  // a bad length.
   if (!is_rc_setup(data, len)) return bad("not one (magic)");
+  if (len < 5) return bad(std::to_string(len) + " bytes, not " + std::to_string(kRcSetupBytes));
   if (data[4] != kRcSetupVersion) {
     return bad("version " + std::to_string(data[4]) + "; this build reads version " +
-               std::to_string(kRcSetupVersion));
+               std::to_string(kRcSetupVersion) + " (both ends need builds that speak the same one)");
   }
-  if (get<uint32_t>(data + 68) != engine::crc32c(data, 68)) return bad("CRC mismatch (damaged bytes)");
+  if (len != kRcSetupBytes) return bad(std::to_string(len) + " bytes, not " + std::to_string(kRcSetupBytes));
+  if (get<uint32_t>(data + 76) != engine::crc32c(data, 76)) return bad("CRC mismatch (damaged bytes)");
   if (data[7] != 0 || get<uint16_t>(data + 10) != 0) return bad("reserved bytes not zero");
   RcSetupMsg m;
   m.kind = static_cast<RcSetupKind>(data[5]);
@@ -96,6 +101,7 @@ Result<RcSetupMsg> decode_rc_setup(const uint8_t* data, size_t len) {
   m.ring.slots = get<uint32_t>(data + 56);
   m.ring.slot_bytes = get<uint32_t>(data + 60);
   m.ring_lanes = get<uint32_t>(data + 64);
+  m.port_id = get<uint64_t>(data + 68);
   if (Status s = check_fields(m); !s) return s.error();
   return m;
 }

@@ -27,6 +27,7 @@ RcSetupMsg sample() {
   m.mtu_bytes = 1024;
   m.ring = {.addr = 0x7F0012345000, .rkey = 0xDEADBEEF, .slots = 64, .slot_bytes = 4224};
   m.ring_lanes = 4;
+  m.port_id = 0x0123456789ABCDEF;
   return m;
 }
 
@@ -43,8 +44,8 @@ std::string error_of(const std::vector<uint8_t>& b) {
 }
 
 void reseal(std::vector<uint8_t>& b) {
-  const uint32_t crc = engine::crc32c(b.data(), 68);
-  std::memcpy(b.data() + 68, &crc, 4);
+  const uint32_t crc = engine::crc32c(b.data(), 76);
+  std::memcpy(b.data() + 76, &crc, 4);
 }
 
 template <class T>
@@ -71,6 +72,7 @@ TEST(VerbsRcSetup, RoundTripsEveryField) {
   EXPECT_EQ(m->ring.slots, 64u);
   EXPECT_EQ(m->ring.slot_bytes, 4224u);
   EXPECT_EQ(m->ring_lanes, 4u);
+  EXPECT_EQ(m->port_id, 0x0123456789ABCDEFu);
 }
 
 TEST(VerbsRcSetup, IsNeitherAnEnginePacketNorAReconnectMessage) {
@@ -89,13 +91,13 @@ TEST(VerbsRcSetup, RefusesDamagedBytesNamingWhatIsWrong) {
   const std::vector<uint8_t> good = encode(sample());
   std::vector<uint8_t> b = good;
   b.pop_back();
-  EXPECT_NE(error_of(b).find("71 bytes, not 72"), std::string::npos) << error_of(b);
+  EXPECT_NE(error_of(b).find("79 bytes, not 80"), std::string::npos) << error_of(b);
   b = good;
   b[1] ^= 1;
   EXPECT_NE(error_of(b).find("magic"), std::string::npos) << error_of(b);
   b = good;
-  b[4] = 2;
-  EXPECT_NE(error_of(b).find("version 2"), std::string::npos) << error_of(b);
+  b[4] = 3;
+  EXPECT_NE(error_of(b).find("version 3"), std::string::npos) << error_of(b);
   // Every single flipped bit past the magic and version is caught by the CRC.
   for (size_t byte = 5; byte < kRcSetupBytes; ++byte) {
     for (int bit = 0; bit < 8; ++bit) {
@@ -104,6 +106,21 @@ TEST(VerbsRcSetup, RefusesDamagedBytesNamingWhatIsWrong) {
       EXPECT_NE(error_of(b).find("CRC mismatch"), std::string::npos) << "byte " << byte << " bit " << bit;
     }
   }
+}
+
+// An older build's message (version 1: 72 bytes, no port id, CRC at 68) is named as what it is, not
+// taken for a damaged or short one.
+TEST(VerbsRcSetup, RefusesVersion1NamingTheVersion) {
+  std::vector<uint8_t> v1(72, 0);
+  const uint32_t magic = kRcSetupMagic;
+  std::memcpy(v1.data(), &magic, 4);
+  v1[4] = 1;
+  v1[5] = 1;
+  const uint32_t crc = engine::crc32c(v1.data(), 68);
+  std::memcpy(v1.data() + 68, &crc, 4);
+  const std::string e = error_of(v1);
+  EXPECT_NE(e.find("version 1; this build reads version 2"), std::string::npos) << e;
+  EXPECT_EQ(e.find("bytes"), std::string::npos) << e;
 }
 
 TEST(VerbsRcSetup, RefusesSealedFieldsOutOfRange) {
@@ -134,6 +151,9 @@ TEST(VerbsRcSetup, RefusesSealedFieldsOutOfRange) {
   std::vector<uint8_t> b = good;
   poke<uint64_t>(b, 44, ~uint64_t{0} - 10);
   EXPECT_NE(error_of(b).find("wraps"), std::string::npos) << error_of(b);
+  b = good;
+  poke<uint64_t>(b, 68, 0);
+  EXPECT_NE(error_of(b).find("port id 0"), std::string::npos) << error_of(b);
 }
 
 TEST(VerbsRcSetup, EncodeRefusesWhatDecodeWouldRefuse) {

@@ -94,6 +94,10 @@ class IbDevice {
   virtual uint32_t port() const = 0;
   virtual uint32_t active_mtu_bytes() const = 0;
   virtual Result<Gid> query_gid(uint32_t index) const = 0;
+  // Whether the port is ACTIVE now (ibv_query_port; false when the query fails). A send posted while
+  // it is not fails on rxe and errors its QP as a whole, so set-up messages wait for it. Devices that
+  // cannot tell say true.
+  virtual bool port_active() const { return true; }
   virtual Result<std::unique_ptr<IbCq>> create_cq(uint32_t depth) = 0;
   // Created and moved through INIT and RTR to RTS, sending and receiving on `cq`.
   virtual Result<std::unique_ptr<IbUdQp>> create_ud_qp(IbCq& cq, const UdQpConfig& config) = 0;

@@ -48,6 +48,12 @@ struct VerbsPortConfig {
   // The largest engine segment payload the port must carry (RC ring slot size; UD: checked against
   // the MTU, ud_max_segment_bytes; 0 = not checked, the caller fits the segment to max_packet_bytes()).
   uint32_t segment_bytes = 4096;
+  // RC: set-up messages wait while the port is not ACTIVE (a send then would error the home QP). Off
+  // only in tests that make the home QP error on purpose, to exercise its re-creation.
+  bool rc_setup_waits_for_port = true;
+  // RC: a home QP that errored is reset to RTS keeping its QPN (peers reach it as before), and only
+  // re-created with a new QPN when the reset fails. False: always re-created (tests of that path).
+  bool rc_home_reset = true;
 };
 
 // Opens the port `config.mode` asks for. Errors name the device, port or GID problem (no device, no

@@ -1,20 +1,23 @@
 // verbs-rc's set-up message: what one port sends another over the home UD QPs to connect (or, with a
 // higher epoch, re-connect) the RC QP of one (peer, slot) lane. It carries everything the receiver
 // needs to bring its own QP of that lane to RTS and to write into the sender's receive ring: the
-// sender's home address (so a port learns a peer that connects to it), the lane's QP number and
-// initial PSN, the sender's MTU and its ring's address, key and shape. A request asks for an answer;
-// an answer carries the answering QP. Its magic differs from the engine's packets and from the
-// re-connect message (reconnect.h), and a CRC32C seals it: damaged bytes are refused, never acted on.
+// sender's port id (random, drawn when the port opens: how a receiver recognises the port even after
+// its home QP was re-created with another QPN), its home address (where to answer, and how a port
+// learns a peer that connects to it), the lane's QP number and initial PSN, the sender's MTU and its
+// ring's address, key and shape. A request asks for an answer; an answer carries the answering QP. Its
+// magic differs from the engine's packets and from the re-connect message (reconnect.h), and a CRC32C
+// seals it: damaged bytes are refused, never acted on; so is another version (both ends need it).
 //
 //   uint8_t buf[kRcSetupBytes];
 //   encode_rc_setup(msg, buf);                             // Status: fields out of range are refused
 //   if (is_rc_setup(data, len)) { Result<RcSetupMsg> m = decode_rc_setup(data, len); ... }
 //
-// Layout (little-endian): 0 u32 magic "MSRS" | 4 u8 version (1) | 5 u8 kind (1 request, 2 answer) |
+// Layout (little-endian): 0 u32 magic "MSRS" | 4 u8 version (2) | 5 u8 kind (1 request, 2 answer) |
 // 6 u8 lane (< 64) | 7 u8 zero | 8 u16 epoch | 10 u16 zero | 12 gid[16] the sender's home GID |
 // 28 u32 the sender's home QPN | 32 u32 qpn | 36 u32 psn | 40 u32 mtu | 44 u64 ring addr |
 // 52 u32 ring rkey | 56 u32 ring slots per lane | 60 u32 slot bytes | 64 u32 ring lanes |
-// 68 u32 CRC32C of bytes 0..68.
+// 68 u64 the sender's port id (not zero) | 76 u32 CRC32C of bytes 0..76.
+// Version 1 (72 bytes) had no port id.
 #pragma once
 
 #include <cstddef>
@@ -27,8 +30,8 @@
 namespace megascale::wire::verbs {
 
 inline constexpr uint32_t kRcSetupMagic = 0x5352534D;  // "MSRS" in memory order
-inline constexpr uint8_t kRcSetupVersion = 1;
-inline constexpr size_t kRcSetupBytes = 72;
+inline constexpr uint8_t kRcSetupVersion = 2;
+inline constexpr size_t kRcSetupBytes = 80;
 
 enum class RcSetupKind : uint8_t { kRequest = 1, kAnswer = 2 };
 
@@ -43,14 +46,15 @@ struct RcSetupMsg {
   uint32_t mtu_bytes = 0;   // the sender's active MTU: 256, 512, 1024, 2048 or 4096
   RemoteRing ring;          // the sender's receive ring: `ring_lanes` lanes of ring.slots slots
   uint32_t ring_lanes = 0;  // 1..64, more than `lane`
+  uint64_t port_id = 0;     // the sending port's id (not zero): peers are known by it
 };
 
 // True when data starts with the set-up magic.
 bool is_rc_setup(const uint8_t* data, size_t len);
 // Writes kRcSetupBytes. Errors name the field out of range (as decode_rc_setup checks them).
 Status encode_rc_setup(const RcSetupMsg& m, uint8_t* out);
-// Errors name what is wrong: length, magic, version, CRC (damaged bytes), kind, lane, QPNs, PSN, MTU,
-// ring shape.
+// Errors name what is wrong: magic, version (an older build's message says so), length, CRC (damaged bytes),
+// kind, lane, QPNs, PSN, MTU, ring shape.
 Result<RcSetupMsg> decode_rc_setup(const uint8_t* data, size_t len);
 
 }  // namespace megascale::wire::verbs
