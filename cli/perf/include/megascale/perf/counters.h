@@ -133,4 +133,9 @@ uint64_t junk_dropped(const SideCounters& c);
 // `same_host` = true when both sides read the same machine's counters: they are then taken from `a`).
 SideCounters sum_sides(const SideCounters& a, const SideCounters& b, bool same_host);
 
+// A packet port's own counters (--wire verbs-*: UdpWireStats::port) for a --timeout message:
+// "; port: name value, name value"; "" over UDP sockets (no port counters). They say where a stalled
+// verbs transfer stands (RC: lanes up, ring credit, writes outstanding, packets waiting).
+std::string port_counters_text(const wire::UdpWireStats& w);
+
 }  // namespace megascale::perf
