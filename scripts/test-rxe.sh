@@ -45,8 +45,8 @@
 #                        verbs_wire_device_test, rc_port_test), whose runs
 #                        (scripts/rxe/verbs-tests-one-guest.cmds) join the default one-guest commands
 #                        (default build/tests; left out when they are not built; "" leaves them out).
-#   MEGASCALE_RXE_PERF_TWO_GUESTS  1: megascale-two-guests.cmds too (off: its verbs-ud run across the
-#                        guests stalled until the per-command limit; scripts/rxe/README.md).
+#   MEGASCALE_RXE_PERF_TWO_GUESTS  0 leaves megascale-two-guests.cmds out of the default two-guest
+#                        commands (default 1: perf verbs-ud and verbs-rc across the guests).
 #   MEGASCALE_RXE_PERFTEST  1: as --perftest (a CI stage turns the baseline on without new arguments).
 #   MEGASCALE_RXE_ACCEL  tcg (default: software emulation, what CI has) or kvm. (This project's
 #                        machines show a /dev/kvm that QEMU cannot use: "failed to set MSR 0x10a".)
@@ -156,7 +156,7 @@ for m in "${modes[@]}"; do
   if [ -z "$commands" ] && [ -n "$megascale_bin" ]; then
     if [ "$m" = 1 ]; then
       cat "$here/megascale-one-guest.cmds" >>"$work/cmds-$m.txt"
-    elif [ "${MEGASCALE_RXE_PERF_TWO_GUESTS:-0}" = 1 ]; then
+    elif [ "${MEGASCALE_RXE_PERF_TWO_GUESTS:-1}" != 0 ]; then
       cat "$here/megascale-two-guests.cmds" >>"$work/cmds-$m.txt"
     fi
   fi

@@ -14,7 +14,7 @@
 #                      build 9, tests 4, soak 2.
 #   rxe   build/rxe-out  scripts/test-rxe.sh: verbs programs on Soft-RoCE in QEMU guests booted from
 #                      Debian's stock kernel (one guest, then two joined by a socket netdev), at most
-#                      9 minutes, usually 1-2; the kernel package is cached in build/rxe-cache
+#                      9 minutes, usually 6-7; the kernel package is cached in build/rxe-cache
 #                      (MEGASCALE_RXE_CACHE). It skips, and does not fail, when QEMU or the kernel
 #                      package cannot be had.
 #   asan  build/asan   AddressSanitizer + UndefinedBehaviorSanitizer: only the test executables of

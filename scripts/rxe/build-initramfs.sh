@@ -52,6 +52,8 @@ cp "$here/init" "$root/init"
 cp "$here/rxe-retry" "$root/usr/bin/rxe-retry"
 cp "$here/rxe-perftest" "$root/usr/bin/rxe-perftest"
 chmod 755 "$root/init" "$root/usr/bin/rxe-retry" "$root/usr/bin/rxe-perftest"
+mkdir -p "$root/etc/megascale"
+cp "$here/rxe-tcg.yaml" "$root/etc/megascale/rxe-tcg.yaml"
 cp "$cmds"/commands-* "$root/rxe/"
 
 # copy_file PATH: PATH's contents at the same path in the guest (links followed).

@@ -122,11 +122,14 @@ printf '#!/bin/sh\n' >"$dir/megascale" && chmod +x "$dir/megascale"
 out=$(MEGASCALE_RXE_MEGASCALE=$dir/megascale "$rxe" --list) || fail "--list with megascale: exit $?"
 grep -qF '  mperf-ud-1m: megascale perf --wire verbs-ud --loopback --test bw --check -s 1M' <<<"$out" ||
   fail "--list: megascale's one-guest runs: $out"
-grep -q 'mperf-rc-64k: rxe-retry' <<<"$out" && fail "--list: megascale's two-guest runs by default: $out"
-out=$(MEGASCALE_RXE_PERF_TWO_GUESTS=1 MEGASCALE_RXE_MEGASCALE=$dir/megascale "$rxe" --list) ||
-  fail "--list with two-guest megascale runs: exit $?"
-grep -qF '  mperf-rc-64k: rxe-retry 90 megascale perf --wire verbs-rc -p 18720' <<<"$out" ||
-  fail "--list: megascale's two-guest client: $out"
+grep -qF '  mperf-rc-64k: rxe-retry 90 megascale perf --wire verbs-rc --cc /etc/megascale/rxe-tcg.yaml -p 18720' \
+  <<<"$out" || fail "--list: megascale's two-guest client: $out"
+grep -qF '  mperf-ud-64k: rxe-retry 90 megascale perf --wire verbs-ud --cc loopback -p 18710' <<<"$out" ||
+  fail "--list: megascale's two-guest verbs-ud client: $out"
+out=$(MEGASCALE_RXE_PERF_TWO_GUESTS=0 MEGASCALE_RXE_MEGASCALE=$dir/megascale "$rxe" --list) ||
+  fail "--list without two-guest megascale runs: exit $?"
+grep -q 'mperf-rc-64k: rxe-retry' <<<"$out" && fail "--list: MEGASCALE_RXE_PERF_TWO_GUESTS=0 kept them: $out"
+grep -qF '  mperf-ud-1m: megascale perf' <<<"$out" || fail "--list: =0 dropped the one-guest runs: $out"
 grep -qF '  mtopo: megascale topo --rdma-only --json' <<<"$out" || fail "--list: megascale topo: $out"
 out=$(MEGASCALE_RXE_MEGASCALE=$dir/no-megascale "$rxe" --list) || fail "--list without megascale: exit $?"
 grep -q 'mperf' <<<"$out" && fail "--list: megascale's runs without its binary: $out"
@@ -180,6 +183,7 @@ else
   [ "$(cat "$dir/img/rxe/modules")" = "$want" ] || fail "module order: $(tr '\n' ' ' <"$dir/img/rxe/modules")"
   [ -f "$dir/img/rxe/modules.d/sch_netem.ko" ] || fail "sch_netem.ko (file sch-netem.ko) not copied"
   for f in init bin/busybox usr/bin/rxe-retry usr/bin/ib_write_bw usr/bin/rdma etc/libibverbs.d/rxe.driver \
+    etc/megascale/rxe-tcg.yaml \
     rxe/commands-1 rxe/commands-2 usr/local/lib/libplug.so; do
     [ -e "$dir/img/$f" ] || fail "initramfs lacks /$f"
   done

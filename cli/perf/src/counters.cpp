@@ -299,4 +299,12 @@ uint64_t junk_dropped(const SideCounters& c) {
   return c.corrupt_dropped + c.malformed_dropped + c.endpoint_malformed + c.unknown_connection;
 }
 
+std::string port_counters_text(const wire::UdpWireStats& w) {
+  std::string out;
+  for (const auto& [name, value] : w.port) {
+    out += (out.empty() ? "; port: " : ", ") + name + " " + std::to_string(value);
+  }
+  return out;
+}
+
 }  // namespace megascale::perf

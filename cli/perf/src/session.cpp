@@ -7,6 +7,7 @@
 #include <optional>
 #include <thread>
 
+#include "megascale/perf/counters.h"
 #include "megascale/perf/protocol.h"
 
 namespace megascale::perf::detail {
@@ -90,7 +91,8 @@ void Session::idle() {
 namespace {
 
 // The state of one connection in a --timeout message: what moved, what was dropped, and where each
-// lane's congestion control stands (a window or rate collapsed to its floor explains a stall).
+// lane's congestion control stands (a window or rate collapsed to its floor explains a stall), and
+// over a verbs port, the port's own counters.
 std::string describe_stall(const engine::Connection& c, const engine::EndpointStats& e,
                            const wire::UdpWireStats& w) {
   const engine::ConnectionStats& s = c.stats();
@@ -100,7 +102,7 @@ std::string describe_stall(const engine::Connection& c, const engine::EndpointSt
     lanes += fmt::format("{}lane {}: cwnd {:.0f} B, rate {:.3g} Gb/s, in flight {} B", i ? "; " : "", i,
                          l.cwnd_bytes, l.pacing_rate_bps / 1e9, l.in_flight_bytes);
   }
-  return fmt::format(
+  const std::string text = fmt::format(
       "connection {}: {} B sent, {} B acked, {} B received, {} retransmits ({} fast, {} rto), {} timeouts, "
       "{} "
       "acks received; dropped: {} duplicate, {} malformed, {} corrupt, {} out of window; endpoint: {} "
@@ -112,6 +114,7 @@ std::string describe_stall(const engine::Connection& c, const engine::EndpointSt
       s.malformed_dropped, s.corrupt_dropped, s.out_of_window_dropped, e.malformed_dropped,
       e.unknown_connection, w.datagrams_sent, w.datagrams_received, w.send_dropped_full, w.send_dropped_error,
       lanes);
+  return text + port_counters_text(w);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // perf's counters: the kernel's UDP drop counters parsed from /proc text, per-socket drops, RTT
-// histogram differences between two snapshots, and summing both sides of a row.
+// histogram differences between two snapshots, summing both sides of a row, and a packet port's
+// counters in a --timeout message.
 #include "megascale/perf/counters.h"
 
 #include <gtest/gtest.h>
@@ -205,6 +206,13 @@ TEST(PerfSides, FaultsAndJunkAreCountedPerRowAndSummed) {
   EXPECT_EQ(both.fault_offered, 1000u);
   EXPECT_EQ(faults_injected(both), 50u);
   EXPECT_EQ(junk_dropped(both), 22u);
+}
+
+TEST(PerfPort, ATimeoutNamesThePortsCountersAndNothingOverSockets) {
+  wire::UdpWireStats w;
+  EXPECT_EQ(port_counters_text(w), "");
+  w.port = {{"rc_lanes_up", 4}, {"rc_write_credits", 0}, {"rc_waiting", 2032}};
+  EXPECT_EQ(port_counters_text(w), "; port: rc_lanes_up 4, rc_write_credits 0, rc_waiting 2032");
 }
 
 }  // namespace

@@ -94,8 +94,7 @@ Result<std::unique_ptr<PacketPort>> RcPort::make(const VerbsPortConfig& c, std::
   self->dev_ = std::move(dev);
   while (self->port_id_ == 0) self->port_id_ = (uint64_t{self->rng_()} << 32) | self->rng_();
   self->mtu_ = self->dev_->active_mtu_bytes();
-  const size_t need = std::max<size_t>(c.segment_bytes + engine::kSegHeaderBytes, engine::kMaxHeaderBytes);
-  self->slot_bytes_ = static_cast<uint32_t>((need + 63) / 64 * 64);
+  self->slot_bytes_ = rc_slot_bytes(c.segment_bytes);
   // Writes are bounded by ring credit, credit returns by the writes consumed: twice the ring covers both.
   self->lane_send_depth_ = 2 * c.ring_slots + 8;
   self->lane_recv_depth_ = 2 * c.ring_slots + 8;
@@ -446,12 +445,9 @@ void RcPort::on_setup(const RcSetupMsg& m) {
                  p.text.c_str(), m.lane, cfg_.slots);
     return;
   }
-  if (m.ring.slot_bytes < slot_bytes_) {
-    // Our packets would not fit its slots: segment_bytes differs between the ends.
+  if (Status fits = check_peer_slots(slot_bytes_, m.ring.slot_bytes); !fits) {
     ++setups_refused_;
-    std::fprintf(stderr,
-                 "verbs-rc: %s has %u-byte ring slots, this port writes up to %u (segment_bytes differ)\n",
-                 p.text.c_str(), m.ring.slot_bytes, slot_bytes_);
+    std::fprintf(stderr, "verbs-rc: %s: %s\n", p.text.c_str(), fits.error().message.c_str());
     return;
   }
   p.remote = m.ring;
@@ -564,6 +560,7 @@ PortStats RcPort::stats() const {
              {"rc_lane_failures", lane_failures_},
              {"rc_queued", queued_},
              {"rc_queue_dropped", queue_dropped_},
+             {"rc_peer_slot_dropped", peer_slot_dropped_},
              {"rc_failed_dropped", failed_dropped_},
              {"rc_credits_sent", credits_sent_},
              {"rc_lanes_up", up},

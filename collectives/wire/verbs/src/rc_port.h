@@ -129,6 +129,15 @@ class RcPort final : public PacketPort {
   bool post_packet(uint32_t peer, uint32_t lane, const uint8_t* h, uint32_t hl, const uint8_t* p,
                    uint32_t pl);
   void flush_lane(uint32_t peer, uint32_t lane);
+  // A packet of `len` bytes is larger than the peer's ring slots (known once its set-up message came):
+  // it is counted as dropped (the engine's handshake keeps its connections' packets within both ends'
+  // slots, so only a packet queued before that is ever this large).
+  bool too_big_for_peer(const Peer& p, uint32_t len) {
+    if (!p.remote_known || len <= rc_write_limit(slot_bytes_, p.remote.slot_bytes)) return false;
+    ++stats_.send_dropped;
+    ++peer_slot_dropped_;
+    return true;
+  }
   void return_credits(uint32_t peer, uint32_t lane);
   void on_qp_error(uint32_t peer, uint32_t lane, uint16_t epoch, WcStatus status, TimeNs now);
   void fail_lane(uint32_t peer, uint32_t lane, TimeNs now, const std::string& why);
@@ -184,6 +193,7 @@ class RcPort final : public PacketPort {
   uint64_t setups_sent_ = 0, setups_received_ = 0, setups_refused_ = 0, lanes_connected_ = 0;
   uint64_t qp_errors_ = 0, qp_recreated_ = 0, lane_failures_ = 0, queued_ = 0, queue_dropped_ = 0;
   uint64_t failed_dropped_ = 0, credits_sent_ = 0;
+  uint64_t peer_slot_dropped_ = 0;  // packets larger than the peer's ring slots (rc_write_limit)
 };
 
 }  // namespace megascale::wire::verbs::rc_detail

@@ -16,6 +16,7 @@ Status RcPort::send(std::span<const PortPacket> packets) {
       ++stats_.send_dropped;
       continue;
     }
+    if (too_big_for_peer(*peers_[pkt.peer], len)) continue;
     Lane& l = peers_[pkt.peer]->lanes[pkt.slot];
     if (l.state == Lane::State::kFailed) {
       ++stats_.send_dropped;
@@ -79,6 +80,10 @@ void RcPort::flush_lane(uint32_t peer, uint32_t lane) {
   Lane& l = peers_[peer]->lanes[lane];
   while (l.state == Lane::State::kUp && !l.pending.empty()) {
     std::vector<uint8_t>& b = l.pending.front();
+    if (too_big_for_peer(*peers_[peer], static_cast<uint32_t>(b.size()))) {
+      l.pending.pop_front();
+      continue;
+    }
     if (!post_packet(peer, lane, b.data(), static_cast<uint32_t>(b.size()), nullptr, 0)) break;
     l.pending.pop_front();
   }

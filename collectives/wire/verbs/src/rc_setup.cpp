@@ -1,11 +1,13 @@
 // verbs-rc's set-up message (rc_setup.h).
 #include "megascale/wire/verbs/rc_setup.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
 #include "bytes.h"
 #include "megascale/engine/crc32c.h"
+#include "megascale/engine/packet.h"
 
 namespace megascale::wire::verbs {
 namespace {
@@ -47,6 +49,27 @@ Status check_fields(const RcSetupMsg& m) {
 }
 
 }  // namespace
+
+uint32_t rc_slot_bytes(uint32_t segment_bytes) {
+  const uint64_t need =
+      std::max<uint64_t>(uint64_t{segment_bytes} + engine::kSegHeaderBytes, engine::kMaxHeaderBytes);
+  return static_cast<uint32_t>((need + 63) / 64 * 64);
+}
+
+Status check_peer_slots(uint32_t own_slot_bytes, uint32_t peer_slot_bytes) {
+  if (peer_slot_bytes < engine::kMaxHeaderBytes) {
+    return make_error(ErrorCode::kRemote, "the peer's ring slots of " + std::to_string(peer_slot_bytes) +
+                                              " bytes cannot hold an engine header of up to " +
+                                              std::to_string(engine::kMaxHeaderBytes) +
+                                              " bytes (this port's slots: " + std::to_string(own_slot_bytes) +
+                                              " bytes)");
+  }
+  return {};
+}
+
+uint32_t rc_write_limit(uint32_t own_slot_bytes, uint32_t peer_slot_bytes) {
+  return std::min(own_slot_bytes, peer_slot_bytes);
+}
 
 bool is_rc_setup(const uint8_t* data, size_t len) {
   return len >= 4 && get<uint32_t>(data) == kRcSetupMagic;

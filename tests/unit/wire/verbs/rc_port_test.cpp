@@ -1,8 +1,8 @@
 // verbs-rc's port (port.h, open_rc_port): two wires over RC ports of one device in one process move
-// 4 MiB each way byte for byte; bad configurations are refused naming the problem. With
-// MEGASCALE_RC_FLAP_TEST set (the Soft-RoCE guest's flap runs, which take eth0 down for 3 s while they
-// run), a transfer across a link flap within the retry budget arrives whole, and one across a flap
-// longer than the budget fails clearly and in bounded time.
+// 4 MiB each way byte for byte, and so do ends opened with different segments; bad configurations are
+// refused naming the problem. With MEGASCALE_RC_FLAP_TEST set (the Soft-RoCE guest's flap runs, which
+// take eth0 down for 3 s while they run), a transfer across a link flap within the retry budget arrives
+// whole, and one across a flap longer than the budget fails clearly and in bounded time.
 // The device tests skip without an RDMA device (every host but the guest of scripts/test-rxe.sh).
 #include <gtest/gtest.h>
 
@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "megascale/engine/packet.h"
 #include "megascale/wire/udp.h"
 #include "megascale/wire/verbs/ib_device.h"
 #include "megascale/wire/verbs/port.h"
@@ -99,17 +100,18 @@ struct Pair {
   engine::ConnId ca{}, cb{};
 };
 
-// Two started wires over RC ports (a's configured by `pca`, b's by `pcb`), a connected to b.
-void make_pair_of_wires(const UdpConfig& cfg, const VerbsPortConfig& pca, const VerbsPortConfig& pcb,
-                        Pair& p) {
+// Two started wires over RC ports (a's configured by `pca`, b's by `pcb`), a connected to b; b's wire
+// may differ from a's (`cfg_b`).
+void make_pair_of_wires(const UdpConfig& cfg, const VerbsPortConfig& pca, const VerbsPortConfig& pcb, Pair& p,
+                        const UdpConfig* cfg_b = nullptr) {
   auto pa = open_rc_port(pca);
   ASSERT_TRUE(pa.ok()) << pa.error().message;
   auto pb = open_rc_port(pcb);
   ASSERT_TRUE(pb.ok()) << pb.error().message;
-  std::printf("port: %s\n", (*pa)->describe().c_str());
+  std::printf("port: %s\nport: %s\n", (*pa)->describe().c_str(), (*pb)->describe().c_str());
   auto a = UdpWire::create(cfg, std::move(*pa));
   ASSERT_TRUE(a.ok()) << a.error().message;
-  auto b = UdpWire::create(cfg, std::move(*pb));
+  auto b = UdpWire::create(cfg_b != nullptr ? *cfg_b : cfg, std::move(*pb));
   ASSERT_TRUE(b.ok()) << b.error().message;
   p.a = std::move(*a);
   p.b = std::move(*b);
@@ -311,6 +313,31 @@ TEST_F(VerbsRcDevice, LinkFlapWithinTheBudgetSurvivesBothHomeQpsReset) {
   flap_within_budget("/tmp/rc-flap-reset-ready", pc, pc, p);
   EXPECT_GE(port_counter(*p.a, "rc_home_resets"), 1u);
   EXPECT_GE(port_counter(*p.b, "rc_home_resets"), 1u);
+}
+
+// The ends may be opened with different segments (perf's server takes the largest and lets each
+// client choose): the port with the larger ring slots takes the other's set-up, the engine's handshake
+// gives the connection the smaller segment, and every packet fits the smaller ring.
+TEST_F(VerbsRcDevice, EndsOfDifferentSegmentsConnectAndMoveIntact) {
+  const UdpConfig small = wire_config();
+  UdpConfig large = small;
+  large.engine.segment_bytes = engine::kMaxSegmentPayload;
+  const VerbsPortConfig pc_small = rc_config(small);
+  const VerbsPortConfig pc_large = rc_config(large);
+  Pair p;
+  make_pair_of_wires(small, pc_small, pc_large, p, &large);
+  ASSERT_TRUE(p.a && p.b);
+  const std::string err = exchange(p, 256u << 10, 11, sec(40));
+  print_port("a (4 KiB segments)", *p.a);
+  print_port("b (65000-byte segments)", *p.b);
+  EXPECT_EQ(err, "");
+  for (const UdpWire* w : {p.a.get(), p.b.get()}) {
+    for (const auto& [name, value] : w->stats().port) {
+      if (name == "rc_setups_refused" || name == "rc_peer_slot_dropped" || name == "rc_lane_failures") {
+        EXPECT_EQ(value, 0u) << name;
+      }
+    }
+  }
 }
 
 // Runs transfers back to back while the guest takes eth0 down for 3 s (from 1 s after the wires

@@ -165,5 +165,40 @@ TEST(VerbsRcSetup, EncodeRefusesWhatDecodeWouldRefuse) {
   EXPECT_NE(s.error().message.find("qpn 1"), std::string::npos) << s.error().message;
 }
 
+// perf's server opens its wire with the largest segment and lets each client choose; the engine's
+// handshake gives the connection the smaller. The server's port must still take a client whose ring
+// slots are sized for 4 KiB segments, and write it no packet larger than those slots.
+TEST(VerbsRcSetup, APeerWithSmallerRingSlotsIsTakenAndWrittenWithinThem) {
+  const uint32_t server = rc_slot_bytes(engine::kMaxSegmentPayload);
+  const uint32_t client = rc_slot_bytes(4096);
+  EXPECT_EQ(client, 4224u);
+  EXPECT_EQ(server, 65088u);
+  Status s = check_peer_slots(server, client);
+  EXPECT_TRUE(s.ok()) << s.error().message;
+  s = check_peer_slots(client, server);
+  EXPECT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(rc_write_limit(server, client), client);
+  EXPECT_EQ(rc_write_limit(client, server), client);
+  // The connection's segments (4096) and every header fit the limit; a 65000-byte segment does not.
+  EXPECT_LE(4096 + engine::kSegHeaderBytes, rc_write_limit(server, client));
+  EXPECT_LE(engine::kMaxHeaderBytes, rc_write_limit(server, client));
+  EXPECT_GT(engine::kMaxSegmentPayload + engine::kSegHeaderBytes, rc_write_limit(server, client));
+}
+
+TEST(VerbsRcSetup, SlotsAreWholeLinesHoldingEveryHeader) {
+  EXPECT_EQ(rc_slot_bytes(1) % 64, 0u);
+  EXPECT_GE(rc_slot_bytes(1), engine::kMaxHeaderBytes);
+  EXPECT_GE(rc_slot_bytes(952), 952 + engine::kSegHeaderBytes);
+  EXPECT_LT(rc_slot_bytes(952), 952 + engine::kSegHeaderBytes + 64);
+}
+
+TEST(VerbsRcSetup, RefusesPeerSlotsTooSmallForAHeaderNamingTheSizes) {
+  const uint32_t tiny = static_cast<uint32_t>(engine::kMaxHeaderBytes) - 1;
+  Status s = check_peer_slots(4224, tiny);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message.find(std::to_string(tiny) + " bytes"), std::string::npos) << s.error().message;
+  EXPECT_NE(s.error().message.find("4224"), std::string::npos) << s.error().message;
+}
+
 }  // namespace
 }  // namespace megascale::wire::verbs

@@ -154,4 +154,9 @@ uint64_t junk_dropped(const SideCounters& c);
 // that process's, the larger of the two sides' readings (each timed the row from its own side).
 SideCounters sum_sides(const SideCounters& a, const SideCounters& b, bool same_host);
 
+// A packet port's own counters (--wire verbs-*: UdpWireStats::port) for a --timeout message:
+// "; port: name value, name value"; "" over UDP sockets (no port counters). They say where a stalled
+// verbs transfer stands (RC: lanes up, ring credit, writes outstanding, packets waiting).
+std::string port_counters_text(const wire::UdpWireStats& w);
+
 }  // namespace megascale::perf

@@ -49,6 +49,19 @@ struct RcSetupMsg {
   uint64_t port_id = 0;     // the sending port's id (not zero): peers are known by it
 };
 
+// The ring slot a port sizes for its engine's segment_bytes: a segment and its header, at least the
+// largest engine header, in whole 64-byte lines.
+uint32_t rc_slot_bytes(uint32_t segment_bytes);
+// Whether a peer's ring, as its set-up message gives it, can be written to: its slots must hold the
+// largest engine header (ACKs and control packets carry no segment). They may be smaller than this
+// port's: the ends may be opened with different segment_bytes (perf's server opens with the largest
+// and lets each client choose), and the engine's handshake gives each connection the smaller segment
+// of its ends, so that connection's packets fit both rings. The error names both sizes.
+Status check_peer_slots(uint32_t own_slot_bytes, uint32_t peer_slot_bytes);
+// The largest packet a port writes into a peer's ring: the smaller of both slots. A larger packet is
+// dropped and counted, never written past the peer's slot.
+uint32_t rc_write_limit(uint32_t own_slot_bytes, uint32_t peer_slot_bytes);
+
 // True when data starts with the set-up magic.
 bool is_rc_setup(const uint8_t* data, size_t len);
 // Writes kRcSetupBytes. Errors name the field out of range (as decode_rc_setup checks them).
