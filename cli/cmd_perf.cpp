@@ -74,10 +74,9 @@ int run_perf_command(PerfFlags& f, CLI::App* cmd) {
   }
   // One host has no fabric for congestion control to manage, and its scheduling delays look like
   // queueing to a delay-based controller: --loopback measures the datapath with the built-in
-  // `loopback` preset (fixed window of 32, 256 KiB burst, 5 ms RTO floor) and 16 KiB segments (three
-  // to a GSO message; loopback's MTU is 64 KiB) unless told otherwise. The banner names the preset.
+  // `loopback` preset (fixed window of 32, 256 KiB burst, 5 ms RTO floor) unless told otherwise (the
+  // banner names the preset), and segments as perf::default_segment_bytes says.
   if (o.loopback && !given("--cc")) o.cc = "loopback";
-  if (o.loopback && !given("--segment")) o.segment_bytes = 16384;
   auto test = perf::parse_perf_test(f.test);
   if (!test) {
     fmt::print(stderr, "megascale perf: {}\n", test.error().message);
@@ -108,6 +107,7 @@ int run_perf_command(PerfFlags& f, CLI::App* cmd) {
     return kExitUsage;
   }
   o.wire = *wire;
+  if (!given("--segment")) o.segment_bytes = perf::default_segment_bytes(o.wire, o.loopback);
   if (given("-x")) {
     if (f.gid_index < 0 || f.gid_index > 65535) {
       fmt::print(stderr, "megascale perf: -x {}: a GID index is 0 .. 65535\n", f.gid_index);
@@ -230,8 +230,10 @@ void add_perf_command(CLI::App& app) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   vocab::cc(cmd, o.cc, "Congestion-control preset: a built-in name or a YAML file (--loopback: loopback)")
       ->capture_default_str();
-  cmd->add_option("--segment", o.segment_bytes,
-                  "Payload bytes per datagram (keep + 100 B within the MTU; --loopback: 16384)")
+  cmd->add_option(
+         "--segment", o.segment_bytes,
+         "Payload bytes per datagram (keep + 100 B within the MTU; --loopback: 16384; verbs-rc: 65000, "
+         "one RDMA write each)")
       ->capture_default_str();
   cmd->add_option(
          "-T,--tclass,--tos", f->tclass,

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "megascale/engine/packet.h"
+
 namespace megascale::perf {
 
 std::string_view to_string(PerfTest t) {
@@ -37,6 +39,11 @@ std::string_view to_string(PerfWire w) {
       return "verbs-rc";
   }
   return "?";
+}
+
+uint32_t default_segment_bytes(PerfWire w, bool loopback) {
+  if (w == PerfWire::kVerbsRc) return engine::kMaxSegmentPayload;
+  return loopback ? 16384 : PerfOptions{}.segment_bytes;
 }
 
 Result<PerfWire> parse_perf_wire(std::string_view text) {

@@ -12,6 +12,7 @@
 
 #include "../../../cli/perf/src/flows.h"
 #include "megascale/congestion/config.h"
+#include "megascale/engine/packet.h"
 #include "megascale/perf/options.h"
 #include "megascale/perf/protocol.h"
 #include "megascale/perf/run.h"
@@ -20,6 +21,15 @@ namespace megascale::perf {
 namespace {
 
 namespace fs = std::filesystem;
+
+TEST(PerfWire, VerbsRcDefaultsToTheLargestSegment) {
+  // One RDMA write a packet: the NIC cuts it into MTU-sized packets itself.
+  EXPECT_EQ(default_segment_bytes(PerfWire::kVerbsRc, true), engine::kMaxSegmentPayload);
+  EXPECT_EQ(default_segment_bytes(PerfWire::kVerbsRc, false), engine::kMaxSegmentPayload);
+  EXPECT_EQ(default_segment_bytes(PerfWire::kUdp, true), 16384u);
+  EXPECT_EQ(default_segment_bytes(PerfWire::kVerbsUd, true), 16384u);  // lowered to the MTU when it opens
+  EXPECT_EQ(default_segment_bytes(PerfWire::kUdp, false), PerfOptions{}.segment_bytes);
+}
 
 TEST(PerfWire, NamesParseAndUnknownOnesAreNamed) {
   EXPECT_EQ(*parse_perf_wire("udp"), PerfWire::kUdp);

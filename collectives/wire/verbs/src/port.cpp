@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "megascale/wire/verbs/rc_recovery.h"
 #include "megascale/wire/verbs/work_request.h"
 
 namespace megascale::wire::verbs {
@@ -40,6 +41,13 @@ Result<std::unique_ptr<UdpWire>> create_verbs_wire(UdpConfig config, VerbsPortCo
   port.retry_budget_ns = config.engine.cc.rto.retry_budget_ns;
   port.max_peers = config.max_peers;
   if (port.traffic_class == 0) port.traffic_class = static_cast<uint8_t>((config.dscp & 0x3F) << 2);
+  // RC: the NIC owns loss (its timeout comes from the engine's initial RTO, set above); the engine
+  // times out only what the NIC gave up on. A budget the NIC does not fit is refused by open_port.
+  if (port.mode == PortMode::kRc) {
+    if (Result<NicRetry> nic = derive_nic_retry(config.engine.cc.rto); nic) {
+      raise_rto_above_nic(config.engine.cc.rto, *nic);
+    }
+  }
   // UD: the segment that fits is known once the port knows its MTU; open without the check and lower
   // the engine's segment after.
   const bool fit = port.mode == PortMode::kUd && fit_segment;

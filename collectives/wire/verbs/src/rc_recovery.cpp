@@ -43,6 +43,13 @@ Result<NicRetry> derive_nic_retry(const cc::RtoParams& rto) {
   return nic;
 }
 
+void raise_rto_above_nic(cc::RtoParams& rto, const NicRetry& nic) {
+  const TimeNs floor = nic.give_up_ns + nic.attempt_ns;
+  rto.min_rto_ns = std::max(rto.min_rto_ns, floor);
+  rto.initial_rto_ns = std::max(rto.initial_rto_ns, rto.min_rto_ns);
+  rto.max_rto_ns = std::max(rto.max_rto_ns, rto.min_rto_ns);
+}
+
 RecoveryParams RecoveryParams::from(const cc::RtoParams& rto, const NicRetry& nic) {
   RecoveryParams p;
   p.retry_budget_ns = rto.retry_budget_ns;

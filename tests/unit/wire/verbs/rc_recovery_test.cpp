@@ -61,6 +61,28 @@ TEST(VerbsNicRetry, BudgetWithoutRoomForAReconnectIsRefused) {
       "* 2^8 from the initial RTO 1 ms, retry_cnt 7): no room to re-connect a failed QP");
 }
 
+TEST(VerbsNicRetry, EngineRtoOnRcStaysAboveTheNicsGiveUpTime) {
+  // The loopback preset: 5 ms initial and floor -> t = 11 (8.39 ms), give-up 8 x 8.39 = 67.1 ms.
+  cc::RtoParams rto;
+  rto.initial_rto_ns = 5 * kMs;
+  rto.min_rto_ns = 5 * kMs;
+  rto.max_rto_ns = 50 * kMs;
+  const NicRetry nic = *derive_nic_retry(rto);
+  ASSERT_EQ(nic.timeout_exp, 11);
+  raise_rto_above_nic(rto, nic);
+  EXPECT_EQ(rto.min_rto_ns, 9 * ib_timeout_ns(11));  // give-up time plus one attempt: 75.5 ms
+  EXPECT_EQ(rto.initial_rto_ns, rto.min_rto_ns);
+  EXPECT_EQ(rto.max_rto_ns, rto.min_rto_ns);  // a ceiling below the floor is raised with it
+  // A floor already above the give-up time stays.
+  cc::RtoParams high;
+  high.min_rto_ns = 200 * kMs;
+  high.initial_rto_ns = 300 * kMs;
+  raise_rto_above_nic(high, nic);
+  EXPECT_EQ(high.min_rto_ns, 200 * kMs);
+  EXPECT_EQ(high.initial_rto_ns, 300 * kMs);
+  EXPECT_EQ(high.max_rto_ns, cc::RtoParams{}.max_rto_ns);
+}
+
 TEST(VerbsNicRetry, RecoveryParamsComeFromTheEngine) {
   cc::RtoParams rto;
   const NicRetry nic = *derive_nic_retry(rto);

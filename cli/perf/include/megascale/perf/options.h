@@ -39,6 +39,11 @@ Result<PerfWire> parse_perf_wire(std::string_view text);  // "udp", "verbs-ud", 
 inline bool is_verbs(PerfWire w) {
   return w != PerfWire::kUdp;
 }
+// --segment's default: the largest segment on verbs-rc (a packet is one RDMA write, which the NIC cuts
+// into MTU-sized packets itself, so the per-write costs (work request, completion, ring slot, the
+// engine's per-segment work and ACK) spread over the most bytes); 16 KiB on loopback (three to a GSO
+// message: loopback's MTU is 64 KiB); otherwise 4 KiB. verbs-ud lowers its segment to its MTU.
+uint32_t default_segment_bytes(PerfWire w, bool loopback);
 
 // How a side waits for its wire. kBusy spins on the sockets (perftest's way: lowest latency, a whole
 // core per side). kAdaptive spins while datagrams keep coming and sleeps in epoll once none came or

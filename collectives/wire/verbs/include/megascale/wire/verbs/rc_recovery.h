@@ -48,6 +48,14 @@ TimeNs ib_timeout_ns(uint8_t t);
 // twice the NIC's give-up time (no room for a single re-connect), naming both.
 Result<NicRetry> derive_nic_retry(const cc::RtoParams& rto);
 
+// The engine's RTO on an RC wire: the NIC retransmits a lost write itself (every `nic.attempt_ns`, up to
+// retry_cnt times) and delivers in order, so an engine timeout shorter than the NIC's give-up time
+// only resends what the NIC still holds: a duplicate that costs the link and the peer a segment each.
+// Raises the floor (and the initial RTO, and the ceiling where it is lower) to the give-up time plus
+// one attempt, so that the engine times out only what the NIC has given up on (its QP in error, the
+// lane being re-created). Call with the `rto` the NIC's timeout was derived from.
+void raise_rto_above_nic(cc::RtoParams& rto, const NicRetry& nic);
+
 struct RecoveryParams {
   TimeNs retry_budget_ns = 30'000'000'000;  // an outage longer than this fails the lane
   uint32_t max_attempts = 64;               // ... and so do this many re-connects without progress
