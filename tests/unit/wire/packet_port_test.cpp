@@ -260,6 +260,9 @@ TEST(PacketPort, AnIdleThreadedWireSleepsOnThePortFdAndWakesForAnArrival) {
   const engine::Completion rc = p.b->wait(*accepted, *r, sec(60));
   ASSERT_TRUE(rc.done && rc.ok) << rc.error;
   EXPECT_TRUE(got == data);
+  // a's thread may read `data` until its send is done (acknowledged): wait for it before `data` goes.
+  const engine::Completion sc = p.a->wait(*conn, *s, sec(60));
+  ASSERT_TRUE(sc.done && sc.ok) << sc.error;
   EXPECT_TRUE(eventually([&] { return p.b->stats().sleeps > sleeps_idle; }))
       << "b's thread did not sleep again after the arrival (" << p.b->stats().sleeps << " sleeps)";
 }
