@@ -30,7 +30,29 @@ std::string affinity_mask(const std::vector<int>& cpus) {
 // NCCL's own dumps indent by two spaces (tinyxml2's printer, by four).
 class Printer : public tinyxml2::XMLPrinter {
  public:
-  void attribute(const char* name, const std::string& value) { PushAttribute(name, value.c_str()); }
+  // As tinyxml2's PushAttribute, but a control character is written as a character reference: written
+  // raw, a CR would read back as LF and a tab or newline could be normalised by another reader.
+  void attribute(const char* name, const std::string& value) {
+    Putc(' ');
+    Write(name);
+    Write("=\"");
+    for (char c : value) {
+      switch (c) {
+        case '&': Write("&amp;"); break;
+        case '<': Write("&lt;"); break;
+        case '>': Write("&gt;"); break;
+        case '"': Write("&quot;"); break;
+        case '\'': Write("&apos;"); break;
+        default:
+          if (static_cast<unsigned char>(c) < 0x20) {
+            Write(fmt::format("&#{};", static_cast<int>(c)).c_str());
+          } else {
+            Putc(c);
+          }
+      }
+    }
+    Putc('"');
+  }
 
  protected:
   void PrintSpace(int depth) override {

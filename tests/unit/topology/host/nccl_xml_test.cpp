@@ -260,6 +260,14 @@ TEST(NcclXml, SpecialCharactersRoundTrip) {
       "<system version=\"&#x31;\"><cpu numaid=\"0\" vendor=\"&#65;MD\"/></system>", "refs.xml");
   ASSERT_TRUE(refs.ok()) << refs.error().message;
   EXPECT_EQ(refs->cpu_vendor, "AMD");
+  // Control characters go out as references: a raw CR would come back as LF (found by fuzz_nccl_xml).
+  host->cpu_vendor = "A\rB\nC\tD";
+  const std::string controls = nccl_topo_xml(*host);
+  EXPECT_NE(controls.find("vendor=\"A&#13;B&#10;C&#9;D\""), std::string::npos) << controls;
+  auto controls_back = parse_nccl_topo_xml(controls, "controls.xml");
+  ASSERT_TRUE(controls_back.ok()) << controls_back.error().message;
+  EXPECT_EQ(controls_back->cpu_vendor, host->cpu_vendor);
+  EXPECT_EQ(nccl_topo_xml(*controls_back), controls);
 }
 
 // Another vendor's display device is not a GPU, whether or not it has a <gpu> child: the writer writes
