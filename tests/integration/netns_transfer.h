@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/source_path.h"
 #include "netns_topology.h"
 
 namespace megascale::netns_test {
@@ -23,7 +24,7 @@ using json = nlohmann::json;
 
 // A preset YAML of tests/integration/netns/.
 inline std::string preset_path(const std::string& name) {
-  return std::string(MEGASCALE_SOURCE_DIR) + "/tests/integration/netns/" + name + ".yaml";
+  return megascale::test::source_path("tests/integration/netns/") + name + ".yaml";
 }
 
 struct TransferSpec {

@@ -7,13 +7,15 @@
 #include <string>
 #include <vector>
 
+#include "../../support/source_path.h"
+
 namespace megascale::nccl {
 namespace {
 
 #if MEGASCALE_NCCL_RAILS
 topo::host::HostTopology dgx() {
-  auto host = topo::host::load_hwloc_xml(std::string(MEGASCALE_SOURCE_DIR) +
-                                         "/tests/unit/topology/host/fixtures/dgx-h100.xml");
+  auto host = topo::host::load_hwloc_xml(
+      megascale::test::source_path("tests/unit/topology/host/fixtures/dgx-h100.xml"));
   EXPECT_TRUE(host.ok()) << host.error().message;
   return host.ok() ? *host : topo::host::HostTopology{};
 }

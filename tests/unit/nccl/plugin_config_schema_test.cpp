@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "../../support/source_path.h"
 #include "config_schema.h"
 
 namespace megascale::nccl {
@@ -39,7 +40,7 @@ bool is_other_programs(const std::string& name) {
 }
 
 TEST(PluginConfigSchema, ConfigMdHoldsTheRenderedTable) {
-  const std::string doc = read_text(std::string(MEGASCALE_SOURCE_DIR) + "/docs/CONFIG.md");
+  const std::string doc = read_text(megascale::test::source_path("docs/CONFIG.md"));
   ASSERT_FALSE(doc.empty());
   auto expected = schema::splice_generated(doc, schema::render_markdown());
   ASSERT_TRUE(expected) << expected.error().message;
@@ -102,7 +103,7 @@ TEST(PluginConfigSchema, EveryNameTheLoaderReadsIsARow) {
 // program's variable): a knob read outside the table would show up here.
 TEST(PluginConfigSchema, EveryNameInThePluginSourcesIsARow) {
   const std::vector<std::string> known = schema::known_names();
-  const std::filesystem::path src = std::string(MEGASCALE_SOURCE_DIR) + "/collectives/nccl/src";
+  const std::filesystem::path src = megascale::test::source_path("collectives/nccl/src");
   size_t files = 0, names = 0;
   for (const auto& entry : std::filesystem::directory_iterator(src)) {
     const std::string ext = entry.path().extension().string();

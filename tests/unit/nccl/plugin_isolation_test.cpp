@@ -12,13 +12,15 @@
 #include <cstdlib>
 #include <string>
 
+#include "../../support/source_path.h"
 #include "megascale/nccl/conformance.h"
 
 namespace megascale::nccl::conformance {
 namespace {
 
 std::string foreign(const char* mode) {
-  return std::string(MEGASCALE_FOREIGN_PLUGIN_DIR) + "/libforeign_plugin_" + mode + ".so";
+  return megascale::test::join_path(MEGASCALE_FOREIGN_PLUGIN_DIR,
+                                    "libforeign_plugin_" + std::string(mode) + ".so");
 }
 
 // A run of `cases` on the foreign plugin `mode`, with a short case timeout; `took_s` is its wall time.

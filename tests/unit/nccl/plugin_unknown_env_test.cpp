@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "../../support/source_path.h"
 #include "config.h"
 
 namespace megascale::nccl {
@@ -73,7 +74,7 @@ TEST(PluginUnknownEnv, OtherVariablesAreNotThePluginsBusiness) {
 // Every variable docs/CONFIG.md names, set together with a value the knob takes (so that no reader stops
 // early) or named without a value: none is taken for a typo.
 TEST(PluginUnknownEnv, NoDocumentedKnobIsReported) {
-  std::ifstream in(std::string(MEGASCALE_SOURCE_DIR) + "/docs/CONFIG.md");
+  std::ifstream in(megascale::test::source_path("docs/CONFIG.md"));
   ASSERT_TRUE(in.is_open());
   std::stringstream text;
   text << in.rdbuf();

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <string>
 
+#include "../../support/source_path.h"
 #include "megascale/trainer/config.h"
 #include "megascale/trainer/loader.h"
 #include "megascale/trainer/tokenizer.h"
@@ -182,7 +183,7 @@ TEST(SyntheticDataset, EnsureReusesAWholeDatasetAndRewritesABrokenOne) {
 // What the trainer does for configs/train/tiny.yaml: the default dataset, opened with the run's B x T.
 TEST(SyntheticDataset, DefaultDatasetFeedsTheTinyConfig) {
   TempDir dir;
-  Result<RunConfig> run = load_run_config(std::string(MEGASCALE_SOURCE_DIR) + "/configs/train/tiny.yaml");
+  Result<RunConfig> run = load_run_config(megascale::test::source_path("configs/train/tiny.yaml"));
   ASSERT_TRUE(run) << run.error().message;
   Result<DatasetFiles> files = ensure_synthetic_dataset(dir.str(), DatasetOptions{});
   ASSERT_TRUE(files) << files.error().message;

@@ -4,12 +4,13 @@
 
 #include <string>
 
+#include "../../support/source_path.h"
 #include "megascale/trainer/config.h"
 
 namespace megascale::trainer {
 namespace {
 
-const std::string kConfigDir = std::string(MEGASCALE_SOURCE_DIR) + "/configs/train/";
+const std::string kConfigDir = megascale::test::source_path("configs/train/");
 
 // The closed form of the GPT-2 count: per layer 12C^2 + 13C (qkv 3C^2+3C, proj C^2+C, fc 4C^2+4C,
 // fcproj 4C^2+C, two LayerNorms 4C), plus wte Vp*C, wpe T*C and the final LayerNorm 2C.

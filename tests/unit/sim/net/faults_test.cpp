@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "../../../support/source_path.h"
 #include "megascale/sim/clos.h"
 #include "megascale/sim/link.h"
 #include "megascale/sim/scenario.h"
@@ -18,7 +19,7 @@
 namespace megascale::sim {
 namespace {
 
-const std::string kDir = std::string(MEGASCALE_SOURCE_DIR) + "/configs/sim/";
+const std::string kDir = megascale::test::source_path("configs/sim/");
 
 struct CountingSink : PacketSink {
   explicit CountingSink(PacketPool& p) : pool(p) {}

@@ -7,10 +7,12 @@
 
 #include <string>
 
+#include "../../../support/source_path.h"
+
 namespace megascale::sim {
 namespace {
 
-const std::string kDir = std::string(MEGASCALE_SOURCE_DIR) + "/configs/sim/";
+const std::string kDir = megascale::test::source_path("configs/sim/");
 
 constexpr const char* kGood = R"(name: t
 fabric: star:9

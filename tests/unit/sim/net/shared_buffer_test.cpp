@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "../../../support/source_path.h"
 #include "megascale/congestion/config.h"
 #include "megascale/sim/link.h"
 #include "megascale/sim/pfc.h"
@@ -289,7 +290,7 @@ TEST(Scenario, SharedBufferAndDynamicPfcKeys) {
             std::string::npos)
       << a.error().message;
   // The shipped files that use the keys (and the 12,288-NIC scale scenario) load.
-  const std::string dir = std::string(MEGASCALE_SOURCE_DIR) + "/configs/sim/";
+  const std::string dir = megascale::test::source_path("configs/sim/");
   for (const char* f : {"cc-compare-incast-dynamic-pfc.yaml", "megascale-permutation.yaml"}) {
     auto shipped = load_sim_scenario(dir + f);
     EXPECT_TRUE(shipped.ok()) << f << ": " << (shipped.ok() ? "" : shipped.error().message);

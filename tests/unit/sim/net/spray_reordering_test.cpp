@@ -6,12 +6,13 @@
 
 #include <string>
 
+#include "../../../support/source_path.h"
 #include "megascale/sim/scenario.h"
 
 namespace megascale::sim {
 namespace {
 
-const std::string kDir = std::string(MEGASCALE_SOURCE_DIR) + "/configs/sim/";
+const std::string kDir = megascale::test::source_path("configs/sim/");
 
 TEST(SprayReordering, TolerantLossDetectionRemovesSpuriousRetransmissions) {
   auto file = load_sim_scenario(kDir + "htsim-tails-spray.yaml");

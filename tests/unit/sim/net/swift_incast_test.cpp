@@ -7,12 +7,13 @@
 #include <algorithm>
 #include <string>
 
+#include "../../../support/source_path.h"
 #include "megascale/sim/scenario.h"
 
 namespace megascale::sim {
 namespace {
 
-const std::string kDir = std::string(MEGASCALE_SOURCE_DIR) + "/configs/sim/";
+const std::string kDir = megascale::test::source_path("configs/sim/");
 
 // 10 senders x 50 flows (each on its own connection) of 400 KB into one 50G host (200 MB, ~34 ms at
 // line rate). The buffer is cut with the flows: 1.5 MB holds ~360 frames, fewer than the 500 that

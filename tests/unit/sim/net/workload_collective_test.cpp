@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "../../../support/source_path.h"
 #include "megascale/congestion/config.h"
 #include "megascale/sim/collective.h"
 #include "megascale/sim/scenario.h"
@@ -308,8 +309,7 @@ TEST(Collective, PhasesOfAStepChainPerRankAndAPipelinePassChainsItsStages) {
 
 TEST(Collective, EveryShippedScenarioLoads) {
   size_t files = 0;
-  for (const auto& e :
-       std::filesystem::directory_iterator(std::string(MEGASCALE_SOURCE_DIR) + "/configs/sim")) {
+  for (const auto& e : std::filesystem::directory_iterator(megascale::test::source_path("configs/sim"))) {
     const std::string path = e.path().string();
     // Fabric files live beside the scenarios; a scenario names a workload.
     if (e.path().extension() != ".yaml" || path.find("fat-tree") != std::string::npos) continue;
@@ -318,7 +318,7 @@ TEST(Collective, EveryShippedScenarioLoads) {
     ++files;
   }
   EXPECT_GE(files, 16u);  // the scenarios this test was written against; more may be added
-  auto ring = load_sim_scenario(std::string(MEGASCALE_SOURCE_DIR) + "/configs/sim/ring-allreduce-dp.yaml");
+  auto ring = load_sim_scenario(megascale::test::source_path("configs/sim/ring-allreduce-dp.yaml"));
   ASSERT_TRUE(ring.ok());
   EXPECT_EQ(ring->workload, SimScenario::Workload::collective);
   EXPECT_EQ(ring->group, ParallelGroup::dp);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "../../../support/source_path.h"
 #include "megascale/congestion/config.h"
 #include "megascale/sim/flow_cdf.h"
 #include "megascale/sim/results.h"
@@ -15,7 +16,7 @@
 namespace megascale::sim {
 namespace {
 
-const std::string kCdfDir = std::string(MEGASCALE_SOURCE_DIR) + "/configs/sim/cdf/";
+const std::string kCdfDir = megascale::test::source_path("configs/sim/cdf/");
 
 TEST(FlowCdf, ShippedCdfsLoadWithTheirMeans) {
   auto web = FlowSizeCdf::load(kCdfDir + "web-search.txt");

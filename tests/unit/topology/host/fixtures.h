@@ -4,10 +4,12 @@
 
 #include <string>
 
+#include "../../../support/source_path.h"
+
 namespace megascale::topo::host::testing {
 
 inline std::string fixture(const std::string& name) {
-  return std::string(MEGASCALE_SOURCE_DIR) + "/tests/unit/topology/host/fixtures/" + name;
+  return megascale::test::source_path("tests/unit/topology/host/fixtures/") + name;
 }
 
 inline std::string nccl_fixture_dir() {

@@ -9,10 +9,12 @@
 #include <map>
 #include <string>
 
+#include "../../../support/source_path.h"
+
 namespace megascale::wire::verbs {
 namespace {
 
-const std::string kFixtures = std::string(MEGASCALE_SOURCE_DIR) + "/tests/unit/wire/verbs/fixtures";
+const std::string kFixtures = megascale::test::source_path("tests/unit/wire/verbs/fixtures");
 
 std::vector<DeviceInfo> discover(const std::string& which) {
   Result<std::vector<DeviceInfo>> devs = discover_devices(kFixtures + "/" + which);

@@ -6,12 +6,13 @@
 #include <fstream>
 #include <string>
 
+#include "../../../support/source_path.h"
 #include "megascale/wire/verbs/gid.h"
 
 namespace megascale::wire::verbs {
 namespace {
 
-const std::string kFixtures = std::string(MEGASCALE_SOURCE_DIR) + "/tests/unit/wire/verbs/fixtures";
+const std::string kFixtures = megascale::test::source_path("tests/unit/wire/verbs/fixtures");
 
 std::vector<DeviceListing> list(const std::string& which) {
   Result<std::vector<DeviceListing>> devs = list_devices(kFixtures + "/" + which);

@@ -7,12 +7,13 @@
 #include <filesystem>
 #include <string>
 
+#include "../../../support/source_path.h"
 #include "megascale/wire/verbs/port.h"
 
 namespace megascale::wire::verbs {
 namespace {
 
-const std::string kFixtures = std::string(MEGASCALE_SOURCE_DIR) + "/tests/unit/wire/verbs/fixtures";
+const std::string kFixtures = megascale::test::source_path("tests/unit/wire/verbs/fixtures");
 
 TEST(VerbsPort, ModeNames) {
   EXPECT_EQ(to_string(PortMode::kUd), "verbs-ud");
