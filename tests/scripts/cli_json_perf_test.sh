@@ -20,7 +20,8 @@ side_counters=(retransmits_fast retransmits_rto timeouts ecn_marks cnps_received
   sends_posted sends_waited_for_credit payload_sent_bytes payload_received_bytes ce_received cnps_sent
   duplicates_dropped corrupt_dropped malformed_dropped endpoint_malformed unknown_connection rtt_buckets
   rtt_max_ns datagrams_sent datagrams_received udp_sent_bytes send_syscalls send_messages gso_messages
-  recv_syscalls recv_messages gro_messages send_dropped_full progress_calls fault_offered fault_dropped
+  recv_syscalls recv_messages gro_messages send_dropped_full progress_calls clock_reads wake_reads
+  fault_offered fault_dropped
   fault_duplicated fault_reordered fault_delayed fault_corrupted fault_ce_marked rx_stolen tx_rerouted
   tx_stolen io_awake_ns io_busy_ns kernel_ok kernel_rcvbuf_errors kernel_in_errors socket_drops
   segments_sent segments_received cpu_ok cpu_user_ns cpu_sys_ns process_id)
@@ -66,6 +67,8 @@ for r in d["bw"] + d["lat"]:
     messages = r["iterations"] * (2 if "t_min_us" in r else 1)
     assert k["segments_sent"] >= messages and k["segments_received"] >= messages, (messages, k)
     assert k["segments_sent"] == k["client"]["segments_sent"] + k["server"]["segments_sent"], k
+    # Every progress round reads the clock at least once.
+    assert cl["clock_reads"] >= cl["progress_calls"] > 0, cl
     assert abs(k["segments_per_cpu_s"] - k["segments_sent"] / k["cpu_s"]) <= 1e-6 * k["segments_per_cpu_s"], k
 table = open(sys.argv[2]).read()
 assert table.count(" # cpu (one process, client and server): user ") == len(d["bw"]) + len(d["lat"]), table

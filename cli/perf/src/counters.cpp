@@ -197,6 +197,8 @@ SideCounters side_delta(const SideSnapshot& a, const SideSnapshot& b) {
   d.gro_messages = v.gro_messages - u.gro_messages;
   d.send_dropped_full = v.send_dropped_full - u.send_dropped_full;
   d.progress_calls = v.progress_calls - u.progress_calls;
+  d.clock_reads = v.clock_reads - u.clock_reads;
+  d.wake_reads = v.wake_reads - u.wake_reads;
   d.fault_offered = v.fault.datagrams - u.fault.datagrams;
   d.fault_dropped = v.fault.dropped - u.fault.dropped;
   d.fault_duplicated = v.fault.duplicated - u.fault.duplicated;
@@ -259,6 +261,8 @@ SideCounters sum_sides(const SideCounters& a, const SideCounters& b, bool same_h
   s.gro_messages += b.gro_messages;
   s.send_dropped_full += b.send_dropped_full;
   s.progress_calls += b.progress_calls;
+  s.clock_reads += b.clock_reads;
+  s.wake_reads += b.wake_reads;
   s.fault_offered += b.fault_offered;
   s.fault_dropped += b.fault_dropped;
   s.fault_duplicated += b.fault_duplicated;

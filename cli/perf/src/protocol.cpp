@@ -191,6 +191,8 @@ json to_json(const SideCounters& c) {
               {"gro_messages", c.gro_messages},
               {"send_dropped_full", c.send_dropped_full},
               {"progress_calls", c.progress_calls},
+              {"clock_reads", c.clock_reads},
+              {"wake_reads", c.wake_reads},
               {"fault_offered", c.fault_offered},
               {"fault_dropped", c.fault_dropped},
               {"fault_duplicated", c.fault_duplicated},
@@ -255,6 +257,8 @@ SideCounters side_counters_from_json(const json& j) {
   c.gro_messages = u("gro_messages");
   c.send_dropped_full = u("send_dropped_full");
   c.progress_calls = u("progress_calls");
+  c.clock_reads = u("clock_reads");
+  c.wake_reads = u("wake_reads");
   c.fault_offered = u("fault_offered");
   c.fault_dropped = u("fault_dropped");
   c.fault_duplicated = u("fault_duplicated");

@@ -169,7 +169,7 @@ class BwSide {
       engine::Connection* c = s_.conn();
       if (c == nullptr) return make_error("connection gone");
       if (Status st = post_sends(c); !st) return st;
-      if (Status st = s_.progress(); !st) return st;
+      if (Status st = s_.progress_data(); !st) return st;
       c = s_.conn();
       if (c == nullptr) return make_error("connection gone");
       const uint64_t before = tx_done_ + rx_done_;
@@ -381,12 +381,12 @@ Result<LatRow> client_lat_row(Session& s, const PerfOptions& o, uint64_t row, ui
     auto sr = c->post_send(ping[i], size, kTagData);
     if (!sr) return make_error("posting the ping: " + sr.error().message);
     sends[i % 2] = *sr;
-    if (Status st = s.progress(); !st) return st.error();  // the ping leaves now
+    if (Status st = s.progress_data(); !st) return st.error();  // the ping leaves now
     if (Status st = recvs.post_after(i); !st) return st.error();
     const engine::RequestId recv = recvs.of(i);
     engine::Completion comp;
     for (;;) {
-      if (Status st = s.progress(); !st) return st.error();
+      if (Status st = s.progress_data(); !st) return st.error();
       comp = s.conn()->test(recv);
       if (comp.done) break;
       if (Status st = s.check_peer_abort(); !st) return st.error();
@@ -463,7 +463,7 @@ Status serve_lat(Session& s, const PerfOptions& o, uint64_t row, uint64_t size, 
     const engine::RequestId recv = recvs.of(i);
     engine::Completion comp;
     for (;;) {
-      if (Status st = s.progress(); !st) return st;
+      if (Status st = s.progress_data(); !st) return st;
       comp = s.conn()->test(recv);
       if (comp.done) break;
       if (Status st = s.check_peer_abort(); !st) return st;
@@ -485,7 +485,7 @@ Status serve_lat(Session& s, const PerfOptions& o, uint64_t row, uint64_t size, 
     auto sr = s.conn()->post_send(pong[i], size, kTagData);
     if (!sr) return make_error("posting the pong: " + sr.error().message);
     sends[i % 2] = *sr;
-    if (Status st = s.progress(); !st) return st;  // the pong leaves now
+    if (Status st = s.progress_data(); !st) return st;  // the pong leaves now
     if (Status st = recvs.post_after(i); !st) return st;
   }
   for (engine::RequestId& prev : sends) {

@@ -18,6 +18,8 @@ namespace {
 constexpr TimeNs kSpinNs = 20 * kNsPerUs;
 // Longest single sleep, so that --timeout and progress notes are looked at.
 constexpr TimeNs kMaxSleepNs = 50 * kNsPerMs;
+// progress_data(): the control wire's round comes once in this many (and after every sleep).
+constexpr uint32_t kControlEveryRounds = 16;
 }  // namespace
 
 Session::Session(wire::UdpWire& w, engine::ConnId control, const PerfOptions& o, const PerfSink& sink,
@@ -40,12 +42,32 @@ void Session::move_data(engine::ConnId data) {
 }
 
 Status Session::progress() {
-  if (Status s = wire_.progress(); !s) return make_error("udp wire: " + s.error().message);
+  return drive_wires(/*control=*/true);
+}
+
+Status Session::progress_data() {
+  // The control wire carries nothing during a row but a peer's "error": it is driven every
+  // kControlEveryRounds rounds, in the first round after a sleep (idle()), when time has passed, and
+  // when its own timers are due (an ACK it deferred, a retransmission).
+  const bool control = second_wire_ == nullptr || control_due_ ||
+                       ++rounds_since_control_ >= kControlEveryRounds || wire_.next_deadline() <= time_now();
+  return drive_wires(control);
+}
+
+Status Session::drive_wires(bool control) {
+  if (control) {
+    rounds_since_control_ = 0;
+    control_due_ = false;
+    if (Status s = wire_.progress(); !s) return make_error("udp wire: " + s.error().message);
+  }
   if (second_wire_ != nullptr) {
     if (Status s = second_wire_->progress(); !s) {
       return make_error(fmt::format("{}: {}", second_wire_->describe(), s.error().message));
     }
   }
+  // The time the last wire's round left: what check() and idle() go by, without a clock read of their
+  // own (under emulation one costs microseconds, and a waiting loop makes one a round).
+  now_ns_ = (second_wire_ != nullptr ? second_wire_ : &wire_)->progress_time();
   if (!refuse_why_.empty()) {
     // The second wire's first connection is the data connection the server waits for (move_data).
     for (wire::UdpWire* w : {&wire_, data_wire_ == second_wire_ ? second_wire_ : nullptr}) {
@@ -60,7 +82,7 @@ Status Session::progress() {
 
 void Session::idle() {
   if (poll_ == PerfPoll::kBusy) return;
-  const TimeNs now = wire::UdpWire::now();
+  const TimeNs now = time_now();
   if (poll_ == PerfPoll::kAdaptive) {
     const uint64_t io =
         wire_.datagrams_moved() + (second_wire_ != nullptr ? second_wire_->datagrams_moved() : 0);
@@ -81,11 +103,18 @@ void Session::idle() {
     constexpr TimeNs kTwoWireSleepNs = kNsPerMs;
     const TimeNs deadline =
         std::min({wire_.next_deadline(), second_wire_->next_deadline(), now + kTwoWireSleepNs});
-    if (deadline > now + kSpinNs) second_wire_->wait_for_io(deadline);
+    if (deadline > now + kSpinNs) {
+      second_wire_->wait_for_io(deadline);
+      control_due_ = true;
+    }
     return;
   }
   const TimeNs deadline = std::min(wire_.next_deadline(), now + kMaxSleepNs);
   if (deadline > now + kSpinNs) wire_.wait_for_io(deadline);
+}
+
+TimeNs Session::time_now() const {
+  return now_ns_ != 0 ? now_ns_ : wire::UdpWire::now();
 }
 
 namespace {
@@ -140,7 +169,7 @@ Status Session::check_lazily(const std::function<std::string()>& describe) {
   if (control() == nullptr || (have_data && conn() == nullptr)) {
     return make_error(fmt::format("connection gone while waiting for {}", describe()));
   }
-  const TimeNs idle_ns = wire::UdpWire::now() - last_activity_ns_;
+  const TimeNs idle_ns = time_now() - last_activity_ns_;
   if (idle_ns > timeout_ns_) {
     engine::Connection* c = have_data ? conn() : control();
     return make_error(
@@ -240,7 +269,7 @@ void Session::send_error(const std::string& text) {
 
 bool Session::note_due(TimeNs start_ns) {
   if (!sink_.progress) return false;
-  const TimeNs now = wire::UdpWire::now();
+  const TimeNs now = time_now();
   if (now - start_ns < kNsPerSec || now - last_note_ns_ < kNsPerSec) return false;
   last_note_ns_ = now;
   return true;

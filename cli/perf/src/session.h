@@ -48,9 +48,14 @@ class Session {
   engine::Completion test_send(engine::RequestId id) { return data_wire_->test(data_id_, id); }
   engine::Connection* control() { return wire_.endpoint().connection(control_id_); }
 
-  // One progress round (receive, engine, timers, send). After refuse_newcomers(why), every connection
-  // another client opens meanwhile is refused with `why` (Endpoint::refuse): the server serves one.
+  // One progress round (receive, engine, timers, send) on each wire. After refuse_newcomers(why), every
+  // connection another client opens meanwhile is refused with `why` (Endpoint::refuse): the server
+  // serves one.
   Status progress();
+  // The same in a row's loop, where only the data wire is busy: with two wires, the control wire gets a
+  // round once in 16 and after every sleep of idle() (a peer's "error" is all it carries meanwhile, and
+  // its round is a system call and clock reads); control exchanges (drive()) use progress().
+  Status progress_data();
   void refuse_newcomers(std::string why) { refuse_why_ = std::move(why); }
   // Nothing to do until the wire has news: with --poll sleep, sleeps in epoll until a datagram or the
   // engine's next deadline; --poll busy returns at once; --poll adaptive returns at once while the
@@ -58,8 +63,8 @@ class Session {
   void idle();
   // Marks that something completed (resets the --timeout clock).
   void touch() { last_activity_ns_ = wire::UdpWire::now(); }
-  // Error when a connection failed, or nothing completed for --timeout seconds; `what` says what was
-  // being waited for.
+  // Error when a connection failed, or nothing completed for --timeout seconds (by the time of the last
+  // progress round); `what` says what was being waited for.
   Status check(std::string_view what);
   // The same for polling loops: `what()` builds the text only when there is something to report, so
   // a loop that spins a million times a second formats nothing while all is well.
@@ -117,6 +122,11 @@ class Session {
   engine::ConnId data_id_ = 0;
   engine::ConnId parked_id_ = 0;  // the control wire's data connection after move_data()
   PerfPoll poll_;
+  TimeNs now_ns_ = 0;                  // the last progress round's time (UdpWire::progress_time())
+  uint32_t rounds_since_control_ = 0;  // progress_data() rounds without the control wire
+  bool control_due_ = true;            // idle() slept: the next progress_data() drives the control wire
+  Status drive_wires(bool control);
+  TimeNs time_now() const;      // now_ns_, or the clock before the first round
   uint64_t last_io_count_ = 0;  // datagrams in + out at the last idle()
   TimeNs last_io_ns_ = 0;       // when that count last changed
   TimeNs timeout_ns_;

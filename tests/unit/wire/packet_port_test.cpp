@@ -8,11 +8,13 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <memory>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -22,7 +24,9 @@
 namespace megascale::wire {
 namespace {
 
-// Two queues and two eventfds shared by a pair of MemoryPorts; side i receives from queue i.
+// Two queues and two eventfds shared by a pair of MemoryPorts; side i receives from queue i. A side's
+// eventfd works as a verbs completion channel does: a packet raises an event only on a side that armed
+// (one event per arm), and the port reads the eventfd only after it armed.
 struct MemoryLink {
   struct Packet {
     uint32_t from_slot = 0;
@@ -31,6 +35,7 @@ struct MemoryLink {
   };
   std::mutex mu;
   std::deque<Packet> queue[2];
+  bool armed[2] = {false, false};
   int fd[2] = {eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)};
   ~MemoryLink() {
     ::close(fd[0]);
@@ -80,13 +85,22 @@ class MemoryPort final : public PacketPort {
       stats_.bytes_sent += out.bytes.size();
       link_->queue[1 - side_].push_back(std::move(out));
     }
-    eventfd_write(link_->fd[1 - side_], 1);
+    if (link_->armed[1 - side_]) {
+      link_->armed[1 - side_] = false;
+      eventfd_write(link_->fd[1 - side_], 1);
+      ++fd_writes;
+    }
     return {};
   }
 
   Result<size_t> receive(size_t max, const Deliver& deliver) override {
-    eventfd_t drained = 0;
-    eventfd_read(link_->fd[side_], &drained);
+    ++receives;
+    if (drain_due_) {
+      drain_due_ = false;
+      eventfd_t drained = 0;
+      eventfd_read(link_->fd[side_], &drained);
+      ++fd_reads;
+    }
     std::deque<MemoryLink::Packet> got;
     {
       std::lock_guard<std::mutex> lock(link_->mu);
@@ -109,7 +123,9 @@ class MemoryPort final : public PacketPort {
   int wait_fd() const override { return link_->fd[side_]; }
   bool arm() override {
     ++arms;
+    drain_due_ = true;
     std::lock_guard<std::mutex> lock(link_->mu);
+    link_->armed[side_] = true;
     return link_->queue[side_].empty();
   }
   PortStats stats() const override {
@@ -120,6 +136,10 @@ class MemoryPort final : public PacketPort {
 
   std::set<uint32_t> slots_used;
   uint64_t arms = 0;
+  // The system calls a device port would make: eventfd reads and writes (the completion channel's).
+  uint64_t fd_reads = 0;
+  uint64_t fd_writes = 0;
+  uint64_t receives = 0;  // receive() calls
 
  private:
   uint32_t intern(const std::string& address) {
@@ -137,6 +157,7 @@ class MemoryPort final : public PacketPort {
   uint32_t mark_every_;
   std::vector<std::string> peers_;
   PortStats stats_;
+  bool drain_due_ = false;  // armed since the eventfd was last read
 };
 
 UdpConfig port_config() {
@@ -300,6 +321,105 @@ TEST(PacketPort, CallerDrivenWiresMoveData) {
   }
   ASSERT_TRUE(done);
   EXPECT_TRUE(got == data);
+}
+
+// Caller-driven: connects a to b by running rounds; the accepted connection id on b.
+std::optional<engine::ConnId> connect_driven(Pair& p, engine::ConnId& conn) {
+  auto c = p.a->connect(p.b->local_address());
+  EXPECT_TRUE(c) << c.error().message;
+  if (!c) return std::nullopt;
+  conn = *c;
+  for (int i = 0; i < 100000; ++i) {
+    EXPECT_TRUE(p.a->progress());
+    EXPECT_TRUE(p.b->progress());
+    if (std::optional<engine::ConnId> accepted = p.b->accept()) return accepted;
+  }
+  return std::nullopt;
+}
+
+// What one progress round costs besides moving packets, counted per round over a window.
+struct RoundCosts {
+  uint64_t rounds = 0, clock_reads = 0, wake_reads = 0, port_fd_reads = 0, port_arms = 0;
+  static RoundCosts of(UdpWire& w, const MemoryPort& port) {
+    const UdpWireStats s = w.stats();
+    return {s.progress_calls, s.clock_reads, s.wake_reads, port.fd_reads, port.arms};
+  }
+  RoundCosts operator-(const RoundCosts& o) const {
+    return {rounds - o.rounds, clock_reads - o.clock_reads, wake_reads - o.wake_reads,
+            port_fd_reads - o.port_fd_reads, port_arms - o.port_arms};
+  }
+};
+
+TEST(PacketPortRoundCost, AnIdleRoundReadsTheClockOnceAndMakesNoSystemCall) {
+  Pair p = make_pair_of_wires();
+  ASSERT_TRUE(p.a && p.b);
+  engine::ConnId conn = 0;
+  ASSERT_TRUE(connect_driven(p, conn));
+  // Polling with nothing to receive (a waiting caller's loop): the clock once a round, for the engine's
+  // timers; no wake-up eventfd read (nothing slept); the port is not armed, so its fd is not read.
+  const RoundCosts before = RoundCosts::of(*p.a, *p.port_a);
+  constexpr uint64_t kRounds = 2000;
+  for (uint64_t i = 0; i < kRounds; ++i) ASSERT_TRUE(p.a->progress());
+  const RoundCosts d = RoundCosts::of(*p.a, *p.port_a) - before;
+  EXPECT_EQ(d.rounds, kRounds);
+  // A timer of the engine's (a keepalive) may fire in the window and send: a few reads more.
+  EXPECT_LE(d.clock_reads, kRounds + 20) << d.clock_reads << " clock reads in " << kRounds << " rounds";
+  EXPECT_GE(d.clock_reads, kRounds);
+  EXPECT_EQ(d.wake_reads, 0u);
+  EXPECT_EQ(d.port_fd_reads, 0u);
+  EXPECT_EQ(d.port_arms, 0u);
+}
+
+TEST(PacketPortRoundCost, APingPongReadsTheClockAgainOnlyInRoundsThatMovedPackets) {
+  Pair p = make_pair_of_wires();
+  ASSERT_TRUE(p.a && p.b);
+  engine::ConnId conn = 0;
+  const std::optional<engine::ConnId> accepted = connect_driven(p, conn);
+  ASSERT_TRUE(accepted);
+  std::vector<uint8_t> ping(8, 1), pong(8, 2), got_a(8), got_b(8);
+  const RoundCosts before_a = RoundCosts::of(*p.a, *p.port_a);
+  const RoundCosts before_b = RoundCosts::of(*p.b, *p.port_b);
+  const uint64_t moved_before = p.a->stats().datagrams_sent + p.a->stats().datagrams_received;
+  constexpr int kTrips = 200;
+  constexpr int kWaitRounds = 4;
+  for (int i = 0; i < kTrips; ++i) {
+    auto rb = p.b->post_recv(*accepted, got_b.data(), got_b.size(), 1);
+    auto ra = p.a->post_recv(conn, got_a.data(), got_a.size(), 1);
+    auto sa = p.a->post_send(conn, ping.data(), ping.size(), 1);
+    ASSERT_TRUE(rb && ra && sa);
+    bool b_done = false, a_done = false;
+    for (int k = 0; k < 100000 && !a_done; ++k) {
+      // a polls while its ping is in flight, as a waiter does: rounds that move nothing.
+      for (int w = 0; w < kWaitRounds; ++w) ASSERT_TRUE(p.a->progress());
+      ASSERT_TRUE(p.b->progress());
+      if (!b_done && p.b->test(*accepted, *rb).done) {
+        b_done = true;
+        ASSERT_TRUE(p.b->post_send(*accepted, pong.data(), pong.size(), 1));
+      }
+      a_done = p.a->test(conn, *ra).done;
+    }
+    ASSERT_TRUE(a_done) << "round trip " << i;
+  }
+  const RoundCosts da = RoundCosts::of(*p.a, *p.port_a) - before_a;
+  const RoundCosts db = RoundCosts::of(*p.b, *p.port_b) - before_b;
+  const uint64_t moved = p.a->stats().datagrams_sent + p.a->stats().datagrams_received - moved_before;
+  std::printf(
+      "per round, a: %.2f clock reads, %.2f wake reads, %.2f port fd reads (%lu rounds, %lu packets)\n",
+      static_cast<double>(da.clock_reads) / static_cast<double>(da.rounds),
+      static_cast<double>(da.wake_reads) / static_cast<double>(da.rounds),
+      static_cast<double>(da.port_fd_reads) / static_cast<double>(da.rounds),
+      static_cast<unsigned long>(da.rounds), static_cast<unsigned long>(moved));
+  // Each round reads the clock once to start; again after receiving (the packets' arrival time) and
+  // before the engine's timers only when it moved packets. So at most one read a round plus two per
+  // packet moved, and never a wake-up or port fd read without a sleep.
+  for (const RoundCosts* d : {&da, &db}) {
+    EXPECT_LE(d->clock_reads, d->rounds + 2 * moved);
+    EXPECT_EQ(d->wake_reads, 0u);
+    EXPECT_EQ(d->port_fd_reads, 0u);
+  }
+  // Most of a's rounds wait and move nothing: fewer than two reads a round on average (each of a's
+  // rounds read it twice or more when every round re-read it for the timers).
+  EXPECT_LT(da.clock_reads, 2 * da.rounds) << da.clock_reads << " clock reads in " << da.rounds << " rounds";
 }
 
 TEST(PacketPort, RefusesIoThreadsASegmentThatDoesNotFitAndForeignAddresses) {

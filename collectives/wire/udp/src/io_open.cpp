@@ -205,6 +205,8 @@ UdpWireStats collect_stats(const Io& io) {
     s.progress_calls = io.progress_calls;
     s.tx_deferred = io.tx_deferred;
     s.sleeps = io.sleeps;
+    s.clock_reads = io.clock_reads;
+    s.wake_reads = io.wake_reads.load(std::memory_order_relaxed);
     s.port = p.extra;
     if (io.fault) s.fault = io.fault->counters();
     return s;
@@ -266,6 +268,8 @@ UdpWireStats collect_stats(const Io& io) {
   s.tx_deferred = io.tx_deferred;
   s.tx_rerouted = io.tx_rerouted;
   s.sleeps = io.sleeps;
+  s.clock_reads = io.clock_reads;
+  s.wake_reads = io.wake_reads.load(std::memory_order_relaxed);
   if (io.fault) s.fault = io.fault->counters();
   return s;
 }

@@ -23,6 +23,7 @@ ProgressLoop::~ProgressLoop() {
 
 Status ProgressLoop::round(TimeNs now, bool read_clock, bool overlap_copies) {
   ++io_->progress_calls;
+  moved_ = false;
   tickets_.post(*endpoint_);
   // What the caller posted since the last round, and what that round deferred, leaves first.
   transmit(now, read_clock);
@@ -34,9 +35,14 @@ Status ProgressLoop::round(TimeNs now, bool read_clock, bool overlap_copies) {
     HeldDatagram held;
     while (io_->fault->pop_ready(now, held)) {
       endpoint_->on_packet(now, held.peer, held.bytes.data(), held.bytes.size(), held.ce);
+      moved_ = true;
     }
   }
-  if (read_clock) now = UdpWire::now();
+  // The timers run at the time after the sends and receives above, which can take a while (system
+  // calls, the engine's work on a batch). A round that moved nothing is only memory work past the
+  // caller's clock read: it keeps that time (a timer due in between fires in the next round), and the
+  // polling loop a waiter spins in reads the clock once a round, not twice.
+  if (read_clock && moved_) now = clock();
   if (endpoint_->next_deadline() <= now) endpoint_->on_timer(now);
   if (io_->port && io_->port->next_deadline() <= now) io_->port->on_timer(now);
   if (endpoint_->stats().receives_completed != receives_before) {
@@ -55,6 +61,7 @@ Status ProgressLoop::round(TimeNs now, bool read_clock, bool overlap_copies) {
   }
   publish_pending(now);
   finish_tickets();
+  round_ns_ = now;
   if (!port_error_.empty()) return make_error(ErrorCode::kSystem, port_error_);
   return {};
 }
@@ -148,6 +155,7 @@ void ProgressLoop::receive(TimeNs now, bool read_clock, bool overlap_copies) {
     if (token == kWakeToken) {
       eventfd_t drained = 0;
       eventfd_read(io.wakefd, &drained);
+      io.wake_reads.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
     const bool got = read_socket(now, read_clock, io.sockets[token].fd);
@@ -157,15 +165,16 @@ void ProgressLoop::receive(TimeNs now, bool read_clock, bool overlap_copies) {
 
 void ProgressLoop::receive_port(TimeNs now, bool read_clock) {
   Io& io = *io_;
-  // The wake-up eventfd is drained here: its readiness only ends a sleep.
-  eventfd_t drained = 0;
-  eventfd_read(io.wakefd, &drained);
+  // The wake-up eventfd is not read here: a sleep that it ends drains it (wait_for_io), and the posts
+  // that write it do so only while the loop sleeps. A write that raced a sleep being called off stays
+  // readable and ends the next sleep early, once; reading it every round would cost a system call a
+  // round for that.
   bool stamped = false;
   const PacketPort::Deliver deliver = [&](uint32_t peer, uint8_t* data, size_t len, bool ce) {
     if (!stamped) {
       // The packets are in hand now: the engine's processing time starts here.
-      if (read_clock) now = UdpWire::now();
-      io.last_io_ns = now;
+      if (read_clock) now = clock();
+      note_io(now);
       stamped = true;
     }
     this->deliver(now, peer, data, len, ce, engine::kRxTimeNow, false);
@@ -194,8 +203,8 @@ bool ProgressLoop::read_socket(TimeNs& now, bool read_clock, int fd) {
       got = true;
       // The datagrams are in hand now: the engine's processing time starts here, and every kernel
       // stamp of this batch lies before it.
-      if (read_clock) now = UdpWire::now();
-      io.last_io_ns = now;
+      if (read_clock) now = clock();
+      note_io(now);
       if (caps_.rx_timestamps && io.rx_clock.stale(now)) io.rx_clock.refresh();
     }
     const uint8_t* none = nullptr;
@@ -246,8 +255,8 @@ void ProgressLoop::receive_from_threads(TimeNs now, bool read_clock, bool overla
     io.rx_cursor[t] = RxCursor{};
   }
   if (total == 0) return;
-  if (read_clock) now = UdpWire::now();
-  io.last_io_ns = now;
+  if (read_clock) now = clock();
+  note_io(now);
   if (caps_.rx_timestamps && io.rx_clock.stale(now)) io.rx_clock.refresh();
   // Payload copies go to the thread whose batch holds the bytes, so the copies of several lanes run in
   // parallel while this thread goes on with the protocol. A batch goes back to its thread once its

@@ -74,6 +74,15 @@ class ProgressLoop {
   Status round(TimeNs now, bool read_clock, bool overlap_copies);
   // When the next round has timer work; 0 when it has packets to send at once; kNever if none.
   TimeNs next_deadline() const;
+  // UdpWire::now(), counted (UdpWireStats::clock_reads): every read of a round and of the progress
+  // thread between rounds goes through here.
+  TimeNs clock() {
+    ++io_->clock_reads;
+    return UdpWire::now();
+  }
+  // The time the last round ended at: the clock it read last (a round re-reads it only after it moved
+  // packets, so this is at most that round's own memory work old), or the time it was given.
+  TimeNs round_time() const { return round_ns_; }
   // Wakes the loop if it sleeps (a post gave it work).
   void wake();
   // Over a packet port: arms its wait fd before a sleep; false when work arrived meanwhile (then do
@@ -143,6 +152,12 @@ class ProgressLoop {
   void deliver_message(TimeNs now, const RxMessage& m, const uint8_t*& verified);
   void deliver(TimeNs now, uint32_t peer, uint8_t* data, size_t len, bool ce, TimeNs rx_ns, bool verified);
   void transmit(TimeNs now, bool read_clock);
+  // A send or receive moved packets at `now` (Io::last_io_ns): the round re-reads the clock for its
+  // timers.
+  void note_io(TimeNs now) {
+    io_->last_io_ns = now;
+    moved_ = true;
+  }
   void transmit_to_threads(TimeNs now, bool read_clock);
   uint32_t socket_for(const engine::TxPacket& p, TimeNs now);  // pool index a packet leaves from
   // Hands the closed ports read from the sockets (here or by the I/O threads) to the engine.
@@ -175,6 +190,8 @@ class ProgressLoop {
   std::atomic<bool> sleeping_{false};  // the loop is in (or about to enter) epoll_wait
   std::string thread_error_;
   bool more_tx_ = false;    // the last round filled a whole batch: go again without sleeping
+  bool moved_ = false;      // this round sent or received packets (note_io)
+  TimeNs round_ns_ = 0;     // round_time()
   std::string port_error_;  // a packet port's failure: round() returns it
 };
 

@@ -55,7 +55,7 @@ void ProgressLoop::thread_main() {
   prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
   while (!stop_.load(std::memory_order_relaxed)) {
     std::unique_lock<WireMutex> lock(mu_);
-    const TimeNs round_ns = UdpWire::now();
+    const TimeNs round_ns = clock();
     if (Status s = round(round_ns, true, /*overlap_copies=*/true); !s) {
       thread_error_ = s.error().message;
       progressed_.notify_all();
@@ -70,7 +70,9 @@ void ProgressLoop::thread_main() {
     const TimeNs deadline = next_deadline();
     // Sleep unless busy-polling, the deadline is due or close enough to spin for, or packets moved
     // a moment ago (more are likely on their way; longer while the application waits for requests).
-    const TimeNs t = UdpWire::now();
+    // The round's own time: it read the clock after any packet it moved, and a round that moved none
+    // took only memory work (a sleep reads the clock again for its length).
+    const TimeNs t = round_time();
     const TimeNs window = io_->caller_wake.pending.load(std::memory_order_relaxed) ? config_.pending_poll_ns
                                                                                    : config_.idle_poll_ns;
     // Batches waiting for their payload copies are given back by a round: no sleep until they are.
@@ -106,9 +108,8 @@ void ProgressLoop::thread_main() {
       if (helped == 0) std::this_thread::yield();
     }
     if (sleep) {
-      // stop() sets the flag, then writes the eventfd; this round's receive may have drained that
-      // write already. Looking at the flag again after the drain closes the gap: a stop() it misses
-      // writes the eventfd afterwards, which wakes the sleep.
+      // stop() sets the flag, then writes the eventfd: a stop() before this look is seen here, one
+      // after it wakes the sleep.
       if (!stop_.load()) wait_for_io(deadline);
       sleeping_.store(false, std::memory_order_release);
     }
@@ -149,6 +150,7 @@ void ProgressLoop::wait_for_io(TimeNs until) {
     if (events[i].data.u32 == kWakeToken) {
       eventfd_t drained = 0;
       eventfd_read(io_->wakefd, &drained);
+      io_->wake_reads.fetch_add(1, std::memory_order_relaxed);
     }
   }
 }
@@ -170,7 +172,7 @@ bool ProgressLoop::wait_until(std::unique_lock<WireMutex>& lock, TimeNs timeout_
       continue;
     }
     // Caller-driven (or the thread was stopped): drive the wire ourselves.
-    if (Status s = round(UdpWire::now(), true, false); !s) return false;
+    if (Status s = round(clock(), true, false); !s) return false;
     if (pred()) return true;
     const TimeNs until = std::min(deadline, next_deadline());
     if (until <= UdpWire::now() + config_.spin_ns) continue;

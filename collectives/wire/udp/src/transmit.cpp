@@ -23,7 +23,7 @@ void ProgressLoop::transmit(TimeNs now, bool read_clock) {
     // Each segment's send time is the RTT sample's start: a round stamped with the clock read before
     // the previous round's send calls would add their time (hundreds of microseconds for a batch of
     // 60 KiB datagrams, a scheduling quantum when the thread is preempted) to the fabric delay.
-    if (read_clock && round > 0) now = UdpWire::now();
+    if (read_clock && round > 0) now = clock();
     size_t n = 0;
     while (n < config_.batch && endpoint_->poll_tx(now, io.tx[n])) ++n;
     size_t k = 0;
@@ -38,7 +38,7 @@ void ProgressLoop::transmit(TimeNs now, bool read_clock) {
           TxItem{p.header, p.header_len, p.payload, p.payload_len, socket_for(p, now), p.peer, p.ect};
     }
     // The payload pointers stay valid until the next engine call other than poll_tx: send now.
-    if (k > 0) io.last_io_ns = now;
+    if (k > 0) note_io(now);
     if (k > 0) {
       const uint64_t errors_before = io.sender.counters().error_retries;
       io.sender.send(std::span(io.items.data(), k), io.sockets, io.peers.addresses(), io.gso);
@@ -52,7 +52,7 @@ void ProgressLoop::transmit(TimeNs now, bool read_clock) {
       more_tx_ = false;
       return;
     }
-    if (read_clock) now = UdpWire::now();
+    if (read_clock) now = clock();
   }
   more_tx_ = true;
 }
@@ -60,7 +60,7 @@ void ProgressLoop::transmit(TimeNs now, bool read_clock) {
 void ProgressLoop::transmit_port(TimeNs now, bool read_clock) {
   Io& io = *io_;
   for (int round = 0; round < kTxRoundsPerProgress; ++round) {
-    if (read_clock && round > 0) now = UdpWire::now();
+    if (read_clock && round > 0) now = clock();
     size_t n = 0;
     while (n < config_.batch && endpoint_->poll_tx(now, io.tx[n])) ++n;
     size_t k = 0;
@@ -77,7 +77,7 @@ void ProgressLoop::transmit_port(TimeNs now, bool read_clock) {
                                    p.lane,    p.ect};
     }
     if (k > 0) {
-      io.last_io_ns = now;
+      note_io(now);
       if (Status s = io.port->send(std::span<const PortPacket>(io.port_tx.data(), k)); !s) {
         port_error_ = s.error().message;
         return;
@@ -106,7 +106,7 @@ void ProgressLoop::transmit_to_threads(TimeNs now, bool read_clock) {
   // One bit per thread (validate_udp_config allows at most 64).
   uint64_t stalled = 0;
   if (config_.stall_ns > 0 && n_threads > 1) {
-    const TimeNs t_now = UdpWire::now();
+    const TimeNs t_now = clock();
     size_t latest = 0;
     for (size_t t = 0; t < n_threads; ++t) {
       if (io.threads[t]->stalled(t_now, config_.stall_ns)) stalled |= uint64_t{1} << t;
@@ -167,7 +167,7 @@ void ProgressLoop::transmit_to_threads(TimeNs now, bool read_clock) {
       ++b.count;
       full = b.count == config_.batch;
     }
-    if (polled > 0) io.last_io_ns = now;
+    if (polled > 0) note_io(now);
     for (size_t t = 0; t < n_threads; ++t) {
       if (open[t] == nullptr || open[t]->count == 0) continue;
       io.threads[t]->tx().publish();
@@ -177,7 +177,7 @@ void ProgressLoop::transmit_to_threads(TimeNs now, bool read_clock) {
       more_tx_ = false;
       return;
     }
-    if (read_clock) now = UdpWire::now();
+    if (read_clock) now = clock();
   }
   more_tx_ = true;
 }

@@ -106,7 +106,7 @@ engine::Endpoint& UdpWire::EndpointAccess::endpoint() const {
 
 Status UdpWire::progress() {
   std::lock_guard<detail::WireMutex> lock(loop_->mutex());
-  return loop_->round(now(), true, false);
+  return loop_->round(loop_->clock(), true, false);
 }
 
 Status UdpWire::progress(TimeNs now) {
@@ -117,6 +117,11 @@ Status UdpWire::progress(TimeNs now) {
 TimeNs UdpWire::next_deadline() const {
   std::lock_guard<detail::WireMutex> lock(loop_->mutex());
   return loop_->next_deadline();
+}
+
+TimeNs UdpWire::progress_time() const {
+  std::lock_guard<detail::WireMutex> lock(loop_->mutex());
+  return loop_->round_time();
 }
 
 void UdpWire::wait_for_io(TimeNs until) {

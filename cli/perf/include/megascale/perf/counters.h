@@ -106,6 +106,8 @@ struct SideCounters {
   uint64_t gro_messages = 0;
   uint64_t send_dropped_full = 0;
   uint64_t progress_calls = 0;
+  uint64_t clock_reads = 0;  // the data wire's progress rounds' clock reads (UdpWireStats)
+  uint64_t wake_reads = 0;   // and its wake-up eventfd reads
   // Injected by MEGASCALE_FAULT_* on this side's receive path (not the kernel's); fault_offered counts
   // the datagrams the injector saw (0: injection off).
   uint64_t fault_offered = 0;

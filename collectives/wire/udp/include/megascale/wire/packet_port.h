@@ -20,6 +20,8 @@
 //  - receive(): hands each waiting packet to `deliver`, its bytes valid during that call only.
 //  - Sleeping: the wire sleeps in epoll on wait_fd() (when not -1) after arm() returned true; arm()
 //    returns false when work arrived while arming, and the wire then runs another round instead.
+//    receive() runs every round, sleep or not: a port reads wait_fd()'s events (a completion
+//    channel's) in arm(), before the next sleep, rather than with a system call every round.
 #pragma once
 
 #include <cstdint>

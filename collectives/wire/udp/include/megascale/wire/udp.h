@@ -240,8 +240,14 @@ struct UdpWireStats {
   uint64_t peer_table_full = 0;         // datagrams dropped: unknown source and the table was full
   // Driving.
   uint64_t progress_calls = 0;
-  uint64_t tx_deferred = 0;       // rounds that completed a receive and left their ACKs for the next round
-  uint64_t sleeps = 0;            // threaded mode: times the thread slept in epoll
+  uint64_t tx_deferred = 0;  // rounds that completed a receive and left their ACKs for the next round
+  uint64_t sleeps = 0;       // threaded mode: times the thread slept in epoll
+  // What a progress round costs besides its sends and receives: CLOCK_MONOTONIC reads made by the
+  // rounds (and, in threaded mode, by the progress thread between them; not those of a sleep), and
+  // reads of the wake-up eventfd (another thread's post ending a sleep). Under emulation a clock read
+  // can cost microseconds, as much as a system call.
+  uint64_t clock_reads = 0;
+  uint64_t wake_reads = 0;
   uint64_t io_thread_sleeps = 0;  // io_threads > 0: times an I/O thread slept in epoll
   // io_threads > 0, summed over the I/O threads: nanoseconds awake (not asleep in epoll), and of those,
   // in rounds that moved something. An awake thread polls, so its CPU time reads about one core whatever
@@ -301,6 +307,9 @@ class UdpWire {
   // When progress() next has timer work (engine timers, held fault-injected datagrams); kNever if none.
   // Packets arriving are not deadlines: wait_for_io() returns on those.
   TimeNs next_deadline() const;
+  // The clock as the last progress() left it: read after any packet that round moved, else the time
+  // the round began (a caller's loop that needs the time after progress() need not read it again).
+  TimeNs progress_time() const;
   // Sleeps until a datagram is readable, `until` (CLOCK_MONOTONIC ns) passes, or another thread posts.
   // Returns at once when until <= now().
   void wait_for_io(TimeNs until);
