@@ -87,6 +87,10 @@ Result<std::unique_ptr<PacketPort>> RcPort::make(const VerbsPortConfig& c, std::
   rto.retry_budget_ns = c.retry_budget_ns;
   Result<NicRetry> nic = derive_nic_retry(rto);
   if (!nic) return make_error(ErrorCode::kInvalidUsage, "verbs-rc: " + nic.error().message);
+  if (c.rc_queue_bytes == 0) {
+    return make_error(ErrorCode::kInvalidUsage,
+                      "verbs-rc: rc_queue_bytes 0 (at least 1: one write is always allowed)");
+  }
   auto self = std::unique_ptr<RcPort>(new RcPort());
   self->cfg_ = c;
   self->nic_ = *nic;
@@ -123,6 +127,7 @@ Result<std::unique_ptr<PacketPort>> RcPort::make(const VerbsPortConfig& c, std::
   self->pool_keys_ = *pk;
   for (uint32_t i = kHomeSends; i-- > 0;) self->home_send_free_.push_back(i);
   for (uint32_t i = pool_slots; i-- > 0;) self->pool_free_.push_back(i);
+  self->pool_data_bytes_.assign(pool_slots, 0);
   for (uint32_t i = 0; i < kHomeRecvs; ++i) {
     if (Status s = self->post_home_recv(i); !s) return s.error();
   }
@@ -190,6 +195,7 @@ void RcPort::drop_qp(Lane& l) {
   }
   for (uint32_t s : l.outstanding) pool_free_.push_back(s);
   l.outstanding.clear();
+  l.posted_bytes = 0;
   l.credits_owed = 0;
 }
 
@@ -500,9 +506,10 @@ void RcPort::fail_lane(uint32_t peer, uint32_t lane, TimeNs now, const std::stri
   drop_qp(l);
   l.state = Lane::State::kFailed;
   l.resend_at = kNever;
-  stats_.send_dropped += l.pending.size();
-  failed_dropped_ += l.pending.size();
+  stats_.send_dropped += l.pending.size() + l.pending_ctl.size();
+  failed_dropped_ += l.pending.size() + l.pending_ctl.size();
   l.pending.clear();
+  l.pending_ctl.clear();
   ++lane_failures_;
   const double out_ms = l.outage_start == kNever ? 0.0 : static_cast<double>(now - l.outage_start) / 1e6;
   std::fprintf(stderr,
@@ -545,7 +552,7 @@ PortStats RcPort::stats() const {
   for (const auto& p : peers_) {
     for (const Lane& l : p->lanes) {
       owed += l.credits_owed;
-      pending += l.pending.size();
+      pending += l.pending.size() + l.pending_ctl.size();
       outstanding += l.outstanding.size();
       credits += l.state == Lane::State::kUp ? l.writer.credits() : 0;
       up += l.state == Lane::State::kUp ? 1 : 0;
@@ -563,6 +570,8 @@ PortStats RcPort::stats() const {
              {"rc_peer_slot_dropped", peer_slot_dropped_},
              {"rc_failed_dropped", failed_dropped_},
              {"rc_credits_sent", credits_sent_},
+             {"rc_queue_full_waits", queue_full_waits_},
+             {"rc_control_first", control_first_},
              {"rc_lanes_up", up},
              {"rc_waiting", pending},
              {"rc_writes_outstanding", outstanding},

@@ -43,11 +43,13 @@ struct Lane {
   uint32_t psn = 0;
   RingWriter writer{1};
   RingReader reader{1, 1};
-  std::deque<std::vector<uint8_t>> pending;  // packets waiting for the QP or for ring credit
-  std::deque<uint32_t> outstanding;          // send-pool slots of posted writes, in post order
-  uint32_t credits_owed = 0;                 // ring slots consumed, not yet returned
-  TimeNs resend_at = kNever;                 // when to send the set-up request again
-  TimeNs outage_start = kNever;              // the first QP error since the lane last moved data
+  std::deque<std::vector<uint8_t>> pending;      // data waiting for the QP, ring credit or queue room
+  std::deque<std::vector<uint8_t>> pending_ctl;  // packets without payload: they go before waiting data
+  std::deque<uint32_t> outstanding;              // send-pool slots of posted writes, in post order
+  uint64_t posted_bytes = 0;                     // data bytes of those writes (rc_queue_bytes)
+  uint32_t credits_owed = 0;                     // ring slots consumed, not yet returned
+  TimeNs resend_at = kNever;                     // when to send the set-up request again
+  TimeNs outage_start = kNever;                  // the first QP error since the lane last moved data
   uint32_t errors = 0;
   WcStatus last_status = WcStatus::kSuccess;
 };
@@ -125,9 +127,14 @@ class RcPort final : public PacketPort {
   void start_connect(uint32_t peer, uint32_t lane, TimeNs now);
   void send_setup(uint32_t peer, uint32_t lane, RcSetupKind kind);
   void on_setup(const RcSetupMsg& m);
-  // Posts one packet; false when it must wait (no ring credit or no bounce buffer).
-  bool post_packet(uint32_t peer, uint32_t lane, const uint8_t* h, uint32_t hl, const uint8_t* p,
-                   uint32_t pl);
+  // Posts one packet; false when it must wait (no ring credit, no bounce buffer or, for `data`, no
+  // room under rc_queue_bytes).
+  bool post_packet(uint32_t peer, uint32_t lane, const uint8_t* h, uint32_t hl, const uint8_t* p, uint32_t pl,
+                   bool data);
+  // Whether a data write of `len` bytes must wait for the lane's posted writes to complete.
+  bool queue_full(const Lane& l, uint32_t len) const {
+    return l.posted_bytes > 0 && l.posted_bytes + len > cfg_.rc_queue_bytes;
+  }
   void flush_lane(uint32_t peer, uint32_t lane);
   // A packet of `len` bytes is larger than the peer's ring slots (known once its set-up message came):
   // it is counted as dropped (the engine's handshake keeps its connections' packets within both ends'
@@ -182,6 +189,7 @@ class RcPort final : public PacketPort {
   std::vector<uint8_t> pool_;             // bounce buffers of slot_bytes_
   MrKeys pool_keys_;
   std::vector<uint32_t> pool_free_;
+  std::vector<uint32_t> pool_data_bytes_;  // per bounce buffer: its write's bytes if data, else 0
   uint32_t lane_send_depth_ = 0;
   uint32_t lane_recv_depth_ = 0;
   uint32_t cq_budget_ = kCqDepth;
@@ -193,6 +201,8 @@ class RcPort final : public PacketPort {
   uint64_t setups_sent_ = 0, setups_received_ = 0, setups_refused_ = 0, lanes_connected_ = 0;
   uint64_t qp_errors_ = 0, qp_recreated_ = 0, lane_failures_ = 0, queued_ = 0, queue_dropped_ = 0;
   uint64_t failed_dropped_ = 0, credits_sent_ = 0;
+  uint64_t queue_full_waits_ = 0;   // data packets that waited for rc_queue_bytes
+  uint64_t control_first_ = 0;      // packets without payload posted ahead of waiting data
   uint64_t peer_slot_dropped_ = 0;  // packets larger than the peer's ring slots (rc_write_limit)
 };
 

@@ -23,18 +23,24 @@ Status RcPort::send(std::span<const PortPacket> packets) {
       ++failed_dropped_;
       continue;
     }
-    if (l.state == Lane::State::kUp && l.pending.empty() &&
-        post_packet(pkt.peer, pkt.slot, pkt.header, pkt.header_len, pkt.payload, pkt.payload_len)) {
+    // Packets without payload (ACKs, credits, the handshake) wait only for each other, so data held
+    // back by rc_queue_bytes never delays them.
+    const bool data = pkt.payload_len > 0;
+    std::deque<std::vector<uint8_t>>& queue = data ? l.pending : l.pending_ctl;
+    if (l.state == Lane::State::kUp && queue.empty() &&
+        post_packet(pkt.peer, pkt.slot, pkt.header, pkt.header_len, pkt.payload, pkt.payload_len, data)) {
+      if (!data && !l.pending.empty()) ++control_first_;
       continue;
     }
-    if (l.pending.size() >= kPendingMax) {
+    if (queue.size() >= kPendingMax) {
       ++stats_.send_dropped;
       ++queue_dropped_;
       continue;
     }
+    if (data && l.state == Lane::State::kUp && l.pending.empty() && queue_full(l, len)) ++queue_full_waits_;
     std::vector<uint8_t> copy(pkt.header, pkt.header + pkt.header_len);
     if (pkt.payload_len > 0) copy.insert(copy.end(), pkt.payload, pkt.payload + pkt.payload_len);
-    l.pending.push_back(std::move(copy));
+    queue.push_back(std::move(copy));
     ++queued_;
     if (l.state == Lane::State::kIdle) {
       if (now == 0) now = UdpWire::now();
@@ -45,10 +51,11 @@ Status RcPort::send(std::span<const PortPacket> packets) {
 }
 
 bool RcPort::post_packet(uint32_t peer, uint32_t lane, const uint8_t* h, uint32_t hl, const uint8_t* pl,
-                         uint32_t pll) {
+                         uint32_t pll, bool data) {
   Peer& p = *peers_[peer];
   Lane& l = p.lanes[lane];
   if (pool_free_.empty() || !p.remote_known || l.writer.credits() == 0) return false;
+  if (data && queue_full(l, hl + pll)) return false;
   const uint32_t idx = pool_free_.back();
   uint8_t* buf = pool_.data() + size_t{idx} * slot_bytes_;
   std::memcpy(buf, h, hl);
@@ -71,6 +78,8 @@ bool RcPort::post_packet(uint32_t peer, uint32_t lane, const uint8_t* h, uint32_
   }
   pool_free_.pop_back();
   l.outstanding.push_back(idx);
+  pool_data_bytes_[idx] = data ? hl + pll : 0;
+  l.posted_bytes += pool_data_bytes_[idx];
   ++stats_.packets_sent;
   stats_.bytes_sent += hl + pll;
   return true;
@@ -78,14 +87,18 @@ bool RcPort::post_packet(uint32_t peer, uint32_t lane, const uint8_t* h, uint32_
 
 void RcPort::flush_lane(uint32_t peer, uint32_t lane) {
   Lane& l = peers_[peer]->lanes[lane];
-  while (l.state == Lane::State::kUp && !l.pending.empty()) {
-    std::vector<uint8_t>& b = l.pending.front();
-    if (too_big_for_peer(*peers_[peer], static_cast<uint32_t>(b.size()))) {
-      l.pending.pop_front();
-      continue;
+  for (const bool data : {false, true}) {
+    std::deque<std::vector<uint8_t>>& queue = data ? l.pending : l.pending_ctl;
+    while (l.state == Lane::State::kUp && !queue.empty()) {
+      std::vector<uint8_t>& b = queue.front();
+      if (too_big_for_peer(*peers_[peer], static_cast<uint32_t>(b.size()))) {
+        queue.pop_front();
+        continue;
+      }
+      if (!post_packet(peer, lane, b.data(), static_cast<uint32_t>(b.size()), nullptr, 0, data)) break;
+      if (!data && !l.pending.empty()) ++control_first_;
+      queue.pop_front();
     }
-    if (!post_packet(peer, lane, b.data(), static_cast<uint32_t>(b.size()), nullptr, 0)) break;
-    l.pending.pop_front();
   }
 }
 
@@ -108,6 +121,9 @@ void RcPort::return_credits(uint32_t peer, uint32_t lane) {
 
 bool RcPort::arm() {
   if (!stash_.empty()) return false;
+  // The channel's events are read here, before a sleep, and not by every receive(): an event comes
+  // only after an arm, and one left unread ends the next sleep at once (as on the UD port).
+  cq_->drain_events();
   if (Status s = cq_->arm(); !s) return false;
   // A completion that came before the arm raises no event: look once more.
   Result<uint32_t> n = cq_->poll(stash_, 64);
@@ -115,7 +131,6 @@ bool RcPort::arm() {
 }
 
 Result<size_t> RcPort::receive(size_t max, const Deliver& deliver) {
-  cq_->drain_events();
   std::vector<WorkCompletion> wcs;
   wcs.swap(stash_);
   const uint32_t room = static_cast<uint32_t>(std::clamp<size_t>(max, 1, 256));
@@ -199,6 +214,7 @@ void RcPort::handle(const WorkCompletion& wc, const Deliver& deliver, size_t& de
     const auto at = std::find(l.outstanding.begin(), l.outstanding.end(), tag->slot);
     if (at == l.outstanding.end()) return;
     l.outstanding.erase(at);
+    l.posted_bytes -= pool_data_bytes_[tag->slot];
     pool_free_.push_back(tag->slot);
   };
   auto repost = [&] {

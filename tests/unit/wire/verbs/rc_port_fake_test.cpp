@@ -34,6 +34,7 @@ struct Nic {
     bool connected = false;
     RcPeer peer;
     bool destroyed = false;
+    std::vector<SendWr> writes;  // posted, in order
   };
   std::deque<WorkCompletion> cq;
   std::deque<UdQp> ud;  // in creation order
@@ -45,6 +46,8 @@ struct Nic {
   bool reset_fails = false;
   bool gid_present = true;  // the port's GID in its table (the kernel re-adds it after a flap)
   uint32_t resets = 0;
+  uint32_t cq_arms = 0;    // IbCq::arm() calls
+  uint32_t cq_drains = 0;  // IbCq::drain_events() calls: each reads the completion channel's fd
   Gid gid{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 10, 0, 0, 1};
 };
 
@@ -60,8 +63,11 @@ class FakeCq final : public IbCq {
     return n;
   }
   int event_fd() const override { return -1; }
-  Status arm() override { return {}; }
-  void drain_events() override {}
+  Status arm() override {
+    ++nic_.cq_arms;
+    return {};
+  }
+  void drain_events() override { ++nic_.cq_drains; }
 
  private:
   Nic& nic_;
@@ -102,7 +108,10 @@ class FakeRcQp final : public IbRcQp {
     nic_.rc[index_].peer = peer;
     return {};
   }
-  Status post_write(const SendWr&) override { return {}; }
+  Status post_write(const SendWr& wr) override {
+    nic_.rc[index_].writes.push_back(wr);
+    return {};
+  }
   Status post_recv(const RecvWr&) override { return {}; }
 
  private:
@@ -162,7 +171,9 @@ constexpr uint64_t kPeerId = 0x77;
 
 class RcPortFakeTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { make_port(config()); }
+
+  static VerbsPortConfig config() {
     VerbsPortConfig c;
     c.mode = PortMode::kRc;
     c.slots = 2;
@@ -171,6 +182,11 @@ class RcPortFakeTest : public ::testing::Test {
     c.send_depth = 16;
     c.retry_budget_ns = sec(10);
     c.sysfs_root = "/nonexistent/megascale-rc-fake";  // the GID is found at its index or not at all
+    return c;
+  }
+
+  void make_port(const VerbsPortConfig& c) {
+    port_.reset();
     GidEntry g;
     g.index = 3;
     g.gid = nic_.gid;
@@ -181,11 +197,14 @@ class RcPortFakeTest : public ::testing::Test {
     t0_ = UdpWire::now();
   }
 
-  void send(uint32_t peer, uint32_t slot) {
+  void send(uint32_t peer, uint32_t slot, uint32_t payload_len = 0) {
     const std::string header = "HDR";
+    const std::vector<uint8_t> payload(payload_len, 0xAB);
     PortPacket p;
     p.header = reinterpret_cast<const uint8_t*>(header.data());
     p.header_len = static_cast<uint32_t>(header.size());
+    p.payload = payload.data();
+    p.payload_len = payload_len;
     p.peer = peer;
     p.slot = slot;
     p.lane = slot;
@@ -441,6 +460,21 @@ TEST_F(RcPortFakeTest, PeerKnownByPortIdKeepsItsIdWhenItsHomeQpnChanges) {
   EXPECT_EQ(extra("rc_peer_home_moved"), 1u);
 }
 
+// The completion channel is read (a system call) only before a sleep, when the port arms its CQ, not
+// by every receive(): a polling wire's rounds make no system call for it.
+TEST_F(RcPortFakeTest, ReadsTheCompletionChannelOnlyWhenArmingForASleep) {
+  for (int i = 0; i < 100; ++i) receive();
+  EXPECT_EQ(nic_.cq_drains, 0u);
+  EXPECT_EQ(nic_.cq_arms, 0u);
+  EXPECT_TRUE(port_->arm());  // nothing came: the wire may sleep
+  EXPECT_EQ(nic_.cq_drains, 1u);
+  EXPECT_EQ(nic_.cq_arms, 1u);
+  for (int i = 0; i < 100; ++i) receive();
+  EXPECT_EQ(nic_.cq_drains, 1u);
+  EXPECT_TRUE(port_->arm());
+  EXPECT_EQ(nic_.cq_drains, 2u);
+}
+
 // An older build's set-up message (version 1) is refused, said on stderr naming the version, counted,
 // and never acted on.
 TEST_F(RcPortFakeTest, RefusesAnOlderVersionsSetupMessage) {
@@ -467,6 +501,61 @@ TEST_F(RcPortFakeTest, RefusesAnOlderVersionsSetupMessage) {
   EXPECT_EQ(extra("rc_setups_refused"), 1u);
   EXPECT_FALSE(port_->has_peer(0));
   EXPECT_TRUE(nic_.rc.empty());
+}
+
+// Data writes a lane keeps posted are bounded by rc_queue_bytes (one is always allowed); more data
+// waits in the port, and a packet without payload (an ACK) is posted at once, ahead of it, so it never
+// waits behind megabytes in the NIC's send queue. A completion makes room for the data that waited.
+TEST_F(RcPortFakeTest, PacketsWithoutPayloadGoAheadOfDataHeldByTheQueueLimit) {
+  VerbsPortConfig c = config();
+  c.rc_queue_bytes = 2500;
+  make_port(c);
+  arrive(nic_.ud.size() - 1, RcSetupKind::kRequest, kPeerId, 0x300, 0, 0, 0x400);  // the peer connects lane 0
+  ASSERT_EQ(nic_.rc.size(), 1u);
+  ASSERT_TRUE(nic_.rc[0].connected);
+  auto bytes = [&](size_t i) { return nic_.rc[0].writes.at(i).sge[0].length; };
+
+  send(0, 0, 1000);
+  send(0, 0, 1000);
+  send(0, 0, 1000);  // 3 x 1003 bytes > 2500: the third waits
+  ASSERT_EQ(nic_.rc[0].writes.size(), 2u);
+  EXPECT_EQ(extra("rc_queue_full_waits"), 1u);
+  send(0, 0);  // an ACK
+  ASSERT_EQ(nic_.rc[0].writes.size(), 3u);
+  EXPECT_EQ(bytes(2), 3u);
+  EXPECT_EQ(extra("rc_control_first"), 1u);
+  EXPECT_EQ(extra("rc_waiting"), 1u);
+
+  WorkCompletion wc;  // the first write completes
+  wc.wr_id = nic_.rc[0].writes[0].wr_id;
+  wc.opcode = WcOpcode::kRdmaWrite;
+  wc.qp_num = nic_.rc[0].qpn;
+  nic_.cq.push_back(wc);
+  receive();
+  ASSERT_EQ(nic_.rc[0].writes.size(), 4u);
+  EXPECT_EQ(bytes(3), 1003u);
+  EXPECT_EQ(extra("rc_waiting"), 0u);
+
+  // One write larger than the limit still goes when nothing else is posted.
+  c.rc_queue_bytes = 100;
+  make_port(c);
+  arrive(nic_.ud.size() - 1, RcSetupKind::kRequest, kPeerId, 0x300, 0, 0, 0x400);
+  ASSERT_EQ(nic_.rc.size(), 2u);
+  const size_t before = nic_.rc[1].writes.size();
+  send(0, 0, 1000);
+  EXPECT_EQ(nic_.rc[1].writes.size(), before + 1);
+}
+
+TEST_F(RcPortFakeTest, RefusesAQueueLimitOfZero) {
+  VerbsPortConfig c = config();
+  c.rc_queue_bytes = 0;
+  GidEntry g;
+  g.index = 3;
+  g.gid = nic_.gid;
+  g.type = GidType::kRoceV2;
+  Result<std::unique_ptr<PacketPort>> p = rc_detail::RcPort::make(c, std::make_unique<FakeDevice>(nic_), g);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.error().message.find("rc_queue_bytes 0"), std::string::npos) << p.error().message;
 }
 
 }  // namespace

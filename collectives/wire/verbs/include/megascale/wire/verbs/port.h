@@ -42,6 +42,12 @@ struct VerbsPortConfig {
   uint32_t max_peers = 65536;  // peer table limit
   // RC: the receive ring each (peer, slot) writes into: `ring_slots` slots of the largest packet.
   uint32_t ring_slots = 64;
+  // RC: the bytes of data writes a lane keeps posted to the NIC and not yet completed (one write is
+  // always allowed); more data waits in the port, where packets without payload (ACKs, credits) go
+  // ahead of it. A NIC sends a QP's writes in order, so this bounds how long an ACK waits behind data:
+  // with the whole ring posted (64 writes of 64 KB) a slow NIC held ACKs long enough to fire the
+  // peer's retransmission timer (Soft-RoCE: 0.2-0.5 s round trips at 4 MiB messages).
+  uint32_t rc_queue_bytes = 256 * 1024;
   // RC: the NIC's local ACK timeout and retry count come from these (derive_nic_retry); the engine's.
   TimeNs initial_rto_ns = kNsPerMs;
   TimeNs retry_budget_ns = 10 * kNsPerSec;
