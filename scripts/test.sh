@@ -5,40 +5,40 @@
 #
 # Five stages, each in its own build directory under build/; every stage runs even when an earlier
 # one failed (one CI run reports everything), and the script fails at the end if any stage did. What
-# each builds (ninja steps from a clean tree) and runs, and about how long it takes on CI's 2 cores
-# from a clean clone without ccache (the whole run: about 40 minutes; CI allows 45):
+# each builds (ninja steps from a clean tree) and runs, and how long it took on a 2-core machine from a
+# clean clone without ccache (the whole run: about 40 minutes; CI allows 45):
 #   test  build/test   Release, every part (`all`, about 510 steps: the product must build as users
-#                      build it, CUDA kernels included); ctest runs every test, then the 2-minute
-#                      soak (scripts/soak.sh 2, label soak) alone, then the netns tests alone (they
-#                      time a shared link) with their measured figures printed. About 15 minutes:
-#                      build 9, tests 4, soak 2.
+#                      build it, CUDA kernels included); ctest runs every test, then the 1-minute
+#                      soak (scripts/soak.sh 1, label soak) alone, then the netns tests alone (they
+#                      time a shared link) with their measured figures printed. About 16 minutes.
 #   rxe   build/rxe-out  scripts/test-rxe.sh: verbs programs on Soft-RoCE in QEMU guests booted from
 #                      Debian's stock kernel (one guest, then two joined by a socket netdev), at most
-#                      9 minutes, usually 6-7; the kernel package is cached in build/rxe-cache
+#                      9 minutes, usually 3-7; the kernel package is cached in build/rxe-cache
 #                      (MEGASCALE_RXE_CACHE). It skips, and does not fail, when QEMU or the kernel
 #                      package cannot be had.
 #   asan  build/asan   AddressSanitizer + UndefinedBehaviorSanitizer: only the test executables of
 #                      the labels it runs (tests-<label>, about 370 steps; not the CLI, the tools'
 #                      mains, the benchmarks or CUDA): the congestion, engine, wire, verbs, nccl,
 #                      topology, host, simnet and trainer unit tests and the fuzz corpus replays.
-#                      About 11 minutes: build 7, tests 4 (before -Og and the PCH, build 13).
+#                      About 10 minutes.
 #   tsan  build/tsan   ThreadSanitizer: the wire, nccl and simnet unit tests only (tests-<label>,
 #                      about 200 steps: the wire's progress and I/O threads, the plugin's callers on
 #                      other threads, the simulator's partitions on threads), with the fixed-window
-#                      controller (below). About 5 minutes: build 2, tests 3.
+#                      controller (below). About 5 minutes: build 3, tests 2.
 #   fuzz  build/fuzz   clang + libFuzzer: every fuzz target tests/fuzz defines (fuzz-targets, about
 #                      120 steps: the engine's decoder and endpoints, the cc preset loader, the
 #                      plugin's environment, the sim scenario and fabric loaders, the verbs handle
-#                      decoder, the NCCL topology XML reader) runs MEGASCALE_FUZZ_SECONDS (default 60)
+#                      decoder, the NCCL topology XML reader) runs MEGASCALE_FUZZ_SECONDS (default 30)
 #                      from the committed seed corpus, one target per core at a time; a crash, a leak
 #                      or a unit slower than 10 s leaves its input in build/fuzz/artifacts/ (add it to
 #                      tests/fuzz/corpus/<target>/ once fixed, so every build replays it). About 6
-#                      minutes: build 2, fuzzing 4 (7 targets x 60 s on 2 cores).
-# The sanitizer stages compile the libraries at -O1 -g1 (the code under test, where the races and memory
-# errors are) and the test sources at -Og (MEGASCALE_TEST_OPT, cmake/MegascaleTestBuild.cmake: half the
-# compile time of -O1, every access still instrumented). Without ccache every test executable reuses
-# one precompiled <gtest/gtest.h> (MEGASCALE_TEST_PCH). Compile time is mostly the test sources: about
-# 130 test executables, each parsing GoogleTest and expanding its macros.
+#                      minutes: build 4, fuzzing 2 (7 targets x 30 s on 2 cores).
+# Every stage compiles the test sources at -Og (MEGASCALE_TEST_OPT, cmake/MegascaleTestBuild.cmake:
+# half the compile time of -O1, every access still instrumented); the libraries are built as users
+# build them (-O3) in the test stage, and at -O1 -g1 in the sanitizer stages (the code under test, where
+# the races and memory errors are). Without ccache every test executable reuses one precompiled
+# <gtest/gtest.h> (MEGASCALE_TEST_PCH). Compile time is mostly the test sources: about 130 test
+# executables, each parsing GoogleTest and expanding its macros.
 # MEGASCALE_TEST_STAGES (default "test rxe asan tsan fuzz") picks stages, e.g. MEGASCALE_TEST_STAGES=test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -48,7 +48,7 @@ scripts/install-deps.sh
 jobs=$(nproc)
 all_stages="test rxe asan tsan fuzz"  # in the order they run
 stages=${MEGASCALE_TEST_STAGES:-$all_stages}
-fuzz_seconds=${MEGASCALE_FUZZ_SECONDS:-60}
+fuzz_seconds=${MEGASCALE_FUZZ_SECONDS:-30}
 started=$SECONDS
 failed=()
 
@@ -60,11 +60,11 @@ label_regex() {
 
 stage_test() {
   local build=build/test
-  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMEGASCALE_WERROR=ON
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMEGASCALE_WERROR=ON -DMEGASCALE_TEST_OPT=-Og
   cmake --build "$build" -j"$jobs"
   local status=0
   ctest --test-dir "$build" --output-on-failure -j"$jobs" -LE '^(netns|soak)$' || status=1
-  # The 2-minute soak (scripts/soak.sh 2) alone: it loads both cores for its whole run.
+  # The 1-minute soak (scripts/soak.sh 1) alone: it loads both cores for its whole run.
   ctest --test-dir "$build" --output-on-failure -L '^soak$' || status=1
   # The netns tests alone, after the rest; their figures (queueing delay, goodput, flap recovery) are
   # shown here, not only on failure.
