@@ -220,7 +220,7 @@ def cmd_train(args):
     trainer = {}
     with open(args.trainer_losses) as f:
         for line in f:
-            s, l = line.split()
+            s, l = line.split()[:2]  # step, loss (then the gradient norm)
             trainer[int(s)] = float(l)
     n = min(len(losses), len(trainer))
     ours = np.array([trainer[i] for i in range(n)])

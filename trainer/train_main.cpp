@@ -1,15 +1,21 @@
-// megascale-train: trains the GPT of a configs/train/*.yaml on one GPU, printing llm.c-like step
-// lines with MFU, with checkpoints that resume bit-exactly, and a step-0 dump for the PyTorch
-// reference (tools/trainer_reference.py).
+// megascale-train: trains the GPT of a configs/train/*.yaml, printing llm.c-like step lines with MFU,
+// with checkpoints that resume bit-exactly, and a step-0 dump for the PyTorch reference
+// (tools/trainer_reference.py). One process is one rank: alone, or one of a job that a launcher started
+// (torchrun, Open MPI, Slurm, or --nproc N here), data parallel with a sharded optimizer over NCCL.
 //
 //   megascale-train --config configs/train/tiny.yaml                  # makes the embedded dataset
+//   megascale-train --config configs/train/tiny.yaml --nproc 2 --dp 2 # two ranks forked on this host
 //   megascale-train --config configs/train/tiny.yaml --steps 100 --checkpoint-dir ck --checkpoint-every 50
 //   megascale-train --config configs/train/tiny.yaml --resume ck/ckpt_00000050.bin
 //   megascale-train --config configs/train/tiny.yaml --dtype fp32 --dump-step0 dump/
+#include <cuda_runtime.h>
 #include <fmt/core.h>
 #include <fmt/os.h>
+#include <nccl.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -24,8 +30,10 @@
 #include "megascale/trainer/checkpoint.h"
 #include "megascale/trainer/config.h"
 #include "megascale/trainer/dataset.h"
+#include "megascale/trainer/launch.h"
 #include "megascale/trainer/loader.h"
 #include "megascale/trainer/mfu.h"
+#include "megascale/trainer/parallel.h"
 #include "megascale/trainer/schedule.h"
 #include "model.h"
 #include "stage_profiler.h"
@@ -44,6 +52,10 @@ struct Options {
   std::string loss_log_path;
   int stop_after = 0;    // 0 = run to the end
   bool profile = false;  // --profile or MEGASCALE_TRAIN_PROFILE=1
+  int nproc = 1;         // > 1: fork this many ranks here (unless a launcher already set RANK)
+  int tp = 1, pp = 1, vpp = 1;
+  std::optional<int> dp;  // absent: world size / (tp * pp)
+  std::vector<std::string> argv;  // this process's own arguments, for the ranks --nproc starts
 };
 
 Status apply_overrides(const Options& o, RunConfig& run) {
@@ -184,6 +196,113 @@ Status dump_step0(const std::string& dir, GptModel& model, const RunConfig& run,
   return {};
 }
 
+// The job this process is a rank of: its place, the layout and, with more than one rank, its NCCL
+// communicators (the world's, and the data-parallel group's split from it).
+struct Job {
+  LaunchEnv launch;
+  ParallelLayout layout;
+  RankCoords me;
+  int gpus = 1;  // the distinct GPUs the job runs on (ranks may share them)
+  ncclComm_t world = nullptr;
+  ncclComm_t dp = nullptr;
+  Job() = default;
+  Job(const Job&) = delete;
+  Job& operator=(const Job&) = delete;
+  ~Job() {
+    if (dp != nullptr) ncclCommDestroy(dp);
+    if (world != nullptr) ncclCommDestroy(world);
+  }
+};
+
+Error nccl_error(const char* call, ncclResult_t r) {
+  return make_error(ErrorCode::kDevice, fmt::format("{}: {} ({})", call, ncclGetErrorString(r), ncclGetLastError(nullptr)));
+}
+
+// Reads the launcher's variables, checks the layout against them and the model, picks this rank's GPU
+// and joins NCCL: every rank sets NCCL_COMM_ID to rank 0's address (unless set) and asks NCCL for the id,
+// so rank 0's ncclCommInitRank listens there and no other channel carries it.
+Result<std::unique_ptr<Job>> join_job(const Options& o, const RunConfig& run) {
+  auto env = launch_env(getenv_lookup());
+  if (!env) return env.error();
+  auto job = std::make_unique<Job>();
+  job->launch = *env;
+  const int world = env->world_size;
+  ParallelLayout& l = job->layout;
+  l.tp = o.tp;
+  l.pp = o.pp;
+  l.vpp = o.vpp;
+  if (l.tp < 1 || l.pp < 1 || world % (l.tp * l.pp) != 0) {
+    return make_error(ErrorCode::kInvalidArgument,
+                      fmt::format("--tp {} x --pp {} must divide the {} ranks ({})", l.tp, l.pp, world, env->source));
+  }
+  l.dp = o.dp.value_or(world / (l.tp * l.pp));
+  if (l.world_size() != world) {
+    return make_error(ErrorCode::kInvalidArgument,
+                      fmt::format("{}, but {} started {} ranks", describe(l), env->source, world));
+  }
+  if (Status s = validate_layout(l, run); !s) return s.error();
+  if (l.tp > 1 || l.pp > 1) {
+    return make_error(ErrorCode::kUnsupported,
+                      "--tp and --pp above 1 are not in megascale-train yet (the layout, pipeline schedules and "
+                      "gradient buckets are, in trainer/include): this build trains data parallel only");
+  }
+  job->me = coords_of(l, env->rank);
+  if (world == 1) return job;
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) count = 0;
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  auto plan = plan_device(*env, count, host);
+  if (!plan) return plan.error();
+  if (!plan->nccl_hostid.empty() && std::getenv("NCCL_HOSTID") == nullptr) {
+    ::setenv("NCCL_HOSTID", plan->nccl_hostid.c_str(), 1);
+  }
+  if (cudaSetDevice(plan->device) != cudaSuccess) {
+    return make_error(ErrorCode::kDevice, fmt::format("rank {}: cudaSetDevice({}) failed", env->rank, plan->device));
+  }
+  job->gpus = world / env->local_world_size * std::min(env->local_world_size, count);
+  ::setenv("NCCL_COMM_ID", nccl_comm_id(*env, getenv_lookup()).c_str(), 0);
+  ncclUniqueId id;
+  if (ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess) return nccl_error("ncclGetUniqueId", r);
+  if (ncclResult_t r = ncclCommInitRank(&job->world, world, id, env->rank); r != ncclSuccess) {
+    return nccl_error("ncclCommInitRank", r);
+  }
+  const SplitKey k = split_key(l, Group::kData, env->rank);
+  if (ncclResult_t r = ncclCommSplit(job->world, k.color, k.key, &job->dp, nullptr); r != ncclSuccess) {
+    return nccl_error("ncclCommSplit (data parallel)", r);
+  }
+  return job;
+}
+
+// --nproc N without a launcher: forks N ranks of this same program and arguments, with torchrun's
+// variables set, and waits for them.
+int launch_ranks(const Options& o) {
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) {
+    fmt::print(stderr, "--nproc: cannot find this program (/proc/self/exe): {}\n", ec.message());
+    return 2;
+  }
+  LocalLaunch l;
+  l.nproc = o.nproc;
+  l.argv = o.argv;
+  l.argv.at(0) = self.string();
+  fmt::print("megascale-train: starting {} ranks on this host\n", o.nproc);
+  std::fflush(stdout);
+  auto exits = run_local_ranks(l);
+  if (!exits) {
+    fmt::print(stderr, "--nproc: {}\n", exits.error().message);
+    return 2;
+  }
+  int failed = 0;
+  for (const RankExit& e : *exits) {
+    if (e.exit_code == 0 && e.signal == 0) continue;
+    fmt::print(stderr, "megascale-train: {}\n", describe(e));
+    ++failed;
+  }
+  return failed == 0 ? 0 : 1;
+}
+
 int run_training(const Options& options) {
   Result<RunConfig> loaded_config = load_run_config(options.config_path);
   if (!loaded_config) {
@@ -195,7 +314,27 @@ int run_training(const Options& options) {
     fmt::print(stderr, "{}: {}\n", options.config_path, s.error().message);
     return 2;
   }
+  if (options.nproc > 1 && std::getenv("RANK") == nullptr) return launch_ranks(options);
+  auto joined = join_job(options, run);
+  if (!joined) {
+    fmt::print(stderr, "{}\n", joined.error().message);
+    return 2;
+  }
+  const Job& job = **joined;
+  const int dp = job.layout.dp;
+  if (job.launch.world_size > 1) {
+    if (!run.train.checkpoint_dir.empty() || !options.resume_path.empty() || !options.dump_step0_dir.empty()) {
+      fmt::print(stderr,
+                 "--checkpoint-dir, --resume and --dump-step0 are not available with more than one rank yet "
+                 "(a checkpoint per rank shard is not written)\n");
+      return 2;
+    }
+    // One rank speaks for the job: the others print errors only.
+    if (job.launch.rank != 0 && std::freopen("/dev/null", "w", stdout) == nullptr) return 2;
+    fmt::print("job: {} from {} on {} GPU(s)\n", describe(job.layout), job.launch.source, job.gpus);
+  }
   const TrainConfig& train = run.train;
+  const int local_batch = train.batch_size / dp;  // validate_layout: dp divides batch_size
   std::string train_glob = train.train_data, val_glob = train.val_data;
   if (train_glob.empty() || val_glob.empty()) {
     Result<DatasetFiles> files = ensure_synthetic_dataset(train.data_dir, DatasetOptions{});
@@ -208,19 +347,29 @@ int run_training(const Options& options) {
     fmt::print("data: the embedded dataset in {} ({} train tokens; a perfect model's loss is {:.3f})\n",
                train.data_dir, files->train_tokens, files->train_choice_entropy_nats_per_token);
   }
-  const LoaderOptions loader_options{
-      .batch_size = train.batch_size, .seq_len = train.seq_len, .vocab_size = run.model.vocab_size};
+  // Data-parallel rank r reads rows [r B/dp, (r + 1) B/dp) of the one-rank batch: the same global batch.
+  const LoaderOptions loader_options{.batch_size = local_batch,
+                                     .seq_len = train.seq_len,
+                                     .process_rank = job.me.dp,
+                                     .num_processes = dp,
+                                     .vocab_size = run.model.vocab_size};
   auto loader = DataLoader::open(train_glob, loader_options);
   if (!loader) {
     fmt::print(stderr, "train data: {}\n", loader.error().message);
     return 2;
   }
-  auto model_or = GptModel::create(run.model, train.dtype, train.batch_size, train.seq_len);
+  auto model_or = GptModel::create(run.model, train.dtype, local_batch, train.seq_len, dp);
   if (!model_or) {
     fmt::print(stderr, "{}\n", model_or.error().message);
     return 2;
   }
   GptModel& model = **model_or;
+  if (dp > 1) {
+    if (Status s = model.attach_data_parallel(job.dp, dp, job.me.dp, train.optimizer); !s) {
+      fmt::print(stderr, "{}\n", s.error().message);
+      return 2;
+    }
+  }
   model.init_gpt2(train.seed);
   fmt::print(
       "{}\nparameters {} | dtype {} | optimizer {} | attention: {}, {}\n{}\n", describe(run),
@@ -261,7 +410,7 @@ int run_training(const Options& options) {
   }
 
   std::unique_ptr<std::ofstream> loss_log;
-  if (!options.loss_log_path.empty()) {
+  if (!options.loss_log_path.empty() && job.launch.rank == 0) {  // the loss is the job's: one writer
     loss_log = std::make_unique<std::ofstream>(options.loss_log_path,
                                                start_step > 0 ? std::ios::app : std::ios::trunc);
   }
@@ -284,6 +433,7 @@ int run_training(const Options& options) {
       }
       loss += model.forward_backward(batch.inputs.data(), batch.targets.data(), micro_scale) * micro_scale;
     }
+    loss = model.data_parallel_mean(loss);
     const double norm = model.grad_norm();
     const double lr = schedule.learning_rate(step);
     model.optimizer_step(train, lr, step + 1, norm);
@@ -293,10 +443,10 @@ int run_training(const Options& options) {
     }
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    StepReport report{step, train.steps, loss, norm, lr, ms, train.tokens_per_step()};
+    StepReport report{step, train.steps, loss, norm, lr, ms, train.tokens_per_step(), job.gpus};
     fmt::print("{}\n", format_step_line(report, flops));
     std::fflush(stdout);
-    if (loss_log) *loss_log << step << ' ' << fmt::format("{:.9g}", loss) << '\n';
+    if (loss_log) *loss_log << step << ' ' << fmt::format("{:.9g} {:.9g}", loss, norm) << '\n';
     if (steps_here > 0) {  // the first step of a process warms up cuBLASLt and the allocator
       timed_ms += ms;
       timed_tokens += train.tokens_per_step();
@@ -304,8 +454,10 @@ int run_training(const Options& options) {
     ++steps_here;
     const bool last = step + 1 == train.steps || (options.stop_after > 0 && steps_here == options.stop_after);
     if (train.eval_every > 0 && ((step + 1) % train.eval_every == 0 || step + 1 == train.steps)) {
-      auto val = DataLoader::open(val_glob, LoaderOptions{.batch_size = train.batch_size,
+      auto val = DataLoader::open(val_glob, LoaderOptions{.batch_size = local_batch,
                                                           .seq_len = train.seq_len,
+                                                          .process_rank = job.me.dp,
+                                                          .num_processes = dp,
                                                           .vocab_size = run.model.vocab_size,
                                                           .prefetch = false});
       if (val) {
@@ -314,7 +466,7 @@ int run_training(const Options& options) {
         Batch vb;
         for (; n < train.eval_batches && (*val)->next(vb); ++n)
           val_loss += model.forward(vb.inputs.data(), vb.targets.data());
-        if (n > 0) fmt::print("val loss {:.6f} ({} batches)\n", val_loss / n, n);
+        if (n > 0) fmt::print("val loss {:.6f} ({} batches)\n", model.data_parallel_mean(val_loss / n), n);
       }
     }
     if (!train.checkpoint_dir.empty() &&
@@ -334,8 +486,8 @@ int run_training(const Options& options) {
     fmt::print(
         "average over {} steps after the first: {:.2f} ms/step, {:.0f} tok/s, {:.1f} TFLOP/s, {:.1f}% MFU\n",
         steps_here - 1, timed_ms / (steps_here - 1), static_cast<double>(timed_tokens) / seconds,
-        achieved_flops_per_s(flops, timed_tokens, seconds) / 1e12,
-        100.0 * model_flops_utilization(flops, timed_tokens, seconds));
+        achieved_flops_per_s(flops, timed_tokens, seconds) / job.gpus / 1e12,
+        100.0 * model_flops_utilization(flops, timed_tokens, seconds) / job.gpus);
   }
   if (profiler != nullptr) fmt::print("{}", profiler->table());
   return 0;
@@ -346,7 +498,8 @@ int run_training(const Options& options) {
 
 int main(int argc, char** argv) {
   megascale::trainer::Options o;
-  CLI::App app{"megascale-train: a GPT trainer on one GPU (configs/train/*.yaml)"};
+  o.argv.assign(argv, argv + argc);
+  CLI::App app{"megascale-train: a GPT trainer (configs/train/*.yaml), one GPU or data parallel over NCCL"};
   app.add_option("--config", o.config_path, "run config, e.g. configs/train/tiny.yaml")->required();
   app.add_option("--steps", o.steps, "optimizer steps (overrides train.steps)");
   app.add_option("--batch-size", o.batch_size, "sequences per micro-step");
@@ -365,12 +518,19 @@ int main(int argc, char** argv) {
   app.add_option("--resume", o.resume_path, "checkpoint file to continue from");
   app.add_option("--stop-after", o.stop_after,
                  "stop (with a checkpoint) after this many steps of this process");
-  app.add_option("--loss-log", o.loss_log_path, "append 'step loss' lines here");
+  app.add_option("--loss-log", o.loss_log_path, "append 'step loss grad_norm' lines here");
   app.add_option("--dump-step0", o.dump_step0_dir,
                  "write step 0 (weights, batch, logits, grads) here and exit");
   app.add_flag("--profile", o.profile,
                "time each stage of the step with CUDA events and print a table at the end "
                "(also MEGASCALE_TRAIN_PROFILE=1)");
+  app.add_option("--nproc", o.nproc,
+                 "fork this many ranks on this host (torchrun's variables set for each); under a launcher "
+                 "(RANK set) it is ignored");
+  app.add_option("--tp", o.tp, "tensor-parallel ranks (1 in this build)");
+  app.add_option("--pp", o.pp, "pipeline stages (1 in this build)");
+  app.add_option("--vpp", o.vpp, "virtual stages per pipeline rank");
+  app.add_option("--dp", o.dp, "data-parallel replicas (default: ranks / (tp x pp))");
   CLI11_PARSE(app, argc, argv);
   if (const char* env = std::getenv("MEGASCALE_TRAIN_PROFILE"); env != nullptr && std::string(env) == "1")
     o.profile = true;

@@ -13,6 +13,10 @@ check-nccl-plugin.sh, which reads them instead of NCCL's log.
                                       (auto: the plugin chose it).
     stats.py setting DIR NAME         the value of one knob in force (the first rank's).
     stats.py segment DIR              the engine segment size of the first connection, in bytes.
+    stats.py retransmits DIR [--at-least N]
+                                      segments the engines retransmitted (fast and after a timeout),
+                                      summed over every connection's last record; with --at-least,
+                                      exit 1 when fewer (a run with injected loss must recover).
 
 The plugin writes DIR/megascale-nccl-HOST-rankN.jsonl per rank (procK without a launcher's rank), a log
 that each process of that name appends to: its "settings" record first (every knob by name,
@@ -150,6 +154,17 @@ def segment(directory):
     raise StatsError(f"no connection record with segment_bytes in the stats files of {directory}")
 
 
+def retransmits(directory, at_least):
+    last = {}
+    for path, _, conns in processes(directory):
+        for c in conns:
+            if "engine" in c:
+                last[(path, c.get("role"), c.get("conn"))] = c["engine"]
+    total = int(sum(e.get("retransmits_fast", 0) + e.get("retransmits_rto", 0) for e in last.values()))
+    print(f"{total} segments retransmitted over {len(last)} connections")
+    return 0 if at_least is None or total >= at_least else 1
+
+
 def main(argv):
     try:
         if len(argv) == 3 and argv[0] == "connections" and argv[2].isdigit() and int(argv[2]) > 0:
@@ -158,6 +173,8 @@ def main(argv):
             return layout(argv[1], argv[3] if len(argv) == 4 else None)
         if len(argv) == 2 and argv[0] == "segment":
             return segment(argv[1])
+        if len(argv) in (2, 4) and argv[0] == "retransmits" and (len(argv) == 2 or argv[2] == "--at-least"):
+            return retransmits(argv[1], int(argv[3]) if len(argv) == 4 else None)
         if len(argv) == 3 and argv[0] == "setting":
             return setting(argv[1], argv[2])
     except (StatsError, OSError) as e:

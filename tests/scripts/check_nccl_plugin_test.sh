@@ -187,6 +187,10 @@ stats_says 1 "the layout in force is not wires=2: megascale-nccl-h-101.jsonl: wi
 stats_says 2 "stats.py: --expect lanes=x: each part is KEY=NUMBER, KEY one of wires, io_threads, lanes, stripes, stripe_bytes" \
   layout "$data/two-ranks" --expect lanes=x
 stats_says 0 "hybrid" setting "$data/two-ranks" MEGASCALE_CC
+# Retransmissions: each connection's last record counts (the close after the periodic one).
+stats_says 0 "10 segments retransmitted over 2 connections" retransmits "$data/lossy" --at-least 10
+stats_says 1 "10 segments retransmitted over 2 connections" retransmits "$data/lossy" --at-least 11
+stats_says 0 "0 segments retransmitted over 4 connections" retransmits "$data/two-ranks"
 # A rank's file is a log that each of its processes appends to: each settings record starts a process.
 stats_says 1 "the plugin's stats in $data/one-file-two-runs: megascale-nccl-h-rank0.jsonl, pid 302 shows 0 send and 0 receive connections" \
   connections "$data/one-file-two-runs" 2

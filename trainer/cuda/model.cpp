@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include <nccl.h>
+
 #include "cuda_check.h"
 #include "kernels.h"
 #include "stage_profiler.h"
@@ -50,7 +52,7 @@ T* device_alloc(size_t n) {
 template <class T>
 class GptImpl final : public GptModel {
  public:
-  GptImpl(const ModelConfig& model, int batch_size, int seq_len)
+  GptImpl(const ModelConfig& model, int batch_size, int seq_len, int data_parallel)
       : cfg_(model), B_(batch_size), S_(seq_len), N_(batch_size * seq_len) {
     size_t offset = 0;
     for (const ParameterTensor& t : gpt_parameter_tensors(model)) {
@@ -60,7 +62,9 @@ class GptImpl final : public GptModel {
       tensors_.push_back(mt);
       num_parameters_ += static_cast<int64_t>(mt.numel);
     }
-    floats_ = offset;
+    // Whole shards of aligned size for data_parallel ranks: the flat buffer's tail is zero padding.
+    const size_t unit = static_cast<size_t>(data_parallel) * kTensorAlignElements;
+    floats_ = (offset + unit - 1) / unit * unit;
     // zero_grads() clears everything but the matmul weights' gradients (~98% of the floats): their first
     // backward GEMM of a step writes them with beta = 0. These are the ranges it still clears.
     size_t from = 0;
@@ -220,6 +224,7 @@ class GptImpl final : public GptModel {
 
   double grad_norm() override {
     zero_stale_weight_grads();
+    if (dp_comm_ != nullptr) return sharded_grad_norm();
     // The padding between tensors holds zeros, so one pass over the whole allocation is exact.
     {
       StageScope scope(profiler_.get(), Stage::kGradNorm);
@@ -229,6 +234,33 @@ class GptImpl final : public GptModel {
     CUDA_CHECK(cudaMemcpyAsync(&host, norm_, sizeof(float), cudaMemcpyDeviceToHost, stream_));
     CUDA_CHECK(cudaStreamSynchronize(stream_));
     return host;
+  }
+
+  Status attach_data_parallel(void* nccl_comm, int dp, int dp_rank, OptimizerKind optimizer) override {
+    if (dp < 2 || dp_rank < 0 || dp_rank >= dp || floats_ % (static_cast<size_t>(dp) * kTensorAlignElements) != 0) {
+      return Error{"data parallel: rank " + std::to_string(dp_rank) + " of " + std::to_string(dp) +
+                   ": needs dp >= 2, a rank in [0, dp) and a model created for that dp"};
+    }
+    if (optimizer == OptimizerKind::kLamb) {
+      return Error{"data parallel: LAMB is not sharded yet (its trust ratio needs per-tensor norms across "
+                   "shards); use --optimizer adamw or dp 1"};
+    }
+    dp_comm_ = static_cast<ncclComm_t>(nccl_comm);
+    dp_ = dp;
+    dp_rank_ = dp_rank;
+    shard_floats_ = floats_ / static_cast<size_t>(dp);
+    return {};
+  }
+
+  double data_parallel_mean(double value) override {
+    if (dp_comm_ == nullptr) return value;
+    const float mine = static_cast<float>(value);
+    CUDA_CHECK(cudaMemcpyAsync(norm_, &mine, sizeof(float), cudaMemcpyHostToDevice, stream_));
+    nccl_check(ncclAllReduce(norm_, norm_, 1, ncclFloat, ncclAvg, dp_comm_, stream_), "ncclAllReduce");
+    float mean = 0;
+    CUDA_CHECK(cudaMemcpyAsync(&mean, norm_, sizeof(float), cudaMemcpyDeviceToHost, stream_));
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return mean;
   }
 
   void optimizer_step(const TrainConfig& train, double lr, int step, double norm) override {
@@ -243,6 +275,12 @@ class GptImpl final : public GptModel {
         (train.grad_clip > 0 && norm > train.grad_clip) ? static_cast<float>(train.grad_clip / norm) : 1.0f;
     StageProfiler* const prof = profiler_.get();
     if (prof != nullptr) prof->begin(Stage::kOptimizer);
+    if (dp_comm_ != nullptr) {
+      sharded_adamw_step(train, s);
+      if (prof != nullptr) prof->end();
+      CUDA_CHECK(cudaStreamSynchronize(stream_));
+      return;
+    }
     for (const ModelTensor& t : tensors_) {
       s.weight_decay = t.decayed ? static_cast<float>(train.weight_decay) : 0.0f;
       float* w = masters_ + t.offset;
@@ -277,6 +315,48 @@ class GptImpl final : public GptModel {
   }
 
  private:
+  static void nccl_check(ncclResult_t r, const char* call) {
+    if (r == ncclSuccess) return;
+    std::fprintf(stderr, "NCCL error in %s: %s (%s)\n", call, ncclGetErrorString(r), ncclGetLastError(nullptr));
+    std::abort();  // a collective half done leaves the group unusable, as a CUDA error leaves the device
+  }
+
+  // ZeRO-2's gradient half: the averaged gradient of this rank's shard, reduce-scattered in place (the
+  // shard's floats end up at their own offset), then the norm of the whole averaged gradient from the
+  // shards' sums of squares.
+  double sharded_grad_norm() {
+    float* shard = grads_ + static_cast<size_t>(dp_rank_) * shard_floats_;
+    {
+      StageScope scope(profiler_.get(), Stage::kGradNorm);
+      nccl_check(ncclReduceScatter(grads_, shard, shard_floats_, ncclFloat, ncclAvg, dp_comm_, stream_),
+                 "ncclReduceScatter");
+      global_norm(norm_, shard, shard_floats_, scratch_, stream_);
+    }
+    float local = 0;
+    CUDA_CHECK(cudaMemcpyAsync(&local, norm_, sizeof(float), cudaMemcpyDeviceToHost, stream_));
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    const double mean_square = data_parallel_mean(static_cast<double>(local) * local);
+    return std::sqrt(mean_square * dp_);
+  }
+
+  // ZeRO-2's optimizer half: AdamW over the pieces of each tensor inside this rank's shard (the
+  // moments outside it stay unused), then the masters all-gathered in place and the compute copies
+  // refreshed from them.
+  void sharded_adamw_step(const TrainConfig& train, OptimizerStep s) {
+    const size_t lo = static_cast<size_t>(dp_rank_) * shard_floats_;
+    const size_t hi = lo + shard_floats_;
+    for (const ModelTensor& t : tensors_) {
+      const size_t begin = std::max(lo, t.offset);
+      const size_t end = std::min(hi, t.offset + t.numel);
+      if (begin >= end) continue;
+      s.weight_decay = t.decayed ? static_cast<float>(train.weight_decay) : 0.0f;
+      adamw_update<T>(masters_ + begin, params_ + begin, moment1_ + begin, moment2_ + begin, grads_ + begin,
+                      end - begin, s, stream_);
+    }
+    nccl_check(ncclAllGather(masters_ + lo, masters_, shard_floats_, ncclFloat, dp_comm_, stream_), "ncclAllGather");
+    copy_to_compute<T>(params_, masters_, floats_, stream_);
+  }
+
   static bool is_matmul_weight(const std::string& name) {
     return name == "wte" || name == "qkvw" || name == "attprojw" || name == "fcw" || name == "fcprojw";
   }
@@ -528,12 +608,18 @@ class GptImpl final : public GptModel {
   MatmulContext matmul_;
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<StageProfiler> profiler_;  // set by enable_stage_profiler
+  // Data parallel (attach_data_parallel): the group's communicator, size, this rank, the shard's floats.
+  ncclComm_t dp_comm_ = nullptr;
+  int dp_ = 1;
+  int dp_rank_ = 0;
+  size_t shard_floats_ = 0;
 };
 
 }  // namespace
 
 Result<std::unique_ptr<GptModel>> GptModel::create(const ModelConfig& model, ComputeDtype dtype,
-                                                   int batch_size, int seq_len) {
+                                                   int batch_size, int seq_len, int data_parallel) {
+  if (data_parallel < 1) return Error{"GptModel: data_parallel " + std::to_string(data_parallel) + ": must be >= 1"};
   if (Status s = validate_model_config(model); !s) return s.error();
   if (batch_size < 1 || seq_len < 1 || seq_len > model.max_seq_len) {
     return Error{"GptModel: batch " + std::to_string(batch_size) + " x seq_len " + std::to_string(seq_len) +
@@ -543,8 +629,8 @@ Result<std::unique_ptr<GptModel>> GptModel::create(const ModelConfig& model, Com
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) return Error{"GptModel: no CUDA device"};
   if (dtype == ComputeDtype::kFp32)
-    return std::unique_ptr<GptModel>(new GptImpl<float>(model, batch_size, seq_len));
-  return std::unique_ptr<GptModel>(new GptImpl<__nv_bfloat16>(model, batch_size, seq_len));
+    return std::unique_ptr<GptModel>(new GptImpl<float>(model, batch_size, seq_len, data_parallel));
+  return std::unique_ptr<GptModel>(new GptImpl<__nv_bfloat16>(model, batch_size, seq_len, data_parallel));
 }
 
 }  // namespace megascale::trainer

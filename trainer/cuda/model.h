@@ -10,6 +10,13 @@
 //   double norm = (*model)->grad_norm();
 //   (*model)->optimizer_step(run.train, lr, step + 1, norm);
 //
+// Data parallel with a sharded optimizer (ZeRO-2: Rajbhandari et al., SC '20): create the model with
+// data_parallel = dp, then attach_data_parallel(comm, dp, rank) with the data-parallel group's NCCL
+// communicator. grad_norm() then reduce-scatters (averages) the gradients so that this rank holds the
+// averaged gradient of its shard, the dp-th part of the flat buffer, and returns the whole gradient's
+// norm; optimizer_step() steps the masters and moments of that shard only and all-gathers the masters.
+// Every rank's masters are whole and equal after a step.
+//
 // Architecture (Radford et al. 2019, pre-LN; tied LM head: logits = lnf(x) wte^T):
 //   sequential block: x = x + Attn(LN1(x)); x = x + MLP(LN2(x))
 //   parallel block:   x = x + Attn(LN1(x)) + MLP(LN2(x))  (MegaScale §3.1, PaLM/GPT-J style; we keep the
@@ -44,8 +51,9 @@ class GptModel {
  public:
   // A model for micro-batches of at most batch_size x seq_len tokens; allocates everything up front.
   // Errors: a config that does not validate, seq_len > max_seq_len, or not enough GPU memory.
+  // data_parallel: the ranks the buffers will be sharded over (their size is padded to whole shards).
   static Result<std::unique_ptr<GptModel>> create(const ModelConfig& model, ComputeDtype dtype,
-                                                  int batch_size, int seq_len);
+                                                  int batch_size, int seq_len, int data_parallel = 1);
   virtual ~GptModel() = default;
 
   virtual const ModelConfig& config() const = 0;
@@ -87,6 +95,13 @@ class GptModel {
   // caller brackets each optimizer step with its begin_step()/end_step(); the model's launches record
   // their stage's events only inside such a bracket. Profiling adds host work per launch: off by default.
   virtual StageProfiler* enable_stage_profiler() = 0;
+
+  // Shards the optimizer over a data-parallel group (above). `nccl_comm` is the group's ncclComm_t (a
+  // void* keeps NCCL's types out of this header); dp must equal the create() argument. Refused: dp or
+  // rank out of range, LAMB (its per-tensor trust ratio needs norms across shards: not built yet).
+  virtual Status attach_data_parallel(void* nccl_comm, int dp, int dp_rank, OptimizerKind optimizer) = 0;
+  // The mean of `value` over the data-parallel group (the value itself when not attached). Synchronises.
+  virtual double data_parallel_mean(double value) = 0;
 };
 
 }  // namespace megascale::trainer

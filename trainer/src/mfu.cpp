@@ -47,7 +47,7 @@ std::string grouped(int64_t n) {
 std::string format_step_line(const StepReport& r, double flops_per_token) {
   const double seconds = r.step_ms / 1e3;
   const double tokens_per_s = seconds > 0 ? static_cast<double>(r.tokens) / seconds : 0;
-  const double flops = achieved_flops_per_s(flops_per_token, r.tokens, seconds);
+  const double flops = achieved_flops_per_s(flops_per_token, r.tokens, seconds) / std::max(r.gpus, 1);
   std::string step = r.total_steps > 0 ? fmt::format("step {:4d}/{}", r.step + 1, r.total_steps)
                                        : fmt::format("step {:4d}", r.step + 1);
   return fmt::format(

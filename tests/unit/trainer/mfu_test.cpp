@@ -64,6 +64,11 @@ TEST(Mfu, StepLineHasEveryField) {
   EXPECT_EQ(format_step_line(r, flops),
             "step   10/1000 | loss 2.345678 | norm 0.8123 | lr 6.00e-04 | 50.00 ms | 327,680 tok/s | 247.2 "
             "TFLOP/s | 25.0% MFU");
+  // The same tokens in the same time on 2 GPUs: half the FLOP/s and MFU each, the same tok/s.
+  r.gpus = 2;
+  EXPECT_EQ(format_step_line(r, flops),
+            "step   10/1000 | loss 2.345678 | norm 0.8123 | lr 6.00e-04 | 50.00 ms | 327,680 tok/s | 123.6 "
+            "TFLOP/s | 12.5% MFU");
 }
 
 }  // namespace

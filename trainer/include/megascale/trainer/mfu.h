@@ -48,7 +48,8 @@ struct StepReport {
   double grad_norm = 0;  // before clipping
   double learning_rate = 0;
   double step_ms = 0;  // wall time of the step
-  int64_t tokens = 0;  // tokens processed in the step (this GPU)
+  int64_t tokens = 0;  // tokens processed in the step, by all gpus
+  int gpus = 1;        // the GPUs that did the work: TFLOP/s and MFU are per GPU
 };
 
 // One line, llm.c-style: "step   10/1000 | loss 2.3456 | norm 0.8123 | lr 6.00e-04 | 45.10 ms |
