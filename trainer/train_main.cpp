@@ -221,24 +221,22 @@ Error nccl_error(const char* call, ncclResult_t r) {
 // Reads the launcher's variables, checks the layout against them and the model, picks this rank's GPU
 // and joins NCCL: every rank sets NCCL_COMM_ID to rank 0's address (unless set) and asks NCCL for the id,
 // so rank 0's ncclCommInitRank listens there and no other channel carries it.
-Result<std::unique_ptr<Job>> join_job(const Options& o, const RunConfig& run) {
-  auto env = launch_env(getenv_lookup());
-  if (!env) return env.error();
+Result<std::unique_ptr<Job>> join_job(const Options& o, const RunConfig& run, const LaunchEnv& env) {
   auto job = std::make_unique<Job>();
-  job->launch = *env;
-  const int world = env->world_size;
+  job->launch = env;
+  const int world = env.world_size;
   ParallelLayout& l = job->layout;
   l.tp = o.tp;
   l.pp = o.pp;
   l.vpp = o.vpp;
   if (l.tp < 1 || l.pp < 1 || world % (l.tp * l.pp) != 0) {
     return make_error(ErrorCode::kInvalidArgument,
-                      fmt::format("--tp {} x --pp {} must divide the {} ranks ({})", l.tp, l.pp, world, env->source));
+                      fmt::format("--tp {} x --pp {} must divide the {} ranks ({})", l.tp, l.pp, world, env.source));
   }
   l.dp = o.dp.value_or(world / (l.tp * l.pp));
   if (l.world_size() != world) {
     return make_error(ErrorCode::kInvalidArgument,
-                      fmt::format("{}, but {} started {} ranks", describe(l), env->source, world));
+                      fmt::format("{}, but {} started {} ranks", describe(l), env.source, world));
   }
   if (Status s = validate_layout(l, run); !s) return s.error();
   if (l.tp > 1 || l.pp > 1) {
@@ -246,28 +244,28 @@ Result<std::unique_ptr<Job>> join_job(const Options& o, const RunConfig& run) {
                       "--tp and --pp above 1 are not in megascale-train yet (the layout, pipeline schedules and "
                       "gradient buckets are, in trainer/include): this build trains data parallel only");
   }
-  job->me = coords_of(l, env->rank);
+  job->me = coords_of(l, env.rank);
   if (world == 1) return job;
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess) count = 0;
   char host[256] = {};
   ::gethostname(host, sizeof(host) - 1);
-  auto plan = plan_device(*env, count, host);
+  auto plan = plan_device(env, count, host);
   if (!plan) return plan.error();
   if (!plan->nccl_hostid.empty() && std::getenv("NCCL_HOSTID") == nullptr) {
     ::setenv("NCCL_HOSTID", plan->nccl_hostid.c_str(), 1);
   }
   if (cudaSetDevice(plan->device) != cudaSuccess) {
-    return make_error(ErrorCode::kDevice, fmt::format("rank {}: cudaSetDevice({}) failed", env->rank, plan->device));
+    return make_error(ErrorCode::kDevice, fmt::format("rank {}: cudaSetDevice({}) failed", env.rank, plan->device));
   }
-  job->gpus = world / env->local_world_size * std::min(env->local_world_size, count);
-  ::setenv("NCCL_COMM_ID", nccl_comm_id(*env, getenv_lookup()).c_str(), 0);
+  job->gpus = world / env.local_world_size * std::min(env.local_world_size, count);
+  ::setenv("NCCL_COMM_ID", nccl_comm_id(env, getenv_lookup()).c_str(), 0);
   ncclUniqueId id;
   if (ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess) return nccl_error("ncclGetUniqueId", r);
-  if (ncclResult_t r = ncclCommInitRank(&job->world, world, id, env->rank); r != ncclSuccess) {
+  if (ncclResult_t r = ncclCommInitRank(&job->world, world, id, env.rank); r != ncclSuccess) {
     return nccl_error("ncclCommInitRank", r);
   }
-  const SplitKey k = split_key(l, Group::kData, env->rank);
+  const SplitKey k = split_key(l, Group::kData, env.rank);
   if (ncclResult_t r = ncclCommSplit(job->world, k.color, k.key, &job->dp, nullptr); r != ncclSuccess) {
     return nccl_error("ncclCommSplit (data parallel)", r);
   }
@@ -314,8 +312,14 @@ int run_training(const Options& options) {
     fmt::print(stderr, "{}: {}\n", options.config_path, s.error().message);
     return 2;
   }
-  if (options.nproc > 1 && std::getenv("RANK") == nullptr) return launch_ranks(options);
-  auto joined = join_job(options, run);
+  auto launch = launch_env(getenv_lookup());
+  if (!launch) {
+    fmt::print(stderr, "{}\n", launch.error().message);
+    return 2;
+  }
+  // Under any launcher (torchrun, Open MPI, Slurm, or the ranks --nproc forked) this process is a rank.
+  if (options.nproc > 1 && launch->source == "single process") return launch_ranks(options);
+  auto joined = join_job(options, run, *launch);
   if (!joined) {
     fmt::print(stderr, "{}\n", joined.error().message);
     return 2;
@@ -526,7 +530,7 @@ int main(int argc, char** argv) {
                "(also MEGASCALE_TRAIN_PROFILE=1)");
   app.add_option("--nproc", o.nproc,
                  "fork this many ranks on this host (torchrun's variables set for each); under a launcher "
-                 "(RANK set) it is ignored");
+                 "(torchrun, Open MPI, Slurm) it is ignored");
   app.add_option("--tp", o.tp, "tensor-parallel ranks (1 in this build)");
   app.add_option("--pp", o.pp, "pipeline stages (1 in this build)");
   app.add_option("--vpp", o.vpp, "virtual stages per pipeline rank");

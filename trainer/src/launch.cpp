@@ -184,6 +184,12 @@ Result<int> free_port(const std::string& addr) {
   return static_cast<int>(ntohs(sa.sin_port));
 }
 
+// A rank's wait status into its exit record.
+void record_status(RankExit& e, int status) {
+  e.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
+  e.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+}
+
 // Sends SIGTERM to the ranks still running, then SIGKILL to those left after `grace`, reaping each.
 void stop_ranks(std::vector<pid_t>& pids, std::vector<RankExit>& exits, std::chrono::milliseconds grace) {
   for (size_t r = 0; r < pids.size(); ++r) {
@@ -199,8 +205,7 @@ void stop_ranks(std::vector<pid_t>& pids, std::vector<RankExit>& exits, std::chr
       int status = 0;
       const pid_t got = ::waitpid(pids[r], &status, WNOHANG);
       if (got == pids[r]) {
-        exits[r].exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
-        exits[r].signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+        record_status(exits[r], status);
         exits[r].stopped_by_us = true;
         pids[r] = 0;
         continue;
@@ -270,8 +275,7 @@ Result<std::vector<RankExit>> run_local_ranks(const LocalLaunch& launch) {
     if (r == launch.nproc) continue;  // not one of ours
     pids[r] = 0;
     --running;
-    exits[r].exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
-    exits[r].signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+    record_status(exits[r], status);
     if (exits[r].exit_code != 0 || exits[r].signal != 0) {
       stop_ranks(pids, exits, launch.grace);
       break;

@@ -31,18 +31,6 @@ std::string_view to_string(Group group) {
 
 namespace {
 
-int size_of(const ParallelLayout& layout, Group group) {
-  switch (group) {
-    case Group::kTensor:
-      return layout.tp;
-    case Group::kData:
-      return layout.dp;
-    case Group::kPipeline:
-      return layout.pp;
-  }
-  return 1;
-}
-
 int& axis(RankCoords& c, Group group) {
   switch (group) {
     case Group::kTensor:
@@ -53,6 +41,12 @@ int& axis(RankCoords& c, Group group) {
       break;
   }
   return c.pp;
+}
+
+// The layout's size along the group's axis.
+int size_of(const ParallelLayout& layout, Group group) {
+  RankCoords sizes{layout.tp, layout.dp, layout.pp};
+  return axis(sizes, group);
 }
 
 }  // namespace
