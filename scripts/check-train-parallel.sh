@@ -1,21 +1,25 @@
 #!/usr/bin/env bash
-# Data-parallel training checked end to end against one rank, on this host's GPU(s): megascale-train
-# with the same global batch, data and initial weights, its ranks forked by --nproc, every byte between
-# them through the net (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1; ranks sharing a GPU get their own
-# NCCL_HOSTID), through NCCL's Socket net, through the megascale plugin, and through the plugin with
-# injected loss.
+# Parallel training checked end to end against one rank, on this host's GPU(s): megascale-train in
+# each layout tp x pp x dp with the same global batch, data and initial weights, its ranks forked by
+# --nproc, every byte between them through the net (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1; ranks sharing
+# a GPU get their own NCCL_HOSTID), through NCCL's Socket net, through the megascale plugin, and through
+# the plugin with injected loss.
 #
 #   scripts/check-train-parallel.sh [BIN]   # BIN: the folder with megascale-train and
 #                                           # libnccl-net-megascale.so (default: build's own folders)
 #
-# For each data-parallel size in DP (default "2 4"), each net (socket, megascale, megascale-loss):
+# For each layout TxPxD in LAYOUTS (default "1x1x2 2x1x1 2x1x2"), each net (socket, megascale,
+# megascale-loss):
 #   fp32, the first EXACT_STEPS (5) steps of CONFIG (configs/train/tiny-parity.yaml): every step's loss
 #       and gradient norm within 1e-4 of the one-rank run's (only the reduction order differs);
 #   bf16, STEPS (200) steps: the 10-step means of the loss within 1% of the one-rank run's. (At
 #       tiny.yaml's learning rate of 1e-3 the loss spikes amplify rounding: one rank against two drifted
 #       4% apart around step 120 while their fp32 steps agreed to 1e-7; tiny-parity.yaml is part 1's
 #       parity config for the same reason.)
-# CONFIG2 (configs/train/gpt2-124m.yaml; "" skips it) gets the fp32 check over one step, at dp 2, per net.
+# Then, through Socket, the fp32 check with FEATURES (default: the parallel block, a 64-token sliding
+# window and 2 micro-batches of accumulation) against one rank with the same. CONFIG2
+# (configs/train/gpt2-124m.yaml; "" skips it) gets the fp32 check over one step for each layout of
+# LAYOUTS2 (default "1x1x2 2x1x1"), through Socket and the plugin.
 # A plugin run must say "via NET/MegaScale" in NCCL's INFO log. train-loss-compare.py does the comparing;
 # its JSON lines and every run's log go to OUT (default out/train-parallel). MPS=1 (default) starts an
 # MPS daemon of the script's own when ranks share a GPU. Exit 0 when every check passes, 1 otherwise, 77
@@ -29,7 +33,9 @@ train=${train:-build/trainer/cuda/megascale-train}
 plugin=${bin:+$bin/libnccl-net-megascale.so}
 plugin=${plugin:-build/collectives/nccl/libnccl-net-megascale.so}
 out=${OUT:-out/train-parallel}
-dp_sizes=${DP:-2 4}
+layouts=${LAYOUTS:-1x1x2 2x1x1 2x1x2}
+layouts2=${LAYOUTS2:-1x1x2 2x1x1}
+read -r -a features <<< "${FEATURES:---parallel-block --attention-window 64 --grad-accum 2}"
 steps=${STEPS:-200}
 exact_steps=${EXACT_STEPS:-5}
 config=${CONFIG:-configs/train/tiny-parity.yaml}
@@ -45,9 +51,18 @@ mkdir -p "$out"
 out=$(readlink -f "$out")
 export NCCL_NVLS_ENABLE=0 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET
 export MEGASCALE_IFNAME=${MEGASCALE_IFNAME:-lo} NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-lo}
-max_dp=0
-for d in $dp_sizes; do (( d > max_dp )) && max_dp=$d; done
-if [[ ${MPS:-1} == 1 ]] && (( max_dp > gpus )) && command -v nvidia-cuda-mps-control > /dev/null; then
+# layout_args TxPxD: sets nproc and args (--tp T --pp P --dp D), or fails on a malformed layout.
+layout_args() {
+  [[ $1 =~ ^([0-9]+)x([0-9]+)x([0-9]+)$ ]] || { echo "LAYOUTS: '$1' is not TxPxD (e.g. 2x1x2)"; exit 2; }
+  nproc=$((BASH_REMATCH[1] * BASH_REMATCH[2] * BASH_REMATCH[3]))
+  args=(--tp "${BASH_REMATCH[1]}" --pp "${BASH_REMATCH[2]}" --dp "${BASH_REMATCH[3]}")
+}
+max_ranks=0
+for l in $layouts $layouts2; do
+  layout_args "$l"
+  (( nproc > max_ranks )) && max_ranks=$nproc
+done
+if [[ ${MPS:-1} == 1 ]] && (( max_ranks > gpus )) && command -v nvidia-cuda-mps-control > /dev/null; then
   export CUDA_MPS_PIPE_DIRECTORY=$out/mps-pipe CUDA_MPS_LOG_DIRECTORY=$out/mps-log
   mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
   nvidia-cuda-mps-control -d && trap 'echo quit | nvidia-cuda-mps-control' EXIT
@@ -113,25 +128,35 @@ compare() {
 tiny=(--config "$config")
 run one-fp32 none 1 "${tiny[@]}" --dtype fp32 --stop-after "$exact_steps"
 run one-bf16 none 1 "${tiny[@]}" --dtype bf16 --steps "$steps"
+if (( ${#features[@]} )); then run one-fp32-features none 1 "${tiny[@]}" --dtype fp32 --stop-after "$exact_steps" "${features[@]}"; fi
 if [[ -n $config2 ]]; then run one-124m-fp32 none 1 --config "$config2" --dtype fp32 --stop-after 1; fi
-for d in $dp_sizes; do
+for l in $layouts; do
+  layout_args "$l"
   for net in socket megascale megascale-loss; do
-    if run "dp$d-$net-fp32" "$net" "$d" "${tiny[@]}" --dtype fp32 --stop-after "$exact_steps"; then
-      compare one-fp32 "dp$d-$net-fp32" --exact-steps "$exact_steps" --rtol 1e-4
+    if run "$l-$net-fp32" "$net" "$nproc" "${args[@]}" "${tiny[@]}" --dtype fp32 --stop-after "$exact_steps"; then
+      compare one-fp32 "$l-$net-fp32" --exact-steps "$exact_steps" --rtol 1e-4
     fi
-    if run "dp$d-$net-bf16" "$net" "$d" "${tiny[@]}" --dtype bf16 --steps "$steps"; then
-      compare one-bf16 "dp$d-$net-bf16" --window 10 --window-rtol 0.01
-      grep -m1 "average over" "$out/dp$d-$net-bf16.log" | sed "s/^/    dp$d-$net-bf16: /"
+    if run "$l-$net-bf16" "$net" "$nproc" "${args[@]}" "${tiny[@]}" --dtype bf16 --steps "$steps"; then
+      compare one-bf16 "$l-$net-bf16" --window 10 --window-rtol 0.01
+      grep -m1 "average over" "$out/$l-$net-bf16.log" | sed "s/^/    $l-$net-bf16: /"
     fi
   done
-  if [[ -n $config2 && $d == 2 ]]; then
-    for net in socket megascale; do
-      if run "dp2-$net-124m-fp32" "$net" 2 --config "$config2" --dtype fp32 --stop-after 1; then
-        compare one-124m-fp32 "dp2-$net-124m-fp32" --exact-steps 1 --rtol 1e-4
-      fi
-    done
+  if (( ${#features[@]} )) &&
+    run "$l-socket-fp32-features" socket "$nproc" "${args[@]}" "${tiny[@]}" --dtype fp32 \
+      --stop-after "$exact_steps" "${features[@]}"; then
+    compare one-fp32-features "$l-socket-fp32-features" --exact-steps "$exact_steps" --rtol 1e-4
   fi
 done
+if [[ -n $config2 ]]; then
+  for l in $layouts2; do
+    layout_args "$l"
+    for net in socket megascale; do
+      if run "$l-$net-124m-fp32" "$net" "$nproc" "${args[@]}" --config "$config2" --dtype fp32 --stop-after 1; then
+        compare one-124m-fp32 "$l-$net-124m-fp32" --exact-steps 1 --rtol 1e-4
+      fi
+    done
+  done
+fi
 grep -m1 "average over" "$out/one-bf16.log" | sed 's/^/    one-bf16: /'
 echo "check-train-parallel: $([[ $verdict == 0 ]] && echo PASS || echo FAIL)"
 exit "$verdict"

@@ -1,10 +1,12 @@
 // megascale-train: trains the GPT of a configs/train/*.yaml, printing llm.c-like step lines with MFU,
 // with checkpoints that resume bit-exactly, and a step-0 dump for the PyTorch reference
 // (tools/trainer_reference.py). One process is one rank: alone, or one of a job that a launcher started
-// (torchrun, Open MPI, Slurm, or --nproc N here), data parallel with a sharded optimizer over NCCL.
+// (torchrun, Open MPI, Slurm, or --nproc N here): tensor parallel with sequence parallel, and data
+// parallel with a sharded optimizer, over NCCL.
 //
 //   megascale-train --config configs/train/tiny.yaml                  # makes the embedded dataset
 //   megascale-train --config configs/train/tiny.yaml --nproc 2 --dp 2 # two ranks forked on this host
+//   megascale-train --config configs/train/tiny.yaml --nproc 4 --tp 2 # tp 2 x dp 2
 //   megascale-train --config configs/train/tiny.yaml --steps 100 --checkpoint-dir ck --checkpoint-every 50
 //   megascale-train --config configs/train/tiny.yaml --resume ck/ckpt_00000050.bin
 //   megascale-train --config configs/train/tiny.yaml --dtype fp32 --dump-step0 dump/
@@ -24,6 +26,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "attention.cuh"
@@ -197,20 +200,22 @@ Status dump_step0(const std::string& dir, GptModel& model, const RunConfig& run,
 }
 
 // The job this process is a rank of: its place, the layout and, with more than one rank, its NCCL
-// communicators (the world's, and the data-parallel group's split from it).
+// communicators (the world's, and each parallel group's split from it).
 struct Job {
   LaunchEnv launch;
   ParallelLayout layout;
   RankCoords me;
   int gpus = 1;  // the distinct GPUs the job runs on (ranks may share them)
   ncclComm_t world = nullptr;
-  ncclComm_t dp = nullptr;
+  ncclComm_t tp = nullptr;  // the tensor-parallel group's (tp > 1)
+  ncclComm_t dp = nullptr;  // the data-parallel group's (dp > 1)
   Job() = default;
   Job(const Job&) = delete;
   Job& operator=(const Job&) = delete;
   ~Job() {
-    if (dp != nullptr) ncclCommDestroy(dp);
-    if (world != nullptr) ncclCommDestroy(world);
+    for (ncclComm_t c : {dp, tp, world}) {
+      if (c != nullptr) ncclCommDestroy(c);
+    }
   }
 };
 
@@ -239,10 +244,10 @@ Result<std::unique_ptr<Job>> join_job(const Options& o, const RunConfig& run, co
                       fmt::format("{}, but {} started {} ranks", describe(l), env.source, world));
   }
   if (Status s = validate_layout(l, run); !s) return s.error();
-  if (l.tp > 1 || l.pp > 1) {
+  if (l.pp > 1) {
     return make_error(ErrorCode::kUnsupported,
-                      "--tp and --pp above 1 are not in megascale-train yet (the layout, pipeline schedules and "
-                      "gradient buckets are, in trainer/include): this build trains data parallel only");
+                      "--pp above 1 is not in megascale-train yet (the pipeline schedules are, in "
+                      "trainer/include/megascale/trainer/pipeline.h): this build trains tensor and data parallel");
   }
   job->me = coords_of(l, env.rank);
   if (world == 1) return job;
@@ -265,9 +270,14 @@ Result<std::unique_ptr<Job>> join_job(const Options& o, const RunConfig& run, co
   if (ncclResult_t r = ncclCommInitRank(&job->world, world, id, env.rank); r != ncclSuccess) {
     return nccl_error("ncclCommInitRank", r);
   }
-  const SplitKey k = split_key(l, Group::kData, env.rank);
-  if (ncclResult_t r = ncclCommSplit(job->world, k.color, k.key, &job->dp, nullptr); r != ncclSuccess) {
-    return nccl_error("ncclCommSplit (data parallel)", r);
+  // Every rank calls each split (ncclCommSplit is collective over the world); a group of one rank
+  // gets no communicator (NCCL_SPLIT_NOCOLOR).
+  for (auto [group, comm, size] : {std::tuple{Group::kTensor, &job->tp, l.tp}, std::tuple{Group::kData, &job->dp, l.dp}}) {
+    const SplitKey k = split_key(l, group, env.rank);
+    if (ncclResult_t r = ncclCommSplit(job->world, size > 1 ? k.color : NCCL_SPLIT_NOCOLOR, k.key, comm, nullptr);
+        r != ncclSuccess) {
+      return nccl_error(fmt::format("ncclCommSplit ({})", to_string(group)).c_str(), r);
+    }
   }
   return job;
 }
@@ -352,6 +362,7 @@ int run_training(const Options& options) {
                train.data_dir, files->train_tokens, files->train_choice_entropy_nats_per_token);
   }
   // Data-parallel rank r reads rows [r B/dp, (r + 1) B/dp) of the one-rank batch: the same global batch.
+  // The ranks of a tensor-parallel group read the same rows.
   const LoaderOptions loader_options{.batch_size = local_batch,
                                      .seq_len = train.seq_len,
                                      .process_rank = job.me.dp,
@@ -362,18 +373,20 @@ int run_training(const Options& options) {
     fmt::print(stderr, "train data: {}\n", loader.error().message);
     return 2;
   }
-  auto model_or = GptModel::create(run.model, train.dtype, local_batch, train.seq_len, dp);
+  const ModelParallel parallel{.tp = job.layout.tp,
+                               .tp_rank = job.me.tp,
+                               .dp = dp,
+                               .dp_rank = job.me.dp,
+                               .tp_comm = job.tp,
+                               .dp_comm = job.dp,
+                               .world_comm = job.world,
+                               .optimizer = train.optimizer};
+  auto model_or = GptModel::create(run.model, train.dtype, local_batch, train.seq_len, parallel);
   if (!model_or) {
     fmt::print(stderr, "{}\n", model_or.error().message);
     return 2;
   }
   GptModel& model = **model_or;
-  if (dp > 1) {
-    if (Status s = model.attach_data_parallel(job.dp, dp, job.me.dp, train.optimizer); !s) {
-      fmt::print(stderr, "{}\n", s.error().message);
-      return 2;
-    }
-  }
   model.init_gpt2(train.seed);
   fmt::print(
       "{}\nparameters {} | dtype {} | optimizer {} | attention: {}, {}\n{}\n", describe(run),
@@ -503,7 +516,7 @@ int run_training(const Options& options) {
 int main(int argc, char** argv) {
   megascale::trainer::Options o;
   o.argv.assign(argv, argv + argc);
-  CLI::App app{"megascale-train: a GPT trainer (configs/train/*.yaml), one GPU or data parallel over NCCL"};
+  CLI::App app{"megascale-train: a GPT trainer (configs/train/*.yaml), one GPU, or tensor and data parallel over NCCL"};
   app.add_option("--config", o.config_path, "run config, e.g. configs/train/tiny.yaml")->required();
   app.add_option("--steps", o.steps, "optimizer steps (overrides train.steps)");
   app.add_option("--batch-size", o.batch_size, "sequences per micro-step");
@@ -531,7 +544,7 @@ int main(int argc, char** argv) {
   app.add_option("--nproc", o.nproc,
                  "fork this many ranks on this host (torchrun's variables set for each); under a launcher "
                  "(torchrun, Open MPI, Slurm) it is ignored");
-  app.add_option("--tp", o.tp, "tensor-parallel ranks (1 in this build)");
+  app.add_option("--tp", o.tp, "tensor-parallel ranks (with sequence parallel)");
   app.add_option("--pp", o.pp, "pipeline stages (1 in this build)");
   app.add_option("--vpp", o.vpp, "virtual stages per pipeline rank");
   app.add_option("--dp", o.dp, "data-parallel replicas (default: ranks / (tp x pp))");

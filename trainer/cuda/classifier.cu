@@ -9,6 +9,7 @@
 // Vp <= 65536), reads it from memory once and writes the gradient once. The generic kernel below reads the
 // row three times (max, sum, gradient) with 2-byte loads, a tenth of a GPT-2 124M step (figures in
 // docs/PERFORMANCE.md).
+#include <algorithm>
 #include <type_traits>
 
 #include "cuda_check.h"
@@ -171,5 +172,92 @@ void classifier_forward_backward(T* logits, float* losses, const int* targets, i
 INSTANTIATE(float)
 INSTANTIATE(__nv_bfloat16)
 #undef INSTANTIATE
+
+// ---- vocabulary parallel (kernels.h) ----
+
+namespace {
+
+template <class T>
+__global__ void vp_max_kernel(const T* logits, float* row_max, int Vl, int real) {
+  __shared__ float shared[32];
+  const T* x = logits + static_cast<size_t>(blockIdx.x) * Vl;
+  float m = -INFINITY;
+  for (int i = threadIdx.x; i < real; i += blockDim.x) m = fmaxf(m, to_float(x[i]));
+  m = block_max(m, shared);
+  if (threadIdx.x == 0) row_max[blockIdx.x] = m;
+}
+
+template <class T>
+__global__ void vp_sums_kernel(const T* logits, const float* row_max, float* stats, const int* targets, int N,
+                               int Vl, int real, int vocab_begin) {
+  __shared__ float shared[32];
+  const int row = blockIdx.x;
+  const T* x = logits + static_cast<size_t>(row) * Vl;
+  const float m = row_max[row];
+  float s = 0.0f;
+  for (int i = threadIdx.x; i < real; i += blockDim.x) s += expf(to_float(x[i]) - m);
+  s = block_sum(s, shared);
+  if (threadIdx.x != 0) return;
+  stats[row] = s;
+  const int local = targets[row] - vocab_begin;
+  stats[N + row] = local >= 0 && local < real ? to_float(x[local]) : 0.0f;
+}
+
+template <class T>
+__global__ void vp_finish_kernel(T* logits, float* losses, const float* row_max, const float* stats,
+                                 const int* targets, int N, int Vl, int real, int vocab_begin, float dloss_scale,
+                                 bool write_dlogits) {
+  const int row = blockIdx.x;
+  const float m = row_max[row], s = stats[row];
+  if (threadIdx.x == 0) losses[row] = logf(s) + m - stats[N + row];
+  if (!write_dlogits) return;
+  T* x = logits + static_cast<size_t>(row) * Vl;
+  const int target = targets[row] - vocab_begin;
+  const float inv_s = 1.0f / s;
+  for (int i = threadIdx.x; i < Vl; i += blockDim.x) {
+    float g = 0.0f;
+    if (i < real) g = (expf(to_float(x[i]) - m) * inv_s - (i == target ? 1.0f : 0.0f)) * dloss_scale;
+    x[i] = from_float<T>(g);
+  }
+}
+
+// This rank's real (unpadded) columns: those of [vocab_begin, vocab_begin + Vl) below V.
+int real_columns(int Vl, int vocab_begin, int V) { return std::max(0, std::min(Vl, V - vocab_begin)); }
+
+}  // namespace
+
+template <class T>
+void classifier_vp_max(const T* logits, float* row_max, int N, int Vl, int vocab_begin, int V, cudaStream_t stream) {
+  vp_max_kernel<<<N, kThreads, 0, stream>>>(logits, row_max, Vl, real_columns(Vl, vocab_begin, V));
+  CUDA_CHECK_LAUNCH();
+}
+
+template <class T>
+void classifier_vp_sums(const T* logits, const float* row_max, float* stats, const int* targets, int N, int Vl,
+                        int vocab_begin, int V, cudaStream_t stream) {
+  vp_sums_kernel<<<N, kThreads, 0, stream>>>(logits, row_max, stats, targets, N, Vl,
+                                             real_columns(Vl, vocab_begin, V), vocab_begin);
+  CUDA_CHECK_LAUNCH();
+}
+
+template <class T>
+void classifier_vp_finish(T* logits, float* losses, const float* row_max, const float* stats, const int* targets,
+                          int N, int Vl, int vocab_begin, int V, float dloss_scale, bool write_dlogits,
+                          cudaStream_t stream) {
+  vp_finish_kernel<<<N, kThreads, 0, stream>>>(logits, losses, row_max, stats, targets, N, Vl,
+                                               real_columns(Vl, vocab_begin, V), vocab_begin, dloss_scale,
+                                               write_dlogits);
+  CUDA_CHECK_LAUNCH();
+}
+
+#define INSTANTIATE_VP(T)                                                                                    \
+  template void classifier_vp_max<T>(const T*, float*, int, int, int, int, cudaStream_t);                    \
+  template void classifier_vp_sums<T>(const T*, const float*, float*, const int*, int, int, int, int,        \
+                                      cudaStream_t);                                                         \
+  template void classifier_vp_finish<T>(T*, float*, const float*, const float*, const int*, int, int, int, int, \
+                                        float, bool, cudaStream_t);
+INSTANTIATE_VP(float)
+INSTANTIATE_VP(__nv_bfloat16)
+#undef INSTANTIATE_VP
 
 }  // namespace megascale::trainer::cuda

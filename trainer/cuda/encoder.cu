@@ -15,14 +15,17 @@ namespace {
 
 template <class T>
 __global__ void encoder_forward_kernel(T* out, const int* tokens, const T* wte, const T* wpe, int N,
-                                       int seq_len, int C) {
+                                       int seq_len, int C, int vocab_begin, int vocab_end) {
   const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= static_cast<size_t>(N) * C) return;
   const int n = static_cast<int>(i / C);
   const int c = static_cast<int>(i % C);
   const int t = n % seq_len;
-  out[i] = from_float<T>(to_float(wte[static_cast<size_t>(tokens[n]) * C + c]) +
-                         to_float(wpe[static_cast<size_t>(t) * C + c]));
+  const int token = tokens[n];
+  float x = 0.0f;
+  if (token >= vocab_begin && token < vocab_end) x = to_float(wte[static_cast<size_t>(token - vocab_begin) * C + c]);
+  if (wpe != nullptr) x += to_float(wpe[static_cast<size_t>(t) * C + c]);
+  out[i] = from_float<T>(x);
 }
 
 // One thread per (t, c): the sum over the batch in order b = 0, 1, ...
@@ -111,10 +114,10 @@ TokenBuckets make_token_buckets(const int* tokens_host, int N) {
 
 template <class T>
 void encoder_forward(T* out, const int* tokens, const T* wte, const T* wpe, int B, int seq_len, int C,
-                     cudaStream_t stream) {
+                     cudaStream_t stream, int vocab_begin, int vocab_end) {
   const size_t total = static_cast<size_t>(B) * seq_len * C;
   encoder_forward_kernel<<<ceil_div(total, 256), 256, 0, stream>>>(out, tokens, wte, wpe, B * seq_len,
-                                                                   seq_len, C);
+                                                                   seq_len, C, vocab_begin, vocab_end);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -144,7 +147,7 @@ void encoder_backward(float* dwte, float* dwpe, const T* dout, const int* bucket
 }
 
 #define INSTANTIATE(T)                                                                                      \
-  template void encoder_forward<T>(T*, const int*, const T*, const T*, int, int, int, cudaStream_t);        \
+  template void encoder_forward<T>(T*, const int*, const T*, const T*, int, int, int, cudaStream_t, int, int); \
   template void encoder_backward<T>(float*, float*, const T*, const int*, const int*, const int*, int, int, \
                                     int, int, cudaStream_t);
 INSTANTIATE(float)

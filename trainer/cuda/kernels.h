@@ -30,9 +30,12 @@ namespace megascale::trainer::cuda {
 // ---- encoder.cu: token + position embedding -------------------------------------------------------
 
 // out[n, c] = wte[tokens[n], c] + wpe[n % seq_len, c], n < N = B * seq_len.
+// Vocabulary parallel: wte holds rows [vocab_begin, vocab_end) of the table (row 0 is token
+// vocab_begin) and a token outside them contributes 0; wpe null contributes 0 (the TP group's sum of
+// every rank's out is then the embedding, with wpe passed on one rank).
 template <class T>
 void encoder_forward(T* out, const int* tokens, const T* wte, const T* wpe, int B, int seq_len, int C,
-                     cudaStream_t stream);
+                     cudaStream_t stream, int vocab_begin = 0, int vocab_end = 1 << 30);
 
 // Deterministic embedding backward: the token rows are grouped by token id on the host
 // (TokenBuckets, built once per micro-batch from the host copy of the tokens) so that each wte row sums
@@ -122,6 +125,35 @@ void gelu_backward(T* dx, const T* dout, const T* x, size_t n, cudaStream_t stre
 template <class T>
 void classifier_forward_backward(T* logits, float* losses, const int* targets, int N, int V, int Vp,
                                  float dloss_scale, bool write_dlogits, cudaStream_t stream);
+
+// Vocabulary-parallel cross-entropy (Megatron-LM's), for a tensor-parallel rank whose logits [N, Vl]
+// are columns [vocab_begin, vocab_begin + Vl) of the padded vocabulary (columns >= V are padding). Three
+// passes around the group's two all-reduces, which the caller runs:
+//   classifier_vp_max:    row_max[n] = max of this rank's real columns (-inf if none)     -> max over TP
+//   classifier_vp_sums:   stats[n] = sum of exp(logit - row_max[n]) over this rank's real columns,
+//                         stats[N + n] = the target's logit if this rank holds it, else 0  -> sum over TP
+//   classifier_vp_finish: losses[n] = log(stats[n]) + row_max[n] - stats[N + n], and with write_dlogits
+//                         the logits overwritten in place by dloss_scale * (softmax - onehot(target)).
+template <class T>
+void classifier_vp_max(const T* logits, float* row_max, int N, int Vl, int vocab_begin, int V, cudaStream_t stream);
+template <class T>
+void classifier_vp_sums(const T* logits, const float* row_max, float* stats, const int* targets, int N, int Vl,
+                        int vocab_begin, int V, cudaStream_t stream);
+template <class T>
+void classifier_vp_finish(T* logits, float* losses, const float* row_max, const float* stats, const int* targets,
+                          int N, int Vl, int vocab_begin, int V, float dloss_scale, bool write_dlogits,
+                          cudaStream_t stream);
+
+// ---- residual.cu: what the tensor-parallel layers do outside cuBLASLt's epilogues ----------------
+
+// out[n, c] = in[n, c] + bias_a[c] (+ bias_b[c]) + residual[n, c], summed in fp32 and rounded once; out
+// may alias in. The row-parallel projections' epilogue, after their reduce-scatter.
+template <class T>
+void residual_add(T* out, const T* in, const T* bias_a, const T* bias_b, const T* residual, int rows, int C,
+                  cudaStream_t stream);
+// dst[c] += sum over rows n of src[n, c], in row order: a replicated bias's gradient over this rank's rows.
+template <class T>
+void column_sum(float* dst, const T* src, int rows, int C, cudaStream_t stream);
 
 // ---- global_norm.cu --------------------------------------------------------------------------------
 

@@ -10,13 +10,16 @@
 //   double norm = (*model)->grad_norm();
 //   (*model)->optimizer_step(run.train, lr, step + 1, norm);
 //
-// Data parallel with a sharded optimizer (ZeRO-2: Rajbhandari et al., SC '20): create the model with
-// data_parallel = dp, then attach_data_parallel(comm, dp, rank) with the data-parallel group's NCCL
-// communicator. grad_norm() then reduce-scatters (averages) the gradients so that this rank holds the
-// averaged gradient of its shard, the dp-th part of the flat buffer, and returns the whole gradient's
-// norm; optimizer_step() steps the masters and moments of that shard only and all-gathers the masters.
-// Every rank's masters are whole and equal after a step.
-//
+// Parallel ranks (ModelParallel, filled from the job's layout and communicators):
+// - Tensor parallel with sequence parallel (tensor_parallel.h: Megatron-LM's split): the rank holds its
+//   part of each split tensor; LayerNorms and residual adds run on its 1/tp of the token rows, all-gathered
+//   before the column-parallel linears and reduce-scattered after the row-parallel ones; the embedding and
+//   the loss are vocabulary parallel. Every rank of a TP group is given the same micro-batch.
+// - Data parallel with a sharded optimizer (ZeRO-2: Rajbhandari et al., SC '20): grad_norm()
+//   reduce-scatters (averages) the gradients so that this rank holds the averaged gradient of its shard,
+//   the dp-th part of its flat buffer, and returns the whole gradient's norm; optimizer_step() steps the
+//   masters and moments of that shard only and all-gathers the masters.
+// The gradient norm is summed over every rank of the job (world_comm), each replicated tensor once.
 // Architecture (Radford et al. 2019, pre-LN; tied LM head: logits = lnf(x) wte^T):
 //   sequential block: x = x + Attn(LN1(x)); x = x + MLP(LN2(x))
 //   parallel block:   x = x + Attn(LN1(x)) + MLP(LN2(x))  (MegaScale §3.1, PaLM/GPT-J style; we keep the
@@ -38,6 +41,17 @@ namespace megascale::trainer {
 
 class StageProfiler;  // stage_profiler.h
 
+// This rank's place in a parallel job and its NCCL communicators (ncclComm_t as void*, keeping NCCL's
+// types out of this header). The defaults are one GPU alone.
+struct ModelParallel {
+  int tp = 1, tp_rank = 0;      // tensor parallel (with sequence parallel)
+  int dp = 1, dp_rank = 0;      // data parallel, optimizer sharded over it
+  void* tp_comm = nullptr;      // needed when tp > 1
+  void* dp_comm = nullptr;      // needed when dp > 1
+  void* world_comm = nullptr;   // needed when tp * dp > 1: the gradient norm's sum
+  OptimizerKind optimizer = OptimizerKind::kAdamW;  // LAMB is refused when tp or dp > 1 (not built yet)
+};
+
 // One parameter tensor as laid out in the model's allocations.
 struct ModelTensor {
   std::string name;
@@ -50,10 +64,11 @@ struct ModelTensor {
 class GptModel {
  public:
   // A model for micro-batches of at most batch_size x seq_len tokens; allocates everything up front.
-  // Errors: a config that does not validate, seq_len > max_seq_len, or not enough GPU memory.
-  // data_parallel: the ranks the buffers will be sharded over (their size is padded to whole shards).
+  // Errors: a config that does not validate, seq_len > max_seq_len, a parallel layout that does not
+  // divide the model (heads, padded vocabulary, token rows) or lacks its communicators, LAMB with tp or
+  // dp > 1, or not enough GPU memory.
   static Result<std::unique_ptr<GptModel>> create(const ModelConfig& model, ComputeDtype dtype,
-                                                  int batch_size, int seq_len, int data_parallel = 1);
+                                                  int batch_size, int seq_len, const ModelParallel& parallel = {});
   virtual ~GptModel() = default;
 
   virtual const ModelConfig& config() const = 0;
@@ -73,18 +88,18 @@ class GptModel {
                                   float grad_scale) = 0;
 
   // The logits of the last forward() (not forward_backward, which overwrites them with their
-  // gradient), as fp32 [batch_size * seq_len, padded_vocab_size].
+  // gradient), as fp32 [batch_size * seq_len, padded_vocab_size / tp]: this rank's vocabulary columns.
   virtual std::vector<float> logits() const = 0;
 
   virtual void zero_grads() = 0;
-  virtual double grad_norm() = 0;  // ||g||_2 over every parameter gradient
+  virtual double grad_norm() = 0;  // ||g||_2 over every parameter gradient (of the whole job)
 
   // One AdamW or LAMB step at learning rate `lr`; `step` is 1-based (bias correction); gradients are
   // clipped to train.grad_clip using `grad_norm` (0 = off); weight decay on decayed tensors only.
   virtual void optimizer_step(const TrainConfig& train, double lr, int step, double grad_norm) = 0;
 
-  // Host copies (fp32) of one whole allocation, in tensors() order and offsets: what checkpoints and
-  // the PyTorch comparison read and write. kind: masters, grads, adam_m, adam_v.
+  // Host copies (fp32) of one whole allocation, in tensors() order and offsets (this rank's parts, with
+  // tp > 1): what checkpoints and the PyTorch comparison read and write. kind: masters, grads, adam_m, adam_v.
   enum class Buffer { kMasters, kGrads, kMoment1, kMoment2 };
   virtual std::vector<float> download(Buffer which) const = 0;
   // Writing masters refreshes the compute copies.
@@ -96,10 +111,6 @@ class GptModel {
   // their stage's events only inside such a bracket. Profiling adds host work per launch: off by default.
   virtual StageProfiler* enable_stage_profiler() = 0;
 
-  // Shards the optimizer over a data-parallel group (above). `nccl_comm` is the group's ncclComm_t (a
-  // void* keeps NCCL's types out of this header); dp must equal the create() argument. Refused: dp or
-  // rank out of range, LAMB (its per-tensor trust ratio needs norms across shards: not built yet).
-  virtual Status attach_data_parallel(void* nccl_comm, int dp, int dp_rank, OptimizerKind optimizer) = 0;
   // The mean of `value` over the data-parallel group (the value itself when not attached). Synchronises.
   virtual double data_parallel_mean(double value) = 0;
 };
