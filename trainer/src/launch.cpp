@@ -5,10 +5,12 @@
 #include <fmt/format.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
@@ -217,6 +219,32 @@ void stop_ranks(std::vector<pid_t>& pids, std::vector<RankExit>& exits, std::chr
   }
 }
 
+// The signal that asked the launcher to stop (SIGTERM, SIGINT, SIGHUP), 0 while none has.
+volatile sig_atomic_t g_stop_signal = 0;
+extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
+
+// While alive, turns SIGTERM, SIGINT and SIGHUP into g_stop_signal, which the launcher's wait loop
+// checks: it stops its ranks instead of dying and leaving them running.
+class StopSignals {
+ public:
+  StopSignals() {
+    g_stop_signal = 0;
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < kSignals.size(); ++i) ::sigaction(kSignals[i], &sa, &old_[i]);
+  }
+  ~StopSignals() {
+    for (size_t i = 0; i < kSignals.size(); ++i) ::sigaction(kSignals[i], &old_[i], nullptr);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+ private:
+  static constexpr std::array<int, 3> kSignals = {SIGTERM, SIGINT, SIGHUP};
+  std::array<struct sigaction, 3> old_{};
+};
+
 }  // namespace
 
 Result<std::vector<RankExit>> run_local_ranks(const LocalLaunch& launch) {
@@ -235,6 +263,8 @@ Result<std::vector<RankExit>> run_local_ranks(const LocalLaunch& launch) {
   argv.push_back(nullptr);
   std::vector<pid_t> pids(launch.nproc, 0);
   std::vector<RankExit> exits(launch.nproc);
+  const StopSignals stop_signals;
+  const pid_t launcher = ::getpid();
   for (int r = 0; r < launch.nproc; ++r) {
     exits[r].rank = r;
     // The variables are formatted before fork: the child only calls setenv and exec.
@@ -253,6 +283,10 @@ Result<std::vector<RankExit>> run_local_ranks(const LocalLaunch& launch) {
       return make_error(ErrorCode::kSystem, fmt::format("fork for rank {}: {}", r, std::strerror(err)));
     }
     if (pid == 0) {
+      // A rank dies with its launcher, however the launcher ends (SIGKILL included).
+      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (::getppid() != launcher) ::_exit(128 + SIGTERM);  // it ended before prctl
+      for (int sig : {SIGTERM, SIGINT, SIGHUP}) ::signal(sig, SIG_DFL);
       for (const auto& [k, v] : vars) ::setenv(k.c_str(), v.c_str(), 1);
       ::execv(argv[0], argv.data());
       // Only async-signal-safe calls after a failed exec.
@@ -265,7 +299,26 @@ Result<std::vector<RankExit>> run_local_ranks(const LocalLaunch& launch) {
   int running = launch.nproc;
   while (running > 0) {
     int status = 0;
-    const pid_t pid = ::wait(&status);
+    // Polled, so that a stop signal arriving just before a blocking wait() cannot be missed.
+    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (g_stop_signal != 0) {  // the launcher was asked to stop: so are its ranks
+      if (pid > 0) {
+        for (int r = 0; r < launch.nproc; ++r) {
+          if (pids[r] == pid) {
+            record_status(exits[r], status);
+            pids[r] = 0;
+          }
+        }
+      }
+      stop_ranks(pids, exits, launch.grace);
+      return make_error(ErrorCode::kSystem,
+                        fmt::format("stopped by signal {} ({}); its ranks were stopped too", int{g_stop_signal},
+                                    strsignal(g_stop_signal)));
+    }
+    if (pid == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      continue;
+    }
     if (pid < 0) {
       if (errno == EINTR) continue;
       break;  // no children left

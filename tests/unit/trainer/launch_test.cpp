@@ -6,7 +6,13 @@
 
 #include <chrono>
 #include <csignal>
+#include <cerrno>
+#include <filesystem>
 #include <fstream>
+#include <thread>
+
+#include <sys/wait.h>
+#include <unistd.h>
 #include <map>
 #include <sstream>
 
@@ -154,6 +160,74 @@ TEST(RunLocalRanks, AFailedRankStopsTheOthers) {
   EXPECT_EQ((*exits)[0].signal, SIGTERM);
   EXPECT_TRUE((*exits)[0].stopped_by_us);
   EXPECT_EQ(describe((*exits)[0]), "rank 0 was killed by signal 15 (Terminated) after another rank failed");
+}
+
+// A process has ended within `within`: its pid is gone, or it is a zombie (an orphan's adopter, such as
+// a container's init, may not reap it).
+bool gone_within(pid_t pid, std::chrono::seconds within) {
+  const auto deadline = std::chrono::steady_clock::now() + within;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (::kill(pid, 0) != 0 && errno == ESRCH) return true;
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string pid_field, comm, state;
+    if (stat >> pid_field >> comm >> state && state == "Z") return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+// Starts a launcher in a child process whose two ranks write their pids and sleep; returns the
+// launcher's pid and the ranks' once both have written them.
+struct Launched {
+  pid_t launcher = 0;
+  std::vector<pid_t> ranks;
+};
+Launched launch_sleepers(const std::string& dir) {
+  Launched out;
+  out.launcher = ::fork();
+  if (out.launcher == 0) {
+    LocalLaunch l;
+    l.nproc = 2;
+    l.grace = std::chrono::milliseconds(500);
+    l.argv = {"/bin/sh", "-c", "echo $$ > " + dir + "/pid$RANK.tmp && mv " + dir + "/pid$RANK.tmp " + dir +
+                                   "/pid$RANK && exec sleep 60"};
+    auto exits = run_local_ranks(l);
+    ::_exit(exits ? 0 : 3);  // 3: stopped by a signal, as it should be
+  }
+  for (int r = 0; r < 2; ++r) {
+    const std::string path = dir + "/pid" + std::to_string(r);
+    for (int i = 0; i < 1500 && !std::filesystem::exists(path); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::ifstream in(path);
+    pid_t pid = 0;
+    in >> pid;
+    out.ranks.push_back(pid);
+  }
+  return out;
+}
+
+// SIGTERM to the launcher (what timeout(1) and a job scheduler send) stops its ranks, and it says so.
+TEST(RunLocalRanks, TermToTheLauncherStopsItsRanks) {
+  testing::TempDir dir;
+  const Launched l = launch_sleepers(dir.str());
+  ASSERT_GT(l.ranks[0], 0);
+  ASSERT_GT(l.ranks[1], 0);
+  ASSERT_EQ(::kill(l.launcher, SIGTERM), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(l.launcher, &status, 0), l.launcher);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 3) << "status " << status;
+  for (pid_t pid : l.ranks) EXPECT_TRUE(gone_within(pid, std::chrono::seconds(20))) << "rank pid " << pid;
+}
+
+// Even a launcher killed outright (SIGKILL: no handler runs) takes its ranks with it.
+TEST(RunLocalRanks, RanksDieWithAKilledLauncher) {
+  testing::TempDir dir;
+  const Launched l = launch_sleepers(dir.str());
+  ASSERT_GT(l.ranks[0], 0);
+  ASSERT_GT(l.ranks[1], 0);
+  ASSERT_EQ(::kill(l.launcher, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(l.launcher, &status, 0), l.launcher);
+  for (pid_t pid : l.ranks) EXPECT_TRUE(gone_within(pid, std::chrono::seconds(20))) << "rank pid " << pid;
 }
 
 // A rank that ignores SIGTERM is killed after the grace period.

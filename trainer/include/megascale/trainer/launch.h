@@ -78,8 +78,11 @@ std::string describe(const RankExit& exit);
 
 // Forks nproc ranks with torchrun's RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE (= nproc),
 // MASTER_ADDR and MASTER_PORT set, and waits for all. Every rank's exit comes back,
-// in rank order; the first failure (a non-zero status or a signal) stops the others. Refused: nproc < 1,
-// an empty argv, a port that cannot be had, a fork that fails (the ranks started are stopped).
+// in rank order; the first failure (a non-zero status or a signal) stops the others. Ranks never outlive
+// the launcher: SIGTERM, SIGINT or SIGHUP to it stops them (SIGTERM, then SIGKILL after the grace) and
+// returns an error naming the signal, and each rank gets SIGTERM if the launcher dies anyway
+// (PR_SET_PDEATHSIG). Refused: nproc < 1, an empty argv, a port that cannot be had, a fork that fails
+// (the ranks started are stopped).
 Result<std::vector<RankExit>> run_local_ranks(const LocalLaunch& launch);
 
 }  // namespace megascale::trainer
