@@ -20,7 +20,7 @@ namespace {
 static_assert(std::endian::native == std::endian::little, "checkpoints are little-endian; so is this code");
 
 constexpr char kMagic[8] = {'M', 'S', 'C', 'K', 'P', 'T', '\0', '\0'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;  // 2 added the layout
 constexpr uint32_t kMaxNameBytes = 4096;
 constexpr uint32_t kMaxRank = 16;
 constexpr uint32_t kMaxRngWords = 1 << 16;
@@ -136,6 +136,9 @@ std::string encode_header_fields(const CheckpointHeader& h) {
   for (uint64_t w : h.rng_state) e.put<uint64_t>(w);
   e.put<int64_t>(h.loader.shard);
   e.put<int64_t>(h.loader.offset_tokens);
+  for (int32_t v : {h.layout.tp, h.layout.pp, h.layout.dp, h.layout.vpp, h.rank.tp, h.rank.dp, h.rank.pp}) {
+    e.put<int32_t>(v);
+  }
   return e.bytes();
 }
 
@@ -199,6 +202,14 @@ Result<Front> read_front(std::FILE* f, const std::string& path, int64_t file_siz
   h.rng_state.resize(rng_words);
   for (uint64_t& w : h.rng_state) d.get(w);
   d.get(h.loader.shard), d.get(h.loader.offset_tokens);
+  d.get(h.layout.tp), d.get(h.layout.pp), d.get(h.layout.dp), d.get(h.layout.vpp);
+  d.get(h.rank.tp), d.get(h.rank.dp), d.get(h.rank.pp);
+  const ParallelLayout& l = h.layout;
+  const RankCoords& r = h.rank;
+  if (!d.ok() || l.tp < 1 || l.pp < 1 || l.dp < 1 || l.vpp < 1 || r.tp < 0 || r.tp >= l.tp || r.dp < 0 ||
+      r.dp >= l.dp || r.pp < 0 || r.pp >= l.pp) {
+    return make_error(fmt::format("{}: corrupt checkpoint header (layout)", path));
+  }
   if (!d.ok() || d.remaining() != 0) return make_error(fmt::format("{}: corrupt checkpoint header", path));
 
   Encoder front_bytes;
@@ -403,8 +414,10 @@ Result<CheckpointHeader> load_checkpoint(const std::string& path, std::span<cons
   return front->header;
 }
 
-Status check_resume_compatible(const CheckpointHeader& header, const ModelConfig& model,
-                               const TrainConfig& train) {
+std::string checkpoint_rank_path(const std::string& dir, int rank) { return fmt::format("{}/rank_{:05d}.bin", dir, rank); }
+
+Status check_resume_compatible(const CheckpointHeader& header, const ModelConfig& model, const TrainConfig& train,
+                               const ParallelLayout& layout, const RankCoords& rank) {
   std::vector<std::string> diffs;
   auto cmp = [&](const char* what, auto saved, auto now) {
     if (saved != now) diffs.push_back(fmt::format("{}: checkpoint {}, this run {}", what, saved, now));
@@ -426,6 +439,9 @@ Status check_resume_compatible(const CheckpointHeader& header, const ModelConfig
   cmp("train.optimizer", to_string(t.optimizer), to_string(now.optimizer));
   cmp("train.dtype", to_string(t.dtype), to_string(now.dtype));
   cmp("train.seed", t.seed, now.seed);
+  cmp("layout", describe(header.layout), describe(layout));
+  auto coords = [](const RankCoords& r) { return fmt::format("(tp {}, dp {}, pp {})", r.tp, r.dp, r.pp); };
+  cmp("rank", coords(header.rank), coords(rank));
   if (diffs.empty()) return {};
   std::string message = "the checkpoint is from a different run:";
   for (const std::string& d : diffs) message += "\n  " + d;

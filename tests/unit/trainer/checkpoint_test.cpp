@@ -38,6 +38,8 @@ CheckpointHeader sample_header() {
   h.step = 1234;
   h.rng_state = {1, 0xFFFFFFFFFFFFFFFFULL, 42};
   h.loader = {3, 4096};
+  h.layout = {.tp = 2, .pp = 2, .dp = 2};
+  h.rank = {.tp = 1, .dp = 0, .pp = 1};
   return h;
 }
 
@@ -89,6 +91,8 @@ TEST(Checkpoint, RoundTripsHeaderAndTensorsBitForBit) {
   EXPECT_EQ(h->step, expected.step);
   EXPECT_EQ(h->rng_state, expected.rng_state);
   EXPECT_EQ(h->loader, expected.loader);
+  EXPECT_EQ(h->layout, expected.layout);
+  EXPECT_EQ(h->rank, expected.rank);
   EXPECT_TRUE(bitwise_equal(loaded.wte, saved.wte));
   EXPECT_TRUE(bitwise_equal(loaded.qkvw, saved.qkvw));
   EXPECT_TRUE(bitwise_equal(loaded.m_wte, saved.m_wte));
@@ -207,16 +211,39 @@ TEST(Checkpoint, ResumeCompatibilityListsEveryDifference) {
   train.optimizer = OptimizerKind::kLamb;
   train.dtype = ComputeDtype::kFp32;
   train.seed = h.train.seed;
-  EXPECT_TRUE(check_resume_compatible(h, h.model, train));
+  EXPECT_TRUE(check_resume_compatible(h, h.model, train, h.layout, h.rank));
 
   ModelConfig model = h.model;
   model.n_layer = 3;
   train.batch_size = 8;
-  Status s = check_resume_compatible(h, model, train);
+  Status s = check_resume_compatible(h, model, train, h.layout, h.rank);
   ASSERT_FALSE(s);
   EXPECT_EQ(s.error().message,
             "the checkpoint is from a different run:\n  model.n_layer: checkpoint 2, this run 3\n"
             "  train.batch_size: checkpoint 4, this run 8");
+}
+
+// A rank's shard resumes only the same rank of the same layout: another layout or rank is named, both ways.
+TEST(Checkpoint, ResumeInAnotherLayoutOrRankIsRefusedNamingBoth) {
+  const CheckpointHeader h = sample_header();  // rank (tp 1, dp 0, pp 1) of tp 2 x pp 2 x dp 2
+  TrainConfig train;
+  train.batch_size = h.train.batch_size;
+  train.seq_len = h.train.seq_len;
+  train.grad_accum_steps = h.train.grad_accum_steps;
+  train.optimizer = h.train.optimizer;
+  train.dtype = h.train.dtype;
+  train.seed = h.train.seed;
+  EXPECT_TRUE(check_resume_compatible(h, h.model, train, h.layout, h.rank));
+  Status s = check_resume_compatible(h, h.model, train, ParallelLayout{.tp = 1, .pp = 2, .dp = 4}, h.rank);
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().message,
+            "the checkpoint is from a different run:\n  layout: checkpoint tp 2 x pp 2 x dp 2 = 8 ranks, this run "
+            "tp 1 x pp 2 x dp 4 = 8 ranks");
+  s = check_resume_compatible(h, h.model, train, h.layout, RankCoords{.tp = 0, .dp = 0, .pp = 1});
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().message,
+            "the checkpoint is from a different run:\n  rank: checkpoint (tp 1, dp 0, pp 1), this run (tp 0, dp 0, pp 1)");
+  EXPECT_EQ(checkpoint_rank_path("ck/ckpt_00000050", 3), "ck/ckpt_00000050/rank_00003.bin");
 }
 
 }  // namespace

@@ -10,8 +10,14 @@
 //   std::vector<TensorSlot> slots = {{"wte", {Vp, C}, host_wte_out}, ...};   // what this run expects
 //   Result<CheckpointHeader> loaded = load_checkpoint(path, slots);           // fills the spans
 //
-// Format (little-endian, version 1): "MSCKPT\0\0" (8 bytes), u32 version, u32 header bytes H, then H
-// bytes of header fields (ModelConfig, TrainEssentials, step, RNG words, loader position), u32 tensor
+// A job of several ranks writes one file per rank (its own shard: its layers, its tensor-parallel
+// slices, its loader position) into a directory, ckpt_00001000/rank_00003.bin (checkpoint_rank_path);
+// each header names the layout and the rank, and a resume in another layout is refused naming both.
+//
+// Format (little-endian, version 2): "MSCKPT\0\0" (8 bytes), u32 version, u32 header bytes H, then H
+// bytes of header fields (ModelConfig, TrainEssentials, step, RNG words, loader position, then the
+// layout tp, pp, dp, vpp and the rank's tp, dp, pp coordinates, as i32; version 1 had no layout and is
+// refused), u32 tensor
 // count, then per tensor: u32 name length, name bytes, u32 rank, rank x i64 dims, i64 byte offset of its
 // data; then the data blocks (fp32) in tensor order; last, a u64 FNV-1a hash of everything before it,
 // so a truncated or corrupted file is refused rather than loaded. Written to a temp file in the same
@@ -26,6 +32,7 @@
 #include "megascale/common/result.h"
 #include "megascale/trainer/config.h"
 #include "megascale/trainer/loader.h"
+#include "megascale/trainer/parallel.h"
 
 namespace megascale::trainer {
 
@@ -50,7 +57,12 @@ struct CheckpointHeader {
   int64_t step = 0;                 // optimizer steps done; the resumed run's next step is this one
   std::vector<uint64_t> rng_state;  // any number of words (e.g. one splitmix64 state per stream)
   LoaderPosition loader;            // the training loader's position() after `step` steps
+  ParallelLayout layout;            // the job that wrote it (one rank by default)
+  RankCoords rank;                  // and which of its ranks this file is
 };
+
+// The file of world rank `rank` inside a several-rank checkpoint directory: "DIR/rank_00003.bin".
+std::string checkpoint_rank_path(const std::string& dir, int rank);
 
 // A tensor to save: a view of host memory (numel(shape) floats).
 struct TensorView {
@@ -81,10 +93,11 @@ Result<CheckpointHeader> read_checkpoint_header(const std::string& path);
 // content hash is checked as the data streams in, so on a corrupt file the error says the spans hold garbage.
 Result<CheckpointHeader> load_checkpoint(const std::string& path, std::span<const TensorSlot> slots);
 
-// OK when `header` can resume a run of (model, train): same ModelConfig and the same essentials except
-// total_steps (a run may be extended); else an error listing each field that differs, both values.
-Status check_resume_compatible(const CheckpointHeader& header, const ModelConfig& model,
-                               const TrainConfig& train);
+// OK when `header` can resume rank `rank` of a run of (model, train) in `layout`: same ModelConfig, the
+// same essentials except total_steps (a run may be extended), the same layout and rank; else an error
+// listing each field that differs, both values (re-sharding into another layout is not built).
+Status check_resume_compatible(const CheckpointHeader& header, const ModelConfig& model, const TrainConfig& train,
+                               const ParallelLayout& layout = {}, const RankCoords& rank = {});
 
 // "[12, 2304, 768]"
 std::string shape_string(std::span<const int64_t> shape);
