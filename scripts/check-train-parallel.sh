@@ -8,18 +8,25 @@
 #   scripts/check-train-parallel.sh [BIN]   # BIN: the folder with megascale-train and
 #                                           # libnccl-net-megascale.so (default: build's own folders)
 #
-# For each layout TxPxD in LAYOUTS (default "1x1x2 2x1x1 2x1x2"), each net (socket, megascale,
-# megascale-loss):
+# For each layout TxPxD[vV] in LAYOUTS (default: the seven of 2 x 2 x 2 and one interleaved, 1x2x1v2),
+# each net (socket, megascale, megascale-loss), CONFIG run with TINY_ARGS (default "--batch-size 8
+# --grad-accum 4": 4 micro-batches for the pipeline, 32 sequences a step as CONFIG's own):
 #   fp32, the first EXACT_STEPS (5) steps of CONFIG (configs/train/tiny-parity.yaml): every step's loss
 #       and gradient norm within 1e-4 of the one-rank run's (only the reduction order differs);
 #   bf16, STEPS (200) steps: the 10-step means of the loss within 1% of the one-rank run's. (At
 #       tiny.yaml's learning rate of 1e-3 the loss spikes amplify rounding: one rank against two drifted
 #       4% apart around step 120 while their fp32 steps agreed to 1e-7; tiny-parity.yaml is part 1's
 #       parity config for the same reason.)
-# Then, through Socket, the fp32 check with FEATURES (default: the parallel block, a 64-token sliding
-# window and 2 micro-batches of accumulation) against one rank with the same. CONFIG2
+# Then, through Socket, the fp32 check with FEATURES (default: the parallel block and a 64-token sliding
+# window) against one rank with the same, and with --optimizer lamb (its trust ratio over each whole
+# tensor across the ranks' pieces). CONFIG2
 # (configs/train/gpt2-124m.yaml; "" skips it) gets the fp32 check over one step for each layout of
-# LAYOUTS2 (default "1x1x2 2x1x1"), through Socket and the plugin.
+# LAYOUTS2 (default "1x1x2 2x1x1 1x2x1"), through Socket and the plugin.
+# Resume: for each layout of RESUME_LAYOUTS (default "2x2x2 1x2x1v2"), through Socket, bf16, 20 steps
+# uninterrupted against 10 steps, a checkpoint (a file per rank), and the last 10 resumed from it: the
+# 20 losses and gradient norms bit-identical.
+# Timeline: TIMELINE_LAYOUT (default 2x2x2) through the plugin, bf16, with --timeline: every rank's
+# trace written and merged into timeline.json (megascale-trace-merge.py), one process per rank.
 # A plugin run must say "via NET/MegaScale" in NCCL's INFO log. train-loss-compare.py does the comparing;
 # its JSON lines and every run's log go to OUT (default out/train-parallel). MPS=1 (default) starts an
 # MPS daemon of the script's own when ranks share a GPU. Exit 0 when every check passes, 1 otherwise, 77
@@ -33,9 +40,12 @@ train=${train:-build/trainer/cuda/megascale-train}
 plugin=${bin:+$bin/libnccl-net-megascale.so}
 plugin=${plugin:-build/collectives/nccl/libnccl-net-megascale.so}
 out=${OUT:-out/train-parallel}
-layouts=${LAYOUTS:-1x1x2 2x1x1 2x1x2}
-layouts2=${LAYOUTS2:-1x1x2 2x1x1}
-read -r -a features <<< "${FEATURES:---parallel-block --attention-window 64 --grad-accum 2}"
+layouts=${LAYOUTS:-2x1x1 1x2x1 1x1x2 2x2x1 2x1x2 1x2x2 2x2x2 1x2x1v2}
+layouts2=${LAYOUTS2:-1x1x2 2x1x1 1x2x1}
+resume_layouts=${RESUME_LAYOUTS-2x2x2 1x2x1v2}
+timeline_layout=${TIMELINE_LAYOUT-2x2x2}
+read -r -a features <<< "${FEATURES---parallel-block --attention-window 64}"
+read -r -a tiny_args <<< "${TINY_ARGS---batch-size 8 --grad-accum 4}"
 steps=${STEPS:-200}
 exact_steps=${EXACT_STEPS:-5}
 config=${CONFIG:-configs/train/tiny-parity.yaml}
@@ -51,14 +61,14 @@ mkdir -p "$out"
 out=$(readlink -f "$out")
 export NCCL_NVLS_ENABLE=0 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET
 export MEGASCALE_IFNAME=${MEGASCALE_IFNAME:-lo} NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-lo}
-# layout_args TxPxD: sets nproc and args (--tp T --pp P --dp D), or fails on a malformed layout.
+# layout_args TxPxD[vV]: sets nproc and args (--tp T --pp P --dp D --vpp V), or fails on a malformed one.
 layout_args() {
-  [[ $1 =~ ^([0-9]+)x([0-9]+)x([0-9]+)$ ]] || { echo "LAYOUTS: '$1' is not TxPxD (e.g. 2x1x2)"; exit 2; }
+  [[ $1 =~ ^([0-9]+)x([0-9]+)x([0-9]+)(v([0-9]+))?$ ]] || { echo "LAYOUTS: '$1' is not TxPxD[vV] (e.g. 2x1x2)"; exit 2; }
   nproc=$((BASH_REMATCH[1] * BASH_REMATCH[2] * BASH_REMATCH[3]))
-  args=(--tp "${BASH_REMATCH[1]}" --pp "${BASH_REMATCH[2]}" --dp "${BASH_REMATCH[3]}")
+  args=(--tp "${BASH_REMATCH[1]}" --pp "${BASH_REMATCH[2]}" --dp "${BASH_REMATCH[3]}" --vpp "${BASH_REMATCH[5]:-1}")
 }
 max_ranks=0
-for l in $layouts $layouts2; do
+for l in $layouts $layouts2 $resume_layouts $timeline_layout; do
   layout_args "$l"
   (( nproc > max_ranks )) && max_ranks=$nproc
 done
@@ -125,10 +135,11 @@ compare() {
   if (( rc == 0 )); then echo "PASS $name against $base: $json"; else echo "FAIL $name against $base: $json"; verdict=1; fi
 }
 
-tiny=(--config "$config")
+tiny=(--config "$config" "${tiny_args[@]}")
 run one-fp32 none 1 "${tiny[@]}" --dtype fp32 --stop-after "$exact_steps"
 run one-bf16 none 1 "${tiny[@]}" --dtype bf16 --steps "$steps"
 if (( ${#features[@]} )); then run one-fp32-features none 1 "${tiny[@]}" --dtype fp32 --stop-after "$exact_steps" "${features[@]}"; fi
+run one-fp32-lamb none 1 "${tiny[@]}" --dtype fp32 --stop-after "$exact_steps" --optimizer lamb
 if [[ -n $config2 ]]; then run one-124m-fp32 none 1 --config "$config2" --dtype fp32 --stop-after 1; fi
 for l in $layouts; do
   layout_args "$l"
@@ -146,7 +157,47 @@ for l in $layouts; do
       --stop-after "$exact_steps" "${features[@]}"; then
     compare one-fp32-features "$l-socket-fp32-features" --exact-steps "$exact_steps" --rtol 1e-4
   fi
+  if run "$l-socket-fp32-lamb" socket "$nproc" "${args[@]}" "${tiny[@]}" --dtype fp32 --stop-after "$exact_steps" \
+    --optimizer lamb; then
+    compare one-fp32-lamb "$l-socket-fp32-lamb" --exact-steps "$exact_steps" --rtol 1e-4
+  fi
 done
+for l in $resume_layouts; do
+  layout_args "$l"
+  rm -rf "$out/$l-ckpt"
+  if run "$l-whole" socket "$nproc" "${args[@]}" "${tiny[@]}" --dtype bf16 --steps 20 &&
+    run "$l-first-half" socket "$nproc" "${args[@]}" "${tiny[@]}" --dtype bf16 --steps 20 --stop-after 10 \
+      --checkpoint-dir "$out/$l-ckpt" --checkpoint-every 10 &&
+    run "$l-second-half" socket "$nproc" "${args[@]}" "${tiny[@]}" --dtype bf16 --steps 20 \
+      --resume "$out/$l-ckpt/ckpt_00000010"; then
+    cat "$out/$l-first-half.loss" "$out/$l-second-half.loss" > "$out/$l-resumed.loss"
+    compare "$l-whole" "$l-resumed" --exact-steps 20 --rtol 0
+  fi
+done
+if [[ -n $timeline_layout ]]; then
+  layout_args "$timeline_layout"
+  rm -rf "$out/timeline"
+  if run "$timeline_layout-timeline" megascale "$nproc" "${args[@]}" "${tiny[@]}" --dtype bf16 --stop-after 6 \
+    --timeline "$out/timeline"; then
+    if python3 scripts/megascale-trace-merge.py "$out/timeline.json" "$out"/timeline/rank_*.trace.json \
+      > "$out/timeline-merge.txt" &&
+      python3 - "$out/timeline.json" "$nproc" <<'PY'; then
+import json, sys
+doc = json.load(open(sys.argv[1]))
+pids = {e["pid"] for e in doc["traceEvents"] if e.get("ph") == "X"}
+comm = [e for e in doc["traceEvents"] if e.get("cat") == "communication"]
+assert len(pids) == int(sys.argv[2]), f"{len(pids)} ranks in the merged timeline"
+assert comm, "no communication in the merged timeline"
+print(f"    timeline: {len(pids)} ranks, {len(doc['traceEvents'])} events, {len(comm)} collectives and sends")
+PY
+      echo "PASS timeline: $out/timeline.json"
+    else
+      echo "FAIL timeline: $(tail -3 "$out/timeline-merge.txt")"
+      verdict=1
+    fi
+    grep -m3 "comm exposed" "$out/$timeline_layout-timeline.log" | sed 's/^/    /'
+  fi
+fi
 if [[ -n $config2 ]]; then
   for l in $layouts2; do
     layout_args "$l"

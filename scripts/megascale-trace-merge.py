@@ -2,6 +2,10 @@
 """Merges the request timelines of several ranks (MEGASCALE_TRACE_FILE) into one Chrome trace.
 
     megascale-trace-merge.py OUT.json TRACE.json [TRACE.json ...]
+    megascale-trace-merge.py job.json timeline/rank_*.trace.json requests-*.json   # trainer + plugin
+
+The trainer's per-rank timelines (megascale-train --timeline DIR: its GPU stages and collectives) have
+the same form and clock, so they merge with each other and with the plugin's of the same processes.
 
 Each rank's file is a Chrome trace JSON whose timestamps are CLOCK_MONOTONIC microseconds, a clock every
 process of one host shares, so the ranks of a host line up as they are; each keeps its own pid (one

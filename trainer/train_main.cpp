@@ -1,14 +1,16 @@
 // megascale-train: trains the GPT of a configs/train/*.yaml, printing llm.c-like step lines with MFU,
 // with checkpoints that resume bit-exactly, and a step-0 dump for the PyTorch reference
 // (tools/trainer_reference.py). One process is one rank: alone, or one of a job that a launcher started
-// (torchrun, Open MPI, Slurm, or --nproc N here): tensor parallel with sequence parallel, and data
-// parallel with a sharded optimizer, over NCCL.
+// (torchrun, Open MPI, Slurm, or --nproc N here): tensor parallel with sequence parallel, pipeline
+// parallel (1F1B, interleaved), and data parallel with a sharded optimizer, over NCCL.
 //
 //   megascale-train --config configs/train/tiny.yaml                  # makes the embedded dataset
 //   megascale-train --config configs/train/tiny.yaml --nproc 2 --dp 2 # two ranks forked on this host
 //   megascale-train --config configs/train/tiny.yaml --nproc 4 --tp 2 # tp 2 x dp 2
+//   megascale-train --config configs/train/tiny.yaml --nproc 8 --tp 2 --pp 2 --grad-accum 4
 //   megascale-train --config configs/train/tiny.yaml --steps 100 --checkpoint-dir ck --checkpoint-every 50
 //   megascale-train --config configs/train/tiny.yaml --resume ck/ckpt_00000050.bin
+//   megascale-train --config configs/train/tiny.yaml --nproc 4 --tp 2 --resume ck/ckpt_00000050  # a job's
 //   megascale-train --config configs/train/tiny.yaml --dtype fp32 --dump-step0 dump/
 #include <cuda_runtime.h>
 #include <fmt/core.h>
@@ -55,6 +57,8 @@ struct Options {
   std::string loss_log_path;
   int stop_after = 0;    // 0 = run to the end
   bool profile = false;  // --profile or MEGASCALE_TRAIN_PROFILE=1
+  std::string timeline_dir;  // --timeline: a Chrome trace per rank here (turns the profile on)
+  int timeline_steps = 3;
   int nproc = 1;         // > 1: fork this many ranks here (unless a launcher already set RANK)
   int tp = 1, pp = 1, vpp = 1;
   std::optional<int> dp;  // absent: world size / (tp * pp)
@@ -112,19 +116,29 @@ std::vector<Entry> checkpoint_entries(const GptModel& model, HostState& state) {
   return entries;
 }
 
-Status save(const std::string& path, GptModel& model, const RunConfig& run, int64_t step,
-            LoaderPosition position) {
+// This rank's checkpoint file: `path` itself for one rank; for a job, its file in the directory `path`.
+std::string rank_file(const std::string& path, const LaunchEnv& env) {
+  return env.world_size == 1 ? path : checkpoint_rank_path(path, env.rank);
+}
+
+// Each rank saves its own shard: the masters, and the moments (whole; a ZeRO rank's outside its shard
+// are unused) of its tensors, with the layout and its coordinates in the header.
+Status save(const std::string& path, GptModel& model, const RunConfig& run, int64_t step, LoaderPosition position,
+            const ParallelLayout& layout, const RankCoords& me) {
   HostState state{model.download(GptModel::Buffer::kMasters), model.download(GptModel::Buffer::kMoment1),
                   model.download(GptModel::Buffer::kMoment2)};
-  CheckpointHeader header{run.model, essentials_of(run.train), step, {run.train.seed}, position};
+  CheckpointHeader header{run.model, essentials_of(run.train), step, {run.train.seed}, position, layout, me};
   const auto views = checkpoint_entries<TensorView, std::span<const float>>(model, state);
   return save_checkpoint(path, header, views);
 }
 
-Result<CheckpointHeader> load(const std::string& path, GptModel& model, const RunConfig& run) {
+Result<CheckpointHeader> load(const std::string& path, GptModel& model, const RunConfig& run,
+                              const ParallelLayout& layout, const RankCoords& me) {
   Result<CheckpointHeader> header = read_checkpoint_header(path);
   if (!header) return header.error();
-  if (Status s = check_resume_compatible(*header, run.model, run.train); !s) return s.error();
+  if (Status s = check_resume_compatible(*header, run.model, run.train, layout, me); !s) {
+    return make_error(fmt::format("{}: {}", path, s.error().message));
+  }
   HostState state{std::vector<float>(model.buffer_floats(), 0.0f),
                   std::vector<float>(model.buffer_floats(), 0.0f),
                   std::vector<float>(model.buffer_floats(), 0.0f)};
@@ -207,13 +221,20 @@ struct Job {
   RankCoords me;
   int gpus = 1;  // the distinct GPUs the job runs on (ranks may share them)
   ncclComm_t world = nullptr;
-  ncclComm_t tp = nullptr;  // the tensor-parallel group's (tp > 1)
-  ncclComm_t dp = nullptr;  // the data-parallel group's (dp > 1)
+  ncclComm_t tp = nullptr;         // the tensor-parallel group's (tp > 1)
+  ncclComm_t dp = nullptr;         // the data-parallel group's (dp > 1)
+  ncclComm_t pp = nullptr;         // the pipeline group's (pp > 1)
+  ncclComm_t embedding = nullptr;  // the first and last stage's (pp > 1)
+  // The pipeline neighbours' two-rank communicators (ModelParallel): activations to the next stage,
+  // from the previous; gradients to the previous, from the next.
+  ncclComm_t activation_send = nullptr, activation_recv = nullptr, gradient_send = nullptr,
+             gradient_recv = nullptr;
   Job() = default;
   Job(const Job&) = delete;
   Job& operator=(const Job&) = delete;
   ~Job() {
-    for (ncclComm_t c : {dp, tp, world}) {
+    for (ncclComm_t c : {activation_send, activation_recv, gradient_send, gradient_recv, embedding, pp, dp, tp,
+                         world}) {
       if (c != nullptr) ncclCommDestroy(c);
     }
   }
@@ -244,11 +265,6 @@ Result<std::unique_ptr<Job>> join_job(const Options& o, const RunConfig& run, co
                       fmt::format("{}, but {} started {} ranks", describe(l), env.source, world));
   }
   if (Status s = validate_layout(l, run); !s) return s.error();
-  if (l.pp > 1) {
-    return make_error(ErrorCode::kUnsupported,
-                      "--pp above 1 is not in megascale-train yet (the pipeline schedules are, in "
-                      "trainer/include/megascale/trainer/pipeline.h): this build trains tensor and data parallel");
-  }
   job->me = coords_of(l, env.rank);
   if (world == 1) return job;
   int count = 0;
@@ -270,13 +286,45 @@ Result<std::unique_ptr<Job>> join_job(const Options& o, const RunConfig& run, co
   if (ncclResult_t r = ncclCommInitRank(&job->world, world, id, env.rank); r != ncclSuccess) {
     return nccl_error("ncclCommInitRank", r);
   }
-  // Every rank calls each split (ncclCommSplit is collective over the world); a group of one rank
-  // gets no communicator (NCCL_SPLIT_NOCOLOR).
-  for (auto [group, comm, size] : {std::tuple{Group::kTensor, &job->tp, l.tp}, std::tuple{Group::kData, &job->dp, l.dp}}) {
+  // Every rank calls each split (ncclCommSplit is collective over the world); a rank outside the
+  // groups of one (a group of one rank, a pair it is not in) gets no communicator (NCCL_SPLIT_NOCOLOR).
+  auto split = [&](const char* what, int color, int key, ncclComm_t* comm) -> Status {
+    if (ncclResult_t r = ncclCommSplit(job->world, color, key, comm, nullptr); r != ncclSuccess) {
+      return nccl_error(fmt::format("ncclCommSplit ({})", what).c_str(), r);
+    }
+    return {};
+  };
+  for (auto [group, comm, size] : {std::tuple{Group::kTensor, &job->tp, l.tp}, std::tuple{Group::kData, &job->dp, l.dp},
+                                   std::tuple{Group::kPipeline, &job->pp, l.pp}}) {
     const SplitKey k = split_key(l, group, env.rank);
-    if (ncclResult_t r = ncclCommSplit(job->world, size > 1 ? k.color : NCCL_SPLIT_NOCOLOR, k.key, comm, nullptr);
-        r != ncclSuccess) {
-      return nccl_error(fmt::format("ncclCommSplit ({})", to_string(group)).c_str(), r);
+    const std::string what{to_string(group)};
+    if (Status s = split(what.c_str(), size > 1 ? k.color : NCCL_SPLIT_NOCOLOR, k.key, comm); !s) return s.error();
+  }
+  if (l.pp > 1) {
+    // Ranks of one pipeline (same tp and dp coordinates) share a color in every pipeline split.
+    const int pipeline = job->me.tp + l.tp * job->me.dp;
+    const int s = job->me.pp, last = l.pp - 1;
+    if (Status st = split("embedding", s == 0 || s == last ? pipeline : NCCL_SPLIT_NOCOLOR, s == 0 ? 0 : 1,
+                          &job->embedding);
+        !st) {
+      return st.error();
+    }
+    // Edge e joins stage e to stage e + 1 (mod pp: the wrap-around edge only when interleaved). Its
+    // activation communicator has the sender (e) as rank 0; its gradient one the sender (e + 1).
+    const int edges = l.vpp > 1 ? l.pp : l.pp - 1;
+    for (int e = 0; e < edges; ++e) {
+      const int next = (e + 1) % l.pp;
+      ncclComm_t act = nullptr, grad = nullptr;
+      const bool in_edge = s == e || s == next;
+      if (Status st = split("activations", in_edge ? pipeline : NCCL_SPLIT_NOCOLOR, s == e ? 0 : 1, &act); !st) {
+        return st.error();
+      }
+      if (Status st = split("gradients", in_edge ? pipeline : NCCL_SPLIT_NOCOLOR, s == next ? 0 : 1, &grad); !st) {
+        return st.error();
+      }
+      if (!in_edge) continue;
+      (s == e ? job->activation_send : job->activation_recv) = act;
+      (s == e ? job->gradient_recv : job->gradient_send) = grad;
     }
   }
   return job;
@@ -337,10 +385,13 @@ int run_training(const Options& options) {
   const Job& job = **joined;
   const int dp = job.layout.dp;
   if (job.launch.world_size > 1) {
-    if (!run.train.checkpoint_dir.empty() || !options.resume_path.empty() || !options.dump_step0_dir.empty()) {
-      fmt::print(stderr,
-                 "--checkpoint-dir, --resume and --dump-step0 are not available with more than one rank yet "
-                 "(a checkpoint per rank shard is not written)\n");
+    if (!options.dump_step0_dir.empty()) {
+      fmt::print(stderr, "--dump-step0 is for one rank (the PyTorch reference reads one whole model)\n");
+      return 2;
+    }
+    if (job.layout.pp > 1 && run.train.eval_every > 0) {
+      fmt::print(stderr, "--eval-every with --pp above 1: the validation pass through the pipeline is not built yet; "
+                         "pass --eval-every 0\n");
       return 2;
     }
     // One rank speaks for the job: the others print errors only.
@@ -373,14 +424,18 @@ int run_training(const Options& options) {
     fmt::print(stderr, "train data: {}\n", loader.error().message);
     return 2;
   }
-  const ModelParallel parallel{.tp = job.layout.tp,
-                               .tp_rank = job.me.tp,
-                               .dp = dp,
-                               .dp_rank = job.me.dp,
+  const ModelParallel parallel{.layout = job.layout,
+                               .me = job.me,
+                               .micro_batches = train.grad_accum_steps,
+                               .world_comm = job.world,
                                .tp_comm = job.tp,
                                .dp_comm = job.dp,
-                               .world_comm = job.world,
-                               .optimizer = train.optimizer};
+                               .pp_comm = job.pp,
+                               .embedding_comm = job.embedding,
+                               .activation_send = job.activation_send,
+                               .activation_recv = job.activation_recv,
+                               .gradient_send = job.gradient_send,
+                               .gradient_recv = job.gradient_recv};
   auto model_or = GptModel::create(run.model, train.dtype, local_batch, train.seq_len, parallel);
   if (!model_or) {
     fmt::print(stderr, "{}\n", model_or.error().message);
@@ -400,7 +455,17 @@ int run_training(const Options& options) {
 
   int start_step = 0;
   if (!options.resume_path.empty()) {
-    Result<CheckpointHeader> header = load(options.resume_path, model, run);
+    const bool is_dir = std::filesystem::is_directory(options.resume_path);
+    if (is_dir != (job.launch.world_size > 1)) {
+      fmt::print(stderr, "--resume {}: {}\n", options.resume_path,
+                 is_dir ? "a directory of rank files, but this run is one rank: pass a ckpt_*.bin file"
+                        : fmt::format("not a directory: a job of {} ranks resumes from the ckpt_* directory its "
+                                      "ranks wrote, one file each",
+                                      job.launch.world_size));
+      return 2;
+    }
+    Result<CheckpointHeader> header =
+        load(rank_file(options.resume_path, job.launch), model, run, job.layout, job.me);
     if (!header) {
       fmt::print(stderr, "--resume: {}\n", header.error().message);
       return 2;
@@ -437,31 +502,51 @@ int run_training(const Options& options) {
   double timed_ms = 0;
   int64_t timed_tokens = 0;
   int steps_here = 0;
-  StageProfiler* profiler = options.profile ? model.enable_stage_profiler() : nullptr;
+  const bool timeline = !options.timeline_dir.empty();
+  StageProfiler* profiler = options.profile || timeline ? model.enable_stage_profiler() : nullptr;
+  // A step's micro-batches, all loaded before its passes (a pipeline runs them interleaved).
+  std::vector<Batch> micro_batches(static_cast<size_t>(train.grad_accum_steps));
+  std::vector<const int32_t*> inputs(micro_batches.size()), targets(micro_batches.size());
   for (int step = start_step; step < train.steps; ++step) {
     const auto t0 = std::chrono::steady_clock::now();
     if (profiler != nullptr) profiler->begin_step();
     model.zero_grads();
-    double loss = 0;
     for (int micro = 0; micro < train.grad_accum_steps; ++micro) {
-      if (Status s = (*loader)->next(batch); !s) {
+      Batch& b = micro_batches[static_cast<size_t>(micro)];
+      if (Status s = (*loader)->next(b); !s) {
         fmt::print(stderr, "train data: {}\n", s.error().message);
         return 1;
       }
-      loss += model.forward_backward(batch.inputs.data(), batch.targets.data(), micro_scale) * micro_scale;
+      inputs[static_cast<size_t>(micro)] = b.inputs.data();
+      targets[static_cast<size_t>(micro)] = b.targets.data();
     }
-    loss = model.data_parallel_mean(loss);
+    double loss = model.data_parallel_mean(model.train_step(inputs, targets, micro_scale));
     const double norm = model.grad_norm();
     const double lr = schedule.learning_rate(step);
     model.optimizer_step(train, lr, step + 1, norm);
     if (profiler != nullptr) {
       profiler->end_step();
-      if (steps_here == 0) profiler->reset();  // the first step warms up cuBLASLt and the allocator
+      if (steps_here == 0) {  // the first step warms up cuBLASLt and the allocator
+        profiler->reset();
+        if (timeline) {
+          char host[256] = {};
+          ::gethostname(host, sizeof(host) - 1);
+          profiler->enable_trace(static_cast<long>(::getpid()),
+                                 fmt::format("rank {} (tp {}, dp {}, pp {})", job.launch.rank, job.me.tp,
+                                             job.me.dp, job.me.pp),
+                                 host, options.timeline_steps);
+        }
+      }
     }
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     StepReport report{step, train.steps, loss, norm, lr, ms, train.tokens_per_step(), job.gpus};
-    fmt::print("{}\n", format_step_line(report, flops));
+    if (profiler != nullptr) {  // this rank's: the communication its compute stream waited in
+      fmt::print("{} | comm exposed {:.2f} of {:.2f} ms GPU\n", format_step_line(report, flops),
+                 profiler->last_exposed_ms(), profiler->last_span_ms());
+    } else {
+      fmt::print("{}\n", format_step_line(report, flops));
+    }
     std::fflush(stdout);
     if (loss_log) *loss_log << step << ' ' << fmt::format("{:.9g} {:.9g}", loss, norm) << '\n';
     if (steps_here > 0) {  // the first step of a process warms up cuBLASLt and the allocator
@@ -488,9 +573,13 @@ int run_training(const Options& options) {
     }
     if (!train.checkpoint_dir.empty() &&
         ((train.checkpoint_every > 0 && (step + 1) % train.checkpoint_every == 0) || last)) {
-      std::filesystem::create_directories(train.checkpoint_dir);
-      const std::string path = fmt::format("{}/ckpt_{:08d}.bin", train.checkpoint_dir, step + 1);
-      if (Status s = save(path, model, run, step + 1, (*loader)->position()); !s) {
+      // One rank: ckpt_N.bin; a job: the directory ckpt_N/ with a file per rank.
+      const bool one = job.launch.world_size == 1;
+      const std::string path = fmt::format("{}/ckpt_{:08d}{}", train.checkpoint_dir, step + 1, one ? ".bin" : "");
+      std::filesystem::create_directories(one ? train.checkpoint_dir : path);
+      if (Status s = save(rank_file(path, job.launch), model, run, step + 1, (*loader)->position(), job.layout,
+                          job.me);
+          !s) {
         fmt::print(stderr, "checkpoint: {}\n", s.error().message);
         return 1;
       }
@@ -507,6 +596,19 @@ int run_training(const Options& options) {
         100.0 * model_flops_utilization(flops, timed_tokens, seconds) / job.gpus);
   }
   if (profiler != nullptr) fmt::print("{}", profiler->table());
+  if (timeline) {
+    std::error_code ec;
+    std::filesystem::create_directories(options.timeline_dir, ec);
+    const std::string path = fmt::format("{}/rank_{:05d}.trace.json", options.timeline_dir, job.launch.rank);
+    std::ofstream out(path);
+    out << profiler->trace_json();
+    if (!out) {
+      fmt::print(stderr, "--timeline: cannot write {}\n", path);
+      return 1;
+    }
+    fmt::print("timeline: {} (scripts/megascale-trace-merge.py OUT.json {}/*.trace.json merges the ranks')\n", path,
+               options.timeline_dir);
+  }
   return 0;
 }
 
@@ -516,7 +618,7 @@ int run_training(const Options& options) {
 int main(int argc, char** argv) {
   megascale::trainer::Options o;
   o.argv.assign(argv, argv + argc);
-  CLI::App app{"megascale-train: a GPT trainer (configs/train/*.yaml), one GPU, or tensor and data parallel over NCCL"};
+  CLI::App app{"megascale-train: a GPT trainer (configs/train/*.yaml), one GPU, or tensor, pipeline and data parallel over NCCL"};
   app.add_option("--config", o.config_path, "run config, e.g. configs/train/tiny.yaml")->required();
   app.add_option("--steps", o.steps, "optimizer steps (overrides train.steps)");
   app.add_option("--batch-size", o.batch_size, "sequences per micro-step");
@@ -532,7 +634,8 @@ int main(int argc, char** argv) {
   app.add_option("--val-data", o.val_data, "glob of llm.c shards (default: the embedded dataset)");
   app.add_option("--checkpoint-dir", o.checkpoint_dir, "where checkpoints go");
   app.add_option("--checkpoint-every", o.checkpoint_every, "steps between checkpoints (0: only at the end)");
-  app.add_option("--resume", o.resume_path, "checkpoint file to continue from");
+  app.add_option("--resume", o.resume_path,
+                 "checkpoint to continue from: a file for one rank, a directory of rank files for a job");
   app.add_option("--stop-after", o.stop_after,
                  "stop (with a checkpoint) after this many steps of this process");
   app.add_option("--loss-log", o.loss_log_path, "append 'step loss grad_norm' lines here");
@@ -541,11 +644,15 @@ int main(int argc, char** argv) {
   app.add_flag("--profile", o.profile,
                "time each stage of the step with CUDA events and print a table at the end "
                "(also MEGASCALE_TRAIN_PROFILE=1)");
+  app.add_option("--timeline", o.timeline_dir,
+                 "write each rank's Chrome trace of steps 2.. (CUDA events around every stage and collective) "
+                 "here as rank_NNNNN.trace.json; turns the profile on");
+  app.add_option("--timeline-steps", o.timeline_steps, "steps the timeline keeps (default 3)");
   app.add_option("--nproc", o.nproc,
                  "fork this many ranks on this host (torchrun's variables set for each); under a launcher "
                  "(torchrun, Open MPI, Slurm) it is ignored");
   app.add_option("--tp", o.tp, "tensor-parallel ranks (with sequence parallel)");
-  app.add_option("--pp", o.pp, "pipeline stages (1 in this build)");
+  app.add_option("--pp", o.pp, "pipeline stages (1F1B; interleaved with --vpp above 1)");
   app.add_option("--vpp", o.vpp, "virtual stages per pipeline rank");
   app.add_option("--dp", o.dp, "data-parallel replicas (default: ranks / (tp x pp))");
   CLI11_PARSE(app, argc, argv);

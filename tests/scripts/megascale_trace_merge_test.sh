@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # scripts/megascale-trace-merge.py on hand-made request timelines: two ranks of one host merge into one
 # trace that keeps every event and each rank's pid; files from two hosts are refused unless asked for;
-# a file that is not JSON, not a trace, or not a MegaScale timeline is refused with exit status 2 and a
-# message naming it.
+# a trainer timeline merges with the plugin's of the same process; a file that is not JSON, not a trace,
+# or not a MegaScale timeline is refused with exit status 2 and a message naming it.
 # Usage: megascale_trace_merge_test.sh SOURCE_DIR
 set -uo pipefail
 src=$1
@@ -26,6 +26,18 @@ assert len(ev) == 6, len(ev)
 assert sorted({e["pid"] for e in ev}) == [11, 12]
 assert d["otherData"]["requests"] == 2 and d["otherData"]["clock"] == "CLOCK_MONOTONIC"
 assert [e["ts"] for e in ev if e["name"] == "send"] == [100.5, 101.25]
+PY
+
+# A trainer timeline (megascale-train --timeline: lanes are threads 0, 1, ...; no requests) merges with
+# the plugin's file of the same process: one process track holding both.
+printf '{"displayTimeUnit":"ms","otherData":{"clock":"CLOCK_MONOTONIC","host":"h1","requests":0,"requests_not_kept":0},"traceEvents":[{"name":"process_name","ph":"M","pid":11,"args":{"name":"rank 0 (tp 0, dp 0, pp 0)"}},{"name":"tp all-gather","cat":"communication","ph":"X","ts":100.0,"dur":3.5,"pid":11,"tid":0},{"name":"pp send","cat":"communication","ph":"X","ts":101.0,"dur":2.0,"pid":11,"tid":1}]}\n' > "$dir/t.json"
+out=$(python3 "$merge" "$dir/mt.json" "$dir/t.json" "$dir/a.json") || fail "trainer + plugin: exit $?: $out"
+python3 - "$dir/mt.json" <<'PY' || fail "trainer + plugin merged file"
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+assert {e["pid"] for e in ev} == {11}, ev
+assert {(e["name"], e.get("tid")) for e in ev if e["ph"] == "X"} == {
+    ("tp all-gather", 0), ("pp send", 1), ("send", 100), ("wait", 100)}, ev
 PY
 
 rank "$dir/c.json" h2 13 5

@@ -221,6 +221,14 @@ __global__ void vp_finish_kernel(T* logits, float* losses, const float* row_max,
   }
 }
 
+__global__ void loss_accumulate_kernel(float* acc, const float* losses, int N, float scale) {
+  __shared__ float shared[32];
+  float s = 0.0f;
+  for (int i = threadIdx.x; i < N; i += blockDim.x) s += losses[i];
+  s = block_sum(s, shared);
+  if (threadIdx.x == 0) acc[0] += scale * s / static_cast<float>(N);
+}
+
 // This rank's real (unpadded) columns: those of [vocab_begin, vocab_begin + Vl) below V.
 int real_columns(int Vl, int vocab_begin, int V) { return std::max(0, std::min(Vl, V - vocab_begin)); }
 
@@ -247,6 +255,11 @@ void classifier_vp_finish(T* logits, float* losses, const float* row_max, const 
   vp_finish_kernel<<<N, kThreads, 0, stream>>>(logits, losses, row_max, stats, targets, N, Vl,
                                                real_columns(Vl, vocab_begin, V), vocab_begin, dloss_scale,
                                                write_dlogits);
+  CUDA_CHECK_LAUNCH();
+}
+
+void loss_accumulate(float* acc, const float* losses, int N, float scale, cudaStream_t stream) {
+  loss_accumulate_kernel<<<1, kThreads, 0, stream>>>(acc, losses, N, scale);
   CUDA_CHECK_LAUNCH();
 }
 

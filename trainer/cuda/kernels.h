@@ -144,6 +144,10 @@ void classifier_vp_finish(T* logits, float* losses, const float* row_max, const 
                           int N, int Vl, int vocab_begin, int V, float dloss_scale, bool write_dlogits,
                           cudaStream_t stream);
 
+// acc[0] += scale * mean of losses[0..N): a micro-batch's loss summed on the device, one block in a fixed
+// order (a pipeline's last stage keeps the step's loss without reading it back per micro-batch).
+void loss_accumulate(float* acc, const float* losses, int N, float scale, cudaStream_t stream);
+
 // ---- residual.cu: what the tensor-parallel layers do outside cuBLASLt's epilogues ----------------
 
 // out[n, c] = in[n, c] + bias_a[c] (+ bias_b[c]) + residual[n, c], summed in fp32 and rounded once; out
@@ -187,6 +191,16 @@ template <class T>
 void lamb_update(float* master, T* param, float* m, float* v, float* grad, size_t n, const OptimizerStep& s,
                  float* scratch, cudaStream_t stream);
 size_t lamb_scratch_floats(size_t n);
+
+// LAMB over a tensor held in pieces (a sharded optimizer, tensor or pipeline parallel): lamb_moments on
+// each local piece updates its moments, writes u into grad and adds its ||w||^2 and ||u||^2 to sums[0]
+// and sums[1]; once the caller has summed `sums` over the ranks holding the tensor's pieces, lamb_apply
+// steps each piece with the whole tensor's trust ratio sqrt(sums[0] / sums[1]) (1 when either is 0).
+void lamb_moments(float* master, float* m, float* v, float* grad, size_t n, const OptimizerStep& s, float* sums,
+                  float* scratch, cudaStream_t stream);
+template <class T>
+void lamb_apply(float* master, T* param, const float* update, size_t n, float learning_rate, const float* sums,
+                cudaStream_t stream);
 
 // ---- convert.cu ----------------------------------------------------------------------------------
 

@@ -70,7 +70,59 @@ __global__ void lamb_apply_kernel(float* master, T* param, const float* update, 
   }
 }
 
+// sums[0] += sum of partial[0..n), sums[1] += sum of partial[kMaxBlocks..+n), in a fixed order.
+__global__ void lamb_sums_kernel(float* sums, const float* partial, int num_partials) {
+  __shared__ float shared[32];
+  float w_sq = 0.0f;
+  float u_sq = 0.0f;
+  for (int i = threadIdx.x; i < num_partials; i += blockDim.x) {
+    w_sq += partial[i];
+    u_sq += partial[kMaxBlocks + i];
+  }
+  w_sq = block_sum(w_sq, shared);
+  u_sq = block_sum(u_sq, shared);
+  if (threadIdx.x == 0) {
+    sums[0] += w_sq;
+    sums[1] += u_sq;
+  }
+}
+
+template <class T>
+__global__ void lamb_apply_sums_kernel(float* master, T* param, const float* update, size_t n, float learning_rate,
+                                       const float* sums) {
+  const float w_norm = sqrtf(sums[0]);
+  const float u_norm = sqrtf(sums[1]);
+  const float trust = (w_norm > 0.0f && u_norm > 0.0f) ? w_norm / u_norm : 1.0f;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const float w_new = master[i] - learning_rate * trust * update[i];
+    master[i] = w_new;
+    param[i] = from_float<T>(w_new);
+  }
+}
+
 }  // namespace
+
+void lamb_moments(float* master, float* m, float* v, float* grad, size_t n, const OptimizerStep& s, float* sums,
+                  float* scratch, cudaStream_t stream) {
+  if (n == 0) return;
+  const float bc1 = 1.0f - powf(s.beta1, static_cast<float>(s.step));
+  const float bc2 = 1.0f - powf(s.beta2, static_cast<float>(s.step));
+  const int blocks = lamb_blocks(n);
+  lamb_moments_kernel<<<blocks, kThreads, 0, stream>>>(master, m, v, grad, n, s, bc1, bc2, scratch);
+  CUDA_CHECK_LAUNCH();
+  lamb_sums_kernel<<<1, kThreads, 0, stream>>>(sums, scratch, blocks);
+  CUDA_CHECK_LAUNCH();
+}
+
+template <class T>
+void lamb_apply(float* master, T* param, const float* update, size_t n, float learning_rate, const float* sums,
+                cudaStream_t stream) {
+  if (n == 0) return;
+  const unsigned int blocks = std::min(ceil_div(n, kThreads), 1024u);
+  lamb_apply_sums_kernel<<<blocks, kThreads, 0, stream>>>(master, param, update, n, learning_rate, sums);
+  CUDA_CHECK_LAUNCH();
+}
 
 size_t lamb_scratch_floats(size_t /*n*/) {
   return 2 * kMaxBlocks;
@@ -94,7 +146,8 @@ void lamb_update(float* master, T* param, float* m, float* v, float* grad, size_
 
 #define INSTANTIATE(T)                                                                                   \
   template void lamb_update<T>(float*, T*, float*, float*, float*, size_t, const OptimizerStep&, float*, \
-                               cudaStream_t);
+                               cudaStream_t);                                                            \
+  template void lamb_apply<T>(float*, T*, const float*, size_t, float, const float*, cudaStream_t);
 INSTANTIATE(float)
 INSTANTIATE(__nv_bfloat16)
 #undef INSTANTIATE

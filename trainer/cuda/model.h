@@ -11,7 +11,11 @@
 //   (*model)->optimizer_step(run.train, lr, step + 1, norm);
 //
 // Parallel ranks (ModelParallel, filled from the job's layout and communicators):
-// - Tensor parallel with sequence parallel (tensor_parallel.h: Megatron-LM's split): the rank holds its
+// - Pipeline parallel: the rank holds the layers of its virtual stages (model_shard.h) and runs
+//   train_step's passes in the schedule's order, keeping each in-flight micro-batch's activations; the
+//   last virtual stage's forward also runs the loss and the head's backward. wte's two copies (first and
+//   last stage) have their gradients summed.
+// - Tensor parallel with sequence parallel (model_shard.h: Megatron-LM's split): the rank holds its
 //   part of each split tensor; LayerNorms and residual adds run on its 1/tp of the token rows, all-gathered
 //   before the column-parallel linears and reduce-scattered after the row-parallel ones; the embedding and
 //   the loss are vocabulary parallel. Every rank of a TP group is given the same micro-batch.
@@ -36,6 +40,7 @@
 
 #include "megascale/common/result.h"
 #include "megascale/trainer/config.h"
+#include "megascale/trainer/parallel.h"
 
 namespace megascale::trainer {
 
@@ -44,12 +49,22 @@ class StageProfiler;  // stage_profiler.h
 // This rank's place in a parallel job and its NCCL communicators (ncclComm_t as void*, keeping NCCL's
 // types out of this header). The defaults are one GPU alone.
 struct ModelParallel {
-  int tp = 1, tp_rank = 0;      // tensor parallel (with sequence parallel)
-  int dp = 1, dp_rank = 0;      // data parallel, optimizer sharded over it
-  void* tp_comm = nullptr;      // needed when tp > 1
-  void* dp_comm = nullptr;      // needed when dp > 1
-  void* world_comm = nullptr;   // needed when tp * dp > 1: the gradient norm's sum
-  OptimizerKind optimizer = OptimizerKind::kAdamW;  // LAMB is refused when tp or dp > 1 (not built yet)
+  ParallelLayout layout;   // tp x pp (vpp) x dp
+  RankCoords me;
+  int micro_batches = 1;   // per optimizer step: the pipeline schedule's m (pp > 1)
+  void* world_comm = nullptr;      // every rank (world > 1): the gradient norm's sum
+  void* tp_comm = nullptr;         // tp > 1
+  void* dp_comm = nullptr;         // dp > 1
+  void* pp_comm = nullptr;         // pp > 1: the step's loss, from the last stage
+  void* embedding_comm = nullptr;  // pp > 1, first and last stage: the two copies of wte's gradient
+  // pp > 1: two-rank communicators with the pipeline neighbours, one direction of one kind each (this
+  // rank sends on *_send as its rank 0 to rank 1, receives on *_recv as rank 1 from rank 0):
+  // activations to the next virtual stage and from the previous, gradients to the previous and from
+  // the next. Null where this stage has no such neighbour.
+  void* activation_send = nullptr;
+  void* activation_recv = nullptr;
+  void* gradient_send = nullptr;
+  void* gradient_recv = nullptr;
 };
 
 // One parameter tensor as laid out in the model's allocations.
@@ -65,8 +80,7 @@ class GptModel {
  public:
   // A model for micro-batches of at most batch_size x seq_len tokens; allocates everything up front.
   // Errors: a config that does not validate, seq_len > max_seq_len, a parallel layout that does not
-  // divide the model (heads, padded vocabulary, token rows) or lacks its communicators, LAMB with tp or
-  // dp > 1, or not enough GPU memory.
+  // divide the model (validate_layout) or lacks its communicators, or not enough GPU memory.
   static Result<std::unique_ptr<GptModel>> create(const ModelConfig& model, ComputeDtype dtype,
                                                   int batch_size, int seq_len, const ModelParallel& parallel = {});
   virtual ~GptModel() = default;
@@ -82,10 +96,20 @@ class GptModel {
 
   // Mean cross-entropy over the micro-batch (tokens_host and targets_host: batch_size x seq_len ids).
   // forward_backward also accumulates the parameter gradients of loss * grad_scale (grad_scale =
-  // 1 / grad_accum_steps averages the micro-steps). Both synchronise (the loss is read back).
+  // 1 / grad_accum_steps averages the micro-steps). Both synchronise (the loss is read back). Both need
+  // pp == 1 (a pipeline stage holds part of the layers: train_step).
   virtual double forward(const int32_t* inputs_host, const int32_t* targets_host) = 0;
   virtual double forward_backward(const int32_t* inputs_host, const int32_t* targets_host,
                                   float grad_scale) = 0;
+
+  // One optimizer step's forward and backward passes over its micro-batches (inputs[i], targets[i]:
+  // batch_size x seq_len ids each), gradients of loss * grad_scale accumulated; with pp > 1 in the
+  // pipeline schedule's order (pipeline.h: 1F1B, or interleaved with vpp > 1), sends and receives on
+  // their own streams and communicators so that no stage waits on its neighbour's send. Returns the sum
+  // over micro-batches of their mean loss times grad_scale, on every rank of the pipeline. Synchronises
+  // once at the end (once per micro-batch with pp == 1, which runs forward_backward for each).
+  virtual double train_step(const std::vector<const int32_t*>& inputs, const std::vector<const int32_t*>& targets,
+                            float grad_scale) = 0;
 
   // The logits of the last forward() (not forward_backward, which overwrites them with their
   // gradient), as fp32 [batch_size * seq_len, padded_vocab_size / tp]: this rank's vocabulary columns.
@@ -94,7 +118,8 @@ class GptModel {
   virtual void zero_grads() = 0;
   virtual double grad_norm() = 0;  // ||g||_2 over every parameter gradient (of the whole job)
 
-  // One AdamW or LAMB step at learning rate `lr`; `step` is 1-based (bias correction); gradients are
+  // One AdamW or LAMB step at learning rate `lr` (LAMB's trust ratio over each whole tensor, whichever
+  // ranks hold its pieces); `step` is 1-based (bias correction); gradients are
   // clipped to train.grad_clip using `grad_norm` (0 = off); weight decay on decayed tensors only.
   virtual void optimizer_step(const TrainConfig& train, double lr, int step, double grad_norm) = 0;
 

@@ -1,6 +1,9 @@
 // StageProfiler (stage_profiler.h): a pool of CUDA events reused every step, read back at end_step.
 #include "stage_profiler.h"
 
+#include <fmt/format.h>
+
+#include <chrono>
 #include <cstdio>
 
 #include "cuda_check.h"
@@ -51,13 +54,35 @@ const char* stage_name(Stage stage) {
       return "grad norm";
     case Stage::kOptimizer:
       return "optimizer";
+    case Stage::kTpAllGather:
+      return "tp all-gather";
+    case Stage::kTpReduceScatter:
+      return "tp reduce-scatter";
+    case Stage::kTpAllReduce:
+      return "tp all-reduce";
+    case Stage::kDpReduceScatter:
+      return "dp reduce-scatter";
+    case Stage::kDpAllGather:
+      return "dp all-gather";
+    case Stage::kDpAllReduce:
+      return "dp all-reduce";
+    case Stage::kPpSend:
+      return "pp send";
+    case Stage::kPpRecv:
+      return "pp recv";
+    case Stage::kPpAllReduce:
+      return "pp all-reduce (wte, loss)";
+    case Stage::kNormAllReduce:
+      return "grad-norm all-reduce";
     case Stage::kCount:
       break;
   }
   return "?";
 }
 
-StageProfiler::StageProfiler(cudaStream_t stream) : stream_(stream) {
+bool is_communication(Stage stage) { return stage >= Stage::kTpAllGather && stage < Stage::kCount; }
+
+StageProfiler::StageProfiler(cudaStream_t stream) : stream_(stream), lanes_{{stream, "compute"}} {
   CUDA_CHECK(cudaEventCreate(&step_start_));
   CUDA_CHECK(cudaEventCreate(&step_stop_));
 }
@@ -77,6 +102,11 @@ cudaEvent_t StageProfiler::event() {
   return pool_[pool_used_++];
 }
 
+int StageProfiler::add_lane(cudaStream_t stream, const std::string& name) {
+  lanes_.push_back({stream, name});
+  return static_cast<int>(lanes_.size()) - 1;
+}
+
 void StageProfiler::begin_step() {
   marks_.clear();
   pool_used_ = 0;
@@ -84,18 +114,25 @@ void StageProfiler::begin_step() {
   CUDA_CHECK(cudaEventRecord(step_start_, stream_));
 }
 
-void StageProfiler::begin(Stage stage) {
-  if (!in_step_ || open_) return;  // nested scopes count towards the outer one
-  open_ = true;
-  Mark m{stage, event(), event()};
-  CUDA_CHECK(cudaEventRecord(m.start, stream_));
+void StageProfiler::begin(Stage stage, int lane) {
+  Lane& l = lanes_.at(static_cast<size_t>(lane));
+  if (!in_step_ || l.open) return;  // nested scopes count towards the outer one
+  l.open = true;
+  Mark m{stage, lane, event(), event()};
+  CUDA_CHECK(cudaEventRecord(m.start, l.stream));
   marks_.push_back(m);
 }
 
-void StageProfiler::end() {
-  if (!in_step_ || !open_) return;
-  open_ = false;
-  CUDA_CHECK(cudaEventRecord(marks_.back().stop, stream_));
+void StageProfiler::end(int lane) {
+  Lane& l = lanes_.at(static_cast<size_t>(lane));
+  if (!in_step_ || !l.open) return;
+  l.open = false;
+  for (auto it = marks_.rbegin(); it != marks_.rend(); ++it) {
+    if (it->lane == lane) {
+      CUDA_CHECK(cudaEventRecord(it->stop, l.stream));
+      return;
+    }
+  }
 }
 
 void StageProfiler::end_step() {
@@ -103,23 +140,77 @@ void StageProfiler::end_step() {
   in_step_ = false;
   CUDA_CHECK(cudaEventRecord(step_stop_, stream_));
   CUDA_CHECK(cudaEventSynchronize(step_stop_));
+  const auto now = std::chrono::steady_clock::now();  // CLOCK_MONOTONIC, the plugin's timelines' clock
   float span = 0;
   CUDA_CHECK(cudaEventElapsedTime(&span, step_start_, step_stop_));
   span_ms_ += span;
+  last_span_ms_ = span;
+  last_exposed_ms_ = 0;
+  // The step's start on the host's clock: its end was just now (give or take the synchronisation's
+  // wake-up).
+  const double start_us =
+      std::chrono::duration<double, std::micro>(now.time_since_epoch()).count() - 1e3 * static_cast<double>(span);
+  const bool trace = trace_steps_left_ > 0;
   for (const Mark& m : marks_) {
     float ms = 0;
     CUDA_CHECK(cudaEventElapsedTime(&ms, m.start, m.stop));
     ms_[static_cast<int>(m.stage)] += ms;
     ++calls_[static_cast<int>(m.stage)];
+    if (m.lane == 0 && is_communication(m.stage)) last_exposed_ms_ += ms;
+    if (m.lane != 0) overlapped_ms_ += ms;
+    if (trace) {
+      float from_start = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&from_start, step_start_, m.start));
+      trace_.push_back(fmt::format(R"({{"name":"{}","cat":"{}","ph":"X","ts":{:.3f},"dur":{:.3f},"pid":{},"tid":{}}})",
+                                   stage_name(m.stage), is_communication(m.stage) ? "communication" : "compute",
+                                   start_us + 1e3 * static_cast<double>(from_start), 1e3 * static_cast<double>(ms),
+                                   trace_pid_, m.lane));
+    }
   }
+  if (trace) {
+    trace_.push_back(fmt::format(R"({{"name":"step","cat":"step","ph":"X","ts":{:.3f},"dur":{:.3f},"pid":{},"tid":{}}})",
+                                 start_us, 1e3 * static_cast<double>(span), trace_pid_, lanes_.size()));
+    --trace_steps_left_;
+  }
+  exposed_ms_ += last_exposed_ms_;
   ++steps_;
+}
+
+void StageProfiler::enable_trace(long pid, const std::string& process, const std::string& host, int steps) {
+  trace_pid_ = pid;
+  trace_process_ = process;
+  trace_host_ = host;
+  trace_steps_left_ = steps;
+}
+
+std::string StageProfiler::trace_json() const {
+  std::string out = fmt::format(
+      R"({{"displayTimeUnit":"ms","otherData":{{"clock":"CLOCK_MONOTONIC","host":"{}","requests":0,"requests_not_kept":0}},"traceEvents":[)",
+      trace_host_);
+  out += fmt::format(R"({{"name":"process_name","ph":"M","pid":{},"args":{{"name":"{}"}}}})", trace_pid_,
+                     trace_process_);
+  out += fmt::format(R"(,{{"name":"process_sort_index","ph":"M","pid":{},"args":{{"sort_index":{}}}}})", trace_pid_,
+                     trace_pid_);
+  for (size_t i = 0; i <= lanes_.size(); ++i) {
+    out += fmt::format(R"(,{{"name":"thread_name","ph":"M","pid":{},"tid":{},"args":{{"name":"{}"}}}})", trace_pid_, i,
+                       i < lanes_.size() ? lanes_[i].name : std::string("steps"));
+  }
+  for (const std::string& e : trace_) out += "," + e;
+  out += "]}\n";
+  return out;
 }
 
 void StageProfiler::reset() {
   ms_.fill(0);
   calls_.fill(0);
   span_ms_ = 0;
+  exposed_ms_ = 0;
+  overlapped_ms_ = 0;
   steps_ = 0;
+}
+
+double StageProfiler::overlapped_ms_per_step() const {
+  return steps_ == 0 ? 0.0 : overlapped_ms_ / steps_;
 }
 
 std::string StageProfiler::table() const {
@@ -144,12 +235,22 @@ std::string StageProfiler::table() const {
     out += line;
   }
   const double span = span_ms_ / steps_;
+  const double exposed = exposed_ms_ / steps_;
+  attributed -= overlapped_ms_per_step();
   std::snprintf(line, sizeof(line), "  %-28s %10.3f %6.1f%%\n", "unattributed (GPU idle, gaps)",
                 span - attributed, 100.0 * (span - attributed) / span);
   out += line;
   std::snprintf(line, sizeof(line), "  %-28s %10.3f %6.1f%%   (all matmul rows)\n", "= matmuls", matmul,
                 100.0 * matmul / span);
   out += line;
+  if (exposed > 0 || overlapped_ms_per_step() > 0) {
+    std::snprintf(line, sizeof(line), "  %-28s %10.3f %6.1f%%   (communication on the compute stream)\n",
+                  "= exposed communication", exposed, 100.0 * exposed / span);
+    out += line;
+    std::snprintf(line, sizeof(line), "  %-28s %10.3f %7s   (on their own streams; not in the span's sum)\n",
+                  "= overlapped communication", overlapped_ms_per_step(), "");
+    out += line;
+  }
   return out;
 }
 

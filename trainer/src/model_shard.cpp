@@ -1,4 +1,4 @@
-#include "megascale/trainer/tensor_parallel.h"
+#include "megascale/trainer/model_shard.h"
 
 #include <algorithm>
 #include <string_view>
@@ -11,8 +11,24 @@ int64_t TpTensor::numel() const {
   return n;
 }
 
-std::vector<TpTensor> tp_parameter_tensors(const ModelConfig& m, int tp) {
-  const int64_t L = m.n_layer, C = m.d_model, Vp = m.padded_vocab_size, maxT = m.max_seq_len;
+StageShare stage_share(const ParallelLayout& layout, int n_layer, int pp_rank) {
+  StageShare s;
+  for (int chunk = 0; chunk < layout.vpp; ++chunk) {
+    const LayerRange r = layers_of(layout, n_layer, pp_rank, chunk);
+    for (int l = r.begin; l < r.end; ++l) s.layers.push_back(l);
+  }
+  s.embedding = pp_rank == 0;            // virtual stage 0 is rank 0's chunk 0
+  s.head = pp_rank == layout.pp - 1;     // the last is rank pp - 1's last chunk
+  return s;
+}
+
+std::vector<TpTensor> tp_parameter_tensors(const ModelConfig& m, int tp, const StageShare& stage) {
+  std::vector<int> layers = stage.layers;
+  if (layers.empty()) {
+    for (int l = 0; l < m.n_layer; ++l) layers.push_back(l);
+  }
+  const int64_t C = m.d_model, Vp = m.padded_vocab_size, maxT = m.max_seq_len;
+  const int64_t L = m.n_layer;  // the one-GPU stack
   // The one-GPU table (config.h: gpt_parameter_tensors) with each tensor's split.
   struct Spec {
     const char* name;
@@ -41,6 +57,11 @@ std::vector<TpTensor> tp_parameter_tensors(const ModelConfig& m, int tp) {
   };
   std::vector<TpTensor> out;
   for (const Spec& s : specs) {
+    const std::string_view name = s.name;
+    if ((name == "wte" && !stage.embedding && !stage.head) || (name == "wpe" && !stage.embedding) ||
+        ((name == "lnfw" || name == "lnfb") && !stage.head)) {
+      continue;
+    }
     TpTensor t;
     t.name = s.name;
     t.decayed = s.decayed;
@@ -53,9 +74,11 @@ std::vector<TpTensor> tp_parameter_tensors(const ModelConfig& m, int tp) {
     const int64_t rows = t.split == TpSplit::kRows ? s.rows / tp : s.rows;
     const int64_t cols = t.split == TpSplit::kColumns ? s.cols / tp : s.cols;
     // The one-GPU shapes: per-layer tensors are stacked ([L, ...]); wte, wpe, lnfw and lnfb are not.
-    const std::string_view name = s.name;
     const bool stacked = name != "wte" && name != "wpe" && name != "lnfw" && name != "lnfb";
-    if (stacked) t.shape.push_back(s.layers);
+    if (stacked) {
+      t.layer_ids = layers;
+      t.shape.push_back(static_cast<int64_t>(layers.size()));
+    }
     t.shape.push_back(rows);
     if (s.cols > 1) t.shape.push_back(cols);
     out.push_back(std::move(t));
@@ -71,32 +94,43 @@ std::vector<TpTensor> tp_parameter_tensors(const ModelConfig& m, int tp) {
 
 std::vector<CopyRun> tp_copy_runs(const TpTensor& t, int tp, int tp_rank) {
   std::vector<CopyRun> runs;
-  switch (t.split) {
-    case TpSplit::kReplicated:
-      runs.push_back({0, 0, t.layers * t.rows * t.cols});
-      break;
-    case TpSplit::kRows: {
-      const int64_t part_rows = t.rows / t.parts, local_part_rows = part_rows / tp;
-      for (int64_t l = 0; l < t.layers; ++l) {
+  // Local layer l is one-GPU layer g; the local part of a layer is 1/tp of it unless replicated.
+  const int64_t local_layers = t.layer_ids.empty() ? t.layers : static_cast<int64_t>(t.layer_ids.size());
+  for (int64_t l = 0; l < local_layers; ++l) {
+    const int64_t g = t.layer_ids.empty() ? l : t.layer_ids[static_cast<size_t>(l)];
+    switch (t.split) {
+      case TpSplit::kReplicated:
+        runs.push_back({g * t.rows * t.cols, l * t.rows * t.cols, t.rows * t.cols});
+        break;
+      case TpSplit::kRows: {
+        const int64_t part_rows = t.rows / t.parts, local_part_rows = part_rows / tp;
         for (int p = 0; p < t.parts; ++p) {
-          runs.push_back({(l * t.rows + p * part_rows + tp_rank * local_part_rows) * t.cols,
+          runs.push_back({(g * t.rows + p * part_rows + tp_rank * local_part_rows) * t.cols,
                           (l * (t.rows / tp) + p * local_part_rows) * t.cols, local_part_rows * t.cols});
         }
+        break;
       }
-      break;
-    }
-    case TpSplit::kColumns: {
-      const int64_t local_cols = t.cols / tp;
-      for (int64_t l = 0; l < t.layers; ++l) {
+      case TpSplit::kColumns: {
+        const int64_t local_cols = t.cols / tp;
         for (int64_t r = 0; r < t.rows; ++r) {
-          runs.push_back({(l * t.rows + r) * t.cols + tp_rank * local_cols, (l * t.rows + r) * local_cols,
+          runs.push_back({(g * t.rows + r) * t.cols + tp_rank * local_cols, (l * t.rows + r) * local_cols,
                           local_cols});
         }
+        break;
       }
-      break;
     }
   }
-  return runs;
+  // Adjacent runs that continue each other in both layouts are one.
+  std::vector<CopyRun> merged;
+  for (const CopyRun& r : runs) {
+    if (!merged.empty() && merged.back().global + merged.back().count == r.global &&
+        merged.back().local + merged.back().count == r.local) {
+      merged.back().count += r.count;
+    } else {
+      merged.push_back(r);
+    }
+  }
+  return merged;
 }
 
 }  // namespace megascale::trainer

@@ -1,7 +1,9 @@
-// The tensor-parallel split of the GPT's parameters: tp 1 is the one-GPU table exactly; with tp > 1
+// How a rank of tp x pp holds the GPT's parameters: tp 1 is the one-GPU table exactly; with tp > 1
 // every element of a split tensor belongs to exactly one rank, replicated tensors are whole everywhere,
-// Q, K and V are each split by heads, and the layout order puts the partial-gradient tensors first.
-#include "megascale/trainer/tensor_parallel.h"
+// Q, K and V are each split by heads, and the layout order puts the partial-gradient tensors first; a
+// pipeline stage holds its virtual stages' layers, the embedding on the first and the head on the last,
+// and the stages together hold every layer once.
+#include "megascale/trainer/model_shard.h"
 
 #include <gtest/gtest.h>
 
@@ -16,7 +18,7 @@ ModelConfig small_model() {
           .d_model = 32};
 }
 
-TEST(TensorParallel, OneRankIsTheOneGpuTable) {
+TEST(ModelShard, OneRankIsTheOneGpuTable) {
   const ModelConfig m = small_model();
   const std::vector<ParameterTensor> one = gpt_parameter_tensors(m);
   const std::vector<TpTensor> tp1 = tp_parameter_tensors(m, 1);
@@ -31,7 +33,7 @@ TEST(TensorParallel, OneRankIsTheOneGpuTable) {
   }
 }
 
-TEST(TensorParallel, SplitTensorsArePartitionedAndReplicatedOnesAreWhole) {
+TEST(ModelShard, SplitTensorsArePartitionedAndReplicatedOnesAreWhole) {
   const ModelConfig m = small_model();
   std::map<std::string, int64_t> global_numel;
   for (const ParameterTensor& t : gpt_parameter_tensors(m)) global_numel[t.name] = t.numel();
@@ -62,7 +64,7 @@ TEST(TensorParallel, SplitTensorsArePartitionedAndReplicatedOnesAreWhole) {
   }
 }
 
-TEST(TensorParallel, EachOfQkvIsSplitByHeads) {
+TEST(ModelShard, EachOfQkvIsSplitByHeads) {
   const ModelConfig m = small_model();  // C = 32, 4 heads of 8
   const auto tensors = tp_parameter_tensors(m, 2);
   const TpTensor& qkvw = *std::find_if(tensors.begin(), tensors.end(), [](auto& t) { return t.name == "qkvw"; });
@@ -77,7 +79,7 @@ TEST(TensorParallel, EachOfQkvIsSplitByHeads) {
   EXPECT_EQ(runs[3].local, 48 * 32);
 }
 
-TEST(TensorParallel, RowParallelWeightsSplitTheirInputColumns) {
+TEST(ModelShard, RowParallelWeightsSplitTheirInputColumns) {
   const ModelConfig m = small_model();
   const auto tensors = tp_parameter_tensors(m, 4);
   const TpTensor& fcproj =
@@ -92,7 +94,7 @@ TEST(TensorParallel, RowParallelWeightsSplitTheirInputColumns) {
   EXPECT_EQ(tp_copy_runs(wte, 4, 2), (std::vector<CopyRun>{{128 * 32, 0, 64 * 32}}));
 }
 
-TEST(TensorParallel, PartialGradientTensorsComeFirstThenWpeThenSplitOnes) {
+TEST(ModelShard, PartialGradientTensorsComeFirstThenWpeThenSplitOnes) {
   const auto tensors = tp_parameter_tensors(small_model(), 2);
   std::vector<std::string> names;
   for (const TpTensor& t : tensors) names.push_back(t.name);
@@ -101,6 +103,59 @@ TEST(TensorParallel, PartialGradientTensorsComeFirstThenWpeThenSplitOnes) {
   for (const TpTensor& t : tensors) {
     EXPECT_EQ(t.partial_grad, t.split == TpSplit::kReplicated && t.name != "wpe") << t.name;
   }
+}
+
+TEST(ModelShard, PipelineStagesHoldTheirChunksLayersAndTheEndsTheirTensors) {
+  ModelConfig m = small_model();
+  m.n_layer = 8;
+  const ParallelLayout layout{.tp = 1, .pp = 2, .dp = 1, .vpp = 2};
+  const StageShare first = stage_share(layout, m.n_layer, 0);
+  const StageShare last = stage_share(layout, m.n_layer, 1);
+  EXPECT_EQ(first.layers, (std::vector<int>{0, 1, 4, 5}));  // virtual stages 0 and 2
+  EXPECT_EQ(last.layers, (std::vector<int>{2, 3, 6, 7}));   // virtual stages 1 and 3
+  EXPECT_TRUE(first.embedding && !first.head);
+  EXPECT_TRUE(!last.embedding && last.head);
+  auto names = [&](const StageShare& s) {
+    std::vector<std::string> n;
+    for (const TpTensor& t : tp_parameter_tensors(m, 1, s)) n.push_back(t.name);
+    return n;
+  };
+  EXPECT_EQ(names(first), (std::vector<std::string>{"wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw",
+                                                    "attprojb", "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb"}));
+  EXPECT_EQ(names(last), (std::vector<std::string>{"wte", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
+                                                   "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw",
+                                                   "lnfb"}));
+  // Every layer of every stacked tensor is held by exactly one stage, at tp 2 too.
+  for (int tp : {1, 2}) {
+    std::map<std::string, std::vector<int>> owners;
+    for (const ParameterTensor& t : gpt_parameter_tensors(m)) owners[t.name].assign(static_cast<size_t>(t.numel()), 0);
+    for (int stage = 0; stage < 2; ++stage) {
+      for (const TpTensor& t : tp_parameter_tensors(m, tp, stage_share(layout, m.n_layer, stage))) {
+        if (t.layer_ids.empty()) continue;  // wte, wpe, lnf: not stacked
+        EXPECT_EQ(t.shape[0], 4) << t.name;
+        for (int r = 0; r < tp; ++r) {
+          for (const CopyRun& run : tp_copy_runs(t, tp, r)) {
+            for (int64_t i = 0; i < run.count; ++i) ++owners[t.name][static_cast<size_t>(run.global + i)];
+          }
+        }
+      }
+    }
+    for (const auto& [name, count] : owners) {
+      if (name == "wte" || name == "wpe" || name == "lnfw" || name == "lnfb") continue;
+      const int expected = 1;
+      for (size_t i = 0; i < count.size(); ++i) {
+        const bool replicated = tp > 1 && (name.find("ln") == 0 || name == "attprojb" || name == "fcprojb");
+        ASSERT_EQ(count[i], replicated ? tp * expected : expected) << name << " element " << i << " tp " << tp;
+      }
+    }
+  }
+  // Stage 1's local layer 2 is one-GPU layer 6: its ln1w run starts at 6 * C.
+  const auto last_tensors = tp_parameter_tensors(m, 1, last);
+  const TpTensor& ln1w = *std::find_if(last_tensors.begin(), last_tensors.end(), [](auto& t) { return t.name == "ln1w"; });
+  const std::vector<CopyRun> runs = tp_copy_runs(ln1w, 1, 0);
+  ASSERT_EQ(runs.size(), 2u);  // layers 2-3 and 6-7, each pair contiguous in both layouts
+  EXPECT_EQ(runs[0], (CopyRun{2 * 32, 0, 2 * 32}));
+  EXPECT_EQ(runs[1], (CopyRun{6 * 32, 2 * 32, 2 * 32}));
 }
 
 }  // namespace

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Training throughput of parallel layouts against one rank on the same GPU(s), in one call: megascale-train
+# on CONFIG (configs/train/gpt2-124m.yaml) in bf16 with ARGS (default "--batch-size 8 --grad-accum 2":
+# 16 sequences of 1024 tokens a step, 2 micro-batches for the pipeline), STEPS steps (default 5) with
+# --timeline on the last 3, one rank first, then each layout TxPxD[vV] of LAYOUTS through each net of NETS
+# (socket, megascale). NCCL's P2P and SHM are off; ranks sharing a GPU run under MPS with their own
+# NCCL_HOSTID, so every byte between ranks crosses the net.
+#
+#   scripts/bench-train-parallel.sh [BIN]     # BIN: the folder with megascale-train and the plugin
+#
+# Per run: the job's GPU step span (its slowest rank's mean over the traced steps), tok/s from it, and the
+# communication its compute stream waited in, by group (train-timeline-summary.py). JSON lines in
+# OUT/results.jsonl (default out/bench-train-parallel), then a markdown table. Exit 0 when every run
+# finished, 1 otherwise, 77 when no GPU is visible.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+
+bin=${1:-}
+train=${bin:+$bin/megascale-train}
+train=${train:-build/trainer/cuda/megascale-train}
+plugin=${bin:+$bin/libnccl-net-megascale.so}
+plugin=${plugin:-build/collectives/nccl/libnccl-net-megascale.so}
+out=${OUT:-out/bench-train-parallel}
+layouts=${LAYOUTS:-1x1x2 2x1x1 1x2x1 2x2x2}
+nets=${NETS:-socket megascale}
+config=${CONFIG:-configs/train/gpt2-124m.yaml}
+steps=${STEPS:-5}
+read -r -a extra <<< "${ARGS---batch-size 8 --grad-accum 2}"
+run_timeout=${RUN_TIMEOUT_S:-240}
+
+[[ -x $train ]] || { echo "no megascale-train at $train (build it first)"; exit 2; }
+[[ -f $plugin ]] || { echo "no plugin at $plugin (build it first)"; exit 2; }
+plugin=$(readlink -f "$plugin")
+command -v nvidia-smi > /dev/null && nvidia-smi -L > /dev/null 2>&1 || { echo "no GPU visible: skipped"; exit 77; }
+gpus=$(nvidia-smi -L | wc -l)
+mkdir -p "$out"
+out=$(readlink -f "$out")
+export NCCL_NVLS_ENABLE=0 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1
+export MEGASCALE_IFNAME=${MEGASCALE_IFNAME:-lo} NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-lo}
+
+layout_args() {
+  [[ $1 =~ ^([0-9]+)x([0-9]+)x([0-9]+)(v([0-9]+))?$ ]] || { echo "LAYOUTS: '$1' is not TxPxD[vV]"; exit 2; }
+  nproc=$((BASH_REMATCH[1] * BASH_REMATCH[2] * BASH_REMATCH[3]))
+  args=(--tp "${BASH_REMATCH[1]}" --pp "${BASH_REMATCH[2]}" --dp "${BASH_REMATCH[3]}" --vpp "${BASH_REMATCH[5]:-1}")
+}
+max_ranks=1
+for l in $layouts; do
+  layout_args "$l"
+  (( nproc > max_ranks )) && max_ranks=$nproc
+done
+if [[ ${MPS:-1} == 1 ]] && (( max_ranks > gpus )) && command -v nvidia-cuda-mps-control > /dev/null; then
+  export CUDA_MPS_PIPE_DIRECTORY=$out/mps-pipe CUDA_MPS_LOG_DIRECTORY=$out/mps-log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  nvidia-cuda-mps-control -d && trap 'echo quit | nvidia-cuda-mps-control' EXIT
+fi
+
+verdict=0
+results=$out/results.jsonl
+: > "$results"
+# bench NAME LAYOUT NET NPROC ARGS...
+bench() {
+  local name=$1 layout=$2 net=$3 nproc=$4
+  shift 4
+  local -a env=()
+  case $net in
+    socket) env=(NCCL_NET=Socket) ;;
+    megascale) env=(NCCL_NET=MegaScale NCCL_NET_PLUGIN="$plugin") ;;
+  esac
+  rm -rf "$out/$name.timeline"
+  env "${env[@]}" timeout "$run_timeout" "$train" --nproc "$nproc" --config "$config" --dtype bf16 \
+    --steps "$steps" --eval-every 0 "${extra[@]}" --timeline "$out/$name.timeline" --timeline-steps 3 "$@" \
+    > "$out/$name.log" 2>&1
+  local rc=$?
+  if (( rc != 0 )); then
+    echo "FAIL $name: exit $rc; the end of its log:"
+    tail -5 "$out/$name.log" | sed 's/^/    /'
+    verdict=1
+    return
+  fi
+  python3 scripts/train-timeline-summary.py "$out/$name.timeline"/rank_*.trace.json > "$out/$name.summary" ||
+    { echo "FAIL $name: no timeline summary"; verdict=1; return; }
+  tail -1 "$out/$name.summary" | python3 -c '
+import json, sys
+job = json.loads(sys.stdin.read())
+name, layout, net, tokens = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+print(json.dumps({"name": name, "layout": layout, "net": net, "ranks": job["ranks"], "span_ms": job["span_ms"],
+                  "tok_s": round(tokens / (job["span_ms"] / 1e3)), "exposed_comm_ms": job["exposed_comm_ms"],
+                  "exposed_comm_total_ms": job["exposed_comm_total_ms"], "slowest_rank": job["slowest_rank"]}))
+' "$name" "$layout" "$net" "$tokens" >> "$results"
+  tail -1 "$results"
+}
+
+# Tokens per step: the config's seq_len times the sequences a step (batch x grad-accum).
+tokens=$(python3 - "$config" "${extra[@]}" <<'PY'
+import re, sys
+cfg = open(sys.argv[1]).read()
+seq = int(re.search(r"^\s*seq_len:\s*(\d+)", cfg, re.M).group(1))
+batch = int(re.search(r"^\s*batch_size:\s*(\d+)", cfg, re.M).group(1))
+accum = int(re.search(r"^\s*grad_accum_steps:\s*(\d+)", cfg, re.M).group(1))
+args = sys.argv[2:]
+for i, a in enumerate(args[:-1]):
+    if a == "--batch-size": batch = int(args[i + 1])
+    if a == "--grad-accum": accum = int(args[i + 1])
+    if a == "--seq-len": seq = int(args[i + 1])
+print(seq * batch * accum)
+PY
+)
+bench one 1x1x1 none 1
+for l in $layouts; do
+  layout_args "$l"
+  for net in $nets; do bench "$l-$net" "$l" "$net" "$nproc" "${args[@]}"; done
+done
+python3 - "$results" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+one = next((r for r in rows if r["name"] == "one"), None)
+print("| layout | net | ranks | GPU ms/step | tok/s | vs one rank | exposed comm ms (tp / dp / pp / norm) |")
+print("|---|---|---|---|---|---|---|")
+for r in rows:
+    e = r["exposed_comm_ms"]
+    ratio = f"{r['tok_s'] / one['tok_s']:.2f}x" if one else ""
+    print(f"| {r['layout']} | {r['net']} | {r['ranks']} | {r['span_ms']:.1f} | {r['tok_s']:,} | {ratio} | "
+          f"{e['tp']:.1f} / {e['dp']:.1f} / {e['pp']:.1f} / {e['norm']:.1f} |")
+PY
+exit "$verdict"
