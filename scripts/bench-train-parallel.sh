@@ -8,8 +8,10 @@
 #
 #   scripts/bench-train-parallel.sh [BIN]     # BIN: the folder with megascale-train and the plugin
 #
-# Per run: the job's GPU step span (its slowest rank's mean over the traced steps), tok/s from it, and the
-# communication its compute stream waited in, by group (train-timeline-summary.py). JSON lines in
+# Per run: the job's GPU step span (its slowest rank's mean over the traced steps), tok/s from it, the
+# communication its compute stream waited in, by group (train-timeline-summary.py), and the bytes a rank
+# sends per step in each group (megascale-train --comm-volume) with the bandwidth they imply over the
+# exposed time. JSON lines in
 # OUT/results.jsonl (default out/bench-train-parallel), then a markdown table. Exit 0 when every run
 # finished, 1 otherwise, 77 when no GPU is visible.
 set -uo pipefail
@@ -79,14 +81,25 @@ bench() {
   fi
   python3 scripts/train-timeline-summary.py "$out/$name.timeline"/rank_*.trace.json > "$out/$name.summary" ||
     { echo "FAIL $name: no timeline summary"; verdict=1; return; }
+  local volume='{}'
+  if [[ $net != none ]]; then
+    volume=$("$train" --config "$config" --dtype bf16 "${extra[@]}" --nproc "$nproc" "$@" --comm-volume) ||
+      volume='{}'
+  fi
   tail -1 "$out/$name.summary" | python3 -c '
 import json, sys
 job = json.loads(sys.stdin.read())
-name, layout, net, tokens = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-print(json.dumps({"name": name, "layout": layout, "net": net, "ranks": job["ranks"], "span_ms": job["span_ms"],
-                  "tok_s": round(tokens / (job["span_ms"] / 1e3)), "exposed_comm_ms": job["exposed_comm_ms"],
-                  "exposed_comm_total_ms": job["exposed_comm_total_ms"], "slowest_rank": job["slowest_rank"]}))
-' "$name" "$layout" "$net" "$tokens" >> "$results"
+name, layout, net, tokens, volume = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), json.loads(sys.argv[5])
+row = {"name": name, "layout": layout, "net": net, "ranks": job["ranks"], "span_ms": job["span_ms"],
+       "tok_s": round(tokens / (job["span_ms"] / 1e3)), "exposed_comm_ms": job["exposed_comm_ms"],
+       "exposed_comm_total_ms": job["exposed_comm_total_ms"], "slowest_rank": job["slowest_rank"]}
+for g in ("tp", "dp", "pp"):
+    b = volume.get(f"{g}_bytes", 0)
+    row[f"{g}_bytes"] = b
+    ms = job["exposed_comm_ms"].get(g, 0)
+    row[f"{g}_implied_gbytes_s"] = round(b / 1e9 / (ms / 1e3), 3) if b and ms else None
+print(json.dumps(row))
+' "$name" "$layout" "$net" "$tokens" "$volume" >> "$results"
   tail -1 "$results"
 }
 

@@ -33,6 +33,7 @@
 
 #include "attention.cuh"
 #include "megascale/trainer/checkpoint.h"
+#include "megascale/trainer/comm_volume.h"
 #include "megascale/trainer/config.h"
 #include "megascale/trainer/dataset.h"
 #include "megascale/trainer/launch.h"
@@ -59,6 +60,7 @@ struct Options {
   bool profile = false;  // --profile or MEGASCALE_TRAIN_PROFILE=1
   std::string timeline_dir;  // --timeline: a Chrome trace per rank here (turns the profile on)
   int timeline_steps = 3;
+  bool comm_volume = false;  // print the layout's bytes per step by group and exit
   int nproc = 1;         // > 1: fork this many ranks here (unless a launcher already set RANK)
   int tp = 1, pp = 1, vpp = 1;
   std::optional<int> dp;  // absent: world size / (tp * pp)
@@ -359,6 +361,22 @@ int launch_ranks(const Options& o) {
   return failed == 0 ? 0 : 1;
 }
 
+// --comm-volume: the bytes a rank of the layout sends per step by group (comm_volume.h), as one JSON
+// line, without starting anything.
+int print_comm_volume(const Options& o, const RunConfig& run) {
+  ParallelLayout l{.tp = o.tp, .pp = o.pp, .dp = o.dp.value_or(std::max(1, o.nproc / std::max(1, o.tp * o.pp))),
+                   .vpp = o.vpp};
+  if (Status s = validate_layout(l, run); !s) {
+    fmt::print(stderr, "{}\n", s.error().message);
+    return 2;
+  }
+  const CommVolume v = comm_volume(l, run);
+  fmt::print(R"({{"layout":"{}","tp":{},"pp":{},"dp":{},"vpp":{},"tp_bytes":{:.0f},"dp_bytes":{:.0f},"pp_bytes":{:.0f}}})"
+             "\n",
+             describe(l), l.tp, l.pp, l.dp, l.vpp, v.tp_bytes, v.dp_bytes, v.pp_bytes);
+  return 0;
+}
+
 int run_training(const Options& options) {
   Result<RunConfig> loaded_config = load_run_config(options.config_path);
   if (!loaded_config) {
@@ -370,6 +388,7 @@ int run_training(const Options& options) {
     fmt::print(stderr, "{}: {}\n", options.config_path, s.error().message);
     return 2;
   }
+  if (options.comm_volume) return print_comm_volume(options, run);
   auto launch = launch_env(getenv_lookup());
   if (!launch) {
     fmt::print(stderr, "{}\n", launch.error().message);
@@ -648,6 +667,8 @@ int main(int argc, char** argv) {
                  "write each rank's Chrome trace of steps 2.. (CUDA events around every stage and collective) "
                  "here as rank_NNNNN.trace.json; turns the profile on");
   app.add_option("--timeline-steps", o.timeline_steps, "steps the timeline keeps (default 3)");
+  app.add_flag("--comm-volume", o.comm_volume,
+               "print the bytes a rank of the layout sends per step in each group (JSON) and exit");
   app.add_option("--nproc", o.nproc,
                  "fork this many ranks on this host (torchrun's variables set for each); under a launcher "
                  "(torchrun, Open MPI, Slurm) it is ignored");
