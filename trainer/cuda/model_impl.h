@@ -1,0 +1,376 @@
+// GptImpl, GptModel's implementation (model.h): one template over the compute type, the layer
+// sequence of GPT-2 in terms of the launchers of kernels.h. Buffers are carved from a few large
+// allocations by offset tables, as llm.c's ParameterTensors/ActivationTensors are. Its members are
+// defined in three files: model.cpp (buffers, init, create), model_layers.cpp (the forward and backward
+// of a chunk of layers, the head, the loss), model_parallel.cpp (the gradient norm, the optimizers and
+// the pipeline's step); each instantiates it for float and bf16.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <initializer_list>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <nccl.h>
+
+#include "cuda_check.h"
+#include "kernels.h"
+#include "megascale/trainer/model_shard.h"
+#include "megascale/trainer/pipeline.h"
+#include "model.h"
+#include "stage_profiler.h"
+
+namespace megascale::trainer::detail {
+
+using namespace cuda;  // the kernels' launchers
+
+constexpr size_t kTensorAlignElements = 128;  // 256 bytes of bf16, 512 of fp32: cuBLASLt's favourite
+
+template <class T>
+T* device_alloc(size_t n) {
+  T* p = nullptr;
+  CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(T)));
+  CUDA_CHECK(cudaMemset(p, 0, std::max<size_t>(n, 1) * sizeof(T)));
+  return p;
+}
+
+template <class T>
+class GptImpl final : public GptModel {
+ public:
+  GptImpl(const ModelConfig& model, int batch_size, int seq_len, const ModelParallel& par,
+          std::vector<Pass> schedule);
+
+  ~GptImpl() override;
+
+  const ModelConfig& config() const override { return cfg_; }
+  const std::vector<ModelTensor>& tensors() const override { return tensors_; }
+  int64_t num_parameters() const override { return num_parameters_; }
+  size_t buffer_floats() const override { return floats_; }
+
+  void init_gpt2(uint64_t seed) override;
+
+  double forward(const int32_t* inputs_host, const int32_t* targets_host) override {
+    require_whole_model("forward");
+    upload_batch(0, inputs_host, targets_host);
+    run_forward_chunk(0, 0, 0);
+    run_head(0, 0, 0.0f, false, false);
+    return mean_loss();
+  }
+
+  double forward_backward(const int32_t* inputs_host, const int32_t* targets_host,
+                          float grad_scale) override {
+    require_whole_model("forward_backward");
+    // The first backward after zero_grads() writes the weight gradients rather than adding to them.
+    const bool overwrite = weight_grads_stale_;
+    weight_grads_stale_ = false;
+    upload_batch(0, inputs_host, targets_host);
+    upload_buckets(0, inputs_host);
+    run_forward_chunk(0, 0, 0);
+    run_head(0, 0, grad_scale / static_cast<float>(N_), true, overwrite);
+    run_backward_chunk(0, 0, 0, overwrite);
+    return mean_loss();
+  }
+
+  double train_step(const std::vector<const int32_t*>& inputs, const std::vector<const int32_t*>& targets,
+                    float grad_scale) override {
+    if (pp_ == 1) {
+      double loss = 0;
+      for (size_t i = 0; i < inputs.size(); ++i) loss += forward_backward(inputs[i], targets[i], grad_scale) * grad_scale;
+      return loss;
+    }
+    return pipeline_step(inputs, targets, grad_scale);
+  }
+
+  std::vector<float> logits() const override {
+    const size_t n = static_cast<size_t>(N_) * Vl_;
+    float* tmp = device_alloc<float>(n);
+    copy_to_float<T>(tmp, logits_, n, stream_);
+    std::vector<float> host(n);
+    CUDA_CHECK(cudaMemcpyAsync(host.data(), tmp, n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    CUDA_CHECK(cudaFree(tmp));
+    return host;
+  }
+
+  void zero_grads() override {
+    StageScope scope(profiler_.get(), Stage::kZeroGrads);
+    for (const auto& [from, count] : zero_ranges_)
+      CUDA_CHECK(cudaMemsetAsync(grads_ + from, 0, count * sizeof(float), stream_));
+    // The next backward overwrites them (matmul_backward's overwrite_dweight); a pipeline stage cleared them all.
+    weight_grads_stale_ = pp_ == 1;
+  }
+
+  StageProfiler* enable_stage_profiler() override {
+    if (profiler_) return profiler_.get();
+    profiler_ = std::make_unique<StageProfiler>(stream_);
+    const char* names[] = {"pp activations out", "pp activations in", "pp gradients out", "pp gradients in"};
+    for (int i = 0; i < 4; ++i) {
+      if (peers_[i].stream != nullptr) peers_[i].lane = profiler_->add_lane(peers_[i].stream, names[i]);
+    }
+    return profiler_.get();
+  }
+
+  double grad_norm() override;
+
+  double data_parallel_mean(double value) override;
+
+  void optimizer_step(const TrainConfig& train, double lr, int step, double norm) override;
+
+  std::vector<float> download(Buffer which) const override {
+    if (which == Buffer::kGrads) zero_stale_weight_grads();
+    std::vector<float> host(floats_);
+    CUDA_CHECK(cudaMemcpyAsync(host.data(), buffer(which), floats_ * sizeof(float), cudaMemcpyDeviceToHost,
+                               stream_));
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return host;
+  }
+
+  void upload(Buffer which, const std::vector<float>& values) override {
+    if (which == Buffer::kGrads) weight_grads_stale_ = false;  // overwritten below (the padding stays 0)
+    CUDA_CHECK(cudaMemcpyAsync(buffer(which), values.data(), std::min(values.size(), floats_) * sizeof(float),
+                               cudaMemcpyHostToDevice, stream_));
+    if (which == Buffer::kMasters) copy_to_compute<T>(params_, masters_, floats_, stream_);
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+ private:
+  static void nccl_check(ncclResult_t r, const char* call) {
+    if (r == ncclSuccess) return;
+    std::fprintf(stderr, "NCCL error in %s: %s (%s)\n", call, ncclGetErrorString(r), ncclGetLastError(nullptr));
+    std::abort();  // a collective half done leaves the group unusable, as a CUDA error leaves the device
+  }
+
+  // The norm of the whole job's gradient. With dp > 1 first ZeRO-2's gradient half: the averaged
+  // gradient of this rank's shard, reduce-scattered in place (the shard's floats end up at their own
+  // offset). Then each rank's weighted sum of squares over its shard (norm_segments_: replicated tensors
+  // 1/tp, the head's copy of wte 0), summed over the job.
+  double parallel_grad_norm();
+
+  double world_sum(double value);
+
+  // ZeRO-2's optimizer half: AdamW over the pieces of each tensor inside this rank's shard (the
+  // moments outside it stay unused); optimizer_step then all-gathers the masters in place and refreshes
+  // the compute copies from them.
+  void sharded_adamw_step(const TrainConfig& train, OptimizerStep s);
+
+  // LAMB over pieces: each tensor's piece inside this rank's shard (all of it with dp == 1) updates its
+  // moments and sums its ||w||^2 and ||u||^2; the sums are added over the data-parallel group (the other
+  // pieces) and the tensor-parallel one (a split tensor's other slices; a replicated tensor's sums grow
+  // by tp for both norms, leaving their ratio), so every piece steps by the whole tensor's trust ratio.
+  // A pipeline stage's tensors are its own (wte's two copies are equal and get equal steps).
+  void parallel_lamb_step(const TrainConfig& train, OptimizerStep s);
+
+  bool is_matmul_weight(const std::string& name) const {
+    return (name == "wte" && head_) || name == "qkvw" || name == "attprojw" || name == "fcw" || name == "fcprojw";
+  }
+  // After zero_grads() and before any backward: makes the weight gradients the zeros they stand for.
+  void zero_stale_weight_grads() const {
+    if (!weight_grads_stale_) return;
+    CUDA_CHECK(cudaMemsetAsync(grads_, 0, floats_ * sizeof(float), stream_));
+    weight_grads_stale_ = false;
+  }
+
+  float* buffer(Buffer which) const {
+    switch (which) {
+      case Buffer::kMasters:
+        return masters_;
+      case Buffer::kGrads:
+        return grads_;
+      case Buffer::kMoment1:
+        return moment1_;
+      case Buffer::kMoment2:
+        return moment2_;
+    }
+    return masters_;
+  }
+
+  // Parameter slices: whole tensor, or layer l of a stacked one.
+  T* param(const char* name, int layer = -1) const { return params_ + slice(name, layer); }
+  float* grad(const char* name, int layer = -1) const { return grads_ + slice(name, layer); }
+  size_t slice(const char* name, int layer) const {
+    const ModelTensor& t = tensors_[index_.at(name)];
+    // Stacked tensors hold this rank's layers only: Lc per chunk, vpp chunks.
+    return layer < 0 ? t.offset : t.offset + static_cast<size_t>(layer) * (t.numel / (static_cast<size_t>(Lc_) * vpp_));
+  }
+  // Activation region r (one chunk of Lc layers, one micro-batch): layer i's LayerNorm statistics
+  // (which = 2i for ln1, 2i + 1 for ln2, 2 Lc for lnf), its per-layer buffers and its residual stream
+  // entries (entry i is layer i's input, entry Lc the chunk's output).
+  float* mean_of(int region, int which) const {
+    return stats_ + (static_cast<size_t>(region) * (2 * Lc_ + 1) + which) * 2 * n_;
+  }
+  float* rstd_of(int region, int which) const { return mean_of(region, which) + n_; }
+  size_t at_layer(int region, int i, size_t rows, size_t width) const {
+    return (static_cast<size_t>(region) * Lc_ + i) * rows * width;
+  }
+  T* residual_at(int region, int entry) const {
+    return residual_ + (static_cast<size_t>(region) * (Lc_ + 1) + entry) * n_ * cfg_.d_model;
+  }
+  // This rank's rows (sequence parallel) inside an [N, width] buffer; the buffer itself when tp == 1.
+  template <class P>
+  P* mine(P* full, size_t width) const {
+    return full + static_cast<size_t>(tp_rank_) * n_ * width;
+  }
+  bool first_stage(int chunk) const { return chunk == 0 && pp_rank_ == 0; }
+  bool last_stage(int chunk) const { return chunk == vpp_ - 1 && pp_rank_ == pp_ - 1; }
+
+  // The TP group's row exchanges, on the compute stream (no-ops with tp == 1, where local is full):
+  // all-gather this rank's n rows of `width` into [N, width] (in place when local is mine(full)), and
+  // reduce-scatter (sum) [N, width] partial sums into this rank's n rows.
+  void gather_rows(const T* local, T* full, size_t width) {
+    if (tp_ == 1) return;
+    StageScope scope(profiler_.get(), Stage::kTpAllGather);
+    nccl_check(ncclAllGather(local, full, n_ * width, nccl_type(), tp_comm_, stream_), "ncclAllGather");
+  }
+  void reduce_scatter_rows(const T* full, T* local, size_t width) {
+    if (tp_ == 1) return;
+    StageScope scope(profiler_.get(), Stage::kTpReduceScatter);
+    nccl_check(ncclReduceScatter(full, local, n_ * width, nccl_type(), ncclSum, tp_comm_, stream_),
+               "ncclReduceScatter");
+  }
+  static ncclDataType_t nccl_type() { return sizeof(T) == sizeof(float) ? ncclFloat : ncclBfloat16; }
+
+  void upload_batch(int mb, const int32_t* inputs_host, const int32_t* targets_host);
+
+  // The embedding backward's token buckets of micro-batch mb. Vocabulary parallel: only the buckets of
+  // this rank's tokens, renumbered from its first row (the buckets ascend by token, so they are one
+  // contiguous run; their offsets still index `positions`). The host arrays live in buckets_[mb] until
+  // the next step's copies, so the asynchronous copies never read freed memory.
+  void upload_buckets(int mb, const int32_t* inputs_host);
+
+  // One chunk's forward for micro-batch mb in activation region `region`: from the embedding on the first
+  // virtual stage, else from residual entry 0 (the activation received). With tp ranks, N = B x S token
+  // rows, n = N / tp of them this rank's (all of them with tp == 1, where every exchange below is a no-op
+  // and the fused one-GPU epilogues run): the residual stream and the LayerNorms live on n rows; their
+  // outputs are all-gathered into [N, C] for the column-parallel GEMMs (QKV, FC: this rank's heads and
+  // 4C/tp columns); the row-parallel GEMMs (attproj, fcproj) give [N, C] partial sums, reduce-scattered
+  // to n rows before their bias and the residual are added. The parallel block sums both projections'
+  // partials before one reduce-scatter.
+  void run_forward_chunk(int region, int chunk, int mb);
+
+  // The last virtual stage's head on the chunk's output: the final LayerNorm, the LM head, the loss per
+  // token row into losses_ and, with backward, its gradient back to the chunk's output in dres_ (dlogits
+  // scaled by dloss_scale, through the LM head and the final LayerNorm).
+  void run_head(int region, int mb, float dloss_scale, bool backward, bool overwrite);
+
+  // The loss per token row into losses_ and, with write_dlogits, dlogits (scaled) in place of logits_.
+  void run_classifier(const int* targets, float dloss_scale, bool write_dlogits);
+
+  // One chunk's backward for micro-batch mb from dres_ (the gradient of the chunk's output), leaving in
+  // dres_ the gradient of its input, or on the first virtual stage running the embedding's backward. The
+  // mirror of run_forward_chunk: dres lives on this rank's n rows; it is all-gathered before the
+  // row-parallel GEMMs' backward, and the column-parallel GEMMs' input gradients (partial sums over the
+  // rank's heads or columns) are reduce-scattered before the LayerNorms' backward.
+  void run_backward_chunk(int region, int chunk, int mb, bool overwrite);
+
+  // One optimizer step through the pipeline (pp > 1): the schedule's passes issued in order without
+  // waiting. A received activation or gradient arrives on its own stream and communicator into a buffer
+  // of its own (micro-batch, chunk), which the compute stream waits for; a send waits for the pass that
+  // produced it on its own stream. So the only waits between stages are a pass's on its input. A
+  // chunk's output activation is sent from its region, which its backward (after the next stage has
+  // received it, since that backward needs the next stage's gradient) only frees.
+  double pipeline_step(const std::vector<const int32_t*>& inputs, const std::vector<const int32_t*>& targets,
+                       float grad_scale);
+
+  void require_whole_model(const char* what) const {
+    if (pp_ == 1) return;
+    std::fprintf(stderr, "GptModel::%s needs the whole model on this rank (pp 1); a pipeline stage runs train_step\n",
+                 what);
+    std::abort();
+  }
+
+  // A free activation region of `chunk` (its regions are chunk * slots_ .. + slots_ - 1).
+  int take_region(int chunk);
+
+  // Runs f as one stage of the step profile (just runs it when profiling is off).
+  template <class F>
+  void staged(Stage stage, F&& f) {
+    StageScope scope(profiler_.get(), stage);
+    f();
+  }
+  void prof_begin(Stage stage) {
+    if (profiler_) profiler_->begin(stage);
+  }
+  void prof_end() {
+    if (profiler_) profiler_->end();
+  }
+
+  double mean_loss() {
+    std::vector<float> host(N_);
+    CUDA_CHECK(cudaMemcpyAsync(host.data(), losses_, N_ * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    double sum = 0;
+    for (float x : host) sum += x;  // in order: deterministic
+    return sum / N_;
+  }
+
+  ModelConfig cfg_;
+  int B_, S_, N_;
+  // Tensor parallel: ranks, this rank, its token rows (N / tp), width of its column-parallel slice
+  // (C / tp), heads, vocabulary rows and the first of them.
+  int tp_, tp_rank_, n_, Cl_, Hl_, Vl_, vocab_begin_;
+  // Pipeline parallel: stages, this stage, chunks (virtual stages) per stage, layers per chunk,
+  // micro-batches per step (1 when pp == 1), this stage's passes, what it holds.
+  int pp_, pp_rank_, vpp_, Lc_, micro_batches_;
+  std::vector<Pass> schedule_;
+  bool embedding_ = true, head_ = true;
+  int slots_ = 1;                  // activation regions per chunk
+  std::vector<int> free_regions_;  // the regions not holding a micro-batch in flight
+  std::vector<int> region_of_;     // (micro-batch, chunk) -> its region while in flight
+  struct NormSegment {
+    size_t begin, end;
+    float weight;
+  };
+  std::vector<NormSegment> norm_segments_;  // the gradient norm's weight of each range of the buffer
+  struct HostBuckets {
+    std::vector<int> token, offset, positions;
+    int count = 0;
+  };
+  std::vector<HostBuckets> buckets_;  // per micro-batch: the embedding backward's buckets (host copies)
+  std::vector<ModelTensor> tensors_;
+  std::vector<TpTensor> tp_tensors_;  // tensors_'s split (same order)
+  size_t partial_end_ = 0;     // [0, partial_end_): gradients summed over the TP group
+  std::unordered_map<std::string, size_t> index_;
+  int64_t num_parameters_ = 0;
+  size_t floats_ = 0;
+  std::vector<std::pair<size_t, size_t>> zero_ranges_;  // (offset, count): what zero_grads() clears
+  mutable bool weight_grads_stale_ = false;  // zero_grads() ran and no backward has written them since
+  float *masters_, *grads_, *moment1_, *moment2_;
+  T* params_;
+  T *residual_, *mid_, *ln1_, *ln2_, *qkv_, *atty_, *fch_pre_, *fch_, *lnf_, *logits_;
+  float *stats_, *lse_;
+  T *dres_, *dbuf1_, *dbuf2_, *dqkv_, *dfch_, *full_;
+  float* vocab_stats_;
+  T* act_in_ = nullptr;  // pp > 1, per (micro-batch, chunk): activations received
+  T* grad_in_ = nullptr;   // gradients received (or the head's, kept for the last chunk's backward)
+  T* grad_out_ = nullptr;  // gradients sent
+  float* loss_sum_ = nullptr;
+  int *tokens_, *targets_, *bucket_token_, *bucket_offset_, *positions_;
+  float *losses_, *scratch_, *norm_, *attention_workspace_;
+  double* sum_;
+  float* lamb_sums_;  // per tensor: ||w||^2, ||u||^2 of its pieces (parallel LAMB)
+  MatmulContext matmul_;
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<StageProfiler> profiler_;  // set by enable_stage_profiler
+  // The parallel groups' communicators; data parallel: size, this rank, the shard's floats.
+  ncclComm_t tp_comm_ = nullptr, world_comm_ = nullptr, pp_comm_ = nullptr, embedding_comm_ = nullptr;
+  // The pipeline neighbours (ModelParallel's order: activation send, receive, gradient send, receive),
+  // each with its own stream and an event marking its last operation.
+  struct Peer {
+    ncclComm_t comm = nullptr;
+    cudaStream_t stream = nullptr;
+    cudaEvent_t done = nullptr;
+    int lane = 0;  // its lane in the stage profiler
+  };
+  Peer peers_[4];
+  cudaEvent_t computed_ = nullptr;  // the compute stream's progress, for the peers' streams to wait on
+  ncclComm_t dp_comm_ = nullptr;
+  int dp_ = 1;
+  int dp_rank_ = 0;
+  size_t shard_floats_ = 0;
+};
+
+}  // namespace megascale::trainer::detail

@@ -1,0 +1,295 @@
+// GptImpl's parallel step (model_impl.h): the gradient norm over the job, AdamW and LAMB over shards
+// and slices, and the pipeline's step.
+#include "model_impl.h"
+
+namespace megascale::trainer::detail {
+
+template <class T>
+double GptImpl<T>::grad_norm() {
+  zero_stale_weight_grads();
+  if (pp_ > 1 && index_.count("wte") != 0) {
+    // The embedding's and the LM head's copies of wte: each stage's gradient covers its own use.
+    StageScope scope(profiler_.get(), Stage::kPpAllReduce);
+    const ModelTensor& wte = tensors_[index_.at("wte")];
+    nccl_check(ncclAllReduce(grads_ + wte.offset, grads_ + wte.offset, wte.numel, ncclFloat, ncclSum,
+                             embedding_comm_, stream_),
+               "ncclAllReduce");
+  }
+  if (tp_ > 1) {
+    // Sequence parallel: each rank's LayerNorm and bias gradients cover its own rows only.
+    StageScope scope(profiler_.get(), Stage::kTpAllReduce);
+    nccl_check(ncclAllReduce(grads_, grads_, partial_end_, ncclFloat, ncclSum, tp_comm_, stream_), "ncclAllReduce");
+  }
+  if (tp_ > 1 || dp_ > 1 || pp_ > 1) return parallel_grad_norm();
+  // The padding between tensors holds zeros, so one pass over the whole allocation is exact.
+  {
+    StageScope scope(profiler_.get(), Stage::kGradNorm);
+    global_norm(norm_, grads_, floats_, scratch_, stream_);
+  }
+  float host = 0;
+  CUDA_CHECK(cudaMemcpyAsync(&host, norm_, sizeof(float), cudaMemcpyDeviceToHost, stream_));
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return host;
+}
+
+template <class T>
+double GptImpl<T>::data_parallel_mean(double value) {
+  if (dp_ == 1) return value;
+  const float mine = static_cast<float>(value);
+  CUDA_CHECK(cudaMemcpyAsync(norm_, &mine, sizeof(float), cudaMemcpyHostToDevice, stream_));
+  staged(Stage::kDpAllReduce, [&] {
+    nccl_check(ncclAllReduce(norm_, norm_, 1, ncclFloat, ncclAvg, dp_comm_, stream_), "ncclAllReduce");
+  });
+  float mean = 0;
+  CUDA_CHECK(cudaMemcpyAsync(&mean, norm_, sizeof(float), cudaMemcpyDeviceToHost, stream_));
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return mean;
+}
+
+template <class T>
+void GptImpl<T>::optimizer_step(const TrainConfig& train, double lr, int step, double norm) {
+  zero_stale_weight_grads();
+  OptimizerStep s;
+  s.learning_rate = static_cast<float>(lr);
+  s.beta1 = static_cast<float>(train.beta1);
+  s.beta2 = static_cast<float>(train.beta2);
+  s.eps = static_cast<float>(train.eps);
+  s.step = step;
+  s.grad_scale =
+      (train.grad_clip > 0 && norm > train.grad_clip) ? static_cast<float>(train.grad_clip / norm) : 1.0f;
+  StageProfiler* const prof = profiler_.get();
+  const bool lamb = train.optimizer == OptimizerKind::kLamb;
+  if (lamb && tp_ * pp_ * dp_ > 1) {
+    parallel_lamb_step(train, s);
+  } else if (dp_ > 1) {
+    if (prof != nullptr) prof->begin(Stage::kOptimizer);
+    sharded_adamw_step(train, s);
+    if (prof != nullptr) prof->end();
+  }
+  if (dp_ > 1) {
+    // ZeRO: every rank's masters whole again, and the compute copies from them.
+    const size_t lo = static_cast<size_t>(dp_rank_) * shard_floats_;
+    staged(Stage::kDpAllGather, [&] {
+      nccl_check(ncclAllGather(masters_ + lo, masters_, shard_floats_, ncclFloat, dp_comm_, stream_),
+                 "ncclAllGather");
+    });
+    staged(Stage::kOptimizer, [&] { copy_to_compute<T>(params_, masters_, floats_, stream_); });
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return;
+  }
+  if (lamb && tp_ * pp_ > 1) {
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return;
+  }
+  if (prof != nullptr) prof->begin(Stage::kOptimizer);
+  for (const ModelTensor& t : tensors_) {
+    s.weight_decay = t.decayed ? static_cast<float>(train.weight_decay) : 0.0f;
+    float* w = masters_ + t.offset;
+    float* g = grads_ + t.offset;
+    if (train.optimizer == OptimizerKind::kLamb) {
+      lamb_update<T>(w, params_ + t.offset, moment1_ + t.offset, moment2_ + t.offset, g, t.numel, s,
+                     scratch_, stream_);
+    } else {
+      adamw_update<T>(w, params_ + t.offset, moment1_ + t.offset, moment2_ + t.offset, g, t.numel, s,
+                      stream_);
+    }
+  }
+  if (prof != nullptr) prof->end();
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+template <class T>
+double GptImpl<T>::parallel_grad_norm() {
+  size_t lo = 0, hi = floats_;
+  if (dp_ > 1) {
+    lo = static_cast<size_t>(dp_rank_) * shard_floats_;
+    hi = lo + shard_floats_;
+    StageScope scope(profiler_.get(), Stage::kDpReduceScatter);
+    nccl_check(ncclReduceScatter(grads_, grads_ + lo, shard_floats_, ncclFloat, ncclAvg, dp_comm_, stream_),
+               "ncclReduceScatter");
+  }
+  std::vector<float> norms(norm_segments_.size(), 0.0f);
+  {
+    StageScope scope(profiler_.get(), Stage::kGradNorm);
+    for (size_t i = 0; i < norm_segments_.size(); ++i) {
+      const size_t b = std::max(lo, norm_segments_[i].begin), e = std::min(hi, norm_segments_[i].end);
+      if (e > b) global_norm(norm_ + i, grads_ + b, e - b, scratch_, stream_);
+    }
+  }
+  CUDA_CHECK(cudaMemcpyAsync(norms.data(), norm_, norms.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  double mine = 0;
+  for (size_t i = 0; i < norm_segments_.size(); ++i) {
+    const size_t b = std::max(lo, norm_segments_[i].begin), e = std::min(hi, norm_segments_[i].end);
+    if (e > b) mine += double{norm_segments_[i].weight} * norms[i] * norms[i];
+  }
+  return std::sqrt(world_sum(mine));
+}
+
+template <class T>
+double GptImpl<T>::world_sum(double value) {
+  CUDA_CHECK(cudaMemcpyAsync(sum_, &value, sizeof(double), cudaMemcpyHostToDevice, stream_));
+  staged(Stage::kNormAllReduce, [&] {
+    nccl_check(ncclAllReduce(sum_, sum_, 1, ncclDouble, ncclSum, world_comm_, stream_), "ncclAllReduce");
+  });
+  double total = 0;
+  CUDA_CHECK(cudaMemcpyAsync(&total, sum_, sizeof(double), cudaMemcpyDeviceToHost, stream_));
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return total;
+}
+
+template <class T>
+void GptImpl<T>::sharded_adamw_step(const TrainConfig& train, OptimizerStep s) {
+  const size_t lo = static_cast<size_t>(dp_rank_) * shard_floats_;
+  const size_t hi = lo + shard_floats_;
+  for (const ModelTensor& t : tensors_) {
+    const size_t begin = std::max(lo, t.offset);
+    const size_t end = std::min(hi, t.offset + t.numel);
+    if (begin >= end) continue;
+    s.weight_decay = t.decayed ? static_cast<float>(train.weight_decay) : 0.0f;
+    adamw_update<T>(masters_ + begin, params_ + begin, moment1_ + begin, moment2_ + begin, grads_ + begin,
+                    end - begin, s, stream_);
+  }
+}
+
+template <class T>
+void GptImpl<T>::parallel_lamb_step(const TrainConfig& train, OptimizerStep s) {
+  const size_t lo = dp_ > 1 ? static_cast<size_t>(dp_rank_) * shard_floats_ : 0;
+  const size_t hi = dp_ > 1 ? lo + shard_floats_ : floats_;
+  CUDA_CHECK(cudaMemsetAsync(lamb_sums_, 0, 2 * tensors_.size() * sizeof(float), stream_));
+  staged(Stage::kOptimizer, [&] {
+    for (size_t k = 0; k < tensors_.size(); ++k) {
+      const ModelTensor& t = tensors_[k];
+      const size_t b = std::max(lo, t.offset), e = std::min(hi, t.offset + t.numel);
+      if (b >= e) continue;
+      s.weight_decay = t.decayed ? static_cast<float>(train.weight_decay) : 0.0f;
+      lamb_moments(masters_ + b, moment1_ + b, moment2_ + b, grads_ + b, e - b, s, lamb_sums_ + 2 * k, scratch_,
+                   stream_);
+    }
+  });
+  const size_t count = 2 * tensors_.size();
+  if (dp_ > 1) {
+    staged(Stage::kDpAllReduce, [&] {
+      nccl_check(ncclAllReduce(lamb_sums_, lamb_sums_, count, ncclFloat, ncclSum, dp_comm_, stream_),
+                 "ncclAllReduce");
+    });
+  }
+  if (tp_ > 1) {
+    staged(Stage::kTpAllReduce, [&] {
+      nccl_check(ncclAllReduce(lamb_sums_, lamb_sums_, count, ncclFloat, ncclSum, tp_comm_, stream_),
+                 "ncclAllReduce");
+    });
+  }
+  staged(Stage::kOptimizer, [&] {
+    for (size_t k = 0; k < tensors_.size(); ++k) {
+      const ModelTensor& t = tensors_[k];
+      const size_t b = std::max(lo, t.offset), e = std::min(hi, t.offset + t.numel);
+      if (b < e) lamb_apply<T>(masters_ + b, params_ + b, grads_ + b, e - b, s.learning_rate, lamb_sums_ + 2 * k, stream_);
+    }
+  });
+}
+
+template <class T>
+double GptImpl<T>::pipeline_step(const std::vector<const int32_t*>& inputs, const std::vector<const int32_t*>& targets,
+                     float grad_scale) {
+  const int m = micro_batches_;
+  if (static_cast<int>(inputs.size()) != m || static_cast<int>(targets.size()) != m) {
+    std::fprintf(stderr, "train_step: %zu micro-batches given, the pipeline schedule has %d\n", inputs.size(), m);
+    std::abort();
+  }
+  const size_t nc = static_cast<size_t>(n_) * cfg_.d_model;
+  for (int mb = 0; mb < m; ++mb) {
+    upload_batch(mb, inputs[static_cast<size_t>(mb)], targets[static_cast<size_t>(mb)]);
+    if (embedding_) upload_buckets(mb, inputs[static_cast<size_t>(mb)]);
+  }
+  CUDA_CHECK(cudaMemsetAsync(loss_sum_, 0, sizeof(float), stream_));
+  // The peers' streams start after everything before this step on the compute stream.
+  CUDA_CHECK(cudaEventRecord(computed_, stream_));
+  for (Peer& p : peers_) {
+    if (p.stream != nullptr) CUDA_CHECK(cudaStreamWaitEvent(p.stream, computed_));
+  }
+  Peer& act_send = peers_[0];
+  Peer& act_recv = peers_[1];
+  Peer& grad_send = peers_[2];
+  Peer& grad_recv = peers_[3];
+  StageProfiler* const prof = profiler_.get();
+  auto receive = [&](Peer& p, T* buffer) {
+    {
+      StageScope scope(prof, Stage::kPpRecv, p.lane);
+      nccl_check(ncclRecv(buffer, nc, nccl_type(), 0, p.comm, p.stream), "ncclRecv");
+    }
+    CUDA_CHECK(cudaEventRecord(p.done, p.stream));
+    CUDA_CHECK(cudaStreamWaitEvent(stream_, p.done));
+  };
+  auto send = [&](Peer& p, const T* buffer) {
+    CUDA_CHECK(cudaEventRecord(computed_, stream_));
+    CUDA_CHECK(cudaStreamWaitEvent(p.stream, computed_));
+    StageScope scope(prof, Stage::kPpSend, p.lane);
+    nccl_check(ncclSend(buffer, nc, nccl_type(), 1, p.comm, p.stream), "ncclSend");
+  };
+  for (const Pass& pass : schedule_) {
+    const int c = pass.chunk, mb = pass.micro_batch;
+    const size_t key = static_cast<size_t>(mb) * vpp_ + c;
+    if (pass.kind == PassKind::kForward) {
+      const int region = take_region(c);
+      region_of_[key] = region;
+      if (!first_stage(c)) {
+        receive(act_recv, act_in_ + key * nc);
+        CUDA_CHECK(cudaMemcpyAsync(residual_at(region, 0), act_in_ + key * nc, nc * sizeof(T),
+                                   cudaMemcpyDeviceToDevice, stream_));
+      }
+      run_forward_chunk(region, c, mb);
+      if (last_stage(c)) {
+        run_head(region, mb, grad_scale / static_cast<float>(N_), true, false);
+        loss_accumulate(loss_sum_, losses_, N_, grad_scale, stream_);
+        CUDA_CHECK(cudaMemcpyAsync(grad_in_ + key * nc, dres_, nc * sizeof(T), cudaMemcpyDeviceToDevice, stream_));
+      } else {
+        send(act_send, residual_at(region, Lc_));
+      }
+    } else {
+      const int region = region_of_[key];
+      if (!last_stage(c)) receive(grad_recv, grad_in_ + key * nc);
+      CUDA_CHECK(cudaMemcpyAsync(dres_, grad_in_ + key * nc, nc * sizeof(T), cudaMemcpyDeviceToDevice, stream_));
+      run_backward_chunk(region, c, mb, false);
+      if (!first_stage(c)) {
+        CUDA_CHECK(cudaMemcpyAsync(grad_out_ + key * nc, dres_, nc * sizeof(T), cudaMemcpyDeviceToDevice, stream_));
+        send(grad_send, grad_out_ + key * nc);
+      }
+      free_regions_.push_back(region);
+    }
+  }
+  // Everything after (the norm, the optimizer, the next step's buffers) waits for the exchanges.
+  for (Peer& p : peers_) {
+    if (p.stream == nullptr) continue;
+    CUDA_CHECK(cudaEventRecord(p.done, p.stream));
+    CUDA_CHECK(cudaStreamWaitEvent(stream_, p.done));
+  }
+  // The loss is the last stage's: summed over the pipeline group, the others adding 0.
+  staged(Stage::kPpAllReduce, [&] {
+    nccl_check(ncclAllReduce(loss_sum_, loss_sum_, 1, ncclFloat, ncclSum, pp_comm_, stream_), "ncclAllReduce");
+  });
+  float loss = 0;
+  CUDA_CHECK(cudaMemcpyAsync(&loss, loss_sum_, sizeof(float), cudaMemcpyDeviceToHost, stream_));
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return loss;
+}
+
+template <class T>
+int GptImpl<T>::take_region(int chunk) {
+  for (auto it = free_regions_.end(); it != free_regions_.begin();) {
+    --it;
+    if (*it / slots_ == chunk) {
+      const int r = *it;
+      free_regions_.erase(it);
+      return r;
+    }
+  }
+  std::fprintf(stderr, "pipeline: no free activation region for chunk %d (the schedule exceeds its in-flight count)\n",
+               chunk);
+  std::abort();
+}
+
+template class GptImpl<float>;
+template class GptImpl<__nv_bfloat16>;
+
+}  // namespace megascale::trainer::detail
