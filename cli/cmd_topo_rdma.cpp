@@ -99,7 +99,7 @@ Choice choose(const DeviceInfo& dev, const Result<GidSelector>& sel) {
   return c;
 }
 
-json selection_json(const Result<GidSelector>& sel, const std::function<const char*(const char*)>& getenv) {
+json selection_json(const Result<GidSelector>& sel, const EnvLookup& getenv) {
   const char* range = getenv("MEGASCALE_IB_ADDR_RANGE");
   const GidSelector s = sel ? *sel : GidSelector{};
   return {{"gid_index", s.index ? static_cast<int64_t>(*s.index) : -1},
@@ -117,7 +117,7 @@ void print_problems(std::FILE* out, const char* indent, const std::vector<std::s
 }  // namespace
 
 Result<json> print_rdma(std::FILE* out, const std::string& root,
-                        const std::function<const char*(const char*)>& getenv) {
+                        const EnvLookup& getenv) {
   json doc = {{"root", root}, {"note", ""}, {"devices", json::array()}};
 #ifdef MEGASCALE_HAVE_VERBS
   Result<std::vector<DeviceListing>> devs = list_devices(root);

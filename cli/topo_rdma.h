@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "megascale/common/env.h"
 #include "megascale/common/result.h"
 
 namespace megascale::cli {
@@ -19,6 +20,6 @@ namespace megascale::cli {
 // reason they were skipped. Only a root that cannot be read is an error. Without the verbs wire in the
 // build the section says so and `devices` is empty.
 Result<nlohmann::json> print_rdma(std::FILE* out, const std::string& root,
-                                  const std::function<const char*(const char*)>& getenv);
+                                  const EnvLookup& getenv);
 
 }  // namespace megascale::cli

@@ -349,7 +349,7 @@ std::string blame_variable(const std::string& text, const std::map<std::string, 
 }
 
 Result<CcConfig> apply_env_overrides(const CcConfig& base,
-                                     const std::function<const char*(const char*)>& getenv_fn,
+                                     const EnvLookup& getenv_fn,
                                      std::vector<std::string>* applied) {
   CcConfig config = base;
   CcConfig probe;
@@ -521,7 +521,7 @@ std::vector<std::string> unread_settings(const CcConfig& config) {
 }
 
 Result<CcConfig> apply_cc_env_overrides(const CcConfig& base,
-                                        const std::function<const char*(const char*)>& getenv_fn,
+                                        const EnvLookup& getenv_fn,
                                         std::vector<std::string>* applied) {
   try {
     return apply_env_overrides(base, getenv_fn, applied);

@@ -19,10 +19,6 @@
 
 namespace megascale::trainer {
 
-EnvLookup getenv_lookup() {
-  return [](const char* name) -> const char* { return std::getenv(name); };
-}
-
 namespace {
 
 // The launchers' variable names, in the order they are looked for.

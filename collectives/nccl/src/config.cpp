@@ -67,7 +67,7 @@ unsigned count_nvidia_gpus(const std::string& pci_devices_dir) {
   return n;
 }
 
-LocalRanks local_ranks_from_env(const GetEnvFn& getenv_fn, const std::string& pci_devices_dir) {
+LocalRanks local_ranks_from_env(const EnvLookup& getenv_fn, const std::string& pci_devices_dir) {
   // Ours first, then what the common launchers export: torchrun, Open MPI, MPICH/Hydra.
   for (const char* name :
        {"MEGASCALE_LOCAL_RANKS", "LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}) {
@@ -134,7 +134,7 @@ std::vector<std::string> megascale_env_names(char** envp) {
   return names;
 }
 
-Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn,
+Result<PluginConfig> load_plugin_config(const EnvLookup& getenv_fn,
                                         const std::vector<std::string>& set_names) {
   Result<PluginConfig> c = schema::read_all(getenv_fn);
   if (!c) return c;

@@ -15,6 +15,7 @@
 
 #include "gpu_copy.h"
 #include "layout.h"
+#include "megascale/common/env.h"
 #include "megascale/common/result.h"
 #include "megascale/common/units.h"
 #include "megascale/congestion/params.h"
@@ -125,15 +126,13 @@ struct PluginConfig {
   std::vector<std::string> warnings;
 };
 
-using GetEnvFn = wire::GetEnv;
-
 // Reads and validates every MEGASCALE_* variable through `getenv_fn`. The error names the variable,
 // the value and what is allowed: "MEGASCALE_TC=300: must be an integer in 0..255". The knobs are the
 // rows of the schema (config_schema.h), read in its order. `set_names` are the names of the variables
 // the environment holds (megascale_env_names): each MEGASCALE_* one that is not a knob gets a warning
 // naming the closest knob ("MEGASCALE_FAULT_DROPP is not a knob ...; did you mean
 // MEGASCALE_FAULT_DROP?").
-Result<PluginConfig> load_plugin_config(const GetEnvFn& getenv_fn,
+Result<PluginConfig> load_plugin_config(const EnvLookup& getenv_fn,
                                         const std::vector<std::string>& set_names = {});
 
 // The names of the MEGASCALE_* variables in `envp` (NAME=value strings, as environ).
@@ -149,7 +148,7 @@ struct LocalRanks {
   unsigned count = 1;
   std::string source;
 };
-LocalRanks local_ranks_from_env(const GetEnvFn& getenv_fn,
+LocalRanks local_ranks_from_env(const EnvLookup& getenv_fn,
                                 const std::string& pci_devices_dir = "/sys/bus/pci/devices");
 // NVIDIA display and 3D controllers (vendor 0x10de, class 0x0300 / 0x0302) under a sysfs PCI directory.
 unsigned count_nvidia_gpus(const std::string& pci_devices_dir);

@@ -21,7 +21,7 @@ namespace megascale::nccl::schema {
 
 struct Reader {
   PluginConfig& c;
-  const GetEnvFn& getenv_fn;
+  const EnvLookup& getenv_fn;
   LocalRanks local;  // MEGASCALE_LOCAL_RANKS, for the layout
 
   // The variable's text; nullptr when unset or empty.
@@ -542,7 +542,7 @@ std::vector<std::string> known_names() {
   std::set<std::string> names;
   PluginConfig c;
   // A family's members are the names its reader asks for.
-  const GetEnvFn record = [&](const char* name) -> const char* {
+  const EnvLookup record = [&](const char* name) -> const char* {
     names.insert(name);
     return nullptr;
   };
@@ -599,7 +599,7 @@ Result<std::string> splice_generated(const std::string& doc, const std::string& 
   return doc.substr(0, body) + "\n" + generated + doc.substr(end);
 }
 
-Result<PluginConfig> read_all(const GetEnvFn& getenv_fn) {
+Result<PluginConfig> read_all(const EnvLookup& getenv_fn) {
   PluginConfig c;
   Reader r{c, getenv_fn, {}};
   for (const Knob& k : plugin_knobs()) {

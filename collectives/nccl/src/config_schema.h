@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "config.h"
+#include "megascale/common/env.h"
 #include "megascale/common/result.h"
 
 namespace megascale::nccl::schema {
@@ -75,6 +76,6 @@ inline constexpr std::string_view kEndMarker = "<!-- END plugin knobs -->";
 Result<std::string> splice_generated(const std::string& doc, const std::string& generated);
 
 // Reads every row of the table into a PluginConfig (load_plugin_config adds the unknown-name check).
-Result<PluginConfig> read_all(const GetEnvFn& getenv_fn);
+Result<PluginConfig> read_all(const EnvLookup& getenv_fn);
 
 }  // namespace megascale::nccl::schema

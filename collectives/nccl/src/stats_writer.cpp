@@ -529,7 +529,7 @@ PluginSettings settings_of(const PluginConfig& config) {
   return p;
 }
 
-std::string stats_identity(const GetEnvFn& getenv_fn) {
+std::string stats_identity(const EnvLookup& getenv_fn) {
   for (const char* name : {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"}) {
     const char* text = getenv_fn(name);
     if (text == nullptr || *text == '\0') continue;

@@ -49,6 +49,7 @@
 #include <vector>
 
 #include "config.h"
+#include "megascale/common/env.h"
 #include "megascale/common/units.h"
 #include "megascale/engine/stats.h"
 
@@ -89,7 +90,7 @@ std::string port_metrics_prom(
 // The process's name in the stats files: "rank<N>" from the first of RANK (torchrun), OMPI_COMM_WORLD_RANK
 // (Open MPI), PMI_RANK (MPICH/Hydra), PMIX_RANK, SLURM_PROCID that holds a whole number; "proc" when none
 // does (NCCL tells a net plugin no rank).
-std::string stats_identity(const GetEnvFn& getenv_fn);
+std::string stats_identity(const EnvLookup& getenv_fn);
 
 // The histograms' bucket edges (Prometheus "le", inclusive) in ns: 2^k - 1 for k = 7 .. 34, 127 ns to
 // 17.2 s, one per octave. Each is the upper edge of an engine::RttHistogram bucket, so the cumulative

@@ -14,7 +14,7 @@ namespace {
 
 struct FakeEnv {
   std::map<std::string, std::string> vars;
-  std::function<const char*(const char*)> fn() const {
+  EnvLookup fn() const {
     return [this](const char* name) -> const char* {
       auto it = vars.find(name);
       return it == vars.end() ? nullptr : it->second.c_str();

@@ -12,7 +12,7 @@
 namespace megascale::wire {
 namespace {
 
-GetEnv env_of(const std::map<std::string, std::string>& vars) {
+EnvLookup env_of(const std::map<std::string, std::string>& vars) {
   return [vars](const char* name) -> const char* {
     auto it = vars.find(name);
     return it == vars.end() ? nullptr : it->second.c_str();

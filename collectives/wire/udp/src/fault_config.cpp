@@ -184,7 +184,7 @@ Result<FaultConfig> load_fault_config(const std::string& path) {
   return parse_fault_config(text.str(), path);
 }
 
-Result<FaultConfig> fault_config_from_env(const FaultConfig& base, const GetEnv& getenv_fn) {
+Result<FaultConfig> fault_config_from_env(const FaultConfig& base, const EnvLookup& getenv_fn) {
   FaultConfig config = base;
   bool delay_given = false;
   bool delay_us_given = false;

@@ -70,7 +70,7 @@ Result<GidSelector> with_addr_range(GidSelector sel, std::string_view cidr) {
                     "\" is not an IP address");
 }
 
-Result<GidSelector> gid_selector_from_env(const std::function<const char*(const char*)>& getenv) {
+Result<GidSelector> gid_selector_from_env(const EnvLookup& getenv) {
   GidSelector sel;
   if (const char* v = getenv("MEGASCALE_IB_GID_INDEX"); v != nullptr && *v != '\0') {
     const std::string_view s(v);

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "megascale/common/env.h"
 #include "megascale/common/result.h"
 #include "megascale/congestion/controller.h"
 #include "megascale/congestion/params.h"
@@ -43,7 +44,7 @@ Result<CcConfig> resolve_cc_config(const std::string& path_or_name);
 // whole; every error names the variable, its value and the rule. `applied` (optional) gets "VAR=value"
 // for each variable used, for the caller's log.
 Result<CcConfig> apply_cc_env_overrides(const CcConfig& base,
-                                        const std::function<const char*(const char*)>& getenv_fn,
+                                        const EnvLookup& getenv_fn,
                                         std::vector<std::string>* applied = nullptr);
 
 // Settings `config`'s controller never reads: for each section of another controller (swift, dcqcn,

@@ -21,13 +21,11 @@
 #include <string>
 #include <vector>
 
+#include "megascale/common/env.h"
 #include "megascale/common/result.h"
 
 namespace megascale::trainer {
 
-// The value of an environment variable, or nullptr when unset.
-using EnvLookup = std::function<const char*(const char*)>;
-EnvLookup getenv_lookup();  // the process's own environment
 
 struct LaunchEnv {
   int rank = 0;

@@ -34,6 +34,7 @@
 #include <string_view>
 #include <vector>
 
+#include "megascale/common/env.h"
 #include "megascale/common/result.h"
 #include "megascale/common/units.h"
 
@@ -83,14 +84,12 @@ Result<FaultConfig> parse_fault_config(std::string_view yaml_text, std::string_v
 // Reads a YAML file and parses its `fault:` section; errors name the path.
 Result<FaultConfig> load_fault_config(const std::string& path);
 
-// Looks up an environment variable; nullptr when unset. Tests pass their own.
-using GetEnv = std::function<const char*(const char*)>;
 
 // Overrides `base` with MEGASCALE_FAULT_DROP, _DUP, _REORDER, _REORDER_DEPTH, _DELAY (probability),
 // _DELAY_US, _CORRUPT, _CE and _SEED. Probabilities accept "0.01" or "1%". MEGASCALE_FAULT_DELAY_US
 // without MEGASCALE_FAULT_DELAY delays every datagram. A bad value is an error naming the variable and
 // the value: "MEGASCALE_FAULT_DROP=1.5: a probability must be in [0, 1]".
-Result<FaultConfig> fault_config_from_env(const FaultConfig& base, const GetEnv& getenv_fn);
+Result<FaultConfig> fault_config_from_env(const FaultConfig& base, const EnvLookup& getenv_fn);
 Result<FaultConfig> fault_config_from_env(const FaultConfig& base);  // the process environment
 
 // A datagram the injector held and now releases.

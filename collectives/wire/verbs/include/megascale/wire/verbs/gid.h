@@ -34,6 +34,7 @@
 #include <string_view>
 #include <vector>
 
+#include "megascale/common/env.h"
 #include "megascale/common/result.h"
 
 namespace megascale::wire::verbs {
@@ -124,7 +125,7 @@ struct GidSelector {
 
 // The selector the MEGASCALE_IB_* variables describe, read through `getenv` (std::getenv, or a map
 // in tests). Unset variables keep the defaults; a bad value is an error naming the variable and value.
-Result<GidSelector> gid_selector_from_env(const std::function<const char*(const char*)>& getenv);
+Result<GidSelector> gid_selector_from_env(const EnvLookup& getenv);
 
 // Parses "a.b.c.d/len" (stored IPv4-mapped) or an IPv6 "addr/len".
 Result<GidSelector> with_addr_range(GidSelector sel, std::string_view cidr);
