@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <initializer_list>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -150,7 +151,37 @@ class GptImpl final : public GptModel {
   // 1/tp, the head's copy of wte 0), summed over the job.
   double parallel_grad_norm();
 
-  double world_sum(double value);
+  // `value` reduced by `op` over `comm` through the device (one value; synchronises).
+  template <class V>
+  V reduce_scalar(V value, ncclRedOp_t op, ncclComm_t comm, Stage stage) {
+    static_assert(sizeof(V) <= sizeof(*sum_));
+    CUDA_CHECK(cudaMemcpyAsync(sum_, &value, sizeof(V), cudaMemcpyHostToDevice, stream_));
+    staged(stage, [&] {
+      nccl_check(ncclAllReduce(sum_, sum_, 1, sizeof(V) == sizeof(double) ? ncclDouble : ncclFloat, op, comm,
+                               stream_),
+                 "ncclAllReduce");
+    });
+    V out{};
+    CUDA_CHECK(cudaMemcpyAsync(&out, sum_, sizeof(V), cudaMemcpyDeviceToHost, stream_));
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return out;
+  }
+
+  // This rank's shard of the flat buffers, [first, second): its 1/dp with dp > 1, else all of them.
+  std::pair<size_t, size_t> shard() const {
+    if (dp_ == 1) return {0, floats_};
+    const size_t lo = static_cast<size_t>(dp_rank_) * shard_floats_;
+    return {lo, lo + shard_floats_};
+  }
+  // f(k, tensor, begin, end) for each tensor k's piece [begin, end) inside [lo, hi) (empty pieces skipped).
+  template <class F>
+  void for_each_piece(size_t lo, size_t hi, F&& f) const {
+    for (size_t k = 0; k < tensors_.size(); ++k) {
+      const ModelTensor& t = tensors_[k];
+      const size_t b = std::max(lo, t.offset), e = std::min(hi, t.offset + t.numel);
+      if (b < e) f(k, t, b, e);
+    }
+  }
 
   // ZeRO-2's optimizer half: AdamW over the pieces of each tensor inside this rank's shard (the
   // moments outside it stay unused); optimizer_step then all-gathers the masters in place and refreshes

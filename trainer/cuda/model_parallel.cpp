@@ -35,15 +35,7 @@ double GptImpl<T>::grad_norm() {
 template <class T>
 double GptImpl<T>::data_parallel_mean(double value) {
   if (dp_ == 1) return value;
-  const float mine = static_cast<float>(value);
-  CUDA_CHECK(cudaMemcpyAsync(norm_, &mine, sizeof(float), cudaMemcpyHostToDevice, stream_));
-  staged(Stage::kDpAllReduce, [&] {
-    nccl_check(ncclAllReduce(norm_, norm_, 1, ncclFloat, ncclAvg, dp_comm_, stream_), "ncclAllReduce");
-  });
-  float mean = 0;
-  CUDA_CHECK(cudaMemcpyAsync(&mean, norm_, sizeof(float), cudaMemcpyDeviceToHost, stream_));
-  CUDA_CHECK(cudaStreamSynchronize(stream_));
-  return mean;
+  return reduce_scalar(static_cast<float>(value), ncclAvg, dp_comm_, Stage::kDpAllReduce);
 }
 
 template <class T>
@@ -68,7 +60,7 @@ void GptImpl<T>::optimizer_step(const TrainConfig& train, double lr, int step, d
   }
   if (dp_ > 1) {
     // ZeRO: every rank's masters whole again, and the compute copies from them.
-    const size_t lo = static_cast<size_t>(dp_rank_) * shard_floats_;
+    const size_t lo = shard().first;
     staged(Stage::kDpAllGather, [&] {
       nccl_check(ncclAllGather(masters_ + lo, masters_, shard_floats_, ncclFloat, dp_comm_, stream_),
                  "ncclAllGather");
@@ -100,10 +92,8 @@ void GptImpl<T>::optimizer_step(const TrainConfig& train, double lr, int step, d
 
 template <class T>
 double GptImpl<T>::parallel_grad_norm() {
-  size_t lo = 0, hi = floats_;
+  const auto [lo, hi] = shard();
   if (dp_ > 1) {
-    lo = static_cast<size_t>(dp_rank_) * shard_floats_;
-    hi = lo + shard_floats_;
     StageScope scope(profiler_.get(), Stage::kDpReduceScatter);
     nccl_check(ncclReduceScatter(grads_, grads_ + lo, shard_floats_, ncclFloat, ncclAvg, dp_comm_, stream_),
                "ncclReduceScatter");
@@ -123,69 +113,40 @@ double GptImpl<T>::parallel_grad_norm() {
     const size_t b = std::max(lo, norm_segments_[i].begin), e = std::min(hi, norm_segments_[i].end);
     if (e > b) mine += double{norm_segments_[i].weight} * norms[i] * norms[i];
   }
-  return std::sqrt(world_sum(mine));
-}
-
-template <class T>
-double GptImpl<T>::world_sum(double value) {
-  CUDA_CHECK(cudaMemcpyAsync(sum_, &value, sizeof(double), cudaMemcpyHostToDevice, stream_));
-  staged(Stage::kNormAllReduce, [&] {
-    nccl_check(ncclAllReduce(sum_, sum_, 1, ncclDouble, ncclSum, world_comm_, stream_), "ncclAllReduce");
-  });
-  double total = 0;
-  CUDA_CHECK(cudaMemcpyAsync(&total, sum_, sizeof(double), cudaMemcpyDeviceToHost, stream_));
-  CUDA_CHECK(cudaStreamSynchronize(stream_));
-  return total;
+  return std::sqrt(reduce_scalar(mine, ncclSum, world_comm_, Stage::kNormAllReduce));
 }
 
 template <class T>
 void GptImpl<T>::sharded_adamw_step(const TrainConfig& train, OptimizerStep s) {
-  const size_t lo = static_cast<size_t>(dp_rank_) * shard_floats_;
-  const size_t hi = lo + shard_floats_;
-  for (const ModelTensor& t : tensors_) {
-    const size_t begin = std::max(lo, t.offset);
-    const size_t end = std::min(hi, t.offset + t.numel);
-    if (begin >= end) continue;
+  const auto [lo, hi] = shard();
+  for_each_piece(lo, hi, [&](size_t, const ModelTensor& t, size_t b, size_t e) {
     s.weight_decay = t.decayed ? static_cast<float>(train.weight_decay) : 0.0f;
-    adamw_update<T>(masters_ + begin, params_ + begin, moment1_ + begin, moment2_ + begin, grads_ + begin,
-                    end - begin, s, stream_);
-  }
+    adamw_update<T>(masters_ + b, params_ + b, moment1_ + b, moment2_ + b, grads_ + b, e - b, s, stream_);
+  });
 }
 
 template <class T>
 void GptImpl<T>::parallel_lamb_step(const TrainConfig& train, OptimizerStep s) {
-  const size_t lo = dp_ > 1 ? static_cast<size_t>(dp_rank_) * shard_floats_ : 0;
-  const size_t hi = dp_ > 1 ? lo + shard_floats_ : floats_;
+  const auto [lo, hi] = shard();
   CUDA_CHECK(cudaMemsetAsync(lamb_sums_, 0, 2 * tensors_.size() * sizeof(float), stream_));
   staged(Stage::kOptimizer, [&] {
-    for (size_t k = 0; k < tensors_.size(); ++k) {
-      const ModelTensor& t = tensors_[k];
-      const size_t b = std::max(lo, t.offset), e = std::min(hi, t.offset + t.numel);
-      if (b >= e) continue;
+    for_each_piece(lo, hi, [&](size_t k, const ModelTensor& t, size_t b, size_t e) {
       s.weight_decay = t.decayed ? static_cast<float>(train.weight_decay) : 0.0f;
       lamb_moments(masters_ + b, moment1_ + b, moment2_ + b, grads_ + b, e - b, s, lamb_sums_ + 2 * k, scratch_,
                    stream_);
-    }
+    });
   });
   const size_t count = 2 * tensors_.size();
-  if (dp_ > 1) {
-    staged(Stage::kDpAllReduce, [&] {
-      nccl_check(ncclAllReduce(lamb_sums_, lamb_sums_, count, ncclFloat, ncclSum, dp_comm_, stream_),
-                 "ncclAllReduce");
-    });
-  }
-  if (tp_ > 1) {
-    staged(Stage::kTpAllReduce, [&] {
-      nccl_check(ncclAllReduce(lamb_sums_, lamb_sums_, count, ncclFloat, ncclSum, tp_comm_, stream_),
-                 "ncclAllReduce");
+  for (auto [size, comm, stage] : {std::tuple{dp_, dp_comm_, Stage::kDpAllReduce}, std::tuple{tp_, tp_comm_, Stage::kTpAllReduce}}) {
+    if (size == 1) continue;
+    staged(stage, [&] {
+      nccl_check(ncclAllReduce(lamb_sums_, lamb_sums_, count, ncclFloat, ncclSum, comm, stream_), "ncclAllReduce");
     });
   }
   staged(Stage::kOptimizer, [&] {
-    for (size_t k = 0; k < tensors_.size(); ++k) {
-      const ModelTensor& t = tensors_[k];
-      const size_t b = std::max(lo, t.offset), e = std::min(hi, t.offset + t.numel);
-      if (b < e) lamb_apply<T>(masters_ + b, params_ + b, grads_ + b, e - b, s.learning_rate, lamb_sums_ + 2 * k, stream_);
-    }
+    for_each_piece(lo, hi, [&](size_t k, const ModelTensor&, size_t b, size_t e) {
+      lamb_apply<T>(masters_ + b, params_ + b, grads_ + b, e - b, s.learning_rate, lamb_sums_ + 2 * k, stream_);
+    });
   });
 }
 

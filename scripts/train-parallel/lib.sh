@@ -1,0 +1,28 @@
+# shellcheck shell=bash
+# The shared part of scripts/check-train-parallel.sh and scripts/bench-train-parallel.sh: a layout's
+# megascale-train arguments, and an MPS daemon of the script's own when ranks share GPUs.
+
+# layout_args TxPxD[vV]: sets nproc and args (--tp T --pp P --dp D --vpp V), or fails on a malformed one.
+layout_args() {
+  [[ $1 =~ ^([0-9]+)x([0-9]+)x([0-9]+)(v([0-9]+))?$ ]] || { echo "LAYOUTS: '$1' is not TxPxD[vV] (e.g. 2x1x2)"; exit 2; }
+  nproc=$((BASH_REMATCH[1] * BASH_REMATCH[2] * BASH_REMATCH[3]))
+  # shellcheck disable=SC2034  # read by the sourcing script
+  args=(--tp "${BASH_REMATCH[1]}" --pp "${BASH_REMATCH[2]}" --dp "${BASH_REMATCH[3]}" --vpp "${BASH_REMATCH[5]:-1}")
+}
+
+# start_mps OUT GPUS LAYOUT...: with MPS=1 (the default) and more ranks in the largest layout than GPUs,
+# starts an MPS daemon with its pipes and logs under OUT, stopped when the script exits.
+start_mps() {
+  local out=$1 gpus=$2 max_ranks=1 l
+  shift 2
+  for l in "$@"; do
+    layout_args "$l"
+    (( nproc > max_ranks )) && max_ranks=$nproc
+  done
+  if [[ ${MPS:-1} == 1 ]] && (( max_ranks > gpus )) && command -v nvidia-cuda-mps-control > /dev/null; then
+    export CUDA_MPS_PIPE_DIRECTORY=$out/mps-pipe CUDA_MPS_LOG_DIRECTORY=$out/mps-log
+    mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+    nvidia-cuda-mps-control -d && trap 'echo quit | nvidia-cuda-mps-control' EXIT
+    echo "MPS started ($CUDA_MPS_PIPE_DIRECTORY)"
+  fi
+}
