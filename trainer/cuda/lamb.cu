@@ -47,10 +47,8 @@ __global__ void lamb_moments_kernel(const float* master, float* m_state, float* 
   }
 }
 
-template <class T>
-__global__ void lamb_apply_kernel(float* master, T* param, const float* update, size_t n, float learning_rate,
-                                  const float* partial, int num_partials) {
-  __shared__ float shared[32];
+// ||w||^2 and ||u||^2 from the moments kernel's per-block partials, summed by the block in a fixed order.
+__device__ float2 sum_partials(const float* partial, int num_partials, float* shared) {
   float w_sq = 0.0f;
   float u_sq = 0.0f;
   for (int i = threadIdx.x; i < num_partials; i += blockDim.x) {
@@ -59,6 +57,13 @@ __global__ void lamb_apply_kernel(float* master, T* param, const float* update, 
   }
   w_sq = block_sum(w_sq, shared);
   u_sq = block_sum(u_sq, shared);
+  return make_float2(w_sq, u_sq);
+}
+
+// w -= lr * trust * u over the grid, trust = ||w|| / ||u|| (1 when either is 0).
+template <class T>
+__device__ void apply_trust(float* master, T* param, const float* update, size_t n, float learning_rate, float w_sq,
+                            float u_sq) {
   const float w_norm = sqrtf(w_sq);
   const float u_norm = sqrtf(u_sq);
   const float trust = (w_norm > 0.0f && u_norm > 0.0f) ? w_norm / u_norm : 1.0f;
@@ -70,47 +75,52 @@ __global__ void lamb_apply_kernel(float* master, T* param, const float* update, 
   }
 }
 
+template <class T>
+__global__ void lamb_apply_kernel(float* master, T* param, const float* update, size_t n, float learning_rate,
+                                  const float* partial, int num_partials) {
+  __shared__ float shared[32];
+  const float2 sums = sum_partials(partial, num_partials, shared);
+  apply_trust(master, param, update, n, learning_rate, sums.x, sums.y);
+}
+
 // sums[0] += sum of partial[0..n), sums[1] += sum of partial[kMaxBlocks..+n), in a fixed order.
 __global__ void lamb_sums_kernel(float* sums, const float* partial, int num_partials) {
   __shared__ float shared[32];
-  float w_sq = 0.0f;
-  float u_sq = 0.0f;
-  for (int i = threadIdx.x; i < num_partials; i += blockDim.x) {
-    w_sq += partial[i];
-    u_sq += partial[kMaxBlocks + i];
-  }
-  w_sq = block_sum(w_sq, shared);
-  u_sq = block_sum(u_sq, shared);
+  const float2 piece = sum_partials(partial, num_partials, shared);
   if (threadIdx.x == 0) {
-    sums[0] += w_sq;
-    sums[1] += u_sq;
+    sums[0] += piece.x;
+    sums[1] += piece.y;
   }
 }
 
 template <class T>
 __global__ void lamb_apply_sums_kernel(float* master, T* param, const float* update, size_t n, float learning_rate,
                                        const float* sums) {
-  const float w_norm = sqrtf(sums[0]);
-  const float u_norm = sqrtf(sums[1]);
-  const float trust = (w_norm > 0.0f && u_norm > 0.0f) ? w_norm / u_norm : 1.0f;
-  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const float w_new = master[i] - learning_rate * trust * update[i];
-    master[i] = w_new;
-    param[i] = from_float<T>(w_new);
-  }
+  apply_trust(master, param, update, n, learning_rate, sums[0], sums[1]);
 }
+
+// Pass 1: the moments, u into grad, and the per-block partials of ||w||^2 and ||u||^2 in scratch; returns
+// the number of blocks (partials).
+int launch_lamb_moments(float* master, float* m, float* v, float* grad, size_t n, const OptimizerStep& s,
+                        float* scratch, cudaStream_t stream) {
+  const float bc1 = 1.0f - powf(s.beta1, static_cast<float>(s.step));
+  const float bc2 = 1.0f - powf(s.beta2, static_cast<float>(s.step));
+  const int blocks = lamb_blocks(n);
+  lamb_moments_kernel<<<blocks, kThreads, 0, stream>>>(master, m, v, grad, n, s, bc1, bc2, scratch);
+  CUDA_CHECK_LAUNCH();
+  return blocks;
+}
+
+// The apply pass's grid: every block re-reduces the partials (lamb_update), so it is capped; a
+// grid-stride loop covers n.
+unsigned int apply_blocks(size_t n) { return std::min(ceil_div(n, kThreads), 1024u); }
 
 }  // namespace
 
 void lamb_moments(float* master, float* m, float* v, float* grad, size_t n, const OptimizerStep& s, float* sums,
                   float* scratch, cudaStream_t stream) {
   if (n == 0) return;
-  const float bc1 = 1.0f - powf(s.beta1, static_cast<float>(s.step));
-  const float bc2 = 1.0f - powf(s.beta2, static_cast<float>(s.step));
-  const int blocks = lamb_blocks(n);
-  lamb_moments_kernel<<<blocks, kThreads, 0, stream>>>(master, m, v, grad, n, s, bc1, bc2, scratch);
-  CUDA_CHECK_LAUNCH();
+  const int blocks = launch_lamb_moments(master, m, v, grad, n, s, scratch, stream);
   lamb_sums_kernel<<<1, kThreads, 0, stream>>>(sums, scratch, blocks);
   CUDA_CHECK_LAUNCH();
 }
@@ -119,8 +129,7 @@ template <class T>
 void lamb_apply(float* master, T* param, const float* update, size_t n, float learning_rate, const float* sums,
                 cudaStream_t stream) {
   if (n == 0) return;
-  const unsigned int blocks = std::min(ceil_div(n, kThreads), 1024u);
-  lamb_apply_sums_kernel<<<blocks, kThreads, 0, stream>>>(master, param, update, n, learning_rate, sums);
+  lamb_apply_sums_kernel<<<apply_blocks(n), kThreads, 0, stream>>>(master, param, update, n, learning_rate, sums);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -132,15 +141,9 @@ template <class T>
 void lamb_update(float* master, T* param, float* m, float* v, float* grad, size_t n, const OptimizerStep& s,
                  float* scratch, cudaStream_t stream) {
   if (n == 0) return;
-  const float bc1 = 1.0f - powf(s.beta1, static_cast<float>(s.step));
-  const float bc2 = 1.0f - powf(s.beta2, static_cast<float>(s.step));
-  const int blocks = lamb_blocks(n);
-  lamb_moments_kernel<<<blocks, kThreads, 0, stream>>>(master, m, v, grad, n, s, bc1, bc2, scratch);
-  CUDA_CHECK_LAUNCH();
-  // Every apply block re-reduces the partials, so the grid is capped: a grid-stride loop covers n.
-  const unsigned int apply_blocks = std::min(ceil_div(n, kThreads), 1024u);
-  lamb_apply_kernel<<<apply_blocks, kThreads, 0, stream>>>(master, param, grad, n, s.learning_rate, scratch,
-                                                           blocks);
+  const int blocks = launch_lamb_moments(master, m, v, grad, n, s, scratch, stream);
+  lamb_apply_kernel<<<apply_blocks(n), kThreads, 0, stream>>>(master, param, grad, n, s.learning_rate, scratch,
+                                                              blocks);
   CUDA_CHECK_LAUNCH();
 }
 
