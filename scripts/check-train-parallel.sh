@@ -61,23 +61,10 @@ mkdir -p "$out"
 out=$(readlink -f "$out")
 export NCCL_NVLS_ENABLE=0 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET
 export MEGASCALE_IFNAME=${MEGASCALE_IFNAME:-lo} NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-lo}
-# layout_args TxPxD[vV]: sets nproc and args (--tp T --pp P --dp D --vpp V), or fails on a malformed one.
-layout_args() {
-  [[ $1 =~ ^([0-9]+)x([0-9]+)x([0-9]+)(v([0-9]+))?$ ]] || { echo "LAYOUTS: '$1' is not TxPxD[vV] (e.g. 2x1x2)"; exit 2; }
-  nproc=$((BASH_REMATCH[1] * BASH_REMATCH[2] * BASH_REMATCH[3]))
-  args=(--tp "${BASH_REMATCH[1]}" --pp "${BASH_REMATCH[2]}" --dp "${BASH_REMATCH[3]}" --vpp "${BASH_REMATCH[5]:-1}")
-}
-max_ranks=0
-for l in $layouts $layouts2 $resume_layouts $timeline_layout; do
-  layout_args "$l"
-  (( nproc > max_ranks )) && max_ranks=$nproc
-done
-if [[ ${MPS:-1} == 1 ]] && (( max_ranks > gpus )) && command -v nvidia-cuda-mps-control > /dev/null; then
-  export CUDA_MPS_PIPE_DIRECTORY=$out/mps-pipe CUDA_MPS_LOG_DIRECTORY=$out/mps-log
-  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-  nvidia-cuda-mps-control -d && trap 'echo quit | nvidia-cuda-mps-control' EXIT
-  echo "MPS started ($CUDA_MPS_PIPE_DIRECTORY)"
-fi
+# shellcheck source=train-parallel/lib.sh
+source scripts/train-parallel/lib.sh
+# shellcheck disable=SC2086  # the layouts are words
+start_mps "$out" "$gpus" $layouts $layouts2 $resume_layouts $timeline_layout
 
 verdict=0
 results=$out/results.jsonl

@@ -18,17 +18,11 @@ import argparse
 import json
 import sys
 
+import chrome_trace
+
 
 def load(path):
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except OSError as e:
-        raise ValueError(f"{path}: cannot read: {e.strerror}") from e
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not JSON: {e.msg} at line {e.lineno}") from e
-    if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
-        raise ValueError(f"{path}: not a Chrome trace (no traceEvents list)")
+    doc = chrome_trace.load(path)
     other = doc.get("otherData", {})
     if other.get("clock") != "CLOCK_MONOTONIC":
         raise ValueError(f"{path}: not a MegaScale request timeline (otherData.clock is not CLOCK_MONOTONIC)")

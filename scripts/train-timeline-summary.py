@@ -14,6 +14,8 @@ import argparse
 import json
 import sys
 
+import chrome_trace
+
 GROUPS = (("tp ", "tp"), ("dp ", "dp"), ("pp ", "pp"), ("grad-norm", "norm"))
 
 
@@ -22,19 +24,6 @@ def group_of(name):
         if name.startswith(prefix):
             return group
     return "other"
-
-
-def load(path):
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except OSError as e:
-        raise ValueError(f"{path}: cannot read: {e.strerror}") from e
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not JSON: {e.msg} at line {e.lineno}") from e
-    if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
-        raise ValueError(f"{path}: not a Chrome trace (no traceEvents list)")
-    return doc["traceEvents"]
 
 
 def summarize(events):
@@ -77,7 +66,7 @@ def main(argv):
     events = []
     for path in a.traces:
         try:
-            events.extend(load(path))
+            events.extend(chrome_trace.load(path)["traceEvents"])
         except ValueError as e:
             print(f"train-timeline-summary: {e}", file=sys.stderr)
             return 2
