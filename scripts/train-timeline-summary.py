@@ -5,10 +5,10 @@
 
 Reads the trainer's Chrome traces (its GPU stages, collectives and pipeline sends and receives, one
 process per rank, lane 0 the compute stream) and prints one JSON object per rank and one for the job:
-the traced steps' mean GPU span, the compute time on the compute stream, the communication the compute
-stream waited in (exposed) by group (tp, dp, pp, and the gradient norm's job-wide sum), the communication
-on other streams (overlapped with it), and the rest of the span (idle: launch gaps, waits for a
-pipeline receive). Exit status 2 with a message naming the file on bad input.
+the traced steps' mean GPU span, the compute time on the compute stream, the exposed communication by
+group (tp, dp, pp, and the gradient norm's job-wide sum: the compute stream's own, and other streams'
+while the compute stream was idle), the other streams' communication while it was busy (overlapped),
+and the rest of the span (idle: launch gaps, host synchronisations). Exit status 2 with a message naming the file on bad input.
 """
 import argparse
 import json
@@ -26,35 +26,66 @@ def group_of(name):
     return "other"
 
 
+def union(intervals):
+    """Sorted disjoint union of (begin, end) pairs."""
+    out = []
+    for b, e in sorted(i for i in intervals if i[1] > i[0]):
+        if out and b <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([b, e])
+    return out
+
+
+def covered(busy, b, e):
+    return sum(max(0.0, min(e, y) - max(b, x)) for x, y in busy)
+
+
 def summarize(events):
+    """Per rank: exposed communication as trainer/include/megascale/trainer/exposure.h counts it. The
+    compute stream's (lane 0) is exposed whole; another lane's is overlapped where lane 0 was busy and
+    exposed where it was idle (a lane's own overlaps, per group, counted once)."""
     names, ranks = {}, {}
     for e in events:
         if e.get("ph") == "M" and e.get("name") == "process_name":
             names[e["pid"]] = e.get("args", {}).get("name", "")
         if e.get("ph") != "X" or e.get("cat") not in ("step", "compute", "communication"):
             continue
-        r = ranks.setdefault(e["pid"], {"steps": 0, "span": 0.0, "compute": 0.0, "overlapped": 0.0,
-                                        "exposed": {g: 0.0 for _, g in GROUPS}})
+        r = ranks.setdefault(e["pid"], {"steps": 0, "span": 0.0, "compute": 0.0, "busy": [], "lane0_comm": [],
+                                        "other": {}})
         ms = e["dur"] / 1000.0
+        at = (e["ts"] / 1000.0, e["ts"] / 1000.0 + ms)
         if e["cat"] == "step":
             r["steps"] += 1
             r["span"] += ms
         elif e.get("tid") != 0:
-            r["overlapped"] += ms
+            r["other"].setdefault((e.get("tid"), group_of(e["name"])), []).append(at)
         elif e["cat"] == "communication":
-            r["exposed"][group_of(e["name"])] = r["exposed"].get(group_of(e["name"]), 0.0) + ms
+            r["busy"].append(at)
+            r["lane0_comm"].append((group_of(e["name"]), ms))
         else:
+            r["busy"].append(at)
             r["compute"] += ms
     out = []
     for pid in sorted(ranks):
         r = ranks[pid]
         n = max(r["steps"], 1)
-        exposed = {g: round(v / n, 3) for g, v in r["exposed"].items()}
+        exposed = {g: 0.0 for _, g in GROUPS}
+        for g, ms in r["lane0_comm"]:
+            exposed[g] = exposed.get(g, 0.0) + ms
+        busy = union(r["busy"])
+        overlapped = 0.0
+        for (_, g), intervals in r["other"].items():
+            for b, e in union(intervals):
+                inside = covered(busy, b, e)
+                overlapped += inside
+                exposed[g] = exposed.get(g, 0.0) + (e - b) - inside
+        exposed = {g: round(v / n, 3) for g, v in exposed.items()}
         span, compute = r["span"] / n, r["compute"] / n
         out.append({"pid": pid, "rank": names.get(pid, ""), "steps": r["steps"], "span_ms": round(span, 3),
                     "compute_ms": round(compute, 3), "exposed_comm_ms": exposed,
                     "exposed_comm_total_ms": round(sum(exposed.values()), 3),
-                    "overlapped_comm_ms": round(r["overlapped"] / n, 3),
+                    "overlapped_comm_ms": round(overlapped / n, 3),
                     "idle_ms": round(span - compute - sum(exposed.values()), 3)})
     return out
 

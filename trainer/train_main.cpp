@@ -56,14 +56,15 @@ struct Options {
   std::string resume_path;
   std::string dump_step0_dir;
   std::string loss_log_path;
-  int stop_after = 0;    // 0 = run to the end
-  bool profile = false;  // --profile or MEGASCALE_TRAIN_PROFILE=1
+  int stop_after = 0;        // 0 = run to the end
+  bool profile = false;      // --profile or MEGASCALE_TRAIN_PROFILE=1
   std::string timeline_dir;  // --timeline: a Chrome trace per rank here (turns the profile on)
   int timeline_steps = 3;
   bool comm_volume = false;  // print the layout's bytes per step by group and exit
-  int nproc = 1;         // > 1: fork this many ranks here (unless a launcher already set RANK)
+  int nproc = 1;             // > 1: fork this many ranks here (unless a launcher already set RANK)
   int tp = 1, pp = 1, vpp = 1;
-  std::optional<int> dp;  // absent: world size / (tp * pp)
+  std::optional<int> dp;          // absent: world size / (tp * pp)
+  bool dp_overlap = false;        // data-parallel reduce-scatter and all-gather on their own stream (model.h)
   std::vector<std::string> argv;  // this process's own arguments, for the ranks --nproc starts
 };
 
@@ -125,8 +126,8 @@ std::string rank_file(const std::string& path, const LaunchEnv& env) {
 
 // Each rank saves its own shard: the masters, and the moments (whole; a ZeRO rank's outside its shard
 // are unused) of its tensors, with the layout and its coordinates in the header.
-Status save(const std::string& path, GptModel& model, const RunConfig& run, int64_t step, LoaderPosition position,
-            const ParallelLayout& layout, const RankCoords& me) {
+Status save(const std::string& path, GptModel& model, const RunConfig& run, int64_t step,
+            LoaderPosition position, const ParallelLayout& layout, const RankCoords& me) {
   HostState state{model.download(GptModel::Buffer::kMasters), model.download(GptModel::Buffer::kMoment1),
                   model.download(GptModel::Buffer::kMoment2)};
   CheckpointHeader header{run.model, essentials_of(run.train), step, {run.train.seed}, position, layout, me};
@@ -223,10 +224,11 @@ struct Job {
   RankCoords me;
   int gpus = 1;  // the distinct GPUs the job runs on (ranks may share them)
   ncclComm_t world = nullptr;
-  ncclComm_t tp = nullptr;         // the tensor-parallel group's (tp > 1)
-  ncclComm_t dp = nullptr;         // the data-parallel group's (dp > 1)
-  ncclComm_t pp = nullptr;         // the pipeline group's (pp > 1)
-  ncclComm_t embedding = nullptr;  // the first and last stage's (pp > 1)
+  ncclComm_t tp = nullptr;          // the tensor-parallel group's (tp > 1)
+  ncclComm_t dp = nullptr;          // the data-parallel group's (dp > 1)
+  ncclComm_t dp_overlap = nullptr;  // a second one for the overlapped reduce-scatters (--dp-overlap)
+  ncclComm_t pp = nullptr;          // the pipeline group's (pp > 1)
+  ncclComm_t embedding = nullptr;   // the first and last stage's (pp > 1)
   // The pipeline neighbours' two-rank communicators (ModelParallel): activations to the next stage,
   // from the previous; gradients to the previous, from the next.
   ncclComm_t activation_send = nullptr, activation_recv = nullptr, gradient_send = nullptr,
@@ -235,15 +237,16 @@ struct Job {
   Job(const Job&) = delete;
   Job& operator=(const Job&) = delete;
   ~Job() {
-    for (ncclComm_t c : {activation_send, activation_recv, gradient_send, gradient_recv, embedding, pp, dp, tp,
-                         world}) {
+    for (ncclComm_t c : {activation_send, activation_recv, gradient_send, gradient_recv, embedding, pp,
+                         dp_overlap, dp, tp, world}) {
       if (c != nullptr) ncclCommDestroy(c);
     }
   }
 };
 
 Error nccl_error(const char* call, ncclResult_t r) {
-  return make_error(ErrorCode::kDevice, fmt::format("{}: {} ({})", call, ncclGetErrorString(r), ncclGetLastError(nullptr)));
+  return make_error(ErrorCode::kDevice,
+                    fmt::format("{}: {} ({})", call, ncclGetErrorString(r), ncclGetLastError(nullptr)));
 }
 
 // Reads the launcher's variables, checks the layout against them and the model, picks this rank's GPU
@@ -258,8 +261,9 @@ Result<std::unique_ptr<Job>> join_job(const Options& o, const RunConfig& run, co
   l.pp = o.pp;
   l.vpp = o.vpp;
   if (l.tp < 1 || l.pp < 1 || world % (l.tp * l.pp) != 0) {
-    return make_error(ErrorCode::kInvalidArgument,
-                      fmt::format("--tp {} x --pp {} must divide the {} ranks ({})", l.tp, l.pp, world, env.source));
+    return make_error(
+        ErrorCode::kInvalidArgument,
+        fmt::format("--tp {} x --pp {} must divide the {} ranks ({})", l.tp, l.pp, world, env.source));
   }
   l.dp = o.dp.value_or(world / (l.tp * l.pp));
   if (l.world_size() != world) {
@@ -279,7 +283,8 @@ Result<std::unique_ptr<Job>> join_job(const Options& o, const RunConfig& run, co
     ::setenv("NCCL_HOSTID", plan->nccl_hostid.c_str(), 1);
   }
   if (cudaSetDevice(plan->device) != cudaSuccess) {
-    return make_error(ErrorCode::kDevice, fmt::format("rank {}: cudaSetDevice({}) failed", env.rank, plan->device));
+    return make_error(ErrorCode::kDevice,
+                      fmt::format("rank {}: cudaSetDevice({}) failed", env.rank, plan->device));
   }
   job->gpus = world / env.local_world_size * std::min(env.local_world_size, count);
   ::setenv("NCCL_COMM_ID", nccl_comm_id(env, getenv_lookup()).c_str(), 0);
@@ -296,11 +301,21 @@ Result<std::unique_ptr<Job>> join_job(const Options& o, const RunConfig& run, co
     }
     return {};
   };
-  for (auto [group, comm, size] : {std::tuple{Group::kTensor, &job->tp, l.tp}, std::tuple{Group::kData, &job->dp, l.dp},
-                                   std::tuple{Group::kPipeline, &job->pp, l.pp}}) {
+  for (auto [group, comm, size] :
+       {std::tuple{Group::kTensor, &job->tp, l.tp}, std::tuple{Group::kData, &job->dp, l.dp},
+        std::tuple{Group::kPipeline, &job->pp, l.pp}}) {
     const SplitKey k = split_key(l, group, env.rank);
     const std::string what{to_string(group)};
-    if (Status s = split(what.c_str(), size > 1 ? k.color : NCCL_SPLIT_NOCOLOR, k.key, comm); !s) return s.error();
+    if (Status s = split(what.c_str(), size > 1 ? k.color : NCCL_SPLIT_NOCOLOR, k.key, comm); !s)
+      return s.error();
+  }
+  if (o.dp_overlap) {  // the same group again: its collectives run beside the compute stream's
+    const SplitKey k = split_key(l, Group::kData, env.rank);
+    if (Status s =
+            split("data, overlapped", l.dp > 1 ? k.color : NCCL_SPLIT_NOCOLOR, k.key, &job->dp_overlap);
+        !s) {
+      return s.error();
+    }
   }
   if (l.pp > 1) {
     // Ranks of one pipeline (same tp and dp coordinates) share a color in every pipeline split.
@@ -318,10 +333,12 @@ Result<std::unique_ptr<Job>> join_job(const Options& o, const RunConfig& run, co
       const int next = (e + 1) % l.pp;
       ncclComm_t act = nullptr, grad = nullptr;
       const bool in_edge = s == e || s == next;
-      if (Status st = split("activations", in_edge ? pipeline : NCCL_SPLIT_NOCOLOR, s == e ? 0 : 1, &act); !st) {
+      if (Status st = split("activations", in_edge ? pipeline : NCCL_SPLIT_NOCOLOR, s == e ? 0 : 1, &act);
+          !st) {
         return st.error();
       }
-      if (Status st = split("gradients", in_edge ? pipeline : NCCL_SPLIT_NOCOLOR, s == next ? 0 : 1, &grad); !st) {
+      if (Status st = split("gradients", in_edge ? pipeline : NCCL_SPLIT_NOCOLOR, s == next ? 0 : 1, &grad);
+          !st) {
         return st.error();
       }
       if (!in_edge) continue;
@@ -364,16 +381,19 @@ int launch_ranks(const Options& o) {
 // --comm-volume: the bytes a rank of the layout sends per step by group (comm_volume.h), as one JSON
 // line, without starting anything.
 int print_comm_volume(const Options& o, const RunConfig& run) {
-  ParallelLayout l{.tp = o.tp, .pp = o.pp, .dp = o.dp.value_or(std::max(1, o.nproc / std::max(1, o.tp * o.pp))),
+  ParallelLayout l{.tp = o.tp,
+                   .pp = o.pp,
+                   .dp = o.dp.value_or(std::max(1, o.nproc / std::max(1, o.tp * o.pp))),
                    .vpp = o.vpp};
   if (Status s = validate_layout(l, run); !s) {
     fmt::print(stderr, "{}\n", s.error().message);
     return 2;
   }
   const CommVolume v = comm_volume(l, run);
-  fmt::print(R"({{"layout":"{}","tp":{},"pp":{},"dp":{},"vpp":{},"tp_bytes":{:.0f},"dp_bytes":{:.0f},"pp_bytes":{:.0f}}})"
-             "\n",
-             describe(l), l.tp, l.pp, l.dp, l.vpp, v.tp_bytes, v.dp_bytes, v.pp_bytes);
+  fmt::print(
+      R"({{"layout":"{}","tp":{},"pp":{},"dp":{},"vpp":{},"tp_bytes":{:.0f},"dp_bytes":{:.0f},"pp_bytes":{:.0f}}})"
+      "\n",
+      describe(l), l.tp, l.pp, l.dp, l.vpp, v.tp_bytes, v.dp_bytes, v.pp_bytes);
   return 0;
 }
 
@@ -409,8 +429,9 @@ int run_training(const Options& options) {
       return 2;
     }
     if (job.layout.pp > 1 && run.train.eval_every > 0) {
-      fmt::print(stderr, "--eval-every with --pp above 1: the validation pass through the pipeline is not built yet; "
-                         "pass --eval-every 0\n");
+      fmt::print(stderr,
+                 "--eval-every with --pp above 1: the validation pass through the pipeline is not built yet; "
+                 "pass --eval-every 0\n");
       return 2;
     }
     // One rank speaks for the job: the others print errors only.
@@ -449,6 +470,7 @@ int run_training(const Options& options) {
                                .world_comm = job.world,
                                .tp_comm = job.tp,
                                .dp_comm = job.dp,
+                               .dp_overlap_comm = job.dp_overlap,
                                .pp_comm = job.pp,
                                .embedding_comm = job.embedding,
                                .activation_send = job.activation_send,
@@ -477,10 +499,11 @@ int run_training(const Options& options) {
     const bool is_dir = std::filesystem::is_directory(options.resume_path);
     if (is_dir != (job.launch.world_size > 1)) {
       fmt::print(stderr, "--resume {}: {}\n", options.resume_path,
-                 is_dir ? "a directory of rank files, but this run is one rank: pass a ckpt_*.bin file"
-                        : fmt::format("not a directory: a job of {} ranks resumes from the ckpt_* directory its "
-                                      "ranks wrote, one file each",
-                                      job.launch.world_size));
+                 is_dir
+                     ? "a directory of rank files, but this run is one rank: pass a ckpt_*.bin file"
+                     : fmt::format("not a directory: a job of {} ranks resumes from the ckpt_* directory its "
+                                   "ranks wrote, one file each",
+                                   job.launch.world_size));
       return 2;
     }
     Result<CheckpointHeader> header =
@@ -550,17 +573,17 @@ int run_training(const Options& options) {
         if (timeline) {
           char host[256] = {};
           ::gethostname(host, sizeof(host) - 1);
-          profiler->enable_trace(static_cast<long>(::getpid()),
-                                 fmt::format("rank {} (tp {}, dp {}, pp {})", job.launch.rank, job.me.tp,
-                                             job.me.dp, job.me.pp),
-                                 host, options.timeline_steps);
+          profiler->enable_trace(
+              static_cast<long>(::getpid()),
+              fmt::format("rank {} (tp {}, dp {}, pp {})", job.launch.rank, job.me.tp, job.me.dp, job.me.pp),
+              host, options.timeline_steps);
         }
       }
     }
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     StepReport report{step, train.steps, loss, norm, lr, ms, train.tokens_per_step(), job.gpus};
-    if (profiler != nullptr) {  // this rank's: the communication its compute stream waited in
+    if (profiler != nullptr) {  // this rank's exposed communication (exposure.h)
       fmt::print("{} | comm exposed {:.2f} of {:.2f} ms GPU\n", format_step_line(report, flops),
                  profiler->last_exposed_ms(), profiler->last_span_ms());
     } else {
@@ -594,10 +617,11 @@ int run_training(const Options& options) {
         ((train.checkpoint_every > 0 && (step + 1) % train.checkpoint_every == 0) || last)) {
       // One rank: ckpt_N.bin; a job: the directory ckpt_N/ with a file per rank.
       const bool one = job.launch.world_size == 1;
-      const std::string path = fmt::format("{}/ckpt_{:08d}{}", train.checkpoint_dir, step + 1, one ? ".bin" : "");
+      const std::string path =
+          fmt::format("{}/ckpt_{:08d}{}", train.checkpoint_dir, step + 1, one ? ".bin" : "");
       std::filesystem::create_directories(one ? train.checkpoint_dir : path);
-      if (Status s = save(rank_file(path, job.launch), model, run, step + 1, (*loader)->position(), job.layout,
-                          job.me);
+      if (Status s = save(rank_file(path, job.launch), model, run, step + 1, (*loader)->position(),
+                          job.layout, job.me);
           !s) {
         fmt::print(stderr, "checkpoint: {}\n", s.error().message);
         return 1;
@@ -625,8 +649,8 @@ int run_training(const Options& options) {
       fmt::print(stderr, "--timeline: cannot write {}\n", path);
       return 1;
     }
-    fmt::print("timeline: {} (scripts/megascale-trace-merge.py OUT.json {}/*.trace.json merges the ranks')\n", path,
-               options.timeline_dir);
+    fmt::print("timeline: {} (scripts/megascale-trace-merge.py OUT.json {}/*.trace.json merges the ranks')\n",
+               path, options.timeline_dir);
   }
   return 0;
 }
@@ -637,7 +661,9 @@ int run_training(const Options& options) {
 int main(int argc, char** argv) {
   megascale::trainer::Options o;
   o.argv.assign(argv, argv + argc);
-  CLI::App app{"megascale-train: a GPT trainer (configs/train/*.yaml), one GPU, or tensor, pipeline and data parallel over NCCL"};
+  CLI::App app{
+      "megascale-train: a GPT trainer (configs/train/*.yaml), one GPU, or tensor, pipeline and data parallel "
+      "over NCCL"};
   app.add_option("--config", o.config_path, "run config, e.g. configs/train/tiny.yaml")->required();
   app.add_option("--steps", o.steps, "optimizer steps (overrides train.steps)");
   app.add_option("--batch-size", o.batch_size, "sequences per micro-step");
@@ -663,9 +689,10 @@ int main(int argc, char** argv) {
   app.add_flag("--profile", o.profile,
                "time each stage of the step with CUDA events and print a table at the end "
                "(also MEGASCALE_TRAIN_PROFILE=1)");
-  app.add_option("--timeline", o.timeline_dir,
-                 "write each rank's Chrome trace of steps 2.. (CUDA events around every stage and collective) "
-                 "here as rank_NNNNN.trace.json; turns the profile on");
+  app.add_option(
+      "--timeline", o.timeline_dir,
+      "write each rank's Chrome trace of steps 2.. (CUDA events around every stage and collective) "
+      "here as rank_NNNNN.trace.json; turns the profile on");
   app.add_option("--timeline-steps", o.timeline_steps, "steps the timeline keeps (default 3)");
   app.add_flag("--comm-volume", o.comm_volume,
                "print the bytes a rank of the layout sends per step in each group (JSON) and exit");
@@ -676,6 +703,10 @@ int main(int argc, char** argv) {
   app.add_option("--pp", o.pp, "pipeline stages (1F1B; interleaved with --vpp above 1)");
   app.add_option("--vpp", o.vpp, "virtual stages per pipeline rank");
   app.add_option("--dp", o.dp, "data-parallel replicas (default: ranks / (tp x pp))");
+  app.add_flag(
+      "--dp-overlap", o.dp_overlap,
+      "reduce-scatter each layer's gradients as the step's last backward through it ends, and "
+      "all-gather the parameters ahead of the next forward, on a stream and communicator of their own");
   CLI11_PARSE(app, argc, argv);
   if (const char* env = std::getenv("MEGASCALE_TRAIN_PROFILE"); env != nullptr && std::string(env) == "1")
     o.profile = true;

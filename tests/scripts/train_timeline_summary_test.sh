@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # scripts/train-timeline-summary.py on hand-made trainer timelines: per rank, the mean step span, compute,
-# communication on the compute stream by group (exposed), on other streams (overlapped) and the idle rest;
+# exposed communication by group (the compute stream's, and other streams' while it was idle), overlapped
+# (other streams' while it was busy) and the idle rest;
 # the job line names the slowest rank; bad input exits 2 naming the file.
 # Usage: train_timeline_summary_test.sh SOURCE_DIR
 set -uo pipefail
@@ -10,7 +11,9 @@ source "$(dirname "$0")/lib.sh"
 tool=$src/scripts/train-timeline-summary.py
 
 # Rank 0 (pid 7): two steps of 10 ms: 6 ms compute, 1 ms tp all-gather and 0.5 ms dp reduce-scatter on
-# lane 0, 2 ms pp send on lane 1. Rank 1 (pid 8): one step of 12 ms, 12 ms compute.
+# lane 0 (busy [0, 7.5)), 2 ms pp send on lane 1 inside that, and on lane 3 two dp all-gathers
+# [7, 8.5) and [8, 9) (one union [7, 9): 0.5 ms overlapped, 1.5 ms exposed). Rank 1 (pid 8): one step
+# of 12 ms, 12 ms compute.
 python3 - "$dir" <<'PY'
 import json, sys
 d = sys.argv[1]
@@ -22,7 +25,9 @@ for s in range(2):
     r0 += [x("step", "step", t, 10000, 7, 2), x("matmul qkv fwd", "compute", t, 6000, 7, 0),
            x("tp all-gather", "communication", t + 6000, 1000, 7, 0),
            x("dp reduce-scatter", "communication", t + 7000, 500, 7, 0),
-           x("pp send", "communication", t + 1000, 2000, 7, 1)]
+           x("pp send", "communication", t + 1000, 2000, 7, 1),
+           x("dp all-gather", "communication", t + 7000, 1500, 7, 3),
+           x("dp all-gather", "communication", t + 8000, 1000, 7, 3)]
 r1 = [{"name": "process_name", "ph": "M", "pid": 8, "args": {"name": "rank 1 (tp 1, dp 0, pp 0)"}},
       x("step", "step", 0, 12000, 8, 2), x("attention fwd", "compute", 0, 12000, 8, 0)]
 for name, ev in (("r0", r0), ("r1", r1)):
@@ -34,11 +39,11 @@ import json, sys
 lines = [json.loads(l) for l in sys.argv[1].splitlines()]
 r0, r1, job = lines
 assert r0["steps"] == 2 and r0["span_ms"] == 10.0 and r0["compute_ms"] == 6.0, r0
-assert r0["exposed_comm_ms"] == {"tp": 1.0, "dp": 0.5, "pp": 0.0, "norm": 0.0}, r0
-assert r0["exposed_comm_total_ms"] == 1.5 and r0["overlapped_comm_ms"] == 2.0 and r0["idle_ms"] == 2.5, r0
+assert r0["exposed_comm_ms"] == {"tp": 1.0, "dp": 2.0, "pp": 0.0, "norm": 0.0}, r0
+assert r0["exposed_comm_total_ms"] == 3.0 and r0["overlapped_comm_ms"] == 2.5 and r0["idle_ms"] == 1.0, r0
 assert r1["steps"] == 1 and r1["span_ms"] == 12.0 and r1["idle_ms"] == 0.0, r1
 assert job["job"] and job["ranks"] == 2 and job["slowest_rank"] == "rank 1 (tp 1, dp 0, pp 0)", job
-assert job["mean_exposed_comm_total_ms"] == 0.75, job
+assert job["mean_exposed_comm_total_ms"] == 1.5, job
 PY
 
 echo 'nope' > "$dir/bad.json"

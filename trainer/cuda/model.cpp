@@ -25,7 +25,7 @@ struct InitRng {
 
 template <class T>
 GptImpl<T>::GptImpl(const ModelConfig& model, int batch_size, int seq_len, const ModelParallel& par,
-        std::vector<Pass> schedule)
+                    std::vector<Pass> schedule)
     : cfg_(model),
       B_(batch_size),
       S_(seq_len),
@@ -47,33 +47,26 @@ GptImpl<T>::GptImpl(const ModelConfig& model, int batch_size, int seq_len, const
   embedding_ = stage.embedding;
   head_ = stage.head;
   size_t offset = 0;
-  for (const TpTensor& t : tp_parameter_tensors(model, tp_, stage)) {
+  const std::vector<TpTensor> local = tp_parameter_tensors(model, tp_, stage);
+  for (const TpTensor& t : local) {
     ModelTensor mt{t.name, t.shape, t.decayed, offset, static_cast<size_t>(t.numel())};
     // The partial-gradient tensors come first, then wpe, then the split ones (model_shard.h).
     if (t.partial_grad) partial_end_ = offset + mt.numel;
     // The gradient norm counts each tensor once over the job: 1/tp of a replicated one on each TP
     // rank, and nothing of the head's copy of wte (the embedding's counts it).
-    const float weight = t.name == "wte" && pp_ > 1 && !embedding_ ? 0.0f
-                         : tp_ > 1 && t.split == TpSplit::kReplicated ? 1.0f / static_cast<float>(tp_)
-                                                                      : 1.0f;
-    if (!norm_segments_.empty() && norm_segments_.back().weight == weight) {
-      norm_segments_.back().end = offset + mt.numel;
-    } else {
-      norm_segments_.push_back({offset, offset + mt.numel, weight});
-    }
+    norm_weight_.push_back(t.name == "wte" && pp_ > 1 && !embedding_    ? 0.0f
+                           : tp_ > 1 && t.split == TpSplit::kReplicated ? 1.0f / static_cast<float>(tp_)
+                                                                        : 1.0f);
     offset += (mt.numel + kTensorAlignElements - 1) / kTensorAlignElements * kTensorAlignElements;
     index_[mt.name] = tensors_.size();
     tensors_.push_back(mt);
     tp_tensors_.push_back(t);
     num_parameters_ += static_cast<int64_t>(mt.numel);
   }
-  // Whole shards of aligned size for the data-parallel ranks: the flat buffer's tail is zero padding.
-  const size_t unit = static_cast<size_t>(par.layout.dp) * kTensorAlignElements;
-  floats_ = (offset + unit - 1) / unit * unit;
-  // The segments cover the padding after each tensor (zeros) and the tail.
-  for (size_t i = 0; i < norm_segments_.size(); ++i) {
-    norm_segments_[i].end = i + 1 < norm_segments_.size() ? norm_segments_[i + 1].begin : floats_;
-  }
+  floats_ = offset;
+  dp_ = par.layout.dp;
+  dp_rank_ = par.me.dp;
+  dp_plan_ = plan_grad_buckets(local, dp_).value();  // create() refused the layouts it cannot plan
   // zero_grads() clears everything but the matmul weights' gradients (~98% of the floats): their first
   // backward GEMM of a step writes them with beta = 0. These are the ranges it still clears. A pipeline
   // stage runs a chunk's first backward at different times for different chunks: it clears everything.
@@ -124,7 +117,8 @@ GptImpl<T>::GptImpl(const ModelConfig& model, int batch_size, int seq_len, const
   dbuf2_ = device_alloc<T>(N * C);
   dqkv_ = device_alloc<T>(N * 3 * Cl);
   dfch_ = device_alloc<T>(N * 4 * Cl);
-  full_ = tp_ > 1 ? device_alloc<T>(N * C) : nullptr;  // a row-parallel output's partial sum / a gathered dres
+  full_ =
+      tp_ > 1 ? device_alloc<T>(N * C) : nullptr;  // a row-parallel output's partial sum / a gathered dres
   vocab_stats_ = tp_ > 1 ? device_alloc<float>(3 * N) : nullptr;  // row max, sum of exp, target logit
   if (pp_ > 1) {  // per (micro-batch, chunk): the activation received, the gradient received and sent
     act_in_ = device_alloc<T>(m * vpp_ * n * C);
@@ -143,7 +137,7 @@ GptImpl<T>::GptImpl(const ModelConfig& model, int batch_size, int seq_len, const
   const size_t scratch = std::max({layernorm_backward_scratch_floats(n_, cfg_.d_model),
                                    global_norm_scratch_floats(), lamb_scratch_floats(0)});
   scratch_ = device_alloc<float>(scratch);
-  norm_ = device_alloc<float>(norm_segments_.size());
+  norm_ = device_alloc<float>(std::max(tensors_.size(), dp_plan_.slices.size()));
   lamb_sums_ = device_alloc<float>(2 * tensors_.size());
   sum_ = device_alloc<double>(1);
   attention_workspace_ = device_alloc<float>(
@@ -164,58 +158,48 @@ GptImpl<T>::GptImpl(const ModelConfig& model, int batch_size, int seq_len, const
     CUDA_CHECK(cudaEventCreateWithFlags(&peers_[i].done, cudaEventDisableTiming));
   }
   CUDA_CHECK(cudaEventCreateWithFlags(&computed_, cudaEventDisableTiming));
-  dp_ = par.layout.dp;
-  dp_rank_ = par.me.dp;
-  shard_floats_ = floats_ / static_cast<size_t>(dp_);
+  if (dp_ > 1 && par.dp_overlap_comm != nullptr) {
+    dp_overlap_comm_ = static_cast<ncclComm_t>(par.dp_overlap_comm);
+    CUDA_CHECK(cudaStreamCreateWithFlags(&dp_stream_, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreateWithFlags(&dp_done_, cudaEventDisableTiming));
+    params_ready_.resize(static_cast<size_t>(dp_plan_.buckets()));
+    for (cudaEvent_t& e : params_ready_) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  }
+  reduced_.assign(static_cast<size_t>(dp_plan_.buckets()), 0);
+  last_backward_.assign(static_cast<size_t>(vpp_), -1);
+  for (size_t i = 0; i < schedule_.size(); ++i) {
+    if (schedule_[i].kind == PassKind::kBackward)
+      last_backward_[static_cast<size_t>(schedule_[i].chunk)] = static_cast<int>(i);
+  }
 }
 
 template <class T>
 GptImpl<T>::~GptImpl() {
   matmul_destroy(matmul_);
-  for (void* p : std::initializer_list<void*>{masters_,
-                                              grads_,
-                                              moment1_,
-                                              moment2_,
-                                              params_,
-                                              residual_,
-                                              mid_,
-                                              ln1_,
-                                              ln2_,
-                                              qkv_,
-                                              atty_,
-                                              fch_pre_,
-                                              fch_,
-                                              lnf_,
-                                              logits_,
-                                              stats_,
-                                              lse_,
-                                              dres_,
-                                              dbuf1_,
-                                              dbuf2_,
-                                              dqkv_,
-                                              dfch_,
-                                              full_,
-                                              vocab_stats_,
-                                              act_in_,
-                                              grad_in_,
-                                              grad_out_,
-                                              loss_sum_,
-                                              tokens_,
-                                              targets_,
-                                              bucket_token_,
-                                              bucket_offset_,
-                                              positions_,
-                                              losses_,
-                                              scratch_,
-                                              norm_,
-                                              sum_,
-                                              lamb_sums_,
-                                              attention_workspace_}) {
+  for (void* p : std::initializer_list<void*>{masters_,      grads_,         moment1_,
+                                              moment2_,      params_,        residual_,
+                                              mid_,          ln1_,           ln2_,
+                                              qkv_,          atty_,          fch_pre_,
+                                              fch_,          lnf_,           logits_,
+                                              stats_,        lse_,           dres_,
+                                              dbuf1_,        dbuf2_,         dqkv_,
+                                              dfch_,         full_,          vocab_stats_,
+                                              act_in_,       grad_in_,       grad_out_,
+                                              loss_sum_,     tokens_,        targets_,
+                                              bucket_token_, bucket_offset_, positions_,
+                                              losses_,       scratch_,       norm_,
+                                              sum_,          lamb_sums_,     attention_workspace_}) {
     cudaFree(p);
   }
   for (Peer& p : peers_) {
     if (p.stream != nullptr) cudaStreamDestroy(p.stream);
     if (p.done != nullptr) cudaEventDestroy(p.done);
+  }
+  if (dp_stream_ != nullptr) {
+    cudaStreamSynchronize(dp_stream_);
+    cudaStreamDestroy(dp_stream_);
+    cudaEventDestroy(dp_done_);
+    for (cudaEvent_t e : params_ready_) cudaEventDestroy(e);
   }
   cudaEventDestroy(computed_);
   cudaStreamDestroy(stream_);
@@ -274,16 +258,23 @@ Result<std::unique_ptr<GptModel>> GptModel::create(const ModelConfig& model, Com
   run.train.seq_len = seq_len;
   run.train.grad_accum_steps = par.micro_batches;
   if (Status s = validate_layout(l, run); !s) return Error{where + s.error().message};
-  if (rank_of(l, par.me) < 0 || rank_of(l, par.me) >= l.world_size() || coords_of(l, rank_of(l, par.me)) != par.me) {
+  if (rank_of(l, par.me) < 0 || rank_of(l, par.me) >= l.world_size() ||
+      coords_of(l, rank_of(l, par.me)) != par.me) {
     return Error{where + "this rank is outside the layout"};
   }
   const bool first = par.me.pp == 0, last = par.me.pp == l.pp - 1, ring = l.vpp > 1;
-  const bool missing = (l.world_size() > 1 && par.world_comm == nullptr) || (l.tp > 1 && par.tp_comm == nullptr) ||
-                       (l.dp > 1 && par.dp_comm == nullptr) ||
-                       (l.pp > 1 && (par.pp_comm == nullptr || ((first || last) && par.embedding_comm == nullptr) ||
-                                     ((ring || !last) && (par.activation_send == nullptr || par.gradient_recv == nullptr)) ||
-                                     ((ring || !first) && (par.activation_recv == nullptr || par.gradient_send == nullptr))));
+  const bool missing =
+      (l.world_size() > 1 && par.world_comm == nullptr) || (l.tp > 1 && par.tp_comm == nullptr) ||
+      (l.dp > 1 && par.dp_comm == nullptr) ||
+      (l.pp > 1 && (par.pp_comm == nullptr || ((first || last) && par.embedding_comm == nullptr) ||
+                    ((ring || !last) && (par.activation_send == nullptr || par.gradient_recv == nullptr)) ||
+                    ((ring || !first) && (par.activation_recv == nullptr || par.gradient_send == nullptr))));
   if (missing) return Error{where + "a communicator is missing"};
+  if (l.dp > 1) {
+    auto plan =
+        plan_grad_buckets(tp_parameter_tensors(model, l.tp, stage_share(l, model.n_layer, par.me.pp)), l.dp);
+    if (!plan) return Error{where + plan.error().message};
+  }
   std::vector<Pass> schedule;
   if (l.pp > 1) {
     auto passes = pipeline_schedule(l, par.me.pp, par.micro_batches);
@@ -293,8 +284,10 @@ Result<std::unique_ptr<GptModel>> GptModel::create(const ModelConfig& model, Com
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) return Error{"GptModel: no CUDA device"};
   if (dtype == ComputeDtype::kFp32)
-    return std::unique_ptr<GptModel>(new detail::GptImpl<float>(model, batch_size, seq_len, par, std::move(schedule)));
-  return std::unique_ptr<GptModel>(new detail::GptImpl<__nv_bfloat16>(model, batch_size, seq_len, par, std::move(schedule)));
+    return std::unique_ptr<GptModel>(
+        new detail::GptImpl<float>(model, batch_size, seq_len, par, std::move(schedule)));
+  return std::unique_ptr<GptModel>(
+      new detail::GptImpl<__nv_bfloat16>(model, batch_size, seq_len, par, std::move(schedule)));
 }
 
 }  // namespace megascale::trainer

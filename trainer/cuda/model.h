@@ -19,10 +19,11 @@
 //   part of each split tensor; LayerNorms and residual adds run on its 1/tp of the token rows, all-gathered
 //   before the column-parallel linears and reduce-scattered after the row-parallel ones; the embedding and
 //   the loss are vocabulary parallel. Every rank of a TP group is given the same micro-batch.
-// - Data parallel with a sharded optimizer (ZeRO-2: Rajbhandari et al., SC '20): grad_norm()
-//   reduce-scatters (averages) the gradients so that this rank holds the averaged gradient of its shard,
-//   the dp-th part of its flat buffer, and returns the whole gradient's norm; optimizer_step() steps the
-//   masters and moments of that shard only and all-gathers the masters.
+// - Data parallel with a sharded optimizer (ZeRO-2: Rajbhandari et al., SC '20; grad_buckets.h): the
+//   gradients are reduce-scattered (averaged) a layer's bucket at a time, during the backward with
+//   ModelParallel::dp_overlap_comm, else in grad_norm(), so that this rank holds the mean gradient of
+//   its piece of every slice; grad_norm() returns the whole gradient's norm; optimizer_step() steps the
+//   masters and moments of those pieces only and all-gathers the masters bucket by bucket.
 // The gradient norm is summed over every rank of the job (world_comm), each replicated tensor once.
 // Architecture (Radford et al. 2019, pre-LN; tied LM head: logits = lnf(x) wte^T):
 //   sequential block: x = x + Attn(LN1(x)); x = x + MLP(LN2(x))
@@ -49,12 +50,18 @@ class StageProfiler;  // stage_profiler.h
 // This rank's place in a parallel job and its NCCL communicators (ncclComm_t as void*, keeping NCCL's
 // types out of this header). The defaults are one GPU alone.
 struct ModelParallel {
-  ParallelLayout layout;   // tp x pp (vpp) x dp
+  ParallelLayout layout;  // tp x pp (vpp) x dp
   RankCoords me;
-  int micro_batches = 1;   // per optimizer step: the pipeline schedule's m (pp > 1)
-  void* world_comm = nullptr;      // every rank (world > 1): the gradient norm's sum
-  void* tp_comm = nullptr;         // tp > 1
-  void* dp_comm = nullptr;         // dp > 1
+  int micro_batches = 1;       // per optimizer step: the pipeline schedule's m (pp > 1)
+  void* world_comm = nullptr;  // every rank (world > 1): the gradient norm's sum
+  void* tp_comm = nullptr;     // tp > 1
+  void* dp_comm = nullptr;     // dp > 1
+  // dp > 1, optional: a second data-parallel communicator. Given, each layer's gradients are
+  // reduce-scattered on a stream of their own as soon as the step's last backward through that layer
+  // ends, and the optimizer's all-gathers run there too, each layer's ahead of the next forward through
+  // it (MegaScale's data-parallel overlap and prefetch). Without it both run on the compute stream
+  // after the backward and in the optimizer step.
+  void* dp_overlap_comm = nullptr;
   void* pp_comm = nullptr;         // pp > 1: the step's loss, from the last stage
   void* embedding_comm = nullptr;  // pp > 1, first and last stage: the two copies of wte's gradient
   // pp > 1: two-rank communicators with the pipeline neighbours, one direction of one kind each (this
@@ -82,7 +89,8 @@ class GptModel {
   // Errors: a config that does not validate, seq_len > max_seq_len, a parallel layout that does not
   // divide the model (validate_layout) or lacks its communicators, or not enough GPU memory.
   static Result<std::unique_ptr<GptModel>> create(const ModelConfig& model, ComputeDtype dtype,
-                                                  int batch_size, int seq_len, const ModelParallel& parallel = {});
+                                                  int batch_size, int seq_len,
+                                                  const ModelParallel& parallel = {});
   virtual ~GptModel() = default;
 
   virtual const ModelConfig& config() const = 0;
@@ -108,8 +116,8 @@ class GptModel {
   // their own streams and communicators so that no stage waits on its neighbour's send. Returns the sum
   // over micro-batches of their mean loss times grad_scale, on every rank of the pipeline. Synchronises
   // once at the end (once per micro-batch with pp == 1, which runs forward_backward for each).
-  virtual double train_step(const std::vector<const int32_t*>& inputs, const std::vector<const int32_t*>& targets,
-                            float grad_scale) = 0;
+  virtual double train_step(const std::vector<const int32_t*>& inputs,
+                            const std::vector<const int32_t*>& targets, float grad_scale) = 0;
 
   // The logits of the last forward() (not forward_backward, which overwrites them with their
   // gradient), as fp32 [batch_size * seq_len, padded_vocab_size / tp]: this rank's vocabulary columns.
@@ -124,7 +132,8 @@ class GptModel {
   virtual void optimizer_step(const TrainConfig& train, double lr, int step, double grad_norm) = 0;
 
   // Host copies (fp32) of one whole allocation, in tensors() order and offsets (this rank's parts, with
-  // tp > 1): what checkpoints and the PyTorch comparison read and write. kind: masters, grads, adam_m, adam_v.
+  // tp > 1): what checkpoints and the PyTorch comparison read and write. kind: masters, grads, adam_m,
+  // adam_v.
   enum class Buffer { kMasters, kGrads, kMoment1, kMoment2 };
   virtual std::vector<float> download(Buffer which) const = 0;
   // Writing masters refreshes the compute copies.

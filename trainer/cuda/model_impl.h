@@ -6,6 +6,8 @@
 // the pipeline's step); each instantiates it for float and bf16.
 #pragma once
 
+#include <nccl.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -16,10 +18,9 @@
 #include <utility>
 #include <vector>
 
-#include <nccl.h>
-
 #include "cuda_check.h"
 #include "kernels.h"
+#include "megascale/trainer/grad_buckets.h"
 #include "megascale/trainer/model_shard.h"
 #include "megascale/trainer/pipeline.h"
 #include "model.h"
@@ -80,7 +81,11 @@ class GptImpl final : public GptModel {
                     float grad_scale) override {
     if (pp_ == 1) {
       double loss = 0;
-      for (size_t i = 0; i < inputs.size(); ++i) loss += forward_backward(inputs[i], targets[i], grad_scale) * grad_scale;
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        final_backward_ = i + 1 == inputs.size();  // its layers' gradients are then final
+        loss += forward_backward(inputs[i], targets[i], grad_scale) * grad_scale;
+      }
+      final_backward_ = false;
       return loss;
     }
     return pipeline_step(inputs, targets, grad_scale);
@@ -101,7 +106,8 @@ class GptImpl final : public GptModel {
     StageScope scope(profiler_.get(), Stage::kZeroGrads);
     for (const auto& [from, count] : zero_ranges_)
       CUDA_CHECK(cudaMemsetAsync(grads_ + from, 0, count * sizeof(float), stream_));
-    // The next backward overwrites them (matmul_backward's overwrite_dweight); a pipeline stage cleared them all.
+    // The next backward overwrites them (matmul_backward's overwrite_dweight); a pipeline stage cleared them
+    // all.
     weight_grads_stale_ = pp_ == 1;
   }
 
@@ -112,6 +118,7 @@ class GptImpl final : public GptModel {
     for (int i = 0; i < 4; ++i) {
       if (peers_[i].stream != nullptr) peers_[i].lane = profiler_->add_lane(peers_[i].stream, names[i]);
     }
+    if (dp_stream_ != nullptr) dp_lane_ = profiler_->add_lane(dp_stream_, "dp gradients and parameters");
     return profiler_.get();
   }
 
@@ -122,6 +129,7 @@ class GptImpl final : public GptModel {
   void optimizer_step(const TrainConfig& train, double lr, int step, double norm) override;
 
   std::vector<float> download(Buffer which) const override {
+    join_dp();
     if (which == Buffer::kGrads) zero_stale_weight_grads();
     std::vector<float> host(floats_);
     CUDA_CHECK(cudaMemcpyAsync(host.data(), buffer(which), floats_ * sizeof(float), cudaMemcpyDeviceToHost,
@@ -131,6 +139,7 @@ class GptImpl final : public GptModel {
   }
 
   void upload(Buffer which, const std::vector<float>& values) override {
+    join_dp();
     if (which == Buffer::kGrads) weight_grads_stale_ = false;  // overwritten below (the padding stays 0)
     CUDA_CHECK(cudaMemcpyAsync(buffer(which), values.data(), std::min(values.size(), floats_) * sizeof(float),
                                cudaMemcpyHostToDevice, stream_));
@@ -141,14 +150,15 @@ class GptImpl final : public GptModel {
  private:
   static void nccl_check(ncclResult_t r, const char* call) {
     if (r == ncclSuccess) return;
-    std::fprintf(stderr, "NCCL error in %s: %s (%s)\n", call, ncclGetErrorString(r), ncclGetLastError(nullptr));
+    std::fprintf(stderr, "NCCL error in %s: %s (%s)\n", call, ncclGetErrorString(r),
+                 ncclGetLastError(nullptr));
     std::abort();  // a collective half done leaves the group unusable, as a CUDA error leaves the device
   }
 
-  // The norm of the whole job's gradient. With dp > 1 first ZeRO-2's gradient half: the averaged
-  // gradient of this rank's shard, reduce-scattered in place (the shard's floats end up at their own
-  // offset). Then each rank's weighted sum of squares over its shard (norm_segments_: replicated tensors
-  // 1/tp, the head's copy of wte 0), summed over the job.
+  // The norm of the whole job's gradient. With dp > 1 first ZeRO-2's gradient half: each bucket not yet
+  // reduce-scattered during the backward is, so that this rank's pieces hold the group's mean gradient.
+  // Then each rank's weighted sum of squares over its pieces (norm_weight_: replicated tensors 1/tp, the
+  // head's copy of wte 0), summed over the job.
   double parallel_grad_norm();
 
   // `value` reduced by `op` over `comm` through the device (one value; synchronises).
@@ -167,36 +177,70 @@ class GptImpl final : public GptModel {
     return out;
   }
 
-  // This rank's shard of the flat buffers, [first, second): its 1/dp with dp > 1, else all of them.
-  std::pair<size_t, size_t> shard() const {
-    if (dp_ == 1) return {0, floats_};
-    const size_t lo = static_cast<size_t>(dp_rank_) * shard_floats_;
-    return {lo, lo + shard_floats_};
-  }
-  // f(k, tensor, begin, end) for each tensor k's piece [begin, end) inside [lo, hi) (empty pieces skipped).
+  // f(k, tensor, begin, end) for each piece [begin, end) of the flat buffers this rank steps, in
+  // tensor order: with dp > 1 its piece of each slice of `bucket` (grad_buckets.h; -1: of every bucket),
+  // else every tensor whole.
   template <class F>
-  void for_each_piece(size_t lo, size_t hi, F&& f) const {
-    for (size_t k = 0; k < tensors_.size(); ++k) {
-      const ModelTensor& t = tensors_[k];
-      const size_t b = std::max(lo, t.offset), e = std::min(hi, t.offset + t.numel);
-      if (b < e) f(k, t, b, e);
+  void for_each_piece(int bucket, F&& f) const {
+    if (dp_ == 1) {
+      for (size_t k = 0; k < tensors_.size(); ++k)
+        f(k, tensors_[k], tensors_[k].offset, tensors_[k].offset + tensors_[k].numel);
+      return;
+    }
+    for (const GradSlice& s : dp_plan_.slices) {
+      if (bucket >= 0 && s.bucket != bucket) continue;
+      const ModelTensor& t = tensors_[static_cast<size_t>(s.tensor)];
+      const ElementRange r = shard_of(s, dp_, dp_rank_);
+      f(static_cast<size_t>(s.tensor), t, t.offset + static_cast<size_t>(r.begin),
+        t.offset + static_cast<size_t>(r.end));
     }
   }
 
-  // ZeRO-2's optimizer half: AdamW over the pieces of each tensor inside this rank's shard (the
-  // moments outside it stay unused); optimizer_step then all-gathers the masters in place and refreshes
-  // the compute copies from them.
-  void sharded_adamw_step(const TrainConfig& train, OptimizerStep s);
+  // ZeRO-2 over the data-parallel group, a bucket at a time, each bucket one NCCL group: the slices'
+  // gradients reduce-scattered (averaged) in place, so that this rank's piece of each holds the mean;
+  // the masters' pieces all-gathered in place and the slices' compute copies refreshed from them.
+  void reduce_scatter_bucket(int bucket, ncclComm_t comm, cudaStream_t stream);
+  void all_gather_bucket(int bucket, ncclComm_t comm, cudaStream_t stream);
 
-  // LAMB over pieces: each tensor's piece inside this rank's shard (all of it with dp == 1) updates its
-  // moments and sums its ||w||^2 and ||u||^2; the sums are added over the data-parallel group (the other
-  // pieces) and the tensor-parallel one (a split tensor's other slices; a replicated tensor's sums grow
-  // by tp for both norms, leaving their ratio), so every piece steps by the whole tensor's trust ratio.
-  // A pipeline stage's tensors are its own (wte's two copies are equal and get equal steps).
-  void parallel_lamb_step(const TrainConfig& train, OptimizerStep s);
+  // With dp overlap (a communicator and stream of its own): after layer `bucket`'s backward on the
+  // step's last micro-batch (final_backward_), its bucket is reduce-scattered on dp_stream_ while the
+  // backward goes on. join_dp() makes the compute stream wait for everything issued there; wait_params()
+  // for the all-gather of a bucket the optimizer issued there, ahead of the forward that reads it.
+  void bucket_done(int bucket) {
+    if (dp_stream_ == nullptr || !final_backward_) return;
+    CUDA_CHECK(cudaEventRecord(computed_, stream_));
+    CUDA_CHECK(cudaStreamWaitEvent(dp_stream_, computed_));
+    StageScope scope(profiler_.get(), Stage::kDpReduceScatter, dp_lane_);
+    reduce_scatter_bucket(bucket, dp_overlap_comm_, dp_stream_);
+    reduced_[static_cast<size_t>(bucket)] = 1;
+  }
+  void join_dp() const {
+    if (dp_stream_ == nullptr) return;
+    CUDA_CHECK(cudaEventRecord(dp_done_, dp_stream_));
+    CUDA_CHECK(cudaStreamWaitEvent(stream_, dp_done_));
+  }
+  void wait_params(int bucket) const {
+    if (dp_stream_ != nullptr)
+      CUDA_CHECK(cudaStreamWaitEvent(stream_, params_ready_[static_cast<size_t>(bucket)]));
+  }
+  int rest_bucket() const { return dp_plan_.layers; }  // the unstacked tensors' bucket
+
+  // ZeRO-2's optimizer half, bucket by bucket in the forward's order (the unstacked tensors, then the
+  // layers): AdamW over this rank's pieces (the moments outside them stay unused), or LAMB's apply, then
+  // the bucket all-gathered; with dp overlap on dp_stream_, marking params_ready_, and not waited for.
+  void step_and_gather(const TrainConfig& train, OptimizerStep s, bool lamb);
+
+  // LAMB's first half over pieces: each of this rank's pieces of a tensor (all of it with dp == 1)
+  // updates its moments and adds its ||w||^2 and ||u||^2 to the tensor's sums; the sums are added over
+  // the data-parallel group (the other pieces) and the tensor-parallel one (a split tensor's other
+  // slices; a replicated tensor's sums grow by tp for both norms, leaving their ratio), so every piece
+  // then steps by the whole tensor's trust ratio (lamb_apply). A pipeline stage's tensors are its own
+  // (wte's two copies are equal and get equal steps).
+  void parallel_lamb_moments(const TrainConfig& train, OptimizerStep s);
 
   bool is_matmul_weight(const std::string& name) const {
-    return (name == "wte" && head_) || name == "qkvw" || name == "attprojw" || name == "fcw" || name == "fcprojw";
+    return (name == "wte" && head_) || name == "qkvw" || name == "attprojw" || name == "fcw" ||
+           name == "fcprojw";
   }
   // After zero_grads() and before any backward: makes the weight gradients the zeros they stand for.
   void zero_stale_weight_grads() const {
@@ -225,7 +269,8 @@ class GptImpl final : public GptModel {
   size_t slice(const char* name, int layer) const {
     const ModelTensor& t = tensors_[index_.at(name)];
     // Stacked tensors hold this rank's layers only: Lc per chunk, vpp chunks.
-    return layer < 0 ? t.offset : t.offset + static_cast<size_t>(layer) * (t.numel / (static_cast<size_t>(Lc_) * vpp_));
+    return layer < 0 ? t.offset
+                     : t.offset + static_cast<size_t>(layer) * (t.numel / (static_cast<size_t>(Lc_) * vpp_));
   }
   // Activation region r (one chunk of Lc layers, one micro-batch): layer i's LayerNorm statistics
   // (which = 2i for ln1, 2i + 1 for ln2, 2 Lc for lnf), its per-layer buffers and its residual stream
@@ -308,7 +353,8 @@ class GptImpl final : public GptModel {
 
   void require_whole_model(const char* what) const {
     if (pp_ == 1) return;
-    std::fprintf(stderr, "GptModel::%s needs the whole model on this rank (pp 1); a pipeline stage runs train_step\n",
+    std::fprintf(stderr,
+                 "GptModel::%s needs the whole model on this rank (pp 1); a pipeline stage runs train_step\n",
                  what);
     std::abort();
   }
@@ -348,14 +394,11 @@ class GptImpl final : public GptModel {
   int pp_, pp_rank_, vpp_, Lc_, micro_batches_;
   std::vector<Pass> schedule_;
   bool embedding_ = true, head_ = true;
-  int slots_ = 1;                  // activation regions per chunk
-  std::vector<int> free_regions_;  // the regions not holding a micro-batch in flight
-  std::vector<int> region_of_;     // (micro-batch, chunk) -> its region while in flight
-  struct NormSegment {
-    size_t begin, end;
-    float weight;
-  };
-  std::vector<NormSegment> norm_segments_;  // the gradient norm's weight of each range of the buffer
+  int slots_ = 1;                   // activation regions per chunk
+  std::vector<int> free_regions_;   // the regions not holding a micro-batch in flight
+  std::vector<int> region_of_;      // (micro-batch, chunk) -> its region while in flight
+  std::vector<float> norm_weight_;  // per tensor: its weight in the job's gradient norm
+  GradBuckets dp_plan_;             // dp > 1: the slices and buckets of the sharded optimizer
   struct HostBuckets {
     std::vector<int> token, offset, positions;
     int count = 0;
@@ -363,7 +406,7 @@ class GptImpl final : public GptModel {
   std::vector<HostBuckets> buckets_;  // per micro-batch: the embedding backward's buckets (host copies)
   std::vector<ModelTensor> tensors_;
   std::vector<TpTensor> tp_tensors_;  // tensors_'s split (same order)
-  size_t partial_end_ = 0;     // [0, partial_end_): gradients summed over the TP group
+  size_t partial_end_ = 0;            // [0, partial_end_): gradients summed over the TP group
   std::unordered_map<std::string, size_t> index_;
   int64_t num_parameters_ = 0;
   size_t floats_ = 0;
@@ -375,7 +418,7 @@ class GptImpl final : public GptModel {
   float *stats_, *lse_;
   T *dres_, *dbuf1_, *dbuf2_, *dqkv_, *dfch_, *full_;
   float* vocab_stats_;
-  T* act_in_ = nullptr;  // pp > 1, per (micro-batch, chunk): activations received
+  T* act_in_ = nullptr;    // pp > 1, per (micro-batch, chunk): activations received
   T* grad_in_ = nullptr;   // gradients received (or the head's, kept for the last chunk's backward)
   T* grad_out_ = nullptr;  // gradients sent
   float* loss_sum_ = nullptr;
@@ -401,7 +444,16 @@ class GptImpl final : public GptModel {
   ncclComm_t dp_comm_ = nullptr;
   int dp_ = 1;
   int dp_rank_ = 0;
-  size_t shard_floats_ = 0;
+  // dp overlap (ModelParallel::dp_overlap_comm): its communicator and stream, per bucket whether this
+  // step's reduce-scatter was issued and the event marking its parameters gathered, the profiler lane.
+  ncclComm_t dp_overlap_comm_ = nullptr;
+  cudaStream_t dp_stream_ = nullptr;
+  cudaEvent_t dp_done_ = nullptr;
+  std::vector<char> reduced_;
+  std::vector<cudaEvent_t> params_ready_;
+  int dp_lane_ = 0;
+  bool final_backward_ = false;     // the backward running is the last of its layers' this step
+  std::vector<int> last_backward_;  // pp > 1, per chunk: the schedule's index of its last backward pass
 };
 
 }  // namespace megascale::trainer::detail

@@ -33,8 +33,8 @@ void GptImpl<T>::upload_buckets(int mb, const int32_t* inputs_host) {
                              cudaMemcpyHostToDevice, stream_));
   CUDA_CHECK(cudaMemcpyAsync(bucket_offset_ + base * (N_ + 1), h.offset.data(), (h.count + 1) * sizeof(int),
                              cudaMemcpyHostToDevice, stream_));
-  CUDA_CHECK(cudaMemcpyAsync(positions_ + base * N_, h.positions.data(), N_ * sizeof(int), cudaMemcpyHostToDevice,
-                             stream_));
+  CUDA_CHECK(cudaMemcpyAsync(positions_ + base * N_, h.positions.data(), N_ * sizeof(int),
+                             cudaMemcpyHostToDevice, stream_));
 }
 
 template <class T>
@@ -44,6 +44,7 @@ void GptImpl<T>::run_forward_chunk(int region, int chunk, int mb) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   const bool tp = tp_ > 1;
   if (first_stage(chunk)) {
+    wait_params(rest_bucket());
     StageScope scope(prof, Stage::kEncoderForward);
     const int* tokens = tokens_ + static_cast<size_t>(mb) * N_;
     if (!tp) {
@@ -55,7 +56,8 @@ void GptImpl<T>::run_forward_chunk(int region, int chunk, int mb) {
     }
   }
   for (int i = 0; i < Lc_; ++i) {
-    const int l = chunk * Lc_ + i;  // this rank's layer (parameters)
+    const int l = chunk * Lc_ + i;  // this rank's layer (parameters, and its bucket)
+    wait_params(l);
     const T* x = residual_at(region, i);
     T* ln1 = ln1_ + at_layer(region, i, N_, C);
     T* ln2 = ln2_ + at_layer(region, i, N_, C);
@@ -71,17 +73,17 @@ void GptImpl<T>::run_forward_chunk(int region, int chunk, int mb) {
     });
     gather_rows(mine(ln1, C), ln1, C);
     staged(Stage::kMatmulQkvForward, [&] {
-      matmul_forward<T>(matmul_, qkv, ln1, param("qkvw", l), param("qkvb", l), nullptr, nullptr, N_, C, 3 * Cl,
-                        stream_);
+      matmul_forward<T>(matmul_, qkv, ln1, param("qkvw", l), param("qkvb", l), nullptr, nullptr, N_, C,
+                        3 * Cl, stream_);
     });
     staged(Stage::kAttentionForward, [&] {
-      attention_forward<T>(atty, lse_ + at_layer(region, i, N_, Hl_), qkv, qkv + Cl, qkv + 2 * Cl, B_, S_, Hl_, D,
-                           3 * Cl, Cl, cfg_.attention_window, scale, stream_);
+      attention_forward<T>(atty, lse_ + at_layer(region, i, N_, Hl_), qkv, qkv + Cl, qkv + 2 * Cl, B_, S_,
+                           Hl_, D, 3 * Cl, Cl, cfg_.attention_window, scale, stream_);
     });
     staged(Stage::kMatmulAttProjForward, [&] {
       if (!tp) {
-        matmul_forward<T>(matmul_, mid, atty, param("attprojw", l), param("attprojb", l), x, nullptr, N_, C, C,
-                          stream_);
+        matmul_forward<T>(matmul_, mid, atty, param("attprojw", l), param("attprojb", l), x, nullptr, N_, C,
+                          C, stream_);
       } else {
         matmul_forward<T>(matmul_, full_, atty, param("attprojw", l), nullptr, nullptr, nullptr, N_, Cl, C,
                           stream_);
@@ -104,8 +106,8 @@ void GptImpl<T>::run_forward_chunk(int region, int chunk, int mb) {
     });
     staged(Stage::kMatmulFcProjForward, [&] {
       if (!tp) {
-        matmul_forward<T>(matmul_, out, fch, param("fcprojw", l), param("fcprojb", l), mid, nullptr, N_, 4 * C,
-                          C, stream_);
+        matmul_forward<T>(matmul_, out, fch, param("fcprojw", l), param("fcprojb", l), mid, nullptr, N_,
+                          4 * C, C, stream_);
       } else {  // the parallel block adds the attention's partial sum, still in full_
         matmul_forward<T>(matmul_, full_, fch, param("fcprojw", l), nullptr,
                           cfg_.parallel_block ? full_ : nullptr, nullptr, N_, 4 * Cl, C, stream_);
@@ -127,6 +129,7 @@ void GptImpl<T>::run_head(int region, int mb, float dloss_scale, bool backward, 
   const int C = cfg_.d_model;
   const int lnf = 2 * Lc_;
   const T* x = residual_at(region, Lc_);
+  wait_params(rest_bucket());
   staged(Stage::kLayerNormForward, [&] {
     layernorm_forward<T>(mine(lnf_, C), mean_of(region, lnf), rstd_of(region, lnf), x, param("lnfw"),
                          param("lnfb"), n_, C, stream_);
@@ -138,8 +141,8 @@ void GptImpl<T>::run_head(int region, int mb, float dloss_scale, bool backward, 
   run_classifier(targets_ + static_cast<size_t>(mb) * N_, dloss_scale, backward);
   if (!backward) return;
   staged(Stage::kMatmulLmHeadBackward, [&] {
-    matmul_backward<T>(matmul_, dbuf1_, grad("wte"), nullptr, logits_, lnf_, param("wte"), nullptr, false, N_, C,
-                       Vl_, stream_, overwrite);
+    matmul_backward<T>(matmul_, dbuf1_, grad("wte"), nullptr, logits_, lnf_, param("wte"), nullptr, false, N_,
+                       C, Vl_, stream_, overwrite);
   });
   reduce_scatter_rows(dbuf1_, mine(dbuf1_, C), C);
   CUDA_CHECK(cudaMemsetAsync(dres_, 0, n_ * C * sizeof(T), stream_));
@@ -220,23 +223,23 @@ void GptImpl<T>::run_backward_chunk(int region, int chunk, int mb, bool overwrit
     // MLP: dres is the gradient of the block output; the DGELU epilogue gives d(fch_pre) directly.
     const T* dout = gathered_dres();
     staged(Stage::kMatmulFcProjBackward, [&] {
-      matmul_backward<T>(matmul_, dfch_, grad("fcprojw", l), sequential || tp ? nullptr : grad("fcprojb", l), dout,
-                         fch, param("fcprojw", l), fch_pre, false, N_, 4 * Cl, C, stream_, overwrite);
+      matmul_backward<T>(matmul_, dfch_, grad("fcprojw", l), sequential || tp ? nullptr : grad("fcprojb", l),
+                         dout, fch, param("fcprojw", l), fch_pre, false, N_, 4 * Cl, C, stream_, overwrite);
     });
     if (cfg_.parallel_block) {
       // y = x + attproj(...) + fcproj(...): both branches see dres; both LayerNorms feed back into x.
       staged(Stage::kMatmulAttProjBackward, [&] {
-        matmul_backward<T>(matmul_, dbuf2_, grad("attprojw", l), tp ? nullptr : grad("attprojb", l), dout, atty,
-                           param("attprojw", l), nullptr, false, N_, Cl, C, stream_, overwrite);
+        matmul_backward<T>(matmul_, dbuf2_, grad("attprojw", l), tp ? nullptr : grad("attprojb", l), dout,
+                           atty, param("attprojw", l), nullptr, false, N_, Cl, C, stream_, overwrite);
       });
       staged(Stage::kMatmulFcBackward, [&] {
-        matmul_backward<T>(matmul_, dbuf1_, grad("fcw", l), grad("fcb", l), dfch_, ln2, param("fcw", l), nullptr,
-                           false, N_, C, 4 * Cl, stream_, overwrite);
+        matmul_backward<T>(matmul_, dbuf1_, grad("fcw", l), grad("fcb", l), dfch_, ln2, param("fcw", l),
+                           nullptr, false, N_, C, 4 * Cl, stream_, overwrite);
       });
       staged(Stage::kAttentionBackward, [&] {
-        attention_backward<T>(dqkv_, dqkv_ + Cl, dqkv_ + 2 * Cl, dbuf2_, atty, lse, qkv, qkv + Cl, qkv + 2 * Cl,
-                              B_, S_, Hl_, D, 3 * Cl, Cl, cfg_.attention_window, scale, attention_workspace_,
-                              stream_);
+        attention_backward<T>(dqkv_, dqkv_ + Cl, dqkv_ + 2 * Cl, dbuf2_, atty, lse, qkv, qkv + Cl,
+                              qkv + 2 * Cl, B_, S_, Hl_, D, 3 * Cl, Cl, cfg_.attention_window, scale,
+                              attention_workspace_, stream_);
       });
       staged(Stage::kMatmulQkvBackward, [&] {
         matmul_backward<T>(matmul_, dbuf2_, grad("qkvw", l), grad("qkvb", l), dqkv_, ln1, param("qkvw", l),
@@ -246,17 +249,19 @@ void GptImpl<T>::run_backward_chunk(int region, int chunk, int mb, bool overwrit
       reduce_scatter_rows(dbuf2_, mine(dbuf2_, C), C);
       staged(Stage::kLayerNormBackward, [&] {
         layernorm_backward<T>(dres_, grad("ln2w", l), grad("ln2b", l), mine(dbuf1_, C), x, param("ln2w", l),
-                              mean_of(region, 2 * i + 1), rstd_of(region, 2 * i + 1), n_, C, scratch_, stream_);
+                              mean_of(region, 2 * i + 1), rstd_of(region, 2 * i + 1), n_, C, scratch_,
+                              stream_);
       });
       staged(Stage::kLayerNormBackward, [&] {
         layernorm_backward<T>(dres_, grad("ln1w", l), grad("ln1b", l), mine(dbuf2_, C), x, param("ln1w", l),
                               mean_of(region, 2 * i), rstd_of(region, 2 * i), n_, C, scratch_, stream_);
       });
+      bucket_done(l);
       continue;
     }
     staged(Stage::kMatmulFcBackward, [&] {
-      matmul_backward<T>(matmul_, dbuf1_, grad("fcw", l), grad("fcb", l), dfch_, ln2, param("fcw", l), nullptr,
-                         false, N_, C, 4 * Cl, stream_, overwrite);
+      matmul_backward<T>(matmul_, dbuf1_, grad("fcw", l), grad("fcb", l), dfch_, ln2, param("fcw", l),
+                         nullptr, false, N_, C, 4 * Cl, stream_, overwrite);
     });
     reduce_scatter_rows(dbuf1_, mine(dbuf1_, C), C);
     staged(Stage::kLayerNormBackward, [&] {
@@ -267,16 +272,17 @@ void GptImpl<T>::run_backward_chunk(int region, int chunk, int mb, bool overwrit
     // dres is now the gradient of mid = x + attproj(atty).
     const T* dmid = gathered_dres();
     staged(Stage::kMatmulAttProjBackward, [&] {
-      matmul_backward<T>(matmul_, dbuf2_, grad("attprojw", l), nullptr, dmid, atty, param("attprojw", l), nullptr,
-                         false, N_, Cl, C, stream_, overwrite);
+      matmul_backward<T>(matmul_, dbuf2_, grad("attprojw", l), nullptr, dmid, atty, param("attprojw", l),
+                         nullptr, false, N_, Cl, C, stream_, overwrite);
     });
     staged(Stage::kAttentionBackward, [&] {
-      attention_backward<T>(dqkv_, dqkv_ + Cl, dqkv_ + 2 * Cl, dbuf2_, atty, lse, qkv, qkv + Cl, qkv + 2 * Cl, B_,
-                            S_, Hl_, D, 3 * Cl, Cl, cfg_.attention_window, scale, attention_workspace_, stream_);
+      attention_backward<T>(dqkv_, dqkv_ + Cl, dqkv_ + 2 * Cl, dbuf2_, atty, lse, qkv, qkv + Cl, qkv + 2 * Cl,
+                            B_, S_, Hl_, D, 3 * Cl, Cl, cfg_.attention_window, scale, attention_workspace_,
+                            stream_);
     });
     staged(Stage::kMatmulQkvBackward, [&] {
-      matmul_backward<T>(matmul_, dbuf1_, grad("qkvw", l), grad("qkvb", l), dqkv_, ln1, param("qkvw", l), nullptr,
-                         false, N_, C, 3 * Cl, stream_, overwrite);
+      matmul_backward<T>(matmul_, dbuf1_, grad("qkvw", l), grad("qkvb", l), dqkv_, ln1, param("qkvw", l),
+                         nullptr, false, N_, C, 3 * Cl, stream_, overwrite);
     });
     reduce_scatter_rows(dbuf1_, mine(dbuf1_, C), C);
     staged(Stage::kLayerNormBackward, [&] {
@@ -284,6 +290,7 @@ void GptImpl<T>::run_backward_chunk(int region, int chunk, int mb, bool overwrit
                             mean_of(region, 2 * i), rstd_of(region, 2 * i), n_, C, scratch_, stream_,
                             i > 0 ? grad("fcprojb", l - 1) : nullptr);
     });
+    bucket_done(l);
   }
   if (!first_stage(chunk)) return;
   const HostBuckets& h = buckets_[static_cast<size_t>(mb)];
@@ -291,7 +298,8 @@ void GptImpl<T>::run_backward_chunk(int region, int chunk, int mb, bool overwrit
   const T* demb = gathered_dres();  // wpe's gradient is then whole on every rank
   staged(Stage::kEncoderBackward, [&] {
     encoder_backward<T>(grad("wte"), grad("wpe"), demb, bucket_token_ + base * N_,
-                        bucket_offset_ + base * (N_ + 1), positions_ + base * N_, h.count, B_, S_, C, stream_);
+                        bucket_offset_ + base * (N_ + 1), positions_ + base * N_, h.count, B_, S_, C,
+                        stream_);
   });
 }
 

@@ -6,6 +6,7 @@ namespace megascale::trainer::detail {
 
 template <class T>
 double GptImpl<T>::grad_norm() {
+  join_dp();  // the buckets reduce-scattered during the backward
   zero_stale_weight_grads();
   if (pp_ > 1 && index_.count("wte") != 0) {
     // The embedding's and the LM head's copies of wte: each stage's gradient covers its own use.
@@ -15,10 +16,29 @@ double GptImpl<T>::grad_norm() {
                              embedding_comm_, stream_),
                "ncclAllReduce");
   }
+  if (dp_ > 1) {
+    StageScope scope(profiler_.get(), Stage::kDpReduceScatter);
+    for (int b = 0; b < dp_plan_.buckets(); ++b) {
+      if (reduced_[static_cast<size_t>(b)] == 0) reduce_scatter_bucket(b, dp_comm_, stream_);
+    }
+    std::fill(reduced_.begin(), reduced_.end(), 0);
+  }
   if (tp_ > 1) {
-    // Sequence parallel: each rank's LayerNorm and bias gradients cover its own rows only.
+    // Sequence parallel: each rank's LayerNorm and bias gradients cover its own rows only; they are
+    // summed over the TP group (with dp > 1 this rank's pieces of them, which its TP peers share).
     StageScope scope(profiler_.get(), Stage::kTpAllReduce);
-    nccl_check(ncclAllReduce(grads_, grads_, partial_end_, ncclFloat, ncclSum, tp_comm_, stream_), "ncclAllReduce");
+    if (dp_ == 1) {
+      nccl_check(ncclAllReduce(grads_, grads_, partial_end_, ncclFloat, ncclSum, tp_comm_, stream_),
+                 "ncclAllReduce");
+    } else {
+      nccl_check(ncclGroupStart(), "ncclGroupStart");
+      for_each_piece(-1, [&](size_t, const ModelTensor& t, size_t b, size_t e) {
+        if (t.offset >= partial_end_) return;
+        nccl_check(ncclAllReduce(grads_ + b, grads_ + b, e - b, ncclFloat, ncclSum, tp_comm_, stream_),
+                   "ncclAllReduce");
+      });
+      nccl_check(ncclGroupEnd(), "ncclGroupEnd");
+    }
   }
   if (tp_ > 1 || dp_ > 1 || pp_ > 1) return parallel_grad_norm();
   // The padding between tensors holds zeros, so one pass over the whole allocation is exact.
@@ -51,25 +71,20 @@ void GptImpl<T>::optimizer_step(const TrainConfig& train, double lr, int step, d
       (train.grad_clip > 0 && norm > train.grad_clip) ? static_cast<float>(train.grad_clip / norm) : 1.0f;
   StageProfiler* const prof = profiler_.get();
   const bool lamb = train.optimizer == OptimizerKind::kLamb;
-  if (lamb && tp_ * pp_ * dp_ > 1) {
-    parallel_lamb_step(train, s);
-  } else if (dp_ > 1) {
-    if (prof != nullptr) prof->begin(Stage::kOptimizer);
-    sharded_adamw_step(train, s);
-    if (prof != nullptr) prof->end();
-  }
+  if (lamb && tp_ * pp_ * dp_ > 1) parallel_lamb_moments(train, s);
   if (dp_ > 1) {
-    // ZeRO: every rank's masters whole again, and the compute copies from them.
-    const size_t lo = shard().first;
-    staged(Stage::kDpAllGather, [&] {
-      nccl_check(ncclAllGather(masters_ + lo, masters_, shard_floats_, ncclFloat, dp_comm_, stream_),
-                 "ncclAllGather");
-    });
-    staged(Stage::kOptimizer, [&] { copy_to_compute<T>(params_, masters_, floats_, stream_); });
-    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    step_and_gather(train, s, lamb);
+    // With dp overlap the all-gathers go on while the next step starts; its forward waits for each.
+    if (dp_stream_ == nullptr) CUDA_CHECK(cudaStreamSynchronize(stream_));
     return;
   }
   if (lamb && tp_ * pp_ > 1) {
+    staged(Stage::kOptimizer, [&] {
+      for_each_piece(-1, [&](size_t k, const ModelTensor&, size_t b, size_t e) {
+        lamb_apply<T>(masters_ + b, params_ + b, grads_ + b, e - b, s.learning_rate, lamb_sums_ + 2 * k,
+                      stream_);
+      });
+    });
     CUDA_CHECK(cudaStreamSynchronize(stream_));
     return;
   }
@@ -79,8 +94,8 @@ void GptImpl<T>::optimizer_step(const TrainConfig& train, double lr, int step, d
     float* w = masters_ + t.offset;
     float* g = grads_ + t.offset;
     if (train.optimizer == OptimizerKind::kLamb) {
-      lamb_update<T>(w, params_ + t.offset, moment1_ + t.offset, moment2_ + t.offset, g, t.numel, s,
-                     scratch_, stream_);
+      lamb_update<T>(w, params_ + t.offset, moment1_ + t.offset, moment2_ + t.offset, g, t.numel, s, scratch_,
+                     stream_);
     } else {
       adamw_update<T>(w, params_ + t.offset, moment1_ + t.offset, moment2_ + t.offset, g, t.numel, s,
                       stream_);
@@ -92,70 +107,112 @@ void GptImpl<T>::optimizer_step(const TrainConfig& train, double lr, int step, d
 
 template <class T>
 double GptImpl<T>::parallel_grad_norm() {
-  const auto [lo, hi] = shard();
-  if (dp_ > 1) {
-    StageScope scope(profiler_.get(), Stage::kDpReduceScatter);
-    nccl_check(ncclReduceScatter(grads_, grads_ + lo, shard_floats_, ncclFloat, ncclAvg, dp_comm_, stream_),
-               "ncclReduceScatter");
-  }
-  std::vector<float> norms(norm_segments_.size(), 0.0f);
+  std::vector<float> weights;
   {
     StageScope scope(profiler_.get(), Stage::kGradNorm);
-    for (size_t i = 0; i < norm_segments_.size(); ++i) {
-      const size_t b = std::max(lo, norm_segments_[i].begin), e = std::min(hi, norm_segments_[i].end);
-      if (e > b) global_norm(norm_ + i, grads_ + b, e - b, scratch_, stream_);
-    }
+    for_each_piece(-1, [&](size_t k, const ModelTensor&, size_t b, size_t e) {
+      global_norm(norm_ + weights.size(), grads_ + b, e - b, scratch_, stream_);
+      weights.push_back(norm_weight_[k]);
+    });
   }
-  CUDA_CHECK(cudaMemcpyAsync(norms.data(), norm_, norms.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+  std::vector<float> norms(weights.size(), 0.0f);
+  CUDA_CHECK(
+      cudaMemcpyAsync(norms.data(), norm_, norms.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_));
   CUDA_CHECK(cudaStreamSynchronize(stream_));
   double mine = 0;
-  for (size_t i = 0; i < norm_segments_.size(); ++i) {
-    const size_t b = std::max(lo, norm_segments_[i].begin), e = std::min(hi, norm_segments_[i].end);
-    if (e > b) mine += double{norm_segments_[i].weight} * norms[i] * norms[i];
-  }
+  for (size_t i = 0; i < norms.size(); ++i) mine += double{weights[i]} * norms[i] * norms[i];
   return std::sqrt(reduce_scalar(mine, ncclSum, world_comm_, Stage::kNormAllReduce));
 }
 
 template <class T>
-void GptImpl<T>::sharded_adamw_step(const TrainConfig& train, OptimizerStep s) {
-  const auto [lo, hi] = shard();
-  for_each_piece(lo, hi, [&](size_t, const ModelTensor& t, size_t b, size_t e) {
-    s.weight_decay = t.decayed ? static_cast<float>(train.weight_decay) : 0.0f;
-    adamw_update<T>(masters_ + b, params_ + b, moment1_ + b, moment2_ + b, grads_ + b, e - b, s, stream_);
-  });
+void GptImpl<T>::reduce_scatter_bucket(int bucket, ncclComm_t comm, cudaStream_t stream) {
+  nccl_check(ncclGroupStart(), "ncclGroupStart");
+  for (const GradSlice& s : dp_plan_.slices) {
+    if (s.bucket != bucket) continue;
+    float* slice = grads_ + tensors_[static_cast<size_t>(s.tensor)].offset + s.offset;
+    const size_t part = static_cast<size_t>(s.numel / dp_);
+    nccl_check(ncclReduceScatter(slice, slice + dp_rank_ * part, part, ncclFloat, ncclAvg, comm, stream),
+               "ncclReduceScatter");
+  }
+  nccl_check(ncclGroupEnd(), "ncclGroupEnd");
 }
 
 template <class T>
-void GptImpl<T>::parallel_lamb_step(const TrainConfig& train, OptimizerStep s) {
-  const auto [lo, hi] = shard();
+void GptImpl<T>::all_gather_bucket(int bucket, ncclComm_t comm, cudaStream_t stream) {
+  nccl_check(ncclGroupStart(), "ncclGroupStart");
+  for (const GradSlice& s : dp_plan_.slices) {
+    if (s.bucket != bucket) continue;
+    float* slice = masters_ + tensors_[static_cast<size_t>(s.tensor)].offset + s.offset;
+    const size_t part = static_cast<size_t>(s.numel / dp_);
+    nccl_check(ncclAllGather(slice + dp_rank_ * part, slice, part, ncclFloat, comm, stream), "ncclAllGather");
+  }
+  nccl_check(ncclGroupEnd(), "ncclGroupEnd");
+  for (const GradSlice& s : dp_plan_.slices) {
+    if (s.bucket != bucket) continue;
+    const size_t at = tensors_[static_cast<size_t>(s.tensor)].offset + static_cast<size_t>(s.offset);
+    copy_to_compute<T>(params_ + at, masters_ + at, static_cast<size_t>(s.numel), stream);
+  }
+}
+
+template <class T>
+void GptImpl<T>::step_and_gather(const TrainConfig& train, OptimizerStep s, bool lamb) {
+  StageProfiler* const prof = profiler_.get();
+  const int rest = rest_bucket();
+  for (int i = 0; i < dp_plan_.buckets(); ++i) {
+    const int bucket = i == 0 ? rest : i - 1;  // the forward's order
+    staged(Stage::kOptimizer, [&] {
+      for_each_piece(bucket, [&](size_t k, const ModelTensor& t, size_t b, size_t e) {
+        if (lamb) {
+          lamb_apply<T>(masters_ + b, params_ + b, grads_ + b, e - b, s.learning_rate, lamb_sums_ + 2 * k,
+                        stream_);
+          return;
+        }
+        s.weight_decay = t.decayed ? static_cast<float>(train.weight_decay) : 0.0f;
+        adamw_update<T>(masters_ + b, params_ + b, moment1_ + b, moment2_ + b, grads_ + b, e - b, s, stream_);
+      });
+    });
+    if (dp_stream_ == nullptr) {
+      staged(Stage::kDpAllGather, [&] { all_gather_bucket(bucket, dp_comm_, stream_); });
+      continue;
+    }
+    CUDA_CHECK(cudaEventRecord(computed_, stream_));
+    CUDA_CHECK(cudaStreamWaitEvent(dp_stream_, computed_));
+    {
+      StageScope scope(prof, Stage::kDpAllGather, dp_lane_);
+      all_gather_bucket(bucket, dp_overlap_comm_, dp_stream_);
+    }
+    CUDA_CHECK(cudaEventRecord(params_ready_[static_cast<size_t>(bucket)], dp_stream_));
+  }
+}
+
+template <class T>
+void GptImpl<T>::parallel_lamb_moments(const TrainConfig& train, OptimizerStep s) {
   CUDA_CHECK(cudaMemsetAsync(lamb_sums_, 0, 2 * tensors_.size() * sizeof(float), stream_));
   staged(Stage::kOptimizer, [&] {
-    for_each_piece(lo, hi, [&](size_t k, const ModelTensor& t, size_t b, size_t e) {
+    for_each_piece(-1, [&](size_t k, const ModelTensor& t, size_t b, size_t e) {
       s.weight_decay = t.decayed ? static_cast<float>(train.weight_decay) : 0.0f;
-      lamb_moments(masters_ + b, moment1_ + b, moment2_ + b, grads_ + b, e - b, s, lamb_sums_ + 2 * k, scratch_,
-                   stream_);
+      lamb_moments(masters_ + b, moment1_ + b, moment2_ + b, grads_ + b, e - b, s, lamb_sums_ + 2 * k,
+                   scratch_, stream_);
     });
   });
   const size_t count = 2 * tensors_.size();
-  for (auto [size, comm, stage] : {std::tuple{dp_, dp_comm_, Stage::kDpAllReduce}, std::tuple{tp_, tp_comm_, Stage::kTpAllReduce}}) {
+  for (auto [size, comm, stage] :
+       {std::tuple{dp_, dp_comm_, Stage::kDpAllReduce}, std::tuple{tp_, tp_comm_, Stage::kTpAllReduce}}) {
     if (size == 1) continue;
     staged(stage, [&] {
-      nccl_check(ncclAllReduce(lamb_sums_, lamb_sums_, count, ncclFloat, ncclSum, comm, stream_), "ncclAllReduce");
+      nccl_check(ncclAllReduce(lamb_sums_, lamb_sums_, count, ncclFloat, ncclSum, comm, stream_),
+                 "ncclAllReduce");
     });
   }
-  staged(Stage::kOptimizer, [&] {
-    for_each_piece(lo, hi, [&](size_t k, const ModelTensor&, size_t b, size_t e) {
-      lamb_apply<T>(masters_ + b, params_ + b, grads_ + b, e - b, s.learning_rate, lamb_sums_ + 2 * k, stream_);
-    });
-  });
 }
 
 template <class T>
-double GptImpl<T>::pipeline_step(const std::vector<const int32_t*>& inputs, const std::vector<const int32_t*>& targets,
-                     float grad_scale) {
+double GptImpl<T>::pipeline_step(const std::vector<const int32_t*>& inputs,
+                                 const std::vector<const int32_t*>& targets, float grad_scale) {
   const int m = micro_batches_;
   if (static_cast<int>(inputs.size()) != m || static_cast<int>(targets.size()) != m) {
-    std::fprintf(stderr, "train_step: %zu micro-batches given, the pipeline schedule has %d\n", inputs.size(), m);
+    std::fprintf(stderr, "train_step: %zu micro-batches given, the pipeline schedule has %d\n", inputs.size(),
+                 m);
     std::abort();
   }
   const size_t nc = static_cast<size_t>(n_) * cfg_.d_model;
@@ -188,7 +245,8 @@ double GptImpl<T>::pipeline_step(const std::vector<const int32_t*>& inputs, cons
     StageScope scope(prof, Stage::kPpSend, p.lane);
     nccl_check(ncclSend(buffer, nc, nccl_type(), 1, p.comm, p.stream), "ncclSend");
   };
-  for (const Pass& pass : schedule_) {
+  for (size_t index = 0; index < schedule_.size(); ++index) {
+    const Pass& pass = schedule_[index];
     const int c = pass.chunk, mb = pass.micro_batch;
     const size_t key = static_cast<size_t>(mb) * vpp_ + c;
     if (pass.kind == PassKind::kForward) {
@@ -203,17 +261,22 @@ double GptImpl<T>::pipeline_step(const std::vector<const int32_t*>& inputs, cons
       if (last_stage(c)) {
         run_head(region, mb, grad_scale / static_cast<float>(N_), true, false);
         loss_accumulate(loss_sum_, losses_, N_, grad_scale, stream_);
-        CUDA_CHECK(cudaMemcpyAsync(grad_in_ + key * nc, dres_, nc * sizeof(T), cudaMemcpyDeviceToDevice, stream_));
+        CUDA_CHECK(
+            cudaMemcpyAsync(grad_in_ + key * nc, dres_, nc * sizeof(T), cudaMemcpyDeviceToDevice, stream_));
       } else {
         send(act_send, residual_at(region, Lc_));
       }
     } else {
       const int region = region_of_[key];
       if (!last_stage(c)) receive(grad_recv, grad_in_ + key * nc);
-      CUDA_CHECK(cudaMemcpyAsync(dres_, grad_in_ + key * nc, nc * sizeof(T), cudaMemcpyDeviceToDevice, stream_));
+      CUDA_CHECK(
+          cudaMemcpyAsync(dres_, grad_in_ + key * nc, nc * sizeof(T), cudaMemcpyDeviceToDevice, stream_));
+      final_backward_ = static_cast<int>(index) == last_backward_[static_cast<size_t>(c)];
       run_backward_chunk(region, c, mb, false);
+      final_backward_ = false;
       if (!first_stage(c)) {
-        CUDA_CHECK(cudaMemcpyAsync(grad_out_ + key * nc, dres_, nc * sizeof(T), cudaMemcpyDeviceToDevice, stream_));
+        CUDA_CHECK(
+            cudaMemcpyAsync(grad_out_ + key * nc, dres_, nc * sizeof(T), cudaMemcpyDeviceToDevice, stream_));
         send(grad_send, grad_out_ + key * nc);
       }
       free_regions_.push_back(region);
@@ -227,7 +290,8 @@ double GptImpl<T>::pipeline_step(const std::vector<const int32_t*>& inputs, cons
   }
   // The loss is the last stage's: summed over the pipeline group, the others adding 0.
   staged(Stage::kPpAllReduce, [&] {
-    nccl_check(ncclAllReduce(loss_sum_, loss_sum_, 1, ncclFloat, ncclSum, pp_comm_, stream_), "ncclAllReduce");
+    nccl_check(ncclAllReduce(loss_sum_, loss_sum_, 1, ncclFloat, ncclSum, pp_comm_, stream_),
+               "ncclAllReduce");
   });
   float loss = 0;
   CUDA_CHECK(cudaMemcpyAsync(&loss, loss_sum_, sizeof(float), cudaMemcpyDeviceToHost, stream_));
@@ -245,8 +309,9 @@ int GptImpl<T>::take_region(int chunk) {
       return r;
     }
   }
-  std::fprintf(stderr, "pipeline: no free activation region for chunk %d (the schedule exceeds its in-flight count)\n",
-               chunk);
+  std::fprintf(
+      stderr, "pipeline: no free activation region for chunk %d (the schedule exceeds its in-flight count)\n",
+      chunk);
   std::abort();
 }
 

@@ -12,9 +12,10 @@
 //   profiler.end_step();          // synchronises the stream and adds this step's times
 //   std::string table = profiler.table();
 //
-// Communication stages on the compute stream are the exposed communication (the compute waits for
-// them); those on other streams (a pipeline's sends and receives, add_lane) overlap with it, and the
-// compute stream's wait for a receive shows as unattributed time.
+// Exposed and overlapped communication follow exposure.h: communication stages on the compute stream
+// are exposed (the compute waits for them); those on other streams (the data-parallel stream, a
+// pipeline's sends and receives: add_lane) are overlapped while the compute stream is busy and exposed
+// while it is idle.
 //
 // Each stage is bracketed by two events on its stream, so a stage's time is the GPU
 // time from its first launch starting to its last one ending, including any gap in which the GPU waited
@@ -96,7 +97,7 @@ class StageProfiler {
   /// The table: per stage milliseconds per step, share of the step's GPU span, calls per step.
   std::string table() const;
   int steps() const { return steps_; }
-  /// The last step's GPU span and its communication on the compute stream (exposed), in ms.
+  /// The last step's GPU span and its exposed communication (exposure.h), in ms.
   double last_span_ms() const { return last_span_ms_; }
   double last_exposed_ms() const { return last_exposed_ms_; }
 
@@ -137,7 +138,7 @@ class StageProfiler {
   std::array<double, static_cast<int>(Stage::kCount)> ms_{};
   std::array<long, static_cast<int>(Stage::kCount)> calls_{};
   double span_ms_ = 0;
-  double exposed_ms_ = 0;     // communication on the compute stream, summed over the steps
+  double exposed_ms_ = 0;     // exposed communication (exposure.h), summed over the steps
   double overlapped_ms_ = 0;  // stages on the other lanes
   int steps_ = 0;
   double overlapped_ms_per_step() const;

@@ -20,7 +20,9 @@ namespace {
 static_assert(std::endian::native == std::endian::little, "checkpoints are little-endian; so is this code");
 
 constexpr char kMagic[8] = {'M', 'S', 'C', 'K', 'P', 'T', '\0', '\0'};
-constexpr uint32_t kVersion = 2;  // 2 added the layout
+// 2 added the layout; 3: data-parallel ranks hold their piece of each layer's slice of the optimizer
+// state (grad_buckets.h), not a contiguous part of the flat buffer. Version 2 is read when dp is 1.
+constexpr uint32_t kVersion = 3;
 constexpr uint32_t kMaxNameBytes = 4096;
 constexpr uint32_t kMaxRank = 16;
 constexpr uint32_t kMaxRngWords = 1 << 16;
@@ -173,7 +175,7 @@ Result<Front> read_front(std::FILE* f, const std::string& path, int64_t file_siz
   if (std::memcmp(magic, kMagic, 8) != 0)
     return make_error(fmt::format("{}: not a megascale checkpoint (wrong magic)", path));
   if (Status s = read_exact(f, &version, 4, path, "the version"); !s) return s.error();
-  if (version != kVersion) {
+  if (version != kVersion && version != 2) {
     return make_error(
         fmt::format("{}: checkpoint version {}, this build reads version {}", path, version, kVersion));
   }
@@ -211,6 +213,14 @@ Result<Front> read_front(std::FILE* f, const std::string& path, int64_t file_siz
     return make_error(fmt::format("{}: corrupt checkpoint header (layout)", path));
   }
   if (!d.ok() || d.remaining() != 0) return make_error(fmt::format("{}: corrupt checkpoint header", path));
+  if (version == 2 && l.dp > 1) {
+    return make_error(
+        fmt::format("{}: checkpoint version 2 of {} data-parallel ranks: its ranks held contiguous parts of "
+                    "the optimizer "
+                    "state, this build (version {}) holds a piece of each layer's slice; resume with the "
+                    "build that wrote it",
+                    path, l.dp, kVersion));
+  }
 
   Encoder front_bytes;
   front_bytes.put_bytes(std::string_view(kMagic, 8));
@@ -414,10 +424,13 @@ Result<CheckpointHeader> load_checkpoint(const std::string& path, std::span<cons
   return front->header;
 }
 
-std::string checkpoint_rank_path(const std::string& dir, int rank) { return fmt::format("{}/rank_{:05d}.bin", dir, rank); }
+std::string checkpoint_rank_path(const std::string& dir, int rank) {
+  return fmt::format("{}/rank_{:05d}.bin", dir, rank);
+}
 
-Status check_resume_compatible(const CheckpointHeader& header, const ModelConfig& model, const TrainConfig& train,
-                               const ParallelLayout& layout, const RankCoords& rank) {
+Status check_resume_compatible(const CheckpointHeader& header, const ModelConfig& model,
+                               const TrainConfig& train, const ParallelLayout& layout,
+                               const RankCoords& rank) {
   std::vector<std::string> diffs;
   auto cmp = [&](const char* what, auto saved, auto now) {
     if (saved != now) diffs.push_back(fmt::format("{}: checkpoint {}, this run {}", what, saved, now));

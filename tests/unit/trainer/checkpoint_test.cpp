@@ -177,6 +177,37 @@ TEST(Checkpoint, TruncatedOrCorruptFilesAreRefused) {
   EXPECT_NE(absent.error().message.find("No such file"), std::string::npos);
 }
 
+// Version 3 moved data-parallel ranks' optimizer state (a piece of each layer's slice): a version-2 file
+// of several data-parallel ranks is refused saying so; one of dp 1 is read; version 1 is refused.
+TEST(Checkpoint, AnOlderVersionIsReadOnlyWhereItsLayoutMeansTheSame) {
+  TempDir dir;
+  Model saved;
+  auto with_version = [&](uint32_t version, int dp) {
+    CheckpointHeader h = sample_header();
+    h.layout.dp = dp;
+    h.rank.dp = 0;
+    const std::string path = dir.file("v" + std::to_string(version) + "_dp" + std::to_string(dp) + ".bin");
+    EXPECT_TRUE(save_checkpoint(path, h, saved.views()));
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(8);
+    f.write(reinterpret_cast<const char*>(&version), 4);
+    return path;
+  };
+  Result<CheckpointHeader> v2 = read_checkpoint_header(with_version(2, 2));
+  ASSERT_FALSE(v2);
+  EXPECT_NE(v2.error().message.find("checkpoint version 2 of 2 data-parallel ranks"), std::string::npos)
+      << v2.error().message;
+  EXPECT_NE(v2.error().message.find("resume with the build that wrote it"), std::string::npos);
+  Result<CheckpointHeader> v2_dp1 = read_checkpoint_header(with_version(2, 1));
+  ASSERT_TRUE(v2_dp1) << v2_dp1.error().message;
+  EXPECT_EQ(v2_dp1->layout.dp, 1);
+  EXPECT_EQ(v2_dp1->step, sample_header().step);
+  Result<CheckpointHeader> v1 = read_checkpoint_header(with_version(1, 1));
+  ASSERT_FALSE(v1);
+  EXPECT_NE(v1.error().message.find("checkpoint version 1, this build reads version 3"), std::string::npos)
+      << v1.error().message;
+}
+
 TEST(Checkpoint, SaveRefusesInconsistentViewsAndReplacesAtomically) {
   TempDir dir;
   std::vector<float> data(10, 1.0f);
@@ -236,13 +267,15 @@ TEST(Checkpoint, ResumeInAnotherLayoutOrRankIsRefusedNamingBoth) {
   EXPECT_TRUE(check_resume_compatible(h, h.model, train, h.layout, h.rank));
   Status s = check_resume_compatible(h, h.model, train, ParallelLayout{.tp = 1, .pp = 2, .dp = 4}, h.rank);
   ASSERT_FALSE(s);
-  EXPECT_EQ(s.error().message,
-            "the checkpoint is from a different run:\n  layout: checkpoint tp 2 x pp 2 x dp 2 = 8 ranks, this run "
-            "tp 1 x pp 2 x dp 4 = 8 ranks");
+  EXPECT_EQ(
+      s.error().message,
+      "the checkpoint is from a different run:\n  layout: checkpoint tp 2 x pp 2 x dp 2 = 8 ranks, this run "
+      "tp 1 x pp 2 x dp 4 = 8 ranks");
   s = check_resume_compatible(h, h.model, train, h.layout, RankCoords{.tp = 0, .dp = 0, .pp = 1});
   ASSERT_FALSE(s);
   EXPECT_EQ(s.error().message,
-            "the checkpoint is from a different run:\n  rank: checkpoint (tp 1, dp 0, pp 1), this run (tp 0, dp 0, pp 1)");
+            "the checkpoint is from a different run:\n  rank: checkpoint (tp 1, dp 0, pp 1), this run (tp 0, "
+            "dp 0, pp 1)");
   EXPECT_EQ(checkpoint_rank_path("ck/ckpt_00000050", 3), "ck/ckpt_00000050/rank_00003.bin");
 }
 

@@ -1,92 +1,94 @@
-// Gradient buckets and ZeRO shards: buckets close at the size, tensors are never split, every bucket
-// splits into dp equal aligned shards, and the shards' tensor pieces cover every element once.
+// Gradient buckets and ZeRO pieces: each stacked tensor is cut into one slice per layer in that layer's
+// bucket, the unstacked tensors go whole into the last bucket, the dp ranks' pieces of every slice cover
+// each of its elements exactly once, and a slice dp does not divide is refused naming the tensor.
 #include "megascale/trainer/grad_buckets.h"
 
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 
 namespace megascale::trainer {
 namespace {
 
-TEST(GradBuckets, CloseAtTheSizeAndPadToEqualAlignedShards) {
-  // Backward order: 100, 60, 300 (alone: larger than a bucket), 10, 5.
-  const std::vector<BucketTensor> ts = {{"a", 100}, {"b", 60}, {"c", 300}, {"d", 10}, {"e", 5}};
-  auto g = plan_grad_buckets(ts, /*dp=*/4, /*bucket_numel=*/150, /*align=*/8);
-  ASSERT_TRUE(g) << g.error().message;
-  ASSERT_EQ(g->buckets.size(), 3u);
-  // a + b = 160 >= 150 closes the first; c alone; d + e the tail. Padded to multiples of 32.
-  EXPECT_EQ(g->buckets[0].tensors, (std::vector<int>{0, 1}));
-  EXPECT_EQ(g->buckets[0].used, 160);
-  EXPECT_EQ(g->buckets[0].numel, 160);
-  EXPECT_EQ(g->buckets[0].ready_after, 1);
-  EXPECT_EQ(g->buckets[1].tensors, (std::vector<int>{2}));
-  EXPECT_EQ(g->buckets[1].offset, 160);
-  EXPECT_EQ(g->buckets[1].numel, 320);
-  EXPECT_EQ(g->buckets[2].tensors, (std::vector<int>{3, 4}));
-  EXPECT_EQ(g->buckets[2].offset, 480);
-  EXPECT_EQ(g->buckets[2].used, 15);
-  EXPECT_EQ(g->buckets[2].numel, 32);
-  EXPECT_EQ(g->total_numel, 512);
-  EXPECT_EQ(g->tensor_offset, (std::vector<int64_t>{0, 100, 160, 480, 490}));
-  EXPECT_EQ(g->tensor_bucket, (std::vector<int>{0, 0, 1, 2, 2}));
-  for (const GradBucket& b : g->buckets) {
-    for (int r = 0; r < 4; ++r) {
-      const ElementRange s = shard_of(b, 4, r);
-      EXPECT_EQ(s.size(), b.numel / 4);
-      EXPECT_EQ(s.begin % 8, 0);
+ModelConfig small_model(int d_model = 32) {
+  return {.vocab_size = 250,
+          .padded_vocab_size = 256,
+          .max_seq_len = 64,
+          .n_layer = 4,
+          .n_head = 4,
+          .d_model = d_model};
+}
+
+TEST(GradBuckets, OneSlicePerLayerInThatLayersBucketTheRestInTheLast) {
+  const std::vector<TpTensor> ts = tp_parameter_tensors(small_model(), 1);
+  auto b = plan_grad_buckets(ts, 2);
+  ASSERT_TRUE(b) << b.error().message;
+  EXPECT_EQ(b->layers, 4);
+  EXPECT_EQ(b->buckets(), 5);
+  std::map<int, int64_t> covered;  // tensor -> elements in its slices
+  std::map<int, std::set<int>> buckets_of;
+  for (const GradSlice& s : b->slices) {
+    const TpTensor& t = ts[static_cast<size_t>(s.tensor)];
+    EXPECT_EQ(s.offset, covered[s.tensor]) << t.name << ": slices follow one another";
+    covered[s.tensor] += s.numel;
+    buckets_of[s.tensor].insert(s.bucket);
+    if (t.layer_ids.empty()) {
+      EXPECT_EQ(s.bucket, 4) << t.name;
+      EXPECT_EQ(s.numel, t.numel()) << t.name;
+    } else {
+      EXPECT_EQ(s.numel * 4, t.numel()) << t.name;
+      EXPECT_EQ(s.offset, s.bucket * s.numel) << t.name << ": layer j's slice is at j x its size";
     }
-    EXPECT_EQ(shard_of(b, 4, 0).begin, b.offset);
-    EXPECT_EQ(shard_of(b, 4, 3).end, b.offset + b.numel);
+  }
+  for (size_t k = 0; k < ts.size(); ++k) {
+    EXPECT_EQ(covered[static_cast<int>(k)], ts[k].numel()) << ts[k].name;
+    EXPECT_EQ(buckets_of[static_cast<int>(k)].size(), ts[k].layer_ids.empty() ? 1u : 4u) << ts[k].name;
   }
 }
 
-TEST(GradBuckets, ShardPiecesCoverEveryElementOnceAndNoPadding) {
-  std::vector<BucketTensor> ts;
-  for (int i = 0; i < 17; ++i) ts.push_back({"t" + std::to_string(i), 1 + (i * 37) % 91});
-  for (int dp : {1, 2, 3, 8}) {
-    for (int64_t bucket : {1, 50, 200, 100000}) {
-      auto g = plan_grad_buckets(ts, dp, bucket, 4);
-      ASSERT_TRUE(g);
-      std::map<int, std::vector<int>> hits;  // tensor -> times each element was covered
-      for (size_t t = 0; t < ts.size(); ++t) hits[static_cast<int>(t)].assign(ts[t].numel, 0);
-      for (const GradBucket& b : g->buckets) {
-        int64_t shard_sum = 0;
+TEST(GradBuckets, TheRanksPiecesCoverEverySliceOnce) {
+  for (int tp : {1, 2}) {
+    for (int dp : {1, 2, 4, 8}) {
+      const std::vector<TpTensor> ts = tp_parameter_tensors(small_model(), tp);
+      auto b = plan_grad_buckets(ts, dp);
+      ASSERT_TRUE(b) << b.error().message;
+      for (const GradSlice& s : b->slices) {
+        int64_t next = s.offset;
         for (int r = 0; r < dp; ++r) {
-          const ElementRange s = shard_of(b, dp, r);
-          shard_sum += s.size();
-          for (const TensorPiece& p : pieces_in(*g, s)) {
-            EXPECT_GE(p.buffer_offset, s.begin);
-            EXPECT_LE(p.buffer_offset + p.numel, s.end);
-            EXPECT_EQ(p.buffer_offset, g->tensor_offset[p.tensor] + p.tensor_offset);
-            for (int64_t e = 0; e < p.numel; ++e) ++hits[p.tensor][p.tensor_offset + e];
-          }
+          const ElementRange p = shard_of(s, dp, r);
+          EXPECT_EQ(p.begin, next) << ts[static_cast<size_t>(s.tensor)].name << " rank " << r;
+          EXPECT_EQ(p.size(), s.numel / dp);
+          next = p.end;
         }
-        EXPECT_EQ(shard_sum, b.numel);
-      }
-      for (const auto& [t, h] : hits) {
-        for (size_t e = 0; e < h.size(); ++e) ASSERT_EQ(h[e], 1) << "dp " << dp << " tensor " << t << " element " << e;
+        EXPECT_EQ(next, s.offset + s.numel) << ts[static_cast<size_t>(s.tensor)].name;
       }
     }
   }
 }
 
-TEST(GradBuckets, ATensorAcrossAShardBoundaryIsCutIntoPieces) {
-  auto g = plan_grad_buckets({{"w", 10}, {"b", 6}}, /*dp=*/2, /*bucket_numel=*/1000, /*align=*/1);
-  ASSERT_TRUE(g);
-  ASSERT_EQ(g->buckets.size(), 1u);
-  EXPECT_EQ(pieces_in(*g, shard_of(g->buckets[0], 2, 0)), (std::vector<TensorPiece>{{0, 0, 0, 8}}));
-  EXPECT_EQ(pieces_in(*g, shard_of(g->buckets[0], 2, 1)),
-            (std::vector<TensorPiece>{{0, 8, 8, 2}, {1, 0, 10, 6}}));
+TEST(GradBuckets, APipelineStageBucketsItsOwnLayers) {
+  const ModelConfig m = small_model();
+  const ParallelLayout l{.tp = 1, .pp = 2, .dp = 2, .vpp = 1};
+  const std::vector<TpTensor> last = tp_parameter_tensors(m, 1, stage_share(l, m.n_layer, 1));
+  auto b = plan_grad_buckets(last, 2);
+  ASSERT_TRUE(b) << b.error().message;
+  EXPECT_EQ(b->layers, 2);
+  int rest = 0;
+  for (const GradSlice& s : b->slices) {
+    EXPECT_LE(s.bucket, 2);
+    rest += s.bucket == 2 ? 1 : 0;
+  }
+  EXPECT_EQ(rest, 3) << "the last stage's unstacked tensors: wte (the tied head), lnfw, lnfb";
 }
 
-TEST(GradBuckets, RefusesNamingTheProblem) {
-  EXPECT_EQ(plan_grad_buckets({}, 2, 10, 1).error().message, "gradient buckets: no tensors");
-  EXPECT_EQ(plan_grad_buckets({{"x", 4}, {"qkvw.3", 0}}, 2, 10, 1).error().message,
-            "gradient buckets: tensor 1 ('qkvw.3') has 0 elements");
-  EXPECT_FALSE(plan_grad_buckets({{"x", 4}}, 0, 10, 1));
-  EXPECT_FALSE(plan_grad_buckets({{"x", 4}}, 2, 0, 1));
-  EXPECT_FALSE(plan_grad_buckets({{"x", 4}}, 2, 10, 0));
+TEST(GradBuckets, ASliceTheRanksDoNotDivideIsRefusedNamingTheTensor) {
+  auto b = plan_grad_buckets(tp_parameter_tensors(small_model(36), 1), 8);
+  ASSERT_FALSE(b);
+  EXPECT_NE(b.error().message.find("'ln1w' has 36 elements a slice, which 8 does not divide"),
+            std::string::npos)
+      << b.error().message;
+  EXPECT_FALSE(plan_grad_buckets(tp_parameter_tensors(small_model(), 1), 0));
 }
 
 }  // namespace

@@ -14,10 +14,11 @@
 // slices, its loader position) into a directory, ckpt_00001000/rank_00003.bin (checkpoint_rank_path);
 // each header names the layout and the rank, and a resume in another layout is refused naming both.
 //
-// Format (little-endian, version 2): "MSCKPT\0\0" (8 bytes), u32 version, u32 header bytes H, then H
+// Format (little-endian, version 3): "MSCKPT\0\0" (8 bytes), u32 version, u32 header bytes H, then H
 // bytes of header fields (ModelConfig, TrainEssentials, step, RNG words, loader position, then the
 // layout tp, pp, dp, vpp and the rank's tp, dp, pp coordinates, as i32; version 1 had no layout and is
-// refused), u32 tensor
+// refused; version 2 is read unless it has dp > 1, whose ranks held the optimizer state in other
+// places), u32 tensor
 // count, then per tensor: u32 name length, name bytes, u32 rank, rank x i64 dims, i64 byte offset of its
 // data; then the data blocks (fp32) in tensor order; last, a u64 FNV-1a hash of everything before it,
 // so a truncated or corrupted file is refused rather than loaded. Written to a temp file in the same

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# scripts/train-parallel/lib.sh's layout_args: TxPxD[vV][+dpo] gives the rank count and megascale-train's
+# layout arguments (--dp-overlap with +dpo); a malformed layout exits 2 naming it.
+# Usage: train_parallel_lib_test.sh SOURCE_DIR
+set -uo pipefail
+src=$1
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
+# shellcheck source=../../scripts/train-parallel/lib.sh
+source "$src/scripts/train-parallel/lib.sh"
+
+layout_args 2x2x2
+[[ $nproc == 8 && "${args[*]}" == "--tp 2 --pp 2 --dp 2 --vpp 1" ]] || fail "2x2x2: $nproc ${args[*]}"
+layout_args 1x2x1v2
+[[ $nproc == 2 && "${args[*]}" == "--tp 1 --pp 2 --dp 1 --vpp 2" ]] || fail "1x2x1v2: $nproc ${args[*]}"
+layout_args 2x1x4+dpo
+[[ $nproc == 8 && "${args[*]}" == "--tp 2 --pp 1 --dp 4 --vpp 1 --dp-overlap" ]] || fail "2x1x4+dpo: $nproc ${args[*]}"
+layout_args 1x2x2v2+dpo
+[[ $nproc == 4 && "${args[*]}" == "--tp 1 --pp 2 --dp 2 --vpp 2 --dp-overlap" ]] || fail "1x2x2v2+dpo: ${args[*]}"
+for bad in 2x2 2x2x2+tpo x1x1 2x2x2v; do
+  out=$( (layout_args "$bad") 2>&1)
+  (( $? == 2 )) || fail "$bad: accepted"
+  [[ $out == *"'$bad' is not TxPxD[vV][+dpo]"* ]] || fail "$bad: message: $out"
+done
+echo "train_parallel_lib_test: ok"
