@@ -79,8 +79,9 @@ GptImpl<T>::GptImpl(const ModelConfig& model, int batch_size, int seq_len, const
   if (floats_ > from) zero_ranges_.emplace_back(from, floats_ - from);
   masters_ = device_alloc<float>(floats_);
   grads_ = device_alloc<float>(floats_);
-  moment1_ = device_alloc<float>(floats_);
-  moment2_ = device_alloc<float>(floats_);
+  state_floats_ = dp_ > 1 ? static_cast<size_t>(dp_plan_.shard_numel) : floats_;
+  moment1_ = device_alloc<float>(state_floats_);
+  moment2_ = device_alloc<float>(state_floats_);
   params_ = device_alloc<T>(floats_);
 
   // Activations, in regions: one region holds one chunk's Lc layers for one micro-batch in flight
@@ -231,8 +232,8 @@ void GptImpl<T>::init_gpt2(uint64_t seed) {
     }
   }
   upload(Buffer::kMasters, host);
-  CUDA_CHECK(cudaMemset(moment1_, 0, floats_ * sizeof(float)));
-  CUDA_CHECK(cudaMemset(moment2_, 0, floats_ * sizeof(float)));
+  CUDA_CHECK(cudaMemset(moment1_, 0, state_floats_ * sizeof(float)));
+  CUDA_CHECK(cudaMemset(moment2_, 0, state_floats_ * sizeof(float)));
 }
 
 template class GptImpl<float>;

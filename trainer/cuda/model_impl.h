@@ -132,15 +132,36 @@ class GptImpl final : public GptModel {
     join_dp();
     if (which == Buffer::kGrads) zero_stale_weight_grads();
     std::vector<float> host(floats_);
-    CUDA_CHECK(cudaMemcpyAsync(host.data(), buffer(which), floats_ * sizeof(float), cudaMemcpyDeviceToHost,
-                               stream_));
+    const bool state = which == Buffer::kMoment1 || which == Buffer::kMoment2;
+    std::vector<float> compact(state ? state_floats_ : 0);
+    float* to = state ? compact.data() : host.data();
+    CUDA_CHECK(cudaMemcpyAsync(to, buffer(which), (state ? state_floats_ : floats_) * sizeof(float),
+                               cudaMemcpyDeviceToHost, stream_));
     CUDA_CHECK(cudaStreamSynchronize(stream_));
+    if (state) {  // the rank's pieces in place, zeros elsewhere (dp 1: the whole state)
+      for_each_piece(-1, [&](size_t, const ModelTensor&, size_t b, size_t e, size_t m) {
+        std::copy_n(compact.data() + m, e - b, host.data() + b);
+      });
+    }
     return host;
   }
 
   void upload(Buffer which, const std::vector<float>& values) override {
     join_dp();
-    if (which == Buffer::kGrads) weight_grads_stale_ = false;  // overwritten below (the padding stays 0)
+    if (which == Buffer::kGrads) weight_grads_stale_ = false;      // overwritten below (the padding stays 0)
+    if (which == Buffer::kMoment1 || which == Buffer::kMoment2) {  // the rank's pieces only
+      std::vector<float> compact(state_floats_, 0.0f);
+      for_each_piece(-1, [&](size_t, const ModelTensor&, size_t b, size_t e, size_t m) {
+        if (e <= values.size())
+          std::copy(values.begin() + static_cast<std::ptrdiff_t>(b),
+                    values.begin() + static_cast<std::ptrdiff_t>(e),
+                    compact.begin() + static_cast<std::ptrdiff_t>(m));
+      });
+      CUDA_CHECK(cudaMemcpyAsync(buffer(which), compact.data(), state_floats_ * sizeof(float),
+                                 cudaMemcpyHostToDevice, stream_));
+      CUDA_CHECK(cudaStreamSynchronize(stream_));
+      return;
+    }
     CUDA_CHECK(cudaMemcpyAsync(buffer(which), values.data(), std::min(values.size(), floats_) * sizeof(float),
                                cudaMemcpyHostToDevice, stream_));
     if (which == Buffer::kMasters) copy_to_compute<T>(params_, masters_, floats_, stream_);
@@ -177,14 +198,17 @@ class GptImpl final : public GptModel {
     return out;
   }
 
-  // f(k, tensor, begin, end) for each piece [begin, end) of the flat buffers this rank steps, in
-  // tensor order: with dp > 1 its piece of each slice of `bucket` (grad_buckets.h; -1: of every bucket),
-  // else every tensor whole.
+  // f(k, tensor, begin, end, state) for each piece [begin, end) of the flat buffers this rank steps, in
+  // tensor order, its optimizer state (the moments) at `state`: with dp > 1 its piece of each slice of
+  // `bucket` (grad_buckets.h; -1: of every bucket), its state compact (shard_offset), else every tensor
+  // whole, its state at the same offsets.
   template <class F>
   void for_each_piece(int bucket, F&& f) const {
     if (dp_ == 1) {
-      for (size_t k = 0; k < tensors_.size(); ++k)
-        f(k, tensors_[k], tensors_[k].offset, tensors_[k].offset + tensors_[k].numel);
+      for (size_t k = 0; k < tensors_.size(); ++k) {
+        const ModelTensor& t = tensors_[k];
+        f(k, t, t.offset, t.offset + t.numel, t.offset);
+      }
       return;
     }
     for (const GradSlice& s : dp_plan_.slices) {
@@ -192,7 +216,7 @@ class GptImpl final : public GptModel {
       const ModelTensor& t = tensors_[static_cast<size_t>(s.tensor)];
       const ElementRange r = shard_of(s, dp_, dp_rank_);
       f(static_cast<size_t>(s.tensor), t, t.offset + static_cast<size_t>(r.begin),
-        t.offset + static_cast<size_t>(r.end));
+        t.offset + static_cast<size_t>(r.end), static_cast<size_t>(s.shard_offset));
     }
   }
 
@@ -410,6 +434,7 @@ class GptImpl final : public GptModel {
   std::unordered_map<std::string, size_t> index_;
   int64_t num_parameters_ = 0;
   size_t floats_ = 0;
+  size_t state_floats_ = 0;  // the moments' floats: floats_, or with dp > 1 the rank's pieces (ZeRO)
   std::vector<std::pair<size_t, size_t>> zero_ranges_;  // (offset, count): what zero_grads() clears
   mutable bool weight_grads_stale_ = false;  // zero_grads() ran and no backward has written them since
   float *masters_, *grads_, *moment1_, *moment2_;

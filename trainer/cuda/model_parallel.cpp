@@ -32,7 +32,7 @@ double GptImpl<T>::grad_norm() {
                  "ncclAllReduce");
     } else {
       nccl_check(ncclGroupStart(), "ncclGroupStart");
-      for_each_piece(-1, [&](size_t, const ModelTensor& t, size_t b, size_t e) {
+      for_each_piece(-1, [&](size_t, const ModelTensor& t, size_t b, size_t e, size_t) {
         if (t.offset >= partial_end_) return;
         nccl_check(ncclAllReduce(grads_ + b, grads_ + b, e - b, ncclFloat, ncclSum, tp_comm_, stream_),
                    "ncclAllReduce");
@@ -80,7 +80,7 @@ void GptImpl<T>::optimizer_step(const TrainConfig& train, double lr, int step, d
   }
   if (lamb && tp_ * pp_ > 1) {
     staged(Stage::kOptimizer, [&] {
-      for_each_piece(-1, [&](size_t k, const ModelTensor&, size_t b, size_t e) {
+      for_each_piece(-1, [&](size_t k, const ModelTensor&, size_t b, size_t e, size_t) {
         lamb_apply<T>(masters_ + b, params_ + b, grads_ + b, e - b, s.learning_rate, lamb_sums_ + 2 * k,
                       stream_);
       });
@@ -110,7 +110,7 @@ double GptImpl<T>::parallel_grad_norm() {
   std::vector<float> weights;
   {
     StageScope scope(profiler_.get(), Stage::kGradNorm);
-    for_each_piece(-1, [&](size_t k, const ModelTensor&, size_t b, size_t e) {
+    for_each_piece(-1, [&](size_t k, const ModelTensor&, size_t b, size_t e, size_t) {
       global_norm(norm_ + weights.size(), grads_ + b, e - b, scratch_, stream_);
       weights.push_back(norm_weight_[k]);
     });
@@ -161,14 +161,14 @@ void GptImpl<T>::step_and_gather(const TrainConfig& train, OptimizerStep s, bool
   for (int i = 0; i < dp_plan_.buckets(); ++i) {
     const int bucket = i == 0 ? rest : i - 1;  // the forward's order
     staged(Stage::kOptimizer, [&] {
-      for_each_piece(bucket, [&](size_t k, const ModelTensor& t, size_t b, size_t e) {
+      for_each_piece(bucket, [&](size_t k, const ModelTensor& t, size_t b, size_t e, size_t m) {
         if (lamb) {
           lamb_apply<T>(masters_ + b, params_ + b, grads_ + b, e - b, s.learning_rate, lamb_sums_ + 2 * k,
                         stream_);
           return;
         }
         s.weight_decay = t.decayed ? static_cast<float>(train.weight_decay) : 0.0f;
-        adamw_update<T>(masters_ + b, params_ + b, moment1_ + b, moment2_ + b, grads_ + b, e - b, s, stream_);
+        adamw_update<T>(masters_ + b, params_ + b, moment1_ + m, moment2_ + m, grads_ + b, e - b, s, stream_);
       });
     });
     if (dp_stream_ == nullptr) {
@@ -189,9 +189,9 @@ template <class T>
 void GptImpl<T>::parallel_lamb_moments(const TrainConfig& train, OptimizerStep s) {
   CUDA_CHECK(cudaMemsetAsync(lamb_sums_, 0, 2 * tensors_.size() * sizeof(float), stream_));
   staged(Stage::kOptimizer, [&] {
-    for_each_piece(-1, [&](size_t k, const ModelTensor& t, size_t b, size_t e) {
+    for_each_piece(-1, [&](size_t k, const ModelTensor& t, size_t b, size_t e, size_t m) {
       s.weight_decay = t.decayed ? static_cast<float>(train.weight_decay) : 0.0f;
-      lamb_moments(masters_ + b, moment1_ + b, moment2_ + b, grads_ + b, e - b, s, lamb_sums_ + 2 * k,
+      lamb_moments(masters_ + b, moment1_ + m, moment2_ + m, grads_ + b, e - b, s, lamb_sums_ + 2 * k,
                    scratch_, stream_);
     });
   });

@@ -39,7 +39,9 @@ Result<GradBuckets> plan_grad_buckets(const std::vector<TpTensor>& tensors, int 
       b.slices.push_back({.tensor = static_cast<int>(k),
                           .bucket = t.layer_ids.empty() ? b.layers : j,
                           .offset = j * numel,
-                          .numel = numel});
+                          .numel = numel,
+                          .shard_offset = b.shard_numel});
+      b.shard_numel += numel / dp;
     }
   }
   return b;

@@ -47,13 +47,17 @@ TEST(GradBuckets, OneSlicePerLayerInThatLayersBucketTheRestInTheLast) {
   }
 }
 
-TEST(GradBuckets, TheRanksPiecesCoverEverySliceOnce) {
+TEST(GradBuckets, TheRanksPiecesCoverEverySliceOnceAndTheirStateIsADpthOfIt) {
   for (int tp : {1, 2}) {
     for (int dp : {1, 2, 4, 8}) {
       const std::vector<TpTensor> ts = tp_parameter_tensors(small_model(), tp);
       auto b = plan_grad_buckets(ts, dp);
       ASSERT_TRUE(b) << b.error().message;
+      int64_t state = 0, total = 0;
+      for (const TpTensor& t : ts) total += t.numel();
       for (const GradSlice& s : b->slices) {
+        EXPECT_EQ(s.shard_offset, state) << "a rank's pieces lie one after another in its optimizer state";
+        state += s.numel / dp;
         int64_t next = s.offset;
         for (int r = 0; r < dp; ++r) {
           const ElementRange p = shard_of(s, dp, r);
@@ -63,6 +67,8 @@ TEST(GradBuckets, TheRanksPiecesCoverEverySliceOnce) {
         }
         EXPECT_EQ(next, s.offset + s.numel) << ts[static_cast<size_t>(s.tensor)].name;
       }
+      EXPECT_EQ(b->shard_numel, state);
+      EXPECT_EQ(b->shard_numel * dp, total) << "the optimizer state is 1/dp of the parameters";
     }
   }
 }

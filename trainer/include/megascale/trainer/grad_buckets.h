@@ -30,12 +30,16 @@ struct GradSlice {
   int bucket = 0;  // the rank's layer (its stacked position) for a stacked tensor, else GradBuckets::layers
   int64_t offset = 0;  // first element within the tensor
   int64_t numel = 0;   // a multiple of dp
+  // Where a rank's piece of this slice sits in its optimizer state, which holds its pieces one after
+  // another (GradBuckets::shard_numel elements, the same on every rank).
+  int64_t shard_offset = 0;
 };
 
 struct GradBuckets {
   int dp = 1;
   int layers = 0;                 // the rank's layers: buckets 0..layers-1; bucket `layers` the rest
   std::vector<GradSlice> slices;  // in the input's tensor order, each stacked tensor layer by layer
+  int64_t shard_numel = 0;        // a rank's pieces: the elements of its optimizer state
   int buckets() const { return layers + 1; }
 };
 
