@@ -2,8 +2,9 @@
 # Training throughput of parallel layouts against one rank on the same GPU(s), in one call: megascale-train
 # on CONFIG (configs/train/gpt2-124m.yaml) in bf16 with ARGS (default "--batch-size 8 --grad-accum 2":
 # 16 sequences of 1024 tokens a step, 2 micro-batches for the pipeline), STEPS steps (default 5) with
-# --timeline on the last 3, one rank first, then each layout TxPxD[vV][+dpo] of LAYOUTS (+dpo: with
-# --dp-overlap, the data-parallel overlap's ablation beside the same layout without) through each net of NETS
+# --timeline on the last 3, one rank first, then each layout TxPxD[vV][+dpo][+tpo] of LAYOUTS (+dpo:
+# with --dp-overlap, +tpo: with --tp-overlap; the overlap ablation is a layout without, then with each)
+# through each net of NETS
 # (socket, megascale). NCCL's P2P and SHM are off; ranks sharing a GPU run under MPS with their own
 # NCCL_HOSTID, so every byte between ranks crosses the net.
 #
@@ -24,7 +25,7 @@ train=${train:-build/trainer/cuda/megascale-train}
 plugin=${bin:+$bin/libnccl-net-megascale.so}
 plugin=${plugin:-build/collectives/nccl/libnccl-net-megascale.so}
 out=${OUT:-out/bench-train-parallel}
-layouts=${LAYOUTS:-1x1x2 1x1x2+dpo 2x1x1 1x2x1 2x2x2 2x2x2+dpo}
+layouts=${LAYOUTS:-1x1x2 1x1x2+dpo 2x1x1 2x1x1+tpo 1x2x1 2x2x2 2x2x2+tpo 2x2x2+dpo+tpo}
 nets=${NETS:-socket megascale}
 config=${CONFIG:-configs/train/gpt2-124m.yaml}
 steps=${STEPS:-5}

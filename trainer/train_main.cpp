@@ -63,8 +63,9 @@ struct Options {
   bool comm_volume = false;  // print the layout's bytes per step by group and exit
   int nproc = 1;             // > 1: fork this many ranks here (unless a launcher already set RANK)
   int tp = 1, pp = 1, vpp = 1;
-  std::optional<int> dp;          // absent: world size / (tp * pp)
-  bool dp_overlap = false;        // data-parallel reduce-scatter and all-gather on their own stream (model.h)
+  std::optional<int> dp;    // absent: world size / (tp * pp)
+  bool dp_overlap = false;  // data-parallel reduce-scatter and all-gather on their own stream (model.h)
+  bool tp_overlap = false;  // tensor-parallel GEMMs in blocks pipelined with their collectives (model.h)
   std::vector<std::string> argv;  // this process's own arguments, for the ranks --nproc starts
 };
 
@@ -227,6 +228,7 @@ struct Job {
   ncclComm_t tp = nullptr;          // the tensor-parallel group's (tp > 1)
   ncclComm_t dp = nullptr;          // the data-parallel group's (dp > 1)
   ncclComm_t dp_overlap = nullptr;  // a second one for the overlapped reduce-scatters (--dp-overlap)
+  ncclComm_t tp_overlap = nullptr;  // a second TP one for the chunked GEMMs' collectives (--tp-overlap)
   ncclComm_t pp = nullptr;          // the pipeline group's (pp > 1)
   ncclComm_t embedding = nullptr;   // the first and last stage's (pp > 1)
   // The pipeline neighbours' two-rank communicators (ModelParallel): activations to the next stage,
@@ -238,7 +240,7 @@ struct Job {
   Job& operator=(const Job&) = delete;
   ~Job() {
     for (ncclComm_t c : {activation_send, activation_recv, gradient_send, gradient_recv, embedding, pp,
-                         dp_overlap, dp, tp, world}) {
+                         dp_overlap, dp, tp_overlap, tp, world}) {
       if (c != nullptr) ncclCommDestroy(c);
     }
   }
@@ -309,13 +311,14 @@ Result<std::unique_ptr<Job>> join_job(const Options& o, const RunConfig& run, co
     if (Status s = split(what.c_str(), size > 1 ? k.color : NCCL_SPLIT_NOCOLOR, k.key, comm); !s)
       return s.error();
   }
-  if (o.dp_overlap) {  // the same group again: its collectives run beside the compute stream's
-    const SplitKey k = split_key(l, Group::kData, env.rank);
-    if (Status s =
-            split("data, overlapped", l.dp > 1 ? k.color : NCCL_SPLIT_NOCOLOR, k.key, &job->dp_overlap);
-        !s) {
+  // --dp-overlap, --tp-overlap: the same group again, its collectives running beside the compute stream's.
+  for (auto [on, group, comm, size] : {std::tuple{o.dp_overlap, Group::kData, &job->dp_overlap, l.dp},
+                                       std::tuple{o.tp_overlap, Group::kTensor, &job->tp_overlap, l.tp}}) {
+    if (!on) continue;
+    const SplitKey k = split_key(l, group, env.rank);
+    const std::string what = std::string(to_string(group)) + ", overlapped";
+    if (Status s = split(what.c_str(), size > 1 ? k.color : NCCL_SPLIT_NOCOLOR, k.key, comm); !s)
       return s.error();
-    }
   }
   if (l.pp > 1) {
     // Ranks of one pipeline (same tp and dp coordinates) share a color in every pipeline split.
@@ -471,6 +474,7 @@ int run_training(const Options& options) {
                                .tp_comm = job.tp,
                                .dp_comm = job.dp,
                                .dp_overlap_comm = job.dp_overlap,
+                               .tp_overlap_comm = job.tp_overlap,
                                .pp_comm = job.pp,
                                .embedding_comm = job.embedding,
                                .activation_send = job.activation_send,
@@ -707,6 +711,10 @@ int main(int argc, char** argv) {
       "--dp-overlap", o.dp_overlap,
       "reduce-scatter each layer's gradients as the step's last backward through it ends, and "
       "all-gather the parameters ahead of the next forward, on a stream and communicator of their own");
+  app.add_flag(
+      "--tp-overlap", o.tp_overlap,
+      "cut each tensor-parallel GEMM into a block of rows per rank, pipelined with its all-gather or "
+      "reduction on a stream and communicator of their own");
   CLI11_PARSE(app, argc, argv);
   if (const char* env = std::getenv("MEGASCALE_TRAIN_PROFILE"); env != nullptr && std::string(env) == "1")
     o.profile = true;

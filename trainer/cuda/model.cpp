@@ -159,6 +159,11 @@ GptImpl<T>::GptImpl(const ModelConfig& model, int batch_size, int seq_len, const
     CUDA_CHECK(cudaEventCreateWithFlags(&peers_[i].done, cudaEventDisableTiming));
   }
   CUDA_CHECK(cudaEventCreateWithFlags(&computed_, cudaEventDisableTiming));
+  if (tp_ > 1 && par.tp_overlap_comm != nullptr) {
+    tp_overlap_comm_ = static_cast<ncclComm_t>(par.tp_overlap_comm);
+    CUDA_CHECK(cudaStreamCreateWithFlags(&tp_stream_, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreateWithFlags(&tp_done_, cudaEventDisableTiming));
+  }
   if (dp_ > 1 && par.dp_overlap_comm != nullptr) {
     dp_overlap_comm_ = static_cast<ncclComm_t>(par.dp_overlap_comm);
     CUDA_CHECK(cudaStreamCreateWithFlags(&dp_stream_, cudaStreamNonBlocking));
@@ -195,6 +200,11 @@ GptImpl<T>::~GptImpl() {
   for (Peer& p : peers_) {
     if (p.stream != nullptr) cudaStreamDestroy(p.stream);
     if (p.done != nullptr) cudaEventDestroy(p.done);
+  }
+  if (tp_stream_ != nullptr) {
+    cudaStreamSynchronize(tp_stream_);
+    cudaStreamDestroy(tp_stream_);
+    cudaEventDestroy(tp_done_);
   }
   if (dp_stream_ != nullptr) {
     cudaStreamSynchronize(dp_stream_);

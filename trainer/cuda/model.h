@@ -62,6 +62,11 @@ struct ModelParallel {
   // it (MegaScale's data-parallel overlap and prefetch). Without it both run on the compute stream
   // after the backward and in the optimizer step.
   void* dp_overlap_comm = nullptr;
+  // tp > 1, optional: a second tensor-parallel communicator. Given, each TP GEMM is cut into one block
+  // of rows per rank and pipelined with its all-gather or reduction on a stream of their own (MegaScale's
+  // TP overlap; model_impl.h: gather_then, matmul_then_reduce); without it the collective runs whole on
+  // the compute stream.
+  void* tp_overlap_comm = nullptr;
   void* pp_comm = nullptr;         // pp > 1: the step's loss, from the last stage
   void* embedding_comm = nullptr;  // pp > 1, first and last stage: the two copies of wte's gradient
   // pp > 1: two-rank communicators with the pipeline neighbours, one direction of one kind each (this

@@ -119,6 +119,7 @@ class GptImpl final : public GptModel {
       if (peers_[i].stream != nullptr) peers_[i].lane = profiler_->add_lane(peers_[i].stream, names[i]);
     }
     if (dp_stream_ != nullptr) dp_lane_ = profiler_->add_lane(dp_stream_, "dp gradients and parameters");
+    if (tp_stream_ != nullptr) tp_lane_ = profiler_->add_lane(tp_stream_, "tp gathers and reductions");
     return profiler_.get();
   }
 
@@ -333,6 +334,73 @@ class GptImpl final : public GptModel {
   }
   static ncclDataType_t nccl_type() { return sizeof(T) == sizeof(float) ? ncclFloat : ncclBfloat16; }
 
+  // A tensor-parallel GEMM with its row exchange, MegaScale's chunked overlap with --tp-overlap (a TP
+  // communicator and stream of their own, tp_stream_), else the whole GEMM and the collective on the
+  // compute stream. The GEMMs are row-wise, so a block of rows is a GEMM of its own; a backward's first
+  // block gets `first` (its weight gradient may overwrite), the others accumulate.
+  //
+  // gather_then: f(row0, rows, in, first) runs the GEMMs reading rows [row0, row0 + rows) of the
+  // all-gathered [N, width] input, `in` pointing at row row0. Overlapped: `local` (this rank's n rows)
+  // is all-gathered into `full` on the TP stream while f runs on this rank's own rows straight from
+  // `local`, then f runs on the other ranks' rows. (tp 1: f on `local`, all the rows.)
+  template <class F>
+  void gather_then(const T* local, T* full, size_t width, F&& f) {
+    if (tp_ == 1) {
+      f(size_t{0}, static_cast<size_t>(N_), local, true);
+      return;
+    }
+    if (tp_stream_ == nullptr) {
+      gather_rows(local, full, width);
+      f(size_t{0}, static_cast<size_t>(N_), static_cast<const T*>(full), true);
+      return;
+    }
+    on_tp_stream(Stage::kTpAllGather, [&] {
+      nccl_check(ncclAllGather(local, full, n_ * width, nccl_type(), tp_overlap_comm_, tp_stream_),
+                 "ncclAllGather");
+    });
+    const size_t own = static_cast<size_t>(tp_rank_) * n_, next = own + n_, N = N_;
+    f(own, static_cast<size_t>(n_), local, true);
+    wait_tp();
+    if (own > 0) f(size_t{0}, own, static_cast<const T*>(full), false);
+    if (next < N) f(next, N - next, static_cast<const T*>(full + next * width), false);
+  }
+  // matmul_then_reduce: f(row0, rows, first) writes rows [row0, row0 + rows) of the [N, width] partial
+  // sums `partial`, which are summed over the TP group into each rank's n rows `local`. Overlapped: f
+  // runs one rank's block of rows at a time, each block reduced onto its rank (ncclReduce, root j for
+  // block j) on the TP stream while the next block computes. The caller calls wait_tp() before reading
+  // `local`.
+  template <class F>
+  void matmul_then_reduce(T* partial, T* local, size_t width, F&& f) {
+    if (tp_stream_ == nullptr) {
+      f(size_t{0}, static_cast<size_t>(N_), true);
+      reduce_scatter_rows(partial, local, width);
+      return;
+    }
+    for (int j = 0; j < tp_; ++j) {
+      const size_t row0 = static_cast<size_t>(j) * n_;
+      f(row0, static_cast<size_t>(n_), j == 0);
+      on_tp_stream(Stage::kTpReduceScatter, [&] {
+        nccl_check(ncclReduce(partial + row0 * width, local, n_ * width, nccl_type(), ncclSum, j,
+                              tp_overlap_comm_, tp_stream_),
+                   "ncclReduce");
+      });
+    }
+  }
+  // Issues f's collective on the TP stream after everything issued so far on the compute stream.
+  template <class F>
+  void on_tp_stream(Stage stage, F&& f) {
+    CUDA_CHECK(cudaEventRecord(computed_, stream_));
+    CUDA_CHECK(cudaStreamWaitEvent(tp_stream_, computed_));
+    StageScope scope(profiler_.get(), stage, tp_lane_);
+    f();
+  }
+  // The compute stream waits for everything issued on the TP stream.
+  void wait_tp() {
+    if (tp_stream_ == nullptr) return;
+    CUDA_CHECK(cudaEventRecord(tp_done_, tp_stream_));
+    CUDA_CHECK(cudaStreamWaitEvent(stream_, tp_done_));
+  }
+
   void upload_batch(int mb, const int32_t* inputs_host, const int32_t* targets_host);
 
   // The embedding backward's token buckets of micro-batch mb. Vocabulary parallel: only the buckets of
@@ -471,6 +539,11 @@ class GptImpl final : public GptModel {
   int dp_rank_ = 0;
   // dp overlap (ModelParallel::dp_overlap_comm): its communicator and stream, per bucket whether this
   // step's reduce-scatter was issued and the event marking its parameters gathered, the profiler lane.
+  // tp overlap (ModelParallel::tp_overlap_comm): its communicator, stream, last-operation event, lane.
+  ncclComm_t tp_overlap_comm_ = nullptr;
+  cudaStream_t tp_stream_ = nullptr;
+  cudaEvent_t tp_done_ = nullptr;
+  int tp_lane_ = 0;
   ncclComm_t dp_overlap_comm_ = nullptr;
   cudaStream_t dp_stream_ = nullptr;
   cudaEvent_t dp_done_ = nullptr;

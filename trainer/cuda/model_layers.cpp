@@ -71,26 +71,33 @@ void GptImpl<T>::run_forward_chunk(int region, int chunk, int mb) {
       layernorm_forward<T>(mine(ln1, C), mean_of(region, 2 * i), rstd_of(region, 2 * i), x, param("ln1w", l),
                            param("ln1b", l), n_, C, stream_);
     });
-    gather_rows(mine(ln1, C), ln1, C);
-    staged(Stage::kMatmulQkvForward, [&] {
-      matmul_forward<T>(matmul_, qkv, ln1, param("qkvw", l), param("qkvb", l), nullptr, nullptr, N_, C,
-                        3 * Cl, stream_);
+    gather_then(mine(ln1, C), ln1, C, [&](size_t r, size_t rows, const T* in, bool) {
+      staged(Stage::kMatmulQkvForward, [&] {
+        matmul_forward<T>(matmul_, qkv + r * 3 * Cl, in, param("qkvw", l), param("qkvb", l), nullptr, nullptr,
+                          static_cast<int>(rows), C, 3 * Cl, stream_);
+      });
     });
     staged(Stage::kAttentionForward, [&] {
       attention_forward<T>(atty, lse_ + at_layer(region, i, N_, Hl_), qkv, qkv + Cl, qkv + 2 * Cl, B_, S_,
                            Hl_, D, 3 * Cl, Cl, cfg_.attention_window, scale, stream_);
     });
-    staged(Stage::kMatmulAttProjForward, [&] {
-      if (!tp) {
+    // Row parallel: [N, C] partial sums in full_ (the parallel block's are reduced with fcproj's).
+    auto attproj_rows = [&](size_t r, size_t rows, bool) {
+      staged(Stage::kMatmulAttProjForward, [&] {
+        matmul_forward<T>(matmul_, full_ + r * C, atty + r * Cl, param("attprojw", l), nullptr, nullptr,
+                          nullptr, static_cast<int>(rows), Cl, C, stream_);
+      });
+    };
+    if (!tp) {
+      staged(Stage::kMatmulAttProjForward, [&] {
         matmul_forward<T>(matmul_, mid, atty, param("attprojw", l), param("attprojb", l), x, nullptr, N_, C,
                           C, stream_);
-      } else {
-        matmul_forward<T>(matmul_, full_, atty, param("attprojw", l), nullptr, nullptr, nullptr, N_, Cl, C,
-                          stream_);
-      }
-    });
-    if (tp && !cfg_.parallel_block) {
-      reduce_scatter_rows(full_, mid, C);
+      });
+    } else if (cfg_.parallel_block) {
+      attproj_rows(0, static_cast<size_t>(N_), true);
+    } else {
+      matmul_then_reduce(full_, mid, C, attproj_rows);
+      wait_tp();
       residual_add<T>(mid, mid, param("attprojb", l), nullptr, x, n_, C, stream_);
     }
     // Sequential: the MLP reads the attention's output; parallel: it reads the block's input.
@@ -99,22 +106,26 @@ void GptImpl<T>::run_forward_chunk(int region, int chunk, int mb) {
       layernorm_forward<T>(mine(ln2, C), mean_of(region, 2 * i + 1), rstd_of(region, 2 * i + 1), mlp_in,
                            param("ln2w", l), param("ln2b", l), n_, C, stream_);
     });
-    gather_rows(mine(ln2, C), ln2, C);
-    staged(Stage::kMatmulFcForward, [&] {
-      matmul_forward<T>(matmul_, fch, ln2, param("fcw", l), param("fcb", l), nullptr, fch_pre, N_, C, 4 * Cl,
-                        stream_);
+    gather_then(mine(ln2, C), ln2, C, [&](size_t r, size_t rows, const T* in, bool) {
+      staged(Stage::kMatmulFcForward, [&] {
+        matmul_forward<T>(matmul_, fch + r * 4 * Cl, in, param("fcw", l), param("fcb", l), nullptr,
+                          fch_pre + r * 4 * Cl, static_cast<int>(rows), C, 4 * Cl, stream_);
+      });
     });
-    staged(Stage::kMatmulFcProjForward, [&] {
-      if (!tp) {
+    if (!tp) {
+      staged(Stage::kMatmulFcProjForward, [&] {
         matmul_forward<T>(matmul_, out, fch, param("fcprojw", l), param("fcprojb", l), mid, nullptr, N_,
                           4 * C, C, stream_);
-      } else {  // the parallel block adds the attention's partial sum, still in full_
-        matmul_forward<T>(matmul_, full_, fch, param("fcprojw", l), nullptr,
-                          cfg_.parallel_block ? full_ : nullptr, nullptr, N_, 4 * Cl, C, stream_);
-      }
-    });
-    if (tp) {
-      reduce_scatter_rows(full_, out, C);
+      });
+    } else {  // the parallel block adds the attention's partial sum, still in full_
+      matmul_then_reduce(full_, out, C, [&](size_t r, size_t rows, bool) {
+        staged(Stage::kMatmulFcProjForward, [&] {
+          matmul_forward<T>(matmul_, full_ + r * C, fch + r * 4 * Cl, param("fcprojw", l), nullptr,
+                            cfg_.parallel_block ? full_ + r * C : nullptr, nullptr, static_cast<int>(rows),
+                            4 * Cl, C, stream_);
+        });
+      });
+      wait_tp();
       if (cfg_.parallel_block) {
         residual_add<T>(out, out, param("fcprojb", l), param("attprojb", l), x, n_, C, stream_);
       } else {
@@ -220,33 +231,48 @@ void GptImpl<T>::run_backward_chunk(int region, int chunk, int mb, bool overwrit
       column_sum<T>(grad("fcprojb", l), dres_, n_, C, stream_);
       column_sum<T>(grad("attprojb", l), dres_, n_, C, stream_);
     }
-    // MLP: dres is the gradient of the block output; the DGELU epilogue gives d(fch_pre) directly.
-    const T* dout = gathered_dres();
-    staged(Stage::kMatmulFcProjBackward, [&] {
-      matmul_backward<T>(matmul_, dfch_, grad("fcprojw", l), sequential || tp ? nullptr : grad("fcprojb", l),
-                         dout, fch, param("fcprojw", l), fch_pre, false, N_, 4 * Cl, C, stream_, overwrite);
-    });
-    if (cfg_.parallel_block) {
-      // y = x + attproj(...) + fcproj(...): both branches see dres; both LayerNorms feed back into x.
+    // MLP: dres is the gradient of the block output; the DGELU epilogue gives d(fch_pre) directly. In
+    // the parallel block (y = x + attproj(...) + fcproj(...)) both branches see dres.
+    gather_then(dres_, full_, C, [&](size_t r, size_t rows, const T* dout, bool first) {
+      staged(Stage::kMatmulFcProjBackward, [&] {
+        matmul_backward<T>(matmul_, dfch_ + r * 4 * Cl, grad("fcprojw", l),
+                           sequential || tp ? nullptr : grad("fcprojb", l), dout, fch + r * 4 * Cl,
+                           param("fcprojw", l), fch_pre + r * 4 * Cl, false, static_cast<int>(rows), 4 * Cl,
+                           C, stream_, overwrite && first);
+      });
+      if (!cfg_.parallel_block) return;
       staged(Stage::kMatmulAttProjBackward, [&] {
-        matmul_backward<T>(matmul_, dbuf2_, grad("attprojw", l), tp ? nullptr : grad("attprojb", l), dout,
-                           atty, param("attprojw", l), nullptr, false, N_, Cl, C, stream_, overwrite);
+        matmul_backward<T>(matmul_, dbuf2_ + r * Cl, grad("attprojw", l), tp ? nullptr : grad("attprojb", l),
+                           dout, atty + r * Cl, param("attprojw", l), nullptr, false, static_cast<int>(rows),
+                           Cl, C, stream_, overwrite && first);
       });
+    });
+    // The column-parallel GEMMs' input gradients: [N, C] partial sums over this rank's heads or columns.
+    auto fc_rows = [&](size_t r, size_t rows, bool first) {
       staged(Stage::kMatmulFcBackward, [&] {
-        matmul_backward<T>(matmul_, dbuf1_, grad("fcw", l), grad("fcb", l), dfch_, ln2, param("fcw", l),
-                           nullptr, false, N_, C, 4 * Cl, stream_, overwrite);
+        matmul_backward<T>(matmul_, dbuf1_ + r * C, grad("fcw", l), grad("fcb", l), dfch_ + r * 4 * Cl,
+                           ln2 + r * C, param("fcw", l), nullptr, false, static_cast<int>(rows), C, 4 * Cl,
+                           stream_, overwrite && first);
       });
+    };
+    auto qkv_rows = [&](T* dinp) {
+      return [&, dinp](size_t r, size_t rows, bool first) {
+        staged(Stage::kMatmulQkvBackward, [&] {
+          matmul_backward<T>(matmul_, dinp + r * C, grad("qkvw", l), grad("qkvb", l), dqkv_ + r * 3 * Cl,
+                             ln1 + r * C, param("qkvw", l), nullptr, false, static_cast<int>(rows), C, 3 * Cl,
+                             stream_, overwrite && first);
+        });
+      };
+    };
+    if (cfg_.parallel_block) {
+      matmul_then_reduce(dbuf1_, mine(dbuf1_, C), C, fc_rows);  // reduced during the attention's backward
       staged(Stage::kAttentionBackward, [&] {
         attention_backward<T>(dqkv_, dqkv_ + Cl, dqkv_ + 2 * Cl, dbuf2_, atty, lse, qkv, qkv + Cl,
                               qkv + 2 * Cl, B_, S_, Hl_, D, 3 * Cl, Cl, cfg_.attention_window, scale,
                               attention_workspace_, stream_);
       });
-      staged(Stage::kMatmulQkvBackward, [&] {
-        matmul_backward<T>(matmul_, dbuf2_, grad("qkvw", l), grad("qkvb", l), dqkv_, ln1, param("qkvw", l),
-                           nullptr, false, N_, C, 3 * Cl, stream_, overwrite);
-      });
-      reduce_scatter_rows(dbuf1_, mine(dbuf1_, C), C);
-      reduce_scatter_rows(dbuf2_, mine(dbuf2_, C), C);
+      matmul_then_reduce(dbuf2_, mine(dbuf2_, C), C, qkv_rows(dbuf2_));
+      wait_tp();
       staged(Stage::kLayerNormBackward, [&] {
         layernorm_backward<T>(dres_, grad("ln2w", l), grad("ln2b", l), mine(dbuf1_, C), x, param("ln2w", l),
                               mean_of(region, 2 * i + 1), rstd_of(region, 2 * i + 1), n_, C, scratch_,
@@ -259,32 +285,28 @@ void GptImpl<T>::run_backward_chunk(int region, int chunk, int mb, bool overwrit
       bucket_done(l);
       continue;
     }
-    staged(Stage::kMatmulFcBackward, [&] {
-      matmul_backward<T>(matmul_, dbuf1_, grad("fcw", l), grad("fcb", l), dfch_, ln2, param("fcw", l),
-                         nullptr, false, N_, C, 4 * Cl, stream_, overwrite);
-    });
-    reduce_scatter_rows(dbuf1_, mine(dbuf1_, C), C);
+    matmul_then_reduce(dbuf1_, mine(dbuf1_, C), C, fc_rows);
+    wait_tp();
     staged(Stage::kLayerNormBackward, [&] {
       layernorm_backward<T>(dres_, grad("ln2w", l), grad("ln2b", l), mine(dbuf1_, C), mid, param("ln2w", l),
                             mean_of(region, 2 * i + 1), rstd_of(region, 2 * i + 1), n_, C, scratch_, stream_,
                             grad("attprojb", l));
     });
     // dres is now the gradient of mid = x + attproj(atty).
-    const T* dmid = gathered_dres();
-    staged(Stage::kMatmulAttProjBackward, [&] {
-      matmul_backward<T>(matmul_, dbuf2_, grad("attprojw", l), nullptr, dmid, atty, param("attprojw", l),
-                         nullptr, false, N_, Cl, C, stream_, overwrite);
+    gather_then(dres_, full_, C, [&](size_t r, size_t rows, const T* dmid, bool first) {
+      staged(Stage::kMatmulAttProjBackward, [&] {
+        matmul_backward<T>(matmul_, dbuf2_ + r * Cl, grad("attprojw", l), nullptr, dmid, atty + r * Cl,
+                           param("attprojw", l), nullptr, false, static_cast<int>(rows), Cl, C, stream_,
+                           overwrite && first);
+      });
     });
     staged(Stage::kAttentionBackward, [&] {
       attention_backward<T>(dqkv_, dqkv_ + Cl, dqkv_ + 2 * Cl, dbuf2_, atty, lse, qkv, qkv + Cl, qkv + 2 * Cl,
                             B_, S_, Hl_, D, 3 * Cl, Cl, cfg_.attention_window, scale, attention_workspace_,
                             stream_);
     });
-    staged(Stage::kMatmulQkvBackward, [&] {
-      matmul_backward<T>(matmul_, dbuf1_, grad("qkvw", l), grad("qkvb", l), dqkv_, ln1, param("qkvw", l),
-                         nullptr, false, N_, C, 3 * Cl, stream_, overwrite);
-    });
-    reduce_scatter_rows(dbuf1_, mine(dbuf1_, C), C);
+    matmul_then_reduce(dbuf1_, mine(dbuf1_, C), C, qkv_rows(dbuf1_));
+    wait_tp();
     staged(Stage::kLayerNormBackward, [&] {
       layernorm_backward<T>(dres_, grad("ln1w", l), grad("ln1b", l), mine(dbuf1_, C), x, param("ln1w", l),
                             mean_of(region, 2 * i), rstd_of(region, 2 * i), n_, C, scratch_, stream_,
