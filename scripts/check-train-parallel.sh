@@ -28,6 +28,9 @@
 # Resume: for each layout of RESUME_LAYOUTS (default "2x2x2 1x2x1v2"), through Socket, bf16, 20 steps
 # uninterrupted against 10 steps, a checkpoint (a file per rank), and the last 10 resumed from it: the
 # 20 losses and gradient norms bit-identical.
+# Stopped peer: HANG_LAYOUT (default 1x1x2) through Socket with --step-timeout 15; once step 3 is
+# printed one rank is stopped (SIGSTOP): the job must end with an error within 60 s, a rank's watchdog
+# saying its step ran past the deadline.
 # Timeline: TIMELINE_LAYOUT (default 2x2x2) through the plugin, bf16, with --timeline: every rank's
 # trace written and merged into timeline.json (megascale-trace-merge.py), one process per rank.
 # A plugin run must say "via NET/MegaScale" in NCCL's INFO log. train-loss-compare.py does the comparing;
@@ -47,6 +50,7 @@ layouts=${LAYOUTS:-2x1x1 1x2x1 1x1x2 2x2x1 2x1x2 1x2x2 2x2x2 1x2x1v2}
 layouts2=${LAYOUTS2:-1x1x2 2x1x1 1x2x1}
 resume_layouts=${RESUME_LAYOUTS-2x2x2 1x2x1v2}
 timeline_layout=${TIMELINE_LAYOUT-2x2x2}
+hang_layout=${HANG_LAYOUT-1x1x2}
 overlap_layouts=${OVERLAP_LAYOUTS-1x1x2+dpo 2x1x1+tpo 2x2x2+dpo+tpo}
 read -r -a features <<< "${FEATURES---parallel-block --attention-window 64}"
 read -r -a tiny_args <<< "${TINY_ARGS---batch-size 8 --grad-accum 4}"
@@ -68,7 +72,7 @@ export MEGASCALE_IFNAME=${MEGASCALE_IFNAME:-lo} NCCL_SOCKET_IFNAME=${NCCL_SOCKET
 # shellcheck source=train-parallel/lib.sh
 source scripts/train-parallel/lib.sh
 # shellcheck disable=SC2086  # the layouts are words
-start_mps "$out" "$gpus" $layouts $layouts2 $resume_layouts $timeline_layout $overlap_layouts
+start_mps "$out" "$gpus" $layouts $layouts2 $resume_layouts $timeline_layout $overlap_layouts $hang_layout
 
 verdict=0
 results=$out/results.jsonl
@@ -183,6 +187,33 @@ for l in $resume_layouts; do
     compare "$l-whole" "$l-resumed" --exact-steps 20 --rtol 0
   fi
 done
+if [[ -n $hang_layout ]]; then
+  layout_args "$hang_layout"
+  log=$out/$hang_layout-stopped-peer.log
+  NCCL_NET=Socket "$train" --nproc "$nproc" "${args[@]}" "${tiny[@]}" --dtype bf16 --steps 100000 \
+    --eval-every 0 --step-timeout 15 > "$log" 2>&1 &
+  launcher=$!
+  for _ in $(seq 600); do grep -q "^step *3/" "$log" && break; sleep 0.1; done
+  victim=$(pgrep -P "$launcher" | tail -1)
+  t0=$SECONDS
+  if [[ -n $victim ]] && kill -STOP "$victim"; then
+    for _ in $(seq 600); do kill -0 "$launcher" 2> /dev/null || break; sleep 0.1; done
+    kill -0 "$launcher" 2> /dev/null && { kill -KILL "$launcher"; kill -KILL "$victim"; }
+    wait "$launcher"
+    rc=$?
+    if (( rc != 0 )) && grep -q "past --step-timeout 15 s" "$log"; then
+      echo "PASS stopped peer: the job ended in $((SECONDS - t0)) s, exit $rc: $(grep -m1 "past --step-timeout" "$log")"
+    else
+      echo "FAIL stopped peer: exit $rc after $((SECONDS - t0)) s; the end of its log:"
+      tail -5 "$log" | sed 's/^/    /'
+      verdict=1
+    fi
+  else
+    echo "FAIL stopped peer: no rank to stop (the job did not reach step 3): $(tail -2 "$log")"
+    kill -KILL "$launcher" 2> /dev/null
+    verdict=1
+  fi
+fi
 if [[ -n $timeline_layout ]]; then
   layout_args "$timeline_layout"
   rm -rf "$out/timeline"

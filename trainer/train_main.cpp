@@ -41,6 +41,7 @@
 #include "megascale/trainer/mfu.h"
 #include "megascale/trainer/parallel.h"
 #include "megascale/trainer/schedule.h"
+#include "megascale/trainer/watchdog.h"
 #include "model.h"
 #include "stage_profiler.h"
 
@@ -56,9 +57,10 @@ struct Options {
   std::string resume_path;
   std::string dump_step0_dir;
   std::string loss_log_path;
-  int stop_after = 0;        // 0 = run to the end
-  bool profile = false;      // --profile or MEGASCALE_TRAIN_PROFILE=1
-  std::string timeline_dir;  // --timeline: a Chrome trace per rank here (turns the profile on)
+  int stop_after = 0;           // 0 = run to the end
+  double step_timeout_s = 600;  // a step running longer ends the job (watchdog.h); 0 = no deadline
+  bool profile = false;         // --profile or MEGASCALE_TRAIN_PROFILE=1
+  std::string timeline_dir;     // --timeline: a Chrome trace per rank here (turns the profile on)
   int timeline_steps = 3;
   bool comm_volume = false;  // print the layout's bytes per step by group and exit
   int nproc = 1;             // > 1: fork this many ranks here (unless a launcher already set RANK)
@@ -239,10 +241,34 @@ struct Job {
   Job(const Job&) = delete;
   Job& operator=(const Job&) = delete;
   ~Job() {
-    for (ncclComm_t c : {activation_send, activation_recv, gradient_send, gradient_recv, embedding, pp,
-                         dp_overlap, dp, tp_overlap, tp, world}) {
-      if (c != nullptr) ncclCommDestroy(c);
+    for (const auto& [name, c] : comms()) ncclCommDestroy(c);
+  }
+  // The communicators this rank holds, named by group.
+  std::vector<std::pair<const char*, ncclComm_t>> comms() const {
+    std::vector<std::pair<const char*, ncclComm_t>> out;
+    for (auto [name, c] :
+         {std::pair{"pipeline activations out", activation_send},
+          std::pair{"pipeline activations in", activation_recv},
+          std::pair{"pipeline gradients out", gradient_send},
+          std::pair{"pipeline gradients in", gradient_recv}, std::pair{"embedding", embedding},
+          std::pair{"pipeline", pp}, std::pair{"data, overlapped", dp_overlap}, std::pair{"data", dp},
+          std::pair{"tensor, overlapped", tp_overlap}, std::pair{"tensor", tp}, std::pair{"world", world}}) {
+      if (c != nullptr) out.emplace_back(name, c);
     }
+    return out;
+  }
+  // "" when no communicator reports an asynchronous error (a peer gone, a network failure), else the
+  // first one's (ncclCommGetAsyncError: the watchdog's probe).
+  std::string async_error() const {
+    for (const auto& [name, c] : comms()) {
+      ncclResult_t r = ncclSuccess;
+      if (ncclCommGetAsyncError(c, &r) != ncclSuccess) continue;
+      if (r != ncclSuccess && r != ncclInProgress) {
+        return fmt::format("the {} communicator failed: {} ({})", name, ncclGetErrorString(r),
+                           ncclGetLastError(c));
+      }
+    }
+    return "";
   }
 };
 
@@ -487,6 +513,20 @@ int run_training(const Options& options) {
     return 2;
   }
   GptModel& model = **model_or;
+  // With several ranks: a communicator's asynchronous error, or a step past --step-timeout, aborts the
+  // communicators (which ends the collectives this rank waits in) and exits 3, naming the cause.
+  std::unique_ptr<Watchdog> watchdog;
+  if (job.layout.world_size() > 1) {
+    const int rank = job.launch.rank;
+    watchdog = std::make_unique<Watchdog>(
+        Watchdog::Options{.step_timeout_s = options.step_timeout_s}, [&job] { return job.async_error(); },
+        [&job, rank](const std::string& why) {
+          fmt::print(stderr, "megascale-train: rank {}: {}; aborting its communicators\n", rank, why);
+          std::fflush(stderr);
+          for (const auto& [name, c] : job.comms()) ncclCommAbort(c);
+          std::_Exit(3);
+        });
+  }
   model.init_gpt2(train.seed);
   fmt::print(
       "{}\nparameters {} | dtype {} | optimizer {} | attention: {}, {}\n{}\n", describe(run),
@@ -555,6 +595,7 @@ int run_training(const Options& options) {
   std::vector<const int32_t*> inputs(micro_batches.size()), targets(micro_batches.size());
   for (int step = start_step; step < train.steps; ++step) {
     const auto t0 = std::chrono::steady_clock::now();
+    if (watchdog) watchdog->step_begin(step);
     if (profiler != nullptr) profiler->begin_step();
     model.zero_grads();
     for (int micro = 0; micro < train.grad_accum_steps; ++micro) {
@@ -570,6 +611,7 @@ int run_training(const Options& options) {
     const double norm = model.grad_norm();
     const double lr = schedule.learning_rate(step);
     model.optimizer_step(train, lr, step + 1, norm);
+    if (watchdog) watchdog->step_end();
     if (profiler != nullptr) {
       profiler->end_step();
       if (steps_here == 0) {  // the first step warms up cuBLASLt and the allocator
@@ -687,6 +729,11 @@ int main(int argc, char** argv) {
                  "checkpoint to continue from: a file for one rank, a directory of rank files for a job");
   app.add_option("--stop-after", o.stop_after,
                  "stop (with a checkpoint) after this many steps of this process");
+  app.add_option(
+         "--step-timeout", o.step_timeout_s,
+         "with several ranks, end the job with an error when a step runs longer than this many seconds "
+         "(a peer stopped or vanished; NCCL never times out by itself); 0: no deadline")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--loss-log", o.loss_log_path, "append 'step loss grad_norm' lines here");
   app.add_option("--dump-step0", o.dump_step0_dir,
                  "write step 0 (weights, batch, logits, grads) here and exit");
