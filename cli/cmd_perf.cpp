@@ -25,6 +25,7 @@
 #include "commands.h"
 #include "megascale/perf/device.h"
 #include "megascale/perf/run.h"
+#include "megascale/perf/ucx.h"
 #include "megascale/wire/udp.h"
 #include "vocab.h"
 
@@ -45,6 +46,7 @@ struct PerfFlags {
   std::string source_ports;  // --source-ports P1,P2,...
   std::string wire = "udp";  // --wire
   int64_t gid_index = -1;    // -x; -1 = not given
+  std::string baseline;      // --baseline: "" or ucx
 };
 
 // The JSON document: the command and schema version, whether the run succeeded, then the report.
@@ -107,6 +109,19 @@ int run_perf_command(PerfFlags& f, CLI::App* cmd) {
     return kExitUsage;
   }
   o.wire = *wire;
+  if (!f.baseline.empty()) {
+    if (f.baseline != "ucx") {
+      fmt::print(stderr, "megascale perf: --baseline '{}': the baseline is ucx\n", f.baseline);
+      return kExitUsage;
+    }
+    if (!perf::have_ucx()) {
+      fmt::print(stderr,
+                 "megascale perf: --baseline ucx: this build has no UCX (install libucx-dev, as "
+                 "scripts/install-deps.sh does, and rebuild)\n");
+      return kExitUsage;
+    }
+    o.baseline_ucx = true;
+  }
   if (!given("--segment")) o.segment_bytes = perf::default_segment_bytes(o.wire, o.loopback);
   if (given("-x")) {
     if (f.gid_index < 0 || f.gid_index > 65535) {
@@ -270,6 +285,9 @@ void add_perf_command(CLI::App& app) {
                   "size (a latency row: five), else perf refuses")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
+  cmd->add_option("--baseline", f->baseline,
+                  "ucx: with --loopback, each bw row again over UCX (UCP tag messages; TCP on lo unless "
+                  "UCX_TLS / UCX_NET_DEVICES say otherwise) and a table of both with their ratio");
   vocab::json(cmd, f->json_path);
   cmd->add_flag("--report_gbits,--report-gbits", f->report_gbits,
                 "Accepted for perftest habits: Gb/s is the unit");

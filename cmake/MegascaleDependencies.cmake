@@ -68,12 +68,14 @@ else()
   megascale_dep("libibverbs" OFF "apt-get install libibverbs-dev")
 endif()
 
-# Optional: UCX (not used by any part yet; detected so the summary says so).
-pkg_check_modules(UCX QUIET ucx)
+# Optional: UCX (`megascale perf --baseline ucx`: the same rows over UCP beside megascale's transport).
+pkg_check_modules(UCX QUIET IMPORTED_TARGET ucx)
 if(UCX_FOUND)
-  megascale_dep("UCX" ON "${UCX_VERSION} (no part uses it yet)")
+  set(MEGASCALE_HAVE_UCX ON)
+  megascale_dep("UCX" ON "${UCX_VERSION} (megascale perf --baseline ucx)")
 else()
-  megascale_dep("UCX" OFF "optional, no part uses it yet (apt-get install libucx-dev)")
+  set(MEGASCALE_HAVE_UCX OFF)
+  megascale_dep("UCX" OFF "megascale perf --baseline ucx (apt-get install libucx-dev)")
 endif()
 
 # Optional: CUDA toolkit (trainer, GPU benchmarks, NCCL checks).

@@ -9,7 +9,7 @@ packages=(
   # libraries the core needs
   libyaml-cpp-dev libcli11-dev libfmt-dev nlohmann-json3-dev
   # optional parts: topology discovery and NCCL topology XML, verbs wire, UCX
-  libhwloc-dev hwloc libtinyxml2-dev libibverbs-dev rdma-core ibverbs-providers
+  libhwloc-dev hwloc libtinyxml2-dev libibverbs-dev rdma-core ibverbs-providers libucx-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   # fuzzing (scripts/test.sh): clang's libFuzzer and sanitizer runtimes (only a Recommends of clang)

@@ -110,6 +110,12 @@ Status validate_perf_options(const PerfOptions& o) {
   if (o.buffer_budget_bytes < (1ULL << 20)) return bad("--buffer-mib: at least 1 MiB");
   if (Status s = check_buffer_budget(o); !s) return s;
   if (o.cc.empty()) return bad("--cc: empty preset name");
+  if (o.baseline_ucx) {
+    if (!o.loopback) return bad("--baseline ucx runs its rows in this process: it needs --loopback");
+    if (o.test == PerfTest::kLat) return bad("--baseline ucx compares bandwidth rows: drop --test lat");
+    if (o.bidirectional) return bad("--baseline ucx and -b: the baseline runs one direction");
+    if (is_verbs(o.wire)) return bad("--baseline ucx compares the UDP wire on loopback: drop --wire");
+  }
   if (o.loopback && !o.server.empty()) {
     return bad(fmt::format("--loopback runs both sides here: drop the server address '{}'", o.server));
   }

@@ -380,7 +380,9 @@ json report_json(const PerfReport& r) {
   for (const BwRow& row : r.bw) bw.push_back(bw_row_json(row));
   json lat = json::array();
   for (const LatRow& row : r.lat) lat.push_back(lat_row_json(row));
-  return json{{"config", r.config}, {"bw", bw}, {"lat", lat}};
+  json out{{"config", r.config}, {"bw", bw}, {"lat", lat}};
+  if (!r.baseline.is_null()) out["baseline"] = r.baseline;
+  return out;
 }
 
 }  // namespace megascale::perf

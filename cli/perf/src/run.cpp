@@ -11,6 +11,7 @@
 #include "megascale/congestion/config.h"
 #include "megascale/engine/packet.h"
 #include "megascale/perf/source_ports.h"
+#include "megascale/perf/ucx.h"
 #include "verbs_wire.h"
 
 namespace megascale::perf {
@@ -159,6 +160,12 @@ PerfRun run_perf(const PerfOptions& o, const PerfSink& sink) {
                  run.error.find(server_run.error) == std::string::npos) {
         // Both failed: the server's own account often names the cause.
         run.error += "\n  (server side: " + server_run.error + ")";
+      }
+      if (o.baseline_ucx && run.status == PerfStatus::kOk) {
+        if (std::string e = append_ucx_baseline(run.report, sink.out, o.timeout_s); !e.empty()) {
+          run.status = PerfStatus::kFailed;
+          run.error = e;
+        }
       }
       return run;
     }

@@ -99,6 +99,28 @@ TEST(PerfBuffers, ABudgetTooSmallForOneMessageIsRefusedWithTheSizeItNeeds) {
       << error_of(lat);
 }
 
+TEST(PerfValidate, TheUcxBaselineRunsBandwidthRowsOnLoopbackOnly) {
+  auto error_of = [](const PerfOptions& o) {
+    Status s = validate_perf_options(o);
+    return s ? std::string() : s.error().message;
+  };
+  PerfOptions o;
+  o.baseline_ucx = true;
+  EXPECT_NE(error_of(o).find("--baseline ucx runs its rows in this process: it needs --loopback"),
+            std::string::npos)
+      << error_of(o);
+  o.loopback = true;
+  EXPECT_EQ(error_of(o), "");
+  o.test = PerfTest::kLat;
+  EXPECT_NE(error_of(o).find("drop --test lat"), std::string::npos) << error_of(o);
+  o.test = PerfTest::kBw;
+  o.bidirectional = true;
+  EXPECT_NE(error_of(o).find("--baseline ucx and -b"), std::string::npos) << error_of(o);
+  o.bidirectional = false;
+  o.wire = PerfWire::kVerbsRc;
+  EXPECT_NE(error_of(o).find("drop --wire"), std::string::npos) << error_of(o);
+}
+
 TEST(PerfValidate, DefaultsAreValid) {
   EXPECT_TRUE(validate_perf_options(PerfOptions{}));
 }

@@ -153,6 +153,9 @@ struct PerfOptions {
   uint64_t buffer_budget_bytes = 256ULL << 20;  // --buffer-mib: message buffers per side
   bool verbose = false;                         // -v: wire counters (syscalls, GSO) after each row
 
+  // --baseline ucx (with --loopback, bw rows): each row run again over UCX (ucx.h) and shown beside.
+  bool baseline_ucx = false;
+
   std::set<std::string, std::less<>> explicit_flags;  // flag:: names the user gave
   bool is_explicit(std::string_view f) const { return explicit_flags.count(f) > 0; }
 };

@@ -82,6 +82,9 @@ struct PerfReport {
   nlohmann::json config;            // what ran: options, transport, capabilities
   std::vector<BwRow> bw;
   std::vector<LatRow> lat;
+  // --baseline ucx: {"name": "ucx", "version", "transports", "rows": [{size_bytes, iterations, window,
+  // megascale_bw_average_gbps, ucx_bw_average_gbps, ucx_bw_peak_gbps, ratio}]}; null without.
+  nlohmann::json baseline;
 };
 
 // Table lines.
@@ -110,8 +113,8 @@ std::string wire_line(const RowCounters& c, uint64_t payload_bytes, uint64_t mes
 // object carries a client's row to its server.
 nlohmann::json bw_row_json(const BwRow& r);
 nlohmann::json lat_row_json(const LatRow& r);
-// {"config", "bw": [rows], "lat": [rows]}: the body of `megascale perf --json`, which puts the
-// command's name and schema version in front.
+// {"config", "bw": [rows], "lat": [rows], and "baseline" with --baseline}: the body of `megascale perf
+// --json`, which puts the command's name and schema version in front.
 nlohmann::json report_json(const PerfReport& r);
 // The rows back from bw_row_json / lat_row_json (the server keeps the rows its client reports):
 // counters from their "client" and "server" parts. Error: a key missing or of the wrong type.
