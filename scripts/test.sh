@@ -101,7 +101,7 @@ stage_asan() {
   local build=build/asan
   cmake -S . -B "$build" -G Ninja "${san_flags[@]}" -DMEGASCALE_WERROR=ON \
     -DMEGASCALE_SANITIZE=ON -DMEGASCALE_BUILD_BENCH=OFF -DMEGASCALE_ENABLE_CUDA=OFF -DMEGASCALE_TEST_OPT=-Og
-  local labels=(congestion engine wire verbs nccl fuzz topology host simnet trainer) targets=() l help
+  local labels=(common congestion engine wire verbs nccl fuzz topology host simnet trainer coll) targets=() l help
   # (Read the list once: `cmake ... | grep -q` under pipefail fails when grep exits before cmake.)
   help=$(cmake --build "$build" --target help)
   for l in "${labels[@]}"; do

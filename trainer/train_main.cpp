@@ -36,7 +36,7 @@
 #include "megascale/trainer/comm_volume.h"
 #include "megascale/trainer/config.h"
 #include "megascale/trainer/dataset.h"
-#include "megascale/trainer/launch.h"
+#include "megascale/common/launch.h"
 #include "megascale/trainer/loader.h"
 #include "megascale/trainer/mfu.h"
 #include "megascale/trainer/parallel.h"

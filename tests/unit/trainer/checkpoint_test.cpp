@@ -11,12 +11,12 @@
 #include <limits>
 #include <vector>
 
-#include "temp_dir.h"
+#include "../../support/temp_dir.h"
 
 namespace megascale::trainer {
 namespace {
 
-using testing::TempDir;
+using test::TempDir;
 
 CheckpointHeader sample_header() {
   CheckpointHeader h;

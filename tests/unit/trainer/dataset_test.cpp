@@ -17,12 +17,12 @@
 #include "megascale/trainer/config.h"
 #include "megascale/trainer/loader.h"
 #include "megascale/trainer/tokenizer.h"
-#include "temp_dir.h"
+#include "../../support/temp_dir.h"
 
 namespace megascale::trainer {
 namespace {
 
-using testing::TempDir;
+using test::TempDir;
 
 TEST(SyntheticDataset, SameSeedSameTextOtherSeedOtherText) {
   SyntheticTextGenerator a(7), b(7), c(8);

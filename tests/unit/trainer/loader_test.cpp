@@ -7,12 +7,12 @@
 #include <fstream>
 #include <vector>
 
-#include "temp_dir.h"
+#include "../../support/temp_dir.h"
 
 namespace megascale::trainer {
 namespace {
 
-using testing::TempDir;
+using test::TempDir;
 
 // Token i of shard s is (s * 1000 + i) % 60000: every token says where it came from.
 uint16_t token_at(int64_t shard, int64_t i) {

@@ -10,12 +10,12 @@
 #include <numeric>
 #include <vector>
 
-#include "temp_dir.h"
+#include "../../support/temp_dir.h"
 
 namespace megascale::trainer {
 namespace {
 
-using testing::TempDir;
+using test::TempDir;
 
 // Writes a shard by hand (not through write_shard), so the reader is checked against the format itself.
 void write_raw(const std::string& path, std::vector<int32_t> header, const std::vector<uint16_t>& tokens,

@@ -1,5 +1,5 @@
-// How a trainer process learns its place in the job, and how `megascale-train --nproc N` starts N of
-// them on one host.
+// How a process of a multi-rank job (megascale-train, megascale coll) learns its place in the job, and
+// how `--nproc N` starts N of them on one host.
 //
 // A rank reads the variables the launcher set (launch_env): torchrun's RANK, WORLD_SIZE, LOCAL_RANK,
 // LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT; Open MPI's OMPI_COMM_WORLD_{RANK,SIZE,LOCAL_RANK,
@@ -24,7 +24,7 @@
 #include "megascale/common/env.h"
 #include "megascale/common/result.h"
 
-namespace megascale::trainer {
+namespace megascale {
 
 
 struct LaunchEnv {
@@ -83,4 +83,4 @@ std::string describe(const RankExit& exit);
 // (the ranks started are stopped).
 Result<std::vector<RankExit>> run_local_ranks(const LocalLaunch& launch);
 
-}  // namespace megascale::trainer
+}  // namespace megascale

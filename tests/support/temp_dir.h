@@ -1,4 +1,4 @@
-// A fresh directory per test under the system temp dir, removed at the end (tests/unit/trainer only).
+// A fresh directory per test under the system temp dir, removed at the end.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -7,14 +7,14 @@
 #include <filesystem>
 #include <string>
 
-namespace megascale::trainer::testing {
+namespace megascale::test {
 
 class TempDir {
  public:
   TempDir() {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
     path_ = std::filesystem::temp_directory_path() /
-            ("megascale_trainer_" + std::string(info->test_suite_name()) + "_" + info->name() + "_" +
+            ("megascale_test_" + std::string(info->test_suite_name()) + "_" + info->name() + "_" +
              std::to_string(::getpid()));
     std::filesystem::remove_all(path_);
     std::filesystem::create_directories(path_);
@@ -33,4 +33,4 @@ class TempDir {
   std::filesystem::path path_;
 };
 
-}  // namespace megascale::trainer::testing
+}  // namespace megascale::test

@@ -1,5 +1,5 @@
 // Launcher variables, device plans and the one-host fork launcher (launch.h).
-#include "megascale/trainer/launch.h"
+#include "megascale/common/launch.h"
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
@@ -17,7 +17,7 @@
 #include <optional>
 #include <thread>
 
-namespace megascale::trainer {
+namespace megascale {
 
 namespace {
 
@@ -333,4 +333,4 @@ Result<std::vector<RankExit>> run_local_ranks(const LocalLaunch& launch) {
   return exits;
 }
 
-}  // namespace megascale::trainer
+}  // namespace megascale

@@ -1,6 +1,6 @@
 // The launcher's variables (torchrun, Open MPI, Slurm), NCCL's bootstrap address, the device plan when
 // ranks share GPUs, and the one-host fork launcher with real child processes (/bin/sh).
-#include "megascale/trainer/launch.h"
+#include "megascale/common/launch.h"
 
 #include <gtest/gtest.h>
 
@@ -16,9 +16,9 @@
 #include <map>
 #include <sstream>
 
-#include "temp_dir.h"
+#include "../../support/temp_dir.h"
 
-namespace megascale::trainer {
+namespace megascale {
 namespace {
 
 EnvLookup lookup(const std::map<std::string, std::string>& vars) {
@@ -116,7 +116,7 @@ std::string slurp(const std::string& path) {
 }
 
 TEST(RunLocalRanks, EachRankSeesTorchrunsVariables) {
-  testing::TempDir dir;
+  test::TempDir dir;
   LocalLaunch l;
   l.nproc = 3;
   l.argv = {"/bin/sh", "-c",
@@ -207,7 +207,7 @@ Launched launch_sleepers(const std::string& dir) {
 
 // SIGTERM to the launcher (what timeout(1) and a job scheduler send) stops its ranks, and it says so.
 TEST(RunLocalRanks, TermToTheLauncherStopsItsRanks) {
-  testing::TempDir dir;
+  test::TempDir dir;
   const Launched l = launch_sleepers(dir.str());
   ASSERT_GT(l.ranks[0], 0);
   ASSERT_GT(l.ranks[1], 0);
@@ -220,7 +220,7 @@ TEST(RunLocalRanks, TermToTheLauncherStopsItsRanks) {
 
 // Even a launcher killed outright (SIGKILL: no handler runs) takes its ranks with it.
 TEST(RunLocalRanks, RanksDieWithAKilledLauncher) {
-  testing::TempDir dir;
+  test::TempDir dir;
   const Launched l = launch_sleepers(dir.str());
   ASSERT_GT(l.ranks[0], 0);
   ASSERT_GT(l.ranks[1], 0);
@@ -232,7 +232,7 @@ TEST(RunLocalRanks, RanksDieWithAKilledLauncher) {
 
 // A rank that ignores SIGTERM is killed after the grace period.
 TEST(RunLocalRanks, ARankIgnoringTermIsKilled) {
-  testing::TempDir dir;
+  test::TempDir dir;
   LocalLaunch l;
   l.nproc = 2;
   l.grace = std::chrono::milliseconds(200);
@@ -268,4 +268,4 @@ TEST(RunLocalRanks, RefusesBadArguments) {
 }
 
 }  // namespace
-}  // namespace megascale::trainer
+}  // namespace megascale
