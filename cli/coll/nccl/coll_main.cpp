@@ -1,0 +1,440 @@
+// megascale-coll: collective benchmarks over NCCL with nccl-tests' flags, table and JSON (cli/coll/),
+// one process per rank: forked here with --nproc N (no MPI; ranks may share GPUs: start MPS, each rank
+// gets its own NCCL_HOSTID), or started by mpirun, srun or a torchrun-style launcher (common/launch.h).
+//
+//   megascale-coll all_reduce -b 8 -e 128M -f 2 --nproc 8
+//   NCCL_NET=MegaScale NCCL_NET_PLUGIN=libnccl-net-megascale.so megascale-coll all_gather -b 1M -e 1G -f 4
+//
+// Timing follows nccl-tests: after a barrier, the host clock around `iters` launches of `agg_iters`
+// operations and the stream's completion, per operation; each rank's own time is kept (the straggler,
+// --json-lines) and the table's is their mean, or rank 0's, min or max with -a. The data check fills
+// every rank's send buffer with data.h's pattern, runs the operation once more and compares every
+// element of the receive buffer on the host.
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+#include <nccl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "megascale/coll/analysis.h"
+#include "megascale/coll/coll.h"
+#include "megascale/coll/data.h"
+#include "megascale/coll/options.h"
+#include "megascale/coll/report.h"
+#include "megascale/coll/table.h"
+#include "megascale/common/env.h"
+#include "megascale/common/launch.h"
+
+namespace megascale::coll {
+namespace {
+
+[[noreturn]] void die(int rank, const std::string& what) {
+  fmt::print(stderr, "megascale-coll: rank {}: {}\n", rank, what);
+  std::exit(2);
+}
+
+ncclDataType_t nccl_type(DataType t) {
+  switch (t) {
+    case DataType::kInt8:
+      return ncclInt8;
+    case DataType::kUint8:
+      return ncclUint8;
+    case DataType::kInt32:
+      return ncclInt32;
+    case DataType::kUint32:
+      return ncclUint32;
+    case DataType::kInt64:
+      return ncclInt64;
+    case DataType::kUint64:
+      return ncclUint64;
+    case DataType::kHalf:
+      return ncclFloat16;
+    case DataType::kFloat:
+      return ncclFloat32;
+    case DataType::kDouble:
+      return ncclFloat64;
+    case DataType::kBfloat16:
+      return ncclBfloat16;
+  }
+  return ncclFloat32;
+}
+
+ncclRedOp_t nccl_op(RedOp op) {
+  switch (op) {
+    case RedOp::kSum:
+      return ncclSum;
+    case RedOp::kProd:
+      return ncclProd;
+    case RedOp::kMax:
+      return ncclMax;
+    case RedOp::kMin:
+      return ncclMin;
+    case RedOp::kAvg:
+      return ncclAvg;
+  }
+  return ncclSum;
+}
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+struct Rank {
+  int rank = 0, nranks = 1;
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+  int timeout_s = 0;
+  void check(ncclResult_t r, const char* call) const {
+    if (r != ncclSuccess && r != ncclInProgress) {
+      die(rank, fmt::format("{}: {} ({})", call, ncclGetErrorString(r), ncclGetLastError(comm)));
+    }
+  }
+  void check(cudaError_t e, const char* call) const {
+    if (e != cudaSuccess) die(rank, fmt::format("{}: {}", call, cudaGetErrorString(e)));
+  }
+  // Waits for the stream; with -T, an operation past the deadline (or a communicator's asynchronous
+  // error) aborts the communicator and ends this rank with an error naming it and what it waited for.
+  void wait(const std::string& what) const {
+    const double start = now_s();
+    for (;;) {
+      const cudaError_t q = cudaStreamQuery(stream);
+      if (q == cudaSuccess) return;
+      if (q != cudaErrorNotReady) check(q, "cudaStreamQuery");
+      ncclResult_t async = ncclSuccess;
+      ncclCommGetAsyncError(comm, &async);
+      const bool late = timeout_s > 0 && now_s() - start > timeout_s;
+      if ((async != ncclSuccess && async != ncclInProgress) || late) {
+        const std::string why =
+            late ? fmt::format("did not finish within -T {} s: a rank stopped or vanished", timeout_s)
+                 : fmt::format("failed: {}", ncclGetErrorString(async));
+        fmt::print(stderr, "megascale-coll: rank {} of {}: {} {}; aborting\n", rank, nranks, what, why);
+        std::fflush(stderr);
+        ncclCommAbort(comm);
+        std::_Exit(3);
+      }
+      usleep(50);
+    }
+  }
+};
+
+struct Buffers {
+  char* send = nullptr;
+  char* recv = nullptr;
+  char* scratch = nullptr;  // a barrier's and the rank exchanges' device memory
+  size_t bytes = 0;
+};
+
+// One operation of collective c on `count` (param_count) elements.
+void launch(const Rank& r, Collective c, const void* send, void* recv, uint64_t count, DataType t, RedOp op,
+            int root) {
+  const ncclDataType_t type = nccl_type(t);
+  switch (c) {
+    case Collective::kAllReduce:
+      return r.check(ncclAllReduce(send, recv, count, type, nccl_op(op), r.comm, r.stream), "ncclAllReduce");
+    case Collective::kAllGather:
+      return r.check(ncclAllGather(send, recv, count, type, r.comm, r.stream), "ncclAllGather");
+    case Collective::kReduceScatter:
+      return r.check(ncclReduceScatter(send, recv, count, type, nccl_op(op), r.comm, r.stream),
+                     "ncclReduceScatter");
+    case Collective::kBroadcast:
+      return r.check(ncclBroadcast(send, recv, count, type, root, r.comm, r.stream), "ncclBroadcast");
+    case Collective::kReduce:
+      return r.check(ncclReduce(send, recv, count, type, nccl_op(op), root, r.comm, r.stream), "ncclReduce");
+    case Collective::kAlltoAll: {
+      const size_t chunk = count * type_size(t);
+      r.check(ncclGroupStart(), "ncclGroupStart");
+      for (int p = 0; p < r.nranks; ++p) {
+        r.check(ncclSend(static_cast<const char*>(send) + p * chunk, count, type, p, r.comm, r.stream),
+                "ncclSend");
+        r.check(ncclRecv(static_cast<char*>(recv) + p * chunk, count, type, p, r.comm, r.stream), "ncclRecv");
+      }
+      return r.check(ncclGroupEnd(), "ncclGroupEnd");
+    }
+    case Collective::kSendRecv:
+      r.check(ncclGroupStart(), "ncclGroupStart");
+      r.check(ncclSend(send, count, type, (r.rank + 1) % r.nranks, r.comm, r.stream), "ncclSend");
+      r.check(ncclRecv(recv, count, type, (r.rank + r.nranks - 1) % r.nranks, r.comm, r.stream), "ncclRecv");
+      return r.check(ncclGroupEnd(), "ncclGroupEnd");
+  }
+}
+
+void barrier(const Rank& r, const Buffers& b) {
+  r.check(ncclAllReduce(b.scratch, b.scratch, 1, ncclFloat32, ncclSum, r.comm, r.stream),
+          "ncclAllReduce (barrier)");
+  r.wait("a barrier");
+}
+
+// Every rank's `value`, in rank order.
+std::vector<double> all_values(const Rank& r, const Buffers& b, double value) {
+  auto* d = reinterpret_cast<double*>(b.scratch) + 8;
+  r.check(cudaMemcpyAsync(d + r.rank, &value, sizeof(double), cudaMemcpyHostToDevice, r.stream),
+          "cudaMemcpyAsync");
+  r.check(ncclAllGather(d + r.rank, d, 1, ncclFloat64, r.comm, r.stream), "ncclAllGather (times)");
+  std::vector<double> out(static_cast<size_t>(r.nranks));
+  r.check(cudaMemcpyAsync(out.data(), d, out.size() * sizeof(double), cudaMemcpyDeviceToHost, r.stream),
+          "cudaMemcpyAsync");
+  r.wait("the ranks' times");
+  return out;
+}
+
+struct Timing {
+  Placement shown;
+  std::vector<double> rank_us;
+};
+
+// One placement (out of place, or in place) of one row: its time, its bandwidth, its check.
+Timing run_placement(const Rank& r, const Buffers& b, const CollOptions& o, Collective c, const Shape& s,
+                     DataType t, RedOp op, int root, bool in_place, const std::string& what) {
+  const size_t ts = type_size(t);
+  char* recv = b.recv;
+  const char* send = b.send;
+  if (in_place) {
+    send = recv + s.send_inplace_stride * ts * static_cast<size_t>(r.rank);
+  }
+  char* result = in_place ? recv + s.recv_inplace_stride * ts * static_cast<size_t>(r.rank) : recv;
+  barrier(r, b);
+  const double t0 = now_s();
+  for (int i = 0; i < o.iters; ++i) {
+    if (o.agg_iters > 1) r.check(ncclGroupStart(), "ncclGroupStart");
+    for (int a = 0; a < o.agg_iters; ++a) {
+      launch(r, c, send, result, s.param_count, t, op, root);
+      if (o.blocking != 0) r.wait(what);
+    }
+    if (o.agg_iters > 1) r.check(ncclGroupEnd(), "ncclGroupEnd");
+  }
+  r.wait(what);
+  const double mine_us = (now_s() - t0) / (static_cast<double>(o.iters) * o.agg_iters) * 1e6;
+  Timing out;
+  out.rank_us = all_values(r, b, mine_us);
+  switch (o.average) {
+    case 0:
+      out.shown.time_us = out.rank_us[0];
+      break;
+    case 2:
+      out.shown.time_us = *std::min_element(out.rank_us.begin(), out.rank_us.end());
+      break;
+    case 3:
+      out.shown.time_us = *std::max_element(out.rank_us.begin(), out.rank_us.end());
+      break;
+    default: {
+      double sum = 0;
+      for (double v : out.rank_us) sum += v;
+      out.shown.time_us = sum / static_cast<double>(out.rank_us.size());
+    }
+  }
+  const Bandwidth bw = bandwidth(c, s.param_count, ts, out.shown.time_us / 1e6, r.nranks);
+  out.shown.alg_gbs = bw.alg_gbs;
+  out.shown.bus_gbs = bw.bus_gbs;
+  // In place, alltoall and sendrecv read and write the same buffer: their results are not checked, as
+  // in nccl-tests.
+  if (o.check == 0 || (in_place && (c == Collective::kAlltoAll || c == Collective::kSendRecv))) return out;
+  int64_t wrong = 0;
+  for (int k = 0; k < o.check; ++k) {
+    const std::vector<unsigned char> data = send_data(c, t, op, r.rank, r.nranks, s);
+    r.check(cudaMemsetAsync(recv, 0, std::max(s.send_count, s.recv_count) * ts, r.stream), "cudaMemsetAsync");
+    r.check(
+        cudaMemcpyAsync(const_cast<char*>(send), data.data(), data.size(), cudaMemcpyHostToDevice, r.stream),
+        "cudaMemcpyAsync");
+    launch(r, c, send, result, s.param_count, t, op, root);
+    const std::vector<unsigned char> want = expected_data(c, t, op, root, r.rank, r.nranks, s);
+    std::vector<unsigned char> got(want.size());
+    if (!got.empty()) {
+      r.check(cudaMemcpyAsync(got.data(), result, got.size(), cudaMemcpyDeviceToHost, r.stream),
+              "cudaMemcpyAsync");
+    }
+    r.wait(what + " (check)");
+    wrong += count_wrong(t, op, got.data(), want.data(), want.size() / ts);
+  }
+  const std::vector<double> all = all_values(r, b, static_cast<double>(wrong));
+  double total = 0;
+  for (double v : all) total += v;
+  out.shown.wrong = static_cast<int64_t>(total);
+  return out;
+}
+
+int run(const CollOptions& o, const CollPlan& plan, const LaunchEnv& env) {
+  Rank r;
+  r.rank = env.rank;
+  r.nranks = env.world_size;
+  r.timeout_s = o.timeout_s;
+  int gpus = 0;
+  if (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus < 1) die(r.rank, "no CUDA device");
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  auto device = plan_device(env, gpus, host);
+  if (!device) die(r.rank, device.error().message);
+  if (!device->nccl_hostid.empty() && std::getenv("NCCL_HOSTID") == nullptr) {
+    ::setenv("NCCL_HOSTID", device->nccl_hostid.c_str(), 1);
+  }
+  r.check(cudaSetDevice(device->device), "cudaSetDevice");
+  if (r.nranks > 1) ::setenv("NCCL_COMM_ID", nccl_comm_id(env, getenv_lookup()).c_str(), 0);
+  ncclUniqueId id;
+  r.check(ncclGetUniqueId(&id), "ncclGetUniqueId");
+  r.check(ncclCommInitRank(&r.comm, r.nranks, id, r.rank), "ncclCommInitRank");
+  r.check(cudaStreamCreateWithFlags(&r.stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  Buffers b;
+  b.bytes = std::max<size_t>(plan.sizes.back(), 64) + 4096;
+  r.check(cudaMalloc(&b.send, b.bytes), "cudaMalloc");
+  r.check(cudaMalloc(&b.recv, b.bytes), "cudaMalloc");
+  r.check(cudaMalloc(&b.scratch, (8 + static_cast<size_t>(r.nranks)) * sizeof(double)), "cudaMalloc");
+  r.check(cudaMemset(b.scratch, 0, (8 + static_cast<size_t>(r.nranks)) * sizeof(double)), "cudaMemset");
+  const bool lead = r.rank == 0;
+  std::unique_ptr<std::ofstream> lines;
+  if (lead && !o.json_lines_path.empty() && o.json_lines_path != "-") {
+    lines = std::make_unique<std::ofstream>(o.json_lines_path, std::ios::trunc);
+  }
+  nlohmann::json results = nlohmann::json::array();
+  int failed = 0;
+  std::optional<Straggler> worst;
+  std::string worst_row;
+  for (Collective c : plan.collectives) {
+    Summary summary;
+    double bus_sum = 0;
+    int bus_count = 0;
+    if (lead) {
+      fmt::print("# megascale coll {}: {} ranks ({})\n", name(c), r.nranks, env.source);
+      fmt::print("{}", table_header(false));
+    }
+    const std::vector<RedOp> ops = has_op(c) ? plan.ops : std::vector<RedOp>{RedOp::kSum};
+    std::vector<int> roots = plan.roots;
+    if (plan.all_roots) {
+      roots.clear();
+      for (int k = 0; k < r.nranks; ++k) roots.push_back(k);
+    }
+    if (!has_root(c)) roots = {-1};
+    for (int cycle = 0; o.run_cycles == 0 || cycle < o.run_cycles; ++cycle) {
+      for (DataType t : plan.types) {
+        for (RedOp op : ops) {
+          for (int root : roots) {
+            if (root >= r.nranks) die(r.rank, fmt::format("-r {}: the job has {} ranks", root, r.nranks));
+            // Warm-up at the largest and smallest sizes.
+            for (uint64_t size : {plan.sizes.back(), plan.sizes.front()}) {
+              const Shape s = shape_of(c, size, type_size(t), r.nranks);
+              for (int w = 0; w < o.warmup_iters; ++w)
+                launch(r, c, b.send, b.recv, s.param_count, t, op, std::max(root, 0));
+              r.wait("the warm-up");
+            }
+            for (uint64_t size : plan.sizes) {
+              const Shape s = shape_of(c, size, type_size(t), r.nranks);
+              const std::string what = fmt::format("{} of {} B", name(c), s.bytes(type_size(t)));
+              const int at = std::max(root, 0);
+              const Timing oop = run_placement(r, b, o, c, s, t, op, at, false, what);
+              const Timing ip = run_placement(r, b, o, c, s, t, op, at, true, what);
+              Row row{.bytes = s.bytes(type_size(t)),
+                      .count = s.param_count,
+                      .type = t,
+                      .op = has_op(c) ? std::optional<RedOp>(op) : std::nullopt,
+                      .root = root,
+                      .out_of_place = oop.shown,
+                      .in_place = ip.shown};
+              for (const Placement& p : {row.out_of_place, row.in_place}) {
+                bus_sum += p.bus_gbs;
+                ++bus_count;
+                if (p.wrong && *p.wrong > 0) ++summary.failed_checks;
+              }
+              if (!lead) continue;
+              fmt::print("{}", table_row(row));
+              std::fflush(stdout);
+              results.push_back(result_json(row, std::string(name(c)), o.iters));
+              RowExtras x{.collective = c,
+                          .nranks = r.nranks,
+                          .net = "",
+                          .rank_time_us = oop.rank_us,
+                          .transport = nullptr};
+              if (const char* net = std::getenv("NCCL_NET")) x.net = net;
+              const nlohmann::json line = json_line(row, x);
+              if (o.json_lines_path == "-") fmt::print("{}\n", line.dump());
+              if (lines) *lines << line.dump() << "\n";
+              if (const std::optional<Straggler> st = straggler(oop.rank_us);
+                  st && (!worst || st->ratio > worst->ratio)) {
+                worst = st;
+                worst_row = what;
+              }
+            }
+          }
+        }
+      }
+    }
+    summary.average_bus_gbs = bus_count > 0 ? bus_sum / bus_count : 0;
+    if (const char* min = std::getenv("NCCL_TESTS_MIN_BW")) summary.minimum_bus_gbs = std::atof(min);
+    if (summary.failed_checks > 0 || !summary.bandwidth_ok()) ++failed;
+    if (lead) fmt::print("{}", table_footer(summary, std::string(name(c))));
+  }
+  if (lead && worst) fmt::print("# {} ({})\n", describe(*worst), worst_row);
+  if (lead && !o.json_path.empty()) {
+    nlohmann::json doc = {
+        {"version", 1}, {"program", "megascale-coll"}, {"ranks", r.nranks}, {"results", results}};
+    std::ofstream(o.json_path) << doc.dump(2) << "\n";
+  }
+  cudaFree(b.send);
+  cudaFree(b.recv);
+  cudaFree(b.scratch);
+  ncclCommDestroy(r.comm);
+  return failed == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace megascale::coll
+
+int main(int argc, char** argv) {
+  using namespace megascale;
+  using namespace megascale::coll;
+  CLI::App app{"megascale-coll: collective benchmarks over NCCL with nccl-tests' flags, table and JSON"};
+  CollOptions o;
+  add_coll_options(app, o);
+  CLI11_PARSE(app, argc, argv);
+  auto plan = plan_coll(o);
+  if (!plan) {
+    fmt::print(stderr, "megascale-coll: {}\n", plan.error().message);
+    return 2;
+  }
+  for (auto [given, flag] :
+       {std::pair{o.pairs, "--pairs"}, std::pair{!o.split.empty(), "--split"},
+        std::pair{!o.compare.empty(), "--compare"}, std::pair{!o.plot_path.empty(), "--plot"},
+        std::pair{o.cuda_graph > 0, "-G"}, std::pair{o.per_iter_timing > 0, "-I"}}) {
+    if (given) {
+      fmt::print(stderr, "megascale-coll: {} is not built yet\n", flag);
+      return 2;
+    }
+  }
+  auto env = launch_env(getenv_lookup());
+  if (!env) {
+    fmt::print(stderr, "megascale-coll: {}\n", env.error().message);
+    return 2;
+  }
+  if (o.nproc > 1 && env->source == "single process") {
+    std::error_code ec;
+    const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (ec) {
+      fmt::print(stderr, "--nproc: cannot find this program (/proc/self/exe): {}\n", ec.message());
+      return 2;
+    }
+    LocalLaunch l;
+    l.nproc = o.nproc;
+    l.argv.assign(argv, argv + argc);
+    l.argv[0] = self.string();
+    auto exits = run_local_ranks(l);
+    if (!exits) {
+      fmt::print(stderr, "--nproc: {}\n", exits.error().message);
+      return 2;
+    }
+    int failed = 0;
+    for (const RankExit& e : *exits) {
+      if (e.exit_code == 0 && e.signal == 0) continue;
+      fmt::print(stderr, "megascale-coll: {}\n", describe(e));
+      ++failed;
+    }
+    return failed == 0 ? 0 : 1;
+  }
+  return run(o, *plan, *env);
+}

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# megascale-coll checked on this host's GPU(s): every collective at each rank count of RANKS (default
+# "2 4 8"), ranks forked by --nproc and sharing the GPUs (MPS, a distinct NCCL_HOSTID each), NCCL's
+# P2P and SHM off so that every byte crosses the net, through NCCL's Socket net and through the
+# megascale plugin, SIZES (default -b 8 -e 16M -f 8), every element of every row checked; then a rank
+# stopped with SIGSTOP in the middle of a long run must end the job with -T's error, not hang.
+#
+#   scripts/check-coll.sh [BIN]     # BIN: the folder with megascale-coll and libnccl-net-megascale.so
+#
+# Logs in OUT (default out/check-coll). Exit 0 when every check passes, 1 otherwise, 77 without a GPU.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+bin=${1:-}
+coll=${bin:+$bin/megascale-coll}
+coll=${coll:-build/cli/coll/megascale-coll}
+plugin=${bin:+$bin/libnccl-net-megascale.so}
+plugin=${plugin:-build/collectives/nccl/libnccl-net-megascale.so}
+out=${OUT:-out/check-coll}
+ranks=${RANKS:-2 4 8}
+read -r -a sizes <<< "${SIZES:--b 8 -e 16M -f 8}"
+[[ -x $coll ]] || { echo "no megascale-coll at $coll (build it first)"; exit 2; }
+[[ -f $plugin ]] || { echo "no plugin at $plugin (build it first)"; exit 2; }
+plugin=$(readlink -f "$plugin")
+command -v nvidia-smi > /dev/null && nvidia-smi -L > /dev/null 2>&1 || { echo "no GPU visible: skipped"; exit 77; }
+gpus=$(nvidia-smi -L | wc -l)
+mkdir -p "$out"
+out=$(readlink -f "$out")
+export NCCL_NVLS_ENABLE=0 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET
+export MEGASCALE_IFNAME=${MEGASCALE_IFNAME:-lo} NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-lo}
+max=1
+for n in $ranks; do (( n > max )) && max=$n; done
+if [[ ${MPS:-1} == 1 ]] && (( max > gpus )) && command -v nvidia-cuda-mps-control > /dev/null; then
+  export CUDA_MPS_PIPE_DIRECTORY=$out/mps-pipe CUDA_MPS_LOG_DIRECTORY=$out/mps-log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  nvidia-cuda-mps-control -d && trap 'echo quit | nvidia-cuda-mps-control' EXIT
+fi
+verdict=0
+for n in $ranks; do
+  for net in socket megascale; do
+    env=(NCCL_NET=Socket)
+    [[ $net == megascale ]] && env=(NCCL_NET=MegaScale NCCL_NET_PLUGIN="$plugin")
+    log=$out/$net-$n.log
+    t0=$SECONDS
+    env "${env[@]}" timeout 300 "$coll" all "${sizes[@]}" -n 5 -w 1 -T 60 --nproc "$n" \
+      --json-lines "$out/$net-$n.jsonl" > "$log" 2>&1
+    rc=$?
+    bad=$(grep -c "Out of bounds values : [1-9]" "$log")
+    done_=$(grep -c "Collective test concluded" "$log")
+    if (( rc == 0 && bad == 0 && done_ == 7 )) &&
+      { [[ $net != megascale ]] || grep -q "via NET/MegaScale" "$log"; }; then
+      echo "PASS $net, $n ranks: 7 collectives checked in $((SECONDS - t0)) s"
+    else
+      echo "FAIL $net, $n ranks: exit $rc, $done_ of 7 collectives, $bad with wrong elements; the end of its log:"
+      tail -5 "$log" | sed 's/^/    /'
+      verdict=1
+    fi
+  done
+done
+# A stopped rank: -T must end the job with an error.
+log=$out/stopped.log
+NCCL_NET=Socket "$coll" all_reduce -b 1M -e 1M -n 200 -N 0 -T 15 --nproc 2 > "$log" 2>&1 &
+launcher=$!
+sleep 8
+victim=$(pgrep -P "$launcher" | tail -1)
+t0=$SECONDS
+[[ -n $victim ]] && kill -STOP "$victim"
+for _ in $(seq 600); do kill -0 "$launcher" 2> /dev/null || break; sleep 0.1; done
+if kill -0 "$launcher" 2> /dev/null; then
+  kill -KILL "$launcher" "$victim" 2> /dev/null
+  echo "FAIL stopped rank: the job was still running 60 s after the stop"
+  verdict=1
+elif grep -q "did not finish within -T 15 s" "$log"; then
+  echo "PASS stopped rank: ended $((SECONDS - t0)) s after the stop: $(grep -m1 "did not finish" "$log")"
+else
+  echo "FAIL stopped rank: $(tail -3 "$log")"
+  verdict=1
+fi
+echo "check-coll: $([[ $verdict == 0 ]] && echo PASS || echo FAIL)"
+exit "$verdict"
