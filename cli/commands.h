@@ -12,7 +12,8 @@ inline constexpr int kExitFailure = 1;  // the run failed (a check did not pass,
 inline constexpr int kExitUsage = 2;    // bad input: flags, config files, values
 
 void add_cc_command(CLI::App& app);
-void add_ceiling_command(CLI::App& app);  // cmd_ceiling.cpp; built with cli/perf (MEGASCALE_HAVE_PERF)
+void add_ceiling_command(CLI::App& app);
+void add_coll_command(CLI::App& app);     // cmd_coll.cpp: runs megascale-coll (cli/coll)  // cmd_ceiling.cpp; built with cli/perf (MEGASCALE_HAVE_PERF)
 void add_perf_command(CLI::App& app);     // cmd_perf.cpp; built with the UDP wire (MEGASCALE_HAVE_PERF)
 void add_plugin_check_command(CLI::App& app);
 void add_sim_command(CLI::App& app);  // cmd_sim.cpp; built with sim/net (MEGASCALE_HAVE_SIM_NET)

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("megascale ") + MEGASCALE_VERSION);
   app.require_subcommand(1);
   megascale::cli::add_cc_command(app);
+  megascale::cli::add_coll_command(app);
 #ifdef MEGASCALE_HAVE_PERF
   megascale::cli::add_perf_command(app);
   megascale::cli::add_ceiling_command(app);

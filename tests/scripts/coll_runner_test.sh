@@ -3,7 +3,8 @@
 # not built yet, each exit 2 naming the problem, and without a GPU a run ends with exit 2 saying so.
 # `gpu`: two ranks forked by --nproc run all_reduce and all_gather from 8 B to 1 MiB, every element
 # checked; skipped (77) without a GPU.
-# usage: coll_runner_test.sh MEGASCALE_COLL flags|gpu
+# `megascale coll` (MEGASCALE, optional) runs the same program with the same arguments.
+# usage: coll_runner_test.sh MEGASCALE_COLL flags|gpu [MEGASCALE]
 set -uo pipefail
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -26,4 +27,8 @@ expect_refused "bad size" "-b: size '1X'" "$coll" all_reduce -b 1X
 expect_refused "-a" "-a 7: expected 0 (rank 0)" "$coll" all_reduce -a 7
 expect_refused "--pairs" "--pairs is not built yet" "$coll" all_reduce --pairs
 have_gpu || expect_refused "no GPU" "no CUDA device" "$coll" all_reduce -b 8 -e 8
+if [[ -n ${3:-} ]]; then
+  expect_refused "megascale coll" "collective 'gather': expected all_reduce" "$3" coll gather
+  "$3" coll --help | grep -q "nccl-tests' flags" || fail "megascale coll --help is not megascale-coll's"
+fi
 echo "coll_runner_test flags: ok"
