@@ -262,6 +262,44 @@ Timing run_placement(const Rank& r, const Buffers& b, const CollOptions& o, Coll
   return out;
 }
 
+// --pairs: every pair of ranks in turn on a two-rank communicator split from the job's, the first
+// collective at the largest size, each pair's busbw gathered to every rank; rank 0 prints the matrix,
+// the slow pairs and the suspect ranks (analysis.h).
+void run_pairs(const Rank& r, const Buffers& b, const CollOptions& o, const CollPlan& plan) {
+  const Collective c = plan.collectives.front();
+  const DataType t = plan.types.front();
+  const RedOp op = plan.ops.front();
+  std::vector<PairResult> pairs = all_pairs(r.nranks);
+  for (PairResult& p : pairs) {
+    const bool in = r.rank == p.a || r.rank == p.b;
+    ncclComm_t pc = nullptr;
+    r.check(ncclCommSplit(r.comm, in ? 0 : NCCL_SPLIT_NOCOLOR, r.rank, &pc, nullptr), "ncclCommSplit (pair)");
+    double bus = 0;
+    if (in) {
+      Rank pr = r;
+      pr.rank = r.rank == p.a ? 0 : 1;
+      pr.nranks = 2;
+      pr.comm = pc;
+      const Shape s = shape_of(c, plan.sizes.back(), type_size(t), 2);
+      for (int w = 0; w < o.warmup_iters; ++w) launch(pr, c, b.send, b.recv, s.param_count, t, op, 0);
+      pr.wait("a pair's warm-up");
+      CollOptions unchecked = o;
+      unchecked.check = 0;
+      const Timing timing = run_placement(pr, b, unchecked, c, s, t, op, 0, false,
+                                          fmt::format("{} between ranks {} and {}", name(c), p.a, p.b));
+      bus = timing.shown.bus_gbs;
+      ncclCommDestroy(pc);
+    }
+    const std::vector<double> all = all_values(r, b, bus);
+    p.bus_gbs = *std::max_element(all.begin(), all.end());
+  }
+  if (r.rank != 0) return;
+  const PairFindings f = pair_outliers(pairs, r.nranks, o.pairs_threshold);
+  fmt::print("# pairs: {} of {} B ({}), {} iterations, every pair of {} ranks in turn\n", name(c),
+             shape_of(c, plan.sizes.back(), type_size(t), 2).bytes(type_size(t)), name(t), o.iters, r.nranks);
+  fmt::print("{}", pair_matrix(pairs, r.nranks, f));
+}
+
 int run(const CollOptions& o, const CollPlan& plan, const LaunchEnv& env) {
   Rank r;
   r.rank = env.rank;
@@ -289,6 +327,12 @@ int run(const CollOptions& o, const CollPlan& plan, const LaunchEnv& env) {
   r.check(cudaMalloc(&b.scratch, (8 + static_cast<size_t>(r.nranks)) * sizeof(double)), "cudaMalloc");
   r.check(cudaMemset(b.scratch, 0, (8 + static_cast<size_t>(r.nranks)) * sizeof(double)), "cudaMemset");
   const bool lead = r.rank == 0;
+  if (o.pairs) {
+    if (r.nranks < 2) die(r.rank, "--pairs needs at least two ranks");
+    run_pairs(r, b, o, plan);
+    ncclCommDestroy(r.comm);
+    return 0;
+  }
   std::unique_ptr<std::ofstream> lines;
   if (lead && !o.json_lines_path.empty() && o.json_lines_path != "-") {
     lines = std::make_unique<std::ofstream>(o.json_lines_path, std::ios::trunc);
@@ -399,9 +443,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   for (auto [given, flag] :
-       {std::pair{o.pairs, "--pairs"}, std::pair{!o.split.empty(), "--split"},
-        std::pair{!o.compare.empty(), "--compare"}, std::pair{!o.plot_path.empty(), "--plot"},
-        std::pair{o.cuda_graph > 0, "-G"}, std::pair{o.per_iter_timing > 0, "-I"}}) {
+       {std::pair{!o.split.empty(), "--split"}, std::pair{!o.compare.empty(), "--compare"},
+        std::pair{!o.plot_path.empty(), "--plot"}, std::pair{o.cuda_graph > 0, "-G"},
+        std::pair{o.per_iter_timing > 0, "-I"}}) {
     if (given) {
       fmt::print(stderr, "megascale-coll: {} is not built yet\n", flag);
       return 2;
