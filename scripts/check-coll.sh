@@ -4,7 +4,7 @@
 # P2P and SHM off so that every byte crosses the net, through NCCL's Socket net and through the
 # megascale plugin, SIZES (default -b 8 -e 16M -f 8), every element of every row checked; then a rank
 # stopped with SIGSTOP in the middle of a long run must end the job with -T's error, not hang; and
-# --pairs over 4 ranks, the last of them pinned to one CPU beside a CPU hog pinned there too, must name
+# --pairs over 6 ranks, the last of them pinned to one CPU beside a CPU hog pinned there too, must name
 # that rank as the suspect.
 #
 #   scripts/check-coll.sh [BIN]     # BIN: the folder with megascale-coll and libnccl-net-megascale.so
@@ -79,7 +79,7 @@ else
 fi
 # --pairs with a rank made slow on purpose.
 log=$out/pairs.log
-NCCL_NET=MegaScale NCCL_NET_PLUGIN="$plugin" "$coll" all_reduce -b 8M -e 8M -n 50 --pairs --nproc 4 \
+NCCL_NET=MegaScale NCCL_NET_PLUGIN="$plugin" "$coll" all_reduce -b 8M -e 8M -n 50 --pairs --nproc 6 \
   > "$log" 2>&1 &
 launcher=$!
 sleep 3
@@ -92,8 +92,8 @@ fi
 wait "$launcher"
 rc=$?
 [[ -n ${hog:-} ]] && kill "$hog"
-if (( rc == 0 )) && grep -q "suspect rank 3 " "$log"; then
-  echo "PASS pairs: rank 3, slowed on purpose, named: $(grep -m1 "pairs: median" "$log")"
+if (( rc == 0 )) && grep -q "suspect rank 5 " "$log"; then
+  echo "PASS pairs: rank 5, slowed on purpose, named: $(grep -m1 "pairs: median" "$log")"
 else
   echo "FAIL pairs: exit $rc; $(grep -m1 "pairs: median" "$log" || tail -3 "$log")"
   verdict=1
