@@ -23,11 +23,13 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "megascale/coll/analysis.h"
 #include "megascale/coll/coll.h"
+#include "megascale/coll/compare.h"
 #include "megascale/coll/data.h"
 #include "megascale/coll/options.h"
 #include "megascale/coll/report.h"
@@ -427,6 +429,72 @@ int run(const CollOptions& o, const CollPlan& plan, const LaunchEnv& env) {
   return failed == 0 ? 0 : 1;
 }
 
+// Runs the job under each setting in turn, `rounds` times, and prints both settings' rows side by side.
+int compare_settings(const CollOptions& o, const std::vector<std::string>& argv) {
+  std::vector<Setting> settings;
+  for (const std::string& text : o.compare) {
+    auto s = parse_setting(text);
+    if (!s) {
+      fmt::print(stderr, "megascale-coll: {}\n", s.error().message);
+      return 2;
+    }
+    settings.push_back(*s);
+  }
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) {
+    fmt::print(stderr, "--compare: cannot find this program (/proc/self/exe): {}\n", ec.message());
+    return 2;
+  }
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / fmt::format("megascale-coll-{}", ::getpid());
+  std::filesystem::create_directories(dir, ec);
+  std::vector<nlohmann::json> rows[2];
+  for (int round = 1; round <= o.rounds; ++round) {
+    for (size_t k = 0; k < 2; ++k) {
+      const std::string path = (dir / fmt::format("{}_{}.jsonl", k, round)).string();
+      std::vector<std::pair<std::string, std::optional<std::string>>> saved;
+      for (const auto& [var, value] : settings[k]) {
+        const char* old = std::getenv(var.c_str());
+        saved.emplace_back(var, old != nullptr ? std::optional<std::string>(old) : std::nullopt);
+        ::setenv(var.c_str(), value.c_str(), 1);
+      }
+      fmt::print("# --compare round {} of {}: {}\n", round, o.rounds, o.compare[k]);
+      std::fflush(stdout);
+      LocalLaunch l;
+      l.nproc = std::max(o.nproc, 1);
+      l.argv = argv_for_setting(argv, path);
+      l.argv[0] = self.string();
+      auto exits = run_local_ranks(l);
+      for (const auto& [var, old] : saved) {
+        if (old) {
+          ::setenv(var.c_str(), old->c_str(), 1);
+        } else {
+          ::unsetenv(var.c_str());
+        }
+      }
+      if (!exits) {
+        fmt::print(stderr, "--compare: {}\n", exits.error().message);
+        return 2;
+      }
+      for (const RankExit& e : *exits) {
+        if (e.exit_code != 0 || e.signal != 0) {
+          fmt::print(stderr, "megascale-coll: --compare {}: {}\n", o.compare[k], describe(e));
+          return 1;
+        }
+      }
+      std::ifstream in(path);
+      for (std::string line; std::getline(in, line);) {
+        nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+        if (!j.is_discarded()) rows[k].push_back(std::move(j));
+      }
+    }
+  }
+  std::filesystem::remove_all(dir, ec);
+  fmt::print("{}", compare_table(o.compare[0], rows[0], o.compare[1], rows[1]));
+  return 0;
+}
+
 }  // namespace
 }  // namespace megascale::coll
 
@@ -443,9 +511,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   for (auto [given, flag] :
-       {std::pair{!o.split.empty(), "--split"}, std::pair{!o.compare.empty(), "--compare"},
-        std::pair{!o.plot_path.empty(), "--plot"}, std::pair{o.cuda_graph > 0, "-G"},
-        std::pair{o.per_iter_timing > 0, "-I"}}) {
+       {std::pair{!o.split.empty(), "--split"}, std::pair{!o.plot_path.empty(), "--plot"},
+        std::pair{o.cuda_graph > 0, "-G"}, std::pair{o.per_iter_timing > 0, "-I"}}) {
     if (given) {
       fmt::print(stderr, "megascale-coll: {} is not built yet\n", flag);
       return 2;
@@ -455,6 +522,14 @@ int main(int argc, char** argv) {
   if (!env) {
     fmt::print(stderr, "megascale-coll: {}\n", env.error().message);
     return 2;
+  }
+  if (!o.compare.empty()) {
+    if (env->source != "single process") {
+      fmt::print(stderr, "megascale-coll: --compare starts its own jobs: give --nproc, not a launcher ({})\n",
+                 env->source);
+      return 2;
+    }
+    return compare_settings(o, std::vector<std::string>(argv, argv + argc));
   }
   if (o.nproc > 1 && env->source == "single process") {
     std::error_code ec;

@@ -49,6 +49,7 @@ void add_coll_options(CLI::App& app, CollOptions& o) {
   app.add_option("--compare", o.compare,
                  "two settings run interleaved round by round, each NET (NCCL_NET) or VAR=VALUE[,VAR=VALUE]")
       ->expected(2);
+  app.add_option("--rounds", o.rounds, "--compare: rounds, each running A then B")->capture_default_str();
 }
 
 int split_color(const Split& s, int rank, int local_rank, int host_index) {
@@ -162,6 +163,7 @@ Result<CollPlan> plan_coll(const CollOptions& o) {
     return refused(fmt::format("--split '{}': expected rail, host or mod:N", o.split));
   }
   if (o.pairs && p.split.kind != Split::Kind::kNone) return refused("--pairs and --split: choose one");
+  if (o.rounds < 1) return refused(fmt::format("--rounds {}: must be at least 1", o.rounds));
   if (!o.compare.empty() && o.compare.size() != 2) {
     return refused(fmt::format("--compare takes two settings, {} given", o.compare.size()));
   }

@@ -45,7 +45,8 @@ struct CollOptions {
   bool pairs = false;                // --pairs
   double pairs_threshold = 0.8;      // --pairs-threshold: slower than this x the median
   std::string split;                 // --split rail|host|mod:N
-  std::vector<std::string> compare;  // --compare A B: two NCCL_NET (or env) settings
+  std::vector<std::string> compare;  // --compare A B: two NCCL_NET (or env) settings (compare.h)
+  int rounds = 3;                    // --rounds: --compare's rounds, each A's run then B's
 };
 
 // Registers every flag on `app` (CLI11), writing into `o`.
