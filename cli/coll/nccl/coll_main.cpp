@@ -36,6 +36,10 @@
 #include "megascale/coll/table.h"
 #include "megascale/common/env.h"
 #include "megascale/common/launch.h"
+#if MEGASCALE_COLL_HAVE_TOPOLOGY
+#include "megascale/topology/host.h"
+#include "megascale/topology/rails.h"
+#endif
 
 namespace megascale::coll {
 namespace {
@@ -302,6 +306,58 @@ void run_pairs(const Rank& r, const Buffers& b, const CollOptions& o, const Coll
   fmt::print("{}", pair_matrix(pairs, r.nranks, f));
 }
 
+// This rank's line of the header: nccl-tests' "#  Rank R Group G Pid P on HOST device D [BUS] NAME", then
+// the NIC its GPU's rail takes and the PCIe path between them (topology/: map_rails), and the net NCCL
+// was asked for.
+std::string rank_line(const Rank& r, int device, const char* host) {
+  cudaDeviceProp prop{};
+  cudaGetDeviceProperties(&prop, device);
+  char bus[32] = {};
+  cudaDeviceGetPCIBusId(bus, sizeof(bus), device);
+  std::string nic = "NIC unknown (built without hwloc)";
+#if MEGASCALE_COLL_HAVE_TOPOLOGY
+  if (auto topo = topo::host::discover_host()) {
+    const topo::host::RailMap rails = topo::host::map_rails(*topo);
+    auto id = topo::host::normalize_bus_id(bus);
+    nic = "NIC none found";
+    for (const topo::host::Rail& rail : rails.rails) {
+      if (!id || topo->gpus[static_cast<size_t>(rail.gpu)].pci.bus_id != *id || rail.nic < 0) continue;
+      nic = fmt::format("NIC {} ({})", topo->nics[static_cast<size_t>(rail.nic)].name(),
+                        topo::host::to_string(rail.path));
+    }
+  } else {
+    nic = "NIC unknown (" + topo.error().message + ")";
+  }
+#endif
+  const char* net = std::getenv("NCCL_NET");
+  const char* plugin = std::getenv("NCCL_NET_PLUGIN");
+  return fmt::format("#  Rank {:2} Group {:2} Pid {:6} on {:>10} device {:2} [{}] {} | {} | net {}{}", r.rank,
+                     0, ::getpid(), host, device, bus, prop.name, nic,
+                     net != nullptr ? net : "(NCCL's choice)",
+                     plugin != nullptr ? fmt::format(" (plugin {})", plugin) : "");
+}
+
+// Every rank's header line, in rank order, on every rank.
+std::vector<std::string> all_lines(const Rank& r, const std::string& mine) {
+  constexpr size_t kLine = 512;
+  char* d = nullptr;
+  r.check(cudaMalloc(&d, kLine * static_cast<size_t>(r.nranks)), "cudaMalloc");
+  std::vector<char> line(kLine, 0);
+  std::copy_n(mine.data(), std::min(mine.size(), kLine - 1), line.data());
+  r.check(cudaMemcpyAsync(d + kLine * static_cast<size_t>(r.rank), line.data(), kLine, cudaMemcpyHostToDevice,
+                          r.stream),
+          "cudaMemcpyAsync");
+  r.check(ncclAllGather(d + kLine * static_cast<size_t>(r.rank), d, kLine, ncclChar, r.comm, r.stream),
+          "ncclAllGather (header)");
+  std::vector<char> all(kLine * static_cast<size_t>(r.nranks));
+  r.check(cudaMemcpyAsync(all.data(), d, all.size(), cudaMemcpyDeviceToHost, r.stream), "cudaMemcpyAsync");
+  r.wait("the header");
+  cudaFree(d);
+  std::vector<std::string> out;
+  for (int k = 0; k < r.nranks; ++k) out.emplace_back(all.data() + kLine * static_cast<size_t>(k));
+  return out;
+}
+
 int run(const CollOptions& o, const CollPlan& plan, const LaunchEnv& env) {
   Rank r;
   r.rank = env.rank;
@@ -329,6 +385,17 @@ int run(const CollOptions& o, const CollPlan& plan, const LaunchEnv& env) {
   r.check(cudaMalloc(&b.scratch, (8 + static_cast<size_t>(r.nranks)) * sizeof(double)), "cudaMalloc");
   r.check(cudaMemset(b.scratch, 0, (8 + static_cast<size_t>(r.nranks)) * sizeof(double)), "cudaMemset");
   const bool lead = r.rank == 0;
+  const std::vector<std::string> header = all_lines(r, rank_line(r, device->device, host));
+  if (lead) {
+    fmt::print(
+        "# megascale-coll: {} ranks ({}); nThread 1 nGpus 1 minBytes {} maxBytes {} warmup iters: {} iters: "
+        "{} "
+        "agg iters: {} validation: {}\n#\n# Using devices\n",
+        r.nranks, env.source, plan.sizes.front(), plan.sizes.back(), o.warmup_iters, o.iters, o.agg_iters,
+        o.check);
+    for (const std::string& l : header) fmt::print("{}\n", l);
+    std::fflush(stdout);
+  }
   if (o.pairs) {
     if (r.nranks < 2) die(r.rank, "--pairs needs at least two ranks");
     run_pairs(r, b, o, plan);
