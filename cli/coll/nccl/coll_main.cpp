@@ -402,6 +402,23 @@ int run(const CollOptions& o, const CollPlan& plan, const LaunchEnv& env) {
     ncclCommDestroy(r.comm);
     return 0;
   }
+  // --split: the groups run at once, each on its own communicator; the table is group 0's (world rank
+  // 0 leads it), and a line after each row gives the spread of every group's busbw.
+  const Rank world = r;
+  const bool split = plan.split.kind != Split::Kind::kNone;
+  if (split) {
+    const int host_index = env.local_world_size > 0 ? env.rank / env.local_world_size : 0;
+    const int color = split_color(plan.split, env.rank, env.local_rank, host_index);
+    r.check(ncclCommSplit(world.comm, color, env.rank, &r.comm, nullptr), "ncclCommSplit (--split)");
+    r.check(ncclCommCount(r.comm, &r.nranks), "ncclCommCount");
+    r.check(ncclCommUserRank(r.comm, &r.rank), "ncclCommUserRank");
+    const std::vector<double> colors = all_values(world, b, color);
+    if (lead) {
+      fmt::print("# --split {}: groups by colour:", o.split);
+      for (size_t k = 0; k < colors.size(); ++k) fmt::print(" {}:{}", k, static_cast<int>(colors[k]));
+      fmt::print(" (rank:colour); the table is group {}'s\n", static_cast<int>(colors[0]));
+    }
+  }
   std::unique_ptr<std::ofstream> lines;
   if (lead && !o.json_lines_path.empty() && o.json_lines_path != "-") {
     lines = std::make_unique<std::ofstream>(o.json_lines_path, std::ios::trunc);
@@ -455,8 +472,16 @@ int run(const CollOptions& o, const CollPlan& plan, const LaunchEnv& env) {
                 ++bus_count;
                 if (p.wrong && *p.wrong > 0) ++summary.failed_checks;
               }
+              std::vector<double> group_bus;
+              if (split) group_bus = all_values(world, b, r.rank == 0 ? oop.shown.bus_gbs : -1.0);
               if (!lead) continue;
               fmt::print("{}", table_row(row));
+              if (split) {
+                std::erase_if(group_bus, [](double v) { return v < 0; });
+                const auto [lo, hi] = std::minmax_element(group_bus.begin(), group_bus.end());
+                fmt::print("#   groups: {} at once, out-of-place busbw {:.2f} .. {:.2f} GB/s\n",
+                           group_bus.size(), *lo, *hi);
+              }
               std::fflush(stdout);
               results.push_back(result_json(row, std::string(name(c)), o.iters));
               RowExtras x{.collective = c,
@@ -489,10 +514,11 @@ int run(const CollOptions& o, const CollPlan& plan, const LaunchEnv& env) {
         {"version", 1}, {"program", "megascale-coll"}, {"ranks", r.nranks}, {"results", results}};
     std::ofstream(o.json_path) << doc.dump(2) << "\n";
   }
+  if (split) ncclCommDestroy(r.comm);
   cudaFree(b.send);
   cudaFree(b.recv);
   cudaFree(b.scratch);
-  ncclCommDestroy(r.comm);
+  ncclCommDestroy(world.comm);
   return failed == 0 ? 0 : 1;
 }
 
@@ -577,9 +603,8 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "megascale-coll: {}\n", plan.error().message);
     return 2;
   }
-  for (auto [given, flag] :
-       {std::pair{!o.split.empty(), "--split"}, std::pair{!o.plot_path.empty(), "--plot"},
-        std::pair{o.cuda_graph > 0, "-G"}, std::pair{o.per_iter_timing > 0, "-I"}}) {
+  for (auto [given, flag] : {std::pair{!o.plot_path.empty(), "--plot"}, std::pair{o.cuda_graph > 0, "-G"},
+                             std::pair{o.per_iter_timing > 0, "-I"}}) {
     if (given) {
       fmt::print(stderr, "megascale-coll: {} is not built yet\n", flag);
       return 2;
