@@ -25,7 +25,7 @@ fi
 expect_refused "unknown collective" "collective 'gather': expected all_reduce" "$coll" gather
 expect_refused "bad size" "-b: size '1X'" "$coll" all_reduce -b 1X
 expect_refused "-a" "-a 7: expected 0 (rank 0)" "$coll" all_reduce -a 7
-expect_refused "--plot" "--plot is not built yet" "$coll" all_reduce --plot x.png
+expect_refused "-G" "-G is not built yet" "$coll" all_reduce -G 2
 expect_refused "--split" "--split 'rack'" "$coll" all_reduce --split rack
 expect_refused "--compare" "--compare setting '1X=2': '1X' is not a variable name" "$coll" all_reduce --compare Socket 1X=2
 have_gpu || expect_refused "no GPU" "no CUDA device" "$coll" all_reduce -b 8 -e 8
