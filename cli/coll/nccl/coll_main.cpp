@@ -213,11 +213,9 @@ Timing run_placement(const Rank& r, const Buffers& b, const CollOptions& o, Coll
   const double t0 = now_s();
   for (int i = 0; i < o.iters; ++i) {
     if (o.agg_iters > 1) r.check(ncclGroupStart(), "ncclGroupStart");
-    for (int a = 0; a < o.agg_iters; ++a) {
-      launch(r, c, send, result, s.param_count, t, op, root);
-      if (o.blocking != 0) r.wait(what);
-    }
+    for (int a = 0; a < o.agg_iters; ++a) launch(r, c, send, result, s.param_count, t, op, root);
     if (o.agg_iters > 1) r.check(ncclGroupEnd(), "ncclGroupEnd");
+    if (o.blocking != 0) r.wait(what);  // -z 1: each iteration (its group of -m operations) finished first
   }
   r.wait(what);
   const double mine_us = (now_s() - t0) / (static_cast<double>(o.iters) * o.agg_iters) * 1e6;
