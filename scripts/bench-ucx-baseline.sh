@@ -3,7 +3,8 @@
 # 256K 1M 4M 16M 64M), ROUNDS (default 5) runs of `megascale perf --loopback --test bw --baseline ucx`
 # moving BYTES (default 2 GB) a row, each run one megascale row then the same row over UCX. Prints per
 # size the median of each column and of the per-round ratio (megascale / UCX), and the rounds as JSON
-# lines in OUT (default out/bench-ucx-baseline/rounds.jsonl).
+# lines in OUT (default out/bench-ucx-baseline/rounds.jsonl). PERF_ARGS adds perf flags to megascale's
+# rows (e.g. "--segment 60000"); UCX's rows are the same whatever they say.
 #
 #   scripts/bench-ucx-baseline.sh [MEGASCALE]      # default build/cli/megascale
 set -uo pipefail
@@ -13,6 +14,7 @@ sizes=${SIZES:-64K 256K 1M 4M 16M 64M}
 rounds=${ROUNDS:-5}
 bytes=${BYTES:-2000000000}
 out=${OUT:-out/bench-ucx-baseline}
+read -r -a extra <<< "${PERF_ARGS:-}"
 [[ -x $megascale ]] || { echo "no megascale at $megascale (build it first)"; exit 2; }
 mkdir -p "$out"
 : > "$out/rounds.jsonl"
@@ -21,7 +23,7 @@ for ((r = 1; r <= rounds; r++)); do
     size=$(numfmt --from=iec "$s")
     n=$(( bytes / size ))
     (( n < 16 )) && n=16
-    if ! "$megascale" perf --loopback --test bw -s "$s" -n "$n" --baseline ucx --json "$out/run.json" \
+    if ! "$megascale" perf --loopback --test bw -s "$s" -n "$n" "${extra[@]}" --baseline ucx --json "$out/run.json" \
       > /dev/null 2> "$out/err"; then
       echo "round $r, $s: failed: $(tail -2 "$out/err")"
       exit 1
