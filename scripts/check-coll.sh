@@ -31,11 +31,10 @@ export NCCL_NVLS_ENABLE=0 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_DEBUG=INFO 
 export MEGASCALE_IFNAME=${MEGASCALE_IFNAME:-lo} NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-lo}
 max=1
 for n in $ranks; do (( n > max )) && max=$n; done
-if [[ ${MPS:-1} == 1 ]] && (( max > gpus )) && command -v nvidia-cuda-mps-control > /dev/null; then
-  export CUDA_MPS_PIPE_DIRECTORY=$out/mps-pipe CUDA_MPS_LOG_DIRECTORY=$out/mps-log
-  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-  nvidia-cuda-mps-control -d && trap 'echo quit | nvidia-cuda-mps-control' EXIT
-fi
+(( max < 6 )) && max=6  # the --pairs check's ranks
+# shellcheck source=train-parallel/lib.sh
+source scripts/train-parallel/lib.sh
+start_mps_for "$out" "$gpus" "$max"
 verdict=0
 for n in $ranks; do
   for net in socket megascale; do

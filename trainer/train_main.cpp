@@ -32,11 +32,11 @@
 #include <vector>
 
 #include "attention.cuh"
+#include "megascale/common/launch.h"
 #include "megascale/trainer/checkpoint.h"
 #include "megascale/trainer/comm_volume.h"
 #include "megascale/trainer/config.h"
 #include "megascale/trainer/dataset.h"
-#include "megascale/common/launch.h"
 #include "megascale/trainer/loader.h"
 #include "megascale/trainer/mfu.h"
 #include "megascale/trainer/parallel.h"
@@ -381,30 +381,9 @@ Result<std::unique_ptr<Job>> join_job(const Options& o, const RunConfig& run, co
 // --nproc N without a launcher: forks N ranks of this same program and arguments, with torchrun's
 // variables set, and waits for them.
 int launch_ranks(const Options& o) {
-  std::error_code ec;
-  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) {
-    fmt::print(stderr, "--nproc: cannot find this program (/proc/self/exe): {}\n", ec.message());
-    return 2;
-  }
-  LocalLaunch l;
-  l.nproc = o.nproc;
-  l.argv = o.argv;
-  l.argv.at(0) = self.string();
   fmt::print("megascale-train: starting {} ranks on this host\n", o.nproc);
   std::fflush(stdout);
-  auto exits = run_local_ranks(l);
-  if (!exits) {
-    fmt::print(stderr, "--nproc: {}\n", exits.error().message);
-    return 2;
-  }
-  int failed = 0;
-  for (const RankExit& e : *exits) {
-    if (e.exit_code == 0 && e.signal == 0) continue;
-    fmt::print(stderr, "megascale-train: {}\n", describe(e));
-    ++failed;
-  }
-  return failed == 0 ? 0 : 1;
+  return run_self_ranks(o.nproc, o.argv, "megascale-train");
 }
 
 // --comm-volume: the bytes a rank of the layout sends per step by group (comm_volume.h), as one JSON

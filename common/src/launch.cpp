@@ -14,6 +14,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <optional>
 #include <thread>
 
@@ -331,6 +332,32 @@ Result<std::vector<RankExit>> run_local_ranks(const LocalLaunch& launch) {
     }
   }
   return exits;
+}
+
+int run_self_ranks(int nproc, std::vector<std::string> argv, const std::string& who) {
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) {
+    fmt::print(stderr, "--nproc: cannot find this program (/proc/self/exe): {}\n", ec.message());
+    return 2;
+  }
+  if (argv.empty()) argv.emplace_back();
+  argv[0] = self.string();
+  LocalLaunch l;
+  l.nproc = nproc;
+  l.argv = std::move(argv);
+  auto exits = run_local_ranks(l);
+  if (!exits) {
+    fmt::print(stderr, "--nproc: {}\n", exits.error().message);
+    return 2;
+  }
+  int failed = 0;
+  for (const RankExit& e : *exits) {
+    if (e.exit_code == 0 && e.signal == 0) continue;
+    fmt::print(stderr, "{}: {}\n", who, describe(e));
+    ++failed;
+  }
+  return failed == 0 ? 0 : 1;
 }
 
 }  // namespace megascale

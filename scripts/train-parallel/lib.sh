@@ -1,6 +1,7 @@
 # shellcheck shell=bash
-# The shared part of scripts/check-train-parallel.sh and scripts/bench-train-parallel.sh: a layout's
-# megascale-train arguments, and an MPS daemon of the script's own when ranks share GPUs.
+# The shared part of scripts/check-train-parallel.sh, scripts/bench-train-parallel.sh and
+# scripts/check-coll.sh: a layout's megascale-train arguments, and an MPS daemon of the script's own when
+# ranks share GPUs.
 
 # layout_args TxPxD[vV][+dpo][+tpo]: sets nproc and args (--tp T --pp P --dp D --vpp V, and --dp-overlap
 # with +dpo, --tp-overlap with +tpo), or fails on a malformed one.
@@ -15,8 +16,7 @@ layout_args() {
   return 0
 }
 
-# start_mps OUT GPUS LAYOUT...: with MPS=1 (the default) and more ranks in the largest layout than GPUs,
-# starts an MPS daemon with its pipes and logs under OUT, stopped when the script exits.
+# start_mps OUT GPUS LAYOUT...: start_mps_for with the most ranks any of the layouts has.
 start_mps() {
   local out=$1 gpus=$2 max_ranks=1 l
   shift 2
@@ -24,7 +24,14 @@ start_mps() {
     layout_args "$l"
     (( nproc > max_ranks )) && max_ranks=$nproc
   done
-  if [[ ${MPS:-1} == 1 ]] && (( max_ranks > gpus )) && command -v nvidia-cuda-mps-control > /dev/null; then
+  start_mps_for "$out" "$gpus" "$max_ranks"
+}
+
+# start_mps_for OUT GPUS RANKS: with MPS=1 (the default) and more ranks than GPUs, starts an MPS daemon
+# with its pipes and logs under OUT, stopped when the script exits.
+start_mps_for() {
+  local out=$1 gpus=$2 ranks=$3
+  if [[ ${MPS:-1} == 1 ]] && (( ranks > gpus )) && command -v nvidia-cuda-mps-control > /dev/null; then
     export CUDA_MPS_PIPE_DIRECTORY=$out/mps-pipe CUDA_MPS_LOG_DIRECTORY=$out/mps-log
     mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
     nvidia-cuda-mps-control -d && trap 'echo quit | nvidia-cuda-mps-control' EXIT

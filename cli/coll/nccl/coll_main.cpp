@@ -245,7 +245,7 @@ Timing run_placement(const Rank& r, const Buffers& b, const CollOptions& o, Coll
   if (o.check == 0 || (in_place && (c == Collective::kAlltoAll || c == Collective::kSendRecv))) return out;
   int64_t wrong = 0;
   for (int k = 0; k < o.check; ++k) {
-    const std::vector<unsigned char> data = send_data(c, t, op, r.rank, r.nranks, s);
+    const std::vector<unsigned char> data = send_data(c, t, op, r.rank, s);
     r.check(cudaMemsetAsync(recv, 0, std::max(s.send_count, s.recv_count) * ts, r.stream), "cudaMemsetAsync");
     r.check(
         cudaMemcpyAsync(const_cast<char*>(send), data.data(), data.size(), cudaMemcpyHostToDevice, r.stream),
@@ -547,11 +547,6 @@ int compare_settings(const CollOptions& o, const std::vector<std::string>& argv)
     settings.push_back(*s);
   }
   std::error_code ec;
-  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) {
-    fmt::print(stderr, "--compare: cannot find this program (/proc/self/exe): {}\n", ec.message());
-    return 2;
-  }
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / fmt::format("megascale-coll-{}", ::getpid());
   std::filesystem::create_directories(dir, ec);
@@ -567,11 +562,8 @@ int compare_settings(const CollOptions& o, const std::vector<std::string>& argv)
       }
       fmt::print("# --compare round {} of {}: {}\n", round, o.rounds, o.compare[k]);
       std::fflush(stdout);
-      LocalLaunch l;
-      l.nproc = std::max(o.nproc, 1);
-      l.argv = argv_for_setting(argv, path);
-      l.argv[0] = self.string();
-      auto exits = run_local_ranks(l);
+      const int rc = run_self_ranks(std::max(o.nproc, 1), argv_for_setting(argv, path),
+                                    "megascale-coll: --compare " + o.compare[k]);
       for (const auto& [var, old] : saved) {
         if (old) {
           ::setenv(var.c_str(), old->c_str(), 1);
@@ -579,16 +571,7 @@ int compare_settings(const CollOptions& o, const std::vector<std::string>& argv)
           ::unsetenv(var.c_str());
         }
       }
-      if (!exits) {
-        fmt::print(stderr, "--compare: {}\n", exits.error().message);
-        return 2;
-      }
-      for (const RankExit& e : *exits) {
-        if (e.exit_code != 0 || e.signal != 0) {
-          fmt::print(stderr, "megascale-coll: --compare {}: {}\n", o.compare[k], describe(e));
-          return 1;
-        }
-      }
+      if (rc != 0) return rc;
       std::ifstream in(path);
       for (std::string line; std::getline(in, line);) {
         nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
@@ -636,28 +619,7 @@ int main(int argc, char** argv) {
     return compare_settings(o, std::vector<std::string>(argv, argv + argc));
   }
   if (o.nproc > 1 && env->source == "single process") {
-    std::error_code ec;
-    const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
-    if (ec) {
-      fmt::print(stderr, "--nproc: cannot find this program (/proc/self/exe): {}\n", ec.message());
-      return 2;
-    }
-    LocalLaunch l;
-    l.nproc = o.nproc;
-    l.argv.assign(argv, argv + argc);
-    l.argv[0] = self.string();
-    auto exits = run_local_ranks(l);
-    if (!exits) {
-      fmt::print(stderr, "--nproc: {}\n", exits.error().message);
-      return 2;
-    }
-    int failed = 0;
-    for (const RankExit& e : *exits) {
-      if (e.exit_code == 0 && e.signal == 0) continue;
-      fmt::print(stderr, "megascale-coll: {}\n", describe(e));
-      ++failed;
-    }
-    return failed == 0 ? 0 : 1;
+    return run_self_ranks(o.nproc, std::vector<std::string>(argv, argv + argc), "megascale-coll");
   }
   return run(o, *plan, *env);
 }

@@ -148,13 +148,11 @@ double reduced(DataType t, RedOp op, int nranks, uint64_t index) {
 
 }  // namespace
 
-std::vector<unsigned char> send_data(Collective c, DataType t, RedOp op, int rank, int nranks,
-                                     const Shape& shape) {
+std::vector<unsigned char> send_data(Collective c, DataType t, RedOp op, int rank, const Shape& shape) {
   const size_t ts = type_size(t);
   std::vector<unsigned char> out(shape.send_count * ts);
   // all_gather sends its part of the global array; the others send elements 0.. of theirs.
   const uint64_t first = c == Collective::kAllGather ? static_cast<uint64_t>(rank) * shape.send_count : 0;
-  (void)nranks;
   for (uint64_t i = 0; i < shape.send_count; ++i) put(t, out.data(), i, pattern(op, rank, first + i));
   return out;
 }

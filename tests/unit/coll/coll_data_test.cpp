@@ -38,7 +38,7 @@ TEST(CollData, ExpectedBuffersOfEachCollective) {
   EXPECT_EQ(at<float>(want, 5), 6 + 2 + 5 + 1);  // (5, 8 = 1, 11 = 4, 14 = 0) + 1
   // all_gather: rank r's part sits at r x part, as rank r sent it.
   const Shape ag = shape_of(Collective::kAllGather, 64, 4, n);  // 4 elements a part
-  const auto sent = send_data(Collective::kAllGather, DataType::kInt32, RedOp::kSum, 3, n, ag);
+  const auto sent = send_data(Collective::kAllGather, DataType::kInt32, RedOp::kSum, 3, ag);
   const auto gathered = expected_data(Collective::kAllGather, DataType::kInt32, RedOp::kSum, 0, 0, n, ag);
   for (uint64_t i = 0; i < ag.send_count; ++i) EXPECT_EQ(at<int32_t>(gathered, 12 + i), at<int32_t>(sent, i));
   // reduce_scatter: rank 1 holds the reduction of elements 4..7.
@@ -49,15 +49,15 @@ TEST(CollData, ExpectedBuffersOfEachCollective) {
   EXPECT_EQ(at<float>(scattered, 0), 7.0f) << "max over r of 1 + (3r + 4) mod 7: 5, 1, 4, 7";
   // alltoall: rank 2's part j came from rank j's elements 2 x part ..
   const Shape a2a = shape_of(Collective::kAlltoAll, 64, 4, n);
-  const auto from1 = send_data(Collective::kAlltoAll, DataType::kInt32, RedOp::kSum, 1, n, a2a);
+  const auto from1 = send_data(Collective::kAlltoAll, DataType::kInt32, RedOp::kSum, 1, a2a);
   const auto got2 = expected_data(Collective::kAlltoAll, DataType::kInt32, RedOp::kSum, 0, 2, n, a2a);
   for (uint64_t i = 0; i < 4; ++i) EXPECT_EQ(at<int32_t>(got2, 4 + i), at<int32_t>(from1, 8 + i));
   // sendrecv: the previous rank's data; broadcast: the root's; reduce: only the root checks.
   const Shape sr = shape_of(Collective::kSendRecv, 16, 4, n);
   EXPECT_EQ(expected_data(Collective::kSendRecv, DataType::kFloat, RedOp::kSum, 0, 0, n, sr),
-            send_data(Collective::kSendRecv, DataType::kFloat, RedOp::kSum, 3, n, sr));
+            send_data(Collective::kSendRecv, DataType::kFloat, RedOp::kSum, 3, sr));
   EXPECT_EQ(expected_data(Collective::kBroadcast, DataType::kFloat, RedOp::kSum, 2, 0, n, sr),
-            send_data(Collective::kBroadcast, DataType::kFloat, RedOp::kSum, 2, n, sr));
+            send_data(Collective::kBroadcast, DataType::kFloat, RedOp::kSum, 2, sr));
   EXPECT_TRUE(expected_data(Collective::kReduce, DataType::kFloat, RedOp::kSum, 1, 0, n, sr).empty());
 }
 

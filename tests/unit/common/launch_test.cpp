@@ -267,5 +267,23 @@ TEST(RunLocalRanks, RefusesBadArguments) {
   EXPECT_EQ((*exits)[0].exit_code, 127);
 }
 
+// run_self_ranks forks this very test program: its ranks run this test again, where the variable below
+// makes each exit 3 at once; the launcher reports them failed (1). Ranks running no test exit 0 (0).
+TEST(RunSelfRanks, ForksThisProgramAndReportsItsRanksExits) {
+  if (std::getenv("MEGASCALE_LAUNCH_TEST_RANK") != nullptr) std::_Exit(3);
+  ::setenv("MEGASCALE_LAUNCH_TEST_RANK", "1", 1);
+  testing::internal::CaptureStderr();
+  const int failed =
+      run_self_ranks(2, {"", "--gtest_filter=RunSelfRanks.ForksThisProgramAndReportsItsRanksExits"}, "self");
+  const std::string err = testing::internal::GetCapturedStderr();
+  const int fine = run_self_ranks(2, {"", "--gtest_filter=NoSuchTest.Anywhere"}, "self");
+  ::unsetenv("MEGASCALE_LAUNCH_TEST_RANK");
+  EXPECT_EQ(failed, 1);
+  EXPECT_NE(err.find("self: rank 0 exited with status 3"), std::string::npos) << err;
+  EXPECT_NE(err.find("self: rank 1 "), std::string::npos) << err;
+  EXPECT_EQ(fine, 0);
+  EXPECT_EQ(run_self_ranks(0, {""}, "self"), 2) << "--nproc 0 is refused";
+}
+
 }  // namespace
 }  // namespace megascale

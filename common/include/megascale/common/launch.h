@@ -83,4 +83,11 @@ std::string describe(const RankExit& exit);
 // (the ranks started are stopped).
 Result<std::vector<RankExit>> run_local_ranks(const LocalLaunch& launch);
 
+// `--nproc N` for a program that is its own rank: forks N ranks of this very program
+// (/proc/self/exe) with `argv` (argv[0] is replaced by the program's path) through run_local_ranks,
+// and prints each failed rank's exit to standard error after `who` ("megascale-train: rank 1 exited
+// with status 3"). Returns 0 when every rank exited 0, 1 when one failed, 2 when the ranks could not
+// be started (the reason printed after "--nproc: ").
+int run_self_ranks(int nproc, std::vector<std::string> argv, const std::string& who);
+
 }  // namespace megascale

@@ -6,7 +6,7 @@
 // NCCL's do). Sums and averages of these are exact in half and bfloat16 up to dozens of ranks; a
 // floating average is compared within a relative 1e-2 (half, bfloat16) or 1e-6 (float, double).
 //
-//   std::vector<unsigned char> send = send_data(c, t, op, rank, n, shape);   // cudaMemcpy to the GPU
+//   std::vector<unsigned char> send = send_data(c, t, op, rank, shape);   // cudaMemcpy to the GPU
 //   ... the collective ...
 //   std::vector<unsigned char> want = expected_data(c, t, op, root, rank, n, shape);
 //   int64_t wrong = count_wrong(t, op, got.data(), want.data(), want.size() / type_size(t));
@@ -20,8 +20,7 @@
 namespace megascale::coll {
 
 // Rank `rank`'s send buffer (shape.send_count elements of t) before collective c.
-std::vector<unsigned char> send_data(Collective c, DataType t, RedOp op, int rank, int nranks,
-                                     const Shape& shape);
+std::vector<unsigned char> send_data(Collective c, DataType t, RedOp op, int rank, const Shape& shape);
 
 // What rank `rank`'s receive buffer (shape.recv_count elements) holds after c: all_reduce the op over
 // the ranks; reduce and broadcast at `root` (other ranks' buffers are not checked: empty); all_gather
