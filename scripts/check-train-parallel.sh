@@ -198,10 +198,15 @@ if [[ -n $hang_layout ]]; then
   t0=$SECONDS
   if [[ -n $victim ]] && kill -STOP "$victim"; then
     for _ in $(seq 600); do kill -0 "$launcher" 2> /dev/null || break; sleep 0.1; done
-    kill -0 "$launcher" 2> /dev/null && { kill -KILL "$launcher"; kill -KILL "$victim"; }
+    hung=0
+    kill -0 "$launcher" 2> /dev/null && { hung=1; kill -KILL "$launcher"; kill -KILL "$victim"; }
     wait "$launcher"
     rc=$?
-    if (( rc != 0 )) && grep -q "past --step-timeout 15 s" "$log"; then
+    if (( hung )); then
+      echo "FAIL stopped peer: the job still ran 60 s after a rank was stopped (killed); the end of its log:"
+      tail -5 "$log" | sed 's/^/    /'
+      verdict=1
+    elif (( rc != 0 )) && grep -q "past --step-timeout 15 s" "$log"; then
       echo "PASS stopped peer: the job ended in $((SECONDS - t0)) s, exit $rc: $(grep -m1 "past --step-timeout" "$log")"
     else
       echo "FAIL stopped peer: exit $rc after $((SECONDS - t0)) s; the end of its log:"

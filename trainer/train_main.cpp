@@ -502,6 +502,10 @@ int run_training(const Options& options) {
         [&job, rank](const std::string& why) {
           fmt::print(stderr, "megascale-train: rank {}: {}; aborting its communicators\n", rank, why);
           std::fflush(stderr);
+          exit_after(std::chrono::seconds(10), 3,
+                     fmt::format("megascale-train: rank {}: ncclCommAbort did not return within 10 s; exiting "
+                                 "without it",
+                                 rank));
           for (const auto& [name, c] : job.comms()) ncclCommAbort(c);
           std::_Exit(3);
         });

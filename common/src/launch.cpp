@@ -12,6 +12,7 @@
 
 #include <array>
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -192,7 +193,9 @@ void record_status(RankExit& e, int status) {
 // Sends SIGTERM to the ranks still running, then SIGKILL to those left after `grace`, reaping each.
 void stop_ranks(std::vector<pid_t>& pids, std::vector<RankExit>& exits, std::chrono::milliseconds grace) {
   for (size_t r = 0; r < pids.size(); ++r) {
-    if (pids[r] > 0) ::kill(pids[r], SIGTERM);
+    if (pids[r] <= 0) continue;
+    ::kill(pids[r], SIGTERM);
+    ::kill(pids[r], SIGCONT);  // a stopped rank (SIGSTOP, a debugger) acts on its SIGTERM only once resumed
   }
   const auto deadline = std::chrono::steady_clock::now() + grace;
   bool left = true;
@@ -358,6 +361,16 @@ int run_self_ranks(int nproc, std::vector<std::string> argv, const std::string& 
     ++failed;
   }
   return failed == 0 ? 0 : 1;
+}
+
+void exit_after(std::chrono::milliseconds after, int code, std::string why) {
+  std::thread([after, code, why = std::move(why)] {
+    std::this_thread::sleep_for(after);
+    std::fputs(why.c_str(), stderr);
+    std::fputc('\n', stderr);
+    std::fflush(stderr);
+    std::_Exit(code);
+  }).detach();
 }
 
 }  // namespace megascale

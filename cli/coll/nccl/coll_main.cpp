@@ -126,6 +126,10 @@ struct Rank {
                  : fmt::format("failed: {}", ncclGetErrorString(async));
         fmt::print(stderr, "megascale-coll: rank {} of {}: {} {}; aborting\n", rank, nranks, what, why);
         std::fflush(stderr);
+        megascale::exit_after(std::chrono::seconds(10), 3,
+                              fmt::format("megascale-coll: rank {}: ncclCommAbort did not return within 10 s; "
+                                          "exiting without it",
+                                          rank));
         ncclCommAbort(comm);
         std::_Exit(3);
       }

@@ -249,6 +249,41 @@ TEST(RunLocalRanks, ARankIgnoringTermIsKilled) {
   EXPECT_TRUE((*exits)[1].stopped_by_us);
 }
 
+// A stopped rank (SIGSTOP, a debugger) is resumed to act on its SIGTERM: the job ends long before the
+// grace period that would otherwise end in SIGKILL.
+TEST(RunLocalRanks, AStoppedRankIsResumedToTakeItsTerm) {
+  test::TempDir dir;
+  LocalLaunch l;
+  l.nproc = 2;
+  l.grace = std::chrono::seconds(60);
+  const std::string pid_file = dir.file("pid1");
+  // Rank 1 stops itself; rank 0 fails once it sees rank 1 stopped (state T in /proc).
+  l.argv = {"/bin/sh", "-c",
+            "if [ \"$RANK\" = 1 ]; then echo $$ > " + pid_file + ".tmp && mv " + pid_file + ".tmp " + pid_file +
+                " && kill -STOP $$; exec sleep 60; fi; "
+                "while [ ! -e " + pid_file + " ]; do sleep 0.05; done; "
+                "while ! grep -q '^State:[[:space:]]*T' /proc/$(cat " + pid_file + ")/status; do sleep 0.05; done; "
+                "exit 3"};
+  const auto start = std::chrono::steady_clock::now();
+  auto exits = run_local_ranks(l);
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(exits) << exits.error().message;
+  EXPECT_LT(took, std::chrono::seconds(40));  // the grace is 60 s
+  EXPECT_EQ((*exits)[0].exit_code, 3);
+  EXPECT_EQ((*exits)[1].signal, SIGTERM);
+  EXPECT_TRUE((*exits)[1].stopped_by_us);
+}
+
+// exit_after ends a process that is stuck, with its code and its message.
+TEST(ExitAfter, EndsAStuckProcessWithItsCode) {
+  EXPECT_EXIT(
+      {
+        exit_after(std::chrono::milliseconds(100), 7, "gave up waiting");
+        std::this_thread::sleep_for(std::chrono::seconds(60));
+      },
+      ::testing::ExitedWithCode(7), "gave up waiting");
+}
+
 TEST(RunLocalRanks, RefusesBadArguments) {
   LocalLaunch l;
   l.nproc = 0;

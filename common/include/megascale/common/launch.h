@@ -90,4 +90,9 @@ Result<std::vector<RankExit>> run_local_ranks(const LocalLaunch& launch);
 // be started (the reason printed after "--nproc: ").
 int run_self_ranks(int nproc, std::vector<std::string> argv, const std::string& who);
 
+// Ends this process with `code` after `after` unless it has ended by then, printing `why` first: the
+// bound on a clean-up that can block for ever. ncclCommAbort joins the communicator's threads, and one
+// of them may be stuck on the very peer the abort is meant to give up on.
+void exit_after(std::chrono::milliseconds after, int code, std::string why);
+
 }  // namespace megascale
