@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # megascale-coll. `flags`: its refusals, which need no GPU: an unknown collective, a bad size, a flag
-# not built yet, each exit 2 naming the problem, and without a GPU a run ends with exit 2 saying so.
+# refused together (-G with -I), each exit 2 naming the problem, and without a GPU a run ends with exit 2 saying so.
 # `gpu`: two ranks forked by --nproc run all_reduce and all_gather from 8 B to 1 MiB, every element
 # checked; skipped (77) without a GPU.
 # `megascale coll` (MEGASCALE, optional) runs the same program with the same arguments.
@@ -25,7 +25,7 @@ fi
 expect_refused "unknown collective" "collective 'gather': expected all_reduce" "$coll" gather
 expect_refused "bad size" "-b: size '1X'" "$coll" all_reduce -b 1X
 expect_refused "-a" "-a 7: expected 0 (rank 0)" "$coll" all_reduce -a 7
-expect_refused "-G" "-G is not built yet" "$coll" all_reduce -G 2
+expect_refused "-G with -I" "-I with -G" "$coll" all_reduce -G 2 -I 1
 expect_refused "--split" "--split 'rack'" "$coll" all_reduce --split rack
 expect_refused "--compare" "--compare setting '1X=2': '1X' is not a variable name" "$coll" all_reduce --compare Socket 1X=2
 have_gpu || expect_refused "no GPU" "no CUDA device" "$coll" all_reduce -b 8 -e 8

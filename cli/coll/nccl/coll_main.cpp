@@ -126,10 +126,11 @@ struct Rank {
                  : fmt::format("failed: {}", ncclGetErrorString(async));
         fmt::print(stderr, "megascale-coll: rank {} of {}: {} {}; aborting\n", rank, nranks, what, why);
         std::fflush(stderr);
-        megascale::exit_after(std::chrono::seconds(10), 3,
-                              fmt::format("megascale-coll: rank {}: ncclCommAbort did not return within 10 s; "
-                                          "exiting without it",
-                                          rank));
+        megascale::exit_after(
+            std::chrono::seconds(10), 3,
+            fmt::format("megascale-coll: rank {}: ncclCommAbort did not return within 10 s; "
+                        "exiting without it",
+                        rank));
         ncclCommAbort(comm);
         std::_Exit(3);
       }
@@ -198,10 +199,82 @@ std::vector<double> all_values(const Rank& r, const Buffers& b, double value) {
   return out;
 }
 
+// Every rank's `mine` (the same length on each), in rank order.
+std::vector<std::vector<double>> all_vectors(const Rank& r, const std::vector<double>& mine) {
+  const size_t n = mine.size();
+  double* d = nullptr;
+  r.check(cudaMalloc(&d, n * static_cast<size_t>(r.nranks) * sizeof(double)), "cudaMalloc");
+  r.check(cudaMemcpyAsync(d + n * static_cast<size_t>(r.rank), mine.data(), n * sizeof(double),
+                          cudaMemcpyHostToDevice, r.stream),
+          "cudaMemcpyAsync");
+  r.check(ncclAllGather(d + n * static_cast<size_t>(r.rank), d, n, ncclFloat64, r.comm, r.stream),
+          "ncclAllGather (per-iteration times)");
+  std::vector<double> flat(n * static_cast<size_t>(r.nranks));
+  r.check(cudaMemcpyAsync(flat.data(), d, flat.size() * sizeof(double), cudaMemcpyDeviceToHost, r.stream),
+          "cudaMemcpyAsync");
+  r.wait("the ranks' per-iteration times");
+  cudaFree(d);
+  std::vector<std::vector<double>> out;
+  for (int k = 0; k < r.nranks; ++k) {
+    out.emplace_back(flat.begin() + static_cast<std::ptrdiff_t>(n * static_cast<size_t>(k)),
+                     flat.begin() + static_cast<std::ptrdiff_t>(n * static_cast<size_t>(k + 1)));
+  }
+  return out;
+}
+
 struct Timing {
   Placement shown;
   std::vector<double> rank_us;
 };
+
+// The timed iterations of one placement: -m operations per iteration, -z 1 waiting after each; with -I
+// a CUDA event before each iteration and after the last (each iteration's time in `iter_us`, per
+// operation); with -G captured once in a CUDA graph that is then replayed -G times. Returns this rank's
+// mean time per operation in microseconds.
+double timed_iterations(const Rank& r, const Buffers& b, const CollOptions& o, Collective c, const Shape& s,
+                        DataType t, RedOp op, int root, const char* send, char* result,
+                        const std::string& what, std::vector<double>& iter_us) {
+  std::vector<cudaEvent_t> events(o.per_iter_timing != 0 ? static_cast<size_t>(o.iters) + 1 : 0);
+  for (cudaEvent_t& e : events) r.check(cudaEventCreate(&e), "cudaEventCreate");
+  const bool graph = o.cuda_graph > 0;
+  cudaGraph_t captured = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  barrier(r, b);
+  if (graph)
+    r.check(cudaStreamBeginCapture(r.stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+  double t0 = now_s();
+  for (int i = 0; i < o.iters; ++i) {
+    if (!events.empty())
+      r.check(cudaEventRecord(events[static_cast<size_t>(i)], r.stream), "cudaEventRecord");
+    if (o.agg_iters > 1) r.check(ncclGroupStart(), "ncclGroupStart");
+    for (int a = 0; a < o.agg_iters; ++a) launch(r, c, send, result, s.param_count, t, op, root);
+    if (o.agg_iters > 1) r.check(ncclGroupEnd(), "ncclGroupEnd");
+    if (o.blocking != 0) r.wait(what);  // -z 1: each iteration (its group of -m operations) finished first
+  }
+  if (!events.empty()) r.check(cudaEventRecord(events.back(), r.stream), "cudaEventRecord");
+  if (graph) {
+    r.check(cudaStreamEndCapture(r.stream, &captured), "cudaStreamEndCapture");
+    r.check(cudaGraphInstantiate(&exec, captured, 0), "cudaGraphInstantiate");
+    barrier(r, b);
+    t0 = now_s();
+    for (int g = 0; g < o.cuda_graph; ++g) r.check(cudaGraphLaunch(exec, r.stream), "cudaGraphLaunch");
+  }
+  r.wait(what);
+  const double ops = static_cast<double>(o.iters) * o.agg_iters * std::max(o.cuda_graph, 1);
+  const double mine_us = (now_s() - t0) / ops * 1e6;
+  iter_us.clear();
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    float ms = 0;
+    r.check(cudaEventElapsedTime(&ms, events[i], events[i + 1]), "cudaEventElapsedTime");
+    iter_us.push_back(static_cast<double>(ms) * 1e3 / o.agg_iters);
+  }
+  for (cudaEvent_t e : events) cudaEventDestroy(e);
+  if (graph) {
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(captured);
+  }
+  return mine_us;
+}
 
 // One placement (out of place, or in place) of one row: its time, its bandwidth, its check.
 Timing run_placement(const Rank& r, const Buffers& b, const CollOptions& o, Collective c, const Shape& s,
@@ -213,18 +286,11 @@ Timing run_placement(const Rank& r, const Buffers& b, const CollOptions& o, Coll
     send = recv + s.send_inplace_stride * ts * static_cast<size_t>(r.rank);
   }
   char* result = in_place ? recv + s.recv_inplace_stride * ts * static_cast<size_t>(r.rank) : recv;
-  barrier(r, b);
-  const double t0 = now_s();
-  for (int i = 0; i < o.iters; ++i) {
-    if (o.agg_iters > 1) r.check(ncclGroupStart(), "ncclGroupStart");
-    for (int a = 0; a < o.agg_iters; ++a) launch(r, c, send, result, s.param_count, t, op, root);
-    if (o.agg_iters > 1) r.check(ncclGroupEnd(), "ncclGroupEnd");
-    if (o.blocking != 0) r.wait(what);  // -z 1: each iteration (its group of -m operations) finished first
-  }
-  r.wait(what);
-  const double mine_us = (now_s() - t0) / (static_cast<double>(o.iters) * o.agg_iters) * 1e6;
+  std::vector<double> iter_us;
+  const double mine_us = timed_iterations(r, b, o, c, s, t, op, root, send, result, what, iter_us);
   Timing out;
   out.rank_us = all_values(r, b, mine_us);
+  if (o.per_iter_timing != 0) out.shown.per_iter = iter_stats(all_vectors(r, iter_us), o.per_iter_skip);
   switch (o.average) {
     case 0:
       out.shown.time_us = out.rank_us[0];
@@ -294,6 +360,7 @@ void run_pairs(const Rank& r, const Buffers& b, const CollOptions& o, const Coll
       pr.wait("a pair's warm-up");
       CollOptions unchecked = o;
       unchecked.check = 0;
+      unchecked.per_iter_timing = 0;
       const Timing timing = run_placement(pr, b, unchecked, c, s, t, op, 0, false,
                                           fmt::format("{} between ranks {} and {}", name(c), p.a, p.b));
       bus = timing.shown.bus_gbs;
@@ -392,10 +459,15 @@ int run(const CollOptions& o, const CollPlan& plan, const LaunchEnv& env) {
   if (lead) {
     fmt::print(
         "# megascale-coll: {} ranks ({}); nThread 1 nGpus 1 minBytes {} maxBytes {} warmup iters: {} iters: "
-        "{} "
-        "agg iters: {} validation: {}\n#\n# Using devices\n",
+        "{} agg iters: {} validation: {} graph: {}\n",
         r.nranks, env.source, plan.sizes.front(), plan.sizes.back(), o.warmup_iters, o.iters, o.agg_iters,
-        o.check);
+        o.check, o.cuda_graph);
+    if (o.per_iter_timing != 0) {
+      fmt::print(
+          "# Per-Iteration Report: CUDA event timing; i_* uses max over process rows{}\n",
+          o.per_iter_skip > 0 ? fmt::format("; summary skips first {} iterations", o.per_iter_skip) : "");
+    }
+    fmt::print("#\n# Using devices\n");
     for (const std::string& l : header) fmt::print("{}\n", l);
     std::fflush(stdout);
   }
@@ -437,7 +509,7 @@ int run(const CollOptions& o, const CollPlan& plan, const LaunchEnv& env) {
     int bus_count = 0;
     if (lead) {
       fmt::print("# megascale coll {}: {} ranks ({})\n", name(c), r.nranks, env.source);
-      fmt::print("{}", table_header(false));
+      fmt::print("{}", table_header(false, o.per_iter_timing != 0));
     }
     const std::vector<RedOp> ops = has_op(c) ? plan.ops : std::vector<RedOp>{RedOp::kSum};
     std::vector<int> roots = plan.roots;
@@ -602,12 +674,6 @@ int main(int argc, char** argv) {
   if (!plan) {
     fmt::print(stderr, "megascale-coll: {}\n", plan.error().message);
     return 2;
-  }
-  for (auto [given, flag] : {std::pair{o.cuda_graph > 0, "-G"}, std::pair{o.per_iter_timing > 0, "-I"}}) {
-    if (given) {
-      fmt::print(stderr, "megascale-coll: {} is not built yet\n", flag);
-      return 2;
-    }
   }
   auto env = launch_env(getenv_lookup());
   if (!env) {

@@ -34,6 +34,8 @@ void add_coll_options(CLI::App& app, CollOptions& o) {
       ->capture_default_str();
   app.add_option("-I,--per_iter_timing", o.per_iter_timing, "1: per-iteration times (min, max, p99, cv)")
       ->capture_default_str();
+  app.add_option("-K,--per_iter_skip", o.per_iter_skip, "leading iterations left out of -I's statistics")
+      ->capture_default_str();
   app.add_option("-T,--timeout", o.timeout_s, "seconds a row may take; past it the run fails naming the rank")
       ->capture_default_str();
   app.add_option("-J,--output_file", o.json_path, "nccl-tests' JSON document here");
@@ -109,14 +111,27 @@ Result<CollPlan> plan_coll(const CollOptions& o) {
   for (auto [flag, value, least] :
        {std::tuple{"-n", o.iters, 1}, std::tuple{"-w", o.warmup_iters, 0}, std::tuple{"-m", o.agg_iters, 1},
         std::tuple{"-N", o.run_cycles, 0}, std::tuple{"-c", o.check, 0}, std::tuple{"-G", o.cuda_graph, 0},
-        std::tuple{"-I", o.per_iter_timing, 0}, std::tuple{"-T", o.timeout_s, 0},
-        std::tuple{"--nproc", o.nproc, 0}}) {
+        std::tuple{"-T", o.timeout_s, 0}, std::tuple{"--nproc", o.nproc, 0}}) {
     if (value < least) return refused(fmt::format("{} {}: must be at least {}", flag, value, least));
   }
   if (o.average < 0 || o.average > 3) {
     return refused(fmt::format("-a {}: expected 0 (rank 0), 1 (mean), 2 (min) or 3 (max)", o.average));
   }
   if (o.blocking < 0 || o.blocking > 1) return refused(fmt::format("-z {}: expected 0 or 1", o.blocking));
+  if (o.per_iter_timing != 0 && o.per_iter_timing != 1) {
+    return refused(fmt::format("-I {}: expected 0 (off) or 1 (per-iteration times)", o.per_iter_timing));
+  }
+  if (o.per_iter_skip < 0 || o.per_iter_skip >= o.iters) {
+    return refused(
+        fmt::format("-K {}: expected 0 to {} (fewer than -n {})", o.per_iter_skip, o.iters - 1, o.iters));
+  }
+  if (o.cuda_graph > 0 && o.per_iter_timing != 0) {
+    return refused("-I with -G: a CUDA graph's replays carry no per-iteration events; choose one");
+  }
+  if (o.cuda_graph > 0 && o.blocking != 0) {
+    return refused(
+        "-z 1 with -G: nothing can wait for an operation inside a CUDA graph's capture; choose one");
+  }
   if (o.datatype == "all") {
     for (int t = 0; t <= static_cast<int>(DataType::kBfloat16); ++t)
       p.types.push_back(static_cast<DataType>(t));

@@ -49,6 +49,14 @@ TEST(CollOptions, NcclTestsDefaultsAndFlags) {
   EXPECT_EQ(all->ops.size(), 5u);
   EXPECT_TRUE(all->all_roots);
 
+  auto per_iter = parse({"-I", "1", "-K", "3", "-n", "10"}, &o);
+  ASSERT_TRUE(per_iter) << per_iter.error().message;
+  EXPECT_EQ(o.per_iter_timing, 1);
+  EXPECT_EQ(o.per_iter_skip, 3);
+  auto graph = parse({"-G", "4"}, &o);
+  ASSERT_TRUE(graph) << graph.error().message;
+  EXPECT_EQ(o.cuda_graph, 4);
+
   auto split = parse({"--split", "mod:8"});
   ASSERT_TRUE(split) << split.error().message;
   EXPECT_EQ(split->split.kind, Split::Kind::kMod);
@@ -72,6 +80,12 @@ TEST(CollOptions, BadValuesAreRefusedNamingTheFlag) {
       {{"--split", "mod:0"}, "--split 'mod:0'"},
       {{"--split", "rack"}, "--split 'rack'"},
       {{"--pairs", "--split", "rail"}, "--pairs and --split"},
+      {{"-I", "2"}, "-I 2: expected 0 (off) or 1"},
+      {{"-I", "1", "-n", "5", "-K", "5"}, "-K 5: expected 0 to 4"},
+      {{"-K", "-1"}, "-K -1"},
+      {{"-G", "-1"}, "-G -1: must be at least 0"},
+      {{"-G", "2", "-I", "1"}, "-I with -G"},
+      {{"-G", "2", "-z", "1"}, "-z 1 with -G"},
   };
   for (const auto& [args, message] : cases) {
     auto p = parse(args);

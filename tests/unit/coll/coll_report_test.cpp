@@ -15,8 +15,10 @@ Row sample() {
   r.type = DataType::kFloat;
   r.op = RedOp::kSum;
   r.root = 0;
-  r.out_of_place = {.time_us = 100.5, .alg_gbs = 10.43, .bus_gbs = 18.26, .wrong = 0};
-  r.in_place = {.time_us = 99.0, .alg_gbs = 10.59, .bus_gbs = 18.54, .wrong = std::nullopt};
+  r.out_of_place = {
+      .time_us = 100.5, .alg_gbs = 10.43, .bus_gbs = 18.26, .wrong = 0, .per_iter = std::nullopt};
+  r.in_place = {
+      .time_us = 99.0, .alg_gbs = 10.59, .bus_gbs = 18.54, .wrong = std::nullopt, .per_iter = std::nullopt};
   return r;
 }
 
@@ -33,6 +35,23 @@ TEST(CollReport, NcclTestsResultsEntry) {
   EXPECT_TRUE(j["in_place"]["nwrong"].is_null());
   EXPECT_EQ(j["actual_iterations"], 20);
   EXPECT_EQ(j["experiment_name"], "all_reduce");
+  EXPECT_FALSE(j.contains("out_of_place_per_iter")) << "only with -I";
+
+  // -I: nccl-tests' per-iteration objects, and the JSON line's per_iter.
+  Row row = sample();
+  row.out_of_place.per_iter = iter_stats({{12, 10, 30}, {11, 20, 10}}, 1);
+  const nlohmann::json k = result_json(row, "all_reduce", 3);
+  const nlohmann::json& it = k["out_of_place_per_iter"];
+  EXPECT_EQ(it["skipped_iterations"], 1);
+  EXPECT_EQ(it["min_us"], 20.0);
+  EXPECT_EQ(it["max_us"], 30.0);
+  EXPECT_EQ(it["p99_us"], 30.0);
+  EXPECT_EQ(it["times_us"], (std::vector<double>{12, 20, 30}));
+  EXPECT_EQ(it["per_process_max_times_us"], (std::vector<std::vector<double>>{{12, 10, 30}, {11, 20, 10}}));
+  for (const char* key : {"avg_us", "p50_us", "p95_us", "stdev_us", "cv_pct"})
+    EXPECT_TRUE(it.contains(key)) << key;
+  EXPECT_FALSE(k.contains("in_place_per_iter"));
+  EXPECT_EQ(json_line(row, RowExtras{})["out_of_place"]["per_iter"]["p99_us"], 30.0);
 }
 
 TEST(CollReport, JsonLineWithRanksStragglerAndTransport) {

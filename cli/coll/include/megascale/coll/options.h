@@ -1,5 +1,5 @@
 // What one `megascale coll` run does, from nccl-tests' flags with their meanings and defaults (-b -e -i
-// -f -n -w -c -o -d -r -z -a -G -N -I -T -J and -m for aggregated iterations) and ours: --nproc (fork
+// -f -n -w -c -o -d -r -z -a -G -N -I -K -T -J and -m for aggregated iterations) and ours: --nproc (fork
 // the ranks on this host), --pairs (every pair of ranks in turn), --split (parallel sub-groups),
 // --json-lines, --plot, --compare.
 //
@@ -36,7 +36,8 @@ struct CollOptions {
   int average = 1;                   // -a: the reported time over ranks: 0 rank 0, 1 mean,
                                      //     2 min, 3 max
   int cuda_graph = 0;                // -G: capture and replay this many times
-  int per_iter_timing = 0;           // -I: per-iteration CUDA events (min, max, p99, cv)
+  int per_iter_timing = 0;           // -I: 1 for per-iteration CUDA events (min, max, p99, cv)
+  int per_iter_skip = 0;             // -K: leading iterations left out of -I's statistics
   int timeout_s = 0;                 // -T: a row longer than this fails, naming the rank
   std::string json_path;             // -J: nccl-tests' JSON document
   std::string json_lines_path;       // --json-lines: a JSON object per row (ours)
@@ -72,9 +73,11 @@ struct CollPlan {
 };
 
 // Checks the options and expands them. Refused, naming the flag and the value: an unknown collective,
-// type or op; a malformed size or sweep; -n, -w, -m below 1; -c, -N, -G, -I, -T, --nproc below 0; -a
-// outside 0..3; -z outside 0..1; a negative root; a --pairs-threshold outside (0, 1]; a --split other
-// than rail, host or mod:N (N >= 1); --compare with other than two settings; --pairs with --split.
+// type or op; a malformed size or sweep; -n, -w, -m below 1; -c, -N, -G, -T, --nproc below 0; -a
+// outside 0..3; -z outside 0..1; -I other than 0 or 1; -K outside 0..-n minus 1; -I or -z 1 with -G (a
+// graph's replays have no per-iteration events, and nothing can wait inside a capture); a negative
+// root; a --pairs-threshold outside (0, 1]; a --split other than rail, host or mod:N (N >= 1);
+// --compare with other than two settings; --pairs with --split.
 Result<CollPlan> plan_coll(const CollOptions& o);
 
 }  // namespace megascale::coll

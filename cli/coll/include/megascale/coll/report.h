@@ -1,7 +1,7 @@
 // `megascale coll`'s JSON: each row as an entry of nccl-tests' -J document ("results": size, count,
 // type, redop, root as nccl-tests writes it ("%6i"), out_of_place and in_place with time, alg_bw,
-// bus_bw and nwrong, actual_iterations, experiment_name), so the tools that read nccl-tests' files read
-// these; and the JSON line per row of --json-lines, which adds what nccl-tests cannot say: the
+// bus_bw and nwrong, actual_iterations, experiment_name; with -I out_of_place_per_iter and
+// in_place_per_iter), so the tools that read nccl-tests' files read these; and the JSON line per row of --json-lines, which adds what nccl-tests cannot say: the
 // collective, the ranks, every rank's own time, the straggler, and the transport's counters.
 //
 //   nlohmann::json entry = result_json(row, "all_reduce", 20);
