@@ -1,4 +1,5 @@
-# Checks that the plugin's dynamic symbol table exports exactly the ncclNetPlugin_vN tables.
+# Checks that the plugin's dynamic symbol table exports exactly the ncclNetPlugin_vN tables and the
+# transport counters' function.
 #   cmake -DPLUGIN=libnccl-net-megascale.so -DNM=nm -P check_exports.cmake
 execute_process(COMMAND ${NM} -D --defined-only ${PLUGIN} OUTPUT_VARIABLE out RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
@@ -11,7 +12,7 @@ foreach(line IN LISTS lines)
   list(APPEND found ${sym})
 endforeach()
 list(SORT found)
-set(expected ncclNetPlugin_v10 ncclNetPlugin_v11 ncclNetPlugin_v12 ncclNetPlugin_v8 ncclNetPlugin_v9)
+set(expected megascaleNetCounters_v1 ncclNetPlugin_v10 ncclNetPlugin_v11 ncclNetPlugin_v12 ncclNetPlugin_v8 ncclNetPlugin_v9)
 if(NOT found STREQUAL expected)
   message(FATAL_ERROR "exported: ${found}\nexpected exactly: ${expected}")
 endif()

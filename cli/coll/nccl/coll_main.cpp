@@ -9,10 +9,14 @@
 // operations and the stream's completion, per operation; each rank's own time is kept (the straggler,
 // --json-lines) and the table's is their mean, or rank 0's, min or max with -a. The data check fills
 // every rank's send buffer with data.h's pattern, runs the operation once more and compares every
-// element of the receive buffer on the host.
+// element of the receive buffer on the host. Over the megascale plugin, each row also gets what the
+// transport saw (transport.h): the plugin's counters read before and after the row on every rank.
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 #include <fmt/format.h>
+#include <link.h>
 #include <nccl.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -35,6 +39,7 @@
 #include "megascale/coll/options.h"
 #include "megascale/coll/report.h"
 #include "megascale/coll/table.h"
+#include "megascale/coll/transport.h"
 #include "megascale/common/env.h"
 #include "megascale/common/launch.h"
 #if MEGASCALE_COLL_HAVE_TOPOLOGY
@@ -138,6 +143,36 @@ struct Rank {
     }
   }
 };
+
+// The megascale plugin's counters function when NCCL has loaded the plugin and uses it (NCCL_NET unset
+// or MegaScale), else null. NCCL loads plugins RTLD_LOCAL, so the loaded objects are asked one by one.
+megascaleNetCounters_v1_fn plugin_counters() {
+  const char* net = std::getenv("NCCL_NET");
+  if (net != nullptr && ::strcasecmp(net, "MegaScale") != 0) return nullptr;
+  std::vector<std::string> loaded;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* out) {
+        if (info->dlpi_name != nullptr && info->dlpi_name[0] != '\0') {
+          static_cast<std::vector<std::string>*>(out)->emplace_back(info->dlpi_name);
+        }
+        return 0;
+      },
+      &loaded);
+  for (const std::string& path : loaded) {
+    void* lib = ::dlopen(path.c_str(), RTLD_LAZY | RTLD_NOLOAD);
+    if (lib == nullptr) continue;
+    void* fn = ::dlsym(lib, MEGASCALE_NET_COUNTERS_V1);
+    ::dlclose(lib);  // NOLOAD took a reference; NCCL's keeps the library loaded
+    if (fn != nullptr) return reinterpret_cast<megascaleNetCounters_v1_fn>(fn);
+  }
+  return nullptr;
+}
+
+megascaleNetCounters_v1_t read_counters(megascaleNetCounters_v1_fn fn) {
+  megascaleNetCounters_v1_t c{};
+  if (fn != nullptr) fn(&c);
+  return c;
+}
 
 struct Buffers {
   char* send = nullptr;
@@ -471,6 +506,12 @@ int run(const CollOptions& o, const CollPlan& plan, const LaunchEnv& env) {
     for (const std::string& l : header) fmt::print("{}\n", l);
     std::fflush(stdout);
   }
+  // The transport's counters per row, when every rank's NCCL runs over the plugin.
+  megascaleNetCounters_v1_fn counters = plugin_counters();
+  {
+    const std::vector<double> found = all_values(r, b, counters != nullptr ? 1.0 : 0.0);
+    if (std::find(found.begin(), found.end(), 0.0) != found.end()) counters = nullptr;
+  }
   if (o.pairs) {
     if (r.nranks < 2) die(r.rank, "--pairs needs at least two ranks");
     run_pairs(r, b, o, plan);
@@ -534,8 +575,14 @@ int run(const CollOptions& o, const CollPlan& plan, const LaunchEnv& env) {
               const Shape s = shape_of(c, size, type_size(t), r.nranks);
               const std::string what = fmt::format("{} of {} B", name(c), s.bytes(type_size(t)));
               const int at = std::max(root, 0);
+              const megascaleNetCounters_v1_t before = read_counters(counters);
               const Timing oop = run_placement(r, b, o, c, s, t, op, at, false, what);
               const Timing ip = run_placement(r, b, o, c, s, t, op, at, true, what);
+              std::optional<TransportRow> transport;
+              if (counters != nullptr) {
+                const TransportDelta mine = transport_delta(before, read_counters(counters));
+                transport = transport_row(all_vectors(r, mine.values()));
+              }
               Row row{.bytes = s.bytes(type_size(t)),
                       .count = s.param_count,
                       .type = t,
@@ -552,6 +599,7 @@ int run(const CollOptions& o, const CollPlan& plan, const LaunchEnv& env) {
               if (split) group_bus = all_values(world, b, r.rank == 0 ? oop.shown.bus_gbs : -1.0);
               if (!lead) continue;
               fmt::print("{}", table_row(row));
+              if (transport) fmt::print("{}", transport_line(*transport));
               if (split) {
                 std::erase_if(group_bus, [](double v) { return v < 0; });
                 const auto [lo, hi] = std::minmax_element(group_bus.begin(), group_bus.end());
@@ -564,7 +612,7 @@ int run(const CollOptions& o, const CollPlan& plan, const LaunchEnv& env) {
                           .nranks = r.nranks,
                           .net = "",
                           .rank_time_us = oop.rank_us,
-                          .transport = nullptr};
+                          .transport = transport ? transport_json(*transport) : nlohmann::json(nullptr)};
               if (const char* net = std::getenv("NCCL_NET")) x.net = net;
               const nlohmann::json line = json_line(row, x);
               if (o.json_lines_path == "-") fmt::print("{}\n", line.dump());

@@ -604,16 +604,29 @@ void StatsWriter::configure(const std::string& dir, TimeNs interval_ns, const Pl
 }
 
 void StatsWriter::add(CommBase* comm) {
-  if (!enabled()) return;
   std::lock_guard<std::mutex> lock(mu_);
-  comms_.insert(comm);
+  live_.insert(comm);
+  ++opened_;
+  if (enabled()) comms_.insert(comm);
+}
+
+engine::ConnectionStats StatsWriter::totals(uint64_t* connections) {
+  std::lock_guard<std::mutex> lock(mu_);
+  engine::ConnectionStats t = closed_stats_;
+  for (CommBase* c : live_) {
+    const Snapshot s = take_snapshot(c);
+    if (s.found) t.merge(s.stats);
+  }
+  if (connections != nullptr) *connections = opened_;
+  return t;
 }
 
 void StatsWriter::remove(CommBase* comm) {
-  if (!enabled()) return;
   std::lock_guard<std::mutex> lock(mu_);
-  if (comms_.erase(comm) == 0) return;
+  if (live_.erase(comm) == 0) return;
   const Snapshot s = take_snapshot(comm);
+  if (s.found) closed_stats_.merge(s.stats);
+  if (!enabled() || comms_.erase(comm) == 0) return;
   append_lines(jsonl_path_, {to_json(s, "close", wire::UdpWire::now()).dump()});
   if (s.found) {
     for (const Metric& m : metrics()) {

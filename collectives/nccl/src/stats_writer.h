@@ -114,9 +114,14 @@ class StatsWriter {
                  const std::string& identity = "proc", bool keep_prom = false);
   bool enabled() const { return enabled_.load(std::memory_order_relaxed); }
 
+  // Every comm opened and closed passes through here, enabled or not: the process's totals below count
+  // them all.
   void add(CommBase* comm);
-  // Writes the comm's "close" record and folds its counters into the closed totals.
+  // Folds the comm's counters into the closed totals, and when enabled writes its "close" record.
   void remove(CommBase* comm);
+  // Every connection this process has opened, open or closed, its engine counters added up (the
+  // exported megascaleNetCounters_v1); `connections` gets how many. Kept whether or not the files are.
+  engine::ConnectionStats totals(uint64_t* connections = nullptr);
   // A wire joins the snapshots when it starts; remove_wire writes its "wire" record (its counters over
   // its life) and forgets it: call it just before the wire stops.
   void add_wire(DeviceWire* wire, const std::string& ifname);
@@ -143,7 +148,10 @@ class StatsWriter {
   bool keep_prom_ = false;
   std::string last_prom_;  // the .prom as last written
   std::mutex mu_;          // guards everything below and the files
-  std::set<CommBase*> comms_;
+  std::set<CommBase*> comms_;  // the open comms the files report (when enabled)
+  std::set<CommBase*> live_;   // every open comm
+  engine::ConnectionStats closed_stats_;  // every closed comm's counters, added up
+  uint64_t opened_ = 0;
   std::map<DeviceWire*, std::string> wires_;  // running wires and their interface names
   // Sums over closed connections, per (metric, ifname, role).
   std::map<std::string, double> closed_totals_;

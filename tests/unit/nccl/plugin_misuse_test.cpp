@@ -2,7 +2,8 @@
 // handle from the bootstrap) could: each is refused with the error code NCCL would act on and a WARN
 // that names the problem, the comm, memory handle or request it was to return is NULL, and the comms
 // involved keep working afterwards.
-// Loaded with dlopen as NCCL loads it, through the v11 table, on loopback.
+// Loaded with dlopen as NCCL loads it, through the v11 table, on loopback. Also here: the counters the
+// plugin exports beside its tables (megascale/nccl/counters.h).
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
@@ -15,6 +16,7 @@
 #include "../../../collectives/nccl/src/handle.h"
 #include "megascale/nccl/abi/net_v11.h"
 #include "megascale/nccl/abi/net_v8.h"
+#include "megascale/nccl/counters.h"
 #include "warn_capture.h"
 
 namespace {
@@ -380,6 +382,58 @@ TEST_F(PluginMisuse, TheV8TableRefusesNegativeSizesNamingThem) {
   EXPECT_EQ(v8->closeListen(l), kNetSuccess);
   EXPECT_EQ(v8->closeSend(s), kNetSuccess);
   EXPECT_EQ(v8->closeRecv(r), kNetSuccess);
+}
+
+}  // namespace
+
+namespace {
+
+// megascaleNetCounters_v1 (megascale/nccl/counters.h), exported beside the net tables: the process's
+// connections added up, open and closed, between two points of the caller's.
+class PluginCounters : public PluginMisuse {
+ protected:
+  megascaleNetCounters_v1_t counters() {
+    auto get = reinterpret_cast<megascaleNetCounters_v1_fn>(dlsym(lib_, MEGASCALE_NET_COUNTERS_V1));
+    megascaleNetCounters_v1_t c{};
+    EXPECT_NE(get, nullptr) << "the plugin does not export " << MEGASCALE_NET_COUNTERS_V1;
+    if (get != nullptr) {
+      EXPECT_EQ(get(&c), 0);
+    }
+    return c;
+  }
+};
+
+TEST_F(PluginCounters, CountEveryConnectionOpenAndClosed) {
+  auto get = reinterpret_cast<megascaleNetCounters_v1_fn>(dlsym(lib_, MEGASCALE_NET_COUNTERS_V1));
+  ASSERT_NE(get, nullptr);
+  EXPECT_EQ(get(nullptr), -1);
+  const megascaleNetCounters_v1_t before = counters();
+  EXPECT_EQ(before.version, 1u);
+  EXPECT_EQ(before.rtt_buckets, static_cast<uint32_t>(MEGASCALE_NET_COUNTERS_RTT_BUCKETS));
+  void *s = nullptr, *r = nullptr;
+  connect_pair(&s, &r);
+  constexpr size_t kBytes = 1 << 20;
+  round_trip(s, r, kBytes, 3);
+  const megascaleNetCounters_v1_t open = counters();
+  EXPECT_EQ(open.connections, before.connections + 2) << "a send and a receive comm";
+  EXPECT_GE(open.bytes_sent - before.bytes_sent, kBytes);
+  // The message's bytes, and the few that the receive's CREDIT carries the other way.
+  EXPECT_GE(open.bytes_received - before.bytes_received, kBytes);
+  EXPECT_LT(open.bytes_received - before.bytes_received, kBytes + 4096);
+  EXPECT_GT(open.rtt_samples, before.rtt_samples);
+  uint64_t in_buckets = 0;
+  for (int b = 0; b < MEGASCALE_NET_COUNTERS_RTT_BUCKETS; ++b) in_buckets += open.rtt_bucket_counts[b];
+  EXPECT_EQ(in_buckets, open.rtt_samples);
+  for (int b = 1; b < MEGASCALE_NET_COUNTERS_RTT_BUCKETS; ++b)
+    EXPECT_GT(open.rtt_bucket_upper_ns[b], open.rtt_bucket_upper_ns[b - 1]) << "bucket " << b;
+  EXPECT_EQ(net_->closeSend(s), kNetSuccess);
+  EXPECT_EQ(net_->closeRecv(r), kNetSuccess);
+  // Closed, their counters stay in the totals.
+  const megascaleNetCounters_v1_t closed = counters();
+  EXPECT_EQ(closed.connections, open.connections);
+  EXPECT_GE(closed.bytes_sent, open.bytes_sent);
+  EXPECT_EQ(closed.bytes_received, open.bytes_received);
+  EXPECT_GE(closed.rtt_samples, open.rtt_samples);
 }
 
 }  // namespace

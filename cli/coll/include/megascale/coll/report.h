@@ -25,7 +25,8 @@ struct RowExtras {
   int nranks = 1;
   std::string net;                   // the net NCCL used ("Socket", "MegaScale", ...)
   std::vector<double> rank_time_us;  // each rank's own mean time for the out-of-place placement
-  nlohmann::json transport;          // the plugin's counters for the row, when it is loaded (null else)
+  nlohmann::json transport;          // the plugin's counters for the row (transport_json), when NCCL
+                                     // runs over it (null else)
 };
 // {"collective", "ranks", "net", "size", "count", "type", "redop", "root" (a number), "out_of_place",
 // "in_place" (time_us, algbw_gbs, busbw_gbs, wrong: null when unchecked), "rank_time_us",
