@@ -3,7 +3,9 @@
 # "2 4 8"), ranks forked by --nproc and sharing the GPUs (MPS, a distinct NCCL_HOSTID each), NCCL's
 # P2P and SHM off so that every byte crosses the net, through NCCL's Socket net and through the
 # megascale plugin, SIZES (default -b 8 -e 16M -f 8), every element of every row checked; then a rank
-# stopped with SIGSTOP in the middle of a long run must end the job with -T's error, not hang; and
+# stopped with SIGSTOP in the middle of a long run must end the job with -T's error naming the stopped
+# rank, not hang; -I (with -K) through the plugin with 1% injected loss gives the per-iteration columns
+# and a transport line per row whose retransmissions are counted; -G replays rows checked correct; and
 # --pairs over 6 ranks, the last of them pinned to one CPU beside a CPU hog pinned there too, must name
 # that rank as the suspect.
 #
@@ -70,10 +72,34 @@ if kill -0 "$launcher" 2> /dev/null; then
   kill -KILL "$launcher" "$victim" 2> /dev/null
   echo "FAIL stopped rank: the job was still running 60 s after the stop"
   verdict=1
-elif grep -q "did not finish within -T 15 s" "$log"; then
-  echo "PASS stopped rank: ended $((SECONDS - t0)) s after the stop: $(grep -m1 "did not finish" "$log")"
+elif grep -q "did not finish within -T 15 s" "$log" && grep -q "it was stopped (SIGSTOP" "$log"; then
+  echo "PASS stopped rank: ended $((SECONDS - t0)) s after the stop: $(grep -m1 "did not finish" "$log"); $(grep -m1 "it was stopped" "$log")"
 else
   echo "FAIL stopped rank: $(tail -3 "$log")"
+  verdict=1
+fi
+# -I and -G, and the transport's line per row through the plugin with injected loss.
+log=$out/per-iter.log
+NCCL_NET=MegaScale NCCL_NET_PLUGIN="$plugin" MEGASCALE_FAULT_DROP=0.01 timeout 300 "$coll" all_reduce -b 1M -e 4M \
+  -f 4 -n 20 -I 1 -K 2 --nproc 2 --json-lines "$out/per-iter.jsonl" > "$log" 2>&1
+rc=$?
+rows=$(grep -c "^ *[0-9].* float " "$log")
+lost=$(python3 -c 'import json,sys; print(sum(json.loads(l)["transport"]["retransmits"] for l in open(sys.argv[1])))' \
+  "$out/per-iter.jsonl" 2> /dev/null)
+if (( rc == 0 && rows == 2 )) && grep -q "i_cv%" "$log" && (( $(grep -c "^#   transport: " "$log") == 2 )) &&
+  (( ${lost:-0} > 0 )); then
+  echo "PASS -I with the transport's counters: $(grep -m1 "^#   transport: " "$log")"
+else
+  echo "FAIL -I with the transport's counters: exit $rc, $rows rows, retransmissions ${lost:-none}; $(tail -3 "$log")"
+  verdict=1
+fi
+log=$out/graph.log
+NCCL_NET=Socket timeout 300 "$coll" all_gather -b 8 -e 1M -f 32 -n 10 -G 5 --nproc 2 > "$log" 2>&1
+rc=$?
+if (( rc == 0 )) && grep -q "graph: 5" "$log" && grep -q "Out of bounds values : 0 OK" "$log"; then
+  echo "PASS -G 5: every row checked"
+else
+  echo "FAIL -G 5: exit $rc; $(tail -3 "$log")"
   verdict=1
 fi
 # --pairs with a rank made slow on purpose.

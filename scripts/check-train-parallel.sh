@@ -29,8 +29,8 @@
 # uninterrupted against 10 steps, a checkpoint (a file per rank), and the last 10 resumed from it: the
 # 20 losses and gradient norms bit-identical.
 # Stopped peer: HANG_LAYOUT (default 1x1x2) through Socket with --step-timeout 15; once step 3 is
-# printed one rank is stopped (SIGSTOP): the job must end with an error within 60 s, a rank's watchdog
-# saying its step ran past the deadline.
+# printed one rank is stopped (SIGSTOP): the job must end by itself with an error within 60 s, a rank's
+# watchdog saying its step ran past the deadline and the launcher naming the rank that was stopped.
 # Timeline: TIMELINE_LAYOUT (default 2x2x2) through the plugin, bf16, with --timeline: every rank's
 # trace written and merged into timeline.json (megascale-trace-merge.py), one process per rank.
 # A plugin run must say "via NET/MegaScale" in NCCL's INFO log. train-loss-compare.py does the comparing;
@@ -206,7 +206,7 @@ if [[ -n $hang_layout ]]; then
       echo "FAIL stopped peer: the job still ran 60 s after a rank was stopped (killed); the end of its log:"
       tail -5 "$log" | sed 's/^/    /'
       verdict=1
-    elif (( rc != 0 )) && grep -q "past --step-timeout 15 s" "$log"; then
+    elif (( rc != 0 )) && grep -q "past --step-timeout 15 s" "$log" && grep -q "it was stopped (SIGSTOP" "$log"; then
       echo "PASS stopped peer: the job ended in $((SECONDS - t0)) s, exit $rc: $(grep -m1 "past --step-timeout" "$log")"
     else
       echo "FAIL stopped peer: exit $rc after $((SECONDS - t0)) s; the end of its log:"

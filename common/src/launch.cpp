@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <thread>
 
@@ -158,8 +159,11 @@ Result<DevicePlan> plan_device(const LaunchEnv& launch, int gpu_count, const std
 
 std::string describe(const RankExit& e) {
   if (e.signal != 0) {
-    return fmt::format("rank {} was killed by signal {} ({}){}", e.rank, e.signal, strsignal(e.signal),
-                       e.stopped_by_us ? " after another rank failed" : "");
+    return fmt::format("rank {} was killed by signal {} ({}){}{}", e.rank, e.signal, strsignal(e.signal),
+                       e.stopped_by_us ? " after another rank failed" : "",
+                       e.was_stopped ? "; it was stopped (SIGSTOP or a debugger) when another rank failed, "
+                                       "so the others were likely waiting for it"
+                                     : "");
   }
   return fmt::format("rank {} exited with status {}", e.rank, e.exit_code);
 }
@@ -191,9 +195,20 @@ void record_status(RankExit& e, int status) {
 }
 
 // Sends SIGTERM to the ranks still running, then SIGKILL to those left after `grace`, reaping each.
+// Whether the process is stopped now (state T or t in /proc/PID/stat).
+bool is_stopped(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  const size_t comm_end = line.rfind(')');  // the name may hold spaces and parentheses
+  return comm_end != std::string::npos && comm_end + 2 < line.size() &&
+         (line[comm_end + 2] == 'T' || line[comm_end + 2] == 't');
+}
+
 void stop_ranks(std::vector<pid_t>& pids, std::vector<RankExit>& exits, std::chrono::milliseconds grace) {
   for (size_t r = 0; r < pids.size(); ++r) {
     if (pids[r] <= 0) continue;
+    exits[r].was_stopped = is_stopped(pids[r]);
     ::kill(pids[r], SIGTERM);
     ::kill(pids[r], SIGCONT);  // a stopped rank (SIGSTOP, a debugger) acts on its SIGTERM only once resumed
   }

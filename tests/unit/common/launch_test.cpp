@@ -272,6 +272,11 @@ TEST(RunLocalRanks, AStoppedRankIsResumedToTakeItsTerm) {
   EXPECT_EQ((*exits)[0].exit_code, 3);
   EXPECT_EQ((*exits)[1].signal, SIGTERM);
   EXPECT_TRUE((*exits)[1].stopped_by_us);
+  EXPECT_TRUE((*exits)[1].was_stopped);
+  EXPECT_FALSE((*exits)[0].was_stopped);
+  EXPECT_EQ(describe((*exits)[1]),
+            "rank 1 was killed by signal 15 (Terminated) after another rank failed; it was stopped (SIGSTOP or "
+            "a debugger) when another rank failed, so the others were likely waiting for it");
 }
 
 // exit_after ends a process that is stuck, with its code and its message.

@@ -69,9 +69,13 @@ struct RankExit {
   int exit_code = 0;        // when it exited
   int signal = 0;           // when a signal ended it
   bool stopped_by_us = false;  // ended by run_local_ranks after another rank failed
+  bool was_stopped = false;    // it was stopped (SIGSTOP, a debugger) when another rank failed: most
+                               // likely the rank the others were waiting for
 };
 
-// "rank 1 exited with status 3", "rank 0 was killed by signal 15 (Terminated) after rank 1 failed".
+// "rank 1 exited with status 3", "rank 0 was killed by signal 15 (Terminated) after another rank
+// failed", and for a rank that was stopped then "...; it was stopped (SIGSTOP or a debugger) when
+// another rank failed, so the others were likely waiting for it".
 std::string describe(const RankExit& exit);
 
 // Forks nproc ranks with torchrun's RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE (= nproc),
