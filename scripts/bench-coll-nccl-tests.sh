@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# `megascale coll` beside nccl-tests on the same ranks, GPU(s) and nets in one call, rounds interleaved:
+# does the tool add anything? For each rank count of RANKS (default "2 8"), each net of NETS (socket,
+# megascale: NCCL's Socket net and the megascale plugin) and each collective of COLLS (default
+# "all_reduce all_gather"), ROUNDS rounds (default 3) each run nccl-tests' <coll>_perf under the carried
+# Open MPI (one process a rank, NCCL_TESTS_DEVICE=0 and a distinct NCCL_HOSTID each when ranks share a
+# GPU) and then `megascale-coll <coll> --nproc N` with the same SIZES (default "-b 8 -e 128M -f 4"),
+# ITERS (-n, default 20) and WARMUP (-w, default 5), no data check (-c 0: only the timing is compared).
+# Both write nccl-tests' -J JSON; per size the median over the rounds of each tool's out-of-place busbw
+# and time, and their ratios (megascale coll / nccl-tests), go to OUT/results.jsonl and a markdown table.
+# The goal: busbw within 2% and time within 2% at every size.
+#
+#   scripts/nccl-tests/build.sh NCCL_TESTS_SOURCE build-nccl-tests   # once, on the build host
+#   scripts/bench-coll-nccl-tests.sh [BIN] [NCCL_TESTS]   # BIN: megascale-coll and the plugin (default
+#                                                         # build's folders); NCCL_TESTS: build.sh's OUT
+#
+# Exit 0 when every run finished (the ratios are reported, not judged), 1 when one failed, 77 without a
+# GPU, 2 without the builds.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+bin=${1:-}
+coll=${bin:+$bin/megascale-coll}
+coll=${coll:-build/cli/coll/megascale-coll}
+plugin=${bin:+$bin/libnccl-net-megascale.so}
+plugin=${plugin:-build/collectives/nccl/libnccl-net-megascale.so}
+nt=${2:-build-nccl-tests}
+out=${OUT:-out/bench-coll-nccl-tests}
+ranks=${RANKS:-2 8}
+nets=${NETS:-socket megascale}
+colls=${COLLS:-all_reduce all_gather}
+rounds=${ROUNDS:-3}
+read -r -a sizes <<< "${SIZES:--b 8 -e 128M -f 4}"
+iters=${ITERS:-20}
+warmup=${WARMUP:-5}
+[[ -x $coll ]] || { echo "no megascale-coll at $coll (build it first)"; exit 2; }
+[[ -f $plugin ]] || { echo "no plugin at $plugin (build it first)"; exit 2; }
+[[ -f $nt/env.sh ]] || { echo "no nccl-tests build at $nt (scripts/nccl-tests/build.sh)"; exit 2; }
+plugin=$(readlink -f "$plugin")
+command -v nvidia-smi > /dev/null && nvidia-smi -L > /dev/null 2>&1 || { echo "no GPU visible: skipped"; exit 77; }
+gpus=$(nvidia-smi -L | wc -l)
+mkdir -p "$out"
+out=$(readlink -f "$out")
+coll=$(readlink -f "$coll")
+export NCCL_NVLS_ENABLE=0 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1
+export MEGASCALE_IFNAME=${MEGASCALE_IFNAME:-lo} NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-lo}
+max=1
+for n in $ranks; do (( n > max )) && max=$n; done
+# shellcheck source=train-parallel/lib.sh
+source scripts/train-parallel/lib.sh
+start_mps_for "$out" "$gpus" "$max"
+# shellcheck source=/dev/null
+source "$nt/env.sh"
+
+verdict=0
+results=$out/results.jsonl
+: > "$results"
+for n in $ranks; do
+  for net in $nets; do
+    env=(NCCL_NET=Socket)
+    [[ $net == megascale ]] && env=(NCCL_NET=MegaScale NCCL_NET_PLUGIN="$plugin")
+    for c in $colls; do
+      args=("${sizes[@]}" -n "$iters" -w "$warmup" -c 0)
+      for round in $(seq "$rounds"); do
+        tag=$n-$net-$c-$round
+        # Ranks sharing a GPU: each its own NCCL_HOSTID, so that NCCL goes through the net.
+        if ! env "${env[@]}" NCCL_TESTS_DEVICE=0 timeout 300 mpirun -np "$n" --oversubscribe --bind-to none \
+          sh -c 'NCCL_HOSTID=nccl-tests-$OMPI_COMM_WORLD_RANK exec "$0" "$@"' "${c}_perf" "${args[@]}" \
+          -J "$out/$tag.nccl-tests.json" > "$out/$tag.nccl-tests.log" 2>&1; then
+          echo "FAIL nccl-tests $tag: $(tail -2 "$out/$tag.nccl-tests.log")"
+          verdict=1
+        fi
+        if ! env "${env[@]}" timeout 300 "$coll" "$c" "${args[@]}" --nproc "$n" -J "$out/$tag.coll.json" \
+          > "$out/$tag.coll.log" 2>&1; then
+          echo "FAIL megascale coll $tag: $(tail -2 "$out/$tag.coll.log")"
+          verdict=1
+        fi
+      done
+      python3 - "$out" "$n" "$net" "$c" "$rounds" >> "$results" <<'PY'
+import json, statistics, sys
+out, n, net, c, rounds = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5])
+def rows(path):
+    try:
+        doc = json.load(open(path))
+    except (OSError, ValueError):
+        return {}
+    # nccl-tests nests its results under its run; megascale coll writes them at the top level.
+    found = doc.get("results") or next((v["results"] for v in doc.values() if isinstance(v, dict) and "results" in v), [])
+    return {int(r["size"]): r["out_of_place"] for r in found}
+runs = {tool: [rows(f"{out}/{n}-{net}-{c}-{k}.{tool}.json") for k in range(1, rounds + 1)] for tool in ("nccl-tests", "coll")}
+sizes = sorted(set().union(*[set(r) for r in runs["nccl-tests"] + runs["coll"]]))
+for size in sizes:
+    med = {}
+    for tool in runs:
+        times = [r[size]["time"] for r in runs[tool] if size in r]
+        bws = [r[size]["bus_bw"] for r in runs[tool] if size in r]
+        med[tool] = (statistics.median(times) if times else None, statistics.median(bws) if bws else None)
+    (tn, bn), (tc, bc) = med["nccl-tests"], med["coll"]
+    print(json.dumps({"ranks": n, "net": net, "collective": c, "size": size, "rounds": rounds,
+                      "nccl_tests_time_us": tn, "coll_time_us": tc, "nccl_tests_busbw": bn, "coll_busbw": bc,
+                      "time_ratio": tc / tn if tn and tc else None, "busbw_ratio": bc / bn if bn and bc else None}))
+PY
+    done
+  done
+done
+python3 - "$results" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+print("| ranks | net | collective | size (B) | nccl-tests time (us) | coll time (us) | time ratio | nccl-tests busbw | coll busbw | busbw ratio |")
+print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
+fmt = lambda v, f: "n/a" if v is None else format(v, f)
+for r in rows:
+    print(f"| {r['ranks']} | {r['net']} | {r['collective']} | {r['size']} | {fmt(r['nccl_tests_time_us'], '.2f')} | "
+          f"{fmt(r['coll_time_us'], '.2f')} | {fmt(r['time_ratio'], '.3f')} | {fmt(r['nccl_tests_busbw'], '.2f')} | "
+          f"{fmt(r['coll_busbw'], '.2f')} | {fmt(r['busbw_ratio'], '.3f')} |")
+within = [r for r in rows if r["time_ratio"] and abs(r["time_ratio"] - 1) <= 0.02 and r["busbw_ratio"] and abs(r["busbw_ratio"] - 1) <= 0.02]
+print(f"\n{len(within)} of {len(rows)} sizes within 2% on both time and busbw")
+PY
+echo "bench-coll-nccl-tests: $([[ $verdict == 0 ]] && echo "every run finished" || echo "a run FAILED")"
+exit "$verdict"
