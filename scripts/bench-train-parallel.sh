@@ -2,10 +2,10 @@
 # Training throughput of parallel layouts against one rank on the same GPU(s), in one call: megascale-train
 # on CONFIG (configs/train/gpt2-124m.yaml) in bf16 with ARGS (default "--batch-size 8 --grad-accum 2":
 # 16 sequences of 1024 tokens a step, 2 micro-batches for the pipeline), STEPS steps (default 5) with
-# --timeline on the last 3, one rank first, then each layout TxPxD[vV][+dpo][+tpo] of LAYOUTS (+dpo:
-# with --dp-overlap, +tpo: with --tp-overlap; the overlap ablation is a layout without, then with each)
-# through each net of NETS
-# (socket, megascale). NCCL's P2P and SHM are off; ranks sharing a GPU run under MPS with their own
+# --timeline on the last 3, one rank first, then each layout TxPxD[vV][+dpo][+tpo][+ppc] of LAYOUTS
+# (+dpo: with --dp-overlap, +tpo: with --tp-overlap, +ppc: with --pp-coupled; the default holds the
+# overlap ablation for 2x2x2: coupled baseline, + TP overlap, + PP decoupling, + DP overlap and prefetch)
+# through each net of NETS (socket, megascale). NCCL's P2P and SHM are off; ranks sharing a GPU run under MPS with their own
 # NCCL_HOSTID, so every byte between ranks crosses the net.
 #
 #   scripts/bench-train-parallel.sh [BIN]     # BIN: the folder with megascale-train and the plugin
@@ -25,7 +25,7 @@ train=${train:-build/trainer/cuda/megascale-train}
 plugin=${bin:+$bin/libnccl-net-megascale.so}
 plugin=${plugin:-build/collectives/nccl/libnccl-net-megascale.so}
 out=${OUT:-out/bench-train-parallel}
-layouts=${LAYOUTS:-1x1x2 1x1x2+dpo 2x1x1 2x1x1+tpo 1x2x1 2x2x2 2x2x2+tpo 2x2x2+dpo+tpo}
+layouts=${LAYOUTS:-1x1x2 1x1x2+dpo 2x1x1 2x1x1+tpo 1x2x1+ppc 1x2x1 2x2x2+ppc 2x2x2+tpo+ppc 2x2x2+tpo 2x2x2+dpo+tpo}
 nets=${NETS:-socket megascale}
 config=${CONFIG:-configs/train/gpt2-124m.yaml}
 steps=${STEPS:-5}

@@ -8,7 +8,7 @@
 #   scripts/check-train-parallel.sh [BIN]   # BIN: the folder with megascale-train and
 #                                           # libnccl-net-megascale.so (default: build's own folders)
 #
-# For each layout TxPxD[vV][+dpo][+tpo] in LAYOUTS (default: the seven of 2 x 2 x 2 and one
+# For each layout TxPxD[vV][+dpo][+tpo][+ppc] in LAYOUTS (default: the seven of 2 x 2 x 2 and one
 # interleaved, 1x2x1v2; +dpo adds --dp-overlap, +tpo --tp-overlap),
 # each net (socket, megascale, megascale-loss), CONFIG run with TINY_ARGS (default "--batch-size 8
 # --grad-accum 4": 4 micro-batches for the pipeline, 32 sequences a step as CONFIG's own):
@@ -23,7 +23,8 @@
 # tensor across the ranks' pieces). CONFIG2
 # (configs/train/gpt2-124m.yaml; "" skips it) gets the fp32 check over one step for each layout of
 # LAYOUTS2 (default "1x1x2 2x1x1 1x2x1"), through Socket and the plugin.
-# Overlap: each layout of OVERLAP_LAYOUTS (default "1x1x2+dpo 2x1x1+tpo 2x2x2+dpo+tpo"; the parallel
+# Overlap: each layout of OVERLAP_LAYOUTS (default "1x1x2+dpo 2x1x1+tpo 2x2x2+dpo+tpo 1x2x2+ppc", +ppc
+# the coupled pipeline baseline; the parallel
 # block with +tpo too) gets the fp32 and bf16 checks through the plugin and the LAMB one through Socket.
 # Resume: for each layout of RESUME_LAYOUTS (default "2x2x2 1x2x1v2"), through Socket, bf16, 20 steps
 # uninterrupted against 10 steps, a checkpoint (a file per rank), and the last 10 resumed from it: the
@@ -51,7 +52,7 @@ layouts2=${LAYOUTS2:-1x1x2 2x1x1 1x2x1}
 resume_layouts=${RESUME_LAYOUTS-2x2x2 1x2x1v2}
 timeline_layout=${TIMELINE_LAYOUT-2x2x2}
 hang_layout=${HANG_LAYOUT-1x1x2}
-overlap_layouts=${OVERLAP_LAYOUTS-1x1x2+dpo 2x1x1+tpo 2x2x2+dpo+tpo}
+overlap_layouts=${OVERLAP_LAYOUTS-1x1x2+dpo 2x1x1+tpo 2x2x2+dpo+tpo 1x2x2+ppc}
 read -r -a features <<< "${FEATURES---parallel-block --attention-window 64}"
 read -r -a tiny_args <<< "${TINY_ARGS---batch-size 8 --grad-accum 4}"
 steps=${STEPS:-200}

@@ -67,6 +67,7 @@ struct Options {
   int tp = 1, pp = 1, vpp = 1;
   std::optional<int> dp;    // absent: world size / (tp * pp)
   bool dp_overlap = false;  // data-parallel reduce-scatter and all-gather on their own stream (model.h)
+  bool pp_coupled = false;  // the pipeline's exchanges on the compute stream (model.h: the baseline)
   bool tp_overlap = false;  // tensor-parallel GEMMs in blocks pipelined with their collectives (model.h)
   std::vector<std::string> argv;  // this process's own arguments, for the ranks --nproc starts
 };
@@ -485,7 +486,8 @@ int run_training(const Options& options) {
                                .activation_send = job.activation_send,
                                .activation_recv = job.activation_recv,
                                .gradient_send = job.gradient_send,
-                               .gradient_recv = job.gradient_recv};
+                               .gradient_recv = job.gradient_recv,
+                               .pp_coupled = options.pp_coupled};
   auto model_or = GptModel::create(run.model, train.dtype, local_batch, train.seq_len, parallel);
   if (!model_or) {
     fmt::print(stderr, "{}\n", model_or.error().message);
@@ -741,6 +743,9 @@ int main(int argc, char** argv) {
       "--dp-overlap", o.dp_overlap,
       "reduce-scatter each layer's gradients as the step's last backward through it ends, and "
       "all-gather the parameters ahead of the next forward, on a stream and communicator of their own");
+  app.add_flag("--pp-coupled", o.pp_coupled,
+               "the coupled baseline: pipeline sends and receives on the compute stream, each send in one "
+               "group with the next receive (1F1B only); by default they run on streams of their own");
   app.add_flag(
       "--tp-overlap", o.tp_overlap,
       "cut each tensor-parallel GEMM into a block of rows per rank, pipelined with its all-gather or "

@@ -3,16 +3,17 @@
 # scripts/check-coll.sh: a layout's megascale-train arguments, and an MPS daemon of the script's own when
 # ranks share GPUs.
 
-# layout_args TxPxD[vV][+dpo][+tpo]: sets nproc and args (--tp T --pp P --dp D --vpp V, and --dp-overlap
-# with +dpo, --tp-overlap with +tpo), or fails on a malformed one.
+# layout_args TxPxD[vV][+dpo][+tpo][+ppc] (the suffixes in this order): sets nproc and args (--tp T --pp P --dp D --vpp V, and
+# --dp-overlap with +dpo, --tp-overlap with +tpo, --pp-coupled with +ppc), or fails on a malformed one.
 layout_args() {
-  [[ $1 =~ ^([0-9]+)x([0-9]+)x([0-9]+)(v([0-9]+))?(\+dpo)?(\+tpo)?$ ]] ||
-    { echo "LAYOUTS: '$1' is not TxPxD[vV][+dpo][+tpo] (e.g. 2x1x2, 2x2x2+dpo+tpo)"; exit 2; }
+  [[ $1 =~ ^([0-9]+)x([0-9]+)x([0-9]+)(v([0-9]+))?(\+dpo)?(\+tpo)?(\+ppc)?$ ]] ||
+    { echo "LAYOUTS: '$1' is not TxPxD[vV][+dpo][+tpo][+ppc] (e.g. 2x1x2, 2x2x2+dpo+tpo)"; exit 2; }
   nproc=$((BASH_REMATCH[1] * BASH_REMATCH[2] * BASH_REMATCH[3]))
   # shellcheck disable=SC2034  # read by the sourcing script
   args=(--tp "${BASH_REMATCH[1]}" --pp "${BASH_REMATCH[2]}" --dp "${BASH_REMATCH[3]}" --vpp "${BASH_REMATCH[5]:-1}")
   [[ -n ${BASH_REMATCH[6]} ]] && args+=(--dp-overlap)
   [[ -n ${BASH_REMATCH[7]} ]] && args+=(--tp-overlap)
+  [[ -n ${BASH_REMATCH[8]} ]] && args+=(--pp-coupled)
   return 0
 }
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# scripts/train-parallel/lib.sh's layout_args: TxPxD[vV][+dpo][+tpo] gives the rank count and
-# megascale-train's layout arguments (--dp-overlap with +dpo, --tp-overlap with +tpo); a malformed layout
+# scripts/train-parallel/lib.sh's layout_args: TxPxD[vV][+dpo][+tpo][+ppc] gives the rank count and
+# megascale-train's layout arguments (--dp-overlap with +dpo, --tp-overlap with +tpo, --pp-coupled with
+# +ppc); a malformed layout
 # exits 2 naming it.
 # Usage: train_parallel_lib_test.sh SOURCE_DIR
 set -uo pipefail
@@ -22,9 +23,11 @@ layout_args 2x1x1+tpo
 [[ $nproc == 2 && "${args[*]}" == "--tp 2 --pp 1 --dp 1 --vpp 1 --tp-overlap" ]] || fail "2x1x1+tpo: ${args[*]}"
 layout_args 2x2x2+dpo+tpo
 [[ "${args[*]}" == "--tp 2 --pp 2 --dp 2 --vpp 1 --dp-overlap --tp-overlap" ]] || fail "2x2x2+dpo+tpo: ${args[*]}"
-for bad in 2x2 2x2x2+tpo+dpo 2x2x2+xpo x1x1 2x2x2v; do
+layout_args 2x2x2+tpo+ppc
+[[ "${args[*]}" == "--tp 2 --pp 2 --dp 2 --vpp 1 --tp-overlap --pp-coupled" ]] || fail "2x2x2+tpo+ppc: ${args[*]}"
+for bad in 2x2 2x2x2+tpo+dpo 2x2x2+ppc+tpo 2x2x2+xpo x1x1 2x2x2v; do
   out=$( (layout_args "$bad") 2>&1)
   (( $? == 2 )) || fail "$bad: accepted"
-  [[ $out == *"'$bad' is not TxPxD[vV][+dpo][+tpo]"* ]] || fail "$bad: message: $out"
+  [[ $out == *"'$bad' is not TxPxD[vV][+dpo][+tpo][+ppc]"* ]] || fail "$bad: message: $out"
 done
 echo "train_parallel_lib_test: ok"

@@ -172,6 +172,10 @@ GptImpl<T>::GptImpl(const ModelConfig& model, int batch_size, int seq_len, const
     for (cudaEvent_t& e : params_ready_) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   }
   reduced_.assign(static_cast<size_t>(dp_plan_.buckets()), 0);
+  if (par.pp_coupled && pp_ > 1) {
+    auto coupled = coupled_schedule(par.layout, pp_rank_, micro_batches_);
+    if (coupled) coupled_ = std::move(*coupled);
+  }
   last_backward_.assign(static_cast<size_t>(vpp_), -1);
   for (size_t i = 0; i < schedule_.size(); ++i) {
     if (schedule_[i].kind == PassKind::kBackward)
@@ -291,6 +295,10 @@ Result<std::unique_ptr<GptModel>> GptModel::create(const ModelConfig& model, Com
     auto passes = pipeline_schedule(l, par.me.pp, par.micro_batches);
     if (!passes) return Error{where + passes.error().message};
     schedule = std::move(*passes);
+  }
+  if (par.pp_coupled && (l.pp < 2 || l.vpp > 1)) {
+    return Error{where + "--pp-coupled needs pp > 1 and vpp 1: the coupled baseline holds each send for the "
+                         "next receive, which deadlocks in the interleaved order (pipeline.h: check_coupled)"};
   }
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) return Error{"GptModel: no CUDA device"};

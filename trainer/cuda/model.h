@@ -77,6 +77,10 @@ struct ModelParallel {
   void* activation_recv = nullptr;
   void* gradient_send = nullptr;
   void* gradient_recv = nullptr;
+  // pp > 1, vpp 1: the coupled baseline (pipeline.h: coupled_schedule), the sends and receives on the
+  // compute stream, each send in one group with the next receive. Otherwise each exchange runs on a
+  // stream of its own and a stage never waits on its neighbour's send (MegaScale §3.2).
+  bool pp_coupled = false;
 };
 
 // One parameter tensor as laid out in the model's allocations.

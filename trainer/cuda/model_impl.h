@@ -533,6 +533,7 @@ class GptImpl final : public GptModel {
     int lane = 0;  // its lane in the stage profiler
   };
   Peer peers_[4];
+  std::vector<CoupledStep> coupled_;  // --pp-coupled: the schedule with its exchanges (else empty)
   cudaEvent_t computed_ = nullptr;  // the compute stream's progress, for the peers' streams to wait on
   ncclComm_t dp_comm_ = nullptr;
   int dp_ = 1;

@@ -245,41 +245,97 @@ double GptImpl<T>::pipeline_step(const std::vector<const int32_t*>& inputs,
     StageScope scope(prof, Stage::kPpSend, p.lane);
     nccl_check(ncclSend(buffer, nc, nccl_type(), 1, p.comm, p.stream), "ncclSend");
   };
-  for (size_t index = 0; index < schedule_.size(); ++index) {
-    const Pass& pass = schedule_[index];
+  auto key_of = [&](const Pass& pass) { return static_cast<size_t>(pass.micro_batch) * vpp_ + pass.chunk; };
+  // The passes' compute; the exchanges around them are the caller's.
+  auto forward = [&](const Pass& pass) {
     const int c = pass.chunk, mb = pass.micro_batch;
-    const size_t key = static_cast<size_t>(mb) * vpp_ + c;
-    if (pass.kind == PassKind::kForward) {
-      const int region = take_region(c);
-      region_of_[key] = region;
-      if (!first_stage(c)) {
-        receive(act_recv, act_in_ + key * nc);
-        CUDA_CHECK(cudaMemcpyAsync(residual_at(region, 0), act_in_ + key * nc, nc * sizeof(T),
-                                   cudaMemcpyDeviceToDevice, stream_));
-      }
-      run_forward_chunk(region, c, mb);
-      if (last_stage(c)) {
-        run_head(region, mb, grad_scale / static_cast<float>(N_), true, false);
-        loss_accumulate(loss_sum_, losses_, N_, grad_scale, stream_);
-        CUDA_CHECK(
-            cudaMemcpyAsync(grad_in_ + key * nc, dres_, nc * sizeof(T), cudaMemcpyDeviceToDevice, stream_));
-      } else {
-        send(act_send, residual_at(region, Lc_));
-      }
-    } else {
-      const int region = region_of_[key];
-      if (!last_stage(c)) receive(grad_recv, grad_in_ + key * nc);
+    const size_t key = key_of(pass);
+    const int region = take_region(c);
+    region_of_[key] = region;
+    if (!first_stage(c)) {
+      CUDA_CHECK(cudaMemcpyAsync(residual_at(region, 0), act_in_ + key * nc, nc * sizeof(T),
+                                 cudaMemcpyDeviceToDevice, stream_));
+    }
+    run_forward_chunk(region, c, mb);
+    if (last_stage(c)) {
+      run_head(region, mb, grad_scale / static_cast<float>(N_), true, false);
+      loss_accumulate(loss_sum_, losses_, N_, grad_scale, stream_);
       CUDA_CHECK(
-          cudaMemcpyAsync(dres_, grad_in_ + key * nc, nc * sizeof(T), cudaMemcpyDeviceToDevice, stream_));
-      final_backward_ = static_cast<int>(index) == last_backward_[static_cast<size_t>(c)];
-      run_backward_chunk(region, c, mb, false);
-      final_backward_ = false;
-      if (!first_stage(c)) {
-        CUDA_CHECK(
-            cudaMemcpyAsync(grad_out_ + key * nc, dres_, nc * sizeof(T), cudaMemcpyDeviceToDevice, stream_));
-        send(grad_send, grad_out_ + key * nc);
+          cudaMemcpyAsync(grad_in_ + key * nc, dres_, nc * sizeof(T), cudaMemcpyDeviceToDevice, stream_));
+    }
+  };
+  auto backward = [&](const Pass& pass, size_t index) {
+    const int c = pass.chunk, mb = pass.micro_batch;
+    const size_t key = key_of(pass);
+    const int region = region_of_[key];
+    CUDA_CHECK(
+        cudaMemcpyAsync(dres_, grad_in_ + key * nc, nc * sizeof(T), cudaMemcpyDeviceToDevice, stream_));
+    final_backward_ = static_cast<int>(index) == last_backward_[static_cast<size_t>(c)];
+    run_backward_chunk(region, c, mb, false);
+    final_backward_ = false;
+    if (!first_stage(c)) {
+      CUDA_CHECK(
+          cudaMemcpyAsync(grad_out_ + key * nc, dres_, nc * sizeof(T), cudaMemcpyDeviceToDevice, stream_));
+    }
+    free_regions_.push_back(region);
+  };
+  if (coupled_.empty()) {
+    // Decoupled: each exchange on its peer's stream; a receive holds the compute stream only until its
+    // data is there, a send never.
+    for (size_t index = 0; index < schedule_.size(); ++index) {
+      const Pass& pass = schedule_[index];
+      const size_t key = key_of(pass);
+      if (pass.kind == PassKind::kForward) {
+        if (!first_stage(pass.chunk)) receive(act_recv, act_in_ + key * nc);
+        forward(pass);
+        if (!last_stage(pass.chunk)) send(act_send, residual_at(region_of_[key], Lc_));
+      } else {
+        if (!last_stage(pass.chunk)) receive(grad_recv, grad_in_ + key * nc);
+        backward(pass, index);
+        if (!first_stage(pass.chunk)) send(grad_send, grad_out_ + key * nc);
       }
-      free_regions_.push_back(region);
+    }
+  } else {
+    // Coupled (--pp-coupled): each step's exchanges as one group on the compute stream, then its pass.
+    size_t index = 0;
+    for (const CoupledStep& step : coupled_) {
+      if (!step.ops.empty()) {
+        const bool receives = std::any_of(step.ops.begin(), step.ops.end(), [](const P2pOp& op) {
+          return op.kind == P2pKind::kRecvActivation || op.kind == P2pKind::kRecvGradient;
+        });
+        StageScope scope(prof, receives ? Stage::kPpRecv : Stage::kPpSend);
+        nccl_check(ncclGroupStart(), "ncclGroupStart");
+        for (const P2pOp& op : step.ops) {
+          const size_t key = static_cast<size_t>(op.micro_batch) * vpp_ + op.chunk;
+          switch (op.kind) {
+            case P2pKind::kSendActivation:
+              nccl_check(
+                  ncclSend(residual_at(region_of_[key], Lc_), nc, nccl_type(), 1, act_send.comm, stream_),
+                  "ncclSend");
+              break;
+            case P2pKind::kRecvActivation:
+              nccl_check(ncclRecv(act_in_ + key * nc, nc, nccl_type(), 0, act_recv.comm, stream_),
+                         "ncclRecv");
+              break;
+            case P2pKind::kSendGradient:
+              nccl_check(ncclSend(grad_out_ + key * nc, nc, nccl_type(), 1, grad_send.comm, stream_),
+                         "ncclSend");
+              break;
+            case P2pKind::kRecvGradient:
+              nccl_check(ncclRecv(grad_in_ + key * nc, nc, nccl_type(), 0, grad_recv.comm, stream_),
+                         "ncclRecv");
+              break;
+          }
+        }
+        nccl_check(ncclGroupEnd(), "ncclGroupEnd");
+      }
+      if (!step.pass) continue;
+      if (step.pass->kind == PassKind::kForward) {
+        forward(*step.pass);
+      } else {
+        backward(*step.pass, index);
+      }
+      ++index;
     }
   }
   // Everything after (the norm, the optimizer, the next step's buffers) waits for the exchanges.

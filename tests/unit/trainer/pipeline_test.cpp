@@ -82,8 +82,9 @@ TEST(PipelineReplay, BubbleIsThePapersForEveryShape) {
             EXPECT_GE(r->bubble_ratio, paper - 1e-12) << describe(l) << " m " << m;
           }
           for (int s = 0; s < pp; ++s) {
-            const int warmup = vpp == 1 ? std::min(pp - s - 1, m)
-                                        : (m == pp ? m * vpp : std::min((pp - s - 1) * 2 + (vpp - 1) * pp, m * vpp));
+            const int warmup =
+                vpp == 1 ? std::min(pp - s - 1, m)
+                         : (m == pp ? m * vpp : std::min((pp - s - 1) * 2 + (vpp - 1) * pp, m * vpp));
             EXPECT_LE(r->in_flight[s], std::min(warmup + 1, m * vpp)) << describe(l) << " stage " << s;
           }
         }
@@ -124,12 +125,78 @@ TEST(PipelineReplay, NamesAMissingPassABackwardTooEarlyAndADeadlock) {
 
   // Stage 1 runs micro-batch 1's forward before micro-batch 0's backward, which stage 0 needs before
   // it sends micro-batch 1's forward: a cycle, though each rank's own order is valid.
-  std::vector<std::vector<Pass>> cycle = {
-      {{PassKind::kForward, 0, 0}, {PassKind::kBackward, 0, 0}, {PassKind::kForward, 1, 0}, {PassKind::kBackward, 1, 0}},
-      {{PassKind::kForward, 0, 0}, {PassKind::kForward, 1, 0}, {PassKind::kBackward, 0, 0}, {PassKind::kBackward, 1, 0}}};
+  std::vector<std::vector<Pass>> cycle = {{{PassKind::kForward, 0, 0},
+                                           {PassKind::kBackward, 0, 0},
+                                           {PassKind::kForward, 1, 0},
+                                           {PassKind::kBackward, 1, 0}},
+                                          {{PassKind::kForward, 0, 0},
+                                           {PassKind::kForward, 1, 0},
+                                           {PassKind::kBackward, 0, 0},
+                                           {PassKind::kBackward, 1, 0}}};
   auto dead = replay_pipeline(l, 2, cycle, {});
   ASSERT_FALSE(dead);
   EXPECT_EQ(dead.error().message, "the pipeline deadlocks: stage 0 at B0.0, stage 1 at F1.0");
+}
+
+}  // namespace
+}  // namespace megascale::trainer
+
+namespace megascale::trainer {
+namespace {
+
+std::string ops_of(const CoupledStep& s) {
+  std::string out;
+  for (const P2pOp& op : s.ops) {
+    if (!out.empty()) out += ' ';
+    out += to_string(op);
+  }
+  return out;
+}
+
+// The coupled baseline: each send held back to go in one group with the next pass's receive.
+TEST(CoupledPipeline, SendsGoWithTheNextReceive) {
+  const ParallelLayout l{.tp = 1, .pp = 2, .dp = 1, .vpp = 1};
+  // Stage 0 of 2, 3 micro-batches: F0 F1 B0 F2 B1 B2 (one warm-up forward).
+  auto first = coupled_schedule(l, 0, 3);
+  ASSERT_TRUE(first) << first.error().message;
+  std::vector<std::string> got;
+  for (const CoupledStep& s : *first) got.push_back(ops_of(s) + " | " + (s.pass ? to_string(*s.pass) : "-"));
+  EXPECT_EQ(got, (std::vector<std::string>{" | F0.0", "sendA0.0 | F1.0", "sendA1.0 recvG0.0 | B0.0",
+                                           " | F2.0", "sendA2.0 recvG1.0 | B1.0", "recvG2.0 | B2.0"}));
+  // Stage 1 (the last): every forward receives, every backward sends back, the last send alone.
+  auto last = coupled_schedule(l, 1, 3);
+  ASSERT_TRUE(last) << last.error().message;
+  got.clear();
+  for (const CoupledStep& s : *last) got.push_back(ops_of(s) + " | " + (s.pass ? to_string(*s.pass) : "-"));
+  EXPECT_EQ(got,
+            (std::vector<std::string>{"recvA0.0 | F0.0", " | B0.0", "sendG0.0 recvA1.0 | F1.0", " | B1.0",
+                                      "sendG1.0 recvA2.0 | F2.0", " | B2.0", "sendG2.0 | -"}));
+}
+
+// Every 1F1B shape replays without deadlock, each exchange meeting the right micro-batch and chunk.
+TEST(CoupledPipeline, OneFOneBNeverDeadlocks) {
+  for (int pp = 2; pp <= 8; ++pp) {
+    for (int m : {1, 2, pp - 1, pp, pp + 1, 2 * pp, 3 * pp + 1}) {
+      if (m < 1) continue;
+      const ParallelLayout l{.tp = 1, .pp = pp, .dp = 1, .vpp = 1};
+      const Status s = check_coupled(l, m);
+      EXPECT_TRUE(s) << s.error().message;
+    }
+  }
+}
+
+// Held-back sends are not enough for the interleaved order: the check finds the deadlock, naming every
+// rank's waiting group (so `--pp-coupled` is refused with vpp > 1; Megatron-Core pairs four operations
+// there).
+TEST(CoupledPipeline, InterleavedSchedulesDeadlockAndTheCheckSaysWhere) {
+  const Status s = check_coupled({.tp = 1, .pp = 2, .dp = 1, .vpp = 2}, 4);
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().message,
+            "pp 2 vpp 2, 4 micro-batches: the coupled exchanges deadlock: rank 0 in {sendG0.1}; rank 1 in "
+            "{sendG1.1 recvA2.0}");
+  for (int pp : {2, 4}) {
+    for (int vpp : {2, 3}) EXPECT_FALSE(check_coupled({.tp = 1, .pp = pp, .dp = 1, .vpp = vpp}, 2 * pp));
+  }
 }
 
 }  // namespace

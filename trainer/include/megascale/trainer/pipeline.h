@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,15 +62,15 @@ struct PassTimes {
 };
 
 struct PipelineReplay {
-  double makespan = 0;      // first pass's start to the last pass's end, over all ranks
-  double ideal = 0;         // one rank's busy time: m * vpp * (forward + backward)
-  double bubble_ratio = 0;  // (makespan - ideal) / ideal: Narayanan et al.'s bubble time fraction
+  double makespan = 0;         // first pass's start to the last pass's end, over all ranks
+  double ideal = 0;            // one rank's busy time: m * vpp * (forward + backward)
+  double bubble_ratio = 0;     // (makespan - ideal) / ideal: Narayanan et al.'s bubble time fraction
   std::vector<int> in_flight;  // max_in_flight of each rank's schedule
 };
 
-// Runs every rank's schedule (schedules[stage]) against the others: a pass starts when its rank is free and its input is
-// there (a forward needs the previous virtual stage's forward of its micro-batch; a backward the next
-// virtual stage's backward, the last virtual stage's backward its own forward). Communication takes no
+// Runs every rank's schedule (schedules[stage]) against the others: a pass starts when its rank is free and
+// its input is there (a forward needs the previous virtual stage's forward of its micro-batch; a backward the
+// next virtual stage's backward, the last virtual stage's backward its own forward). Communication takes no
 // time and sends never wait (decoupled send and receive). Refused, naming the problem, when a schedule
 // lacks or repeats a pass, runs a backward before its forward, or the ranks deadlock (naming the passes
 // each waits on).
@@ -77,5 +78,40 @@ Result<PipelineReplay> replay_pipeline(const ParallelLayout& layout, int micro_b
                                        const std::vector<std::vector<Pass>>& schedules, PassTimes times);
 // The same over the layout's own schedules (pipeline_schedule for every stage).
 Result<PipelineReplay> replay_pipeline(const ParallelLayout& layout, int micro_batches, PassTimes times);
+
+// The coupled baseline (`--pp-coupled`), what MegaScale's decoupled sends improve on (§3.2): a stage's
+// sends and receives run on its compute stream, so it waits for its neighbour at every exchange. A send
+// is held back and issued in one group with the receive the stage's next pass needs, as Megatron-Core's
+// send_forward_recv_backward and send_backward_recv_forward do (two blocking calls in turn deadlock:
+// each neighbour sends first); with no receive to pair it with, it goes alone.
+enum class P2pKind : uint8_t { kSendActivation, kRecvActivation, kSendGradient, kRecvGradient };
+
+struct P2pOp {
+  P2pKind kind = P2pKind::kSendActivation;
+  int micro_batch = 0;
+  int chunk = 0;  // this rank's chunk whose pass made the send, or takes the receive
+  bool operator==(const P2pOp&) const = default;
+};
+
+// "sendA3.0" (activations of micro-batch 3 from chunk 0), "recvG2.1".
+std::string to_string(const P2pOp& op);
+
+// One step of a rank's coupled schedule: `ops` as one group on the compute stream, then `pass` (none in
+// a last step that only sends).
+struct CoupledStep {
+  std::vector<P2pOp> ops;
+  std::optional<Pass> pass;
+};
+
+// The layout's schedule for pipeline rank `stage` with its exchanges coupled; refused as
+// pipeline_schedule refuses.
+Result<std::vector<CoupledStep>> coupled_schedule(const ParallelLayout& layout, int stage, int micro_batches);
+
+// Runs every rank's coupled schedule against the others as NCCL would: a group's operations are posted
+// together and the group ends when each has met its peer's counterpart, matched in order on each
+// (sender, receiver, activations or gradients) channel. Refused, naming what each rank waits on, when
+// the ranks deadlock, and naming both operations when a channel pairs operations of different
+// micro-batches or chunks.
+Status check_coupled(const ParallelLayout& layout, int micro_batches);
 
 }  // namespace megascale::trainer
