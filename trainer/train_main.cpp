@@ -59,6 +59,10 @@ struct Options {
   std::string loss_log_path;
   int stop_after = 0;           // 0 = run to the end
   double step_timeout_s = 600;  // a step running longer ends the job (watchdog.h); 0 = no deadline
+  // How this process's host thread waits for the GPU: "auto" blocks (sleeps) when ranks share the host,
+  // leaving the CPUs to NCCL's and the net's threads, and is CUDA's own choice otherwise; "spin",
+  // "yield", "block" force one.
+  std::string cuda_wait = "auto";
   bool profile = false;         // --profile or MEGASCALE_TRAIN_PROFILE=1
   std::string timeline_dir;     // --timeline: a Chrome trace per rank here (turns the profile on)
   int timeline_steps = 3;
@@ -224,6 +228,7 @@ Status dump_step0(const std::string& dir, GptModel& model, const RunConfig& run,
 // communicators (the world's, and each parallel group's split from it).
 struct Job {
   LaunchEnv launch;
+  std::string cuda_wait;  // how the host waits for the GPU, as set (the job line says it)
   ParallelLayout layout;
   RankCoords me;
   int gpus = 1;  // the distinct GPUs the job runs on (ranks may share them)
@@ -281,6 +286,32 @@ Error nccl_error(const char* call, ncclResult_t r) {
 // Reads the launcher's variables, checks the layout against them and the model, picks this rank's GPU
 // and joins NCCL: every rank sets NCCL_COMM_ID to rank 0's address (unless set) and asks NCCL for the id,
 // so rank 0's ncclCommInitRank listens there and no other channel carries it.
+// --cuda-wait: the host thread's wait for the GPU (cudaSetDeviceFlags on the current device). A spinning
+// wait takes a CPU for the whole of every wait; with several ranks on a host those CPUs are the ones
+// NCCL's proxy threads and the net's threads need. `said` gets the choice as the job line gives it.
+Status set_cuda_wait(const std::string& how, int local_ranks, std::string& said) {
+  unsigned flags = cudaDeviceScheduleAuto;
+  if (how == "spin") {
+    flags = cudaDeviceScheduleSpin;
+  } else if (how == "yield") {
+    flags = cudaDeviceScheduleYield;
+  } else if (how == "block" || (how == "auto" && local_ranks > 1)) {
+    flags = cudaDeviceScheduleBlockingSync;
+  } else if (how != "auto") {
+    return make_error(ErrorCode::kInvalidArgument,
+                      fmt::format("--cuda-wait {}: expected auto, spin, yield or block", how));
+  }
+  said = how == "auto" ? (local_ranks > 1 ? fmt::format("block (auto: {} ranks on this host)", local_ranks)
+                                          : std::string("CUDA's choice (auto: one rank on this host)"))
+                       : how;
+  if (flags == cudaDeviceScheduleAuto) return {};
+  if (cudaError_t e = cudaSetDeviceFlags(flags); e != cudaSuccess) {
+    return make_error(ErrorCode::kDevice, fmt::format("--cuda-wait {}: cudaSetDeviceFlags: {}", how,
+                                                      cudaGetErrorString(e)));
+  }
+  return {};
+}
+
 Result<std::unique_ptr<Job>> join_job(const Options& o, const RunConfig& run, const LaunchEnv& env) {
   auto job = std::make_unique<Job>();
   job->launch = env;
@@ -301,7 +332,12 @@ Result<std::unique_ptr<Job>> join_job(const Options& o, const RunConfig& run, co
   }
   if (Status s = validate_layout(l, run); !s) return s.error();
   job->me = coords_of(l, env.rank);
-  if (world == 1) return job;
+  if (world == 1) {
+    if (o.cuda_wait != "auto") {
+      if (Status s = set_cuda_wait(o.cuda_wait, 1, job->cuda_wait); !s) return s.error();
+    }
+    return job;
+  }
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess) count = 0;
   char host[256] = {};
@@ -315,6 +351,7 @@ Result<std::unique_ptr<Job>> join_job(const Options& o, const RunConfig& run, co
     return make_error(ErrorCode::kDevice,
                       fmt::format("rank {}: cudaSetDevice({}) failed", env.rank, plan->device));
   }
+  if (Status s = set_cuda_wait(o.cuda_wait, env.local_world_size, job->cuda_wait); !s) return s.error();
   job->gpus = world / env.local_world_size * std::min(env.local_world_size, count);
   ::setenv("NCCL_COMM_ID", nccl_comm_id(env, getenv_lookup()).c_str(), 0);
   ncclUniqueId id;
@@ -445,7 +482,8 @@ int run_training(const Options& options) {
     }
     // One rank speaks for the job: the others print errors only.
     if (job.launch.rank != 0 && std::freopen("/dev/null", "w", stdout) == nullptr) return 2;
-    fmt::print("job: {} from {} on {} GPU(s)\n", describe(job.layout), job.launch.source, job.gpus);
+    fmt::print("job: {} from {} on {} GPU(s); host waits for the GPU: {}\n", describe(job.layout),
+               job.launch.source, job.gpus, job.cuda_wait);
   }
   const TrainConfig& train = run.train;
   const int local_batch = train.batch_size / dp;  // validate_layout: dp divides batch_size
@@ -719,6 +757,10 @@ int main(int argc, char** argv) {
          "with several ranks, end the job with an error when a step runs longer than this many seconds "
          "(a peer stopped or vanished; NCCL never times out by itself); 0: no deadline")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--cuda-wait", o.cuda_wait,
+                 "how the host waits for the GPU: auto (block when ranks share this host, else CUDA's "
+                 "choice), spin, yield or block")
+      ->check(CLI::IsMember({"auto", "spin", "yield", "block"}));
   app.add_option("--loss-log", o.loss_log_path, "append 'step loss grad_norm' lines here");
   app.add_option("--dump-step0", o.dump_step0_dir,
                  "write step 0 (weights, batch, logits, grads) here and exit");
