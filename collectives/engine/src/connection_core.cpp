@@ -350,6 +350,7 @@ void ConnectionCore::close(TimeNs now) {
   state_ = ConnectionState::kClosing;
   fin_start_ns_ = now;
   drain_deadline_ns_ = now + cfg_.cc.rto.retry_budget_ns;
+  gap_deadline_ns_ = now + cfg_.cc.rto.max_rto_ns;
   maybe_finish_drain(now);
 }
 
@@ -358,10 +359,17 @@ void ConnectionCore::maybe_finish_drain(TimeNs now) {
   // Everything sent is acknowledged and nothing matched waits to be sent ...
   const bool quiet = send_.quiet();
   // ... and no send waits for a credit, or the drain deadline passed (a peer that never posts the
-  // matching receives cannot hold the close forever).
-  const bool drained = quiet && (!send_.has_unmatched() || now >= drain_deadline_ns_);
-  if (!drained) {
-    if (quiet) ctl_deadline_ = drain_deadline_ns_;  // wake to give up on the unmatched sends
+  // matching receives cannot hold the close forever) ...
+  const bool matched = !send_.has_unmatched() || now >= drain_deadline_ns_;
+  // ... and what the peer sent has arrived without a gap, so that the FIN's cumulative ACK covers every
+  // message received here: with a segment lost just before the peer's last message (its CREDIT, say)
+  // and that message's ACKs lost too, the FIN would not acknowledge it and the peer would fail a send
+  // that arrived. The peer resends the missing segment at its RTO; one that never does holds the close
+  // at most max_rto.
+  const bool gapless = !recv_.has_gap() || now >= gap_deadline_ns_;
+  if (!quiet || !matched || !gapless) {
+    if (quiet)
+      ctl_deadline_ = std::min(matched ? kNever : drain_deadline_ns_, gapless ? kNever : gap_deadline_ns_);
     return;
   }
   uint32_t ns = 0;

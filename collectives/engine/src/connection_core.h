@@ -179,6 +179,7 @@ class ConnectionCore {
   bool fin_reply_pending_ = false;
   TimeNs fin_start_ns_ = 0;
   TimeNs drain_deadline_ns_ = kNever;  // close(): unmatched sends fail after this
+  TimeNs gap_deadline_ns_ = kNever;  // close: how long a gap in what we received may hold the FIN
 
   // --- liveness ---
   TimeNs last_rx_ns_ = 0;                 // the last packet from the peer

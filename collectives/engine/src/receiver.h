@@ -78,6 +78,8 @@ class ReceiveHalf {
   }
   // Every segment below this has been received (a FIN carries it).
   uint64_t rcv_nxt() const { return rcv_nxt_; }
+  // A segment above rcv_nxt() has arrived: something before it is still missing.
+  bool has_gap() const { return rcv_highest_end_ > rcv_nxt_; }
   // Stops ACKs and CNPs (the connection failed).
   void stop() {
     ack_now_ = false;
