@@ -129,9 +129,11 @@ class GptImpl final : public GptModel {
 
   void optimizer_step(const TrainConfig& train, double lr, int step, double norm) override;
 
+  // kMasters with dp > 1 is a collective over the DP group (gather_masters).
   std::vector<float> download(Buffer which) const override {
     join_dp();
     if (which == Buffer::kGrads) zero_stale_weight_grads();
+    if (which == Buffer::kMasters) gather_masters();
     std::vector<float> host(floats_);
     const bool state = which == Buffer::kMoment1 || which == Buffer::kMoment2;
     std::vector<float> compact(state ? state_floats_ : 0);
@@ -226,6 +228,9 @@ class GptImpl final : public GptModel {
   // the masters' pieces all-gathered in place and the slices' compute copies refreshed from them.
   void reduce_scatter_bucket(int bucket, ncclComm_t comm, cudaStream_t stream);
   void all_gather_bucket(int bucket, ncclComm_t comm, cudaStream_t stream);
+  // dp > 1: every rank's pieces of the fp32 masters, all-gathered over the DP group on the compute
+  // stream (a collective: every rank of the group calls it, as download(kMasters) does at a checkpoint).
+  void gather_masters() const;
 
   // With dp overlap (a communicator and stream of its own): after layer `bucket`'s backward on the
   // step's last micro-batch (final_backward_), its bucket is reduce-scattered on dp_stream_ while the
@@ -534,7 +539,7 @@ class GptImpl final : public GptModel {
   };
   Peer peers_[4];
   std::vector<CoupledStep> coupled_;  // --pp-coupled: the schedule with its exchanges (else empty)
-  cudaEvent_t computed_ = nullptr;  // the compute stream's progress, for the peers' streams to wait on
+  cudaEvent_t computed_ = nullptr;    // the compute stream's progress, for the peers' streams to wait on
   ncclComm_t dp_comm_ = nullptr;
   int dp_ = 1;
   int dp_rank_ = 0;

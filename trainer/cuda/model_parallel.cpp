@@ -137,21 +137,34 @@ void GptImpl<T>::reduce_scatter_bucket(int bucket, ncclComm_t comm, cudaStream_t
   nccl_check(ncclGroupEnd(), "ncclGroupEnd");
 }
 
+// The optimizer wrote the rank's pieces of both the masters and the compute copy: the compute copy is
+// what the next forward reads, so that is what is gathered, in the compute type (bf16 moves half the
+// bytes fp32 masters would). The masters of the other ranks' pieces go stale here; gather_masters()
+// brings them back for a checkpoint.
 template <class T>
 void GptImpl<T>::all_gather_bucket(int bucket, ncclComm_t comm, cudaStream_t stream) {
   nccl_check(ncclGroupStart(), "ncclGroupStart");
   for (const GradSlice& s : dp_plan_.slices) {
     if (s.bucket != bucket) continue;
-    float* slice = masters_ + tensors_[static_cast<size_t>(s.tensor)].offset + s.offset;
+    T* slice = params_ + tensors_[static_cast<size_t>(s.tensor)].offset + s.offset;
     const size_t part = static_cast<size_t>(s.numel / dp_);
-    nccl_check(ncclAllGather(slice + dp_rank_ * part, slice, part, ncclFloat, comm, stream), "ncclAllGather");
+    nccl_check(ncclAllGather(slice + dp_rank_ * part, slice, part, nccl_type(), comm, stream),
+               "ncclAllGather");
   }
   nccl_check(ncclGroupEnd(), "ncclGroupEnd");
+}
+
+template <class T>
+void GptImpl<T>::gather_masters() const {
+  if (dp_ == 1) return;
+  nccl_check(ncclGroupStart(), "ncclGroupStart");
   for (const GradSlice& s : dp_plan_.slices) {
-    if (s.bucket != bucket) continue;
-    const size_t at = tensors_[static_cast<size_t>(s.tensor)].offset + static_cast<size_t>(s.offset);
-    copy_to_compute<T>(params_ + at, masters_ + at, static_cast<size_t>(s.numel), stream);
+    float* slice = masters_ + tensors_[static_cast<size_t>(s.tensor)].offset + s.offset;
+    const size_t part = static_cast<size_t>(s.numel / dp_);
+    nccl_check(ncclAllGather(slice + dp_rank_ * part, slice, part, ncclFloat, dp_comm_, stream_),
+               "ncclAllGather");
   }
+  nccl_check(ncclGroupEnd(), "ncclGroupEnd");
 }
 
 template <class T>

@@ -35,13 +35,13 @@ CommVolume comm_volume(const ParallelLayout& l, const RunConfig& run) {
     v.tp_bytes = bytes;
   }
   if (l.dp > 1) {
-    // The rank's flat fp32 buffer (its stage's tensors, its TP slices): reduce-scattered, then the
-    // masters all-gathered.
+    // The rank's tensors (its stage's, its TP slices): the fp32 gradients reduce-scattered, then the
+    // parameters all-gathered in the compute type.
     double floats = 0;
     for (const TpTensor& x : tp_parameter_tensors(m, l.tp, stage_share(l, m.n_layer, 0))) {
       floats += static_cast<double>(x.numel());
     }
-    v.dp_bytes = 2.0 * static_cast<double>(l.dp - 1) / l.dp * floats * 4.0;
+    v.dp_bytes = static_cast<double>(l.dp - 1) / l.dp * floats * (4.0 + act);
   }
   if (l.pp > 1) {
     // A chunk sends its output forward unless it is the last virtual stage and its input's gradient back

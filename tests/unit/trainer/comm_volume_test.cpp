@@ -10,7 +10,11 @@ namespace {
 
 RunConfig small_run() {
   RunConfig r;
-  r.model = {.vocab_size = 250, .padded_vocab_size = 256, .max_seq_len = 64, .n_layer = 4, .n_head = 4,
+  r.model = {.vocab_size = 250,
+             .padded_vocab_size = 256,
+             .max_seq_len = 64,
+             .n_layer = 4,
+             .n_head = 4,
              .d_model = 32};
   r.train.batch_size = 8;
   r.train.seq_len = 64;
@@ -24,11 +28,13 @@ TEST(CommVolume, OneRankSendsNothing) {
   EXPECT_EQ(v.total(), 0.0);
 }
 
-TEST(CommVolume, DataParallelMovesTheFlatBufferTwice) {
-  const RunConfig r = small_run();
+TEST(CommVolume, DataParallelReduceScattersFp32AndGathersTheComputeType) {
+  RunConfig r = small_run();
   const CommVolume v = comm_volume(ParallelLayout{.dp = 4}, r);
   const double floats = static_cast<double>(r.model.num_parameters());
-  EXPECT_DOUBLE_EQ(v.dp_bytes, 2.0 * 3.0 / 4.0 * floats * 4.0);  // reduce-scatter + all-gather, fp32
+  EXPECT_DOUBLE_EQ(v.dp_bytes, 3.0 / 4.0 * floats * (4.0 + 2.0));  // fp32 gradients, bf16 parameters
+  r.train.dtype = ComputeDtype::kFp32;
+  EXPECT_DOUBLE_EQ(comm_volume(ParallelLayout{.dp = 4}, r).dp_bytes, 3.0 / 4.0 * floats * (4.0 + 4.0));
   EXPECT_EQ(v.tp_bytes, 0.0);
   EXPECT_EQ(v.pp_bytes, 0.0);
 }
@@ -40,7 +46,8 @@ TEST(CommVolume, TensorParallelCountsEightRowExchangesPerLayerAndTheEnds) {
   for (const TpTensor& t : tp_parameter_tensors(r.model, 2)) {
     if (t.partial_grad) partial += static_cast<double>(t.numel());
   }
-  const double expected = ring * (4 * 8 * N * C * b * m + (4 * N * C * b + 2 * 3 * N * 4) * m) + 2 * ring * partial * 4;
+  const double expected =
+      ring * (4 * 8 * N * C * b * m + (4 * N * C * b + 2 * 3 * N * 4) * m) + 2 * ring * partial * 4;
   EXPECT_DOUBLE_EQ(comm_volume(ParallelLayout{.tp = 2}, r).tp_bytes, expected);
   r.model.parallel_block = true;  // one reduce-scatter forward and one all-gather backward fewer
   EXPECT_DOUBLE_EQ(comm_volume(ParallelLayout{.tp = 2}, r).tp_bytes, expected - ring * 4 * 2 * N * C * b * m);
