@@ -8,7 +8,8 @@
 #   scripts/nccl-tests/build.sh /tmp/nccl-tests [OUT]
 #
 # Needs CUDA (nvcc; CUDA_HOME, default /usr/local/cuda), NCCL (NCCL_HOME, default CUDA_HOME) and Debian's
-# Open MPI (openmpi-bin, libopenmpi-dev: installed here with apt-get when missing). GENCODE (default
+# Open MPI (openmpi-bin, libopenmpi-dev: installed with apt-get for the build when missing, and removed
+# again at the end). GENCODE (default
 # sm_90) picks the GPU architecture. OUT gets:
 #   bin/*_perf                     nccl-tests' programs of PROGRAMS (default "all_reduce all_gather")
 #   openmpi/bin/mpirun, orted      Open MPI 4's launcher, run with OPAL_PREFIX=OUT/openmpi
@@ -24,8 +25,15 @@ cuda=${CUDA_HOME:-/usr/local/cuda}
 nccl=${NCCL_HOME:-$cuda}
 gencode=${GENCODE:--gencode=arch=compute_90,code=sm_90}
 [[ -f $src/src/common.cu ]] || { echo "build.sh: $src is not an nccl-tests checkout (no src/common.cu)"; exit 2; }
+# Open MPI is needed only while this script runs: what it installs it removes again on the way out, since
+# its packages bring hwloc's plugins, whose PCI plugin's allocations LeakSanitizer then reports in every
+# test that discovers the topology (scripts/test.sh's asan stage).
 if ! command -v mpicc > /dev/null || ! command -v orterun > /dev/null; then
+  before=$(dpkg-query -W -f '${Package}\n' | sort)
   apt-get update -q && apt-get install -y -q openmpi-bin libopenmpi-dev
+  added=$(comm -13 <(echo "$before") <(dpkg-query -W -f '${Package}\n' | sort) | tr '\n' ' ')
+  # shellcheck disable=SC2064  # the list is fixed now
+  trap "apt-get remove -y -q $added > /dev/null" EXIT
 fi
 mpi_home=$(dirname "$(dirname "$(mpicc --showme:incdirs | tr ' ' '\n' | grep -m1 openmpi)")")
 [[ -d $mpi_home/lib ]] || mpi_home=/usr/lib/x86_64-linux-gnu/openmpi
