@@ -26,6 +26,9 @@
 # Overlap: each layout of OVERLAP_LAYOUTS (default "1x1x2+dpo 2x1x1+tpo 2x2x2+dpo+tpo 1x2x2+ppc", +ppc
 # the coupled pipeline baseline; the parallel
 # block with +tpo too) gets the fp32 and bf16 checks through the plugin and the LAMB one through Socket.
+# Validation: for each layout of EVAL_LAYOUTS (default "1x2x1 2x2x2 1x2x1v2"), through Socket, the fp32 val
+# loss after EXACT_STEPS steps (--eval-every, the validation pass through the pipeline) within 1e-5 of
+# one rank's.
 # Resume: for each layout of RESUME_LAYOUTS (default "2x2x2 1x2x1v2"), through Socket, bf16, 20 steps
 # uninterrupted against 10 steps, a checkpoint (a file per rank), and the last 10 resumed from it: the
 # 20 losses and gradient norms bit-identical.
@@ -52,6 +55,7 @@ layouts2=${LAYOUTS2:-1x1x2 2x1x1 1x2x1}
 resume_layouts=${RESUME_LAYOUTS-2x2x2 1x2x1v2}
 timeline_layout=${TIMELINE_LAYOUT-2x2x2}
 hang_layout=${HANG_LAYOUT-1x1x2}
+eval_layouts=${EVAL_LAYOUTS-1x2x1 2x2x2 1x2x1v2}
 overlap_layouts=${OVERLAP_LAYOUTS-1x1x2+dpo 2x1x1+tpo 2x2x2+dpo+tpo 1x2x2+ppc}
 read -r -a features <<< "${FEATURES---parallel-block --attention-window 64}"
 read -r -a tiny_args <<< "${TINY_ARGS---batch-size 8 --grad-accum 4}"
@@ -73,7 +77,7 @@ export MEGASCALE_IFNAME=${MEGASCALE_IFNAME:-lo} NCCL_SOCKET_IFNAME=${NCCL_SOCKET
 # shellcheck source=train-parallel/lib.sh
 source scripts/train-parallel/lib.sh
 # shellcheck disable=SC2086  # the layouts are words
-start_mps "$out" "$gpus" $layouts $layouts2 $resume_layouts $timeline_layout $overlap_layouts $hang_layout
+start_mps "$out" "$gpus" $layouts $layouts2 $resume_layouts $timeline_layout $overlap_layouts $hang_layout $eval_layouts
 
 verdict=0
 results=$out/results.jsonl
@@ -93,8 +97,10 @@ run() {
     none) ;;
   esac
   local t0=$SECONDS
+  local -a no_eval=(--eval-every 0)
+  [[ " $* " == *" --eval-every "* ]] && no_eval=()
   env "${env[@]}" timeout "$run_timeout" "$train" --nproc "$nproc" --loss-log "$out/$name.loss" \
-    --eval-every 0 "$@" > "$out/$name.log" 2>&1
+    "${no_eval[@]}" "$@" > "$out/$name.log" 2>&1
   local rc=$?
   printf '%-28s rc %d, %d s\n' "$name" "$rc" $((SECONDS - t0))
   if (( rc != 0 )); then
@@ -176,6 +182,31 @@ for l in $overlap_layouts; do
     compare one-fp32-features "$l-megascale-fp32-features" --exact-steps "$exact_steps" --rtol 1e-4
   fi
 done
+# Validation through the pipeline: the fp32 val loss after EXACT_STEPS steps, against one rank's.
+if [[ -n $eval_layouts ]]; then
+  run one-fp32-eval none 1 "${tiny[@]}" --dtype fp32 --stop-after "$exact_steps" --eval-every "$exact_steps"
+  for l in $eval_layouts; do
+    layout_args "$l"
+    run "$l-socket-fp32-eval" socket "$nproc" "${args[@]}" "${tiny[@]}" --dtype fp32 --stop-after "$exact_steps" \
+      --eval-every "$exact_steps" || continue
+    if verdict_line=$(python3 - "$out/one-fp32-eval.log" "$out/$l-socket-fp32-eval.log" <<'PY'
+import re, sys
+val = [float(m.group(1)) for f in sys.argv[1:3] for m in [re.search(r"^val loss ([0-9.]+)", open(f).read(), re.M)] if m]
+if len(val) != 2:
+    print(f"no val loss line in {'both' if not val else 'one'} of the logs")
+    sys.exit(1)
+rel = abs(val[1] - val[0]) / val[0]
+print(f"val loss {val[1]:.6f} against one rank's {val[0]:.6f}: {rel:.2e} apart (bound 1e-5)")
+sys.exit(0 if rel <= 1e-5 else 1)
+PY
+    ); then
+      echo "PASS $l-socket-fp32-eval: $verdict_line"
+    else
+      echo "FAIL $l-socket-fp32-eval: $verdict_line"
+      verdict=1
+    fi
+  done
+fi
 for l in $resume_layouts; do
   layout_args "$l"
   rm -rf "$out/$l-ckpt"

@@ -474,12 +474,6 @@ int run_training(const Options& options) {
       fmt::print(stderr, "--dump-step0 is for one rank (the PyTorch reference reads one whole model)\n");
       return 2;
     }
-    if (job.layout.pp > 1 && run.train.eval_every > 0) {
-      fmt::print(stderr,
-                 "--eval-every with --pp above 1: the validation pass through the pipeline is not built yet; "
-                 "pass --eval-every 0\n");
-      return 2;
-    }
     // One rank speaks for the job: the others print errors only.
     if (job.launch.rank != 0 && std::freopen("/dev/null", "w", stdout) == nullptr) return 2;
     fmt::print("job: {} from {} on {} GPU(s); host waits for the GPU: {}\n", describe(job.layout),

@@ -56,7 +56,7 @@ class GptImpl final : public GptModel {
   void init_gpt2(uint64_t seed) override;
 
   double forward(const int32_t* inputs_host, const int32_t* targets_host) override {
-    require_whole_model("forward");
+    if (pp_ > 1) return pipeline_forward(inputs_host, targets_host);
     upload_batch(0, inputs_host, targets_host);
     run_forward_chunk(0, 0, 0);
     run_head(0, 0, 0.0f, false, false);
@@ -447,6 +447,10 @@ class GptImpl final : public GptModel {
   // received it, since that backward needs the next stage's gradient) only frees.
   double pipeline_step(const std::vector<const int32_t*>& inputs, const std::vector<const int32_t*>& targets,
                        float grad_scale);
+  // A validation batch's forward through the pipeline (forward() with pp > 1): its chunks in the virtual
+  // stages' order, each stage receiving its input and sending its output as pipeline_step does; the
+  // last stage's loss, summed over the pipeline group so that every stage returns it.
+  double pipeline_forward(const int32_t* inputs_host, const int32_t* targets_host);
 
   void require_whole_model(const char* what) const {
     if (pp_ == 1) return;
@@ -538,6 +542,10 @@ class GptImpl final : public GptModel {
     int lane = 0;  // its lane in the stage profiler
   };
   Peer peers_[4];
+  // Decoupled exchanges on a peer's stream: a receive makes the compute stream wait for its data, a send
+  // waits for what the compute stream issued before it, and never holds the compute stream.
+  void p2p_receive(Peer& p, T* buffer, size_t count);
+  void p2p_send(Peer& p, const T* buffer, size_t count);
   std::vector<CoupledStep> coupled_;  // --pp-coupled: the schedule with its exchanges (else empty)
   cudaEvent_t computed_ = nullptr;    // the compute stream's progress, for the peers' streams to wait on
   ncclComm_t dp_comm_ = nullptr;

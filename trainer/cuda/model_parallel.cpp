@@ -220,6 +220,67 @@ void GptImpl<T>::parallel_lamb_moments(const TrainConfig& train, OptimizerStep s
 }
 
 template <class T>
+void GptImpl<T>::p2p_receive(Peer& p, T* buffer, size_t count) {
+  {
+    StageScope scope(profiler_.get(), Stage::kPpRecv, p.lane);
+    nccl_check(ncclRecv(buffer, count, nccl_type(), 0, p.comm, p.stream), "ncclRecv");
+  }
+  CUDA_CHECK(cudaEventRecord(p.done, p.stream));
+  CUDA_CHECK(cudaStreamWaitEvent(stream_, p.done));
+}
+
+template <class T>
+void GptImpl<T>::p2p_send(Peer& p, const T* buffer, size_t count) {
+  CUDA_CHECK(cudaEventRecord(computed_, stream_));
+  CUDA_CHECK(cudaStreamWaitEvent(p.stream, computed_));
+  StageScope scope(profiler_.get(), Stage::kPpSend, p.lane);
+  nccl_check(ncclSend(buffer, count, nccl_type(), 1, p.comm, p.stream), "ncclSend");
+}
+
+template <class T>
+double GptImpl<T>::pipeline_forward(const int32_t* inputs_host, const int32_t* targets_host) {
+  const size_t nc = static_cast<size_t>(n_) * cfg_.d_model;
+  upload_batch(0, inputs_host, targets_host);
+  CUDA_CHECK(cudaMemsetAsync(loss_sum_, 0, sizeof(float), stream_));
+  CUDA_CHECK(cudaEventRecord(computed_, stream_));
+  for (Peer& p : peers_) {
+    if (p.stream != nullptr) CUDA_CHECK(cudaStreamWaitEvent(p.stream, computed_));
+  }
+  // A region per chunk, all held until the sends from them are done.
+  std::vector<int> regions;
+  for (int c = 0; c < vpp_; ++c) {
+    const int region = take_region(c);
+    regions.push_back(region);
+    if (!first_stage(c)) {
+      p2p_receive(peers_[1], act_in_ + static_cast<size_t>(c) * nc, nc);
+      CUDA_CHECK(cudaMemcpyAsync(residual_at(region, 0), act_in_ + static_cast<size_t>(c) * nc,
+                                 nc * sizeof(T), cudaMemcpyDeviceToDevice, stream_));
+    }
+    run_forward_chunk(region, c, 0);
+    if (last_stage(c)) {
+      run_head(region, 0, 0.0f, false, false);
+      loss_accumulate(loss_sum_, losses_, N_, 1.0f, stream_);
+    } else {
+      p2p_send(peers_[0], residual_at(region, Lc_), nc);
+    }
+  }
+  for (Peer& p : peers_) {
+    if (p.stream == nullptr) continue;
+    CUDA_CHECK(cudaEventRecord(p.done, p.stream));
+    CUDA_CHECK(cudaStreamWaitEvent(stream_, p.done));
+  }
+  for (int region : regions) free_regions_.push_back(region);
+  staged(Stage::kPpAllReduce, [&] {
+    nccl_check(ncclAllReduce(loss_sum_, loss_sum_, 1, ncclFloat, ncclSum, pp_comm_, stream_),
+               "ncclAllReduce");
+  });
+  float loss = 0;
+  CUDA_CHECK(cudaMemcpyAsync(&loss, loss_sum_, sizeof(float), cudaMemcpyDeviceToHost, stream_));
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return loss;
+}
+
+template <class T>
 double GptImpl<T>::pipeline_step(const std::vector<const int32_t*>& inputs,
                                  const std::vector<const int32_t*>& targets, float grad_scale) {
   const int m = micro_batches_;
@@ -244,20 +305,8 @@ double GptImpl<T>::pipeline_step(const std::vector<const int32_t*>& inputs,
   Peer& grad_send = peers_[2];
   Peer& grad_recv = peers_[3];
   StageProfiler* const prof = profiler_.get();
-  auto receive = [&](Peer& p, T* buffer) {
-    {
-      StageScope scope(prof, Stage::kPpRecv, p.lane);
-      nccl_check(ncclRecv(buffer, nc, nccl_type(), 0, p.comm, p.stream), "ncclRecv");
-    }
-    CUDA_CHECK(cudaEventRecord(p.done, p.stream));
-    CUDA_CHECK(cudaStreamWaitEvent(stream_, p.done));
-  };
-  auto send = [&](Peer& p, const T* buffer) {
-    CUDA_CHECK(cudaEventRecord(computed_, stream_));
-    CUDA_CHECK(cudaStreamWaitEvent(p.stream, computed_));
-    StageScope scope(prof, Stage::kPpSend, p.lane);
-    nccl_check(ncclSend(buffer, nc, nccl_type(), 1, p.comm, p.stream), "ncclSend");
-  };
+  auto receive = [&](Peer& p, T* buffer) { p2p_receive(p, buffer, nc); };
+  auto send = [&](Peer& p, const T* buffer) { p2p_send(p, buffer, nc); };
   auto key_of = [&](const Pass& pass) { return static_cast<size_t>(pass.micro_batch) * vpp_ + pass.chunk; };
   // The passes' compute; the exchanges around them are the caller's.
   auto forward = [&](const Pass& pass) {
