@@ -457,6 +457,13 @@ int run_training(const Options& options) {
     return 2;
   }
   if (options.comm_volume) return print_comm_volume(options, run);
+  if (options.pp_coupled && (options.pp < 2 || options.vpp > 1)) {
+    fmt::print(stderr,
+               "--pp-coupled needs --pp above 1 and --vpp 1 (got --pp {} --vpp {}): the coupled baseline holds "
+               "each send for the next receive, which deadlocks in the interleaved order\n",
+               options.pp, options.vpp);
+    return 2;
+  }
   auto launch = launch_env(getenv_lookup());
   if (!launch) {
     fmt::print(stderr, "{}\n", launch.error().message);
