@@ -283,37 +283,31 @@ Error nccl_error(const char* call, ncclResult_t r) {
                     fmt::format("{}: {} ({})", call, ncclGetErrorString(r), ncclGetLastError(nullptr)));
 }
 
-// Reads the launcher's variables, checks the layout against them and the model, picks this rank's GPU
-// and joins NCCL: every rank sets NCCL_COMM_ID to rank 0's address (unless set) and asks NCCL for the id,
-// so rank 0's ncclCommInitRank listens there and no other channel carries it.
-// --cuda-wait: the host thread's wait for the GPU (cudaSetDeviceFlags on the current device). A spinning
+// --cuda-wait (checked by CLI11): the host thread's wait for the GPU, set on the current device. A spinning
 // wait takes a CPU for the whole of every wait; with several ranks on a host those CPUs are the ones
-// NCCL's proxy threads and the net's threads need. `said` gets the choice as the job line gives it.
-Status set_cuda_wait(const std::string& how, int local_ranks, std::string& said) {
-  unsigned flags = cudaDeviceScheduleAuto;
-  if (how == "spin") {
-    flags = cudaDeviceScheduleSpin;
-  } else if (how == "yield") {
-    flags = cudaDeviceScheduleYield;
-  } else if (how == "block" || (how == "auto" && local_ranks > 1)) {
-    flags = cudaDeviceScheduleBlockingSync;
-  } else if (how != "auto") {
-    return make_error(ErrorCode::kInvalidArgument,
-                      fmt::format("--cuda-wait {}: expected auto, spin, yield or block", how));
-  }
-  said = how == "auto" ? (local_ranks > 1 ? fmt::format("block (auto: {} ranks on this host)", local_ranks)
-                                          : std::string("CUDA's choice (auto: one rank on this host)"))
-                       : how;
-  if (flags == cudaDeviceScheduleAuto) return {};
-  // The device's context exists already (cudaSetDevice made it); CUDA 12 applies the flags to it, an
-  // older runtime may refuse: then the job runs on with CUDA's own choice and says so.
+// NCCL's proxy threads and the net's threads need. Returns the choice as the job line gives it. The
+// context exists already (cudaSetDevice made it): CUDA 12 applies the flags to it; an older runtime may
+// refuse, and the job then runs on with CUDA's own choice and says so.
+std::string set_cuda_wait(const std::string& how, int local_ranks) {
+  const bool block = how == "block" || (how == "auto" && local_ranks > 1);
+  const unsigned flags = how == "spin"    ? cudaDeviceScheduleSpin
+                         : how == "yield" ? cudaDeviceScheduleYield
+                         : block          ? cudaDeviceScheduleBlockingSync
+                                          : cudaDeviceScheduleAuto;
+  std::string said = how != "auto"      ? how
+                     : local_ranks > 1 ? fmt::format("block (auto: {} ranks on this host)", local_ranks)
+                                       : "CUDA's choice (auto: one rank on this host)";
+  if (flags == cudaDeviceScheduleAuto) return said;
   if (cudaError_t e = cudaSetDeviceFlags(flags); e != cudaSuccess) {
     cudaGetLastError();
     said = fmt::format("CUDA's choice (--cuda-wait {} not applied: {})", how, cudaGetErrorString(e));
   }
-  return {};
+  return said;
 }
 
+// Reads the launcher's variables, checks the layout against them and the model, picks this rank's GPU
+// and joins NCCL: every rank sets NCCL_COMM_ID to rank 0's address (unless set) and asks NCCL for the id,
+// so rank 0's ncclCommInitRank listens there and no other channel carries it.
 Result<std::unique_ptr<Job>> join_job(const Options& o, const RunConfig& run, const LaunchEnv& env) {
   auto job = std::make_unique<Job>();
   job->launch = env;
@@ -335,9 +329,7 @@ Result<std::unique_ptr<Job>> join_job(const Options& o, const RunConfig& run, co
   if (Status s = validate_layout(l, run); !s) return s.error();
   job->me = coords_of(l, env.rank);
   if (world == 1) {
-    if (o.cuda_wait != "auto") {
-      if (Status s = set_cuda_wait(o.cuda_wait, 1, job->cuda_wait); !s) return s.error();
-    }
+    if (o.cuda_wait != "auto") job->cuda_wait = set_cuda_wait(o.cuda_wait, 1);
     return job;
   }
   int count = 0;
@@ -353,7 +345,7 @@ Result<std::unique_ptr<Job>> join_job(const Options& o, const RunConfig& run, co
     return make_error(ErrorCode::kDevice,
                       fmt::format("rank {}: cudaSetDevice({}) failed", env.rank, plan->device));
   }
-  if (Status s = set_cuda_wait(o.cuda_wait, env.local_world_size, job->cuda_wait); !s) return s.error();
+  job->cuda_wait = set_cuda_wait(o.cuda_wait, env.local_world_size);
   job->gpus = world / env.local_world_size * std::min(env.local_world_size, count);
   ::setenv("NCCL_COMM_ID", nccl_comm_id(env, getenv_lookup()).c_str(), 0);
   ncclUniqueId id;
