@@ -18,11 +18,10 @@
 # GPU, 2 without the builds.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
-bin=${1:-}
-coll=${bin:+$bin/megascale-coll}
-coll=${coll:-build/cli/coll/megascale-coll}
-plugin=${bin:+$bin/libnccl-net-megascale.so}
-plugin=${plugin:-build/collectives/nccl/libnccl-net-megascale.so}
+# shellcheck source=train-parallel/lib.sh
+source scripts/train-parallel/lib.sh
+coll=$(built -x "${1:-}" megascale-coll build/cli/coll/megascale-coll megascale-coll) || exit 2
+plugin=$(built -f "${1:-}" libnccl-net-megascale.so build/collectives/nccl/libnccl-net-megascale.so plugin) || exit 2
 nt=${2:-build-nccl-tests}
 out=${OUT:-out/bench-coll-nccl-tests}
 ranks=${RANKS:-2 8}
@@ -32,21 +31,14 @@ rounds=${ROUNDS:-3}
 read -r -a sizes <<< "${SIZES:--b 8 -e 128M -f 4}"
 iters=${ITERS:-20}
 warmup=${WARMUP:-5}
-[[ -x $coll ]] || { echo "no megascale-coll at $coll (build it first)"; exit 2; }
-[[ -f $plugin ]] || { echo "no plugin at $plugin (build it first)"; exit 2; }
 [[ -f $nt/env.sh ]] || { echo "no nccl-tests build at $nt (scripts/nccl-tests/build.sh)"; exit 2; }
-plugin=$(readlink -f "$plugin")
-command -v nvidia-smi > /dev/null && nvidia-smi -L > /dev/null 2>&1 || { echo "no GPU visible: skipped"; exit 77; }
-gpus=$(nvidia-smi -L | wc -l)
+require_gpus
 mkdir -p "$out"
 out=$(readlink -f "$out")
-coll=$(readlink -f "$coll")
 export NCCL_NVLS_ENABLE=0 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1
 export MEGASCALE_IFNAME=${MEGASCALE_IFNAME:-lo} NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-lo}
 max=1
 for n in $ranks; do (( n > max )) && max=$n; done
-# shellcheck source=train-parallel/lib.sh
-source scripts/train-parallel/lib.sh
 start_mps_for "$out" "$gpus" "$max"
 # shellcheck source=/dev/null
 source "$nt/env.sh"

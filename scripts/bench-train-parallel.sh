@@ -19,11 +19,10 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 
-bin=${1:-}
-train=${bin:+$bin/megascale-train}
-train=${train:-build/trainer/cuda/megascale-train}
-plugin=${bin:+$bin/libnccl-net-megascale.so}
-plugin=${plugin:-build/collectives/nccl/libnccl-net-megascale.so}
+# shellcheck source=train-parallel/lib.sh
+source scripts/train-parallel/lib.sh
+train=$(built -x "${1:-}" megascale-train build/trainer/cuda/megascale-train megascale-train) || exit 2
+plugin=$(built -f "${1:-}" libnccl-net-megascale.so build/collectives/nccl/libnccl-net-megascale.so plugin) || exit 2
 out=${OUT:-out/bench-train-parallel}
 layouts=${LAYOUTS:-1x1x2 1x1x2+dpo 2x1x1 2x1x1+tpo 1x2x1+ppc 1x2x1 2x2x2+ppc 2x2x2+tpo+ppc 2x2x2+tpo 2x2x2+dpo+tpo}
 nets=${NETS:-socket megascale}
@@ -32,18 +31,12 @@ steps=${STEPS:-5}
 read -r -a extra <<< "${ARGS---batch-size 8 --grad-accum 2}"
 run_timeout=${RUN_TIMEOUT_S:-240}
 
-[[ -x $train ]] || { echo "no megascale-train at $train (build it first)"; exit 2; }
-[[ -f $plugin ]] || { echo "no plugin at $plugin (build it first)"; exit 2; }
-plugin=$(readlink -f "$plugin")
-command -v nvidia-smi > /dev/null && nvidia-smi -L > /dev/null 2>&1 || { echo "no GPU visible: skipped"; exit 77; }
-gpus=$(nvidia-smi -L | wc -l)
+require_gpus
 mkdir -p "$out"
 out=$(readlink -f "$out")
 export NCCL_NVLS_ENABLE=0 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1
 export MEGASCALE_IFNAME=${MEGASCALE_IFNAME:-lo} NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-lo}
 
-# shellcheck source=train-parallel/lib.sh
-source scripts/train-parallel/lib.sh
 # shellcheck disable=SC2086  # the layouts are words
 start_mps "$out" "$gpus" $layouts
 

@@ -14,19 +14,14 @@
 # Logs in OUT (default out/check-coll). Exit 0 when every check passes, 1 otherwise, 77 without a GPU.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
-bin=${1:-}
-coll=${bin:+$bin/megascale-coll}
-coll=${coll:-build/cli/coll/megascale-coll}
-plugin=${bin:+$bin/libnccl-net-megascale.so}
-plugin=${plugin:-build/collectives/nccl/libnccl-net-megascale.so}
+# shellcheck source=train-parallel/lib.sh
+source scripts/train-parallel/lib.sh
+coll=$(built -x "${1:-}" megascale-coll build/cli/coll/megascale-coll megascale-coll) || exit 2
+plugin=$(built -f "${1:-}" libnccl-net-megascale.so build/collectives/nccl/libnccl-net-megascale.so plugin) || exit 2
 out=${OUT:-out/check-coll}
 ranks=${RANKS:-2 4 8}
 read -r -a sizes <<< "${SIZES:--b 8 -e 16M -f 8}"
-[[ -x $coll ]] || { echo "no megascale-coll at $coll (build it first)"; exit 2; }
-[[ -f $plugin ]] || { echo "no plugin at $plugin (build it first)"; exit 2; }
-plugin=$(readlink -f "$plugin")
-command -v nvidia-smi > /dev/null && nvidia-smi -L > /dev/null 2>&1 || { echo "no GPU visible: skipped"; exit 77; }
-gpus=$(nvidia-smi -L | wc -l)
+require_gpus
 mkdir -p "$out"
 out=$(readlink -f "$out")
 export NCCL_NVLS_ENABLE=0 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET
@@ -34,8 +29,6 @@ export MEGASCALE_IFNAME=${MEGASCALE_IFNAME:-lo} NCCL_SOCKET_IFNAME=${NCCL_SOCKET
 max=1
 for n in $ranks; do (( n > max )) && max=$n; done
 (( max < 6 )) && max=6  # the --pairs check's ranks
-# shellcheck source=train-parallel/lib.sh
-source scripts/train-parallel/lib.sh
 start_mps_for "$out" "$gpus" "$max"
 verdict=0
 for n in $ranks; do

@@ -44,11 +44,10 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 
-bin=${1:-}
-train=${bin:+$bin/megascale-train}
-train=${train:-build/trainer/cuda/megascale-train}
-plugin=${bin:+$bin/libnccl-net-megascale.so}
-plugin=${plugin:-build/collectives/nccl/libnccl-net-megascale.so}
+# shellcheck source=train-parallel/lib.sh
+source scripts/train-parallel/lib.sh
+train=$(built -x "${1:-}" megascale-train build/trainer/cuda/megascale-train megascale-train) || exit 2
+plugin=$(built -f "${1:-}" libnccl-net-megascale.so build/collectives/nccl/libnccl-net-megascale.so plugin) || exit 2
 out=${OUT:-out/train-parallel}
 layouts=${LAYOUTS:-2x1x1 1x2x1 1x1x2 2x2x1 2x1x2 1x2x2 2x2x2 1x2x1v2}
 layouts2=${LAYOUTS2:-1x1x2 2x1x1 1x2x1}
@@ -65,17 +64,11 @@ config=${CONFIG:-configs/train/tiny-parity.yaml}
 config2=${CONFIG2-configs/train/gpt2-124m.yaml}
 run_timeout=${RUN_TIMEOUT_S:-300}
 
-[[ -x $train ]] || { echo "no megascale-train at $train (build it first)"; exit 2; }
-[[ -f $plugin ]] || { echo "no plugin at $plugin (build it first)"; exit 2; }
-plugin=$(readlink -f "$plugin")
-command -v nvidia-smi > /dev/null && nvidia-smi -L > /dev/null 2>&1 || { echo "no GPU visible: skipped"; exit 77; }
-gpus=$(nvidia-smi -L | wc -l)
+require_gpus
 mkdir -p "$out"
 out=$(readlink -f "$out")
 export NCCL_NVLS_ENABLE=0 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET
 export MEGASCALE_IFNAME=${MEGASCALE_IFNAME:-lo} NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-lo}
-# shellcheck source=train-parallel/lib.sh
-source scripts/train-parallel/lib.sh
 # shellcheck disable=SC2086  # the layouts are words
 start_mps "$out" "$gpus" $layouts $layouts2 $resume_layouts $timeline_layout $overlap_layouts $hang_layout $eval_layouts
 

@@ -1,7 +1,23 @@
 # shellcheck shell=bash
-# The shared part of scripts/check-train-parallel.sh, scripts/bench-train-parallel.sh and
-# scripts/check-coll.sh: a layout's megascale-train arguments, and an MPS daemon of the script's own when
-# ranks share GPUs.
+# The shared part of scripts/check-train-parallel.sh, scripts/bench-train-parallel.sh,
+# scripts/check-coll.sh and scripts/bench-coll-nccl-tests.sh: the built programs they run, the GPUs, a
+# layout's megascale-train arguments, and an MPS daemon of the script's own when ranks share GPUs.
+
+# built -x|-f BIN NAME DEFAULT LABEL: the absolute path of BIN/NAME when a folder BIN was given, else of
+# DEFAULT (its place in the build tree); fails saying "no LABEL at PATH (build it first)" on standard error
+# when it is not there, or with -x not executable (callers: `x=$(built ...) || exit 2`).
+built() {
+  local path=${2:+$2/$3}
+  path=${path:-$4}
+  test "$1" "$path" || { echo "no $5 at $path (build it first)" >&2; return 1; }
+  readlink -f "$path"
+}
+
+# require_gpus: sets gpus to the GPUs nvidia-smi lists; with none visible says so and exits 77 (a skip).
+require_gpus() {
+  command -v nvidia-smi > /dev/null && nvidia-smi -L > /dev/null 2>&1 || { echo "no GPU visible: skipped"; exit 77; }
+  gpus=$(nvidia-smi -L | wc -l)
+}
 
 # layout_args TxPxD[vV][+dpo][+tpo][+ppc] (the suffixes in this order): sets nproc and args (--tp T --pp P --dp D --vpp V, and
 # --dp-overlap with +dpo, --tp-overlap with +tpo, --pp-coupled with +ppc), or fails on a malformed one.

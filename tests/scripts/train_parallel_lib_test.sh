@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # scripts/train-parallel/lib.sh's layout_args: TxPxD[vV][+dpo][+tpo][+ppc] gives the rank count and
 # megascale-train's layout arguments (--dp-overlap with +dpo, --tp-overlap with +tpo, --pp-coupled with
-# +ppc); a malformed layout
-# exits 2 naming it.
+# +ppc); a malformed layout exits 2 naming it. `built` finds a program in a given folder or the build
+# tree, refusing a missing or non-executable one by name.
 # Usage: train_parallel_lib_test.sh SOURCE_DIR
 set -uo pipefail
 src=$1
@@ -30,4 +30,14 @@ for bad in 2x2 2x2x2+tpo+dpo 2x2x2+ppc+tpo 2x2x2+xpo x1x1 2x2x2v; do
   (( $? == 2 )) || fail "$bad: accepted"
   [[ $out == *"'$bad' is not TxPxD[vV][+dpo][+tpo][+ppc]"* ]] || fail "$bad: message: $out"
 done
+# built: BIN/NAME when a folder is given, else the default, as an absolute path; missing or (with -x)
+# not executable fails naming it.
+mkdir -p "$dir/bin"
+touch "$dir/bin/prog" "$dir/default"
+[[ $(cd "$dir" && built -f "" prog default thing) == "$dir/default" ]] || fail "built: the default"
+[[ $(built -f "$dir/bin" prog unused thing) == "$dir/bin/prog" ]] || fail "built: BIN/NAME"
+out=$(built -x "$dir/bin" prog unused thing 2>&1) && fail "built -x: a file that is not executable accepted"
+[[ $out == "no thing at $dir/bin/prog (build it first)" ]] || fail "built -x: message: $out"
+chmod +x "$dir/bin/prog"
+built -x "$dir/bin" prog unused thing > /dev/null || fail "built -x: an executable refused"
 echo "train_parallel_lib_test: ok"
