@@ -451,6 +451,11 @@ class GptImpl final : public GptModel {
   // stages' order, each stage receiving its input and sending its output as pipeline_step does; the
   // last stage's loss, summed over the pipeline group so that every stage returns it.
   double pipeline_forward(const int32_t* inputs_host, const int32_t* targets_host);
+  // Around both: the loss sum cleared and the peers' streams after the compute stream's work so far;
+  // then the compute stream after the peers' exchanges, and the last stage's loss summed over the
+  // pipeline group, which every stage returns.
+  void pipeline_begin();
+  double pipeline_end();
 
   void require_whole_model(const char* what) const {
     if (pp_ == 1) return;

@@ -238,14 +238,39 @@ void GptImpl<T>::p2p_send(Peer& p, const T* buffer, size_t count) {
 }
 
 template <class T>
-double GptImpl<T>::pipeline_forward(const int32_t* inputs_host, const int32_t* targets_host) {
-  const size_t nc = static_cast<size_t>(n_) * cfg_.d_model;
-  upload_batch(0, inputs_host, targets_host);
+void GptImpl<T>::pipeline_begin() {
   CUDA_CHECK(cudaMemsetAsync(loss_sum_, 0, sizeof(float), stream_));
+  // The peers' streams start after everything issued before on the compute stream.
   CUDA_CHECK(cudaEventRecord(computed_, stream_));
   for (Peer& p : peers_) {
     if (p.stream != nullptr) CUDA_CHECK(cudaStreamWaitEvent(p.stream, computed_));
   }
+}
+
+template <class T>
+double GptImpl<T>::pipeline_end() {
+  // Everything after (the norm, the optimizer, the next step's buffers) waits for the exchanges.
+  for (Peer& p : peers_) {
+    if (p.stream == nullptr) continue;
+    CUDA_CHECK(cudaEventRecord(p.done, p.stream));
+    CUDA_CHECK(cudaStreamWaitEvent(stream_, p.done));
+  }
+  // The loss is the last stage's: summed over the pipeline group, the others adding 0.
+  staged(Stage::kPpAllReduce, [&] {
+    nccl_check(ncclAllReduce(loss_sum_, loss_sum_, 1, ncclFloat, ncclSum, pp_comm_, stream_),
+               "ncclAllReduce");
+  });
+  float loss = 0;
+  CUDA_CHECK(cudaMemcpyAsync(&loss, loss_sum_, sizeof(float), cudaMemcpyDeviceToHost, stream_));
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return loss;
+}
+
+template <class T>
+double GptImpl<T>::pipeline_forward(const int32_t* inputs_host, const int32_t* targets_host) {
+  const size_t nc = static_cast<size_t>(n_) * cfg_.d_model;
+  upload_batch(0, inputs_host, targets_host);
+  pipeline_begin();
   // A region per chunk, all held until the sends from them are done.
   std::vector<int> regions;
   for (int c = 0; c < vpp_; ++c) {
@@ -264,19 +289,8 @@ double GptImpl<T>::pipeline_forward(const int32_t* inputs_host, const int32_t* t
       p2p_send(peers_[0], residual_at(region, Lc_), nc);
     }
   }
-  for (Peer& p : peers_) {
-    if (p.stream == nullptr) continue;
-    CUDA_CHECK(cudaEventRecord(p.done, p.stream));
-    CUDA_CHECK(cudaStreamWaitEvent(stream_, p.done));
-  }
+  const double loss = pipeline_end();
   for (int region : regions) free_regions_.push_back(region);
-  staged(Stage::kPpAllReduce, [&] {
-    nccl_check(ncclAllReduce(loss_sum_, loss_sum_, 1, ncclFloat, ncclSum, pp_comm_, stream_),
-               "ncclAllReduce");
-  });
-  float loss = 0;
-  CUDA_CHECK(cudaMemcpyAsync(&loss, loss_sum_, sizeof(float), cudaMemcpyDeviceToHost, stream_));
-  CUDA_CHECK(cudaStreamSynchronize(stream_));
   return loss;
 }
 
@@ -294,12 +308,7 @@ double GptImpl<T>::pipeline_step(const std::vector<const int32_t*>& inputs,
     upload_batch(mb, inputs[static_cast<size_t>(mb)], targets[static_cast<size_t>(mb)]);
     if (embedding_) upload_buckets(mb, inputs[static_cast<size_t>(mb)]);
   }
-  CUDA_CHECK(cudaMemsetAsync(loss_sum_, 0, sizeof(float), stream_));
-  // The peers' streams start after everything before this step on the compute stream.
-  CUDA_CHECK(cudaEventRecord(computed_, stream_));
-  for (Peer& p : peers_) {
-    if (p.stream != nullptr) CUDA_CHECK(cudaStreamWaitEvent(p.stream, computed_));
-  }
+  pipeline_begin();
   Peer& act_send = peers_[0];
   Peer& act_recv = peers_[1];
   Peer& grad_send = peers_[2];
@@ -400,21 +409,7 @@ double GptImpl<T>::pipeline_step(const std::vector<const int32_t*>& inputs,
       ++index;
     }
   }
-  // Everything after (the norm, the optimizer, the next step's buffers) waits for the exchanges.
-  for (Peer& p : peers_) {
-    if (p.stream == nullptr) continue;
-    CUDA_CHECK(cudaEventRecord(p.done, p.stream));
-    CUDA_CHECK(cudaStreamWaitEvent(stream_, p.done));
-  }
-  // The loss is the last stage's: summed over the pipeline group, the others adding 0.
-  staged(Stage::kPpAllReduce, [&] {
-    nccl_check(ncclAllReduce(loss_sum_, loss_sum_, 1, ncclFloat, ncclSum, pp_comm_, stream_),
-               "ncclAllReduce");
-  });
-  float loss = 0;
-  CUDA_CHECK(cudaMemcpyAsync(&loss, loss_sum_, sizeof(float), cudaMemcpyDeviceToHost, stream_));
-  CUDA_CHECK(cudaStreamSynchronize(stream_));
-  return loss;
+  return pipeline_end();
 }
 
 template <class T>
