@@ -13,9 +13,12 @@
 # Per run: the job's GPU step span (its slowest rank's mean over the traced steps), tok/s from it, the
 # communication its compute stream waited in, by group (train-timeline-summary.py), and the bytes a rank
 # sends per step in each group (megascale-train --comm-volume) with the bandwidth they imply over the
-# exposed time. JSON lines in
-# OUT/results.jsonl (default out/bench-train-parallel), then a markdown table. Exit 0 when every run
-# finished, 1 otherwise, 77 when no GPU is visible.
+# exposed time. Then the net's own bandwidth in the same shapes (megascale-coll's all_gather and
+# reduce_scatter on groups of the layouts' sizes, as many groups at once) gives the time each group's
+# bytes need, beside its exposed time (train-parallel/bench-table.py says how). JSON lines in
+# OUT/results.jsonl and OUT/net-bandwidth.jsonl (default OUT out/bench-train-parallel), then a markdown
+# table. RESULTS_FROM=FILE takes the runs from an earlier results.jsonl and measures only the bandwidth.
+# Exit 0 when every run finished, 1 otherwise, 77 when no GPU is visible.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 
@@ -23,6 +26,7 @@ cd "$(dirname "$0")/.." || exit 2
 source scripts/train-parallel/lib.sh
 train=$(built -x "${1:-}" megascale-train build/trainer/cuda/megascale-train megascale-train) || exit 2
 plugin=$(built -f "${1:-}" libnccl-net-megascale.so build/collectives/nccl/libnccl-net-megascale.so plugin) || exit 2
+coll=$(built -x "${1:-}" megascale-coll build/cli/coll/megascale-coll megascale-coll) || exit 2
 out=${OUT:-out/bench-train-parallel}
 layouts=${LAYOUTS:-1x1x2 1x1x2+dpo 2x1x1 2x1x1+tpo 1x2x1+ppc 1x2x1 2x2x2+ppc 2x2x2+tpo+ppc 2x2x2+tpo 2x2x2+dpo+tpo}
 nets=${NETS:-socket megascale}
@@ -106,21 +110,48 @@ for i, a in enumerate(args[:-1]):
 print(seq * batch * accum)
 PY
 )
-bench one 1x1x1 none 1
-for l in $layouts; do
-  layout_args "$l"
-  for net in $nets; do bench "$l-$net" "$l" "$net" "$nproc" "${args[@]}"; done
-done
-python3 - "$results" <<'PY'
+if [[ -n ${RESULTS_FROM:-} ]]; then  # the runs of an earlier call: only the net's bandwidth is measured
+  cp "$RESULTS_FROM" "$results" || exit 2
+else
+  bench one 1x1x1 none 1
+  for l in $layouts; do
+    layout_args "$l"
+    for net in $nets; do bench "$l-$net" "$l" "$net" "$nproc" "${args[@]}"; done
+  done
+fi
+
+# The net's own bandwidth in each shape the runs had: megascale-coll's all_gather and reduce_scatter
+# (the collectives of TP with sequence parallelism and of ZeRO-2's DP) on groups of G ranks, NPROC/G
+# groups at once (--split mod:N), as the layouts' groups run side by side; busbw is the bytes a rank
+# sends over the time, so a group's bytes over it is the time the transfers need.
+bandwidth=$out/net-bandwidth.jsonl
+: > "$bandwidth"
+shapes=$(for l in $layouts; do
+  [[ $l =~ ^([0-9]+)x([0-9]+)x([0-9]+) ]] || continue
+  n=$((BASH_REMATCH[1] * BASH_REMATCH[2] * BASH_REMATCH[3]))
+  for g in "${BASH_REMATCH[1]}" "${BASH_REMATCH[3]}"; do (( g > 1 )) && echo "$n $g"; done
+done | sort -u)
+while read -r n g; do
+  [[ -n $n ]] || continue
+  for net in $nets; do
+    case $net in
+      socket) env=(NCCL_NET=Socket) ;;
+      megascale) env=(NCCL_NET=MegaScale NCCL_NET_PLUGIN="$plugin") ;;
+    esac
+    split=()
+    (( n > g )) && split=(--split "mod:$((n / g))")
+    env "${env[@]}" timeout "$run_timeout" "$coll" all_gather reduce_scatter -b 1M -e 64M -f 2 -n 10 -w 3 -c 0 \
+      --nproc "$n" "${split[@]}" --json-lines "$out/bw-$net-$n-$g.jsonl" > "$out/bw-$net-$n-$g.log" 2>&1 ||
+      { echo "FAIL bandwidth $net, $n ranks in groups of $g: $(tail -1 "$out/bw-$net-$n-$g.log")"; verdict=1; continue; }
+    python3 -c '
 import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1])]
-one = next((r for r in rows if r["name"] == "one"), None)
-print("| layout | net | ranks | GPU ms/step | tok/s | vs one rank | exposed comm ms (tp / dp / pp / norm) |")
-print("|---|---|---|---|---|---|---|")
-for r in rows:
-    e = r["exposed_comm_ms"]
-    ratio = f"{r['tok_s'] / one['tok_s']:.2f}x" if one else ""
-    print(f"| {r['layout']} | {r['net']} | {r['ranks']} | {r['span_ms']:.1f} | {r['tok_s']:,} | {ratio} | "
-          f"{e['tp']:.1f} / {e['dp']:.1f} / {e['pp']:.1f} / {e['norm']:.1f} |")
-PY
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    print(json.dumps({"net": sys.argv[2], "nproc": int(sys.argv[3]), "group": int(sys.argv[4]),
+                      "collective": r["collective"], "size": r["size"],
+                      "busbw_gbs": r["out_of_place"]["busbw_gbs"]}))
+' "$out/bw-$net-$n-$g.jsonl" "$net" "$n" "$g" >> "$bandwidth"
+  done
+done <<< "$shapes"
+python3 scripts/train-parallel/bench-table.py "$results" "$bandwidth" "$config" "${extra[@]}"
 exit "$verdict"
