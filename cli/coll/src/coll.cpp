@@ -118,7 +118,9 @@ uint64_t Shape::bytes(size_t type_bytes) const {
 Shape shape_of(Collective c, uint64_t size_bytes, size_t type_bytes, int nranks) {
   const uint64_t count = size_bytes / type_bytes;
   const uint64_t n = static_cast<uint64_t>(std::max(nranks, 1));
-  const uint64_t part = count / n;
+  // nccl-tests 2.19 rounds a rank's part down to whole 16-byte units (its GetCollByteCount functions).
+  const uint64_t units = type_bytes < 16 ? 16 / type_bytes : 1;
+  const uint64_t part = count / n / units * units;
   Shape s;
   switch (c) {
     case Collective::kAllGather:

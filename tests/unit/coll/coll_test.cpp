@@ -31,6 +31,14 @@ TEST(CollShape, EachCollectiveSharesTheSweepSizeAsNcclTestsDoes) {
   const Shape odd = shape_of(Collective::kAllGather, 100, 4, 3);
   EXPECT_EQ(odd.param_count, 8u);
   EXPECT_EQ(odd.bytes(4), 96u);
+  // A part is whole 16-byte units (nccl-tests 2.19): 8 B of float over 2 ranks is an empty row, 32 B
+  // over 8 ranks too; 128 B of int8 over 3 ranks is 32 a part, not 42; doubles go in pairs.
+  EXPECT_EQ(shape_of(Collective::kAllGather, 8, 4, 2).param_count, 0u);
+  EXPECT_EQ(shape_of(Collective::kAllGather, 8, 4, 2).bytes(4), 0u);
+  EXPECT_EQ(shape_of(Collective::kReduceScatter, 32, 4, 8).param_count, 0u);
+  EXPECT_EQ(shape_of(Collective::kAlltoAll, 128, 1, 3).param_count, 32u);
+  EXPECT_EQ(shape_of(Collective::kAllGather, 40, 8, 2).param_count, 2u);
+  EXPECT_EQ(shape_of(Collective::kAllReduce, 8, 4, 2).param_count, 2u) << "whole-buffer collectives keep it";
   for (Collective c : {Collective::kBroadcast, Collective::kReduce, Collective::kSendRecv}) {
     EXPECT_EQ(shape_of(c, 4096, 2, 4).param_count, 2048u) << name(c);
   }
