@@ -84,7 +84,8 @@ job = json.loads(sys.stdin.read())
 name, layout, net, tokens, volume = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), json.loads(sys.argv[5])
 row = {"name": name, "layout": layout, "net": net, "ranks": job["ranks"], "span_ms": job["span_ms"],
        "tok_s": round(tokens / (job["span_ms"] / 1e3)), "exposed_comm_ms": job["exposed_comm_ms"],
-       "exposed_comm_total_ms": job["exposed_comm_total_ms"], "slowest_rank": job["slowest_rank"]}
+       "exposed_comm_total_ms": job["exposed_comm_total_ms"], "slowest_rank": job["slowest_rank"],
+       "peer_wait_ms": job.get("peer_wait_ms", {})}
 for g in ("tp", "dp", "pp"):
     b = volume.get(f"{g}_bytes", 0)
     row[f"{g}_bytes"] = b

@@ -12,7 +12,9 @@ collective and size. The time a group's bytes need ("expected"):
   DP (ZeRO-2): fp32 gradients reduce-scattered (4 of each 6 bytes) and bf16 parameters all-gathered (2 of
     6), whole tensors of 14-154 MB at 124M: busbw at the largest size measured.
 busbw is the bytes a rank sends over the time, so bytes / busbw is the transfer time. "exposed / expected"
-is 1 when the compute stream waited exactly as long as the transfers need, below 1 when compute hid some.
+is 1 when the compute stream waited exactly as long as the transfers need, below 1 when compute hid some;
+"less peer wait" takes out the time the rank's collectives waited for the group's last member to arrive
+(train-timeline-summary.py's peer_wait_ms), which no bandwidth explains.
 The pipeline's exposed time is mostly the bubble (waiting for the other stage's compute), not shown here.
 """
 import json
@@ -86,8 +88,12 @@ def main():
                 ms += bytes_ * share / (b * 1e9) * 1e3
             if ms is None:
                 cells.append("no bandwidth measured")
-            else:
-                cells.append(f"{e[group]:.1f} / {ms:.1f} = {e[group] / ms:.2f}")
+                continue
+            cell = f"{e[group]:.1f} / {ms:.1f} = {e[group] / ms:.2f}"
+            wait = r.get("peer_wait_ms", {}).get(group)
+            if wait:  # the part spent waiting for a peer to arrive is not the bytes' time
+                cell += f"; less {wait:.1f} peer wait: {(e[group] - wait) / ms:.2f}"
+            cells.append(cell)
         print(f"| {r['layout']} | {r['net']} | {r['ranks']} | {r['span_ms']:.1f} | {r['tok_s']:,} | {ratio} | "
               f"{e['tp']:.1f} / {e['dp']:.1f} / {e['pp']:.1f} | {cells[0]} | {cells[1]} |")
 
