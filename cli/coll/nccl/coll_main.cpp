@@ -415,10 +415,10 @@ void run_pairs(const Rank& r, const Buffers& b, const CollOptions& o, const Coll
 // This rank's line of the header: nccl-tests' "#  Rank R Group G Pid P on HOST device D [BUS] NAME", then
 // the NIC its GPU's rail takes and the PCIe path between them (topology/: map_rails), and the net NCCL
 // was asked for.
-std::string rank_line(const Rank& r, int device, const char* host) {
+std::string rank_line(const Rank& r, int group, int device, const char* host) {
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, device);
-  char bus[32] = {};
+  char bus[32] = {};  // for topology/ (domain:bus:device.function); the line prints nccl-tests' form
   cudaDeviceGetPCIBusId(bus, sizeof(bus), device);
   std::string nic = "NIC unknown (built without hwloc)";
 #if MEGASCALE_COLL_HAVE_TOPOLOGY
@@ -437,10 +437,11 @@ std::string rank_line(const Rank& r, int device, const char* host) {
 #endif
   const char* net = std::getenv("NCCL_NET");
   const char* plugin = std::getenv("NCCL_NET_PLUGIN");
-  return fmt::format("#  Rank {:2} Group {:2} Pid {:6} on {:>10} device {:2} [{}] {} | {} | net {}{}", r.rank,
-                     0, ::getpid(), host, device, bus, prop.name, nic,
-                     net != nullptr ? net : "(NCCL's choice)",
-                     plugin != nullptr ? fmt::format(" (plugin {})", plugin) : "");
+  return fmt::format(
+      "#  Rank {:2} Group {:2} Pid {:6} on {:>10} device {:2} [{:04x}:{:02x}:{:02x}] {} | {} | net {}{}",
+      r.rank, group, ::getpid(), host, device, prop.pciDomainID, prop.pciBusID, prop.pciDeviceID, prop.name,
+      nic, net != nullptr ? net : "(NCCL's choice)",
+      plugin != nullptr ? fmt::format(" (plugin {})", plugin) : "");
 }
 
 // Every rank's header line, in rank order, on every rank.
@@ -491,16 +492,23 @@ int run(const CollOptions& o, const CollPlan& plan, const LaunchEnv& env) {
   r.check(cudaMalloc(&b.scratch, (8 + static_cast<size_t>(r.nranks)) * sizeof(double)), "cudaMalloc");
   r.check(cudaMemset(b.scratch, 0, (8 + static_cast<size_t>(r.nranks)) * sizeof(double)), "cudaMemset");
   const bool lead = r.rank == 0;
-  const std::vector<std::string> header = all_lines(r, rank_line(r, device->device, host));
+  // --split's colour is nccl-tests' Group.
+  const int host_index = env.local_world_size > 0 ? env.rank / env.local_world_size : 0;
+  const int color = split_color(plan.split, env.rank, env.local_rank, host_index);
+  const std::vector<std::string> header = all_lines(r, rank_line(r, color, device->device, host));
   if (lead) {
+    // nccl-tests' own lines, as its util.cu prints them (a sweep by factor or by bytes; no -u here).
+    const bool by_factor = o.step_factor > 1;
+    const Result<uint64_t> step_bytes = parse_size(o.step_bytes);  // plan_coll has checked it
+    fmt::print("# megascale-coll: {} ranks ({})\n", r.nranks, env.source);
     fmt::print(
-        "# megascale-coll: {} ranks ({}); nThread 1 nGpus 1 minBytes {} maxBytes {} warmup iters: {} iters: "
-        "{} agg iters: {} validation: {} graph: {}\n",
-        r.nranks, env.source, plan.sizes.front(), plan.sizes.back(), o.warmup_iters, o.iters, o.agg_iters,
-        o.check, o.cuda_graph);
+        "# nThread 1 nGpus 1 minBytes {} maxBytes {} step: {}({}) warmup iters: {} iters: {} agg iters: {} "
+        "validation: {} graph: {} unalign: 0\n",
+        plan.sizes.front(), plan.sizes.back(), by_factor ? o.step_factor : (step_bytes ? *step_bytes : 0),
+        by_factor ? "factor" : "bytes", o.warmup_iters, o.iters, o.agg_iters, o.check, o.cuda_graph);
     if (o.per_iter_timing != 0) {
       fmt::print(
-          "# Per-Iteration Report: CUDA event timing; i_* uses max over process rows{}\n",
+          "# Per-Iteration Report: CUDA event timing; i_* uses max over process rows{} \n",
           o.per_iter_skip > 0 ? fmt::format("; summary skips first {} iterations", o.per_iter_skip) : "");
     }
     fmt::print("#\n# Using devices\n");
@@ -524,8 +532,6 @@ int run(const CollOptions& o, const CollPlan& plan, const LaunchEnv& env) {
   const Rank world = r;
   const bool split = plan.split.kind != Split::Kind::kNone;
   if (split) {
-    const int host_index = env.local_world_size > 0 ? env.rank / env.local_world_size : 0;
-    const int color = split_color(plan.split, env.rank, env.local_rank, host_index);
     r.check(ncclCommSplit(world.comm, color, env.rank, &r.comm, nullptr), "ncclCommSplit (--split)");
     r.check(ncclCommCount(r.comm, &r.nranks), "ncclCommCount");
     r.check(ncclCommUserRank(r.comm, &r.rank), "ncclCommUserRank");
