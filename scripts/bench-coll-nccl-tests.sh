@@ -7,8 +7,9 @@
 # GPU) and then `megascale-coll <coll> --nproc N` with the same SIZES (default "-b 8 -e 128M -f 4"),
 # ITERS (-n, default 20) and WARMUP (-w, default 5), no data check (-c 0: only the timing is compared).
 # Both write nccl-tests' -J JSON; per size the median over the rounds of each tool's out-of-place busbw
-# and time, and their ratios (megascale coll / nccl-tests), go to OUT/results.jsonl and a markdown table.
-# The goal: busbw within 2% and time within 2% at every size.
+# and time, their ratios (megascale coll / nccl-tests) and each tool's own spread over the rounds go to
+# OUT/results.jsonl and a markdown table (nccl-tests/compare.py). The goal: busbw within 2% and time
+# within 2% at every size, which a size's spread above 2% leaves unjudged.
 #
 #   scripts/nccl-tests/build.sh NCCL_TESTS_SOURCE build-nccl-tests   # once, on the build host
 #   scripts/bench-coll-nccl-tests.sh [BIN] [NCCL_TESTS]   # BIN: megascale-coll and the plugin (default
@@ -67,45 +68,10 @@ for n in $ranks; do
           verdict=1
         fi
       done
-      python3 - "$out" "$n" "$net" "$c" "$rounds" >> "$results" <<'PY'
-import json, statistics, sys
-out, n, net, c, rounds = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5])
-def rows(path):
-    try:
-        doc = json.load(open(path))
-    except (OSError, ValueError):
-        return {}
-    # nccl-tests nests its results under its run; megascale coll writes them at the top level.
-    found = doc.get("results") or next((v["results"] for v in doc.values() if isinstance(v, dict) and "results" in v), [])
-    return {int(r["size"]): r["out_of_place"] for r in found}
-runs = {tool: [rows(f"{out}/{n}-{net}-{c}-{k}.{tool}.json") for k in range(1, rounds + 1)] for tool in ("nccl-tests", "coll")}
-sizes = sorted(set().union(*[set(r) for r in runs["nccl-tests"] + runs["coll"]]))
-for size in sizes:
-    med = {}
-    for tool in runs:
-        times = [r[size]["time"] for r in runs[tool] if size in r]
-        bws = [r[size]["bus_bw"] for r in runs[tool] if size in r]
-        med[tool] = (statistics.median(times) if times else None, statistics.median(bws) if bws else None)
-    (tn, bn), (tc, bc) = med["nccl-tests"], med["coll"]
-    print(json.dumps({"ranks": n, "net": net, "collective": c, "size": size, "rounds": rounds,
-                      "nccl_tests_time_us": tn, "coll_time_us": tc, "nccl_tests_busbw": bn, "coll_busbw": bc,
-                      "time_ratio": tc / tn if tn and tc else None, "busbw_ratio": bc / bn if bn and bc else None}))
-PY
+      python3 scripts/nccl-tests/compare.py rows "$out" "$n" "$net" "$c" "$rounds" >> "$results" || verdict=1
     done
   done
 done
-python3 - "$results" <<'PY'
-import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1])]
-print("| ranks | net | collective | size (B) | nccl-tests time (us) | coll time (us) | time ratio | nccl-tests busbw | coll busbw | busbw ratio |")
-print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
-fmt = lambda v, f: "n/a" if v is None else format(v, f)
-for r in rows:
-    print(f"| {r['ranks']} | {r['net']} | {r['collective']} | {r['size']} | {fmt(r['nccl_tests_time_us'], '.2f')} | "
-          f"{fmt(r['coll_time_us'], '.2f')} | {fmt(r['time_ratio'], '.3f')} | {fmt(r['nccl_tests_busbw'], '.2f')} | "
-          f"{fmt(r['coll_busbw'], '.2f')} | {fmt(r['busbw_ratio'], '.3f')} |")
-within = [r for r in rows if r["time_ratio"] and abs(r["time_ratio"] - 1) <= 0.02 and r["busbw_ratio"] and abs(r["busbw_ratio"] - 1) <= 0.02]
-print(f"\n{len(within)} of {len(rows)} sizes within 2% on both time and busbw")
-PY
+python3 scripts/nccl-tests/compare.py table "$results" || verdict=1
 echo "bench-coll-nccl-tests: $([[ $verdict == 0 ]] && echo "every run finished" || echo "a run FAILED")"
 exit "$verdict"
