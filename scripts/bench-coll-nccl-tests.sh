@@ -49,20 +49,19 @@ results=$out/results.jsonl
 : > "$results"
 for n in $ranks; do
   for net in $nets; do
-    env=(NCCL_NET=Socket)
-    [[ $net == megascale ]] && env=(NCCL_NET=MegaScale NCCL_NET_PLUGIN="$plugin")
+    net_env "$net"
     for c in $colls; do
       args=("${sizes[@]}" -n "$iters" -w "$warmup" -c 0)
       for round in $(seq "$rounds"); do
         tag=$n-$net-$c-$round
         # Ranks sharing a GPU: each its own NCCL_HOSTID, so that NCCL goes through the net.
-        if ! env "${env[@]}" NCCL_TESTS_DEVICE=0 timeout 300 mpirun -np "$n" --oversubscribe --bind-to none \
+        if ! env "${net_env[@]}" NCCL_TESTS_DEVICE=0 timeout 300 mpirun -np "$n" --oversubscribe --bind-to none \
           sh -c 'NCCL_HOSTID=nccl-tests-$OMPI_COMM_WORLD_RANK exec "$0" "$@"' "${c}_perf" "${args[@]}" \
           -J "$out/$tag.nccl-tests.json" > "$out/$tag.nccl-tests.log" 2>&1; then
           echo "FAIL nccl-tests $tag: $(tail -2 "$out/$tag.nccl-tests.log")"
           verdict=1
         fi
-        if ! env "${env[@]}" timeout 300 "$coll" "$c" "${args[@]}" --nproc "$n" -J "$out/$tag.coll.json" \
+        if ! env "${net_env[@]}" timeout 300 "$coll" "$c" "${args[@]}" --nproc "$n" -J "$out/$tag.coll.json" \
           > "$out/$tag.coll.log" 2>&1; then
           echo "FAIL megascale coll $tag: $(tail -2 "$out/$tag.coll.log")"
           verdict=1

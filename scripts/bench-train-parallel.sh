@@ -55,13 +55,9 @@ results=$out/results.jsonl
 bench() {
   local name=$1 layout=$2 net=$3 nproc=$4
   shift 4
-  local -a env=()
-  case $net in
-    socket) env=(NCCL_NET=Socket) ;;
-    megascale) env=(NCCL_NET=MegaScale NCCL_NET_PLUGIN="$plugin") ;;
-  esac
+  net_env "$net"
   rm -rf "$out/$name.timeline"
-  env "${env[@]}" timeout "$run_timeout" "$train" --nproc "$nproc" --config "$config" --dtype bf16 \
+  env "${net_env[@]}" timeout "$run_timeout" "$train" --nproc "$nproc" --config "$config" --dtype bf16 \
     --steps "$steps" --eval-every 0 "${extra[@]}" --timeline "$out/$name.timeline" --timeline-steps 3 "$@" \
     > "$out/$name.log" 2>&1
   local rc=$?
@@ -135,13 +131,10 @@ done | sort -u)
 while read -r n g; do
   [[ -n $n ]] || continue
   for net in $nets; do
-    case $net in
-      socket) env=(NCCL_NET=Socket) ;;
-      megascale) env=(NCCL_NET=MegaScale NCCL_NET_PLUGIN="$plugin") ;;
-    esac
+    net_env "$net"
     split=()
     (( n > g )) && split=(--split "mod:$((n / g))")
-    env "${env[@]}" timeout "$run_timeout" "$coll" all_gather reduce_scatter -b 1M -e 64M -f 2 -n 10 -w 3 -c 0 \
+    env "${net_env[@]}" timeout "$run_timeout" "$coll" all_gather reduce_scatter -b 1M -e 64M -f 2 -n 10 -w 3 -c 0 \
       --nproc "$n" "${split[@]}" --json-lines "$out/bw-$net-$n-$g.jsonl" > "$out/bw-$net-$n-$g.log" 2>&1 ||
       { echo "FAIL bandwidth $net, $n ranks in groups of $g: $(tail -1 "$out/bw-$net-$n-$g.log")"; verdict=1; continue; }
     python3 -c '

@@ -33,11 +33,10 @@ start_mps_for "$out" "$gpus" "$max"
 verdict=0
 for n in $ranks; do
   for net in socket megascale; do
-    env=(NCCL_NET=Socket)
-    [[ $net == megascale ]] && env=(NCCL_NET=MegaScale NCCL_NET_PLUGIN="$plugin")
+    net_env "$net"
     log=$out/$net-$n.log
     t0=$SECONDS
-    env "${env[@]}" timeout 300 "$coll" all "${sizes[@]}" -n 5 -w 1 -T 60 --nproc "$n" \
+    env "${net_env[@]}" timeout 300 "$coll" all "${sizes[@]}" -n 5 -w 1 -T 60 --nproc "$n" \
       --json-lines "$out/$net-$n.jsonl" > "$log" 2>&1
     rc=$?
     bad=$(grep -c "Out of bounds values : [1-9]" "$log")

@@ -80,19 +80,13 @@ results=$out/results.jsonl
 run() {
   local name=$1 net=$2 nproc=$3
   shift 3
-  local -a env=()
-  case $net in
-    socket) env=(NCCL_NET=Socket) ;;
-    megascale) env=(NCCL_NET=MegaScale NCCL_NET_PLUGIN="$plugin" MEGASCALE_STATS_DIR="$out/$name.stats") ;;
-    megascale-loss)
-      env=(NCCL_NET=MegaScale NCCL_NET_PLUGIN="$plugin" MEGASCALE_STATS_DIR="$out/$name.stats"
-        MEGASCALE_FAULT_DROP=0.01) ;;
-    none) ;;
-  esac
+  net_env "${net%-loss}"  # megascale-loss: the plugin, with its stats and 1% of datagrams dropped
+  [[ $net == megascale* ]] && net_env+=(MEGASCALE_STATS_DIR="$out/$name.stats")
+  [[ $net == megascale-loss ]] && net_env+=(MEGASCALE_FAULT_DROP=0.01)
   local t0=$SECONDS
   local -a no_eval=(--eval-every 0)
   [[ " $* " == *" --eval-every "* ]] && no_eval=()
-  env "${env[@]}" timeout "$run_timeout" "$train" --nproc "$nproc" --loss-log "$out/$name.loss" \
+  env "${net_env[@]}" timeout "$run_timeout" "$train" --nproc "$nproc" --loss-log "$out/$name.loss" \
     "${no_eval[@]}" "$@" > "$out/$name.log" 2>&1
   local rc=$?
   printf '%-28s rc %d, %d s\n' "$name" "$rc" $((SECONDS - t0))
@@ -262,8 +256,6 @@ if [[ -n $hang_layout ]]; then
     kill -0 "$launcher" 2> /dev/null && { hung=1; kill -KILL "$launcher"; kill -KILL "$victim"; }
     wait "$launcher"
     rc=$?
-    # Under MPS a client that is still going away can fail the next job's start: wait for the ranks.
-    for _ in $(seq 100); do pgrep -f "$train" > /dev/null || break; sleep 0.1; done
     if (( hung )); then
       echo "FAIL stopped peer: the job still ran 60 s after a rank was stopped (killed); the end of its log:"
       tail -5 "$log" | sed 's/^/    /'

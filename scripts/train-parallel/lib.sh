@@ -19,6 +19,16 @@ require_gpus() {
   gpus=$(nvidia-smi -L | wc -l)
 }
 
+# net_env NET: sets net_env to the variables that make NCCL use NET: socket (NCCL's Socket net) or
+# megascale (the plugin at $plugin); empty for anything else (none: one rank, no net).
+net_env() {
+  case $1 in
+    socket) net_env=(NCCL_NET=Socket) ;;
+    megascale) net_env=(NCCL_NET=MegaScale NCCL_NET_PLUGIN="$plugin") ;;
+    *) net_env=() ;;
+  esac
+}
+
 # layout_args TxPxD[vV][+dpo][+tpo][+ppc] (the suffixes in this order): sets nproc and args (--tp T --pp P --dp D --vpp V, and
 # --dp-overlap with +dpo, --tp-overlap with +tpo, --pp-coupled with +ppc), or fails on a malformed one.
 layout_args() {

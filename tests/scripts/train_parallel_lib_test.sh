@@ -2,7 +2,7 @@
 # scripts/train-parallel/lib.sh's layout_args: TxPxD[vV][+dpo][+tpo][+ppc] gives the rank count and
 # megascale-train's layout arguments (--dp-overlap with +dpo, --tp-overlap with +tpo, --pp-coupled with
 # +ppc); a malformed layout exits 2 naming it. `built` finds a program in a given folder or the build
-# tree, refusing a missing or non-executable one by name.
+# tree, refusing a missing or non-executable one by name. `net_env` gives the variables of each net.
 # Usage: train_parallel_lib_test.sh SOURCE_DIR
 set -uo pipefail
 src=$1
@@ -40,4 +40,13 @@ out=$(built -x "$dir/bin" prog unused thing 2>&1) && fail "built -x: a file that
 [[ $out == "no thing at $dir/bin/prog (build it first)" ]] || fail "built -x: message: $out"
 chmod +x "$dir/bin/prog"
 built -x "$dir/bin" prog unused thing > /dev/null || fail "built -x: an executable refused"
+# net_env: Socket, the plugin at $plugin, nothing for "none".
+plugin=/p/libnccl-net-megascale.so
+net_env socket
+[[ "${net_env[*]}" == "NCCL_NET=Socket" ]] || fail "net_env socket: ${net_env[*]}"
+net_env megascale
+[[ "${net_env[*]}" == "NCCL_NET=MegaScale NCCL_NET_PLUGIN=/p/libnccl-net-megascale.so" ]] ||
+  fail "net_env megascale: ${net_env[*]}"
+net_env none
+(( ${#net_env[@]} == 0 )) || fail "net_env none: ${net_env[*]}"
 echo "train_parallel_lib_test: ok"
