@@ -16,6 +16,7 @@ is 1 when the compute stream waited exactly as long as the transfers need, below
 "less peer wait" takes out the time the rank's collectives waited for the group's last member to arrive
 (train-timeline-summary.py's peer_wait_ms), which no bandwidth explains.
 The pipeline's exposed time is mostly the bubble (waiting for the other stage's compute), not shown here.
+Exit 2 with a message naming the file on an unreadable file or a config without the numbers it needs.
 """
 import json
 import math
@@ -30,8 +31,23 @@ def arg(args, flag, default):
     return default
 
 
-def config_int(text, key):
-    return int(re.search(rf"^\s*{key}:\s*(\d+)", text, re.M).group(1))
+def die(message):
+    print(f"bench-table.py: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def config_int(text, key, path):
+    m = re.search(rf"^\s*{key}:\s*(\d+)", text, re.M)
+    if not m:
+        die(f"{path}: no {key} (a whole number) in the config")
+    return int(m.group(1))
+
+
+def json_lines(path):
+    try:
+        return [json.loads(line) for line in open(path)]
+    except (OSError, ValueError) as e:
+        die(f"{path}: {e}")
 
 
 def busbw(rows, net, nproc, group, collective, size):
@@ -55,12 +71,15 @@ def busbw(rows, net, nproc, group, collective, size):
 def main():
     results, bandwidth, config = sys.argv[1:4]
     args = sys.argv[4:]
-    cfg = open(config).read()
-    batch = arg(args, "--batch-size", config_int(cfg, "batch_size"))
-    seq = arg(args, "--seq-len", config_int(cfg, "seq_len"))
-    d_model = config_int(cfg, "d_model")
-    rows = [json.loads(line) for line in open(results)]
-    bw = [json.loads(line) for line in open(bandwidth)] if bandwidth else []
+    try:
+        cfg = open(config).read()
+    except OSError as e:
+        die(f"{config}: {e}")
+    batch = arg(args, "--batch-size", config_int(cfg, "batch_size", config))
+    seq = arg(args, "--seq-len", config_int(cfg, "seq_len", config))
+    d_model = config_int(cfg, "d_model", config)
+    rows = json_lines(results)
+    bw = json_lines(bandwidth) if bandwidth else []
     one = next((r for r in rows if r["name"] == "one"), None)
     print("| layout | net | ranks | GPU ms/step | tok/s | vs one rank | exposed comm ms (tp / dp / pp) |"
           " tp exposed / expected | dp exposed / expected |")

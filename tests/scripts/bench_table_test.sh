@@ -2,7 +2,8 @@
 # scripts/train-parallel/bench-table.py on hand-made bench results: a group's expected time is its bytes
 # split between all_gather and reduce_scatter (tp: half each at the [N, C] size; dp: 4/6 reduce-scatter,
 # 2/6 all-gather at the largest size measured) over the busbw measured for that net, ranks and group size;
-# the peer wait is taken out in the second ratio; a shape with no bandwidth says so.
+# the peer wait is taken out in the second ratio; a shape with no bandwidth says so; a config without
+# its numbers and results that are not JSON are refused with exit 2, naming the file.
 # Usage: bench_table_test.sh SOURCE_DIR
 set -uo pipefail
 src=$1
@@ -39,4 +40,9 @@ grep -qF "| 2x1x2 | socket | 4 | 100.0 | 1,000 | 1.00x | 600.0 / 150.0 / 0.0 | 6
   fail "socket row: $out"
 grep -qF "| 2x1x2 | megascale | 4 | 100.0 | 1,000 | 1.00x | 600.0 / 150.0 / 0.0 | no bandwidth measured | no bandwidth measured |" <<< "$out" ||
   fail "megascale row: $out"
+printf 'model:\n  n_layer: 2\n' > "$dir/no-dmodel.yaml"
+expect_refused "a config without its numbers" "no-dmodel.yaml: no batch_size (a whole number) in the config" \
+  python3 "$tool" "$dir/results.jsonl" "$dir/bw.jsonl" "$dir/no-dmodel.yaml"
+echo 'nope' > "$dir/bad.jsonl"
+expect_refused "results that are not JSON" "bad.jsonl:" python3 "$tool" "$dir/bad.jsonl" "$dir/bw.jsonl" "$dir/config.yaml"
 echo "bench_table_test: ok"
