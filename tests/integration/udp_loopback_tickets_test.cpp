@@ -150,6 +150,59 @@ TEST(UdpWireTickets, BadArgumentsFinishAtSubmitWithoutARound) {
   (*wire)->close(1);  // forgets it
 }
 
+// help(): a polling caller's thread runs the wire's rounds when nothing else does. The pair's progress
+// threads are stopped after the connect, so only help() moves the tickets: 2 MiB each way, every byte
+// checked. It runs no round before help_after_ns has passed since the last one ended, and none at all
+// with help_after_ns 0.
+TEST_P(UdpLoopback, HelpRunsRoundsOnTheCallersThreadWhenNoRoundHasEnded) {
+  UdpConfig c = wire_config(host_, FaultConfig{});
+  c.help_after_ns = us(1);
+  Pair p = connect_pair(c, c);
+  ASSERT_TRUE(p.recv_conn);
+  p.sender->stop();
+  p.receiver->stop();
+  constexpr uint64_t kSize = 2 * kMiB;
+  std::vector<uint8_t> source(kSize), sink(kSize + kCanaryBytes, kCanary);
+  fill(source, kSize, 91);
+  UdpWire::Ticket send, recv;
+  recv.set_recv(p.recv_conn, sink.data(), kSize, 5);
+  send.set_send(p.send_conn, source.data(), kSize, 5);
+  p.receiver->submit(recv);
+  p.sender->submit(send);
+  const TimeNs t0 = UdpWire::now();
+  uint64_t helped = 0;
+  while (!(send.done() && recv.done()) && UdpWire::now() - t0 < sec(20)) {
+    helped += p.sender->help(UdpWire::now()) ? 1 : 0;
+    helped += p.receiver->help(UdpWire::now()) ? 1 : 0;
+  }
+  ASSERT_TRUE(send.done() && recv.done()) << "help() rounds never finished the tickets";
+  ASSERT_TRUE(send.completion().ok) << send.completion().error;
+  ASSERT_TRUE(recv.completion().ok) << recv.completion().error;
+  EXPECT_EQ(recv.completion().bytes, kSize);
+  EXPECT_EQ(first_mismatch(sink, kSize, 91), -1);
+  EXPECT_EQ(sink[kSize], kCanary);
+  EXPECT_EQ(p.sender->stats().help_rounds + p.receiver->stats().help_rounds, helped);
+
+  // The threshold: a round ended at `now` holds help() off until help_after_ns later.
+  UdpConfig slow = wire_config(host_, FaultConfig{});
+  slow.help_after_ns = sec(1);
+  auto wire = UdpWire::create(slow);
+  ASSERT_TRUE(wire.ok()) << wire.error().message;
+  ASSERT_TRUE((*wire)->progress());
+  const TimeNs now = UdpWire::now();
+  EXPECT_FALSE((*wire)->help(now));
+  EXPECT_TRUE((*wire)->help(now + sec(2)));
+  EXPECT_FALSE((*wire)->help(UdpWire::now()));  // the round it ran ended just now
+  EXPECT_EQ((*wire)->stats().help_rounds, 1u);
+
+  UdpConfig off = wire_config(host_, FaultConfig{});
+  off.help_after_ns = 0;
+  auto idle = UdpWire::create(off);
+  ASSERT_TRUE(idle.ok()) << idle.error().message;
+  EXPECT_FALSE((*idle)->help(UdpWire::now() + sec(10)));
+  EXPECT_EQ((*idle)->stats().help_rounds, 0u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Loopback, UdpLoopback, loopback_hosts(), loopback_host_name);
 
 }  // namespace

@@ -99,6 +99,9 @@ struct PluginConfig {
   // MEGASCALE_PENDING_POLL_US: the same while NCCL has requests outstanding on the wire
   // (UdpConfig::pending_poll_ns).
   TimeNs pending_poll_ns = 1 * kNsPerMs;
+  // MEGASCALE_TEST_PROGRESS_US: test() runs a wire round on NCCL's thread when the wire's own thread
+  // has finished none for this long (UdpConfig::help_after_ns); 0 = off.
+  TimeNs help_after_ns = 50 * kNsPerUs;
   // MEGASCALE_STALL_US: an I/O thread away from its loop this long is taken as stalled and the others
   // do its sends and receives until it is back (UdpConfig::stall_ns); 0 = off.
   TimeNs stall_ns = 300 * kNsPerUs;

@@ -517,6 +517,8 @@ const std::vector<Knob>& plugin_knobs() {
      "How long wire threads keep polling after their last packet before they sleep.", "idle_poll_ns", 0, 1'000'000, read_us<&PluginConfig::idle_poll_ns>},
     {"MEGASCALE_PENDING_POLL_US", Type::kInteger, "us", "1000", "",
      "The same while NCCL has requests outstanding on the wire (never shorter than the idle window).", "pending_poll_ns", 0, 10'000'000, read_us<&PluginConfig::pending_poll_ns>},
+    {"MEGASCALE_TEST_PROGRESS_US", Type::kInteger, "us", "50", "",
+     "NCCL's test() runs a round of the wire itself when the wire's thread has finished none for this long (asleep, or waiting for a CPU on a host whose CPUs are all taken); 0 = off.", "help_after_ns", 0, 1'000'000, read_us<&PluginConfig::help_after_ns>},
     {"MEGASCALE_STALL_US", Type::kInteger, "us", "300", "",
      "An I/O thread away from its loop this long is taken as stalled and the others do its work until it is back; 0 = off.", "stall_ns", 0, 1'000'000, read_us<&PluginConfig::stall_ns>},
     {"MEGASCALE_GDR_COPY", Type::kChoice, "", "0", "0, 1, emulate",

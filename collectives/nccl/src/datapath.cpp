@@ -77,6 +77,22 @@ bool poll_request(Request& r, NetResult* code, TimeNs seen_ns = 0) {
   return true;
 }
 
+// MEGASCALE_TEST_PROGRESS_US: while a part of `r` is still out, NCCL's polling thread runs a round of
+// its wire when the wire's own thread has not finished one for that long (UdpWire::help: otherwise a
+// load and a compare, or a try-lock that fails while the wire's thread holds it).
+void help_wires(const Request& r, TimeNs now) {
+  const CommBase& comm = *r.comm;
+  const uint32_t k = comm.stripe_count();
+  DeviceWire* helped = nullptr;
+  for (uint32_t t = 0; t < r.parts; ++t) {
+    if ((r.done_mask & (uint64_t{1} << t)) != 0 || r.tickets[t].done()) continue;
+    DeviceWire* w = comm.stripes[t % k].wire;
+    if (w == helped) continue;
+    w->udp().help(now);
+    helped = w;
+  }
+}
+
 bool all_done(const Request& r) {
   return r.done_mask == (r.parts >= 64 ? ~uint64_t{0} : (uint64_t{1} << r.parts) - 1);
 }
@@ -504,6 +520,7 @@ NetResult test(void* request, int* done, int* sizes) {
     if (r->stage != Request::kNoStage) return abi::kNetSuccess;  // its copy to the shadow runs
   }
   // NCCL calls test() in a tight loop: a look is a load of each ticket's flag, without the wire's lock.
+  help_wires(*r, now);
   NetResult code = abi::kNetSuccess;
   if (!poll_request(*r, &code, r->optional ? 0 : now)) return failed_after_copies(comm, code);
   if (r->staged_recv) {

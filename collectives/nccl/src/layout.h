@@ -31,12 +31,12 @@ inline constexpr uint32_t kIoThreads = 4;
 // Else, without I/O threads, kStripedWires wires with each comm over kStripedStripes of them where the
 // room is at least kStripedWires (so that a rank's connections keep every wire busy), else one wire a CPU
 // of the room, kMinWires..kMaxWires, so that with NCCL's two they do not outnumber the share; these
-// threads sleep when idle. A share with no room (2 CPUs: 8 ranks on a 16-CPU host, or the CI VM) gets
-// one wire: with two, a message and its ACK cross between two threads that wait for the same CPUs
-// (docs/PERFORMANCE.md, "Small collectives, failures, and the plugin alone").
+// threads sleep when idle. A share with no room (8 ranks on a 16-CPU host) still gets two: one wire
+// moved 0.45-0.55x the bus bandwidth of two at 32-128 MiB there (docs/PERFORMANCE.md, "The plugin at 8
+// ranks").
 inline constexpr uint32_t kStripedWires = 6;
 inline constexpr uint32_t kStripedStripes = 4;
-inline constexpr uint32_t kMinWires = 1;
+inline constexpr uint32_t kMinWires = 2;
 inline constexpr uint32_t kMaxWires = 4;
 // With kHalfShareRanks or more ranks on the host and a share of kHalfShareMinCpus or more, only half the
 // share spins: with every CPU of a many-rank host polling, the ranks' threads starve each other
@@ -54,7 +54,7 @@ inline constexpr std::string_view kLayoutRuleText =
     "Two CPUs of the rank's share (usable CPUs / local ranks) stay with NCCL, and the rest, the room, "
     "gets the first of these that fits: 2 wires x (1 + 6 I/O threads) with 2 CPUs to spare, 2 wires x "
     "(1 + 4), 6 wires x (1 + 0) with each comm over 4 stripes, else one wire of one thread a CPU of the "
-    "room (1..4); I/O threads are at most the lanes, lanes are one per I/O thread but at least 4, and "
+    "room (2..4); I/O threads are at most the lanes, lanes are one per I/O thread but at least 4, and "
     "stripe_bytes is 1 MiB / stripes rounded up to 4 KiB. With 3 or more local ranks and a share of 16 "
     "or more, only half the share spins: 2 wires x (1 + share / 4 - 1 I/O threads, at most 6), a lane "
     "each.";

@@ -196,6 +196,7 @@ wire::UdpConfig Registry::udp_config(const Device& d, uint8_t dscp, uint32_t ind
   u.busy_poll = config_.busy_poll;
   u.idle_poll_ns = config_.idle_poll_ns;
   u.pending_poll_ns = config_.pending_poll_ns;
+  u.help_after_ns = config_.help_after_ns;
   u.stall_ns = config_.stall_ns;
   u.io_threads = config_.layout.io_threads;
   u.min_rto_floor_ns = config_.rto_floor_ns;

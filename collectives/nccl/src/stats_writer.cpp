@@ -359,6 +359,7 @@ nlohmann::json wire_json(DeviceWire& wire, const std::string& ifname, const char
               {"progress_calls", w.progress_calls},
               {"tx_deferred", w.tx_deferred},
               {"sleeps", w.sleeps},
+              {"help_rounds", w.help_rounds},
               {"io_thread_sleeps", w.io_thread_sleeps},
               {"io_awake_ns", w.io_awake_ns},
               {"io_busy_ns", w.io_busy_ns},
@@ -394,6 +395,10 @@ constexpr WireMetric kWireMetrics[] = {
      &wire::UdpWireStats::recv_errors},
     {"port_unreachable", "ICMP port unreachable from a known peer: its process is gone.",
      &wire::UdpWireStats::port_unreachable},
+    {"help_rounds",
+     "Progress rounds NCCL's thread ran in test() because the wire's own had run none lately "
+     "(MEGASCALE_TEST_PROGRESS_US).",
+     &wire::UdpWireStats::help_rounds},
     {"rx_stolen", "Messages an I/O thread read from the socket of a stalled sibling (MEGASCALE_STALL_US).",
      &wire::UdpWireStats::rx_stolen},
     {"tx_rerouted", "Packets sent by another I/O thread because their socket's thread had stalled.",

@@ -78,6 +78,7 @@ TEST(PluginConfig, DefaultsWithAnEmptyEnvironment) {
   EXPECT_EQ(c->idle_poll_ns, 50'000);
   EXPECT_EQ(c->pending_poll_ns, 1'000'000);
   EXPECT_EQ(c->stall_ns, 300'000);
+  EXPECT_EQ(c->help_after_ns, 50'000);  // test() moves a wire whose thread has not for 50 us
   EXPECT_EQ(c->port_closed_fail_ns, 200 * kNsPerMs);
   EXPECT_EQ(c->gdr_copy, GdrCopyMode::kOff);  // host memory only
   EXPECT_EQ(c->gdr_copy_limits.timeout_ns, 10 * kNsPerSec);
@@ -89,7 +90,7 @@ TEST(PluginConfig, DefaultsWithAnEmptyEnvironment) {
   // Every knob is echoed once, marked as a default: all rows but the five replaced variables and the
   // MEGASCALE_CC_* family (echoed only for the keys set); MEGASCALE_IB_* where the verbs wire is built.
   EXPECT_TRUE(c->source_ports.empty());
-  ASSERT_EQ(c->settings.size(), MEGASCALE_NCCL_VERBS ? 28u : 27u);
+  ASSERT_EQ(c->settings.size(), MEGASCALE_NCCL_VERBS ? 29u : 28u);
   for (const Setting& s : c->settings) {
     EXPECT_EQ(s.name.rfind("MEGASCALE_", 0), 0u) << s.name;
     EXPECT_EQ(s.source, "default") << s.name;
@@ -263,6 +264,7 @@ TEST(PluginConfig, EveryKnobReachesItsField) {
                  {"MEGASCALE_IDLE_POLL_US", "2000"},
                  {"MEGASCALE_PENDING_POLL_US", "30000"},
                  {"MEGASCALE_STALL_US", "750"},
+                 {"MEGASCALE_TEST_PROGRESS_US", "0"},
                  {"MEGASCALE_PORT_CLOSED_MS", "1500"},
                  {"MEGASCALE_GDR_COPY", "1"},
                  {"MEGASCALE_GDR_COPY_TIMEOUT_MS", "2500"},
@@ -287,6 +289,7 @@ TEST(PluginConfig, EveryKnobReachesItsField) {
   EXPECT_TRUE(c->busy_poll);
   EXPECT_EQ(c->idle_poll_ns, 2'000'000);
   EXPECT_EQ(c->pending_poll_ns, 30'000'000);
+  EXPECT_EQ(c->help_after_ns, 0);
   EXPECT_EQ(c->stall_ns, 750'000);
   EXPECT_EQ(c->port_closed_fail_ns, 1'500'000'000);
   for (const std::string& w : c->warnings) EXPECT_EQ(w.find("more stripes"), std::string::npos) << w;
@@ -392,6 +395,8 @@ TEST(PluginConfig, BadValuesAreRefusedNamingVariableAndValue) {
       {"MEGASCALE_PENDING_POLL_US", "10000001", "0..10000000"},
       {"MEGASCALE_STALL_US", "-1", "0..1000000"},
       {"MEGASCALE_STALL_US", "1000001", "0..1000000"},
+      {"MEGASCALE_TEST_PROGRESS_US", "-1", "0..1000000"},
+      {"MEGASCALE_TEST_PROGRESS_US", "1000001", "0..1000000"},
       {"MEGASCALE_PORT_CLOSED_MS", "-1", "0..3600000"},
       {"MEGASCALE_PORT_CLOSED_MS", "0.5", "0..3600000"},
       {"MEGASCALE_LAYOUT", "wires=0", "wires must be an integer in 1..16"},

@@ -19,18 +19,7 @@ Layout resolve(const std::string& text, unsigned cpus, unsigned ranks) {
 
 // The picks of the rule as it stood before it was written as one rule (five branches), recorded from
 // that code for the host kinds named below and for CPU shares 2, 4, 6, 8, 16 with 1, 2 and 8 local
-// ranks, with lanes left out and with lanes=4. The rule must keep every one, but for a share with no
-// room (3 CPUs or fewer), which gets one wire where it got two.
-// Eight ranks on a 16-CPU host, and the 2-CPU CI VM: NCCL's two busy threads fill the share, and a
-// second wire would put a message and its ACK on two threads waiting for the same CPUs.
-TEST(LayoutRule, AShareWithNoRoomGetsOneWire) {
-  EXPECT_EQ(resolve("", 16, 8).wires, 1u);
-  EXPECT_EQ(resolve("", 2, 1).wires, 1u);
-  EXPECT_EQ(resolve("", 24, 8).wires, 1u) << "3 CPUs: room for one";
-  EXPECT_EQ(resolve("", 16, 4).wires, 2u) << "4 CPUs: room for two";
-  EXPECT_EQ(resolve("wires=2", 16, 8).wires, 2u) << "a wire count given is kept";
-}
-
+// ranks, with lanes left out and with lanes=4. The rule must keep every one.
 TEST(LayoutRule, KeepsThePicksOfTheFiveBranchRule) {
   struct Case {
     unsigned cpus, ranks;
@@ -40,8 +29,8 @@ TEST(LayoutRule, KeepsThePicksOfTheFiveBranchRule) {
   // Host kinds: the CI VM (2 CPUs), 16-CPU H100/H200 hosts with 1, 2, 4 ranks, 32- and 64-CPU H200
   // hosts with 2 and 4 ranks, an 8-GPU node (128 CPUs), and the shares between them.
   const Case cases[] = {
-      {2, 1, "", "wires=1,io_threads=0,lanes=4,stripes=1,stripe_bytes=1048576"},
-      {2, 1, "lanes=4", "wires=1,io_threads=0,lanes=4,stripes=1,stripe_bytes=1048576"},
+      {2, 1, "", "wires=2,io_threads=0,lanes=4,stripes=1,stripe_bytes=1048576"},
+      {2, 1, "lanes=4", "wires=2,io_threads=0,lanes=4,stripes=1,stripe_bytes=1048576"},
       {16, 4, "", "wires=2,io_threads=0,lanes=4,stripes=1,stripe_bytes=1048576"},
       {16, 4, "lanes=4", "wires=2,io_threads=0,lanes=4,stripes=1,stripe_bytes=1048576"},
       {5, 1, "", "wires=3,io_threads=0,lanes=4,stripes=1,stripe_bytes=1048576"},
@@ -78,12 +67,12 @@ TEST(LayoutRule, KeepsThePicksOfTheFiveBranchRule) {
       {64, 2, "lanes=4", "wires=2,io_threads=4,lanes=4,stripes=1,stripe_bytes=1048576"},
       {256, 1, "", "wires=2,io_threads=6,lanes=6,stripes=1,stripe_bytes=1048576"},
       {256, 1, "lanes=4", "wires=2,io_threads=4,lanes=4,stripes=1,stripe_bytes=1048576"},
-      {16, 16, "", "wires=1,io_threads=0,lanes=4,stripes=1,stripe_bytes=1048576"},
-      {16, 16, "lanes=4", "wires=1,io_threads=0,lanes=4,stripes=1,stripe_bytes=1048576"},
-      {16, 64, "", "wires=1,io_threads=0,lanes=4,stripes=1,stripe_bytes=1048576"},
-      {16, 64, "lanes=4", "wires=1,io_threads=0,lanes=4,stripes=1,stripe_bytes=1048576"},
-      {2, 1, "", "wires=1,io_threads=0,lanes=4,stripes=1,stripe_bytes=1048576"},
-      {2, 1, "lanes=4", "wires=1,io_threads=0,lanes=4,stripes=1,stripe_bytes=1048576"},
+      {16, 16, "", "wires=2,io_threads=0,lanes=4,stripes=1,stripe_bytes=1048576"},
+      {16, 16, "lanes=4", "wires=2,io_threads=0,lanes=4,stripes=1,stripe_bytes=1048576"},
+      {16, 64, "", "wires=2,io_threads=0,lanes=4,stripes=1,stripe_bytes=1048576"},
+      {16, 64, "lanes=4", "wires=2,io_threads=0,lanes=4,stripes=1,stripe_bytes=1048576"},
+      {2, 1, "", "wires=2,io_threads=0,lanes=4,stripes=1,stripe_bytes=1048576"},
+      {2, 1, "lanes=4", "wires=2,io_threads=0,lanes=4,stripes=1,stripe_bytes=1048576"},
       {4, 1, "", "wires=2,io_threads=0,lanes=4,stripes=1,stripe_bytes=1048576"},
       {4, 1, "lanes=4", "wires=2,io_threads=0,lanes=4,stripes=1,stripe_bytes=1048576"},
       {6, 1, "", "wires=4,io_threads=0,lanes=4,stripes=1,stripe_bytes=1048576"},
@@ -92,8 +81,8 @@ TEST(LayoutRule, KeepsThePicksOfTheFiveBranchRule) {
       {8, 1, "lanes=4", "wires=6,io_threads=0,lanes=4,stripes=4,stripe_bytes=262144"},
       {16, 1, "", "wires=2,io_threads=4,lanes=4,stripes=1,stripe_bytes=1048576"},
       {16, 1, "lanes=4", "wires=2,io_threads=4,lanes=4,stripes=1,stripe_bytes=1048576"},
-      {4, 2, "", "wires=1,io_threads=0,lanes=4,stripes=1,stripe_bytes=1048576"},
-      {4, 2, "lanes=4", "wires=1,io_threads=0,lanes=4,stripes=1,stripe_bytes=1048576"},
+      {4, 2, "", "wires=2,io_threads=0,lanes=4,stripes=1,stripe_bytes=1048576"},
+      {4, 2, "lanes=4", "wires=2,io_threads=0,lanes=4,stripes=1,stripe_bytes=1048576"},
       {8, 2, "", "wires=2,io_threads=0,lanes=4,stripes=1,stripe_bytes=1048576"},
       {8, 2, "lanes=4", "wires=2,io_threads=0,lanes=4,stripes=1,stripe_bytes=1048576"},
       {12, 2, "", "wires=4,io_threads=0,lanes=4,stripes=1,stripe_bytes=1048576"},
@@ -102,8 +91,8 @@ TEST(LayoutRule, KeepsThePicksOfTheFiveBranchRule) {
       {16, 2, "lanes=4", "wires=6,io_threads=0,lanes=4,stripes=4,stripe_bytes=262144"},
       {32, 2, "", "wires=2,io_threads=4,lanes=4,stripes=1,stripe_bytes=1048576"},
       {32, 2, "lanes=4", "wires=2,io_threads=4,lanes=4,stripes=1,stripe_bytes=1048576"},
-      {16, 8, "", "wires=1,io_threads=0,lanes=4,stripes=1,stripe_bytes=1048576"},
-      {16, 8, "lanes=4", "wires=1,io_threads=0,lanes=4,stripes=1,stripe_bytes=1048576"},
+      {16, 8, "", "wires=2,io_threads=0,lanes=4,stripes=1,stripe_bytes=1048576"},
+      {16, 8, "lanes=4", "wires=2,io_threads=0,lanes=4,stripes=1,stripe_bytes=1048576"},
       {32, 8, "", "wires=2,io_threads=0,lanes=4,stripes=1,stripe_bytes=1048576"},
       {32, 8, "lanes=4", "wires=2,io_threads=0,lanes=4,stripes=1,stripe_bytes=1048576"},
       {48, 8, "", "wires=4,io_threads=0,lanes=4,stripes=1,stripe_bytes=1048576"},
@@ -141,7 +130,7 @@ TEST(LayoutRule, ExplainsItsPick) {
   EXPECT_EQ(
       resolve_layout({}, 8, 8, "cgroup CPU quota 8 in /sys/fs/cgroup/cpu.max").why,
       "8 usable CPUs (cgroup CPU quota 8 in /sys/fs/cgroup/cpu.max) / 8 local ranks = 1 each, 2 left to "
-      "NCCL: 1 wire x (1 + 0 I/O threads)");
+      "NCCL: 2 wires x (1 + 0 I/O threads)");
 }
 
 TEST(LayoutRule, KeysGivenAreKeptAndTheRestFittedAroundThem) {
@@ -155,8 +144,8 @@ TEST(LayoutRule, KeysGivenAreKeptAndTheRestFittedAroundThem) {
   EXPECT_EQ(resolve("io_threads=2", 2, 1).wires, 1u);
   // wires=4 on a share of 32: the wires given, with up to 6 I/O threads each and a lane per I/O thread.
   EXPECT_EQ(resolve("wires=4", 32, 1), (Layout{4, 6, 6, 1, 1 << 20}));
-  // io_threads=0: a wire per CPU to spare, 1..4, and no stripes.
-  EXPECT_EQ(resolve("io_threads=0", 2, 1).wires, 1u);
+  // io_threads=0: a wire per CPU to spare, 2..4, and no stripes.
+  EXPECT_EQ(resolve("io_threads=0", 2, 1).wires, 2u);
   EXPECT_EQ(resolve("io_threads=0", 64, 1), (Layout{4, 0, 4, 1, 1 << 20}));
   EXPECT_EQ(resolve("wires=4", 16, 2).stripes, 1u);
   // wires or io_threads given: the usual fit, not the half share.

@@ -233,6 +233,7 @@ struct Io {
   uint64_t progress_calls = 0;
   uint64_t tx_deferred = 0;
   uint64_t sleeps = 0;
+  uint64_t help_rounds = 0;  // rounds UdpWire::help() ran
   uint64_t clock_reads = 0;  // ProgressLoop::clock(): the progress rounds' and progress thread's reads
   // Reads of the wake-up eventfd (wakefd); also made by a sleep, outside the lock.
   std::atomic<uint64_t> wake_reads{0};

@@ -205,6 +205,7 @@ UdpWireStats collect_stats(const Io& io) {
     s.progress_calls = io.progress_calls;
     s.tx_deferred = io.tx_deferred;
     s.sleeps = io.sleeps;
+    s.help_rounds = io.help_rounds;
     s.clock_reads = io.clock_reads;
     s.wake_reads = io.wake_reads.load(std::memory_order_relaxed);
     s.port = p.extra;
@@ -268,6 +269,7 @@ UdpWireStats collect_stats(const Io& io) {
   s.tx_deferred = io.tx_deferred;
   s.tx_rerouted = io.tx_rerouted;
   s.sleeps = io.sleeps;
+  s.help_rounds = io.help_rounds;
   s.clock_reads = io.clock_reads;
   s.wake_reads = io.wake_reads.load(std::memory_order_relaxed);
   if (io.fault) s.fault = io.fault->counters();

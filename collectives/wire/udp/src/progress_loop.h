@@ -135,6 +135,8 @@ class ProgressLoop {
   bool wait_fence(Fence kind, const std::vector<uint64_t>& fence, TimeNs deadline = kNever);
   // Queues a ticket for the next round (the ticket queue's own lock) and wakes the loop if it sleeps.
   void submit(UdpWire::Ticket& t);
+  // UdpWire::help(): takes the lock only if free, and only when no round ended for help_after_ns.
+  bool help(TimeNs now);
   TicketQueue& tickets() { return tickets_; }
 
  private:
@@ -169,6 +171,8 @@ class ProgressLoop {
   void hold(engine::ConnId conn, engine::RequestId req, engine::Completion& result);
   void finish_tickets();
   void thread_main();
+  // Under the lock: whether a waiter's signature changed since it last looked (then notify them).
+  bool waiters_changed();
 
   struct Waiter {
     std::function<uint64_t()> signature;
@@ -188,6 +192,8 @@ class ProgressLoop {
   std::atomic<bool> threaded_{false};  // a progress thread was started and not yet stopped
   std::atomic<bool> stop_{false};
   std::atomic<bool> sleeping_{false};  // the loop is in (or about to enter) epoll_wait
+  std::atomic<TimeNs> sleep_until_{0};     // while sleeping_: the deadline it sleeps until
+  std::atomic<TimeNs> round_ended_ns_{0};  // round_time(), for help() to read without the lock
   std::string thread_error_;
   bool more_tx_ = false;    // the last round filled a whole batch: go again without sleeping
   bool moved_ = false;      // this round sent or received packets (note_io)

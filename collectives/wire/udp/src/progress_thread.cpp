@@ -61,12 +61,7 @@ void ProgressLoop::thread_main() {
       progressed_.notify_all();
       return;
     }
-    bool notify = false;
-    for (Waiter* w : waiters_) {
-      const uint64_t sig = w->signature();
-      notify |= sig != w->last;
-      w->last = sig;
-    }
+    const bool notify = waiters_changed();
     const TimeNs deadline = next_deadline();
     // Sleep unless busy-polling, the deadline is due or close enough to spin for, or packets moved
     // a moment ago (more are likely on their way; longer while the application waits for requests).
@@ -84,6 +79,7 @@ void ProgressLoop::thread_main() {
     if (sleep) {
       // Set under the lock: a post that takes the lock after this sees it and writes the eventfd. A
       // ticket is submitted without the lock: looked for after the flag is set (see submit()).
+      sleep_until_.store(deadline, std::memory_order_relaxed);
       sleeping_.store(true, std::memory_order_seq_cst);
       if (tickets_.has_submitted() || !arm_port()) {
         sleeping_.store(false, std::memory_order_relaxed);
@@ -114,6 +110,42 @@ void ProgressLoop::thread_main() {
       sleeping_.store(false, std::memory_order_release);
     }
   }
+}
+
+bool ProgressLoop::waiters_changed() {
+  bool changed = false;
+  for (Waiter* w : waiters_) {
+    const uint64_t sig = w->signature();
+    changed |= sig != w->last;
+    w->last = sig;
+  }
+  return changed;
+}
+
+bool ProgressLoop::help(TimeNs now) {
+  if (config_.help_after_ns <= 0) return false;
+  // A progress thread that polls ends a round every few microseconds; one that has not for this long
+  // sleeps or waits for a CPU. (One in a long round holds the lock: the try-lock fails.)
+  if (now - round_ended_ns_.load(std::memory_order_relaxed) < config_.help_after_ns) return false;
+  std::unique_lock<WireMutex> lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock() || !thread_error_.empty()) return false;
+  ++io_->help_rounds;
+  // A socket error here is the progress thread's to report: its next round meets it too.
+  const bool threaded = threaded_.load(std::memory_order_relaxed);
+  if (!round(clock(), true, /*overlap_copies=*/threaded)) return true;
+  // The round deferred ACKs for an answer (a completed receive) or filled a whole batch: the caller
+  // answers through a ticket, which the next round posts, so what was deferred leaves now rather than
+  // waiting for that round.
+  if (more_tx_) transmit(clock(), true);
+  const bool notify = waiters_changed();
+  // A sleeping progress thread wakes at the deadline it saw before this round; one that came due
+  // sooner (a retransmission timer this round armed, pacing) needs it awake.
+  const bool wake_thread = threaded && sleeping_.load(std::memory_order_acquire) &&
+                           next_deadline() < sleep_until_.load(std::memory_order_relaxed);
+  lock.unlock();
+  if (notify) progressed_.notify_all();
+  if (wake_thread) eventfd_write(io_->wakefd, 1);
+  return true;
 }
 
 bool ProgressLoop::arm_port() {

@@ -248,6 +248,10 @@ void UdpWire::submit(Ticket& t) {
   loop_->submit(t);
 }
 
+bool UdpWire::help(TimeNs now) {
+  return loop_->help(now);
+}
+
 void UdpWire::close(engine::ConnId conn, bool release) {
   std::unique_lock<detail::WireMutex> lock(loop_->mutex());
   loop_->tickets().forget(conn);

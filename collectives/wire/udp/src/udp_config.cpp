@@ -59,6 +59,9 @@ Status validate_udp_config(const UdpConfig& c) {
   if (c.stall_ns < 0 || c.stall_ns > kNsPerSec) {
     return bad("stall_ns=" + std::to_string(c.stall_ns) + ": must be in 0..1 s");
   }
+  if (c.help_after_ns < 0 || c.help_after_ns > kNsPerSec) {
+    return bad("help_after_ns=" + std::to_string(c.help_after_ns) + ": must be in 0..1 s");
+  }
   if (c.pending_poll_ns < 0 || c.pending_poll_ns > 10 * kNsPerSec) {
     return bad("pending_poll_ns=" + std::to_string(c.pending_poll_ns) + ": must be in 0..10 s");
   }

@@ -119,6 +119,11 @@ struct UdpConfig {
   // path); with nothing outstanding (between collectives, during compute) the threads sleep after
   // idle_poll_ns. 0..10 s; never shorter than idle_poll_ns (at most that turns it off).
   TimeNs pending_poll_ns = 1 * kNsPerMs;
+  // help() runs a round on its caller's thread when no round has ended for this long
+  // (the progress thread asleep, or waiting for a CPU on a host whose CPUs are all taken). A caller that
+  // polls anyway (NCCL's proxy thread testing its requests) then moves the wire whenever it runs itself,
+  // not only when the progress thread is scheduled. 0 = help() does nothing; 0..1 s.
+  TimeNs help_after_ns = 0;
   // I/O threads: 0 = the thread that drives progress() makes every system call itself (lowest latency:
   // no hand-over between threads). N > 0 = N threads of the wire's own take the sockets (socket i:
   // thread i % N; at most one per socket): they receive, check CRCs and send, so lanes on different
@@ -242,6 +247,7 @@ struct UdpWireStats {
   uint64_t progress_calls = 0;
   uint64_t tx_deferred = 0;  // rounds that completed a receive and left their ACKs for the next round
   uint64_t sleeps = 0;       // threaded mode: times the thread slept in epoll
+  uint64_t help_rounds = 0;  // threaded mode: rounds help() ran on a caller's thread
   // What a progress round costs besides its sends and receives: CLOCK_MONOTONIC reads made by the
   // rounds (and, in threaded mode, by the progress thread between them; not those of a sleep), and
   // reads of the wake-up eventfd (another thread's post ending a sleep). Under emulation a clock read
@@ -397,6 +403,12 @@ class UdpWire {
   // Queues `t` for the progress thread; never blocks on a round. Requires threaded mode or a caller
   // that runs progress(): the ticket is posted by the next round.
   void submit(Ticket& t);
+  // One round on the calling thread, if no round has ended for config().help_after_ns and no other
+  // thread holds the wire (a try-lock: never waits); `now` is the caller's UdpWire::now(). True if it
+  // ran one. For a caller that polls tickets in a loop, from any thread and in either mode: the round
+  // finishes tickets as the progress thread's would, and wakes that thread if it sleeps past a timer
+  // the round armed.
+  bool help(TimeNs now);
   engine::ConnectionState state(engine::ConnId conn);
   std::string connection_error(engine::ConnId conn);
 
