@@ -83,6 +83,7 @@ GptImpl<T>::GptImpl(const ModelConfig& model, int batch_size, int seq_len, const
   moment1_ = device_alloc<float>(state_floats_);
   moment2_ = device_alloc<float>(state_floats_);
   params_ = device_alloc<T>(floats_);
+  if (dp_ > 1) dp_flat_ = device_alloc<float>(static_cast<size_t>(dp_plan_.flat_numel));
 
   // Activations, in regions: one region holds one chunk's Lc layers for one micro-batch in flight
   // (pp == 1: one region of every layer). A chunk gets as many regions as the schedule ever has its
@@ -198,7 +199,8 @@ GptImpl<T>::~GptImpl() {
                                               loss_sum_,     tokens_,        targets_,
                                               bucket_token_, bucket_offset_, positions_,
                                               losses_,       scratch_,       norm_,
-                                              sum_,          lamb_sums_,     attention_workspace_}) {
+                                              sum_,          lamb_sums_,     attention_workspace_,
+                                              dp_flat_}) {
     cudaFree(p);
   }
   for (Peer& p : peers_) {

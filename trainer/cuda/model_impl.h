@@ -521,6 +521,9 @@ class GptImpl final : public GptModel {
   mutable bool weight_grads_stale_ = false;  // zero_grads() ran and no backward has written them since
   float *masters_, *grads_, *moment1_, *moment2_;
   T* params_;
+  // dp > 1: the buckets' staging buffer (GradBuckets::flat_numel floats; a bucket's reduce-scatter in
+  // fp32 and its all-gather in T use the same region, one after the other on one stream).
+  float* dp_flat_ = nullptr;
   T *residual_, *mid_, *ln1_, *ln2_, *qkv_, *atty_, *fch_pre_, *fch_, *lnf_, *logits_;
   float *stats_, *lse_;
   T *dres_, *dbuf1_, *dbuf2_, *dqkv_, *dfch_, *full_;

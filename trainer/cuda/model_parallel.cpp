@@ -124,34 +124,60 @@ double GptImpl<T>::parallel_grad_norm() {
   return std::sqrt(reduce_scalar(mine, ncclSum, world_comm_, Stage::kNormAllReduce));
 }
 
+// A bucket moves as one collective through its staging region (grad_buckets.h): its slices are copied
+// in rank-major, one reduce-scatter leaves this rank its block, and its pieces are copied back to where
+// the optimizer reads them. Each copy of a slice is one 2D memcpy (dp rows of its piece's length).
 template <class T>
 void GptImpl<T>::reduce_scatter_bucket(int bucket, ncclComm_t comm, cudaStream_t stream) {
-  nccl_check(ncclGroupStart(), "ncclGroupStart");
+  const BucketRegion& region = dp_plan_.regions[static_cast<size_t>(bucket)];
   for (const GradSlice& s : dp_plan_.slices) {
     if (s.bucket != bucket) continue;
-    float* slice = grads_ + tensors_[static_cast<size_t>(s.tensor)].offset + s.offset;
     const size_t part = static_cast<size_t>(s.numel / dp_);
-    nccl_check(ncclReduceScatter(slice, slice + dp_rank_ * part, part, ncclFloat, ncclAvg, comm, stream),
-               "ncclReduceScatter");
+    CUDA_CHECK(cudaMemcpy2DAsync(dp_flat_ + dp_plan_.flat_element(s, 0, 0), region.block * sizeof(float),
+                                 grads_ + tensors_[static_cast<size_t>(s.tensor)].offset + s.offset,
+                                 part * sizeof(float), part * sizeof(float), static_cast<size_t>(dp_),
+                                 cudaMemcpyDeviceToDevice, stream));
   }
-  nccl_check(ncclGroupEnd(), "ncclGroupEnd");
+  float* region_begin = dp_flat_ + region.begin;
+  nccl_check(ncclReduceScatter(region_begin, region_begin + dp_rank_ * region.block,
+                               static_cast<size_t>(region.block), ncclFloat, ncclAvg, comm, stream),
+             "ncclReduceScatter");
+  for (const GradSlice& s : dp_plan_.slices) {
+    if (s.bucket != bucket) continue;
+    const ElementRange mine = shard_of(s, dp_, dp_rank_);
+    CUDA_CHECK(cudaMemcpyAsync(grads_ + tensors_[static_cast<size_t>(s.tensor)].offset + mine.begin,
+                               dp_flat_ + dp_plan_.flat_element(s, dp_rank_, 0), mine.size() * sizeof(float),
+                               cudaMemcpyDeviceToDevice, stream));
+  }
 }
 
 // The optimizer wrote the rank's pieces of both the masters and the compute copy: the compute copy is
 // what the next forward reads, so that is what is gathered, in the compute type (bf16 moves half the
-// bytes fp32 masters would). The masters of the other ranks' pieces go stale here; gather_masters()
-// brings them back for a checkpoint.
+// bytes fp32 masters would), through the bucket's staging region as T. The masters of the other ranks'
+// pieces go stale here; gather_masters() brings them back for a checkpoint.
 template <class T>
 void GptImpl<T>::all_gather_bucket(int bucket, ncclComm_t comm, cudaStream_t stream) {
-  nccl_check(ncclGroupStart(), "ncclGroupStart");
+  const BucketRegion& region = dp_plan_.regions[static_cast<size_t>(bucket)];
+  T* flat = reinterpret_cast<T*>(dp_flat_);  // sizeof(T) <= sizeof(float): the region fits as T
   for (const GradSlice& s : dp_plan_.slices) {
     if (s.bucket != bucket) continue;
-    T* slice = params_ + tensors_[static_cast<size_t>(s.tensor)].offset + s.offset;
-    const size_t part = static_cast<size_t>(s.numel / dp_);
-    nccl_check(ncclAllGather(slice + dp_rank_ * part, slice, part, nccl_type(), comm, stream),
-               "ncclAllGather");
+    const ElementRange mine = shard_of(s, dp_, dp_rank_);
+    CUDA_CHECK(cudaMemcpyAsync(flat + dp_plan_.flat_element(s, dp_rank_, 0),
+                               params_ + tensors_[static_cast<size_t>(s.tensor)].offset + mine.begin,
+                               mine.size() * sizeof(T), cudaMemcpyDeviceToDevice, stream));
   }
-  nccl_check(ncclGroupEnd(), "ncclGroupEnd");
+  T* region_begin = flat + region.begin;
+  nccl_check(ncclAllGather(region_begin + dp_rank_ * region.block, region_begin,
+                           static_cast<size_t>(region.block), nccl_type(), comm, stream),
+             "ncclAllGather");
+  for (const GradSlice& s : dp_plan_.slices) {
+    if (s.bucket != bucket) continue;
+    const size_t part = static_cast<size_t>(s.numel / dp_);
+    CUDA_CHECK(cudaMemcpy2DAsync(params_ + tensors_[static_cast<size_t>(s.tensor)].offset + s.offset,
+                                 part * sizeof(T), flat + dp_plan_.flat_element(s, 0, 0),
+                                 region.block * sizeof(T), part * sizeof(T), static_cast<size_t>(dp_),
+                                 cudaMemcpyDeviceToDevice, stream));
+  }
 }
 
 template <class T>

@@ -44,6 +44,16 @@ Result<GradBuckets> plan_grad_buckets(const std::vector<TpTensor>& tensors, int 
       b.shard_numel += numel / dp;
     }
   }
+  b.regions.assign(static_cast<size_t>(b.buckets()), BucketRegion{});
+  for (GradSlice& s : b.slices) {
+    BucketRegion& r = b.regions[static_cast<size_t>(s.bucket)];
+    s.block_offset = r.block;
+    r.block += s.numel / dp;
+  }
+  for (BucketRegion& r : b.regions) {
+    r.begin = b.flat_numel;
+    b.flat_numel += r.block * dp;
+  }
   return b;
 }
 

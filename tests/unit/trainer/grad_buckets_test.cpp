@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -69,6 +70,49 @@ TEST(GradBuckets, TheRanksPiecesCoverEverySliceOnceAndTheirStateIsADpthOfIt) {
       }
       EXPECT_EQ(b->shard_numel, state);
       EXPECT_EQ(b->shard_numel * dp, total) << "the optimizer state is 1/dp of the parameters";
+    }
+  }
+}
+
+// The staging buffer: each bucket's region holds dp blocks, rank r's block its pieces of the bucket's
+// slices one after another, so that one reduce-scatter of the region leaves rank r its block; every
+// element of every rank's piece of every slice has its own place, within its bucket's region.
+TEST(GradBuckets, EachBucketsStagingRegionHoldsEveryRanksPiecesInRankMajorBlocks) {
+  for (int tp : {1, 2}) {
+    for (int dp : {1, 2, 4}) {
+      SCOPED_TRACE(testing::Message() << "tp " << tp << " dp " << dp);
+      const std::vector<TpTensor> ts = tp_parameter_tensors(small_model(), tp);
+      auto b = plan_grad_buckets(ts, dp);
+      ASSERT_TRUE(b) << b.error().message;
+      ASSERT_EQ(b->regions.size(), static_cast<size_t>(b->buckets()));
+      int64_t total = 0;
+      for (const TpTensor& t : ts) total += t.numel();
+      EXPECT_EQ(b->flat_numel, total) << "every slice's elements once";
+      int64_t next = 0;
+      for (const BucketRegion& r : b->regions) {
+        EXPECT_EQ(r.begin, next) << "regions follow one another";
+        EXPECT_GT(r.block, 0);
+        next = r.begin + r.block * dp;
+      }
+      std::vector<int> seen(static_cast<size_t>(b->flat_numel), 0);
+      std::map<int, int64_t> block_used;  // bucket -> a rank's elements so far
+      for (const GradSlice& s : b->slices) {
+        EXPECT_EQ(s.block_offset, block_used[s.bucket]) << "a bucket's slices in order within a block";
+        block_used[s.bucket] += s.numel / dp;
+        const BucketRegion& r = b->regions[static_cast<size_t>(s.bucket)];
+        for (int rank = 0; rank < dp; ++rank) {
+          for (int64_t i = 0; i < s.numel / dp; ++i) {
+            const int64_t f = b->flat_element(s, rank, i);
+            ASSERT_GE(f, r.begin + rank * r.block) << "rank " << rank << "'s piece stays in its block";
+            ASSERT_LT(f, r.begin + (rank + 1) * r.block);
+            ++seen[static_cast<size_t>(f)];
+          }
+        }
+      }
+      for (const auto& [bucket, used] : block_used)
+        EXPECT_EQ(used, b->regions[static_cast<size_t>(bucket)].block);
+      EXPECT_TRUE(std::all_of(seen.begin(), seen.end(), [](int n) { return n == 1; }))
+          << "every staging element holds exactly one piece's element";
     }
   }
 }

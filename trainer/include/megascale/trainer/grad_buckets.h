@@ -10,6 +10,12 @@
 // with the layers before it; the last bucket holds the unstacked tensors. Sharding each slice rather
 // than the flat buffer is what lets a layer be reduced before the whole backward is done.
 //
+// A bucket moves as one collective, not one per slice: a layer's dozen slices include LayerNorm and bias
+// vectors of a few KiB, and over a net each collective pays its own round trips. The bucket's slices
+// are gathered into its region of a staging buffer (flat_numel elements, every bucket's region after
+// the one before), rank-major: rank r's block holds r's part of each slice in slice order, so one
+// reduce-scatter leaves each rank its block and one all-gather brings every block back.
+//
 //   GradBuckets b = *plan_grad_buckets(tp_parameter_tensors(model, tp, stage), /*dp=*/2);
 //   for (const GradSlice& s : b.slices) {
 //     ElementRange mine = shard_of(s, b.dp, dp_rank);  // within tensor s.tensor: reduce-scatter output,
@@ -33,6 +39,15 @@ struct GradSlice {
   // Where a rank's piece of this slice sits in its optimizer state, which holds its pieces one after
   // another (GradBuckets::shard_numel elements, the same on every rank).
   int64_t shard_offset = 0;
+  // Where a rank's piece of this slice sits within that rank's block of the bucket's staging region
+  // (flat_element()).
+  int64_t block_offset = 0;
+};
+
+// A bucket's region of the staging buffer: `begin` its first element, dp blocks of `block` elements.
+struct BucketRegion {
+  int64_t begin = 0;
+  int64_t block = 0;  // a rank's block: the sum of its pieces of the bucket's slices
 };
 
 struct GradBuckets {
@@ -40,7 +55,15 @@ struct GradBuckets {
   int layers = 0;                 // the rank's layers: buckets 0..layers-1; bucket `layers` the rest
   std::vector<GradSlice> slices;  // in the input's tensor order, each stacked tensor layer by layer
   int64_t shard_numel = 0;        // a rank's pieces: the elements of its optimizer state
+  std::vector<BucketRegion> regions;  // per bucket: its region of the staging buffer
+  int64_t flat_numel = 0;             // the staging buffer: every slice's elements once
   int buckets() const { return layers + 1; }
+  // The staging buffer's element that holds element `i` (0 <= i < numel / dp) of rank `rank`'s piece
+  // of `slice`.
+  int64_t flat_element(const GradSlice& slice, int rank, int64_t i) const {
+    const BucketRegion& r = regions[static_cast<size_t>(slice.bucket)];
+    return r.begin + rank * r.block + slice.block_offset + i;
+  }
 };
 
 // Cuts the rank's tensors (tp_parameter_tensors' output) into slices and buckets. Refused, naming the
