@@ -10,7 +10,8 @@ collective and size. The time a group's bytes need ("expected"):
   TP (sequence parallel): half the bytes all-gathered, half reduce-scattered, each [N, C] (N the
     micro-batch's token rows, batch / dp x seq_len; C d_model; 2 bytes in bf16): busbw at that size;
   DP (ZeRO-2): fp32 gradients reduce-scattered (4 of each 6 bytes) and bf16 parameters all-gathered (2 of
-    6), whole tensors of 14-154 MB at 124M: busbw at the largest size measured.
+    6), a collective a bucket (a layer, 28 MB of fp32 at 124M; the rest, 157 MB): busbw at the largest
+    size measured.
 busbw is the bytes a rank sends over the time, so bytes / busbw is the transfer time. "exposed / expected"
 is 1 when the compute stream waited exactly as long as the transfers need, below 1 when compute hid some;
 "less peer wait" takes out the time the rank's collectives waited for the group's last member to arrive

@@ -32,7 +32,7 @@ inline constexpr uint32_t kIoThreads = 4;
 // room is at least kStripedWires (so that a rank's connections keep every wire busy), else one wire a CPU
 // of the room, kMinWires..kMaxWires, so that with NCCL's two they do not outnumber the share; these
 // threads sleep when idle. A share with no room (8 ranks on a 16-CPU host) still gets two: one wire
-// moved 0.45-0.55x the bus bandwidth of two at 32-128 MiB there (docs/PERFORMANCE.md, "The plugin at 8
+// moved 0.59-0.68x the bus bandwidth of two at 32-128 MiB there (docs/PERFORMANCE.md, "The plugin at 8
 // ranks").
 inline constexpr uint32_t kStripedWires = 6;
 inline constexpr uint32_t kStripedStripes = 4;
