@@ -88,6 +88,8 @@ void ProgressLoop::thread_main() {
         ++io_->sleeps;
       }
     }
+    // Read under the lock: help() rounds on other threads write it too.
+    const bool quiet_round = io_->last_io_ns < round_ns;
     lock.unlock();
     if (notify) progressed_.notify_all();
     // Step aside while application threads wait for the lock (a post, a test, a woken waiter).
@@ -96,7 +98,7 @@ void ProgressLoop::thread_main() {
     // yet are made here (outside the lock: a receive waits for them, and an I/O thread that lost its
     // CPU would otherwise hold its receives back); with none, it gives the CPU to any thread waiting
     // for one, as the I/O threads do (io_thread.cpp).
-    if (!sleep && io_->last_io_ns < round_ns) {
+    if (!sleep && quiet_round) {
       size_t helped = 0;
       if (copies_waiting) {
         for (const auto& th : io_->threads) helped += th->copies().run();
