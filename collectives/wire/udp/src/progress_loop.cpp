@@ -61,8 +61,7 @@ Status ProgressLoop::round(TimeNs now, bool read_clock, bool overlap_copies) {
   }
   publish_pending(now);
   finish_tickets();
-  round_ns_ = now;
-  round_ended_ns_.store(now, std::memory_order_relaxed);
+  round_ns_.store(now, std::memory_order_relaxed);
   if (!port_error_.empty()) return make_error(ErrorCode::kSystem, port_error_);
   return {};
 }

@@ -82,7 +82,8 @@ class ProgressLoop {
   }
   // The time the last round ended at: the clock it read last (a round re-reads it only after it moved
   // packets, so this is at most that round's own memory work old), or the time it was given.
-  TimeNs round_time() const { return round_ns_; }
+  // Atomic: help() reads it without the lock.
+  TimeNs round_time() const { return round_ns_.load(std::memory_order_relaxed); }
   // Wakes the loop if it sleeps (a post gave it work).
   void wake();
   // Over a packet port: arms its wait fd before a sleep; false when work arrived meanwhile (then do
@@ -193,11 +194,10 @@ class ProgressLoop {
   std::atomic<bool> stop_{false};
   std::atomic<bool> sleeping_{false};  // the loop is in (or about to enter) epoll_wait
   std::atomic<TimeNs> sleep_until_{0};     // while sleeping_: the deadline it sleeps until
-  std::atomic<TimeNs> round_ended_ns_{0};  // round_time(), for help() to read without the lock
   std::string thread_error_;
   bool more_tx_ = false;    // the last round filled a whole batch: go again without sleeping
   bool moved_ = false;      // this round sent or received packets (note_io)
-  TimeNs round_ns_ = 0;     // round_time()
+  std::atomic<TimeNs> round_ns_{0};  // round_time()
   std::string port_error_;  // a packet port's failure: round() returns it
 };
 

@@ -128,7 +128,7 @@ bool ProgressLoop::help(TimeNs now) {
   if (config_.help_after_ns <= 0) return false;
   // A progress thread that polls ends a round every few microseconds; one that has not for this long
   // sleeps or waits for a CPU. (One in a long round holds the lock: the try-lock fails.)
-  if (now - round_ended_ns_.load(std::memory_order_relaxed) < config_.help_after_ns) return false;
+  if (now - round_time() < config_.help_after_ns) return false;
   std::unique_lock<WireMutex> lock(mu_, std::try_to_lock);
   if (!lock.owns_lock() || !thread_error_.empty()) return false;
   ++io_->help_rounds;

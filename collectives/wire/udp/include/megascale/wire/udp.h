@@ -247,7 +247,7 @@ struct UdpWireStats {
   uint64_t progress_calls = 0;
   uint64_t tx_deferred = 0;  // rounds that completed a receive and left their ACKs for the next round
   uint64_t sleeps = 0;       // threaded mode: times the thread slept in epoll
-  uint64_t help_rounds = 0;  // threaded mode: rounds help() ran on a caller's thread
+  uint64_t help_rounds = 0;  // rounds help() ran on a caller's thread
   // What a progress round costs besides its sends and receives: CLOCK_MONOTONIC reads made by the
   // rounds (and, in threaded mode, by the progress thread between them; not those of a sleep), and
   // reads of the wake-up eventfd (another thread's post ending a sleep). Under emulation a clock read
