@@ -155,6 +155,15 @@ TEST(UdpWireConfig, BadValuesAreErrors) {
   w = UdpWire::create(c);
   ASSERT_FALSE(w);
   EXPECT_NE(w.error().message.find("stall_ns=2000000000"), std::string::npos) << w.error().message;
+  for (const TimeNs help : {TimeNs{-1}, 2 * kNsPerSec}) {
+    c = UdpConfig{};
+    c.help_after_ns = help;
+    w = UdpWire::create(c);
+    ASSERT_FALSE(w) << "help_after_ns " << help;
+    EXPECT_NE(w.error().message.find("help_after_ns=" + std::to_string(help) + ": must be in 0..1 s"),
+              std::string::npos)
+        << w.error().message;
+  }
   c = UdpConfig{};
   c.bind_port = 65534;
   c.sockets = 4;
