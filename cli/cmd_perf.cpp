@@ -122,7 +122,7 @@ int run_perf_command(PerfFlags& f, CLI::App* cmd) {
     }
     o.baseline_ucx = true;
   }
-  if (!given("--segment")) o.segment_bytes = perf::default_segment_bytes(o.wire, o.loopback);
+  if (!given("--segment")) o.segment_bytes = perf::default_segment_bytes(o.wire, o.loopback, o.lanes);
   if (given("-x")) {
     if (f.gid_index < 0 || f.gid_index > 65535) {
       fmt::print(stderr, "megascale perf: -x {}: a GID index is 0 .. 65535\n", f.gid_index);

@@ -3,7 +3,7 @@
 # and 4 lanes (64 MiB messages) next to iperf3's single TCP stream over 127.0.0.1, and the 8-byte
 # latency; one table (goodput, ratio to iperf3, kernel drops, p50 latency) and JSON under out/bench/.
 #
-#   scripts/bench-loopback.sh                       # perf --loopback's defaults (loopback preset, 16 KiB)
+#   scripts/bench-loopback.sh                       # perf --loopback's defaults (loopback preset; 60000-byte segments on 1 lane, 16 KiB on 4)
 #   CC=hybrid SEGMENT=4096 scripts/bench-loopback.sh
 #   SECONDS_PER_RUN=5 MEGASCALE=build/cli/megascale scripts/bench-loopback.sh
 #   IO_THREADS=4 scripts/bench-loopback.sh          # adds bw rows with the wire's I/O threads

@@ -41,9 +41,10 @@ std::string_view to_string(PerfWire w) {
   return "?";
 }
 
-uint32_t default_segment_bytes(PerfWire w, bool loopback) {
+uint32_t default_segment_bytes(PerfWire w, bool loopback, uint32_t lanes) {
   if (w == PerfWire::kVerbsRc) return engine::kMaxSegmentPayload;
-  return loopback ? 16384 : PerfOptions{}.segment_bytes;
+  if (!loopback) return PerfOptions{}.segment_bytes;
+  return w == PerfWire::kUdp && lanes == 1 ? 60000 : 16384;
 }
 
 Result<PerfWire> parse_perf_wire(std::string_view text) {

@@ -24,11 +24,12 @@ namespace fs = std::filesystem;
 
 TEST(PerfWire, VerbsRcDefaultsToTheLargestSegment) {
   // One RDMA write a packet: the NIC cuts it into MTU-sized packets itself.
-  EXPECT_EQ(default_segment_bytes(PerfWire::kVerbsRc, true), engine::kMaxSegmentPayload);
-  EXPECT_EQ(default_segment_bytes(PerfWire::kVerbsRc, false), engine::kMaxSegmentPayload);
-  EXPECT_EQ(default_segment_bytes(PerfWire::kUdp, true), 16384u);
-  EXPECT_EQ(default_segment_bytes(PerfWire::kVerbsUd, true), 16384u);  // lowered to the MTU when it opens
-  EXPECT_EQ(default_segment_bytes(PerfWire::kUdp, false), PerfOptions{}.segment_bytes);
+  EXPECT_EQ(default_segment_bytes(PerfWire::kVerbsRc, true, 1), engine::kMaxSegmentPayload);
+  EXPECT_EQ(default_segment_bytes(PerfWire::kVerbsRc, false, 4), engine::kMaxSegmentPayload);
+  EXPECT_EQ(default_segment_bytes(PerfWire::kUdp, true, 1), 60000u);
+  EXPECT_EQ(default_segment_bytes(PerfWire::kUdp, true, 4), 16384u);
+  EXPECT_EQ(default_segment_bytes(PerfWire::kVerbsUd, true, 1), 16384u);  // lowered to the MTU when it opens
+  EXPECT_EQ(default_segment_bytes(PerfWire::kUdp, false, 1), PerfOptions{}.segment_bytes);
 }
 
 TEST(PerfWire, NamesParseAndUnknownOnesAreNamed) {

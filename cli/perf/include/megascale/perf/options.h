@@ -41,9 +41,11 @@ inline bool is_verbs(PerfWire w) {
 }
 // --segment's default: the largest segment on verbs-rc (a packet is one RDMA write, which the NIC cuts
 // into MTU-sized packets itself, so the per-write costs (work request, completion, ring slot, the
-// engine's per-segment work and ACK) spread over the most bytes); 16 KiB on loopback (three to a GSO
-// message: loopback's MTU is 64 KiB); otherwise 4 KiB. verbs-ud lowers its segment to its MTU.
-uint32_t default_segment_bytes(PerfWire w, bool loopback);
+// engine's per-segment work and ACK) spread over the most bytes); on loopback (whose MTU is 64 KiB)
+// 60000 bytes for one UDP lane (a datagram's system-call and copy costs spread over the most bytes) and
+// 16 KiB for more (three to a GSO message: lanes of 60000-byte datagrams overflow each other's receive
+// buffers, docs/PERFORMANCE.md); otherwise 4 KiB. verbs-ud lowers its segment to its MTU.
+uint32_t default_segment_bytes(PerfWire w, bool loopback, uint32_t lanes);
 
 // How a side waits for its wire. kBusy spins on the sockets (perftest's way: lowest latency, a whole
 // core per side). kAdaptive spins while datagrams keep coming and sleeps in epoll once none came or
