@@ -426,7 +426,9 @@ NetResult accept(void* listen_comm, void** recv_comm) {
     return abi::kNetInvalidArgument;
   }
   Registry& reg = Registry::get();
-  reg.tick(wire::UdpWire::now());
+  const TimeNs now = wire::UdpWire::now();
+  reg.tick(now);
+  if (l->accept_started_ns == 0) l->accept_started_ns = now;
   bool all_accepted = true;
   for (size_t i = 0; i < l->stripes.size(); ++i) {
     Stripe& st = l->stripes[i];
@@ -447,8 +449,10 @@ NetResult accept(void* listen_comm, void** recv_comm) {
   r->ifname = reg.devices()[static_cast<size_t>(l->dev)].iface.name;
   r->peer = peer_of(*r->wire(), r->conn());
   r->opened_ns = wire::UdpWire::now();
-  MS_INFO(abi::kSubsysNet, "accepted %s <- %s (wire %u, conn %016" PRIx64 ", %u stripe(s))",
-          r->ifname.c_str(), r->peer.c_str(), r->wire()->index(), r->conn(), r->stripe_count());
+  MS_INFO(abi::kSubsysNet, "accepted %s <- %s in %.1f ms (wire %u, conn %016" PRIx64 ", %u stripe(s))",
+          r->ifname.c_str(), r->peer.c_str(), ms_since(l->accept_started_ns), r->wire()->index(), r->conn(),
+          r->stripe_count());
+  l->accept_started_ns = 0;  // the next accept() on this listen times its own connection
   reg.comm_opened(r);
   *recv_comm = r;
   return abi::kNetSuccess;

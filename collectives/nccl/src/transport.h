@@ -96,6 +96,7 @@ struct ListenComm {
   uint64_t listen_id = 0;
   uint64_t comm_id = 0;
   int dev = 0;
+  TimeNs accept_started_ns = 0;  // the first accept() call for the connection not yet accepted
 };
 
 enum class Role : uint8_t { kSend, kRecv };

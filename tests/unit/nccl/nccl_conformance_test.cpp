@@ -257,6 +257,16 @@ void expect_forked_run_passes(const char* prefix, void (*child)(const std::strin
   // The floor reaches the wires (hybrid's own min_rto is 100 us), and their INFO lines say so.
   expect(log_has(r, "RTO >= 2500 us, tail probes off"),
          "each wire's INFO line gives the RTO floor and tail-probe setting that were set");
+  // Connection set-up is timed on both sides (NCCL connects lazily, inside a collective's first call).
+  const auto timed = [&](const std::string& head) {
+    for (const std::string& l : r.log) {
+      const size_t at = l.find(head);
+      const size_t in = at == std::string::npos ? at : l.find(" in ", at);
+      if (in != std::string::npos && l.find(" ms (wire ", in) != std::string::npos) return true;
+    }
+    return false;
+  };
+  expect(timed("connected ") && timed("accepted "), "connect and accept each say how long they took");
   const std::string jsonl = files_text(dir, ".jsonl"), prom = files_text(dir, ".prom");
   // Two comms (send and recv) closed: two "close" records with the engine's counters.
   size_t closes = 0;
